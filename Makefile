@@ -1,0 +1,37 @@
+# Two commands are all a newcomer needs: `make run` and `make test`.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test lint format typecheck bench clean help
+
+help:
+	@echo "make run    set up and start dynacron locally (API on http://127.0.0.1:8080)"
+	@echo "make test   set up, lint, type-check and run the whole test suite"
+	@echo "make lint   ruff + mypy only"
+	@echo "make clean  remove the virtualenv and caches"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[local,dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/dynacron local --port 8080
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out
