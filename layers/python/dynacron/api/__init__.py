@@ -1,0 +1,1 @@
+"""The HTTP API: routes, and the one place errors become HTTP responses."""

@@ -1,0 +1,105 @@
+"""Routes of the HTTP API (Powertools REST resolver with request validation)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from dynacron.api.problems import describe_validation_errors, problem
+from dynacron.domain.errors import InvalidRequest, TaskNotFound
+from dynacron.models import ExecutionPage, ExecutionView, TaskCreate, TaskPage, TaskView
+from dynacron.services.tasks import PayloadTooLarge, TaskService
+
+logger = Logger(service="dynacron-api")
+
+PageLimit = Annotated[int, Query(ge=1, le=100, description="Items per page")]
+PageToken = Annotated[str | None, Query(max_length=2048, description="From the previous page")]
+
+
+def build_api(tasks: TaskService) -> APIGatewayRestResolver:
+    app = APIGatewayRestResolver(enable_validation=True)
+    app.use(middlewares=[_require_json])
+
+    @app.post("/tasks")
+    def create_task(body: TaskCreate) -> Response[TaskView]:
+        task = tasks.register(body)
+        return Response(status_code=201, body=TaskView.of(task), content_type="application/json")
+
+    @app.get("/tasks")
+    def list_tasks(limit: PageLimit = 50, next_token: PageToken = None) -> TaskPage:
+        page = tasks.list(limit, next_token)
+        return TaskPage(items=[TaskView.of(t) for t in page.items], next_token=page.next_token)
+
+    @app.get("/tasks/<task_id>")
+    def get_task(task_id: str) -> TaskView:
+        return TaskView.of(tasks.get(task_id))
+
+    @app.delete("/tasks/<task_id>")
+    def delete_task(task_id: str) -> Response[None]:
+        tasks.delete(task_id)
+        return Response(status_code=204)
+
+    @app.get("/tasks/<task_id>/executions")
+    def list_executions(
+        task_id: str, limit: PageLimit = 50, next_token: PageToken = None
+    ) -> ExecutionPage:
+        page = tasks.executions(task_id, limit, next_token)
+        return ExecutionPage(
+            items=[ExecutionView.of(e) for e in page.items], next_token=page.next_token
+        )
+
+    @app.exception_handler(RequestValidationError)
+    def invalid_request_shape(error: RequestValidationError) -> Response[str]:
+        errors = describe_validation_errors(error.errors())
+        status = 400 if any(e["field"] == "body" for e in errors) else 422
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        return problem(status, "Invalid request", detail, errors)
+
+    @app.exception_handler(PayloadTooLarge)
+    def payload_too_large(error: PayloadTooLarge) -> Response[str]:
+        return problem(413, "Payload too large", str(error), [_field(error)])
+
+    @app.exception_handler(InvalidRequest)
+    def invalid_request(error: InvalidRequest) -> Response[str]:
+        return problem(422, "Invalid request", str(error), [_field(error)])
+
+    @app.exception_handler(TaskNotFound)
+    def task_not_found(error: TaskNotFound) -> Response[str]:
+        return problem(404, "Not found", str(error))
+
+    @app.not_found
+    def route_not_found(error: NotFoundError) -> Response[str]:
+        event = app.current_event
+        return problem(404, "Not found", f"no route for {event.http_method} {event.path}")
+
+    @app.exception_handler(Exception)
+    def unexpected(error: Exception) -> Response[str]:
+        logger.exception("unhandled error")
+        return problem(500, "Internal error", "the request failed on our side; it is safe to retry")
+
+    return app
+
+
+def _require_json(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    """Bodies are JSON; say so plainly instead of failing on a form-encoded parse."""
+    event = app.current_event
+    content_type = (event.headers or {}).get("content-type") or (event.headers or {}).get(
+        "Content-Type"
+    )
+    if event.body and content_type and "json" not in content_type.lower():
+        return problem(
+            415,
+            "Unsupported media type",
+            f"the body must be JSON sent with 'Content-Type: application/json', not {content_type!r}",
+        )
+    return next_middleware(app)
+
+
+def _field(error: InvalidRequest) -> dict[str, str]:
+    return {"field": error.field, "message": error.message}

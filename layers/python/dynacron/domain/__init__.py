@@ -1,0 +1,1 @@
+"""Pure domain model: schedules, tasks, executions and time. No AWS, no HTTP."""

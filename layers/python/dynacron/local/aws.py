@@ -1,0 +1,169 @@
+"""An embedded AWS for local mode: moto's server, with DynamoDB requests made atomic.
+
+moto's DynamoDB backend takes no lock, so two conditional writes racing from
+different threads can both succeed, which AWS never allows. Every DynamoDB
+request is serialised here; SQS and the rest stay concurrent so that long polls
+do not block the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    MotoRequestHandler,
+    create_backend_app,
+)
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from dynacron.config import Settings
+from dynacron.resources import (
+    COORDINATION,
+    DEAD_LETTER_QUEUE,
+    DISPATCH_QUEUE,
+    EXECUTIONS,
+    TABLES,
+    TASKS,
+    QueueDefinition,
+    create_table_request,
+)
+
+REGION = "us-east-1"
+LOCAL_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class AtomicDynamoDB:
+    """WSGI middleware: one DynamoDB request at a time, as if each were atomic."""
+
+    def __init__(self, app: WsgiApp) -> None:
+        self._app = app
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if not environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+            return self._app(environ, start_response)
+        with self._lock:
+            # Materialise the body while holding the lock: the write happens
+            # during the call, but a streamed response must not escape it.
+            return list(self._app(environ, start_response))
+
+
+class EmbeddedAws:
+    """moto in server mode on a loopback port, in a background thread."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._host = host
+        self._port = port
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def endpoint(self) -> str:
+        assert self._server is not None, "start() first"
+        return f"http://{self._host}:{self._server.server_port}"
+
+    def start(self) -> EmbeddedAws:
+        app = AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server(
+            self._host, self._port, app, threaded=True, request_handler=MotoRequestHandler
+        )
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="embedded-aws", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def aws_clients(endpoint: str) -> tuple[Any, Any]:
+    """DynamoDB and SQS clients for an AWS emulator at ``endpoint``."""
+    config = Config(
+        retries={"max_attempts": 5, "mode": "standard"},
+        max_pool_connections=50,
+    )
+    common: dict[str, Any] = {
+        "endpoint_url": endpoint,
+        "region_name": REGION,
+        "config": config,
+        **LOCAL_CREDENTIALS,
+    }
+    return boto3.client("dynamodb", **common), boto3.client("sqs", **common)
+
+
+def provision(dynamodb: Any, sqs: Any, prefix: str = "dynacron", **overrides: Any) -> Settings:
+    """Create every table and queue from the shared definitions; safe to repeat."""
+    for table in TABLES:
+        name = table.default_name(prefix)
+        try:
+            dynamodb.create_table(**create_table_request(table, name))
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ResourceInUseException":
+                raise
+        if table.ttl_attribute:
+            dynamodb.update_time_to_live(
+                TableName=name,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": table.ttl_attribute},
+            )
+    dead_letter_url = _create_queue(sqs, DEAD_LETTER_QUEUE, prefix, None)
+    dead_letter_arn = sqs.get_queue_attributes(
+        QueueUrl=dead_letter_url, AttributeNames=["QueueArn"]
+    )["Attributes"]["QueueArn"]
+    dispatch_url = _create_queue(sqs, DISPATCH_QUEUE, prefix, dead_letter_arn)
+    return Settings(
+        tasks_table=TASKS.default_name(prefix),
+        executions_table=EXECUTIONS.default_name(prefix),
+        coordination_table=COORDINATION.default_name(prefix),
+        dispatch_queue_url=dispatch_url,
+        **overrides,
+    )
+
+
+def _create_queue(
+    sqs: Any, queue: QueueDefinition, prefix: str, dead_letter_arn: str | None
+) -> str:
+    attributes = {
+        "VisibilityTimeout": str(queue.visibility_timeout_seconds),
+        "MessageRetentionPeriod": str(queue.retention_seconds),
+    }
+    if dead_letter_arn and queue.max_receive_count:
+        attributes["RedrivePolicy"] = json.dumps(
+            {"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": queue.max_receive_count}
+        )
+    url: str = sqs.create_queue(QueueName=queue.default_name(prefix), Attributes=attributes)[
+        "QueueUrl"
+    ]
+    return url
+
+
+def main() -> None:
+    """Run the embedded AWS alone (``python -m dynacron.local.aws``), e.g. for tests."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, default=0)
+    port = parser.parse_args().port
+    aws = EmbeddedAws(port=port).start()
+    print(f"embedded AWS listening on {aws.endpoint}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        aws.stop()
+
+
+if __name__ == "__main__":
+    main()

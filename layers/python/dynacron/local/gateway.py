@@ -1,0 +1,110 @@
+"""A local stand-in for API Gateway: HTTP requests in, REST proxy events to a handler."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+ProxyHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
+MAX_BODY_BYTES = 1024 * 1024  # well above any limit of ours, below API Gateway's 10 MB
+
+
+@dataclass
+class LocalContext:
+    """Enough of a Lambda context for Powertools."""
+
+    function_name: str
+    memory_limit_in_mb: int = 512
+    timeout_seconds: int = 30
+
+    def __post_init__(self) -> None:
+        self.aws_request_id = str(uuid.uuid4())
+        self.invoked_function_arn = (
+            f"arn:aws:lambda:us-east-1:000000000000:function:{self.function_name}"
+        )
+        self.function_version = "$LATEST"
+        self.log_group_name = f"/aws/lambda/{self.function_name}"
+        self.log_stream_name = "local"
+        self._deadline = time.monotonic() + self.timeout_seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def proxy_event(
+    method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str
+) -> dict[str, Any]:
+    """An API Gateway REST (v1) proxy event for one HTTP request."""
+    parts = urlsplit(target)
+    query = parse_qs(parts.query, keep_blank_values=True)
+    request_id = str(uuid.uuid4())
+    return {
+        "resource": parts.path,
+        "path": parts.path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
+        "multiValueQueryStringParameters": query or None,
+        "pathParameters": None,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": parts.path,
+            "httpMethod": method,
+            "path": parts.path,
+            "stage": "local",
+            "requestId": request_id,
+            "requestTimeEpoch": int(time.time() * 1000),
+            "identity": {"sourceIp": source_ip},
+        },
+        "body": body.decode("utf-8", errors="replace") if body else None,
+        "isBase64Encoded": False,
+    }
+
+
+class ApiGateway(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: ProxyHandler) -> None:
+        self.proxy_handler = handler
+        super().__init__(address, _RequestHandler)
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    server: ApiGateway
+    protocol_version = "HTTP/1.1"
+
+    def _forward(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            self._reply(413, {"Content-Type": "application/json"}, b'{"message":"too large"}')
+            self.close_connection = True
+            return
+        body = self.rfile.read(length) if length else b""
+        event = proxy_event(
+            self.command, self.path, dict(self.headers.items()), body, self.client_address[0]
+        )
+        response = self.server.proxy_handler(event, LocalContext("dynacron-api"))
+        headers = dict(response.get("headers") or {})
+        for name, values in (response.get("multiValueHeaders") or {}).items():
+            headers[name] = ", ".join(values)
+        self._reply(response["statusCode"], headers, (response.get("body") or "").encode())
+
+    def _reply(self, status: int, headers: dict[str, str], payload: bytes) -> None:
+        self.send_response(status)
+        for name, value in headers.items():
+            if name.lower() != "content-length":
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the runtime prints its own activity line

@@ -1,0 +1,210 @@
+"""Local mode: the real handlers, driven the way AWS drives them, on one machine.
+
+- the API handler behind a local API Gateway stand-in (REST proxy events);
+- a tick of every shard each second, at the top of the second, as deployed;
+- worker threads that long-poll SQS, call the worker handler with SQS batch
+  events and delete only the records it did not report as failed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from dynacron.app import Dynacron
+from dynacron.config import LOOPBACK_NETWORKS
+from dynacron.delivery import DeliveryResult, HttpDelivery
+from dynacron.domain.clock import Clock, SystemClock
+from dynacron.domain.executions import Dispatch
+from dynacron.domain.tasks import Task
+from dynacron.domain.urls import UrlPolicy
+from dynacron.local.aws import REGION, EmbeddedAws, aws_clients, provision
+from dynacron.local.gateway import ApiGateway, LocalContext
+
+logger = Logger(service="dynacron-local")
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    shards: int = 4
+    workers: int = 4
+    tick_interval: float = 1.0
+    aws_endpoint: str | None = None
+    prefix: str = "dynacron"
+    allow_networks: tuple[str, ...] = LOOPBACK_NETWORKS
+
+
+@dataclass
+class Activity:
+    """Counters for the live activity line; safe to update from any thread."""
+
+    dispatched: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            for name, count in counts.items():
+                setattr(self, name, getattr(self, name) + count)
+
+    def snapshot(self) -> tuple[int, int, int]:
+        with self._lock:
+            return self.dispatched, self.succeeded, self.failed
+
+
+class CountingDelivery:
+    def __init__(self, inner: HttpDelivery, activity: Activity) -> None:
+        self._inner = inner
+        self._activity = activity
+
+    def deliver(self, task: Task, dispatch: Dispatch) -> DeliveryResult:
+        result = self._inner.deliver(task, dispatch)
+        self._activity.add(succeeded=int(result.ok), failed=int(not result.ok))
+        return result
+
+
+class LocalRuntime:
+    def __init__(self, options: LocalOptions, clock: Clock | None = None) -> None:
+        self.options = options
+        self.activity = Activity()
+        self._clock = clock or SystemClock()
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._aws: EmbeddedAws | None = None
+        self._gateway: ApiGateway | None = None
+        self.aws_endpoint = ""
+        self.app: Dynacron | None = None
+
+    @property
+    def api_url(self) -> str:
+        assert self._gateway is not None, "start() first"
+        host, port = self._gateway.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> LocalRuntime:
+        if self.options.aws_endpoint:
+            self.aws_endpoint = self.options.aws_endpoint
+        else:
+            self._aws = EmbeddedAws().start()
+            self.aws_endpoint = self._aws.endpoint
+        dynamodb, sqs = aws_clients(self.aws_endpoint)
+        settings = provision(
+            dynamodb,
+            sqs,
+            self.options.prefix,
+            shard_count=self.options.shards,
+            delivery_allow_networks=self.options.allow_networks,
+        )
+        delivery = CountingDelivery(
+            HttpDelivery(UrlPolicy(settings.delivery_allow_networks), settings.http_timeout_seconds),
+            self.activity,
+        )
+        self.app = app = Dynacron(
+            settings, dynamodb=dynamodb, sqs=sqs, clock=self._clock, delivery=delivery
+        )
+        self._gateway = ApiGateway((self.options.host, self.options.port), app.api)
+        self._spawn("api", self._gateway.serve_forever)
+        self._spawn("tick", lambda: self._tick_loop(app))
+        queue_arn = sqs.get_queue_attributes(
+            QueueUrl=settings.dispatch_queue_url, AttributeNames=["QueueArn"]
+        )["Attributes"]["QueueArn"]
+        for number in range(self.options.workers):
+            self._spawn(f"worker-{number}", lambda: self._worker_loop(app, sqs, queue_arn))
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._gateway is not None:
+            self._gateway.shutdown()
+            self._gateway.server_close()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        if self._aws is not None:
+            self._aws.stop()
+
+    def wait(self, on_activity: Callable[[Activity], None] | None = None) -> None:
+        """Block until stopped, calling ``on_activity`` every second."""
+        while not self._stopping.wait(1.0):
+            if on_activity is not None:
+                on_activity(self.activity)
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=f"dynacron-{name}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _tick_loop(self, app: Dynacron) -> None:
+        interval = self.options.tick_interval
+        while not self._stopping.is_set():
+            for shard in range(self.options.shards):
+                try:
+                    result = app.tick({"shard": shard}, LocalContext("dynacron-tick"))
+                    self.activity.add(dispatched=result["claimed"])
+                except Exception:
+                    logger.exception("tick failed; the next tick retries", extra={"shard": shard})
+            # Tick at the top of each interval, as the deployed per-second loop does,
+            # so an occurrence due on a whole second is found a few ms after it.
+            self._stopping.wait(interval - time.time() % interval + 0.005)
+
+    def _worker_loop(self, app: Dynacron, sqs: Any, queue_arn: str) -> None:
+        queue_url = app.settings.dispatch_queue_url
+        while not self._stopping.is_set():
+            try:
+                messages = sqs.receive_message(
+                    QueueUrl=queue_url,
+                    MaxNumberOfMessages=10,
+                    WaitTimeSeconds=1,
+                    MessageSystemAttributeNames=["All"],
+                ).get("Messages", [])
+            except Exception:
+                if not self._stopping.is_set():
+                    logger.exception("receive failed")
+                    self._stopping.wait(1.0)
+                continue
+            if not messages:
+                continue
+            event = sqs_event(messages, queue_arn)
+            try:
+                result = app.worker(event, LocalContext("dynacron-worker"))
+            except Exception:
+                # As on Lambda: the whole batch becomes visible again later.
+                logger.exception("worker invocation failed")
+                continue
+            failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+            done = [m for m in messages if m["MessageId"] not in failed]
+            if done:
+                sqs.delete_message_batch(
+                    QueueUrl=queue_url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                        for i, m in enumerate(done)
+                    ],
+                )
+
+
+def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """The event Lambda's SQS event source mapping would build for ``messages``."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "messageAttributes": {},
+                "md5OfBody": m.get("MD5OfBody", ""),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": REGION,
+            }
+            for m in messages
+        ]
+    }

@@ -1,0 +1,119 @@
+"""Wire models: what the HTTP API accepts and returns. Pydantic, one per boundary."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dynacron.domain.executions import Execution
+from dynacron.domain.instants import format_instant
+from dynacron.domain.tasks import Task
+
+
+class TaskCreate(BaseModel):
+    """Body of ``POST /tasks``: exactly one of ``cron``, ``rate`` or ``at``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    cron: str | None = Field(default=None, description="5-field cron expression", max_length=200)
+    rate: str | None = Field(
+        default=None, description="e.g. '30 seconds', '5 minutes', '1 day'", max_length=50
+    )
+    at: str | None = Field(
+        default=None, description="ISO 8601 instant for a one-time task", max_length=64
+    )
+    timezone: str = Field(default="UTC", description="IANA time zone", max_length=64)
+    handler_url: str = Field(description="http(s) URL that receives a POST per execution")
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScheduleView(BaseModel):
+    kind: Literal["cron", "rate", "at"]
+    expression: str
+
+
+class TaskView(BaseModel):
+    task_id: str
+    name: str
+    schedule: ScheduleView
+    timezone: str
+    handler_url: str
+    payload: dict[str, Any]
+    status: str
+    next_run_at: str | None
+    last_scheduled_at: str | None
+    version: int
+    created_at: str
+    updated_at: str
+
+    @classmethod
+    def of(cls, task: Task) -> TaskView:
+        schedule = task.schedule
+        expression = (
+            format_instant(schedule.at) if schedule.kind == "at" else schedule.expression
+        )
+        return cls(
+            task_id=task.task_id,
+            name=task.name,
+            schedule=ScheduleView(kind=schedule.kind, expression=expression),
+            timezone=task.timezone,
+            handler_url=task.handler_url,
+            payload=task.payload,
+            status=task.status.value,
+            next_run_at=format_instant(task.next_run_at) if task.next_run_at else None,
+            last_scheduled_at=(
+                format_instant(task.last_scheduled_at) if task.last_scheduled_at else None
+            ),
+            version=task.version,
+            created_at=format_instant(task.created_at),
+            updated_at=format_instant(task.updated_at),
+        )
+
+
+class ExecutionView(BaseModel):
+    execution_id: str
+    task_id: str
+    scheduled_at: str
+    status: str
+    attempt: int
+    started_at: str | None
+    completed_at: str | None
+    error: str | None
+
+    @classmethod
+    def of(cls, execution: Execution) -> ExecutionView:
+        def instant(value: Any) -> str | None:
+            return format_instant(value) if value else None
+
+        return cls(
+            execution_id=execution.execution_id,
+            task_id=execution.task_id,
+            scheduled_at=format_instant(execution.scheduled_at),
+            status=execution.status.value,
+            attempt=execution.attempt,
+            started_at=instant(execution.started_at),
+            completed_at=instant(execution.completed_at),
+            error=execution.error,
+        )
+
+
+class TaskPage(BaseModel):
+    items: list[TaskView]
+    next_token: str | None
+
+
+class ExecutionPage(BaseModel):
+    items: list[ExecutionView]
+    next_token: str | None
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, Any]] | None = None

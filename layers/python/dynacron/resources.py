@@ -1,0 +1,152 @@
+"""The one source of truth for dynacron's tables, keys, indexes and queues.
+
+The CDK app (``infra/``) and local mode both build their resources from these
+definitions, and the runtime reads names through the environment variables named
+here, so a key or name cannot drift between infrastructure and code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+AttributeType = Literal["S", "N"]
+Projection = Literal["KEYS_ONLY", "ALL"]
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: AttributeType = "S"
+
+
+@dataclass(frozen=True)
+class IndexDefinition:
+    name: str
+    partition_key: Key
+    sort_key: Key
+    projection: Projection
+
+
+@dataclass(frozen=True)
+class TableDefinition:
+    logical_id: str
+    suffix: str
+    env_var: str
+    partition_key: Key
+    sort_key: Key | None = None
+    indexes: tuple[IndexDefinition, ...] = ()
+    ttl_attribute: str | None = None
+
+    def default_name(self, prefix: str) -> str:
+        return f"{prefix}-{self.suffix}"
+
+
+@dataclass(frozen=True)
+class QueueDefinition:
+    logical_id: str
+    suffix: str
+    env_var: str
+    visibility_timeout_seconds: int
+    retention_seconds: int
+    dead_letter: QueueDefinition | None = None
+    max_receive_count: int | None = None
+
+    def default_name(self, prefix: str) -> str:
+        return f"{prefix}-{self.suffix}"
+
+
+# Sparse: only tasks with a pending occurrence carry ``due_bucket``, so paused and
+# completed tasks cost nothing here. Keys only: the tick re-reads each candidate
+# with a strongly consistent read anyway, and small index items are cheap writes.
+DUE_INDEX = IndexDefinition(
+    name="due-index",
+    partition_key=Key("due_bucket"),
+    sort_key=Key("next_run_at"),
+    projection="KEYS_ONLY",
+)
+
+TASKS = TableDefinition(
+    logical_id="Tasks",
+    suffix="tasks",
+    env_var="DYNACRON_TASKS_TABLE",
+    partition_key=Key("task_id"),
+    indexes=(DUE_INDEX,),
+)
+
+# Execution ids are ``<task_id>_<compact UTC instant>``, so within a task's
+# partition the sort key orders executions by scheduled time.
+EXECUTIONS = TableDefinition(
+    logical_id="Executions",
+    suffix="executions",
+    env_var="DYNACRON_EXECUTIONS_TABLE",
+    partition_key=Key("task_id"),
+    sort_key=Key("execution_id"),
+    ttl_attribute="expires_at",
+)
+
+# Small records that coordinate the scheduler itself: per-shard tick cursors.
+COORDINATION = TableDefinition(
+    logical_id="Coordination",
+    suffix="coordination",
+    env_var="DYNACRON_COORDINATION_TABLE",
+    partition_key=Key("key"),
+    ttl_attribute="expires_at",
+)
+
+DEAD_LETTER_QUEUE = QueueDefinition(
+    logical_id="DeadLetterQueue",
+    suffix="dead-letters",
+    env_var="DYNACRON_DEAD_LETTER_QUEUE_URL",
+    visibility_timeout_seconds=30,
+    retention_seconds=14 * 24 * 3600,
+)
+
+WORKER_TIMEOUT_SECONDS = 60
+
+# AWS advises a visibility timeout of at least six times the consumer's timeout.
+DISPATCH_QUEUE = QueueDefinition(
+    logical_id="DispatchQueue",
+    suffix="dispatch",
+    env_var="DYNACRON_DISPATCH_QUEUE_URL",
+    visibility_timeout_seconds=6 * WORKER_TIMEOUT_SECONDS,
+    retention_seconds=4 * 24 * 3600,
+    dead_letter=DEAD_LETTER_QUEUE,
+    max_receive_count=5,
+)
+
+TABLES = (TASKS, EXECUTIONS, COORDINATION)
+QUEUES = (DEAD_LETTER_QUEUE, DISPATCH_QUEUE)
+
+
+def create_table_request(table: TableDefinition, name: str) -> dict[str, Any]:
+    """The DynamoDB ``CreateTable`` arguments for ``table`` (on-demand billing)."""
+    keys = [table.partition_key, *([table.sort_key] if table.sort_key else [])]
+    for index in table.indexes:
+        keys += [index.partition_key, index.sort_key]
+    attributes = {key.name: key.type for key in keys}
+    request: dict[str, Any] = {
+        "TableName": name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [
+            {"AttributeName": attr, "AttributeType": kind} for attr, kind in attributes.items()
+        ],
+        "KeySchema": _key_schema(table.partition_key, table.sort_key),
+    }
+    if table.indexes:
+        request["GlobalSecondaryIndexes"] = [
+            {
+                "IndexName": index.name,
+                "KeySchema": _key_schema(index.partition_key, index.sort_key),
+                "Projection": {"ProjectionType": index.projection},
+            }
+            for index in table.indexes
+        ]
+    return request
+
+
+def _key_schema(partition_key: Key, sort_key: Key | None) -> list[dict[str, str]]:
+    schema = [{"AttributeName": partition_key.name, "KeyType": "HASH"}]
+    if sort_key is not None:
+        schema.append({"AttributeName": sort_key.name, "KeyType": "RANGE"})
+    return schema

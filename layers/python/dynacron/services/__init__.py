@@ -1,0 +1,1 @@
+"""Use cases: register and read tasks, tick a shard, run an execution."""

@@ -1,0 +1,110 @@
+"""Registering, reading and deleting tasks."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta
+
+from dynacron.config import Settings
+from dynacron.domain.clock import Clock
+from dynacron.domain.errors import InvalidRequest, TaskNotFound
+from dynacron.domain.executions import Execution
+from dynacron.domain.instants import to_utc_ms
+from dynacron.domain.schedules import Schedule, load_zone, parse_at, parse_cron, parse_rate
+from dynacron.domain.tasks import Task, TaskStatus
+from dynacron.domain.urls import UrlPolicy
+from dynacron.models import TaskCreate
+from dynacron.store import ExecutionStore, Page, TaskStore
+
+# A one-time task may be registered a little late (clock skew, slow clients)
+# and still fire at once; further in the past is almost surely a mistake.
+AT_PAST_TOLERANCE = timedelta(minutes=5)
+
+
+class PayloadTooLarge(InvalidRequest):
+    pass
+
+
+class TaskService:
+    def __init__(
+        self,
+        *,
+        tasks: TaskStore,
+        executions: ExecutionStore,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self._tasks = tasks
+        self._executions = executions
+        self._settings = settings
+        self._clock = clock
+        self._url_policy = UrlPolicy(settings.delivery_allow_networks)
+
+    def register(self, request: TaskCreate) -> Task:
+        """Validate ``request`` completely, then store the task with one conditional put."""
+        now = to_utc_ms(self._clock.now())
+        schedule = self._schedule_of(request, now)
+        host, _ = self._url_policy.check_url(request.handler_url)
+        self._url_policy.check_host(host)
+        size = len(json.dumps(request.payload, separators=(",", ":")).encode())
+        if size > self._settings.max_payload_bytes:
+            raise PayloadTooLarge(
+                "payload",
+                f"is {size} bytes as JSON; the limit is {self._settings.max_payload_bytes} bytes",
+            )
+        next_run_at = schedule.first_run(now)
+        task_id = uuid.uuid4().hex
+        task = Task(
+            task_id=task_id,
+            name=request.name or task_id,
+            schedule=schedule,
+            handler_url=request.handler_url,
+            payload=request.payload,
+            status=TaskStatus.ACTIVE if next_run_at else TaskStatus.COMPLETED,
+            next_run_at=next_run_at,
+            created_at=now,
+            updated_at=now,
+        )
+        self._tasks.create(task, self._settings.sharding.place(task_id, next_run_at, now))
+        return task
+
+    def get(self, task_id: str) -> Task:
+        task = self._tasks.get(task_id)
+        if task is None:
+            raise TaskNotFound(task_id)
+        return task
+
+    def list(self, limit: int, token: str | None) -> Page[Task]:
+        return self._tasks.list(limit, token)
+
+    def delete(self, task_id: str) -> None:
+        if not self._tasks.delete(task_id):
+            raise TaskNotFound(task_id)
+
+    def executions(self, task_id: str, limit: int, token: str | None) -> Page[Execution]:
+        self.get(task_id)
+        return self._executions.list_for_task(task_id, limit, token)
+
+    @staticmethod
+    def _schedule_of(request: TaskCreate, now: datetime) -> Schedule:
+        given = [f for f in ("cron", "rate", "at") if getattr(request, f) is not None]
+        if len(given) != 1:
+            found = " and ".join(repr(f) for f in given) if given else "none"
+            raise InvalidRequest(
+                "schedule", f"give exactly one of 'cron', 'rate' or 'at' (found {found})"
+            )
+        load_zone(request.timezone)
+        if request.cron is not None:
+            return parse_cron(request.cron, request.timezone)
+        if request.rate is not None:
+            return parse_rate(request.rate, anchor=now.replace(microsecond=0))
+        assert request.at is not None
+        schedule = parse_at(request.at, request.timezone)
+        if schedule.at < now - AT_PAST_TOLERANCE:
+            raise InvalidRequest(
+                "at",
+                f"{request.at!r} is more than {int(AT_PAST_TOLERANCE.total_seconds() // 60)} "
+                "minutes in the past",
+            )
+        return schedule

@@ -1,0 +1,150 @@
+"""The tick: find a shard's due tasks, send their executions, claim them.
+
+Order of steps, and why:
+
+1. Query the due index for one (time bucket, shard) partition, bounded pages,
+   sort key ``next_run_at <= now``. Never a Scan: the cost follows what is due,
+   not how many tasks exist.
+2. Re-read the candidates with a strongly consistent BatchGetItem. The index is
+   eventually consistent; a stale entry for a task another tick just advanced
+   must not be sent again.
+3. Send the executions (SendMessageBatch), *then* claim each sent task with a
+   conditional write on its version. A crash after sending and before claiming
+   leaves the task due, so the next tick sends the same ``execution_id`` again:
+   a duplicate, never a loss. The opposite order could lose an occurrence.
+
+A per-shard cursor remembers the oldest bucket that may still hold work, so an
+item in an older bucket (the scheduler was down, a tick fell behind) is never
+missed, and buckets already drained are not queried again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from dynacron.config import Settings
+from dynacron.domain.clock import Clock
+from dynacron.domain.executions import Dispatch
+from dynacron.domain.tasks import Claim, claim_occurrence, due_bucket_key
+from dynacron.queue import DispatchQueue
+from dynacron.store import CursorStore, TaskStore
+
+# The newest buckets are queried on every tick even when a long backlog of old
+# buckets is being walked, so a catch-up never delays what is due now.
+ALWAYS_QUERIED_BUCKETS = 2
+MAX_OLD_BUCKETS_PER_TICK = 48
+
+
+@dataclass
+class TickReport:
+    shard: int
+    buckets_queried: int = 0
+    candidates: int = 0
+    sent: int = 0
+    claimed: int = 0
+    lost_races: int = 0
+    cursor: datetime | None = None
+    lateness_seconds: list[float] = field(default_factory=list)
+
+
+class Ticker:
+    def __init__(
+        self,
+        *,
+        tasks: TaskStore,
+        queue: DispatchQueue,
+        cursors: CursorStore,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self._tasks = tasks
+        self._queue = queue
+        self._cursors = cursors
+        self._settings = settings
+        self._clock = clock
+        self._sharding = settings.sharding
+        self._width = timedelta(seconds=settings.bucket_seconds)
+
+    def tick(self) -> list[TickReport]:
+        """Tick every shard once (local mode); deployed, each shard has its own tick."""
+        return [self.tick_shard(shard) for shard in range(self._settings.shard_count)]
+
+    def tick_shard(self, shard: int) -> TickReport:
+        now = self._clock.now()
+        report = TickReport(shard=shard)
+        cursor = self._cursors.get(shard) or self._sharding.bucket(
+            now - timedelta(seconds=self._settings.initial_lookback_seconds)
+        )
+        settled_before = now - timedelta(seconds=self._settings.cursor_grace_seconds)
+        new_cursor = cursor
+        behind = True  # every bucket so far was drained and has settled
+        for bucket in self._buckets_to_query(cursor, now):
+            drained = self._drain_bucket(bucket, shard, now, report)
+            if behind and drained and bucket + self._width <= settled_before:
+                new_cursor = bucket + self._width
+            else:
+                behind = False
+            if report.claimed >= self._settings.tick_max_claims:
+                break
+        if new_cursor > cursor:
+            self._cursors.advance(shard, new_cursor)
+        report.cursor = new_cursor
+        return report
+
+    def _buckets_to_query(self, cursor: datetime, now: datetime) -> list[datetime]:
+        current = self._sharding.bucket(now)
+        count = int((current - cursor) / self._width) + 1
+        buckets = [cursor + i * self._width for i in range(max(count, 0))]
+        if len(buckets) > MAX_OLD_BUCKETS_PER_TICK + ALWAYS_QUERIED_BUCKETS:
+            buckets = (
+                buckets[:MAX_OLD_BUCKETS_PER_TICK] + buckets[-ALWAYS_QUERIED_BUCKETS:]
+            )
+        return buckets
+
+    def _drain_bucket(self, bucket: datetime, shard: int, now: datetime, report: TickReport) -> bool:
+        """Dispatch everything due in one bucket; True if nothing due was left behind."""
+        key = due_bucket_key(bucket, shard)
+        report.buckets_queried += 1
+        start_key = None
+        drained = True
+        while True:
+            budget = self._settings.tick_max_claims - report.claimed
+            if budget <= 0:
+                return False
+            task_ids, start_key = self._tasks.due_task_ids(
+                key, now, min(self._settings.tick_page_size, budget), start_key
+            )
+            report.candidates += len(task_ids)
+            if task_ids:
+                claims = [
+                    claim
+                    for task in self._tasks.get_many(task_ids)
+                    if (claim := claim_occurrence(task, now)) is not None
+                ]
+                drained &= self._dispatch(claims, now, report)
+            if start_key is None:
+                return drained
+
+    def _dispatch(self, claims: list[Claim], now: datetime, report: TickReport) -> bool:
+        by_execution = {claim.execution_id: claim for claim in claims}
+        sent = self._queue.send(
+            [
+                Dispatch(
+                    execution_id=claim.execution_id,
+                    task_id=claim.task.task_id,
+                    scheduled_at=claim.scheduled_at,
+                )
+                for claim in claims
+            ]
+        )
+        report.sent += len(sent)
+        for dispatch in sent:
+            claim = by_execution[dispatch.execution_id]
+            placement = self._sharding.place(claim.task.task_id, claim.next_run_at, now)
+            if self._tasks.claim(claim, placement, now):
+                report.claimed += 1
+                report.lateness_seconds.append((now - claim.scheduled_at).total_seconds())
+            else:
+                report.lost_races += 1
+        return len(sent) == len(claims)
