@@ -21,7 +21,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from dynacron.api.routes import build_api
+from dynacron.api.routes import build_api, unsupported_body
 from dynacron.config import Settings
 from dynacron.delivery import HttpDelivery
 from dynacron.domain.clock import Clock, SystemClock
@@ -74,30 +74,29 @@ class Dynacron:
         )
         self._api = build_api(self.task_service)
 
-    def api(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        return self._api.resolve(event, context)
+    def api(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return unsupported_body(event) or self._api.resolve(event, context)
 
-    def tick(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    def tick(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Tick the shard named in the event, or every shard when none is named."""
         shard = event.get("shard")
-        reports = (
-            [self.ticker.tick_shard(int(shard))] if shard is not None else self.ticker.tick()
-        )
+        reports = [self.ticker.tick_shard(int(shard))] if shard is not None else self.ticker.tick()
         claimed = sum(r.claimed for r in reports)
         if claimed:
             logger.info("tick dispatched executions", extra={"claimed": claimed})
         return {"claimed": claimed, "shards": [r.shard for r in reports]}
 
-    def worker(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    def worker(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Run an SQS batch; failed records are reported back for redelivery."""
         processor = BatchProcessor(event_type=EventType.SQS)
 
         def run_record(record: SQSRecord) -> None:
             self.runner.run(dispatch_from_body(record.body))
 
-        return process_partial_response(
+        response = process_partial_response(
             event=event, record_handler=run_record, processor=processor, context=context
         )
+        return dict(response)
 
     @classmethod
     def from_environment(cls) -> Dynacron:

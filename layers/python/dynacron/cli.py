@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from typing import Annotated
 
@@ -42,7 +41,7 @@ def local(
         console.print(f"[red]could not start:[/red] {error}. Is port {port} already in use?")
         raise typer.Exit(1) from None
     api = runtime.api_url
-    console.print(f"[bold green]dynacron local[/bold green] is running  (Ctrl-C to stop)")
+    console.print("[bold green]dynacron local[/bold green] is running  (Ctrl-C to stop)")
     console.print(f"  API           {api}")
     console.print(f"  embedded AWS  {runtime.aws_endpoint}  (DynamoDB + SQS)")
     console.print(f"  tick          {shards} shards, every second")
@@ -86,4 +85,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -51,9 +51,7 @@ class TaskView(BaseModel):
     @classmethod
     def of(cls, task: Task) -> TaskView:
         schedule = task.schedule
-        expression = (
-            format_instant(schedule.at) if schedule.kind == "at" else schedule.expression
-        )
+        expression = format_instant(schedule.at) if schedule.kind == "at" else schedule.expression
         return cls(
             task_id=task.task_id,
             name=task.name,

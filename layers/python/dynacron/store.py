@@ -44,7 +44,7 @@ def _from_item(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_condition_failure(error: ClientError) -> bool:
-    return error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+    return bool(error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
 
 
 def encode_page_token(last_key: dict[str, Any] | None) -> str | None:
@@ -74,7 +74,11 @@ class Page(Generic[T]):
 def _schedule_to_map(schedule: Schedule) -> dict[str, Any]:
     match schedule:
         case CronSchedule():
-            return {"kind": "cron", "expression": schedule.expression, "timezone": schedule.timezone}
+            return {
+                "kind": "cron",
+                "expression": schedule.expression,
+                "timezone": schedule.timezone,
+            }
         case RateSchedule():
             return {
                 "kind": "rate",
@@ -174,7 +178,7 @@ class TaskStore:
                 request = response.get("UnprocessedKeys") or {}
         return tasks
 
-    def list(self, limit: int, token: str | None) -> Page[Task]:
+    def page(self, limit: int, token: str | None) -> Page[Task]:
         kwargs: dict[str, Any] = {"TableName": self._table, "Limit": limit}
         start_key = decode_page_token(token)
         if start_key:
@@ -221,15 +225,17 @@ class TaskStore:
         ids = [_from_item(i)["task_id"] for i in response.get("Items", [])]
         return ids, response.get("LastEvaluatedKey")
 
-    def claim(
-        self, claim: Claim, placement: DuePlacement | None, now: datetime
-    ) -> bool:
+    def claim(self, claim: Claim, placement: DuePlacement | None, now: datetime) -> bool:
         """Advance a task past the occurrence in ``claim``, if nobody else did first.
 
         Guarded by the version read with the claim: of any number of concurrent
         claimers of the same occurrence exactly one succeeds.
         """
-        names = {"#status": "status", "#version": "version", "#bucket": DUE_INDEX.partition_key.name}
+        names = {
+            "#status": "status",
+            "#version": "version",
+            "#bucket": DUE_INDEX.partition_key.name,
+        }
         values: dict[str, Any] = {
             ":expected_version": claim.task.version,
             ":active": TaskStatus.ACTIVE.value,

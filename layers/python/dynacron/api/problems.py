@@ -21,7 +21,9 @@ _PYDANTIC_MESSAGES = {
 }
 
 
-def problem(status: int, title: str, detail: str, errors: list[dict[str, Any]] | None = None) -> Response[Any]:
+def problem(
+    status: int, title: str, detail: str, errors: list[dict[str, Any]] | None = None
+) -> Response[Any]:
     body = Problem(title=title, status=status, detail=detail, errors=errors)
     return Response(
         status_code=status,

@@ -7,11 +7,10 @@ from typing import Annotated, Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
-from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from dynacron.api.problems import describe_validation_errors, problem
+from dynacron.api.problems import PROBLEM_JSON, describe_validation_errors, problem
 from dynacron.domain.errors import InvalidRequest, TaskNotFound
 from dynacron.models import ExecutionPage, ExecutionView, TaskCreate, TaskPage, TaskView
 from dynacron.services.tasks import PayloadTooLarge, TaskService
@@ -24,7 +23,6 @@ PageToken = Annotated[str | None, Query(max_length=2048, description="From the p
 
 def build_api(tasks: TaskService) -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(enable_validation=True)
-    app.use(middlewares=[_require_json])
 
     @app.post("/tasks")
     def create_task(body: TaskCreate) -> Response[TaskView]:
@@ -33,7 +31,7 @@ def build_api(tasks: TaskService) -> APIGatewayRestResolver:
 
     @app.get("/tasks")
     def list_tasks(limit: PageLimit = 50, next_token: PageToken = None) -> TaskPage:
-        page = tasks.list(limit, next_token)
+        page = tasks.page(limit, next_token)
         return TaskPage(items=[TaskView.of(t) for t in page.items], next_token=page.next_token)
 
     @app.get("/tasks/<task_id>")
@@ -86,19 +84,27 @@ def build_api(tasks: TaskService) -> APIGatewayRestResolver:
     return app
 
 
-def _require_json(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-    """Bodies are JSON; say so plainly instead of failing on a form-encoded parse."""
-    event = app.current_event
-    content_type = (event.headers or {}).get("content-type") or (event.headers or {}).get(
-        "Content-Type"
+def unsupported_body(event: dict[str, Any]) -> dict[str, Any] | None:
+    """A 415 response for a body that is not declared as JSON, else None.
+
+    Checked before routing: the resolver would otherwise parse a form-encoded
+    body as a form and answer with field errors that hide the real mistake.
+    """
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    content_type = headers.get("content-type")
+    if not event.get("body") or not content_type or "json" in content_type.lower():
+        return None
+    response = problem(
+        415,
+        "Unsupported media type",
+        f"the body must be JSON, sent with 'Content-Type: application/json', not {content_type!r}",
     )
-    if event.body and content_type and "json" not in content_type.lower():
-        return problem(
-            415,
-            "Unsupported media type",
-            f"the body must be JSON sent with 'Content-Type: application/json', not {content_type!r}",
-        )
-    return next_middleware(app)
+    return {
+        "statusCode": response.status_code,
+        "headers": {"Content-Type": PROBLEM_JSON},
+        "body": response.body,
+        "isBase64Encoded": False,
+    }
 
 
 def _field(error: InvalidRequest) -> dict[str, str]:

@@ -91,7 +91,9 @@ class Sharding:
     def bucket(self, instant: datetime) -> datetime:
         return bucket_start(instant, self.bucket_seconds)
 
-    def place(self, task_id: str, next_run_at: datetime | None, now: datetime) -> DuePlacement | None:
+    def place(
+        self, task_id: str, next_run_at: datetime | None, now: datetime
+    ) -> DuePlacement | None:
         """The bucket a pending occurrence is filed under; None when nothing is pending.
 
         An occurrence already in the past is filed under the bucket of ``now``, never
@@ -154,4 +156,3 @@ def advanced(task: Task, claim: Claim, now: datetime) -> Task:
         version=task.version + 1,
         updated_at=to_utc_ms(now),
     )
-

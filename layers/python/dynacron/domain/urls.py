@@ -29,9 +29,7 @@ class UrlPolicy:
             raise InvalidRequest("handler_url", f"is longer than {MAX_URL_LENGTH} characters")
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https"):
-            raise InvalidRequest(
-                "handler_url", f"must be an http:// or https:// URL, not {url!r}"
-            )
+            raise InvalidRequest("handler_url", f"must be an http:// or https:// URL, not {url!r}")
         if not parts.hostname:
             raise InvalidRequest("handler_url", f"{url!r} has no host")
         if parts.username or parts.password:
@@ -52,14 +50,6 @@ class UrlPolicy:
         if self.allow_networks:
             return any(address in ipaddress.ip_network(net) for net in self.allow_networks)
         return address.is_global and not address.is_multicast
-
-    def needs_resolution(self, host: str) -> bool:
-        """Whether ``host`` must be resolved to be judged.
-
-        With an allow-list (local mode) only literal addresses and ``localhost``
-        are accepted, so judging a URL never sends a DNS query off the machine.
-        """
-        return not self.allow_networks and self.literal_address(host) is None
 
     def check_host(self, host: str) -> None:
         """Refuse a host that is, or may only be, outside the policy without resolving it."""

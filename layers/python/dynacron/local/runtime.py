@@ -104,7 +104,9 @@ class LocalRuntime:
             delivery_allow_networks=self.options.allow_networks,
         )
         delivery = CountingDelivery(
-            HttpDelivery(UrlPolicy(settings.delivery_allow_networks), settings.http_timeout_seconds),
+            HttpDelivery(
+                UrlPolicy(settings.delivery_allow_networks), settings.http_timeout_seconds
+            ),
             self.activity,
         )
         self.app = app = Dynacron(

@@ -75,8 +75,8 @@ class TaskService:
             raise TaskNotFound(task_id)
         return task
 
-    def list(self, limit: int, token: str | None) -> Page[Task]:
-        return self._tasks.list(limit, token)
+    def page(self, limit: int, token: str | None) -> Page[Task]:
+        return self._tasks.page(limit, token)
 
     def delete(self, task_id: str) -> None:
         if not self._tasks.delete(task_id):

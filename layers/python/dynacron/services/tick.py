@@ -78,13 +78,12 @@ class Ticker:
         )
         settled_before = now - timedelta(seconds=self._settings.cursor_grace_seconds)
         new_cursor = cursor
-        behind = True  # every bucket so far was drained and has settled
         for bucket in self._buckets_to_query(cursor, now):
             drained = self._drain_bucket(bucket, shard, now, report)
-            if behind and drained and bucket + self._width <= settled_before:
+            # The cursor only moves over a contiguous run of drained, settled
+            # buckets starting at the cursor: never over one not yet queried.
+            if drained and bucket == new_cursor and bucket + self._width <= settled_before:
                 new_cursor = bucket + self._width
-            else:
-                behind = False
             if report.claimed >= self._settings.tick_max_claims:
                 break
         if new_cursor > cursor:
@@ -97,12 +96,12 @@ class Ticker:
         count = int((current - cursor) / self._width) + 1
         buckets = [cursor + i * self._width for i in range(max(count, 0))]
         if len(buckets) > MAX_OLD_BUCKETS_PER_TICK + ALWAYS_QUERIED_BUCKETS:
-            buckets = (
-                buckets[:MAX_OLD_BUCKETS_PER_TICK] + buckets[-ALWAYS_QUERIED_BUCKETS:]
-            )
+            buckets = buckets[:MAX_OLD_BUCKETS_PER_TICK] + buckets[-ALWAYS_QUERIED_BUCKETS:]
         return buckets
 
-    def _drain_bucket(self, bucket: datetime, shard: int, now: datetime, report: TickReport) -> bool:
+    def _drain_bucket(
+        self, bucket: datetime, shard: int, now: datetime, report: TickReport
+    ) -> bool:
         """Dispatch everything due in one bucket; True if nothing due was left behind."""
         key = due_bucket_key(bucket, shard)
         report.buckets_queried += 1

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from dynacron.app import Dynacron
+from dynacron.config import LOOPBACK_NETWORKS, Settings
+from dynacron.domain.clock import SettableClock
+from dynacron.local.aws import REGION, provision
+from tests.support import Sink
+
+START = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def clock() -> SettableClock:
+    return SettableClock(START)
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any]]:
+    """In-process moto: DynamoDB and SQS clients."""
+    import boto3
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "HTTPS_PROXY", "HTTP_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    with mock_aws():
+        yield boto3.client("dynamodb", region_name=REGION), boto3.client("sqs", region_name=REGION)
+
+
+@pytest.fixture
+def settings(aws: tuple[Any, Any]) -> Settings:
+    dynamodb, sqs = aws
+    return provision(dynamodb, sqs, shard_count=2, delivery_allow_networks=LOOPBACK_NETWORKS)
+
+
+@pytest.fixture
+def system(aws: tuple[Any, Any], settings: Settings, clock: SettableClock) -> Dynacron:
+    dynamodb, sqs = aws
+    return Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock)
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    server = Sink().start()
+    yield server
+    server.stop()

@@ -1,0 +1,220 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from dynacron.app import Dynacron
+from dynacron.domain.clock import SettableClock
+from dynacron.domain.tasks import TaskStatus, execution_id_for
+from dynacron.models import TaskCreate
+from dynacron.services.tick import Ticker
+from dynacron.store import TaskStore
+
+HOOK = "http://127.0.0.1:9/hook"
+
+
+def register(system: Dynacron, **fields: Any) -> str:
+    return system.task_service.register(TaskCreate(handler_url=HOOK, **fields)).task_id
+
+
+def drain_queue(system: Dynacron, aws: tuple[Any, Any]) -> list[dict[str, Any]]:
+    _, sqs = aws
+    bodies = []
+    while True:
+        messages = sqs.receive_message(
+            QueueUrl=system.settings.dispatch_queue_url, MaxNumberOfMessages=10
+        ).get("Messages", [])
+        if not messages:
+            return bodies
+        for message in messages:
+            bodies.append(json.loads(message["Body"]))
+            sqs.delete_message(
+                QueueUrl=system.settings.dispatch_queue_url,
+                ReceiptHandle=message["ReceiptHandle"],
+            )
+
+
+def test_a_due_task_is_sent_once_and_moved_to_its_next_occurrence(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    task_id = register(system, rate="10 seconds")
+    start = clock.now()
+    clock.advance(timedelta(seconds=9))
+    assert sum(r.claimed for r in system.ticker.tick()) == 0
+
+    clock.advance(timedelta(seconds=1, milliseconds=300))
+    assert sum(r.claimed for r in system.ticker.tick()) == 1
+    assert sum(r.claimed for r in system.ticker.tick()) == 0  # already claimed
+
+    (body,) = drain_queue(system, aws)
+    assert body == {
+        "execution_id": execution_id_for(task_id, start + timedelta(seconds=10)),
+        "task_id": task_id,
+        "scheduled_at": "2026-11-30T12:00:10.000Z",
+        "attempt": 1,
+    }
+    task = system.tasks.get(task_id)
+    assert task is not None
+    assert task.next_run_at == start + timedelta(seconds=20)
+    assert task.last_scheduled_at == start + timedelta(seconds=10)
+    assert task.version == 2
+
+
+def test_a_one_time_task_completes_and_leaves_the_due_index(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    task_id = register(system, at="2026-11-30T12:00:05Z")
+    clock.advance(timedelta(seconds=6))
+    assert sum(r.claimed for r in system.ticker.tick()) == 1
+    task = system.tasks.get(task_id)
+    assert task is not None
+    assert task.status is TaskStatus.COMPLETED
+    assert task.next_run_at is None
+    dynamodb, _ = aws
+    index = dynamodb.scan(TableName=system.settings.tasks_table, IndexName="due-index")
+    assert index["Count"] == 0
+    clock.advance(timedelta(hours=2))
+    assert sum(r.claimed for r in system.ticker.tick()) == 0
+    assert len(drain_queue(system, aws)) == 1
+
+
+def settle_cursors(system: Dynacron) -> None:
+    """Tick until every shard's cursor has caught up with the present."""
+    for _ in range(10):
+        reports = system.ticker.tick()
+        if all(r.cursor and r.cursor >= system.clock.now() - timedelta(hours=2) for r in reports):
+            return
+    raise AssertionError("cursors never caught up")
+
+
+def test_a_new_shard_walks_back_through_old_buckets_to_the_present(
+    system: Dynacron, clock: SettableClock
+) -> None:
+    reports = system.ticker.tick()
+    # A week of empty hourly buckets is walked a bounded number per tick.
+    assert all(r.buckets_queried <= 50 for r in reports)
+    settle_cursors(system)
+
+
+def test_work_left_in_older_buckets_is_found_after_downtime(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    # Given tasks due over the next three hours, and a scheduler that then goes down
+    settle_cursors(system)
+    ids = [register(system, at=f"2026-11-30T{12 + h}:30:00Z") for h in range(3)]
+    clock.advance(timedelta(hours=5))
+    # When it comes back, one tick finds every one of them, bucket by bucket
+    reports = system.ticker.tick()
+    assert sum(r.claimed for r in reports) == 3
+    assert {b["task_id"] for b in drain_queue(system, aws)} == set(ids)
+    # And each cursor moved past the drained buckets, up to the last settled one
+    for report in reports:
+        assert report.cursor == clock.now() - timedelta(hours=1)
+
+
+def test_a_long_backlog_never_moves_the_cursor_over_unqueried_buckets(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    settle_cursors(system)
+    task_id = register(system, at="2026-12-03T12:30:00Z")  # 72 buckets ahead
+    clock.advance(timedelta(days=4, minutes=30))  # 96 buckets behind, walked 48 a tick
+    claimed = [sum(r.claimed for r in system.ticker.tick()) for _ in range(3)]
+    assert sum(claimed) == 1
+    assert [b["task_id"] for b in drain_queue(system, aws)] == [task_id]
+
+
+def test_missed_recurring_occurrences_run_once_and_rejoin_the_grid(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    task_id = register(system, cron="*/5 * * * *")
+    clock.advance(timedelta(hours=1, minutes=2))
+    assert sum(r.claimed for r in system.ticker.tick()) == 1
+    task = system.tasks.get(task_id)
+    assert task is not None
+    assert task.next_run_at == clock.now().replace(minute=5, second=0)
+    assert len(drain_queue(system, aws)) == 1
+
+
+def test_tick_reads_only_what_is_due_however_many_tasks_exist(
+    system: Dynacron, clock: SettableClock
+) -> None:
+    for _ in range(150):
+        register(system, rate="1 day")
+    due = register(system, rate="10 seconds")
+    clock.advance(timedelta(seconds=10))
+    reports = system.ticker.tick()
+    assert sum(r.candidates for r in reports) == 1
+    assert sum(r.claimed for r in reports) == 1
+    assert system.tasks.get(due) is not None
+
+
+def test_a_large_due_set_is_taken_in_bounded_pages_and_budgets(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    bounded = Ticker(
+        tasks=system.tasks,
+        queue=system.queue,
+        cursors=system.cursors,
+        settings=dataclasses.replace(system.settings, tick_page_size=7, tick_max_claims=40),
+        clock=clock,
+    )
+    for _ in range(120):
+        register(system, at="2026-11-30T12:00:01Z")
+    clock.advance(timedelta(seconds=2))
+    per_tick = [sum(r.claimed for r in bounded.tick()) for _ in range(4)]
+    # Each shard stops at its budget; what is left is taken by the next ticks.
+    assert sum(per_tick) == 120
+    assert max(per_tick) <= 40 * system.settings.shard_count
+    assert per_tick[-1] == 0
+    assert len({b["execution_id"] for b in drain_queue(system, aws)}) == 120
+
+
+class CrashBeforeClaim(TaskStore):
+    """Fault injection: the process dies after sending and before claiming."""
+
+    def claim(self, *args: Any, **kwargs: Any) -> bool:
+        raise RuntimeError("process killed")
+
+
+def test_a_crash_between_send_and_claim_loses_nothing(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    task_id = register(system, rate="1 minute")
+    clock.advance(timedelta(minutes=1))
+    crashing = Ticker(
+        tasks=CrashBeforeClaim(aws[0], system.settings.tasks_table),
+        queue=system.queue,
+        cursors=system.cursors,
+        settings=system.settings,
+        clock=clock,
+    )
+    with pytest.raises(RuntimeError):
+        crashing.tick()
+    # The occurrence was sent but not claimed: the next tick sends it again.
+    assert sum(r.claimed for r in system.ticker.tick()) == 1
+    bodies = drain_queue(system, aws)
+    assert len(bodies) == 2
+    assert {b["execution_id"] for b in bodies} == {
+        execution_id_for(task_id, clock.now().replace(second=0))
+    }
+
+
+def test_a_paused_task_is_not_dispatched(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    task_id = register(system, rate="10 seconds")
+    dynamodb, _ = aws
+    dynamodb.update_item(
+        TableName=system.settings.tasks_table,
+        Key={"task_id": {"S": task_id}},
+        UpdateExpression="SET #s = :paused",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":paused": {"S": "PAUSED"}},
+    )
+    clock.advance(timedelta(seconds=30))
+    assert sum(r.claimed for r in system.ticker.tick()) == 0
+    assert drain_queue(system, aws) == []

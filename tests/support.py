@@ -1,0 +1,146 @@
+"""Test helpers: a loopback HTTP sink, free ports, subprocess services, API calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Delivery:
+    received_at: float
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass
+class Sink:
+    """A loopback HTTP server that records every POST it receives."""
+
+    status: int = 200
+    deliveries: list[Delivery] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_port}"
+
+    def start(self) -> Sink:
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with sink._lock:
+                    sink.deliveries.append(
+                        Delivery(time.time(), self.path, dict(self.headers.items()), body)
+                    )
+                self.send_response(sink.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def snapshot(self) -> list[Delivery]:
+        with self._lock:
+            return list(self.deliveries)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until(predicate: Any, timeout: float, interval: float = 0.05) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
+
+
+class Service:
+    """A subprocess that prints a line containing its URL once it is ready."""
+
+    def __init__(self, args: list[str], ready_marker: str, env: dict[str, str] | None = None):
+        self.process = subprocess.Popen(
+            [sys.executable, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+        )
+        self.output: list[str] = []
+        self.ready_line = self._await(ready_marker)
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _await(self, marker: str, timeout: float = 60) -> str:
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line and self.process.poll() is not None:
+                break
+            self.output.append(line)
+            if marker in line:
+                return line
+        self.stop()
+        raise RuntimeError(f"service did not start: {''.join(self.output)}")
+
+    def _drain(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(line)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+def api_call(
+    base_url: str, method: str, path: str, body: Any = None, **params: Any
+) -> httpx.Response:
+    return httpx.request(
+        method,
+        f"{base_url}{path}",
+        json=body,
+        params={k: v for k, v in params.items() if v is not None},
+        timeout=10,
+        trust_env=False,
+    )
