@@ -94,6 +94,17 @@ COORDINATION = TableDefinition(
     ttl_attribute="expires_at",
 )
 
+# Powertools idempotency records, keyed by execution id: a duplicate enqueue or
+# SQS delivery of one execution runs its handler once. Attribute names are
+# Powertools' defaults.
+IDEMPOTENCY = TableDefinition(
+    logical_id="Idempotency",
+    suffix="idempotency",
+    env_var="DYNACRON_IDEMPOTENCY_TABLE",
+    partition_key=Key("id"),
+    ttl_attribute="expiration",
+)
+
 DEAD_LETTER_QUEUE = QueueDefinition(
     logical_id="DeadLetterQueue",
     suffix="dead-letters",
@@ -115,7 +126,7 @@ DISPATCH_QUEUE = QueueDefinition(
     max_receive_count=5,
 )
 
-TABLES = (TASKS, EXECUTIONS, COORDINATION)
+TABLES = (TASKS, EXECUTIONS, COORDINATION, IDEMPOTENCY)
 QUEUES = (DEAD_LETTER_QUEUE, DISPATCH_QUEUE)
 
 
