@@ -5,12 +5,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from moto import mock_aws
-
 from dynacron.app import Dynacron
 from dynacron.config import LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import SettableClock
 from dynacron.local.aws import REGION, provision
+from moto import mock_aws
+
 from tests.support import Sink
 
 START = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -36,9 +36,11 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any]]:
 
 
 @pytest.fixture
-def settings(aws: tuple[Any, Any]) -> Settings:
+def settings(aws: tuple[Any, Any], clock: SettableClock) -> Settings:
     dynamodb, sqs = aws
-    return provision(dynamodb, sqs, shard_count=2, delivery_allow_networks=LOOPBACK_NETWORKS)
+    return provision(
+        dynamodb, sqs, clock=clock, shard_count=2, delivery_allow_networks=LOOPBACK_NETWORKS
+    )
 
 
 @pytest.fixture

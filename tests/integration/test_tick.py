@@ -6,7 +6,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.tasks import TaskStatus, execution_id_for
@@ -91,9 +90,16 @@ def settle_cursors(system: Dynacron) -> None:
     raise AssertionError("cursors never caught up")
 
 
-def test_a_new_shard_walks_back_through_old_buckets_to_the_present(
-    system: Dynacron, clock: SettableClock
+def test_a_shard_without_a_cursor_walks_back_through_old_buckets_to_the_present(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
 ) -> None:
+    # Given shards that have no cursor yet (e.g. the shard count was raised)
+    dynamodb, _ = aws
+    for shard in range(system.settings.shard_count):
+        dynamodb.delete_item(
+            TableName=system.settings.coordination_table,
+            Key={"key": {"S": f"tick-cursor#{shard}"}},
+        )
     reports = system.ticker.tick()
     # A week of empty hourly buckets is walked a bounded number per tick.
     assert all(r.buckets_queried <= 50 for r in reports)

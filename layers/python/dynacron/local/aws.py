@@ -26,6 +26,7 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from dynacron.config import Settings
+from dynacron.domain.clock import Clock, SystemClock
 from dynacron.resources import (
     COORDINATION,
     DEAD_LETTER_QUEUE,
@@ -36,6 +37,7 @@ from dynacron.resources import (
     QueueDefinition,
     create_table_request,
 )
+from dynacron.store import CursorStore
 
 REGION = "us-east-1"
 LOCAL_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
@@ -58,6 +60,59 @@ class AtomicDynamoDB:
             return list(self._app(environ, start_response))
 
 
+def _speed_up_moto_sqs() -> None:
+    """Keep moto's SQS fast when a queue holds thousands of messages.
+
+    moto recomputes every queue attribute, counting visible, delayed and
+    in-flight messages through datetime arithmetic, on every SendMessage: a
+    burst of n executions costs O(n^2). Here the per-message checks use the
+    epoch clock directly, and the three counts, which AWS itself documents as
+    approximate, are cached for 100 ms. Pinned to the moto version in pyproject.
+    """
+    from moto.sqs.models import Message, Queue
+
+    if getattr(Queue, "_dynacron_patched", False):
+        return
+
+    def visible(message: Any) -> bool:
+        return bool(time.time() * 1000 > message.visible_at)
+
+    def delayed(message: Any) -> bool:
+        return bool(time.time() * 1000 < message.delayed_until)
+
+    Message.visible = property(visible)  # type: ignore[method-assign,assignment]
+    Message.delayed = property(delayed)  # type: ignore[method-assign,assignment]
+
+    for name in (
+        "approximate_number_of_messages",
+        "approximate_number_of_messages_delayed",
+        "approximate_number_of_messages_not_visible",
+    ):
+        setattr(Queue, name, property(_cached_for(0.1, name, getattr(Queue, name).fget)))
+    Queue._dynacron_patched = True  # type: ignore[attr-defined]
+
+
+def _cached_for(seconds: float, name: str, compute: Callable[[Any], int]) -> Callable[[Any], int]:
+    def cached(queue: Any) -> int:
+        cache = queue.__dict__.setdefault("_dynacron_counts", {})
+        now = time.monotonic()
+        hit = cache.get(name)
+        if hit is None or now - hit[0] > seconds:
+            hit = cache[name] = (now, compute(queue))
+        return int(hit[1])
+
+    return cached
+
+
+class _QuietRequestHandler(MotoRequestHandler):
+    """No access log: one line per AWS call is noise, and costly at burst rates."""
+
+    protocol_version = "HTTP/1.1"  # keep connections alive between calls
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass
+
+
 class EmbeddedAws:
     """moto in server mode on a loopback port, in a background thread."""
 
@@ -73,9 +128,10 @@ class EmbeddedAws:
         return f"http://{self._host}:{self._server.server_port}"
 
     def start(self) -> EmbeddedAws:
+        _speed_up_moto_sqs()
         app = AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(
-            self._host, self._port, app, threaded=True, request_handler=MotoRequestHandler
+            self._host, self._port, app, threaded=True, request_handler=_QuietRequestHandler
         )
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="embedded-aws", daemon=True
@@ -106,12 +162,20 @@ def aws_clients(endpoint: str) -> tuple[Any, Any]:
     return boto3.client("dynamodb", **common), boto3.client("sqs", **common)
 
 
-def provision(dynamodb: Any, sqs: Any, prefix: str = "dynacron", **overrides: Any) -> Settings:
+def provision(
+    dynamodb: Any,
+    sqs: Any,
+    prefix: str = "dynacron",
+    clock: Clock | None = None,
+    **overrides: Any,
+) -> Settings:
     """Create every table and queue from the shared definitions; safe to repeat."""
+    created: set[str] = set()
     for table in TABLES:
         name = table.default_name(prefix)
         try:
             dynamodb.create_table(**create_table_request(table, name))
+            created.add(table.logical_id)
         except ClientError as error:
             if error.response["Error"]["Code"] != "ResourceInUseException":
                 raise
@@ -125,13 +189,21 @@ def provision(dynamodb: Any, sqs: Any, prefix: str = "dynacron", **overrides: An
         QueueUrl=dead_letter_url, AttributeNames=["QueueArn"]
     )["Attributes"]["QueueArn"]
     dispatch_url = _create_queue(sqs, DISPATCH_QUEUE, prefix, dead_letter_arn)
-    return Settings(
+    settings = Settings(
         tasks_table=TASKS.default_name(prefix),
         executions_table=EXECUTIONS.default_name(prefix),
         coordination_table=COORDINATION.default_name(prefix),
         dispatch_queue_url=dispatch_url,
         **overrides,
     )
+    if TASKS.logical_id in created:
+        # A new store holds no task due before now: start each shard's cursor
+        # here instead of walking back through a week of empty buckets.
+        cursors = CursorStore(dynamodb, settings.coordination_table)
+        start = settings.sharding.bucket((clock or SystemClock()).now())
+        for shard in range(settings.shard_count):
+            cursors.advance(shard, start)
+    return settings
 
 
 def _create_queue(

@@ -1,0 +1,201 @@
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from dynacron.app import Dynacron
+from dynacron.domain.clock import SettableClock
+from dynacron.domain.executions import ExecutionStatus
+from dynacron.domain.tasks import execution_id_for
+from dynacron.local.gateway import LocalContext
+from dynacron.local.runtime import sqs_event
+from dynacron.models import TaskCreate
+
+from tests.integration.api_client import call
+from tests.support import Sink
+
+
+def receive(system: Dynacron, aws: tuple[Any, Any]) -> list[dict[str, Any]]:
+    _, sqs = aws
+    messages: list[dict[str, Any]] = []
+    while batch := sqs.receive_message(
+        QueueUrl=system.settings.dispatch_queue_url, MaxNumberOfMessages=10
+    ).get("Messages", []):
+        messages += batch
+    return messages
+
+
+def run_batch(system: Dynacron, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    event = sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:dynacron-dispatch")
+    return system.worker(event, LocalContext("test-worker"))
+
+
+def fire(system: Dynacron, clock: SettableClock, sink: Sink, **fields: Any) -> str:
+    task = system.task_service.register(TaskCreate(handler_url=f"{sink.url}/hook", **fields))
+    assert task.next_run_at is not None
+    clock.set(task.next_run_at + timedelta(milliseconds=5))
+    assert sum(r.claimed for r in system.ticker.tick()) == 1
+    return task.task_id
+
+
+def test_the_handler_receives_the_execution_and_it_is_recorded(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    task_id = fire(system, clock, sink, rate="1 minute", payload={"invoice": 42})
+    scheduled = clock.now().replace(microsecond=0)
+    execution_id = execution_id_for(task_id, scheduled)
+
+    assert run_batch(system, receive(system, aws)) == {"batchItemFailures": []}
+
+    (delivery,) = sink.snapshot()
+    assert delivery.path == "/hook"
+    assert delivery.headers["Idempotency-Key"] == execution_id
+    assert delivery.headers["Content-Type"] == "application/json"
+    assert delivery.body == {
+        "task_id": task_id,
+        "execution_id": execution_id,
+        "scheduled_at": "2026-11-30T12:01:00.000Z",
+        "attempt": 1,
+        "payload": {"invoice": 42},
+    }
+    status, page = call(system, "GET", f"/tasks/{task_id}/executions")
+    assert status == 200
+    (execution,) = page["items"]
+    assert execution["execution_id"] == execution_id
+    assert execution["status"] == "SUCCEEDED"
+    assert execution["started_at"]
+    assert execution["completed_at"]
+    assert execution["error"] is None
+
+
+def test_a_failing_handler_is_recorded_failed_with_its_reason(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    sink.status = 500
+    task_id = fire(system, clock, sink, rate="1 minute")
+    run_batch(system, receive(system, aws))
+    (execution,) = system.executions.list_for_task(task_id, 10, None).items
+    assert execution.status is ExecutionStatus.FAILED
+    assert execution.error is not None
+    assert "HTTP 500" in execution.error
+
+
+def test_an_unreachable_handler_is_recorded_failed(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    task_id = fire(system, clock, sink, rate="1 minute")
+    sink.stop()
+    run_batch(system, receive(system, aws))
+    (execution,) = system.executions.list_for_task(task_id, 10, None).items
+    assert execution.status is ExecutionStatus.FAILED
+    assert execution.error is not None
+    assert "unreachable" in execution.error
+
+
+def test_a_duplicate_delivery_of_a_finished_execution_does_not_run_again(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    fire(system, clock, sink, rate="1 minute")
+    (message,) = receive(system, aws)
+    run_batch(system, [message])
+    run_batch(system, [message])  # SQS delivers at least once
+    assert len(sink.snapshot()) == 1
+
+
+def test_a_task_deleted_after_dispatch_does_not_fire(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    task_id = fire(system, clock, sink, rate="1 minute")
+    system.task_service.delete(task_id)
+    run_batch(system, receive(system, aws))
+    assert sink.snapshot() == []
+    (execution,) = system.executions.list_for_task(task_id, 10, None).items
+    assert execution.status is ExecutionStatus.SKIPPED
+
+
+def test_delivery_outside_the_allowed_networks_is_refused_at_delivery(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    # Given a task stored with a URL that registration would refuse (e.g. DNS changed)
+    task_id = fire(system, clock, sink, rate="1 minute")
+    dynamodb, _ = aws
+    dynamodb.update_item(
+        TableName=system.settings.tasks_table,
+        Key={"task_id": {"S": task_id}},
+        UpdateExpression="SET handler_url = :url",
+        ExpressionAttributeValues={":url": {"S": "http://10.0.0.1/hook"}},
+    )
+    run_batch(system, receive(system, aws))
+    (execution,) = system.executions.list_for_task(task_id, 10, None).items
+    assert execution.status is ExecutionStatus.FAILED
+    assert execution.error is not None
+    assert "delivery refused" in execution.error
+
+
+def test_a_bad_record_fails_alone_and_is_reported_for_redelivery(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    fire(system, clock, sink, rate="1 minute")
+    (good,) = receive(system, aws)
+    bad = {**good, "MessageId": "poison", "Body": json.dumps({"nonsense": True})}
+    result = run_batch(system, [bad, good])
+    assert result == {"batchItemFailures": [{"itemIdentifier": "poison"}]}
+    assert len(sink.snapshot()) == 1
+
+
+def test_the_thin_lambda_handlers_work_from_the_environment(
+    system: Dynacron, aws: tuple[Any, Any], sink: Sink, monkeypatch: Any
+) -> None:
+    import importlib.util
+
+    from dynacron import app as composition
+
+    from tests.support import ROOT
+
+    for name, value in system.settings.to_env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "dynacron-test")
+    composition._deployed.cache_clear()
+
+    def load(function: str) -> Any:
+        spec = importlib.util.spec_from_file_location(
+            f"handler_{function}", ROOT / "functions" / function / "handler.py"
+        )
+        assert spec
+        assert spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.handler
+
+    from dynacron.local.gateway import proxy_event
+
+    body = json.dumps({"at": "2026-01-01T00:00:00Z", "handler_url": f"{sink.url}/h"})
+    # `at` in the past by the real clock is refused: proves the real API handler ran
+    response = load("api")(
+        proxy_event("POST", "/tasks", {"content-type": "application/json"}, body.encode(), "::1"),
+        LocalContext("dynacron-api"),
+    )
+    assert response["statusCode"] == 422
+    created = load("api")(
+        proxy_event(
+            "POST",
+            "/tasks",
+            {"content-type": "application/json"},
+            json.dumps({"rate": "1 second", "handler_url": f"{sink.url}/h"}).encode(),
+            "::1",
+        ),
+        LocalContext("dynacron-api"),
+    )
+    assert created["statusCode"] == 201
+    import time
+
+    time.sleep(1.2)  # the deployed entry points use the real clock
+    assert load("tick")({}, LocalContext("dynacron-tick"))["claimed"] == 1
+    result = load("worker")(
+        sqs_event(receive(system, aws), "arn:aws:sqs:us-east-1:123456789012:q"),
+        LocalContext("dynacron-worker"),
+    )
+    assert result == {"batchItemFailures": []}
+    assert len(sink.snapshot()) == 1
+    composition._deployed.cache_clear()

@@ -1,0 +1,125 @@
+"""End to end: `dynacron local` in its own process, driven over HTTP like a user would."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from dynacron.domain.instants import format_instant, parse_instant
+
+from tests.support import Service, Sink, api_call, free_port, wait_until
+
+pytestmark = pytest.mark.system
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[str]:
+    port = free_port()
+    service = Service(
+        ["-m", "dynacron.cli", "local", "--port", str(port), "--shards", "4", "--workers", "4"],
+        "is running",
+    )
+    yield f"http://127.0.0.1:{port}"
+    service.stop()
+
+
+def test_one_time_and_rate_tasks_fire_on_time_exactly_once(api: str, sink: Sink) -> None:
+    # Given 50 one-time tasks, each due 3 s after its registration, and 5 every 2 seconds
+    def register_once(number: int) -> dict[str, Any]:
+        due = datetime.fromtimestamp(time.time() + 3, UTC)
+        response = api_call(
+            api,
+            "POST",
+            "/tasks",
+            {
+                "name": f"once-{number}",
+                "at": format_instant(due),
+                "handler_url": f"{sink.url}/once",
+                "payload": {"n": number},
+            },
+        )
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        once = list(pool.map(register_once, range(50)))
+    rate = []
+    for number in range(5):
+        response = api_call(
+            api,
+            "POST",
+            "/tasks",
+            {
+                "name": f"rate-{number}",
+                "rate": "2 seconds",
+                "handler_url": f"{sink.url}/rate",
+            },
+        )
+        assert response.status_code == 201, response.text
+        rate.append(response.json())
+
+    # When the system runs until every one-time task fired and each rate task fired 3 times
+    def rate_fires() -> Counter[str]:
+        return Counter(d.body["task_id"] for d in sink.snapshot() if d.path == "/rate")
+
+    def done() -> bool:
+        once_count = sum(1 for d in sink.snapshot() if d.path == "/once")
+        fires = rate_fires()
+        return once_count >= 50 and all(fires[t["task_id"]] >= 3 for t in rate)
+
+    assert wait_until(done, timeout=20), f"only {len(sink.snapshot())} deliveries"
+    time.sleep(1.5)  # let any duplicate arrive before counting
+
+    # Then each one-time task reached the sink once, within 2 s of its time
+    deliveries = [d for d in sink.snapshot() if d.path == "/once"]
+    per_task = Counter(d.body["task_id"] for d in deliveries)
+    assert set(per_task) == {t["task_id"] for t in once}
+    assert set(per_task.values()) == {1}
+    due_at = {t["task_id"]: parse_instant(t["next_run_at"]).timestamp() for t in once}
+    lateness = sorted(d.received_at - due_at[d.body["task_id"]] for d in deliveries)
+    assert lateness[0] >= 0, "fired before its time"
+    assert lateness[-1] <= 2.0, f"worst lateness {lateness[-1]:.3f}s"
+    for delivery in deliveries:
+        assert delivery.headers["Idempotency-Key"] == delivery.body["execution_id"]
+        assert (
+            parse_instant(delivery.body["scheduled_at"]).timestamp()
+            == (due_at[delivery.body["task_id"]])
+        )
+
+    # And each is recorded SUCCEEDED once, and the task COMPLETED
+    for task in once:
+        items = api_call(api, "GET", f"/tasks/{task['task_id']}/executions").json()["items"]
+        assert [e["status"] for e in items] == ["SUCCEEDED"]
+        assert api_call(api, "GET", f"/tasks/{task['task_id']}").json()["status"] == "COMPLETED"
+
+    # And the rate tasks fired on their 2 s grid, without drifting
+    for task in rate:
+        anchor = parse_instant(task["created_at"]).replace(microsecond=0)
+        scheduled = sorted(
+            parse_instant(d.body["scheduled_at"])
+            for d in sink.snapshot()
+            if d.path == "/rate" and d.body["task_id"] == task["task_id"]
+        )
+        gaps = {(b - a).total_seconds() for a, b in itertools.pairwise(scheduled)}
+        assert gaps == {2.0}
+        assert all((s - anchor).total_seconds() % 2 == 0 for s in scheduled)
+
+
+def test_bad_input_over_http_is_refused_and_stores_nothing(api: str) -> None:
+    before = api_call(api, "GET", "/tasks", limit=100).json()["items"]
+    response = api_call(
+        api, "POST", "/tasks", {"cron": "* 25 * * *", "handler_url": "http://127.0.0.1:9/"}
+    )
+    assert response.status_code == 422
+    assert response.headers["content-type"] == "application/problem+json"
+    assert "field 2 (hour)" in response.json()["detail"]
+    garbage = api_call(api, "POST", "/tasks", None)
+    assert garbage.status_code in (400, 422)
+    after = api_call(api, "GET", "/tasks", limit=100).json()["items"]
+    assert after == before
