@@ -108,30 +108,20 @@ class Api(Construct):
             templates={"application/json": PROBLEM_TEMPLATE},
         )
         integration = apigateway.LambdaIntegration(self.function)
-        signed = apigateway.MethodOptions(
-            authorization_type=apigateway.AuthorizationType.IAM, request_validator=validator
-        )
+        signed = {
+            "authorization_type": apigateway.AuthorizationType.IAM,
+            "request_validator": validator,
+        }
         # Routes live in the API function; the gateway passes every path on,
         # except that a new task's body must at least be a JSON object. API
         # Gateway does not fall back from /tasks to the root's proxy, so /tasks
         # has its own.
-        root, tasks = self.rest_api.root, self.rest_api.root.add_resource("tasks")
-        for resource in (root, tasks):
-            resource.add_proxy(
-                default_integration=integration, default_method_options=signed, any_method=True
-            )
+        tasks = self.rest_api.root.add_resource("tasks")
+        for parent in (self.rest_api.root, tasks):
+            parent.add_resource("{proxy+}").add_method("ANY", integration, **signed)
+        tasks.add_method("GET", integration, **signed)
         tasks.add_method(
-            "GET",
-            integration,
-            authorization_type=apigateway.AuthorizationType.IAM,
-            request_validator=validator,
-        )
-        tasks.add_method(
-            "POST",
-            integration,
-            authorization_type=apigateway.AuthorizationType.IAM,
-            request_validator=validator,
-            request_models={"application/json": json_object},
+            "POST", integration, request_models={"application/json": json_object}, **signed
         )
         acknowledge(
             self.rest_api,
