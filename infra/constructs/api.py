@@ -108,20 +108,25 @@ class Api(Construct):
             templates={"application/json": PROBLEM_TEMPLATE},
         )
         integration = apigateway.LambdaIntegration(self.function)
-        signed = {
-            "authorization_type": apigateway.AuthorizationType.IAM,
-            "request_validator": validator,
-        }
+        iam_auth = apigateway.AuthorizationType.IAM
         # Routes live in the API function; the gateway passes every path on,
         # except that a new task's body must at least be a JSON object. API
         # Gateway does not fall back from /tasks to the root's proxy, so /tasks
         # has its own.
-        tasks = self.rest_api.root.add_resource("tasks")
-        for parent in (self.rest_api.root, tasks):
-            parent.add_resource("{proxy+}").add_method("ANY", integration, **signed)
-        tasks.add_method("GET", integration, **signed)
-        tasks.add_method(
-            "POST", integration, request_models={"application/json": json_object}, **signed
+        tasks_path = self.rest_api.root.add_resource("tasks")
+        for parent in (self.rest_api.root, tasks_path):
+            parent.add_resource("{proxy+}").add_method(
+                "ANY", integration, authorization_type=iam_auth, request_validator=validator
+            )
+        tasks_path.add_method(
+            "GET", integration, authorization_type=iam_auth, request_validator=validator
+        )
+        tasks_path.add_method(
+            "POST",
+            integration,
+            authorization_type=iam_auth,
+            request_validator=validator,
+            request_models={"application/json": json_object},
         )
         acknowledge(
             self.rest_api,
