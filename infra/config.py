@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -87,9 +88,12 @@ class SchedulerConfig:
 
 def _coerce(name: str, raw: Any, hint: Any) -> Any:
     """Context from cdk.json arrives typed; from ``-c key=value`` always as text."""
-    kinds = [k for k in typing.get_args(hint) if k is not type(None)] or [hint]
-    kind = kinds[0]
-    if typing.get_origin(kind) is Literal or kind is str:
+    kind = hint
+    if typing.get_origin(hint) is Literal:
+        kind = str
+    elif typing.get_origin(hint) in (typing.Union, types.UnionType):
+        (kind,) = [k for k in typing.get_args(hint) if k is not type(None)]
+    if kind is str:
         return str(raw)
     if kind is bool:
         if isinstance(raw, bool):

@@ -28,7 +28,9 @@ from dynacron.services.tick import Ticker
 class LoopTiming:
     tick_interval_seconds: float = 1.0
     # A holder that stops renewing loses the shard this long after its last renewal.
-    lease_seconds: float = 15.0
+    # It must outlast the longest tick (tick_max_claims claims), as the lease is
+    # renewed between ticks.
+    lease_seconds: float = 30.0
     # Renewal is also when a holder notices a waiting successor, so this bounds
     # how long a successor waits; fewer renewals cost fewer writes.
     renew_every_seconds: float = 5.0
