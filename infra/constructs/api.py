@@ -10,10 +10,9 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from dynacron.resources import EXECUTIONS, TASKS
-from infra.config import SchedulerConfig
-from infra.constructs.functions import RETENTION, FunctionKit, allow
+from infra.constructs.foundation import Foundation
+from infra.constructs.functions import RETENTION, allow
 from infra.constructs.nag import acknowledge
-from infra.constructs.storage import Storage
 
 API_TIMEOUT = Duration.seconds(29)  # API Gateway's own integration limit
 # Field-level validation lives in the API function (one set of pydantic models,
@@ -38,12 +37,11 @@ class Api(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: SchedulerConfig,
-        kit: FunctionKit,
-        storage: Storage,
+        foundation: Foundation,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.function = kit.function(
+        config, storage = foundation.config, foundation.storage
+        self.function = foundation.kit.function(
             self,
             "Function",
             entry="api",

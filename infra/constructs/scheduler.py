@@ -8,6 +8,7 @@ from constructs import Construct
 from dynacron.resources import QUEUES, TABLES
 from infra.config import SchedulerConfig
 from infra.constructs.api import Api
+from infra.constructs.foundation import Foundation
 from infra.constructs.functions import HANDLER, FunctionKit
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.queues import Queues
@@ -52,20 +53,16 @@ class DynacronScheduler(Construct):
             layers=layers,
             resource_environment=resource_environment,
         )
-        self.tick = Tick(
-            self, "Tick", config=config, kit=kit, storage=self.storage, queues=self.queues
-        )
+        foundation = Foundation(config=config, kit=kit, storage=self.storage, queues=self.queues)
+        self.tick = Tick(self, "Tick", foundation=foundation)
         self.worker = Worker(
             self,
             "Worker",
-            config=config,
-            kit=kit,
-            storage=self.storage,
-            queues=self.queues,
+            foundation=foundation,
             worker_code=worker_code,
             worker_handler=worker_handler,
         )
-        self.api = Api(self, "Api", config=config, kit=kit, storage=self.storage)
+        self.api = Api(self, "Api", foundation=foundation)
         self.monitoring = Monitoring(
             self,
             "Monitoring",

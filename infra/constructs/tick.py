@@ -13,10 +13,8 @@ from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
 from dynacron.resources import COORDINATION, DISPATCH_QUEUE, TASKS
-from infra.config import SchedulerConfig
-from infra.constructs.functions import FunctionKit, allow, index_arns
-from infra.constructs.queues import Queues
-from infra.constructs.storage import Storage
+from infra.constructs.foundation import Foundation
+from infra.constructs.functions import allow, index_arns
 
 # A minute of ticking, plus room for a late successor and the loop's own margin
 # (the loop stops 15 s before this timeout to release its lease cleanly).
@@ -31,13 +29,11 @@ class Tick(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: SchedulerConfig,
-        kit: FunctionKit,
-        storage: Storage,
-        queues: Queues,
+        foundation: Foundation,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.function = kit.function(
+        config, storage, queues = foundation.config, foundation.storage, foundation.queues
+        self.function = foundation.kit.function(
             self,
             "Function",
             entry="tick",

@@ -17,10 +17,8 @@ from dynacron.resources import (
     TASKS,
     WORKER_TIMEOUT_SECONDS,
 )
-from infra.config import SchedulerConfig
-from infra.constructs.functions import HANDLER, FunctionKit, allow, index_arns
-from infra.constructs.queues import Queues
-from infra.constructs.storage import Storage
+from infra.constructs.foundation import Foundation
+from infra.constructs.functions import HANDLER, allow, index_arns
 
 REAPER_TIMEOUT = Duration.minutes(1)
 ITEM_WRITES = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
@@ -38,14 +36,13 @@ class Worker(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: SchedulerConfig,
-        kit: FunctionKit,
-        storage: Storage,
-        queues: Queues,
+        foundation: Foundation,
         worker_code: lambda_.Code | None = None,
         worker_handler: str = HANDLER,
     ) -> None:
         super().__init__(scope, construct_id)
+        config, kit, storage = foundation.config, foundation.kit, foundation.storage
+        queues = foundation.queues
         dispatch = queues.queue(DISPATCH_QUEUE)
         self.function = kit.function(
             self,

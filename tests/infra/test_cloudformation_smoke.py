@@ -25,8 +25,9 @@ from dynacron.local.aws import REGION
 from dynacron.local.gateway import LocalContext, proxy_event
 from dynacron.local.runtime import sqs_event
 from dynacron.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE
+from tests.conftest import sleep_moving
 from tests.infra.test_template import function
-from tests.support import Sink
+from tests.support import FakeLambdaContext, Sink
 
 # What moto's CloudFormation can create, and what the code needs to run.
 DEPLOYED_TYPES = ("AWS::DynamoDB::Table", "AWS::SQS::Queue")
@@ -84,17 +85,8 @@ def deployed(aws: tuple[Any, Any], created_stack: CreatedStack, clock: SettableC
         dynamodb=dynamodb,
         sqs=sqs,
         clock=clock,
-        sleep=lambda seconds: clock.advance(timedelta(seconds=seconds)),
+        sleep=sleep_moving(clock),
     )
-
-
-@dataclass
-class TickContext:
-    aws_request_id: str
-    remaining_millis: int = 30_000
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_millis
 
 
 def test_a_task_runs_end_to_end_on_the_resources_the_template_created(
@@ -122,7 +114,7 @@ def test_a_task_runs_end_to_end_on_the_resources_the_template_created(
 
     # When its shard's looping tick runs, as the schedule starts it
     shard = shard_for(task_id, deployed.settings.shard_count)
-    ticked = deployed.tick({"shard": shard, "loop": True}, TickContext("tick-1"))
+    ticked = deployed.tick({"shard": shard, "loop": True}, FakeLambdaContext("tick-1"))
     assert ticked["claimed"] == 1
 
     # And the worker gets the batch Lambda would build from the dispatch queue
