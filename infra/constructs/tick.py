@@ -14,7 +14,7 @@ from constructs import Construct
 
 from dynacron.resources import COORDINATION, DISPATCH_QUEUE, TASKS
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import allow, index_arns
+from infra.constructs.functions import ITEM_READ_WRITE, allow, index_arns
 
 # A minute of ticking, plus room for a late successor and the loop's own margin
 # (the loop stops 15 s before this timeout to release its lease cleanly).
@@ -46,7 +46,7 @@ class Tick(Construct):
         allow(self.function, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], [tasks.table_arn])
         allow(
             self.function,
-            ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            ITEM_READ_WRITE,
             [coordination.table_arn],
         )
         allow(self.function, ["sqs:SendMessage"], [queues.queue(DISPATCH_QUEUE).queue_arn])

@@ -10,7 +10,6 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
 from dynacron.resources import (
-    DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     EXECUTIONS,
     IDEMPOTENCY,
@@ -18,10 +17,9 @@ from dynacron.resources import (
     WORKER_TIMEOUT_SECONDS,
 )
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import HANDLER, allow, index_arns
+from infra.constructs.functions import HANDLER, ITEM_READ_WRITE, allow, index_arns
 
 REAPER_TIMEOUT = Duration.minutes(1)
-ITEM_WRITES = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
 
 
 class Worker(Construct):
@@ -63,20 +61,15 @@ class Worker(Construct):
                 report_batch_item_failures=True,
             )
         )
-        # Reads the task it runs; records the execution; Powertools idempotency
-        # records; re-enqueues a retry or parks a dead letter.
+        # Reads the task it runs, records the execution, and keeps the Powertools
+        # idempotency record of it (the event source grants the queue's receive).
         allow(self.function, ["dynamodb:GetItem"], [storage.table(TASKS).table_arn])
         allow(
             self.function,
             ["dynamodb:GetItem", "dynamodb:UpdateItem"],
             [storage.table(EXECUTIONS).table_arn],
         )
-        allow(self.function, ITEM_WRITES, [storage.table(IDEMPOTENCY).table_arn])
-        allow(
-            self.function,
-            ["sqs:SendMessage"],
-            [dispatch.queue_arn, queues.queue(DEAD_LETTER_QUEUE).queue_arn],
-        )
+        allow(self.function, ITEM_READ_WRITE, [storage.table(IDEMPOTENCY).table_arn])
 
         self.reaper = kit.function(
             self,

@@ -397,15 +397,13 @@ EXPECTED_ACCESS = {
         "Executions": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
         "Idempotency": ITEM_READ_WRITE,
         "DispatchQueue": {
-            "sqs:SendMessage",
-            # the event source mapping's own needs
+            # what the event source mapping needs
             "sqs:ReceiveMessage",
             "sqs:ChangeMessageVisibility",
             "sqs:GetQueueUrl",
             "sqs:DeleteMessage",
             "sqs:GetQueueAttributes",
         },
-        "DeadLetterQueue": {"sqs:SendMessage"},
     },
     "Api": {
         "own logs": LOGS,
