@@ -4,12 +4,19 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint format typecheck bench clean help
+# The CDK CLI, from npm, pinned; only `make deploy` and `make bootstrap` use it.
+CDK    := npx --yes aws-cdk@2.1148.1
+# Context for the CDK app, e.g. make synth CONTEXT="-c stage=prod -c shard_count=8"
+CONTEXT ?=
+
+.PHONY: run test lint format typecheck bench clean help synth deploy bootstrap
 
 help:
 	@echo "make run    set up and start dynacron locally (API on http://127.0.0.1:8080)"
 	@echo "make test   set up, lint, type-check and run the whole test suite"
 	@echo "make lint   ruff + mypy only"
+	@echo "make synth  build the Lambda layers and write the CloudFormation app to cdk.out/ (no AWS account needed)"
+	@echo "make deploy synth, then deploy with the CDK CLI (needs AWS credentials; see docs/deploy.md)"
 	@echo "make clean  remove the virtualenv and caches"
 
 $(STAMP): pyproject.toml
@@ -33,5 +40,14 @@ format: $(STAMP)
 test: lint
 	$(BIN)/pytest
 
+synth: $(STAMP)
+	$(BIN)/python -m infra.app $(CONTEXT)
+
+bootstrap: $(STAMP)
+	$(CDK) bootstrap --app "$(BIN)/python -m infra.app $(CONTEXT)"
+
+deploy: synth
+	$(CDK) deploy --app cdk.out --all
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out build

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,6 +14,15 @@ from moto import mock_aws
 from tests.support import Sink
 
 START = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+
+
+def sleep_moving(clock: SettableClock) -> Callable[[float], None]:
+    """A sleep that moves ``clock`` on instead of waiting."""
+
+    def sleep(seconds: float) -> None:
+        clock.advance(timedelta(seconds=seconds))
+
+    return sleep
 
 
 @pytest.fixture
@@ -46,7 +55,8 @@ def settings(aws: tuple[Any, Any], clock: SettableClock) -> Settings:
 @pytest.fixture
 def system(aws: tuple[Any, Any], settings: Settings, clock: SettableClock) -> Dynacron:
     dynamodb, sqs = aws
-    return Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock)
+    # Whatever waits (the deployed tick loop) moves the clock instead of sleeping.
+    return Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock, sleep=sleep_moving(clock))
 
 
 @pytest.fixture

@@ -144,3 +144,14 @@ def api_call(
         timeout=10,
         trust_env=False,
     )
+
+
+@dataclass
+class FakeLambdaContext:
+    """The parts of a Lambda context the tick loop reads, with a fixed time left."""
+
+    aws_request_id: str
+    remaining_millis: int = 30_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_millis

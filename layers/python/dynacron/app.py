@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import os
+import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -26,15 +28,20 @@ from dynacron.config import Settings
 from dynacron.delivery import HttpDelivery
 from dynacron.domain.clock import Clock, SystemClock
 from dynacron.domain.urls import UrlPolicy
+from dynacron.leases import ShardLeases
 from dynacron.queue import DispatchQueue, dispatch_from_body
 from dynacron.services.tasks import TaskService
 from dynacron.services.tick import Ticker
+from dynacron.services.tick_loop import ShardTickLoop
 from dynacron.services.work import Delivery, ExecutionRunner
 from dynacron.store import CursorStore, ExecutionStore, TaskStore
 
 logger = Logger(service="dynacron")
 
 EXECUTION_RETENTION = timedelta(days=90)
+# A looping tick stops this long before Lambda would stop it, to finish its last
+# tick and release its lease cleanly.
+TICK_LOOP_MARGIN = timedelta(seconds=15)
 
 
 class Dynacron:
@@ -46,12 +53,15 @@ class Dynacron:
         sqs: Any,
         clock: Clock | None = None,
         delivery: Delivery | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
+        self._sleep = sleep
         self.tasks = TaskStore(dynamodb, settings.tasks_table)
         self.executions = ExecutionStore(dynamodb, settings.executions_table, EXECUTION_RETENTION)
         self.cursors = CursorStore(dynamodb, settings.coordination_table)
+        self.leases = ShardLeases(dynamodb, settings.coordination_table)
         self.queue = DispatchQueue(sqs, settings.dispatch_queue_url)
         self.task_service = TaskService(
             tasks=self.tasks, executions=self.executions, settings=settings, clock=self.clock
@@ -78,13 +88,50 @@ class Dynacron:
         return unsupported_body(event) or self._api.resolve(event, context)
 
     def tick(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        """Tick the shard named in the event, or every shard when none is named."""
+        """Tick the shard named in the event, or every shard when none is named.
+
+        With ``"loop": true`` (the deployed schedule's event) work the named shard
+        every second, holding its lease, until relieved: see ``services.tick_loop``.
+        """
         shard = event.get("shard")
+        if event.get("loop") and shard is not None:
+            return self._tick_loop(int(shard), context)
         reports = [self.ticker.tick_shard(int(shard))] if shard is not None else self.ticker.tick()
         claimed = sum(r.claimed for r in reports)
         if claimed:
             logger.info("tick dispatched executions", extra={"claimed": claimed})
         return {"claimed": claimed, "shards": [r.shard for r in reports]}
+
+    def _tick_loop(self, shard: int, context: Any) -> dict[str, Any]:
+        budget = timedelta(milliseconds=context.get_remaining_time_in_millis())
+        loop = ShardTickLoop(
+            ticker=self.ticker,
+            leases=self.leases,
+            clock=self.clock,
+            shard=shard,
+            owner=context.aws_request_id,
+            deadline=self.clock.now() + budget - TICK_LOOP_MARGIN,
+        )
+        report = loop.run(self._sleep)
+        ended = report.ended.value if report.ended else None
+        if report.took_over_expired:
+            logger.warning("took over an expired tick lease", extra={"shard": shard})
+        logger.info(
+            "tick loop ended",
+            extra={
+                "shard": shard,
+                "ended": ended,
+                "ticks": report.ticks,
+                "claimed": report.claimed,
+            },
+        )
+        return {
+            "claimed": report.claimed,
+            "shards": [shard],
+            "ticks": report.ticks,
+            "ended": ended,
+            "max_lateness_seconds": max(report.lateness_seconds, default=0.0),
+        }
 
     def worker(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Run an SQS batch; failed records are reported back for redelivery."""

@@ -1,0 +1,1 @@
+"""The CDK app that deploys dynacron to AWS (see docs/deploy.md)."""

@@ -1,0 +1,107 @@
+"""Deployment settings, read from CDK context: ``-c shard_count=8`` or cdk.json's "context"."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from constructs import Node
+
+from dynacron.config import Settings
+
+Billing = Literal["on-demand", "provisioned"]
+BILLING_MODES: tuple[Billing, ...] = ("on-demand", "provisioned")
+LOG_RETENTION_DAYS = (1, 3, 7, 14, 30, 90, 180, 365)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Every knob of a deployment; each field is also the name of its context key."""
+
+    stage: str = "dev"
+    # Runtime settings the functions receive: the defaults are the runtime's own.
+    shard_count: int = Settings.shard_count
+    bucket_seconds: int = Settings.bucket_seconds
+    api_memory_mb: int = 256
+    tick_memory_mb: int = 128
+    worker_memory_mb: int = 256
+    reaper_memory_mb: int = 128
+    worker_batch_size: int = 10
+    # Zero: a batch is handed to the worker as soon as a message is there, which
+    # is what lateness wants. A window trades lateness for fewer invocations.
+    worker_batch_window_seconds: int = 0
+    worker_max_concurrency: int = 50
+    api_rate_limit: float = 50.0
+    api_burst_limit: int = 100
+    billing: Billing = "on-demand"
+    provisioned_min_capacity: int = 1
+    provisioned_max_capacity: int = 100
+    point_in_time_recovery: bool = True
+    # Unset: protected in the "prod" stage only.
+    deletion_protection: bool | None = None
+    log_retention_days: int = 30
+    alarm_email: str | None = None
+    oldest_message_alarm_seconds: int = 300
+    scheduling_lag_alarm_seconds: float = 10.0
+    expired_leases_alarm_threshold: int = 0
+
+    def __post_init__(self) -> None:
+        checks = {
+            "shard_count": 1 <= self.shard_count <= 100,
+            "bucket_seconds": self.bucket_seconds >= 60,
+            "worker_batch_size": 1 <= self.worker_batch_size <= 10_000,
+            "worker_batch_window_seconds": 0 <= self.worker_batch_window_seconds <= 300,
+            # The limits of an SQS event source mapping's maximum concurrency.
+            "worker_max_concurrency": 2 <= self.worker_max_concurrency <= 1000,
+            "billing": self.billing in BILLING_MODES,
+            "log_retention_days": self.log_retention_days in LOG_RETENTION_DAYS,
+            "provisioned_max_capacity": 1
+            <= self.provisioned_min_capacity
+            <= self.provisioned_max_capacity,
+        }
+        wrong = [name for name, ok in checks.items() if not ok]
+        if wrong:
+            raise ValueError(f"invalid dynacron context: {', '.join(wrong)} ({self!r})")
+        if self.worker_batch_size > 10 and self.worker_batch_window_seconds < 1:
+            raise ValueError("worker_batch_size above 10 needs worker_batch_window_seconds >= 1")
+
+    @property
+    def protect_data(self) -> bool:
+        """Deletion protection and retained tables: explicit, else only in production."""
+        if self.deletion_protection is not None:
+            return self.deletion_protection
+        return self.stage == "prod"
+
+    @classmethod
+    def from_context(cls, node: Node) -> SchedulerConfig:
+        hints = typing.get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for field in dataclasses.fields(cls):
+            raw = node.try_get_context(field.name)
+            if raw is not None:
+                values[field.name] = _coerce(field.name, raw, hints[field.name])
+        return cls(**values)
+
+
+def _coerce(name: str, raw: Any, hint: Any) -> Any:
+    """Context from cdk.json arrives typed; from ``-c key=value`` always as text."""
+    kind = hint
+    if typing.get_origin(hint) is Literal:
+        kind = str
+    elif typing.get_origin(hint) in (typing.Union, types.UnionType):
+        (kind,) = [k for k in typing.get_args(hint) if k is not type(None)]
+    if kind is str:
+        return str(raw)
+    if kind is bool:
+        if isinstance(raw, bool):
+            return raw
+        if str(raw).lower() in ("true", "false"):
+            return str(raw).lower() == "true"
+        raise ValueError(f"context {name} must be true or false, not {raw!r}")
+    try:
+        return kind(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"context {name} must be a {kind.__name__}, not {raw!r}") from None

@@ -1,0 +1,146 @@
+"""The HTTP API: API Gateway (REST) in front of the API function, IAM-authorised."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from dynacron.resources import EXECUTIONS, TASKS
+from infra.constructs.foundation import Foundation
+from infra.constructs.functions import RETENTION, allow
+from infra.constructs.nag import acknowledge
+
+API_TIMEOUT = Duration.seconds(29)  # API Gateway's own integration limit
+# Field-level validation lives in the API function (one set of pydantic models,
+# errors as problem+json); the gateway only turns away bodies that are not a
+# JSON object before they cost an invocation.
+JSON_OBJECT_SCHEMA = apigateway.JsonSchema(
+    schema=apigateway.JsonSchemaVersion.DRAFT4, type=apigateway.JsonSchemaType.OBJECT
+)
+PROBLEM_TEMPLATE = json.dumps(
+    {
+        "type": "about:blank",
+        "title": "Invalid request",
+        "status": 400,
+        "detail": "$context.error.validationErrorString",
+    }
+)
+
+
+class Api(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        foundation: Foundation,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        config, storage = foundation.config, foundation.storage
+        self.function = foundation.kit.function(
+            self,
+            "Function",
+            entry="api",
+            memory_mb=config.api_memory_mb,
+            timeout=API_TIMEOUT,
+            description="the HTTP API: tasks and their executions",
+        )
+        tasks, executions = storage.table(TASKS), storage.table(EXECUTIONS)
+        allow(
+            self.function,
+            ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Scan", "dynamodb:DeleteItem"],
+            [tasks.table_arn],
+        )
+        allow(self.function, ["dynamodb:Query"], [executions.table_arn])
+
+        access_logs = logs.LogGroup(
+            self,
+            "AccessLogs",
+            retention=RETENTION[config.log_retention_days],
+            removal_policy=RemovalPolicy.RETAIN if config.protect_data else RemovalPolicy.DESTROY,
+        )
+        self.rest_api = apigateway.RestApi(
+            self,
+            "RestApi",
+            description="dynacron: register tasks, read their executions",
+            endpoint_types=[apigateway.EndpointType.REGIONAL],
+            # Execution logging would need an account-wide role; access logs suffice.
+            cloud_watch_role=False,
+            # Every method, including any added later, is signed with IAM (SigV4).
+            default_method_options=apigateway.MethodOptions(
+                authorization_type=apigateway.AuthorizationType.IAM
+            ),
+            deploy_options=apigateway.StageOptions(
+                stage_name=config.stage,
+                throttling_rate_limit=config.api_rate_limit,
+                throttling_burst_limit=config.api_burst_limit,
+                access_log_destination=apigateway.LogGroupLogDestination(access_logs),
+                access_log_format=apigateway.AccessLogFormat.json_with_standard_fields(
+                    caller=True,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=True,
+                ),
+            ),
+        )
+        validator = self.rest_api.add_request_validator(
+            "Validator", validate_request_body=True, validate_request_parameters=True
+        )
+        json_object = self.rest_api.add_model(
+            "JsonObject", content_type="application/json", schema=JSON_OBJECT_SCHEMA
+        )
+        self.rest_api.add_gateway_response(
+            "InvalidBody",
+            type=apigateway.ResponseType.BAD_REQUEST_BODY,
+            status_code="400",
+            response_headers={"Content-Type": "'application/problem+json'"},
+            templates={"application/json": PROBLEM_TEMPLATE},
+        )
+        integration = apigateway.LambdaIntegration(self.function)
+        iam_auth = apigateway.AuthorizationType.IAM
+        # Routes live in the API function; the gateway passes every path on,
+        # except that a new task's body must at least be a JSON object. API
+        # Gateway does not fall back from /tasks to the root's proxy, so /tasks
+        # has its own.
+        tasks_path = self.rest_api.root.add_resource("tasks")
+        for parent in (self.rest_api.root, tasks_path):
+            parent.add_resource("{proxy+}").add_method(
+                "ANY", integration, authorization_type=iam_auth, request_validator=validator
+            )
+        tasks_path.add_method(
+            "GET", integration, authorization_type=iam_auth, request_validator=validator
+        )
+        tasks_path.add_method(
+            "POST",
+            integration,
+            authorization_type=iam_auth,
+            request_validator=validator,
+            request_models={"application/json": json_object},
+        )
+        acknowledge(
+            self.rest_api,
+            "AwsSolutions-COG4",
+            "Callers sign requests with IAM (SigV4) instead of Cognito tokens: the "
+            "scheduler's clients are services with AWS credentials.",
+        )
+        acknowledge(
+            self.rest_api,
+            "AwsSolutions-APIG3",
+            "Every request must be SigV4-signed and the stage is throttled; a WAF web ACL "
+            "(from $5 a month) is left to deployments that face anonymous traffic.",
+        )
+        acknowledge(
+            self.rest_api,
+            "AwsSolutions-APIG6",
+            "Access logs are on; execution logs need an account-wide API Gateway role "
+            "that a reusable construct must not take over.",
+        )

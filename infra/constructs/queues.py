@@ -1,0 +1,61 @@
+"""The SQS queues, each built from its definition in ``dynacron.resources``."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from dynacron.resources import DISPATCH_QUEUE, QUEUES, WORKER_TIMEOUT_SECONDS, QueueDefinition
+from infra.config import SchedulerConfig
+from infra.constructs.nag import acknowledge
+
+# AWS: a queue that feeds a Lambda function should hide a received message for
+# at least six times the function's timeout, plus the batching window.
+VISIBILITY_PER_TIMEOUT = 6
+
+
+class Queues(Construct):
+    """The dispatch queue and its dead-letter queue, encrypted, TLS only, with redrive."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: SchedulerConfig) -> None:
+        super().__init__(scope, construct_id)
+        self.queues: dict[str, sqs.Queue] = {}
+        advised = VISIBILITY_PER_TIMEOUT * WORKER_TIMEOUT_SECONDS + (
+            config.worker_batch_window_seconds
+        )
+        # QUEUES lists a dead-letter queue before the queue that sends to it.
+        for definition in QUEUES:
+            dead_letter = None
+            if definition.dead_letter is not None and definition.max_receive_count:
+                dead_letter = sqs.DeadLetterQueue(
+                    max_receive_count=definition.max_receive_count,
+                    queue=self.queues[definition.dead_letter.logical_id],
+                )
+            visibility = definition.visibility_timeout_seconds
+            if definition == DISPATCH_QUEUE:  # the worker's event source
+                visibility = max(visibility, advised)
+            self.queues[definition.logical_id] = sqs.Queue(
+                self,
+                definition.logical_id,
+                visibility_timeout=Duration.seconds(visibility),
+                retention_period=Duration.seconds(definition.retention_seconds),
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+                dead_letter_queue=dead_letter,
+            )
+        for definition in QUEUES:
+            if _is_dead_letter_queue(definition):
+                acknowledge(
+                    self.queue(definition),
+                    "AwsSolutions-SQS3",
+                    "This is the dead-letter queue: nothing redrives from it automatically; "
+                    "operators replay its messages on purpose.",
+                )
+
+    def queue(self, definition: QueueDefinition) -> sqs.Queue:
+        return self.queues[definition.logical_id]
+
+
+def _is_dead_letter_queue(definition: QueueDefinition) -> bool:
+    return any(q.dead_letter == definition for q in QUEUES)

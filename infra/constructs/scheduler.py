@@ -1,0 +1,77 @@
+"""``DynacronScheduler``: the whole scheduler as one construct, for any CDK app."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from dynacron.resources import QUEUES, TABLES
+from infra.config import SchedulerConfig
+from infra.constructs.api import Api
+from infra.constructs.foundation import Foundation
+from infra.constructs.functions import HANDLER, FunctionKit
+from infra.constructs.monitoring import Monitoring
+from infra.constructs.queues import Queues
+from infra.constructs.storage import Storage
+from infra.constructs.tick import Tick
+from infra.constructs.worker import Worker
+from infra.layer import LayerAssets
+
+
+class DynacronScheduler(Construct):
+    """Tables, queues, tick, worker and reaper, API, and monitoring.
+
+    Add it to your own stack; to run your own Python handlers, pass their code as
+    ``worker_code`` with a ``worker_handler`` module that imports them and exposes
+    ``dynacron.app.worker`` as its handler (see docs/deploy.md).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        layers: LayerAssets,
+        config: SchedulerConfig | None = None,
+        worker_code: lambda_.Code | None = None,
+        worker_handler: str = HANDLER,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        config = config or SchedulerConfig()
+        self.storage = Storage(self, "Storage", config=config)
+        self.queues = Queues(self, "Queues", config=config)
+        # Every function is told every resource's name, through the variables the
+        # runtime's Settings.from_env reads: names never drift from the code.
+        resource_environment = {
+            **{t.env_var: self.storage.table(t).table_name for t in TABLES},
+            **{q.env_var: self.queues.queue(q).queue_url for q in QUEUES},
+        }
+        kit = FunctionKit(
+            self,
+            "Functions",
+            config=config,
+            layers=layers,
+            resource_environment=resource_environment,
+        )
+        foundation = Foundation(config=config, kit=kit, storage=self.storage, queues=self.queues)
+        self.tick = Tick(self, "Tick", foundation=foundation)
+        self.worker = Worker(
+            self,
+            "Worker",
+            foundation=foundation,
+            worker_code=worker_code,
+            worker_handler=worker_handler,
+        )
+        self.api = Api(self, "Api", foundation=foundation)
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            config=config,
+            queues=self.queues,
+            functions={
+                "api": self.api.function,
+                "tick": self.tick.function,
+                "worker": self.worker.function,
+                "reaper": self.worker.reaper,
+            },
+        )

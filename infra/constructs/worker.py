@@ -1,0 +1,98 @@
+"""The worker, fed by the dispatch queue, and the reaper, on a schedule."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from constructs import Construct
+
+from dynacron.resources import (
+    DISPATCH_QUEUE,
+    EXECUTIONS,
+    IDEMPOTENCY,
+    TASKS,
+    WORKER_TIMEOUT_SECONDS,
+)
+from infra.constructs.foundation import Foundation
+from infra.constructs.functions import HANDLER, ITEM_READ_WRITE, allow, index_arns
+
+REAPER_TIMEOUT = Duration.minutes(1)
+
+
+class Worker(Construct):
+    """Runs each dispatched execution: SQS batches with partial failures reported back.
+
+    ``worker_code``/``worker_handler`` replace the default entry point with one of
+    your own that imports your Python handlers before dynacron's worker runs.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        foundation: Foundation,
+        worker_code: lambda_.Code | None = None,
+        worker_handler: str = HANDLER,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        config, kit, storage = foundation.config, foundation.kit, foundation.storage
+        queues = foundation.queues
+        dispatch = queues.queue(DISPATCH_QUEUE)
+        self.function = kit.function(
+            self,
+            "Function",
+            entry="worker",
+            memory_mb=config.worker_memory_mb,
+            timeout=Duration.seconds(WORKER_TIMEOUT_SECONDS),
+            description="calls the handler of each dispatched execution",
+            code=worker_code,
+            handler=worker_handler,
+        )
+        self.function.add_event_source(
+            event_sources.SqsEventSource(
+                dispatch,
+                batch_size=config.worker_batch_size,
+                max_batching_window=Duration.seconds(config.worker_batch_window_seconds),
+                max_concurrency=config.worker_max_concurrency,
+                report_batch_item_failures=True,
+            )
+        )
+        # Reads the task it runs, records the execution, and keeps the Powertools
+        # idempotency record of it (the event source grants the queue's receive).
+        allow(self.function, ["dynamodb:GetItem"], [storage.table(TASKS).table_arn])
+        allow(
+            self.function,
+            ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+            [storage.table(EXECUTIONS).table_arn],
+        )
+        allow(self.function, ITEM_READ_WRITE, [storage.table(IDEMPOTENCY).table_arn])
+
+        self.reaper = kit.function(
+            self,
+            "ReaperFunction",
+            entry="reaper",
+            memory_mb=config.reaper_memory_mb,
+            timeout=REAPER_TIMEOUT,
+            description="makes executions whose lease ran out runnable again",
+        )
+        executions = storage.table(EXECUTIONS)
+        allow(
+            self.reaper,
+            ["dynamodb:Query"],
+            [executions.table_arn, *index_arns(executions, EXECUTIONS)],
+        )
+        allow(self.reaper, ["dynamodb:GetItem", "dynamodb:UpdateItem"], [executions.table_arn])
+        allow(self.reaper, ["dynamodb:GetItem"], [storage.table(TASKS).table_arn])
+        allow(self.reaper, ["sqs:SendMessage"], [dispatch.queue_arn])
+        self.reaper_rule = events.Rule(
+            self,
+            "ReapEveryMinute",
+            description="find executions whose lease ran out",
+            schedule=events.Schedule.rate(Duration.minutes(1)),
+            targets=[targets.LambdaFunction(self.reaper, retry_attempts=0)],
+        )
+        self.reaper.configure_async_invoke(retry_attempts=0, max_event_age=Duration.minutes(1))

@@ -1,0 +1,29 @@
+"""The dynacron stack: the scheduler on its own, with its endpoints as outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from infra.config import SchedulerConfig
+from infra.constructs.scheduler import DynacronScheduler
+from infra.layer import LayerAssets
+
+
+class DynacronStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: SchedulerConfig,
+        layers: LayerAssets,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        scheduler = DynacronScheduler(self, "Scheduler", config=config, layers=layers)
+        CfnOutput(self, "ApiUrl", value=scheduler.api.rest_api.url)
+        CfnOutput(self, "AlarmTopicArn", value=scheduler.monitoring.topic.topic_arn)
+        CfnOutput(self, "DashboardName", value=scheduler.monitoring.dashboard.dashboard_name)

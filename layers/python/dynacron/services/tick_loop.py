@@ -1,0 +1,145 @@
+"""The deployed tick: one invocation works one shard each second until relieved.
+
+EventBridge fires at most once a minute, and not on the minute's first second.
+So each minute a tick invocation is started for each shard; it holds the shard's
+lease (see ``dynacron.leases``) and ticks the shard at the top of every second.
+When the next minute's invocation arrives it asks for the lease, and the holder
+hands it over at its next renewal, in one conditional write: the shard is never
+worked by two invocations at once, and never idle while its successor waits.
+
+If no successor arrives (EventBridge is late), the holder keeps ticking until
+its own deadline; if the holder dies, its lease expires and the next invocation
+takes it. Local mode does not need any of this: it ticks every shard itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import Enum
+
+from dynacron.domain.clock import Clock
+from dynacron.leases import ShardLeases
+from dynacron.services.tick import Ticker
+
+
+@dataclass(frozen=True)
+class LoopTiming:
+    tick_interval_seconds: float = 1.0
+    # A holder that stops renewing loses the shard this long after its last renewal.
+    # It must outlast the longest tick (tick_max_claims claims), as the lease is
+    # renewed between ticks.
+    lease_seconds: float = 30.0
+    # Renewal is also when a holder notices a waiting successor, so this bounds
+    # how long a successor waits; fewer renewals cost fewer writes.
+    renew_every_seconds: float = 5.0
+    # How often a waiting invocation looks whether the lease is now its own.
+    poll_seconds: float = 0.25
+
+
+class LoopEnd(Enum):
+    HANDED_OVER = "handed_over"
+    DEADLINE = "deadline"
+    LOST = "lost"
+
+
+@dataclass
+class TickLoopReport:
+    shard: int
+    owner: str
+    ticks: int = 0
+    claimed: int = 0
+    lost_races: int = 0
+    waited_seconds: float = 0.0
+    # True if the lease was taken from a holder that had stopped renewing it.
+    took_over_expired: bool = False
+    ended: LoopEnd | None = None
+    lateness_seconds: list[float] = field(default_factory=list)
+
+
+class ShardTickLoop:
+    """One tick invocation's work on one shard, as a sequence of ``step`` calls."""
+
+    def __init__(
+        self,
+        *,
+        ticker: Ticker,
+        leases: ShardLeases,
+        clock: Clock,
+        shard: int,
+        owner: str,
+        deadline: datetime,
+        timing: LoopTiming | None = None,
+    ) -> None:
+        self._ticker = ticker
+        self._leases = leases
+        self._clock = clock
+        self._shard = shard
+        self._owner = owner
+        self._deadline = deadline
+        self._timing = timing or LoopTiming()
+        self._holding = False
+        self._renewed_at: datetime | None = None
+        self.report = TickLoopReport(shard=shard, owner=owner)
+
+    @property
+    def holding(self) -> bool:
+        return self._holding
+
+    def run(self, sleep: Callable[[float], None]) -> TickLoopReport:
+        """Step until the loop ends, sleeping between steps."""
+        while (pause := self.step()) is not None:
+            sleep(pause)
+        return self.report
+
+    def step(self) -> float | None:
+        """Do the next thing: wait for the lease, renew it, or tick.
+
+        Returns how many seconds to wait before the next step, or None once the
+        loop has ended (see ``report.ended``).
+        """
+        now = self._clock.now()
+        if now >= self._deadline:
+            self._leases.release(self._shard, self._owner)
+            self._holding = False
+            self.report.ended = LoopEnd.DEADLINE
+            return None
+        if not self._holding:
+            if not self._try_to_hold(now):
+                self.report.waited_seconds += self._timing.poll_seconds
+                return self._timing.poll_seconds
+        elif self._renewal_due(now):
+            if not self._leases.renew(self._shard, self._owner, self._lease_end(now)):
+                self._holding = False
+                handed = self._leases.hand_over(self._shard, self._owner, self._lease_end(now))
+                self.report.ended = LoopEnd.HANDED_OVER if handed else LoopEnd.LOST
+                return None
+            self._renewed_at = now
+        tick = self._ticker.tick_shard(self._shard)
+        self.report.ticks += 1
+        self.report.claimed += tick.claimed
+        self.report.lost_races += tick.lost_races
+        self.report.lateness_seconds += tick.lateness_seconds
+        interval = self._timing.tick_interval_seconds
+        return interval - self._clock.now().timestamp() % interval
+
+    def _try_to_hold(self, now: datetime) -> bool:
+        lease = self._leases.get(self._shard)
+        if lease is None or lease.is_free_for(self._owner, now):
+            if self._leases.acquire(self._shard, self._owner, now, self._lease_end(now)):
+                self._holding = True
+                self._renewed_at = now
+                if lease is not None and lease.owner != self._owner:
+                    self.report.took_over_expired = True
+                return True
+        elif lease.successor != self._owner:
+            self._leases.request_handover(self._shard, self._owner)
+        return False
+
+    def _renewal_due(self, now: datetime) -> bool:
+        assert self._renewed_at is not None
+        return now - self._renewed_at >= timedelta(seconds=self._timing.renew_every_seconds)
+
+    def _lease_end(self, now: datetime) -> datetime:
+        return now + timedelta(seconds=self._timing.lease_seconds)

@@ -1,0 +1,506 @@
+"""Each construct's key properties, read from the synthesised CloudFormation template."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dynacron import metric_names
+from dynacron.config import BUCKET_SECONDS_VAR, SHARD_COUNT_VAR, Settings
+from dynacron.resources import (
+    COORDINATION,
+    DEAD_LETTER_QUEUE,
+    DISPATCH_QUEUE,
+    DUE_INDEX,
+    EXECUTIONS,
+    IDEMPOTENCY,
+    QUEUES,
+    TABLES,
+    TASKS,
+    WORKER_TIMEOUT_SECONDS,
+    Key,
+    QueueDefinition,
+    TableDefinition,
+)
+from tests.infra.conftest import (
+    ALARM_EMAIL,
+    USER_CONFIG,
+    USER_WORKER_HANDLER,
+    Synthesized,
+    resources_of,
+)
+
+FUNCTIONS = ("Tick", "Worker", "Api", "Reaper")
+DYNAMODB_ITEM_WRITES = {
+    "dynamodb:DeleteItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:BatchWriteItem",
+}
+
+
+def function_id(template: dict[str, Any], concern: str) -> str:
+    """The logical id of a concern's function (construct paths name them)."""
+    prefix = {"Reaper": "SchedulerWorkerReaperFunction"}.get(concern, f"Scheduler{concern}Function")
+    (found,) = [
+        logical_id
+        for logical_id in resources_of(template, "AWS::Lambda::Function")
+        if logical_id.startswith(prefix) and not logical_id.startswith(prefix + "Role")
+    ]
+    return found
+
+
+def function(template: dict[str, Any], concern: str) -> dict[str, Any]:
+    return resources_of(template, "AWS::Lambda::Function")[function_id(template, concern)]
+
+
+def environment(template: dict[str, Any], concern: str = "Worker") -> dict[str, Any]:
+    return dict(function(template, concern)["Environment"]["Variables"])
+
+
+def referenced(template: dict[str, Any], definition: TableDefinition | QueueDefinition) -> str:
+    """The logical id that a definition's environment variable points the code at."""
+    value = environment(template)[definition.env_var]
+    assert set(value) == {"Ref"}, value
+    return str(value["Ref"])
+
+
+def key_schema(partition_key: Key, sort_key: Key | None) -> list[dict[str, str]]:
+    schema = [{"AttributeName": partition_key.name, "KeyType": "HASH"}]
+    if sort_key is not None:
+        schema.append({"AttributeName": sort_key.name, "KeyType": "RANGE"})
+    return schema
+
+
+# --- storage ---------------------------------------------------------------------------
+
+
+def test_every_table_has_the_keys_and_indexes_of_its_definition(
+    template: dict[str, Any],
+) -> None:
+    tables = resources_of(template, "AWS::DynamoDB::Table")
+    assert len(tables) == len(TABLES)
+    for definition in TABLES:
+        table = tables[referenced(template, definition)]
+        assert table["KeySchema"] == key_schema(definition.partition_key, definition.sort_key)
+        indexes = {i["IndexName"]: i for i in table.get("GlobalSecondaryIndexes", [])}
+        assert set(indexes) == {index.name for index in definition.indexes}
+        for index in definition.indexes:
+            assert indexes[index.name]["KeySchema"] == key_schema(
+                index.partition_key, index.sort_key
+            )
+            assert indexes[index.name]["Projection"]["ProjectionType"] == index.projection
+        types = {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}
+        for index in definition.indexes:
+            for key in (index.partition_key, index.sort_key):
+                assert types[key.name] == key.type
+
+
+def test_the_due_index_is_keyed_by_bucket_and_next_run(template: dict[str, Any]) -> None:
+    tasks = resources_of(template, "AWS::DynamoDB::Table")[referenced(template, TASKS)]
+    (index,) = tasks["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == DUE_INDEX.name
+    assert [k["AttributeName"] for k in index["KeySchema"]] == ["due_bucket", "next_run_at"]
+
+
+def test_tables_expire_records_recover_to_a_point_in_time_and_cost_nothing_idle(
+    template: dict[str, Any],
+) -> None:
+    tables = resources_of(template, "AWS::DynamoDB::Table")
+    for definition in TABLES:
+        table = tables[referenced(template, definition)]
+        if definition.ttl_attribute:
+            assert table["TimeToLiveSpecification"] == {
+                "AttributeName": definition.ttl_attribute,
+                "Enabled": True,
+            }
+        else:
+            assert "TimeToLiveSpecification" not in table
+        assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+        assert table["BillingMode"] == "PAY_PER_REQUEST"
+        # Not production: no deletion protection, and deleting the stack deletes data.
+        assert table["DeletionProtectionEnabled"] is False
+        assert template["Resources"][referenced(template, definition)]["DeletionPolicy"] == (
+            "Delete"
+        )
+
+
+def test_production_tables_are_protected_and_provisioned_ones_scale(
+    user_template: dict[str, Any],
+) -> None:
+    tables = resources_of(user_template, "AWS::DynamoDB::Table")
+    for logical_id, table in tables.items():
+        assert table["DeletionProtectionEnabled"] is True
+        assert user_template["Resources"][logical_id]["DeletionPolicy"] == "Retain"
+        assert "BillingMode" not in table or table["BillingMode"] == "PROVISIONED"
+    targets = resources_of(user_template, "AWS::ApplicationAutoScaling::ScalableTarget")
+    # Reads and writes of every table, and of the due index.
+    assert len(targets) == 2 * (len(TABLES) + sum(len(t.indexes) for t in TABLES))
+    assert {t["MaxCapacity"] for t in targets.values()} == {USER_CONFIG.provisioned_max_capacity}
+
+
+# --- queues ----------------------------------------------------------------------------
+
+
+def test_the_dispatch_queue_redrives_to_the_dead_letter_queue(template: dict[str, Any]) -> None:
+    queues = resources_of(template, "AWS::SQS::Queue")
+    assert len(queues) == len(QUEUES)
+    dispatch = queues[referenced(template, DISPATCH_QUEUE)]
+    assert dispatch["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [referenced(template, DEAD_LETTER_QUEUE), "Arn"]},
+        "maxReceiveCount": DISPATCH_QUEUE.max_receive_count,
+    }
+    for definition in QUEUES:
+        queue = queues[referenced(template, definition)]
+        assert queue["SqsManagedSseEnabled"] is True
+        assert queue["MessageRetentionPeriod"] == definition.retention_seconds
+
+
+def test_queues_refuse_requests_without_tls(template: dict[str, Any]) -> None:
+    policies = resources_of(template, "AWS::SQS::QueuePolicy").values()
+    guarded = set()
+    for policy in policies:
+        for statement in policy["PolicyDocument"]["Statement"]:
+            if statement["Effect"] == "Deny" and statement["Condition"] == {
+                "Bool": {"aws:SecureTransport": "false"}
+            }:
+                guarded |= {ref["Ref"] for ref in policy["Queues"]}
+    assert guarded == {referenced(template, q) for q in QUEUES}
+
+
+def test_the_visibility_timeout_is_six_worker_timeouts_plus_the_batch_window(
+    template: dict[str, Any], user_template: dict[str, Any]
+) -> None:
+    for tmpl, window in ((template, 0), (user_template, USER_CONFIG.worker_batch_window_seconds)):
+        dispatch = resources_of(tmpl, "AWS::SQS::Queue")[referenced(tmpl, DISPATCH_QUEUE)]
+        assert function(tmpl, "Worker")["Timeout"] == WORKER_TIMEOUT_SECONDS
+        assert dispatch["VisibilityTimeout"] >= 6 * WORKER_TIMEOUT_SECONDS + window
+
+
+# --- functions -------------------------------------------------------------------------
+
+
+def test_functions_run_on_arm64_python_3_12_with_both_layers(template: dict[str, Any]) -> None:
+    layers = list(resources_of(template, "AWS::Lambda::LayerVersion"))
+    assert len(layers) == 2
+    for concern in FUNCTIONS:
+        properties = function(template, concern)
+        assert properties["Architectures"] == ["arm64"]
+        assert properties["Runtime"] == "python3.12"
+        assert properties["Handler"] == "handler.handler"
+        assert [layer["Ref"] for layer in properties["Layers"]] == layers
+
+
+def test_every_function_is_told_every_name_through_the_variables_settings_read(
+    template: dict[str, Any],
+) -> None:
+    tables = resources_of(template, "AWS::DynamoDB::Table")
+    queues = resources_of(template, "AWS::SQS::Queue")
+    for concern in FUNCTIONS:
+        env = environment(template, concern)
+        for table in TABLES:
+            assert env[table.env_var]["Ref"] in tables
+        for queue in QUEUES:
+            assert env[queue.env_var]["Ref"] in queues
+        assert env[SHARD_COUNT_VAR] == str(Settings.shard_count)
+        assert env[BUCKET_SECONDS_VAR] == str(Settings.bucket_seconds)
+        assert env["POWERTOOLS_METRICS_NAMESPACE"] == metric_names.NAMESPACE
+    assert len({environment(template, c)[TASKS.env_var]["Ref"] for c in FUNCTIONS}) == 1
+
+
+def test_the_worker_reports_batch_item_failures_with_bounded_concurrency(
+    template: dict[str, Any], user_template: dict[str, Any]
+) -> None:
+    (mapping,) = resources_of(template, "AWS::Lambda::EventSourceMapping").values()
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["EventSourceArn"] == {
+        "Fn::GetAtt": [referenced(template, DISPATCH_QUEUE), "Arn"]
+    }
+    assert mapping["FunctionName"] == {"Ref": function_id(template, "Worker")}
+    assert mapping["BatchSize"] == 10
+    assert mapping["MaximumBatchingWindowInSeconds"] == 0
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": 50}
+    (user_mapping,) = resources_of(user_template, "AWS::Lambda::EventSourceMapping").values()
+    assert user_mapping["ScalingConfig"] == {
+        "MaximumConcurrency": USER_CONFIG.worker_max_concurrency
+    }
+    assert user_mapping["MaximumBatchingWindowInSeconds"] == (
+        USER_CONFIG.worker_batch_window_seconds
+    )
+
+
+def test_a_user_runs_their_own_worker_code(
+    template: dict[str, Any], user_template: dict[str, Any]
+) -> None:
+    user_worker = function(user_template, "Worker")
+    assert user_worker["Handler"] == USER_WORKER_HANDLER
+    assert user_worker["Code"]["S3Key"] != function(template, "Worker")["Code"]["S3Key"]
+    # The rest of the scheduler is the same dynacron.
+    assert (
+        function(user_template, "Tick")["Code"]["S3Key"]
+        == (function(template, "Tick")["Code"]["S3Key"])
+    )
+
+
+# --- tick and reaper -------------------------------------------------------------------
+
+
+def tick_targets(template: dict[str, Any]) -> list[dict[str, Any]]:
+    tick = function_id(template, "Tick")
+    return [
+        target
+        for rule in resources_of(template, "AWS::Events::Rule").values()
+        for target in rule["Targets"]
+        if target["Arn"] == {"Fn::GetAtt": [tick, "Arn"]}
+        and rule["ScheduleExpression"] == "rate(1 minute)"
+    ]
+
+
+def test_every_shard_gets_one_looping_tick_invocation_a_minute(
+    template: dict[str, Any], user_template: dict[str, Any]
+) -> None:
+    for tmpl, shards in ((template, Settings.shard_count), (user_template, 7)):
+        inputs = sorted(
+            (json.loads(t["Input"]) for t in tick_targets(tmpl)), key=lambda i: i["shard"]
+        )
+        assert inputs == [{"shard": shard, "loop": True} for shard in range(shards)]
+    # Seven shards need two rules: EventBridge allows five targets per rule.
+    assert len(resources_of(user_template, "AWS::Events::Rule")) == 2 + 1  # + the reaper
+
+
+def test_tick_outlives_its_loop_and_is_never_retried(template: dict[str, Any]) -> None:
+    # The loop stops 15 s before the timeout; a whole minute must fit before that.
+    assert function(template, "Tick")["Timeout"] >= 60 + 15 + 15
+    configs = resources_of(template, "AWS::Lambda::EventInvokeConfig")
+    tick = [
+        c for c in configs.values() if c["FunctionName"] == {"Ref": function_id(template, "Tick")}
+    ]
+    assert tick == [
+        {
+            "FunctionName": {"Ref": function_id(template, "Tick")},
+            "MaximumEventAgeInSeconds": 60,
+            "MaximumRetryAttempts": 0,
+            "Qualifier": "$LATEST",
+        }
+    ]
+
+
+def test_the_reaper_runs_every_minute(template: dict[str, Any]) -> None:
+    reaper = function_id(template, "Reaper")
+    rules = [
+        rule
+        for rule in resources_of(template, "AWS::Events::Rule").values()
+        if any(t["Arn"] == {"Fn::GetAtt": [reaper, "Arn"]} for t in rule["Targets"])
+    ]
+    assert [rule["ScheduleExpression"] for rule in rules] == ["rate(1 minute)"]
+
+
+# --- API -------------------------------------------------------------------------------
+
+
+def test_every_api_method_requires_iam_and_is_validated(template: dict[str, Any]) -> None:
+    methods = resources_of(template, "AWS::ApiGateway::Method")
+    validators = resources_of(template, "AWS::ApiGateway::RequestValidator")
+    (validator,) = validators.values()
+    assert validator["ValidateRequestBody"] is True
+    assert validator["ValidateRequestParameters"] is True
+    assert methods
+    for method in methods.values():
+        assert method["AuthorizationType"] == "AWS_IAM"
+        assert method["Integration"]["Type"] == "AWS_PROXY"
+    posts = [m for m in methods.values() if m["HttpMethod"] == "POST"]
+    assert len(posts) == 1
+    assert "application/json" in posts[0]["RequestModels"]
+    assert all("RequestValidatorId" in m for m in methods.values())
+
+
+def test_the_api_stage_is_throttled_and_logs_every_request(template: dict[str, Any]) -> None:
+    (stage,) = resources_of(template, "AWS::ApiGateway::Stage").values()
+    assert stage["StageName"] == "test"
+    (settings,) = stage["MethodSettings"]
+    assert settings["ThrottlingRateLimit"] == 50
+    assert settings["ThrottlingBurstLimit"] == 100
+    log_group = stage["AccessLogSetting"]["DestinationArn"]["Fn::GetAtt"][0]
+    assert template["Resources"][log_group]["Type"] == "AWS::Logs::LogGroup"
+    assert "$context.requestId" in stage["AccessLogSetting"]["Format"]
+
+
+def test_a_body_refused_by_the_gateway_is_still_problem_json(template: dict[str, Any]) -> None:
+    (response,) = resources_of(template, "AWS::ApiGateway::GatewayResponse").values()
+    assert response["ResponseType"] == "BAD_REQUEST_BODY"
+    assert response["ResponseParameters"] == {
+        "gatewayresponse.header.Content-Type": "'application/problem+json'"
+    }
+
+
+# --- least privilege -------------------------------------------------------------------
+
+
+def access_of(template: dict[str, Any], concern: str) -> dict[str, set[str]]:
+    """What a function's role may do: resource label -> actions.
+
+    Labels are the definitions' logical ids (``Tasks``, ``Tasks/index/due-index``,
+    ``DispatchQueue``...) and ``own logs``; anything else fails the lookup.
+    """
+    labels: dict[str, str] = {}
+    for definition in (*TABLES, *QUEUES):
+        labels[json.dumps({"Fn::GetAtt": [referenced(template, definition), "Arn"]})] = (
+            definition.logical_id
+        )
+    for table in TABLES:
+        for index in table.indexes:
+            arn = {
+                "Fn::Join": [
+                    "",
+                    [{"Fn::GetAtt": [referenced(template, table), "Arn"]}, f"/index/{index.name}"],
+                ]
+            }
+            labels[json.dumps(arn)] = f"{table.logical_id}/index/{index.name}"
+    properties = function(template, concern)
+    role = properties["Role"]["Fn::GetAtt"][0]
+    own_logs = properties["LoggingConfig"]["LogGroup"]["Ref"]
+    labels[json.dumps({"Fn::GetAtt": [own_logs, "Arn"]})] = "own logs"
+    access: dict[str, set[str]] = {}
+    for policy in resources_of(template, "AWS::IAM::Policy").values():
+        if {"Ref": role} not in policy["Roles"]:
+            continue
+        for statement in policy["PolicyDocument"]["Statement"]:
+            assert statement["Effect"] == "Allow"
+            actions = statement["Action"]
+            resources = statement["Resource"]
+            for resource in resources if isinstance(resources, list) else [resources]:
+                label = labels[json.dumps(resource)]
+                access.setdefault(label, set()).update(
+                    actions if isinstance(actions, list) else [actions]
+                )
+    return access
+
+
+ITEM_READ_WRITE = {
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+}
+LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
+EXPECTED_ACCESS = {
+    "Tick": {
+        "own logs": LOGS,
+        "Tasks": {"dynamodb:BatchGetItem", "dynamodb:UpdateItem"},
+        "Tasks/index/due-index": {"dynamodb:Query"},
+        "Coordination": ITEM_READ_WRITE,
+        "DispatchQueue": {"sqs:SendMessage"},
+    },
+    "Worker": {
+        "own logs": LOGS,
+        "Tasks": {"dynamodb:GetItem"},
+        "Executions": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+        "Idempotency": ITEM_READ_WRITE,
+        "DispatchQueue": {
+            # what the event source mapping needs
+            "sqs:ReceiveMessage",
+            "sqs:ChangeMessageVisibility",
+            "sqs:GetQueueUrl",
+            "sqs:DeleteMessage",
+            "sqs:GetQueueAttributes",
+        },
+    },
+    "Api": {
+        "own logs": LOGS,
+        "Tasks": {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Scan", "dynamodb:DeleteItem"},
+        "Executions": {"dynamodb:Query"},
+    },
+    "Reaper": {
+        "own logs": LOGS,
+        "Executions": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem"},
+        "Tasks": {"dynamodb:GetItem"},
+        "DispatchQueue": {"sqs:SendMessage"},
+    },
+}
+
+
+def test_each_function_may_do_exactly_what_it_uses_on_exactly_what_it_uses(
+    template: dict[str, Any],
+) -> None:
+    for concern, expected in EXPECTED_ACCESS.items():
+        assert access_of(template, concern) == expected, concern
+
+
+def test_only_the_api_and_tick_write_tasks_and_nothing_grants_a_wildcard(
+    template: dict[str, Any],
+) -> None:
+    writers = {
+        concern
+        for concern in FUNCTIONS
+        if access_of(template, concern).get(TASKS.logical_id, set()) & DYNAMODB_ITEM_WRITES
+    }
+    assert writers == {"Tick", "Api"}
+    assert not access_of(template, "Worker").get(COORDINATION.logical_id)
+    assert EXECUTIONS.logical_id not in access_of(template, "Tick")
+    assert IDEMPOTENCY.logical_id not in access_of(template, "Api")
+    document = json.dumps(resources_of(template, "AWS::IAM::Policy"))
+    assert '"*"' not in document
+    assert ':*"' not in document
+
+
+# --- monitoring ------------------------------------------------------------------------
+
+
+def test_alarms_watch_what_the_issue_asks_for_and_notify_the_topic(
+    template: dict[str, Any],
+) -> None:
+    alarms = resources_of(template, "AWS::CloudWatch::Alarm")
+    (topic,) = resources_of(template, "AWS::SNS::Topic")
+    watched = {}
+    for alarm in alarms.values():
+        assert alarm["AlarmActions"] == [{"Ref": topic}]
+        assert alarm["TreatMissingData"] == "notBreaching"
+        dimensions = {d["Name"]: d["Value"] for d in alarm.get("Dimensions", [])}
+        subject = dimensions.get("QueueName") or dimensions.get("FunctionName")
+        key = (alarm["Namespace"], alarm["MetricName"], json.dumps(subject))
+        watched[key] = alarm
+    queue_name = {q: {"Fn::GetAtt": [referenced(template, q), "QueueName"]} for q in QUEUES}
+    functions = {c: {"Ref": function_id(template, c)} for c in ("Tick", "Worker")}
+    expected = [
+        ("AWS/SQS", "ApproximateNumberOfMessagesVisible", queue_name[DEAD_LETTER_QUEUE]),
+        ("AWS/SQS", "ApproximateAgeOfOldestMessage", queue_name[DISPATCH_QUEUE]),
+        *(("AWS/Lambda", m, functions[c]) for c in functions for m in ("Errors", "Throttles")),
+        (metric_names.NAMESPACE, metric_names.SCHEDULING_LAG, None),
+        (metric_names.NAMESPACE, metric_names.LEASES_REAPED, None),
+    ]
+    assert set(watched) == {(ns, name, json.dumps(subject)) for ns, name, subject in expected}
+    lag = watched[(metric_names.NAMESPACE, metric_names.SCHEDULING_LAG, "null")]
+    assert lag["ExtendedStatistic"] == "p99"
+    assert lag["Threshold"] == 10
+    assert lag["Dimensions"] == [
+        {"Name": metric_names.SERVICE_DIMENSION, "Value": metric_names.SERVICE}
+    ]
+
+
+def test_alarms_reach_the_configured_email_and_the_dashboard_shows_them(
+    template: dict[str, Any], user_template: dict[str, Any]
+) -> None:
+    (subscription,) = resources_of(template, "AWS::SNS::Subscription").values()
+    assert subscription["Protocol"] == "email"
+    assert subscription["Endpoint"] == ALARM_EMAIL
+    assert not resources_of(user_template, "AWS::SNS::Subscription")
+    (dashboard,) = resources_of(template, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["DashboardBody"])
+    for name in (metric_names.SCHEDULING_LAG, metric_names.LEASES_REAPED, "Throttles"):
+        assert name in body
+
+
+def test_every_acknowledged_cdk_nag_finding_gives_its_reason(synthesized: Synthesized) -> None:
+    acknowledged = synthesized.acknowledgments()
+    rules = {rule for by_rule in acknowledged.values() for rule in by_rule}
+    assert rules == {
+        "Annotation::AwsSolutions-L1",
+        "Annotation::AwsSolutions-SQS3",
+        "Annotation::AwsSolutions-SNS2",
+        "Annotation::AwsSolutions-COG4",
+        "Annotation::AwsSolutions-APIG3",
+        "Annotation::AwsSolutions-APIG6",
+    }
+    for by_rule in acknowledged.values():
+        for reason in by_rule.values():
+            assert len(reason.split()) >= 8

@@ -1,0 +1,134 @@
+"""The deployed tick loop: one holder per shard, handover, expiry, and per-second ticks."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from dynacron.app import Dynacron
+from dynacron.config import Settings
+from dynacron.domain.clock import SettableClock
+from dynacron.domain.tasks import shard_for
+from dynacron.models import TaskCreate
+from dynacron.services.tick_loop import LoopEnd, LoopTiming, ShardTickLoop
+from tests.conftest import sleep_moving
+from tests.support import FakeLambdaContext
+
+HOOK = "http://127.0.0.1:9/hook"
+SHARD = 0
+TIMING = LoopTiming()
+
+
+def make_loop(system: Dynacron, owner: str, seconds: float = 300) -> ShardTickLoop:
+    return ShardTickLoop(
+        ticker=system.ticker,
+        leases=system.leases,
+        clock=system.clock,
+        shard=SHARD,
+        owner=owner,
+        deadline=system.clock.now() + timedelta(seconds=seconds),
+    )
+
+
+def test_a_newcomer_waits_and_the_holder_hands_over_at_its_next_renewal(
+    system: Dynacron, clock: SettableClock
+) -> None:
+    # Given minute one's invocation holding the shard
+    first = make_loop(system, "minute-1")
+    first.step()
+    assert first.holding
+    # When minute two's invocation arrives, it waits: never two holders at once
+    second = make_loop(system, "minute-2")
+    assert second.step() == TIMING.poll_seconds
+    assert not second.holding
+    lease = system.leases.get(SHARD)
+    assert lease is not None
+    assert (lease.owner, lease.successor) == ("minute-1", "minute-2")
+    while first.report.ended is None:
+        clock.advance(timedelta(seconds=1))
+        first.step()
+        second.step()
+        assert not (first.holding and second.holding)
+    # Then the holder handed over at its renewal and the newcomer ticks from then on
+    assert first.report.ended is LoopEnd.HANDED_OVER
+    assert first.report.ticks == TIMING.renew_every_seconds
+    second.step()
+    assert second.holding
+    assert second.report.ticks >= 1
+    assert not second.report.took_over_expired
+    lease = system.leases.get(SHARD)
+    assert lease is not None
+    assert (lease.owner, lease.successor) == ("minute-2", None)
+
+
+def test_the_lease_of_a_holder_that_died_expires_and_is_taken_over(
+    system: Dynacron, clock: SettableClock
+) -> None:
+    dead = make_loop(system, "died")
+    dead.step()
+    # Given a holder that stopped stepping (its Lambda was killed)
+    successor = make_loop(system, "successor")
+    clock.advance(timedelta(seconds=TIMING.lease_seconds - 1))
+    successor.step()
+    assert not successor.holding
+    # When its lease runs out
+    clock.advance(timedelta(seconds=1))
+    successor.step()
+    # Then the waiting invocation takes it, and says it took over an expired lease
+    assert successor.holding
+    assert successor.report.took_over_expired
+    # And the old holder, should it wake up, finds out at renewal and stops
+    clock.advance(timedelta(seconds=TIMING.renew_every_seconds))
+    assert dead.step() is None
+    assert dead.report.ended is LoopEnd.LOST
+    lease = system.leases.get(SHARD)
+    assert lease is not None
+    assert lease.owner == "successor"
+
+
+def test_a_holder_releases_the_shard_at_its_deadline(
+    system: Dynacron, clock: SettableClock
+) -> None:
+    holder = make_loop(system, "holder", seconds=10)
+    report = holder.run(sleep_moving(clock))
+    assert report.ended is LoopEnd.DEADLINE
+    assert 9 <= report.ticks <= 11
+    assert system.leases.get(SHARD) is None
+    # So the next invocation starts at once, without waiting for an expiry
+    after = make_loop(system, "after")
+    after.step()
+    assert after.holding
+    assert not after.report.took_over_expired
+
+
+def test_a_waiter_that_reaches_its_deadline_withdraws_its_request(
+    system: Dynacron, clock: SettableClock
+) -> None:
+    make_loop(system, "holder").step()
+    waiter = make_loop(system, "waiter", seconds=1)
+    waiter.step()
+    clock.advance(timedelta(seconds=1))
+    assert waiter.step() is None
+    assert waiter.report.ended is LoopEnd.DEADLINE
+    lease = system.leases.get(SHARD)
+    assert lease is not None
+    assert (lease.owner, lease.successor) == ("holder", None)
+
+
+def test_the_looping_tick_fires_a_rate_task_on_every_occurrence_within_a_second(
+    system: Dynacron, clock: SettableClock, settings: Settings
+) -> None:
+    # Given a task every 10 s, and a tick invocation with two minutes to live
+    task = system.task_service.register(TaskCreate(handler_url=HOOK, rate="10 seconds"))
+    shard = shard_for(task.task_id, settings.shard_count)
+    clock.advance(timedelta(milliseconds=300))  # invocations never start on the second
+    context = FakeLambdaContext(aws_request_id="invocation-1", remaining_millis=120_000)
+    # When the invocation runs to its deadline
+    result = system.tick({"shard": shard, "loop": True}, context)
+    # Then it ticked once a second for its whole budget (less the safety margin)
+    assert result["ended"] == LoopEnd.DEADLINE.value
+    assert 100 <= result["ticks"] <= 106
+    # And every occurrence in that time was sent once, less than a second late
+    assert result["claimed"] == 10
+    assert 0 <= result["max_lateness_seconds"] < 1
+    lease = system.leases.get(shard)
+    assert lease is None
