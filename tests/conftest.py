@@ -5,12 +5,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from moto import mock_aws
+
 from dynacron.app import Dynacron
 from dynacron.config import LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import SettableClock
 from dynacron.local.aws import REGION, provision
-from moto import mock_aws
-
 from tests.support import Sink
 
 START = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)

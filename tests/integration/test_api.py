@@ -4,9 +4,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
-
 from tests.conftest import START
 from tests.integration.api_client import call
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.schedules import OneTimeSchedule
 from dynacron.domain.tasks import Task, TaskStatus
@@ -20,7 +21,6 @@ from dynacron.local.aws import aws_clients, provision
 from dynacron.queue import DispatchQueue
 from dynacron.services.tick import Ticker, TickReport
 from dynacron.store import CursorStore, TaskStore, task_to_item
-
 from tests.support import Service
 
 DUE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

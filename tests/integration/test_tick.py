@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.tasks import TaskStatus, execution_id_for

@@ -11,7 +11,6 @@ from dynacron.domain.tasks import execution_id_for
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
 from dynacron.models import TaskCreate
-
 from tests.integration.api_client import call
 from tests.support import Sink
 
@@ -150,7 +149,6 @@ def test_the_thin_lambda_handlers_work_from_the_environment(
     import importlib.util
 
     from dynacron import app as composition
-
     from tests.support import ROOT
 
     for name, value in system.settings.to_env().items():

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from dynacron.domain.instants import format_instant, parse_instant
 
+from dynacron.domain.instants import format_instant, parse_instant
 from tests.support import Service, Sink, api_call, free_port, wait_until
 
 pytestmark = pytest.mark.system

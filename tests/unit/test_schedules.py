@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from dynacron.domain.errors import InvalidSchedule
 from dynacron.domain.schedules import parse_at, parse_cron, parse_rate
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+
 from dynacron.config import LOOPBACK_NETWORKS
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.urls import UrlPolicy
