@@ -24,7 +24,8 @@ class DstPolicyModel(BaseModel):
         "or 'skip' it",
     )
     ambiguous: Literal["first", "last", "both"] = Field(
-        default="first", description="A time the clocks repeat: run at the 'first', 'last' or 'both'"
+        default="first",
+        description="A time the clocks repeat: run at the 'first', 'last' or 'both'",
     )
 
     @classmethod

@@ -157,9 +157,12 @@ class CronSpec:
                     if day_of_month < day.day:
                         continue
                     current = day.replace(day=day_of_month)
-                    floor = (start.hour, start.minute, start.second) if current == first_day else None
-                    for hour, minute, second in self._times_of_day(floor):
-                        yield datetime(
+                    floor = (start.hour, start.minute, start.second)
+                    for hour, minute, second in self._times_of_day(
+                        floor if current == first_day else None
+                    ):
+                        # Naive on purpose: a wall-clock time, in no zone yet.
+                        yield datetime(  # noqa: DTZ001
                             current.year, current.month, current.day, hour, minute, second
                         )
             day = _first_of_next_month(day)
@@ -178,7 +181,8 @@ class CronSpec:
                         yield hour, minute, second
 
     def fires(self) -> bool:
-        return next(self.wall_times_from(datetime(2000, 1, 1)), None) is not None
+        start = datetime(2000, 1, 1)  # noqa: DTZ001 -- a wall-clock time
+        return next(self.wall_times_from(start), None) is not None
 
 
 def _first_of_next_month(day: date) -> date:
@@ -217,8 +221,7 @@ def compile_cron(expression: str, seed: str | None = None) -> CronSpec:
             raise InvalidSchedule(
                 "cron",
                 f"field {position + 1} ({spec.name}) has invalid value {value!r}: {error}; "
-                f"allowed: {spec.allowed}, with '*', ',', '-', '/' and 'H'"
-                + _special_hint(spec),
+                f"allowed: {spec.allowed}, with '*', ',', '-', '/' and 'H'" + _special_hint(spec),
             ) from None
     if len(specs) == 5:
         fields.insert(0, _ParsedField(values=frozenset({0})))

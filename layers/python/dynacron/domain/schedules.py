@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from dynacron.domain.cron import CronSpec, compile_cron, normalize
 from dynacron.domain.errors import InvalidSchedule
 from dynacron.domain.instants import to_utc_ms
-from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent, instants_of, next_in_zone
+from dynacron.domain.wallclock import DstPolicy, Nonexistent, instants_of, next_in_zone
 
 RATE_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 _RATE_PATTERN = re.compile(r"^\s*(\d+)\s+(second|minute|hour|day)s?\s*$", re.IGNORECASE)
@@ -72,7 +72,7 @@ class CronSchedule:
 
     expression: str
     timezone: str = "UTC"
-    dst: DstPolicy = DstPolicy()
+    dst: DstPolicy = field(default_factory=DstPolicy)
     seed: str | None = None
     window: Window = field(default_factory=Window)
     kind: Literal["cron"] = "cron"

@@ -15,7 +15,6 @@ from dynacron.domain.executions import Dispatch
 from dynacron.domain.instants import compact_instant, to_utc_ms
 from dynacron.domain.schedules import Schedule
 
-
 # An occurrence claimed less than this late is on time and always runs; a later
 # one was missed (the scheduler was down, the task paused) and its task's
 # catch-up policy decides. The tick runs every second, so only an outage is late.
@@ -61,7 +60,7 @@ class Task:
     updated_at: datetime
     version: int = 1
     last_scheduled_at: datetime | None = None
-    catchup: CatchUpPolicy = CatchUpPolicy()
+    catchup: CatchUpPolicy = dataclasses.field(default_factory=CatchUpPolicy)
     jitter_seconds: int = 0
 
     @property

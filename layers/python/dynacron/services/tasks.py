@@ -159,9 +159,7 @@ class TaskService:
         if request.catchup_window_seconds is None:
             return CatchUpPolicy(policy)
         if policy is not CatchUp.RUN_ALL:
-            raise InvalidRequest(
-                "catchup_window_seconds", "applies only with catchup 'run_all'"
-            )
+            raise InvalidRequest("catchup_window_seconds", "applies only with catchup 'run_all'")
         return CatchUpPolicy(policy, request.catchup_window_seconds)
 
 
