@@ -185,6 +185,21 @@ def parse_cron(
     return schedule
 
 
+def parse_expression(
+    expression: str,
+    timezone: str = "UTC",
+    *,
+    anchor: datetime,
+    dst: DstPolicy | None = None,
+    seed: str | None = None,
+) -> CronSchedule | RateSchedule:
+    """A rate (``"5 minutes"``) or else a cron expression, as the command line takes them."""
+    if _RATE_PATTERN.match(expression):
+        load_zone(timezone)
+        return parse_rate(expression, anchor)
+    return parse_cron(expression, timezone, dst=dst, seed=seed)
+
+
 def parse_rate(expression: str, anchor: datetime, window: Window | None = None) -> RateSchedule:
     """``"30 seconds"``, ``"5 minutes"``, ``"1 hour"``, ``"2 days"``."""
     match = _RATE_PATTERN.match(expression)
