@@ -277,6 +277,8 @@ def _parse_field(text: str, spec: FieldSpec, seed: str | None) -> _ParsedField:
     last_weekdays: set[int] = set()
     nth: set[tuple[int, int]] = set()
     for index, item in enumerate(text.split(",")):
+        if not item:
+            raise FieldError("it has an empty item between commas")
         if spec is DAY_OF_MONTH and item == "LW":
             last_weekday_of_month = True
         elif spec is DAY_OF_MONTH and item.startswith("L"):
