@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -104,3 +105,42 @@ class TestOneTimeInLocalTime:
         with pytest.raises(InvalidSchedule) as raised:
             parse_at("2026-11-01T01:30:00", NY, DstPolicy(ambiguous=Ambiguous.BOTH))
         assert raised.value.field == "dst.ambiguous"
+
+
+def elapsed_time_oracle(
+    zone: str, minutes: set[int], start: datetime, count: int
+) -> list[datetime]:
+    """Every real minute after ``start`` whose local reading is on one of ``minutes``.
+
+    Walking real time minute by minute and reading the wall clock is what a
+    schedule with nonexistent=skip and ambiguous=both means, by definition.
+    """
+    tz = ZoneInfo(zone)
+    found = []
+    instant = start.replace(second=0, microsecond=0)
+    while len(found) < count:
+        instant += timedelta(minutes=1)
+        if instant.astimezone(tz).minute in minutes:
+            found.append(instant)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("zone", "transition"),
+    [
+        (NY, "2026-03-08T07:00:00Z"),
+        (NY, "2026-11-01T06:00:00Z"),
+        (LORD_HOWE, "2026-04-04T15:00:00Z"),
+        (LORD_HOWE, "2026-10-03T15:30:00Z"),
+        ("Asia/Kathmandu", "1985-12-31T18:30:00Z"),
+        # The longest fall-back in tzdata since 1970: 7 hours repeated.
+        ("Antarctica/Vostok", "1994-01-31T17:00:00Z"),
+        ("Antarctica/Casey", "2023-03-08T16:00:00Z"),
+        # Samoa skipped 30 December 2011 entirely: a 24-hour gap.
+        ("Pacific/Apia", "2011-12-30T10:00:00Z"),
+    ],
+)
+def test_skip_and_both_is_elapsed_time_by_definition(zone: str, transition: str) -> None:
+    start = parse_instant(transition) - timedelta(hours=9)
+    schedule = parse_cron("*/15 * * * *", zone, dst=DstPolicy(Nonexistent.SKIP, Ambiguous.BOTH))
+    assert upcoming(schedule, start, 80) == elapsed_time_oracle(zone, {0, 15, 30, 45}, start, 80)

@@ -15,8 +15,9 @@ from enum import StrEnum
 from zoneinfo import ZoneInfo
 
 # The longest fall-back (a repeated stretch of wall-clock time) we look around
-# an instant for. The largest in tzdata since 1970 is 2 hours.
-MAX_FOLD = timedelta(hours=3)
+# an instant for. DST repeats 1 hour (30 minutes in Lord Howe); the longest in
+# tzdata since 1970 is 7 hours (Antarctica/Vostok, 1994), then 3 (Antarctica/Casey).
+MAX_FOLD = timedelta(hours=8)
 _SECOND = timedelta(seconds=1)
 
 
