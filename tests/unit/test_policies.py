@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -20,8 +20,9 @@ from dynacron.domain.tasks import (
     execution_id_for,
     jitter_offset,
 )
+from tests.unit.test_tasks import T0
+from tests.unit.test_tasks import make_task as unit_task
 
-T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
 
 
@@ -32,16 +33,10 @@ def make_task(
     window_seconds: int = 24 * 3600,
     jitter_seconds: int = 0,
 ) -> Task:
-    return Task(
-        task_id="t1",
-        name="t1",
-        schedule=schedule,
-        handler_url="http://127.0.0.1:9/",
-        payload={},
-        status=TaskStatus.ACTIVE,
-        next_run_at=next_run_at,
+    """An active task registered well before T0, with the given policies."""
+    return dataclasses.replace(
+        unit_task(schedule, next_run_at),
         created_at=T0 - timedelta(days=30),
-        updated_at=T0,
         catchup=CatchUpPolicy(catchup, window_seconds),
         jitter_seconds=jitter_seconds,
     )

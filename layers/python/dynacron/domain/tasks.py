@@ -182,10 +182,11 @@ class Claim:
         so a retry or a duplicate send of the same occurrence keeps it. A late
         claim (a catch-up) is not delayed further than that start.
         """
-        if self.execution_id is None or self.scheduled_at is None:
+        if self.scheduled_at is None:
             return 0
+        execution_id = execution_id_for(self.task.task_id, self.scheduled_at)
         start = self.scheduled_at + timedelta(
-            seconds=jitter_offset(self.execution_id, self.task.jitter_seconds)
+            seconds=jitter_offset(execution_id, self.task.jitter_seconds)
         )
         return min(max(math.ceil((start - now).total_seconds()), 0), MAX_JITTER_SECONDS)
 
@@ -232,12 +233,13 @@ def claim_occurrence(
             next_run_at=following,
             skipped_since=after_due if after_due != following else None,
         )
+    # skip keeps only on-time occurrences; run_all every one inside its window.
+    keep_from = on_time_from
     if task.catchup.policy is CatchUp.RUN_ALL:
-        oldest = now - timedelta(seconds=task.catchup.window_seconds)
-        if due >= oldest:
+        keep_from = now - timedelta(seconds=task.catchup.window_seconds)
+        if due >= keep_from:
             return Claim(task=task, scheduled_at=due, next_run_at=schedule.next_after(due))
-        on_time_from = oldest
-    first_kept = schedule.next_after(on_time_from - _JUST_BEFORE)
+    first_kept = schedule.next_after(keep_from - _JUST_BEFORE)
     if first_kept is None or first_kept > now:
         return Claim(task=task, scheduled_at=None, next_run_at=first_kept, skipped_since=due)
     return Claim(

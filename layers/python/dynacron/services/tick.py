@@ -12,6 +12,11 @@ Order of steps, and why:
    conditional write on its version. A crash after sending and before claiming
    leaves the task due, so the next tick sends the same ``execution_id`` again:
    a duplicate, never a loss. The opposite order could lose an occurrence.
+4. A task still due after its claim (catch-up ``run_all``, or on-time
+   occurrences behind a late one) is claimed again in the same pass, from the
+   state just written, until nothing is due or the claim budget is spent. Which
+   missed occurrences run at all is the task's catch-up policy, decided in
+   ``claim_occurrence``.
 
 A per-shard cursor remembers the oldest bucket that may still hold work, so an
 item in an older bucket (the scheduler was down, a tick fell behind) is never
@@ -47,6 +52,11 @@ class TickReport:
     lost_races: int = 0
     cursor: datetime | None = None
     lateness_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def claim_writes(self) -> int:
+        """Claims that moved a task on, whether or not they ran anything: the budget's unit."""
+        return self.claimed + self.rescheduled
 
 
 class Ticker:
@@ -86,7 +96,7 @@ class Ticker:
             # buckets starting at the cursor: never over one not yet queried.
             if drained and bucket == new_cursor and bucket + self._width <= settled_before:
                 new_cursor = bucket + self._width
-            if report.claimed + report.rescheduled >= self._settings.tick_max_claims:
+            if report.claim_writes >= self._settings.tick_max_claims:
                 break
         if new_cursor > cursor:
             self._cursors.advance(shard, new_cursor)
@@ -110,7 +120,7 @@ class Ticker:
         start_key = None
         drained = True
         while True:
-            budget = self._settings.tick_max_claims - report.claimed - report.rescheduled
+            budget = self._settings.tick_max_claims - report.claim_writes
             if budget <= 0:
                 return False
             task_ids, start_key = self._tasks.due_task_ids(
@@ -120,7 +130,7 @@ class Ticker:
             if task_ids:
                 claims = self._claims_of(self._tasks.get_many(task_ids), now)
                 while claims:
-                    budget = self._settings.tick_max_claims - report.claimed - report.rescheduled
+                    budget = self._settings.tick_max_claims - report.claim_writes
                     if len(claims) > budget:
                         claims, drained = claims[:budget], False
                     won, all_sent = self._dispatch(claims, now, report)
