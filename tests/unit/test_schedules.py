@@ -43,7 +43,7 @@ class TestCron:
             ("* * * 13 *", "field 4 (month)"),
             ("* * * * FUNDAY", "field 5 (day-of-week)"),
             ("* * *", "expected 5 fields"),
-            ("* * * * * *", "expected 5 fields"),
+            ("* * * * * * *", "or 6 with seconds first, but got 7"),
             ("", "expected 5 fields"),
         ],
     )

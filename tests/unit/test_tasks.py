@@ -67,7 +67,10 @@ def test_missed_occurrences_catch_up_once_then_rejoin_the_grid() -> None:
     claim = claim_occurrence(task, T0 + timedelta(minutes=30, seconds=5))
     assert claim is not None
     assert claim.scheduled_at == T0
-    assert claim.next_run_at == T0 + timedelta(minutes=31)
+    # 12:01..12:29 were missed (more than the 60 s grace late) and are skipped;
+    # 12:30 is only 5 s late, so it is on time and runs next, on the grid.
+    assert claim.skipped_since == T0 + timedelta(minutes=1)
+    assert claim.next_run_at == T0 + timedelta(minutes=30)
 
 
 def test_one_time_task_completes() -> None:

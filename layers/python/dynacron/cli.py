@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import signal
 import time
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from dynacron.domain.describe import describe
+from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.instants import format_instant
+from dynacron.domain.schedules import parse_expression, parse_local_instant, upcoming
+from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
+
 app = typer.Typer(help="dynacron: a serverless, distributed task scheduler.", no_args_is_help=True)
 console = Console(stderr=True, highlight=False)
-
-
-@app.callback()
-def _root() -> None:
-    """Keep sub-commands explicit, even while there is only one."""
 
 
 @app.command()
@@ -70,6 +72,56 @@ def local(
         console.print("stopping…")
     finally:
         runtime.stop()
+
+
+@app.command(name="next")
+def next_occurrences(
+    expression: Annotated[
+        str, typer.Argument(help="A cron expression ('0 9 * * MON-FRI') or a rate ('5 minutes')")
+    ],
+    tz: Annotated[str, typer.Option("--tz", help="IANA time zone of a cron expression")] = "UTC",
+    count: Annotated[int, typer.Option(min=1, max=100, help="How many occurrences")] = 10,
+    after: Annotated[
+        str | None,
+        typer.Option(help="Start strictly after this ISO 8601 instant (default: now)"),
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="First print what the schedule means")
+    ] = False,
+    seed: Annotated[
+        str | None, typer.Option(help="The task id that spreads 'H' fields (as the API does)")
+    ] = None,
+    anchor: Annotated[
+        str | None, typer.Option(help="A rate's first occurrence (default: --after)")
+    ] = None,
+    nonexistent: Annotated[
+        Nonexistent, typer.Option(help="A local time the clocks skip")
+    ] = Nonexistent.SHIFT,
+    ambiguous: Annotated[
+        Ambiguous, typer.Option(help="A local time the clocks repeat")
+    ] = Ambiguous.FIRST,
+) -> None:
+    """Print a schedule's next occurrences, one ISO 8601 UTC instant per line.
+
+    Computed on this machine with the same code the scheduler runs, so it agrees
+    with GET /tasks/{task_id}/next for the same schedule.
+    """
+    try:
+        start = parse_local_instant("after", after, tz) if after is not None else datetime.now(UTC)
+        schedule = parse_expression(
+            expression,
+            tz,
+            anchor=parse_local_instant("anchor", anchor, tz) if anchor is not None else start,
+            dst=DstPolicy(nonexistent, ambiguous),
+            seed=seed,
+        )
+    except InvalidRequest as error:
+        console.print(f"[red]error:[/red] {error.field}: {error.message}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    if explain:
+        typer.echo(describe(schedule))
+    for occurrence in upcoming(schedule, start, count):
+        typer.echo(format_instant(occurrence))
 
 
 def _quiet_logs(verbose: bool) -> None:

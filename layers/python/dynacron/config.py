@@ -42,6 +42,9 @@ class Settings:
     cursor_grace_seconds: int = 120
     tick_page_size: int = 100
     tick_max_claims: int = 2000
+    # An occurrence claimed later than this was missed; each task's catch-up
+    # policy decides what happens to it.
+    misfire_grace_seconds: int = 60
 
     @property
     def sharding(self) -> Sharding:

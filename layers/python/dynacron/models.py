@@ -2,13 +2,38 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from dynacron.domain.executions import Execution
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tasks import Task
+from dynacron.domain.tasks import MAX_CATCHUP_WINDOW_SECONDS, MAX_JITTER_SECONDS, CatchUp, Task
+from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
+
+
+class DstPolicyModel(BaseModel):
+    """What a cron schedule does when daylight saving skips or repeats a wall-clock time."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    nonexistent: Literal["shift", "skip"] = Field(
+        default="shift",
+        description="A time the clocks skip: 'shift' to the first instant after the gap, "
+        "or 'skip' it",
+    )
+    ambiguous: Literal["first", "last", "both"] = Field(
+        default="first",
+        description="A time the clocks repeat: run at the 'first', 'last' or 'both'",
+    )
+
+    @classmethod
+    def of(cls, policy: DstPolicy) -> DstPolicyModel:
+        return cls(nonexistent=policy.nonexistent.value, ambiguous=policy.ambiguous.value)
+
+    def to_domain(self) -> DstPolicy:
+        return DstPolicy(Nonexistent(self.nonexistent), Ambiguous(self.ambiguous))
 
 
 class TaskCreate(BaseModel):
@@ -17,7 +42,11 @@ class TaskCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     name: str | None = Field(default=None, min_length=1, max_length=200)
-    cron: str | None = Field(default=None, description="5-field cron expression", max_length=200)
+    cron: str | None = Field(
+        default=None,
+        description="5 fields, or 6 with seconds first; names, L, W, #, ?, H and macros",
+        max_length=200,
+    )
     rate: str | None = Field(
         default=None, description="e.g. '30 seconds', '5 minutes', '1 day'", max_length=50
     )
@@ -25,6 +54,38 @@ class TaskCreate(BaseModel):
         default=None, description="ISO 8601 instant for a one-time task", max_length=64
     )
     timezone: str = Field(default="UTC", description="IANA time zone", max_length=64)
+    dst: DstPolicyModel | None = Field(
+        default=None, description="cron and at only; default shift and first"
+    )
+    anchor: str | None = Field(
+        default=None,
+        description="rate only: the first occurrence, and the grid every later one is on "
+        "(default: start_at, else the registration time)",
+        max_length=64,
+    )
+    start_at: str | None = Field(
+        default=None, description="ISO 8601: no occurrence before it", max_length=64
+    )
+    end_at: str | None = Field(
+        default=None,
+        description="ISO 8601: no occurrence after it; then the task is COMPLETED",
+        max_length=64,
+    )
+    jitter_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_JITTER_SECONDS,
+        description="Delay each execution's start by a fixed 0..N seconds drawn from its id",
+    )
+    catchup: Literal["skip", "run_once", "run_all"] = Field(
+        default="run_once", description="What happens to occurrences missed during an outage"
+    )
+    catchup_window_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_CATCHUP_WINDOW_SECONDS,
+        description="run_all only: missed occurrences older than this never run (default 1 day)",
+    )
     handler_url: str = Field(description="http(s) URL that receives a POST per execution")
     payload: dict[str, Any] = Field(default_factory=dict)
 
@@ -39,6 +100,13 @@ class TaskView(BaseModel):
     name: str
     schedule: ScheduleView
     timezone: str
+    dst: DstPolicyModel | None
+    anchor: str | None
+    start_at: str | None
+    end_at: str | None
+    jitter_seconds: int
+    catchup: str
+    catchup_window_seconds: int | None
     handler_url: str
     payload: dict[str, Any]
     status: str
@@ -52,22 +120,42 @@ class TaskView(BaseModel):
     def of(cls, task: Task) -> TaskView:
         schedule = task.schedule
         expression = format_instant(schedule.at) if schedule.kind == "at" else schedule.expression
+        catchup = task.catchup
         return cls(
             task_id=task.task_id,
             name=task.name,
             schedule=ScheduleView(kind=schedule.kind, expression=expression),
             timezone=task.timezone,
+            dst=DstPolicyModel.of(schedule.dst) if schedule.kind == "cron" else None,
+            anchor=format_instant(schedule.anchor) if schedule.kind == "rate" else None,
+            start_at=_optional_instant(schedule.window.start_at),
+            end_at=_optional_instant(schedule.window.end_at),
+            jitter_seconds=task.jitter_seconds,
+            catchup=catchup.policy.value,
+            catchup_window_seconds=(
+                catchup.window_seconds if catchup.policy is CatchUp.RUN_ALL else None
+            ),
             handler_url=task.handler_url,
             payload=task.payload,
             status=task.status.value,
-            next_run_at=format_instant(task.next_run_at) if task.next_run_at else None,
-            last_scheduled_at=(
-                format_instant(task.last_scheduled_at) if task.last_scheduled_at else None
-            ),
+            next_run_at=_optional_instant(task.next_run_at),
+            last_scheduled_at=_optional_instant(task.last_scheduled_at),
             version=task.version,
             created_at=format_instant(task.created_at),
             updated_at=format_instant(task.updated_at),
         )
+
+
+class OccurrencesView(BaseModel):
+    """Body of ``GET /tasks/{task_id}/next``: upcoming occurrences, UTC."""
+
+    task_id: str
+    timezone: str
+    occurrences: list[str]
+
+
+def _optional_instant(value: datetime | None) -> str | None:
+    return format_instant(value) if value is not None else None
 
 
 class ExecutionView(BaseModel):

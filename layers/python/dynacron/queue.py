@@ -48,9 +48,14 @@ class DispatchQueue:
             batch = dispatches[start : start + SEND_BATCH_LIMIT]
             response = self._client.send_message_batch(
                 QueueUrl=self._url,
-                Entries=[
-                    {"Id": str(i), "MessageBody": dispatch_to_body(d)} for i, d in enumerate(batch)
-                ],
+                Entries=[_entry(str(i), d) for i, d in enumerate(batch)],
             )
             sent += [batch[int(entry["Id"])] for entry in response.get("Successful", [])]
         return sent
+
+
+def _entry(entry_id: str, dispatch: Dispatch) -> dict[str, Any]:
+    entry: dict[str, Any] = {"Id": entry_id, "MessageBody": dispatch_to_body(dispatch)}
+    if dispatch.delay_seconds > 0:
+        entry["DelaySeconds"] = dispatch.delay_seconds
+    return entry

@@ -25,8 +25,19 @@ from dynacron.domain.schedules import (
     OneTimeSchedule,
     RateSchedule,
     Schedule,
+    Window,
 )
-from dynacron.domain.tasks import Claim, DuePlacement, Task, TaskStatus, task_id_of
+from dynacron.domain.tasks import (
+    DEFAULT_CATCHUP_WINDOW_SECONDS,
+    CatchUp,
+    CatchUpPolicy,
+    Claim,
+    DuePlacement,
+    Task,
+    TaskStatus,
+    task_id_of,
+)
+from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.resources import DUE_INDEX
 
 T = TypeVar("T")
@@ -36,7 +47,14 @@ BATCH_GET_LIMIT = 100
 
 
 def _to_item(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: _serializer.serialize(v) for k, v in values.items() if v is not None}
+    return {k: _serializer.serialize(_without_nones(v)) for k, v in values.items() if v is not None}
+
+
+def _without_nones(value: Any) -> Any:
+    # DynamoDB stores an absent attribute better than a NULL one, nested maps too.
+    if isinstance(value, dict):
+        return {k: _without_nones(v) for k, v in value.items() if v is not None}
+    return value
 
 
 def _from_item(item: dict[str, Any]) -> dict[str, Any]:
@@ -72,12 +90,20 @@ class Page(Generic[T]):
 
 
 def _schedule_to_map(schedule: Schedule) -> dict[str, Any]:
+    window = {
+        "start_at": _optional_instant(schedule.window.start_at),
+        "end_at": _optional_instant(schedule.window.end_at),
+    }
     match schedule:
         case CronSchedule():
             return {
                 "kind": "cron",
                 "expression": schedule.expression,
                 "timezone": schedule.timezone,
+                "dst_nonexistent": schedule.dst.nonexistent.value,
+                "dst_ambiguous": schedule.dst.ambiguous.value,
+                "seed": schedule.seed,
+                **window,
             }
         case RateSchedule():
             return {
@@ -85,22 +111,43 @@ def _schedule_to_map(schedule: Schedule) -> dict[str, Any]:
                 "expression": schedule.expression,
                 "every_seconds": schedule.every_seconds,
                 "anchor": format_instant(schedule.anchor),
+                **window,
             }
         case OneTimeSchedule():
-            return {"kind": "at", "at": format_instant(schedule.at)}
+            return {"kind": "at", "at": format_instant(schedule.at), **window}
 
 
 def _schedule_from_map(values: dict[str, Any]) -> Schedule:
+    # Items written before a field existed lack it: each missing field is its default.
+    window = Window(
+        start_at=_instant_or_none(values.get("start_at")),
+        end_at=_instant_or_none(values.get("end_at")),
+    )
     match values["kind"]:
         case "cron":
-            return CronSchedule(expression=values["expression"], timezone=values["timezone"])
+            return CronSchedule(
+                expression=values["expression"],
+                timezone=values["timezone"],
+                dst=DstPolicy(
+                    nonexistent=Nonexistent(values.get("dst_nonexistent", Nonexistent.SHIFT)),
+                    ambiguous=Ambiguous(values.get("dst_ambiguous", Ambiguous.FIRST)),
+                ),
+                seed=values.get("seed"),
+                window=window,
+            )
         case "rate":
             return RateSchedule(
-                every_seconds=int(values["every_seconds"]), anchor=parse_instant(values["anchor"])
+                every_seconds=int(values["every_seconds"]),
+                anchor=parse_instant(values["anchor"]),
+                window=window,
             )
         case "at":
-            return OneTimeSchedule(at=parse_instant(values["at"]))
+            return OneTimeSchedule(at=parse_instant(values["at"]), window=window)
     raise ValueError(f"unknown schedule kind {values['kind']!r}")
+
+
+def _instant_or_none(value: str | None) -> datetime | None:
+    return parse_instant(value) if value is not None else None
 
 
 def _optional_instant(value: datetime | None) -> str | None:
@@ -123,6 +170,9 @@ def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
             "created_at": format_instant(task.created_at),
             "updated_at": format_instant(task.updated_at),
             "last_scheduled_at": _optional_instant(task.last_scheduled_at),
+            "catchup": task.catchup.policy.value,
+            "catchup_window_seconds": task.catchup.window_seconds,
+            "jitter_seconds": task.jitter_seconds,
         }
     )
 
@@ -136,13 +186,18 @@ def task_from_item(item: dict[str, Any]) -> Task:
         handler_url=values["handler_url"],
         payload=json.loads(values["payload"]),
         status=TaskStatus(values["status"]),
-        next_run_at=parse_instant(values["next_run_at"]) if "next_run_at" in values else None,
+        next_run_at=_instant_or_none(values.get("next_run_at")),
         version=int(values["version"]),
         created_at=parse_instant(values["created_at"]),
         updated_at=parse_instant(values["updated_at"]),
-        last_scheduled_at=(
-            parse_instant(values["last_scheduled_at"]) if "last_scheduled_at" in values else None
+        last_scheduled_at=_instant_or_none(values.get("last_scheduled_at")),
+        catchup=CatchUpPolicy(
+            policy=CatchUp(values.get("catchup", CatchUp.RUN_ONCE)),
+            window_seconds=int(
+                values.get("catchup_window_seconds", DEFAULT_CATCHUP_WINDOW_SECONDS)
+            ),
         ),
+        jitter_seconds=int(values.get("jitter_seconds", 0)),
     )
 
 
@@ -226,7 +281,7 @@ class TaskStore:
         return ids, response.get("LastEvaluatedKey")
 
     def claim(self, claim: Claim, placement: DuePlacement | None, now: datetime) -> bool:
-        """Advance a task past the occurrence in ``claim``, if nobody else did first.
+        """Advance a task past the occurrence(s) in ``claim``, if nobody else did first.
 
         Guarded by the version read with the claim: of any number of concurrent
         claimers of the same occurrence exactly one succeeds.
@@ -241,13 +296,11 @@ class TaskStore:
             ":active": TaskStatus.ACTIVE.value,
             ":one": 1,
             ":now": format_instant(now),
-            ":scheduled": format_instant(claim.scheduled_at),
         }
-        sets = [
-            "#version = #version + :one",
-            "updated_at = :now",
-            "last_scheduled_at = :scheduled",
-        ]
+        sets = ["#version = #version + :one", "updated_at = :now"]
+        if claim.scheduled_at is not None:
+            values[":scheduled"] = format_instant(claim.scheduled_at)
+            sets.append("last_scheduled_at = :scheduled")
         removes: list[str] = []
         if claim.next_run_at is None or placement is None:
             values[":completed"] = TaskStatus.COMPLETED.value

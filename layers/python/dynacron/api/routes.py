@@ -12,13 +12,26 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from dynacron.api.problems import PROBLEM_JSON, describe_validation_errors, problem
 from dynacron.domain.errors import InvalidRequest, TaskNotFound
-from dynacron.models import ExecutionPage, ExecutionView, TaskCreate, TaskPage, TaskView
+from dynacron.domain.instants import format_instant
+from dynacron.models import (
+    ExecutionPage,
+    ExecutionView,
+    OccurrencesView,
+    TaskCreate,
+    TaskPage,
+    TaskView,
+)
 from dynacron.services.tasks import PayloadTooLarge, TaskService
 
 logger = Logger(service="dynacron-api")
 
 PageLimit = Annotated[int, Query(ge=1, le=100, description="Items per page")]
 PageToken = Annotated[str | None, Query(max_length=2048, description="From the previous page")]
+PreviewCount = Annotated[int, Query(ge=1, le=100, description="How many occurrences")]
+PreviewAfter = Annotated[
+    str | None,
+    Query(max_length=64, description="ISO 8601 instant to start after (default: now)"),
+]
 
 
 def build_api(tasks: TaskService) -> APIGatewayRestResolver:
@@ -50,6 +63,17 @@ def build_api(tasks: TaskService) -> APIGatewayRestResolver:
         page = tasks.executions(task_id, limit, next_token)
         return ExecutionPage(
             items=[ExecutionView.of(e) for e in page.items], next_token=page.next_token
+        )
+
+    @app.get("/tasks/<task_id>/next")
+    def next_occurrences(
+        task_id: str, count: PreviewCount = 10, after: PreviewAfter = None
+    ) -> OccurrencesView:
+        task, occurrences = tasks.upcoming(task_id, count, after)
+        return OccurrencesView(
+            task_id=task.task_id,
+            timezone=task.timezone,
+            occurrences=[format_instant(o) for o in occurrences],
         )
 
     @app.exception_handler(RequestValidationError)

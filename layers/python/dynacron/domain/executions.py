@@ -30,6 +30,8 @@ class Dispatch:
     task_id: str
     scheduled_at: datetime
     attempt: int = 1
+    # How long SQS holds the message before a worker may see it (jitter).
+    delay_seconds: int = 0
 
 
 @dataclass(frozen=True)

@@ -4,39 +4,33 @@ A schedule answers one question, ``next_after(instant)``: the first occurrence
 strictly after an instant, in UTC. The tick always asks it from the *scheduled*
 time it just claimed, never from the time it ran, so a late tick never makes a
 recurring task drift off its grid.
+
+Cron schedules are evaluated on the wall clock of their time zone and mapped to
+UTC by an explicit ``DstPolicy`` (see ``wallclock``). Rates count elapsed time on
+a fixed grid from their anchor, so daylight saving never touches them. Any
+schedule may be bounded by a ``Window``: no occurrence before ``start_at`` or
+after ``end_at``.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadDateError, CroniterError, croniter
-
+from dynacron.domain.cron import CronSpec, compile_cron, normalize
 from dynacron.domain.errors import InvalidSchedule
 from dynacron.domain.instants import to_utc_ms
+from dynacron.domain.wallclock import DstPolicy, Nonexistent, instants_of, next_in_zone
 
-CRON_FIELDS = (
-    ("minute", "0-59"),
-    ("hour", "0-23"),
-    ("day-of-month", "1-31"),
-    ("month", "1-12 or JAN-DEC"),
-    ("day-of-week", "0-7 or SUN-SAT"),
-)
-CRON_MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
 RATE_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 _RATE_PATTERN = re.compile(r"^\s*(\d+)\s+(second|minute|hour|day)s?\s*$", re.IGNORECASE)
+# Occurrences are whole milliseconds; this is "just before" one.
+_JUST_BEFORE = timedelta(microseconds=1)
 
 
 def load_zone(name: str) -> ZoneInfo:
@@ -51,40 +45,77 @@ def load_zone(name: str) -> ZoneInfo:
 
 
 @dataclass(frozen=True)
+class Window:
+    """Bounds on a schedule's occurrences, both inclusive; None is unbounded."""
+
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+
+    def next_within(
+        self, instant: datetime, next_after: Callable[[datetime], datetime | None]
+    ) -> datetime | None:
+        if self.start_at is not None and instant < self.start_at:
+            instant = self.start_at - _JUST_BEFORE
+        following = next_after(instant)
+        if following is None or (self.end_at is not None and following > self.end_at):
+            return None
+        return following
+
+
+@dataclass(frozen=True)
 class CronSchedule:
-    """A 5-field cron expression evaluated in an IANA time zone."""
+    """A cron expression on the wall clock of an IANA time zone.
+
+    ``seed`` (the task id) resolves ``H`` fields; ``dst`` says what happens to a
+    wall-clock time that a daylight-saving change skips or repeats.
+    """
 
     expression: str
     timezone: str = "UTC"
+    dst: DstPolicy = field(default_factory=DstPolicy)
+    seed: str | None = None
+    window: Window = field(default_factory=Window)
     kind: Literal["cron"] = "cron"
+
+    @cached_property
+    def spec(self) -> CronSpec:
+        return compile_cron(self.expression, self.seed)
+
+    @cached_property
+    def zone(self) -> ZoneInfo:
+        return load_zone(self.timezone)
 
     def first_run(self, now: datetime) -> datetime | None:
         return self.next_after(now)
 
     def next_after(self, instant: datetime) -> datetime | None:
-        zone = load_zone(self.timezone)
-        # croniter works to the second; start from the whole second so that an
-        # instant with milliseconds never yields an occurrence inside that second.
-        start = instant.astimezone(zone).replace(microsecond=0)
-        try:
-            occurrence = croniter(self.expression, start).get_next(datetime)
-        except CroniterBadDateError:
-            return None
-        return to_utc_ms(occurrence)
+        return self.window.next_within(instant, self._next_unbounded)
+
+    def _next_unbounded(self, instant: datetime) -> datetime | None:
+        found = next_in_zone(self.spec.wall_times_from, self.zone, self.dst, instant)
+        return to_utc_ms(found) if found is not None else None
 
 
 @dataclass(frozen=True)
 class RateSchedule:
-    """Every ``every_seconds`` on a fixed grid that starts at ``anchor``."""
+    """Every ``every_seconds`` of elapsed time, on a fixed grid through ``anchor``.
+
+    ``anchor`` is the first occurrence; a later occurrence is always a whole
+    number of periods after it, however late the previous one ran.
+    """
 
     every_seconds: int
     anchor: datetime
+    window: Window = field(default_factory=Window)
     kind: Literal["rate"] = "rate"
 
     def first_run(self, now: datetime) -> datetime | None:
         return self.next_after(now)
 
     def next_after(self, instant: datetime) -> datetime | None:
+        return self.window.next_within(instant, self._next_unbounded)
+
+    def _next_unbounded(self, instant: datetime) -> datetime | None:
         step = timedelta(seconds=self.every_seconds)
         if instant < self.anchor:
             return self.anchor
@@ -105,58 +136,71 @@ class OneTimeSchedule:
     """A single occurrence at ``at``; the task completes after it."""
 
     at: datetime
+    window: Window = field(default_factory=Window)
     kind: Literal["at"] = "at"
 
     def first_run(self, now: datetime) -> datetime | None:
         # A one-time task registered slightly late still fires, at once.
-        return self.at
+        return self.window.next_within(self.at - _JUST_BEFORE, self._next_unbounded)
 
     def next_after(self, instant: datetime) -> datetime | None:
+        return self.window.next_within(instant, self._next_unbounded)
+
+    def _next_unbounded(self, instant: datetime) -> datetime | None:
         return self.at if self.at > instant else None
 
 
 Schedule = CronSchedule | RateSchedule | OneTimeSchedule
 
 
-def parse_cron(expression: str, timezone: str = "UTC") -> CronSchedule:
-    """Validate a 5-field cron expression (or a macro), pointing at the bad field."""
+def upcoming(schedule: Schedule, after: datetime, count: int) -> list[datetime]:
+    """The next ``count`` occurrences strictly after ``after`` (fewer if it ends)."""
+    occurrences: list[datetime] = []
+    instant: datetime | None = after
+    while len(occurrences) < count and instant is not None:
+        instant = schedule.next_after(instant)
+        if instant is not None:
+            occurrences.append(instant)
+    return occurrences
+
+
+def parse_cron(
+    expression: str,
+    timezone: str = "UTC",
+    *,
+    dst: DstPolicy | None = None,
+    seed: str | None = None,
+    window: Window | None = None,
+) -> CronSchedule:
+    """Validate a cron expression (or a macro), pointing at the bad field."""
     load_zone(timezone)
-    text = " ".join(expression.split())
-    text = CRON_MACROS.get(text.lower(), text)
-    fields = text.split(" ") if text else []
-    if len(fields) != len(CRON_FIELDS):
-        names = " ".join(name for name, _ in CRON_FIELDS)
-        raise InvalidSchedule(
-            "cron",
-            f"expected 5 fields ({names}) but got {len(fields)} in {expression!r}",
-        )
-    for position, (value, (name, allowed)) in enumerate(zip(fields, CRON_FIELDS, strict=True)):
-        # Check each field alone so that the message can point at it.
-        probe = ["*"] * len(CRON_FIELDS)
-        probe[position] = value
-        if not _cron_accepts(" ".join(probe)):
-            raise InvalidSchedule(
-                "cron",
-                f"field {position + 1} ({name}) has invalid value {value!r}; "
-                f"allowed: {allowed}, with '*', ',', '-' and '/'",
-            )
-    if not _cron_accepts(text):
-        raise InvalidSchedule("cron", f"{expression!r} is not a valid cron expression")
-    schedule = CronSchedule(expression=text, timezone=timezone)
-    if schedule.next_after(datetime.now(UTC)) is None:
-        raise InvalidSchedule("cron", f"{expression!r} never fires (no such date)")
+    schedule = CronSchedule(
+        expression=normalize(expression),
+        timezone=timezone,
+        dst=dst or DstPolicy(),
+        seed=seed,
+        window=window or Window(),
+    )
+    schedule.spec  # noqa: B018 -- compiling is the validation; it raises InvalidSchedule
     return schedule
 
 
-def _cron_accepts(expression: str) -> bool:
-    try:
-        croniter(expression)
-    except (CroniterError, ValueError, KeyError):
-        return False
-    return True
+def parse_expression(
+    expression: str,
+    timezone: str = "UTC",
+    *,
+    anchor: datetime,
+    dst: DstPolicy | None = None,
+    seed: str | None = None,
+) -> CronSchedule | RateSchedule:
+    """A rate (``"5 minutes"``) or else a cron expression, as the command line takes them."""
+    if _RATE_PATTERN.match(expression):
+        load_zone(timezone)
+        return parse_rate(expression, anchor)
+    return parse_cron(expression, timezone, dst=dst, seed=seed)
 
 
-def parse_rate(expression: str, anchor: datetime) -> RateSchedule:
+def parse_rate(expression: str, anchor: datetime, window: Window | None = None) -> RateSchedule:
     """``"30 seconds"``, ``"5 minutes"``, ``"1 hour"``, ``"2 days"``."""
     match = _RATE_PATTERN.match(expression)
     if match is None:
@@ -168,18 +212,53 @@ def parse_rate(expression: str, anchor: datetime) -> RateSchedule:
     count, unit = int(match.group(1)), match.group(2).lower()
     if count < 1:
         raise InvalidSchedule("rate", "a rate must be at least 1 second")
-    return RateSchedule(every_seconds=count * RATE_UNITS[unit], anchor=to_utc_ms(anchor))
+    return RateSchedule(
+        every_seconds=count * RATE_UNITS[unit], anchor=to_utc_ms(anchor), window=window or Window()
+    )
 
 
-def parse_at(text: str, timezone: str = "UTC") -> OneTimeSchedule:
-    """An ISO 8601 instant; one without an offset is read in ``timezone``."""
+def parse_at(
+    text: str, timezone: str = "UTC", dst: DstPolicy | None = None, window: Window | None = None
+) -> OneTimeSchedule:
+    """An ISO 8601 instant; one without an offset is read in ``timezone`` by ``dst``."""
+    instants = parse_local_instants("at", text, timezone, dst)
+    if len(instants) > 1:
+        raise InvalidSchedule(
+            "dst.ambiguous",
+            f"{text!r} happens twice in {timezone} and a one-time task runs once: "
+            "choose 'first' or 'last', not 'both'",
+        )
+    return OneTimeSchedule(at=instants[0], window=window or Window())
+
+
+def parse_local_instant(
+    field_name: str, text: str, timezone: str = "UTC", dst: DstPolicy | None = None
+) -> datetime:
+    """An ISO 8601 instant in UTC; one without an offset is local time in ``timezone``.
+
+    A local time that does not exist or happens twice is resolved by ``dst``
+    (by default: shifted past the gap, the first of the two).
+    """
+    return parse_local_instants(field_name, text, timezone, dst)[0]
+
+
+def parse_local_instants(
+    field_name: str, text: str, timezone: str = "UTC", dst: DstPolicy | None = None
+) -> tuple[datetime, ...]:
     zone = load_zone(timezone)
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
         raise InvalidSchedule(
-            "at", f"{text!r} is not an ISO 8601 instant such as '2026-12-01T09:00:00Z'"
+            field_name, f"{text!r} is not an ISO 8601 instant such as '2026-12-01T09:00:00Z'"
         ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=zone)
-    return OneTimeSchedule(at=to_utc_ms(parsed.astimezone(UTC)))
+    if parsed.tzinfo is not None:
+        return (to_utc_ms(parsed.astimezone(UTC)),)
+    instants = instants_of(parsed, zone, dst or DstPolicy())
+    if not instants:
+        raise InvalidSchedule(
+            field_name,
+            f"{text!r} does not exist in {timezone} (the clocks skip it) and "
+            f"dst.nonexistent is {Nonexistent.SKIP.value!r}",
+        )
+    return tuple(to_utc_ms(i) for i in instants)

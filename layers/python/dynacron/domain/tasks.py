@@ -3,20 +3,48 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import math
 import zlib
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from dynacron.domain.executions import Dispatch
 from dynacron.domain.instants import compact_instant, to_utc_ms
 from dynacron.domain.schedules import Schedule
+
+# An occurrence claimed less than this late is on time and always runs; a later
+# one was missed (the scheduler was down, the task paused) and its task's
+# catch-up policy decides. The tick runs every second, so only an outage is late.
+DEFAULT_MISFIRE_GRACE = timedelta(seconds=60)
+DEFAULT_CATCHUP_WINDOW_SECONDS = 24 * 3600
+MAX_CATCHUP_WINDOW_SECONDS = 366 * 24 * 3600
+# SQS DelaySeconds is at most 15 minutes, and jitter is applied as that delay.
+MAX_JITTER_SECONDS = 900
+_JUST_BEFORE = timedelta(microseconds=1)
 
 
 class TaskStatus(StrEnum):
     ACTIVE = "ACTIVE"
     PAUSED = "PAUSED"
     COMPLETED = "COMPLETED"
+
+
+class CatchUp(StrEnum):
+    """What happens to occurrences missed by more than the misfire grace."""
+
+    SKIP = "skip"  # none of them runs; the task resumes with the next on-time one
+    RUN_ONCE = "run_once"  # the earliest runs, once, standing in for all of them
+    RUN_ALL = "run_all"  # each runs, with its own execution, within the catch-up window
+
+
+@dataclass(frozen=True)
+class CatchUpPolicy:
+    policy: CatchUp = CatchUp.RUN_ONCE
+    # run_all only: occurrences missed by more than this never run.
+    window_seconds: int = DEFAULT_CATCHUP_WINDOW_SECONDS
 
 
 @dataclass(frozen=True)
@@ -32,6 +60,8 @@ class Task:
     updated_at: datetime
     version: int = 1
     last_scheduled_at: datetime | None = None
+    catchup: CatchUpPolicy = dataclasses.field(default_factory=CatchUpPolicy)
+    jitter_seconds: int = 0
 
     @property
     def timezone(self) -> str:
@@ -110,39 +140,113 @@ class Sharding:
 
 @dataclass(frozen=True)
 class Claim:
-    """The outcome of claiming a task's due occurrence: what to run, what comes next."""
+    """The outcome of claiming a task: the occurrence to run now, and what comes next.
+
+    ``scheduled_at`` is None when every due occurrence was missed and the policy
+    skips them: nothing runs, the task only moves on. ``skipped_since`` is the
+    first occurrence passed over without running; every occurrence from it up
+    to (not including) ``scheduled_at``, or ``next_run_at`` when nothing runs,
+    was skipped.
+    """
 
     task: Task
-    scheduled_at: datetime
-    execution_id: str
+    scheduled_at: datetime | None
     next_run_at: datetime | None
+    skipped_since: datetime | None = None
+
+    @property
+    def execution_id(self) -> str | None:
+        if self.scheduled_at is None:
+            return None
+        return execution_id_for(self.task.task_id, self.scheduled_at)
 
     @property
     def completes_task(self) -> bool:
         return self.next_run_at is None
 
+    def dispatch(self, now: datetime) -> Dispatch | None:
+        """The message that runs this claim's occurrence; None when nothing runs."""
+        if self.scheduled_at is None:
+            return None
+        return Dispatch(
+            execution_id=execution_id_for(self.task.task_id, self.scheduled_at),
+            task_id=self.task.task_id,
+            scheduled_at=self.scheduled_at,
+            delay_seconds=self.start_delay_seconds(now),
+        )
 
-def claim_occurrence(task: Task, now: datetime) -> Claim | None:
+    def start_delay_seconds(self, now: datetime) -> int:
+        """How long the queue should hold this execution: until its jittered start.
+
+        The start is ``scheduled_at`` plus an offset drawn from the execution id,
+        so a retry or a duplicate send of the same occurrence keeps it. A late
+        claim (a catch-up) is not delayed further than that start.
+        """
+        if self.scheduled_at is None:
+            return 0
+        execution_id = execution_id_for(self.task.task_id, self.scheduled_at)
+        start = self.scheduled_at + timedelta(
+            seconds=jitter_offset(execution_id, self.task.jitter_seconds)
+        )
+        return min(max(math.ceil((start - now).total_seconds()), 0), MAX_JITTER_SECONDS)
+
+
+def jitter_offset(execution_id: str, jitter_seconds: int) -> int:
+    """A whole number of seconds in ``[0, jitter_seconds]``, fixed by the execution id."""
+    if jitter_seconds <= 0:
+        return 0
+    digest = hashlib.sha256(execution_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % (jitter_seconds + 1)
+
+
+def claim_occurrence(
+    task: Task, now: datetime, grace: timedelta = DEFAULT_MISFIRE_GRACE
+) -> Claim | None:
     """Decide what claiming ``task`` at ``now`` means, or None if nothing is due.
 
-    The next occurrence is computed from the scheduled time, not from ``now``,
-    so recurring tasks stay on their grid. If the scheduler was down and several
-    occurrences were missed, the one claimed runs as the catch-up and the task
-    moves to its first occurrence after ``now`` (one catch-up run, not a flood).
+    The next occurrence is always computed from a scheduled time, never from
+    ``now``, so recurring tasks stay on their grid. An occurrence less than
+    ``grace`` late is on time and runs. Older ones were missed, and the task's
+    catch-up policy decides: ``run_once`` runs the earliest missed one and skips
+    the rest, ``skip`` runs none, ``run_all`` runs each one inside its window.
+    ``next_run_at`` may still be due (run_all, or on-time occurrences queued up):
+    the tick claims again, and an occurrence counts as claimed once
+    ``next_run_at`` has moved past it.
     """
     if task.status is not TaskStatus.ACTIVE or task.next_run_at is None:
         return None
-    scheduled_at = task.next_run_at
-    if scheduled_at > now:
+    due = task.next_run_at
+    if due > now:
         return None
-    following = task.schedule.next_after(scheduled_at)
-    if following is not None and following <= now:
-        following = task.schedule.next_after(now)
+    schedule = task.schedule
+    on_time_from = now - grace
+    # Nothing is missed before the task existed: a one-time task registered a
+    # little late is on time.
+    if max(due, task.created_at) >= on_time_from:
+        return Claim(task=task, scheduled_at=due, next_run_at=schedule.next_after(due))
+    if task.catchup.policy is CatchUp.RUN_ONCE:
+        following = schedule.next_after(on_time_from - _JUST_BEFORE)
+        after_due = schedule.next_after(due)
+        return Claim(
+            task=task,
+            scheduled_at=due,
+            next_run_at=following,
+            skipped_since=after_due if after_due != following else None,
+        )
+    # skip keeps only on-time occurrences; run_all every one inside its window.
+    keep_from = on_time_from
+    if task.catchup.policy is CatchUp.RUN_ALL:
+        keep_from = now - timedelta(seconds=task.catchup.window_seconds)
+        if due >= keep_from:
+            return Claim(task=task, scheduled_at=due, next_run_at=schedule.next_after(due))
+    first_kept = schedule.next_after(keep_from - _JUST_BEFORE)
+    if first_kept is None or first_kept > now:
+        return Claim(task=task, scheduled_at=None, next_run_at=first_kept, skipped_since=due)
     return Claim(
         task=task,
-        scheduled_at=scheduled_at,
-        execution_id=execution_id_for(task.task_id, scheduled_at),
-        next_run_at=following,
+        scheduled_at=first_kept,
+        next_run_at=schedule.next_after(first_kept),
+        skipped_since=due,
     )
 
 
@@ -152,7 +256,7 @@ def advanced(task: Task, claim: Claim, now: datetime) -> Task:
         task,
         next_run_at=claim.next_run_at,
         status=TaskStatus.COMPLETED if claim.completes_task else task.status,
-        last_scheduled_at=claim.scheduled_at,
+        last_scheduled_at=claim.scheduled_at or task.last_scheduled_at,
         version=task.version + 1,
         updated_at=to_utc_ms(now),
     )

@@ -11,8 +11,17 @@ from dynacron.domain.clock import Clock
 from dynacron.domain.errors import InvalidRequest, TaskNotFound
 from dynacron.domain.executions import Execution
 from dynacron.domain.instants import to_utc_ms
-from dynacron.domain.schedules import Schedule, load_zone, parse_at, parse_cron, parse_rate
-from dynacron.domain.tasks import Task, TaskStatus
+from dynacron.domain.schedules import (
+    Schedule,
+    Window,
+    load_zone,
+    parse_at,
+    parse_cron,
+    parse_local_instant,
+    parse_rate,
+    upcoming,
+)
+from dynacron.domain.tasks import CatchUp, CatchUpPolicy, Task, TaskStatus
 from dynacron.domain.urls import UrlPolicy
 from dynacron.models import TaskCreate
 from dynacron.store import ExecutionStore, Page, TaskStore
@@ -44,7 +53,10 @@ class TaskService:
     def register(self, request: TaskCreate) -> Task:
         """Validate ``request`` completely, then store the task with one conditional put."""
         now = to_utc_ms(self._clock.now())
-        schedule = self._schedule_of(request, now)
+        # The id comes first: it is the seed that spreads a cron schedule's H fields.
+        task_id = uuid.uuid4().hex
+        schedule = self._schedule_of(request, now, seed=task_id)
+        catchup = self._catchup_of(request)
         host, _ = self._url_policy.check_url(request.handler_url)
         self._url_policy.check_host(host)
         size = len(json.dumps(request.payload, separators=(",", ":")).encode())
@@ -54,20 +66,39 @@ class TaskService:
                 f"is {size} bytes as JSON; the limit is {self._settings.max_payload_bytes} bytes",
             )
         next_run_at = schedule.first_run(now)
-        task_id = uuid.uuid4().hex
+        if next_run_at is None:
+            raise InvalidRequest(
+                "end_at" if request.end_at else "start_at",
+                "the schedule has no occurrence between start_at and end_at",
+            )
         task = Task(
             task_id=task_id,
             name=request.name or task_id,
             schedule=schedule,
             handler_url=request.handler_url,
             payload=request.payload,
-            status=TaskStatus.ACTIVE if next_run_at else TaskStatus.COMPLETED,
+            status=TaskStatus.ACTIVE,
             next_run_at=next_run_at,
             created_at=now,
             updated_at=now,
+            catchup=catchup,
+            jitter_seconds=request.jitter_seconds,
         )
         self._tasks.create(task, self._settings.sharding.place(task_id, next_run_at, now))
         return task
+
+    def upcoming(self, task_id: str, count: int, after: str | None) -> tuple[Task, list[datetime]]:
+        """The task and its next ``count`` occurrences after ``after`` (default: now).
+
+        ``after`` without an offset is read in the task's time zone.
+        """
+        task = self.get(task_id)
+        start = (
+            parse_local_instant("after", after, task.timezone)
+            if after is not None
+            else self._clock.now()
+        )
+        return task, upcoming(task.schedule, start, count)
 
     def get(self, task_id: str) -> Task:
         task = self._tasks.get(task_id)
@@ -87,7 +118,7 @@ class TaskService:
         return self._executions.list_for_task(task_id, limit, token)
 
     @staticmethod
-    def _schedule_of(request: TaskCreate, now: datetime) -> Schedule:
+    def _schedule_of(request: TaskCreate, now: datetime, seed: str) -> Schedule:
         given = [f for f in ("cron", "rate", "at") if getattr(request, f) is not None]
         if len(given) != 1:
             found = " and ".join(repr(f) for f in given) if given else "none"
@@ -95,12 +126,25 @@ class TaskService:
                 "schedule", f"give exactly one of 'cron', 'rate' or 'at' (found {found})"
             )
         load_zone(request.timezone)
+        if request.anchor is not None and request.rate is None:
+            raise InvalidRequest("anchor", "applies to 'rate' schedules only")
+        if request.dst is not None and request.rate is not None:
+            raise InvalidRequest(
+                "dst", "applies to 'cron' and 'at'; a rate counts elapsed time, unmoved by DST"
+            )
+        window = _window_of(request)
+        dst = request.dst.to_domain() if request.dst is not None else None
         if request.cron is not None:
-            return parse_cron(request.cron, request.timezone)
+            return parse_cron(request.cron, request.timezone, dst=dst, seed=seed, window=window)
         if request.rate is not None:
-            return parse_rate(request.rate, anchor=now.replace(microsecond=0))
+            anchor = (
+                parse_local_instant("anchor", request.anchor, request.timezone)
+                if request.anchor is not None
+                else window.start_at or now.replace(microsecond=0)
+            )
+            return parse_rate(request.rate, anchor=anchor, window=window)
         assert request.at is not None
-        schedule = parse_at(request.at, request.timezone)
+        schedule = parse_at(request.at, request.timezone, dst, window)
         if schedule.at < now - AT_PAST_TOLERANCE:
             raise InvalidRequest(
                 "at",
@@ -108,3 +152,23 @@ class TaskService:
                 "minutes in the past",
             )
         return schedule
+
+    @staticmethod
+    def _catchup_of(request: TaskCreate) -> CatchUpPolicy:
+        policy = CatchUp(request.catchup)
+        if request.catchup_window_seconds is None:
+            return CatchUpPolicy(policy)
+        if policy is not CatchUp.RUN_ALL:
+            raise InvalidRequest("catchup_window_seconds", "applies only with catchup 'run_all'")
+        return CatchUpPolicy(policy, request.catchup_window_seconds)
+
+
+def _window_of(request: TaskCreate) -> Window:
+    def instant(name: str, text: str | None) -> datetime | None:
+        return parse_local_instant(name, text, request.timezone) if text is not None else None
+
+    start_at = instant("start_at", request.start_at)
+    end_at = instant("end_at", request.end_at)
+    if start_at is not None and end_at is not None and end_at < start_at:
+        raise InvalidRequest("end_at", "is before start_at")
+    return Window(start_at=start_at, end_at=end_at)

@@ -12,6 +12,11 @@ Order of steps, and why:
    conditional write on its version. A crash after sending and before claiming
    leaves the task due, so the next tick sends the same ``execution_id`` again:
    a duplicate, never a loss. The opposite order could lose an occurrence.
+4. A task still due after its claim (catch-up ``run_all``, or on-time
+   occurrences behind a late one) is claimed again in the same pass, from the
+   state just written, until nothing is due or the claim budget is spent. Which
+   missed occurrences run at all is the task's catch-up policy, decided in
+   ``claim_occurrence``.
 
 A per-shard cursor remembers the oldest bucket that may still hold work, so an
 item in an older bucket (the scheduler was down, a tick fell behind) is never
@@ -25,8 +30,7 @@ from datetime import datetime, timedelta
 
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions import Dispatch
-from dynacron.domain.tasks import Claim, claim_occurrence, due_bucket_key
+from dynacron.domain.tasks import Claim, Task, advanced, claim_occurrence, due_bucket_key
 from dynacron.queue import DispatchQueue
 from dynacron.store import CursorStore, TaskStore
 
@@ -43,9 +47,16 @@ class TickReport:
     candidates: int = 0
     sent: int = 0
     claimed: int = 0
+    # Claims that ran nothing: every due occurrence was missed and skipped.
+    rescheduled: int = 0
     lost_races: int = 0
     cursor: datetime | None = None
     lateness_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def claim_writes(self) -> int:
+        """Claims that moved a task on, whether or not they ran anything: the budget's unit."""
+        return self.claimed + self.rescheduled
 
 
 class Ticker:
@@ -65,6 +76,7 @@ class Ticker:
         self._clock = clock
         self._sharding = settings.sharding
         self._width = timedelta(seconds=settings.bucket_seconds)
+        self._misfire_grace = timedelta(seconds=settings.misfire_grace_seconds)
 
     def tick(self) -> list[TickReport]:
         """Tick every shard once (local mode); deployed, each shard has its own tick."""
@@ -84,7 +96,7 @@ class Ticker:
             # buckets starting at the cursor: never over one not yet queried.
             if drained and bucket == new_cursor and bucket + self._width <= settled_before:
                 new_cursor = bucket + self._width
-            if report.claimed >= self._settings.tick_max_claims:
+            if report.claim_writes >= self._settings.tick_max_claims:
                 break
         if new_cursor > cursor:
             self._cursors.advance(shard, new_cursor)
@@ -108,7 +120,7 @@ class Ticker:
         start_key = None
         drained = True
         while True:
-            budget = self._settings.tick_max_claims - report.claimed
+            budget = self._settings.tick_max_claims - report.claim_writes
             if budget <= 0:
                 return False
             task_ids, start_key = self._tasks.due_task_ids(
@@ -116,34 +128,55 @@ class Ticker:
             )
             report.candidates += len(task_ids)
             if task_ids:
-                claims = [
-                    claim
-                    for task in self._tasks.get_many(task_ids)
-                    if (claim := claim_occurrence(task, now)) is not None
-                ]
-                drained &= self._dispatch(claims, now, report)
+                claims = self._claims_of(self._tasks.get_many(task_ids), now)
+                while claims:
+                    budget = self._settings.tick_max_claims - report.claim_writes
+                    if len(claims) > budget:
+                        claims, drained = claims[:budget], False
+                    won, all_sent = self._dispatch(claims, now, report)
+                    drained &= all_sent
+                    # A task still due after its claim (run_all catching up, or
+                    # on-time occurrences queued behind a late one) is claimed
+                    # again now, from the state just written.
+                    claims = self._claims_of([advanced(c.task, c, now) for c in won], now)
             if start_key is None:
                 return drained
 
-    def _dispatch(self, claims: list[Claim], now: datetime, report: TickReport) -> bool:
-        by_execution = {claim.execution_id: claim for claim in claims}
-        sent = self._queue.send(
-            [
-                Dispatch(
-                    execution_id=claim.execution_id,
-                    task_id=claim.task.task_id,
-                    scheduled_at=claim.scheduled_at,
-                )
-                for claim in claims
-            ]
-        )
+    def _claims_of(self, tasks: list[Task], now: datetime) -> list[Claim]:
+        return [
+            claim
+            for task in tasks
+            if (claim := claim_occurrence(task, now, self._misfire_grace)) is not None
+        ]
+
+    def _dispatch(
+        self, claims: list[Claim], now: datetime, report: TickReport
+    ) -> tuple[list[Claim], bool]:
+        """Send what runs, then claim it; returns the claims won and whether all was sent.
+
+        A claim that runs nothing (its missed occurrences are skipped) is only
+        claimed. A run the queue did not accept is not claimed, so it stays due.
+        """
+        runs = {
+            dispatch.execution_id: dispatch
+            for claim in claims
+            if (dispatch := claim.dispatch(now)) is not None
+        }
+        sent = {dispatch.execution_id for dispatch in self._queue.send(list(runs.values()))}
         report.sent += len(sent)
-        for dispatch in sent:
-            claim = by_execution[dispatch.execution_id]
+        won: list[Claim] = []
+        for claim in claims:
+            execution_id = claim.execution_id
+            if execution_id is not None and execution_id not in sent:
+                continue
             placement = self._sharding.place(claim.task.task_id, claim.next_run_at, now)
-            if self._tasks.claim(claim, placement, now):
+            if not self._tasks.claim(claim, placement, now):
+                report.lost_races += 1
+                continue
+            won.append(claim)
+            if claim.scheduled_at is None:
+                report.rescheduled += 1
+            else:
                 report.claimed += 1
                 report.lateness_seconds.append((now - claim.scheduled_at).total_seconds())
-            else:
-                report.lost_races += 1
-        return len(sent) == len(claims)
+        return won, len(sent) == len(runs)
