@@ -225,3 +225,15 @@ def test_a_paused_task_is_not_dispatched(
     clock.advance(timedelta(seconds=30))
     assert sum(r.claimed for r in system.ticker.tick()) == 0
     assert drain_queue(system, aws) == []
+
+
+def test_a_cursor_ahead_of_the_clock_still_lets_the_present_be_queried(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    # Given a cursor moved ahead by a ticker whose clock runs fast
+    for shard in range(system.settings.shard_count):
+        system.cursors.advance(shard, clock.now() + timedelta(hours=3))
+    register(system, rate="10 seconds")
+    clock.advance(timedelta(seconds=10))
+    # Then a tick on the true time still finds what is due now
+    assert sum(r.claimed for r in system.ticker.tick()) == 1

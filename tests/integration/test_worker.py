@@ -189,11 +189,13 @@ def test_the_thin_lambda_handlers_work_from_the_environment(
     import time
 
     time.sleep(1.2)  # the deployed entry points use the real clock
-    assert load("tick")({}, LocalContext("dynacron-tick"))["claimed"] == 1
+    # On a slow machine a second occurrence may be due too: each runs once.
+    claimed = load("tick")({}, LocalContext("dynacron-tick"))["claimed"]
+    assert claimed >= 1
     result = load("worker")(
         sqs_event(receive(system, aws), "arn:aws:sqs:us-east-1:123456789012:q"),
         LocalContext("dynacron-worker"),
     )
     assert result == {"batchItemFailures": []}
-    assert len(sink.snapshot()) == 1
+    assert len(sink.snapshot()) == claimed
     composition._deployed.cache_clear()

@@ -108,6 +108,7 @@ class _QuietRequestHandler(MotoRequestHandler):
     """No access log: one line per AWS call is noise, and costly at burst rates."""
 
     protocol_version = "HTTP/1.1"  # keep connections alive between calls
+    disable_nagle_algorithm = True  # see local.gateway: no delayed-ACK stalls
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         pass

@@ -78,6 +78,9 @@ class ApiGateway(ThreadingHTTPServer):
 class _RequestHandler(BaseHTTPRequestHandler):
     server: ApiGateway
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: without TCP_NODELAY, Nagle's
+    # algorithm and delayed ACKs stall every response by tens of milliseconds.
+    disable_nagle_algorithm = True
 
     def _forward(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)

@@ -105,8 +105,11 @@ class Ticker:
 
     def _buckets_to_query(self, cursor: datetime, now: datetime) -> list[datetime]:
         current = self._sharding.bucket(now)
-        count = int((current - cursor) / self._width) + 1
-        buckets = [cursor + i * self._width for i in range(max(count, 0))]
+        # A cursor ahead of this tick's clock (another ticker's clock runs fast)
+        # must not stop it from querying the present.
+        start = min(cursor, current)
+        count = int((current - start) / self._width) + 1
+        buckets = [start + i * self._width for i in range(count)]
         if len(buckets) > MAX_OLD_BUCKETS_PER_TICK + ALWAYS_QUERIED_BUCKETS:
             buckets = buckets[:MAX_OLD_BUCKETS_PER_TICK] + buckets[-ALWAYS_QUERIED_BUCKETS:]
         return buckets
