@@ -9,9 +9,9 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from dynacron.resources import EXECUTIONS, TASKS
+from dynacron.resources import COORDINATION, EXECUTIONS, TASKS, TENANT_INDEX
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import RETENTION, allow
+from infra.constructs.functions import RETENTION, allow, index_arn
 from infra.constructs.nag import acknowledge
 
 API_TIMEOUT = Duration.seconds(29)  # API Gateway's own integration limit
@@ -50,10 +50,19 @@ class Api(Construct):
             description="the HTTP API: tasks and their executions",
         )
         tasks, executions = storage.table(TASKS), storage.table(EXECUTIONS)
+        # Creates and deletes are transactions with the tenant's record (its task
+        # count and signing secrets) in the coordination table; lists query the
+        # tenant index.
         allow(
             self.function,
-            ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Scan", "dynamodb:DeleteItem"],
+            ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem"],
             [tasks.table_arn],
+        )
+        allow(self.function, ["dynamodb:Query"], [index_arn(tasks, TENANT_INDEX)])
+        allow(
+            self.function,
+            ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+            [storage.table(COORDINATION).table_arn],
         )
         allow(self.function, ["dynamodb:Query"], [executions.table_arn])
 

@@ -10,6 +10,7 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
 from dynacron.resources import (
+    COORDINATION,
     DISPATCH_QUEUE,
     EXECUTIONS,
     IDEMPOTENCY,
@@ -70,6 +71,8 @@ class Worker(Construct):
             [storage.table(EXECUTIONS).table_arn],
         )
         allow(self.function, ITEM_READ_WRITE, [storage.table(IDEMPOTENCY).table_arn])
+        # Reads the tenant's signing secrets to sign each delivery.
+        allow(self.function, ["dynamodb:GetItem"], [storage.table(COORDINATION).table_arn])
 
         self.reaper = kit.function(
             self,

@@ -27,6 +27,7 @@ from dynacron.local.runtime import sqs_event
 from dynacron.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE
 from tests.conftest import sleep_moving
 from tests.infra.test_template import function
+from tests.integration.api_client import ALICE
 from tests.support import FakeLambdaContext, Sink
 
 # What moto's CloudFormation can create, and what the code needs to run.
@@ -99,16 +100,11 @@ def test_a_task_runs_end_to_end_on_the_resources_the_template_created(
     _, sqs = aws
     # Given a task registered through the API handler, due in five seconds
     body = {"at": (clock.now() + timedelta(seconds=5)).isoformat(), "handler_url": sink.url}
-    response = deployed.api(
-        proxy_event(
-            "POST",
-            "/tasks",
-            {"Content-Type": "application/json"},
-            json.dumps(body).encode(),
-            "127.0.0.1",
-        ),
-        LocalContext("api"),
+    event = proxy_event(
+        "POST", "/tasks", {"Content-Type": "application/json"}, json.dumps(body).encode(), "::1"
     )
+    event["requestContext"]["identity"]["userArn"] = ALICE  # as API Gateway's IAM auth sets
+    response = deployed.api(event, LocalContext("api"))
     assert response["statusCode"] == 201, response["body"]
     task_id = json.loads(response["body"])["task_id"]
 

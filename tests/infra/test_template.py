@@ -17,6 +17,7 @@ from dynacron.resources import (
     QUEUES,
     TABLES,
     TASKS,
+    TENANT_INDEX,
     WORKER_TIMEOUT_SECONDS,
     Key,
     QueueDefinition,
@@ -96,11 +97,16 @@ def test_every_table_has_the_keys_and_indexes_of_its_definition(
                 assert types[key.name] == key.type
 
 
-def test_the_due_index_is_keyed_by_bucket_and_next_run(template: dict[str, Any]) -> None:
+def test_tasks_are_indexed_by_due_time_and_by_tenant(template: dict[str, Any]) -> None:
     tasks = resources_of(template, "AWS::DynamoDB::Table")[referenced(template, TASKS)]
-    (index,) = tasks["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == DUE_INDEX.name
-    assert [k["AttributeName"] for k in index["KeySchema"]] == ["due_bucket", "next_run_at"]
+    due, tenant = tasks["GlobalSecondaryIndexes"]
+    assert due["IndexName"] == DUE_INDEX.name
+    assert [k["AttributeName"] for k in due["KeySchema"]] == ["due_bucket", "next_run_at"]
+    assert due["Projection"]["ProjectionType"] == "KEYS_ONLY"
+    assert tenant["IndexName"] == TENANT_INDEX.name
+    assert [k["AttributeName"] for k in tenant["KeySchema"]] == ["tenant_id", "created_at"]
+    # a page of a tenant's tasks is one query, with no follow-up reads
+    assert tenant["Projection"]["ProjectionType"] == "ALL"
 
 
 def test_tables_expire_records_recover_to_a_point_in_time_and_cost_nothing_idle(
@@ -134,7 +140,7 @@ def test_production_tables_are_protected_and_provisioned_ones_scale(
         assert user_template["Resources"][logical_id]["DeletionPolicy"] == "Retain"
         assert "BillingMode" not in table or table["BillingMode"] == "PROVISIONED"
     targets = resources_of(user_template, "AWS::ApplicationAutoScaling::ScalableTarget")
-    # Reads and writes of every table, and of the due index.
+    # Reads and writes of every table, and of each index.
     assert len(targets) == 2 * (len(TABLES) + sum(len(t.indexes) for t in TABLES))
     assert {t["MaxCapacity"] for t in targets.values()} == {USER_CONFIG.provisioned_max_capacity}
 
@@ -396,6 +402,7 @@ EXPECTED_ACCESS = {
         "Tasks": {"dynamodb:GetItem"},
         "Executions": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
         "Idempotency": ITEM_READ_WRITE,
+        "Coordination": {"dynamodb:GetItem"},
         "DispatchQueue": {
             # what the event source mapping needs
             "sqs:ReceiveMessage",
@@ -407,7 +414,9 @@ EXPECTED_ACCESS = {
     },
     "Api": {
         "own logs": LOGS,
-        "Tasks": {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Scan", "dynamodb:DeleteItem"},
+        "Tasks": {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem"},
+        "Tasks/index/tenant-index": {"dynamodb:Query"},
+        "Coordination": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
         "Executions": {"dynamodb:Query"},
     },
     "Reaper": {
@@ -435,7 +444,8 @@ def test_only_the_api_and_tick_write_tasks_and_nothing_grants_a_wildcard(
         if access_of(template, concern).get(TASKS.logical_id, set()) & DYNAMODB_ITEM_WRITES
     }
     assert writers == {"Tick", "Api"}
-    assert not access_of(template, "Worker").get(COORDINATION.logical_id)
+    # The worker only reads the coordination table (its tenants' signing secrets).
+    assert access_of(template, "Worker")[COORDINATION.logical_id] == {"dynamodb:GetItem"}
     assert EXECUTIONS.logical_id not in access_of(template, "Tick")
     assert IDEMPOTENCY.logical_id not in access_of(template, "Api")
     document = json.dumps(resources_of(template, "AWS::IAM::Policy"))

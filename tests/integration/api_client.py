@@ -9,6 +9,9 @@ from urllib.parse import urlencode
 from dynacron.app import Dynacron
 from dynacron.local.gateway import LocalContext, proxy_event
 
+# The IAM principal API Gateway puts in a signed request's context.
+ALICE = "arn:aws:iam::000000000000:user/alice"
+
 
 def call(
     system: Dynacron,
@@ -18,12 +21,18 @@ def call(
     *,
     raw: str | None = None,
     content_type: str = "application/json",
+    principal: str | None = ALICE,
+    headers: dict[str, str] | None = None,
     **query: Any,
 ) -> tuple[int, Any]:
     target = path + ("?" + urlencode(query) if query else "")
     data = raw if raw is not None else (json.dumps(body) if body is not None else "")
-    headers = {"content-type": content_type} if data else {}
-    event = proxy_event(method, target, headers, data.encode(), "127.0.0.1")
+    sent = {"content-type": content_type} if data else {}
+    event = proxy_event(method, target, sent | (headers or {}), data.encode(), "127.0.0.1")
+    if principal is not None:
+        event["requestContext"]["identity"]["userArn"] = principal
     response = system.api(event, LocalContext("test-api"))
     text = response.get("body") or ""
+    if text and not text.startswith(("{", "[")):
+        return response["statusCode"], text
     return response["statusCode"], json.loads(text) if text else None

@@ -24,7 +24,13 @@ import pytest
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.schedules import Schedule, upcoming
-from dynacron.domain.tasks import DEFAULT_MISFIRE_GRACE, Task, advanced, claim_occurrence
+from dynacron.domain.tasks import (
+    DEFAULT_MISFIRE_GRACE,
+    DEFAULT_TENANT,
+    Task,
+    advanced,
+    claim_occurrence,
+)
 from dynacron.models import TaskCreate
 from dynacron.services.tasks import TaskService
 from tests.integration.test_tick_policies import recording_ticker
@@ -108,7 +114,9 @@ def simulate(
 
 def registered(service: TaskService) -> dict[str, Task]:
     return {
-        name: service.register(TaskCreate(handler_url="http://127.0.0.1:9/", **body))
+        name: service.register(
+            DEFAULT_TENANT, TaskCreate(handler_url="http://127.0.0.1:9/", **body)
+        )
         for name, body in TASKS.items()
     }
 

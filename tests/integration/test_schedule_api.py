@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ from typer.testing import CliRunner
 
 from dynacron.app import Dynacron
 from dynacron.cli import app as cli
+from dynacron.domain.tasks import DEFAULT_TENANT
 from dynacron.store import task_from_item
 from tests.dst_cases import CASES, DstCase
 from tests.integration.api_client import call
@@ -104,15 +106,25 @@ def test_items_written_before_these_options_existed_still_load(
             "updated_at": {"S": "2026-11-01T00:00:00.000Z"},
         },
     )
-    # Then every new option reads as its default
+    # Then every new option reads as its default, the tenant too
     task = task_from_item(stored_item(system, aws, "old"))
     assert task.catchup.policy.value == "run_once"
     assert task.jitter_seconds == 0
-    status, view = call(system, "GET", "/tasks/old")
+    assert task.tenant_id == DEFAULT_TENANT
+    # (a deployment that keeps a default tenant for callers without identity reads it)
+    dynamodb, sqs = aws
+    system = Dynacron(
+        dataclasses.replace(system.settings, default_tenant=DEFAULT_TENANT),
+        dynamodb=dynamodb,
+        sqs=sqs,
+        clock=system.clock,
+    )
+    assert call(system, "GET", "/tasks/old")[0] == 404  # not alice's
+    status, view = call(system, "GET", "/tasks/old", principal=None)
     assert status == 200
     assert view["dst"] == {"nonexistent": "shift", "ambiguous": "first"}
     assert (view["start_at"], view["end_at"]) == (None, None)
-    status, preview = call(system, "GET", "/tasks/old/next", count=2)
+    status, preview = call(system, "GET", "/tasks/old/next", count=2, principal=None)
     assert preview["occurrences"] == ["2026-12-01T08:00:00.000Z", "2026-12-02T08:00:00.000Z"]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.tasks import TaskStatus, execution_id_for
+from dynacron.domain.tasks import DEFAULT_TENANT, TaskStatus, execution_id_for
 from dynacron.models import TaskCreate
 from dynacron.services.tick import Ticker
 from dynacron.store import TaskStore
@@ -18,7 +18,9 @@ HOOK = "http://127.0.0.1:9/hook"
 
 
 def register(system: Dynacron, **fields: Any) -> str:
-    return system.task_service.register(TaskCreate(handler_url=HOOK, **fields)).task_id
+    return system.task_service.register(
+        DEFAULT_TENANT, TaskCreate(handler_url=HOOK, **fields)
+    ).task_id
 
 
 def drain_queue(system: Dynacron, aws: tuple[Any, Any]) -> list[dict[str, Any]]:

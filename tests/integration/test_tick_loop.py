@@ -7,7 +7,7 @@ from datetime import timedelta
 from dynacron.app import Dynacron
 from dynacron.config import Settings
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.tasks import shard_for
+from dynacron.domain.tasks import DEFAULT_TENANT, shard_for
 from dynacron.models import TaskCreate
 from dynacron.services.tick_loop import LoopEnd, LoopTiming, ShardTickLoop
 from tests.conftest import sleep_moving
@@ -118,7 +118,9 @@ def test_the_looping_tick_fires_a_rate_task_on_every_occurrence_within_a_second(
     system: Dynacron, clock: SettableClock, settings: Settings
 ) -> None:
     # Given a task every 10 s, and a tick invocation with two minutes to live
-    task = system.task_service.register(TaskCreate(handler_url=HOOK, rate="10 seconds"))
+    task = system.task_service.register(
+        DEFAULT_TENANT, TaskCreate(handler_url=HOOK, rate="10 seconds")
+    )
     shard = shard_for(task.task_id, settings.shard_count)
     clock.advance(timedelta(milliseconds=300))  # invocations never start on the second
     context = FakeLambdaContext(aws_request_id="invocation-1", remaining_millis=120_000)

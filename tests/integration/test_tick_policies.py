@@ -9,7 +9,7 @@ from typing import Any
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import Dispatch
-from dynacron.domain.tasks import TaskStatus, execution_id_for, jitter_offset
+from dynacron.domain.tasks import DEFAULT_TENANT, TaskStatus, execution_id_for, jitter_offset
 from dynacron.models import TaskCreate
 from dynacron.queue import DispatchQueue
 from dynacron.services.tick import Ticker
@@ -48,7 +48,9 @@ def recording_ticker(
 
 
 def register(system: Dynacron, **fields: Any) -> str:
-    return system.task_service.register(TaskCreate(handler_url=HOOK, **fields)).task_id
+    return system.task_service.register(
+        DEFAULT_TENANT, TaskCreate(handler_url=HOOK, **fields)
+    ).task_id
 
 
 def queue_counts(system: Dynacron, aws: tuple[Any, Any]) -> tuple[int, int]:

@@ -11,7 +11,7 @@ from dynacron.domain.tasks import execution_id_for
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
 from dynacron.models import TaskCreate
-from tests.integration.api_client import call
+from tests.integration.api_client import ALICE, call
 from tests.support import Sink
 
 
@@ -31,7 +31,7 @@ def run_batch(system: Dynacron, messages: list[dict[str, Any]]) -> dict[str, Any
 
 
 def fire(system: Dynacron, clock: SettableClock, sink: Sink, **fields: Any) -> str:
-    task = system.task_service.register(TaskCreate(handler_url=f"{sink.url}/hook", **fields))
+    task = system.task_service.register(ALICE, TaskCreate(handler_url=f"{sink.url}/hook", **fields))
     assert task.next_run_at is not None
     clock.set(task.next_run_at + timedelta(milliseconds=5))
     assert sum(r.claimed for r in system.ticker.tick()) == 1
@@ -106,7 +106,7 @@ def test_a_task_deleted_after_dispatch_does_not_fire(
     system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
 ) -> None:
     task_id = fire(system, clock, sink, rate="1 minute")
-    system.task_service.delete(task_id)
+    system.task_service.delete(ALICE, task_id)
     run_batch(system, receive(system, aws))
     assert sink.snapshot() == []
     (execution,) = system.executions.list_for_task(task_id, 10, None).items
@@ -169,19 +169,35 @@ def test_the_thin_lambda_handlers_work_from_the_environment(
     from dynacron.local.gateway import proxy_event
 
     body = json.dumps({"at": "2026-01-01T00:00:00Z", "handler_url": f"{sink.url}/h"})
+
     # `at` in the past by the real clock is refused: proves the real API handler ran
+    def signed(event: dict[str, Any]) -> dict[str, Any]:
+        event["requestContext"]["identity"]["userArn"] = ALICE
+        return event
+
+    # Without an identity there is no tenant: refused before anything else
+    unsigned = proxy_event(
+        "POST", "/tasks", {"content-type": "application/json"}, body.encode(), "::1"
+    )
+    assert load("api")(unsigned, LocalContext("dynacron-api"))["statusCode"] == 401
     response = load("api")(
-        proxy_event("POST", "/tasks", {"content-type": "application/json"}, body.encode(), "::1"),
+        signed(
+            proxy_event(
+                "POST", "/tasks", {"content-type": "application/json"}, body.encode(), "::1"
+            )
+        ),
         LocalContext("dynacron-api"),
     )
     assert response["statusCode"] == 422
     created = load("api")(
-        proxy_event(
-            "POST",
-            "/tasks",
-            {"content-type": "application/json"},
-            json.dumps({"rate": "1 second", "handler_url": f"{sink.url}/h"}).encode(),
-            "::1",
+        signed(
+            proxy_event(
+                "POST",
+                "/tasks",
+                {"content-type": "application/json"},
+                json.dumps({"rate": "1 second", "handler_url": f"{sink.url}/h"}).encode(),
+                "::1",
+            )
         ),
         LocalContext("dynacron-api"),
     )

@@ -25,8 +25,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from dynacron.api.routes import build_api, unsupported_body
 from dynacron.config import Settings
-from dynacron.delivery import HttpDelivery
+from dynacron.delivery import HttpDelivery, Resolver, system_resolver
 from dynacron.domain.clock import Clock, SystemClock
+from dynacron.domain.limits import TenantRateLimiter
 from dynacron.domain.urls import UrlPolicy
 from dynacron.leases import ShardLeases
 from dynacron.queue import DispatchQueue, dispatch_from_body
@@ -34,7 +35,7 @@ from dynacron.services.tasks import TaskService
 from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import ShardTickLoop
 from dynacron.services.work import Delivery, ExecutionRunner
-from dynacron.store import CursorStore, ExecutionStore, TaskStore
+from dynacron.store import CursorStore, ExecutionStore, TaskStore, TenantStore
 
 logger = Logger(service="dynacron")
 
@@ -54,17 +55,25 @@ class Dynacron:
         clock: Clock | None = None,
         delivery: Delivery | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        resolver: Resolver = system_resolver,
     ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
         self._sleep = sleep
-        self.tasks = TaskStore(dynamodb, settings.tasks_table)
+        self.tasks = TaskStore(dynamodb, settings.tasks_table, settings.coordination_table)
+        self.tenants = TenantStore(dynamodb, settings.coordination_table)
         self.executions = ExecutionStore(dynamodb, settings.executions_table, EXECUTION_RETENTION)
         self.cursors = CursorStore(dynamodb, settings.coordination_table)
         self.leases = ShardLeases(dynamodb, settings.coordination_table)
         self.queue = DispatchQueue(sqs, settings.dispatch_queue_url)
+        url_policy = UrlPolicy(settings.delivery_allow_networks)
         self.task_service = TaskService(
-            tasks=self.tasks, executions=self.executions, settings=settings, clock=self.clock
+            tasks=self.tasks,
+            executions=self.executions,
+            tenants=self.tenants,
+            settings=settings,
+            clock=self.clock,
+            resolver=resolver,
         )
         self.ticker = Ticker(
             tasks=self.tasks,
@@ -78,11 +87,21 @@ class Dynacron:
             executions=self.executions,
             delivery=delivery
             or HttpDelivery(
-                UrlPolicy(settings.delivery_allow_networks), settings.http_timeout_seconds
+                url_policy,
+                settings.http_timeout_seconds,
+                secrets_of=self.tenants.signing_secrets,
+                resolver=resolver,
+                follow_cross_host=settings.follow_cross_host_redirects,
             ),
             clock=self.clock,
         )
-        self._api = build_api(self.task_service)
+        self._api = build_api(
+            self.task_service,
+            settings,
+            TenantRateLimiter(
+                self.clock, settings.tenant_rate_per_second, settings.tenant_rate_burst
+            ),
+        )
 
     def api(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         return unsupported_body(event) or self._api.resolve(event, context)

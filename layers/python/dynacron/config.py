@@ -6,17 +6,24 @@ Nothing reads the environment at import time: the Lambda handlers call
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dynacron.domain.tasks import Sharding
+from dynacron.domain.tasks import DEFAULT_TENANT, Sharding
 from dynacron.resources import COORDINATION, DISPATCH_QUEUE, EXECUTIONS, TASKS
 
 SHARD_COUNT_VAR = "DYNACRON_SHARD_COUNT"
 BUCKET_SECONDS_VAR = "DYNACRON_BUCKET_SECONDS"
 ALLOW_NETWORKS_VAR = "DYNACRON_DELIVERY_ALLOW_NETWORKS"
 HTTP_TIMEOUT_VAR = "DYNACRON_HTTP_TIMEOUT_SECONDS"
+API_KEYS_VAR = "DYNACRON_API_KEYS"
+MIN_INTERVAL_VAR = "DYNACRON_MIN_INTERVAL_SECONDS"
+MAX_TASKS_VAR = "DYNACRON_MAX_TASKS_PER_TENANT"
+RATE_LIMIT_VAR = "DYNACRON_TENANT_RATE_PER_SECOND"
+RATE_BURST_VAR = "DYNACRON_TENANT_RATE_BURST"
 LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
+__all__ = ["DEFAULT_TENANT", "LOOPBACK_NETWORKS", "Settings", "parse_api_keys"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,20 @@ class Settings:
     # An occurrence claimed later than this was missed; each task's catch-up
     # policy decides what happens to it.
     misfire_grace_seconds: int = 60
+    # API keys mapped to tenants, as (key, tenant) pairs; a key given with a
+    # request wins over the caller's IAM principal.
+    api_keys: tuple[tuple[str, str], ...] = ()
+    # The tenant of a caller with no identity at all (local mode without keys);
+    # None means such a caller is refused with 401.
+    default_tenant: str | None = None
+    max_tasks_per_tenant: int = 10_000
+    # A schedule may not fire more often than this (1: every second, the tick's resolution).
+    min_interval_seconds: int = 1
+    # Per tenant and per API process; 0 switches the limiter off.
+    tenant_rate_per_second: float = 20.0
+    tenant_rate_burst: int = 100
+    # Follow a handler's redirect to another host (each hop is still checked).
+    follow_cross_host_redirects: bool = False
 
     @property
     def sharding(self) -> Sharding:
@@ -62,6 +83,11 @@ class Settings:
             bucket_seconds=int(environ.get(BUCKET_SECONDS_VAR, cls.bucket_seconds)),
             delivery_allow_networks=tuple(n.strip() for n in networks.split(",") if n.strip()),
             http_timeout_seconds=float(environ.get(HTTP_TIMEOUT_VAR, cls.http_timeout_seconds)),
+            api_keys=parse_api_keys(environ.get(API_KEYS_VAR, "")),
+            min_interval_seconds=int(environ.get(MIN_INTERVAL_VAR, cls.min_interval_seconds)),
+            max_tasks_per_tenant=int(environ.get(MAX_TASKS_VAR, cls.max_tasks_per_tenant)),
+            tenant_rate_per_second=float(environ.get(RATE_LIMIT_VAR, cls.tenant_rate_per_second)),
+            tenant_rate_burst=int(environ.get(RATE_BURST_VAR, cls.tenant_rate_burst)),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -75,4 +101,20 @@ class Settings:
             BUCKET_SECONDS_VAR: str(self.bucket_seconds),
             ALLOW_NETWORKS_VAR: ",".join(self.delivery_allow_networks),
             HTTP_TIMEOUT_VAR: str(self.http_timeout_seconds),
+            API_KEYS_VAR: ",".join(f"{key}={tenant}" for key, tenant in self.api_keys),
+            MIN_INTERVAL_VAR: str(self.min_interval_seconds),
+            MAX_TASKS_VAR: str(self.max_tasks_per_tenant),
+            RATE_LIMIT_VAR: str(self.tenant_rate_per_second),
+            RATE_BURST_VAR: str(self.tenant_rate_burst),
         }
+
+
+def parse_api_keys(text: str) -> tuple[tuple[str, str], ...]:
+    """``"KEY=TENANT,KEY2"`` -> pairs; a key without ``=TENANT`` is its own tenant name."""
+    pairs = []
+    for entry in (e.strip() for e in text.split(",")):
+        if entry:
+            key, _, tenant = entry.partition("=")
+            # Never the key itself as a tenant name: tenant names are stored and shown.
+            pairs.append((key, tenant or "key-" + hashlib.sha256(key.encode()).hexdigest()[:12]))
+    return tuple(pairs)

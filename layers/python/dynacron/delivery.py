@@ -1,21 +1,124 @@
-"""HTTP delivery of one execution to its task's ``handler_url``."""
+"""HTTP delivery of one execution to its task's ``handler_url``: checked, pinned, signed.
+
+Every connection goes through ``PinnedBackend``: it resolves the host with the
+injected resolver, refuses the connection unless every address is allowed by the
+``UrlPolicy``, and connects to the address it checked. There is no second
+lookup between the check and the connect, so DNS rebinding has no window, and
+TLS still verifies the certificate against the host name (SNI), because httpcore
+starts TLS with the URL's host after our backend returns the socket.
+"""
 
 from __future__ import annotations
 
 import json
 import socket
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin, urlsplit
 
+import httpcore
 import httpx
 
 from dynacron import __version__
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions import Dispatch
 from dynacron.domain.instants import format_instant
+from dynacron.domain.signing import SIGNATURE_HEADER, signature_header
 from dynacron.domain.tasks import Task
-from dynacron.domain.urls import UrlPolicy
+from dynacron.domain.urls import IpAddress, UrlPolicy
 
 MAX_RESPONSE_BYTES = 64 * 1024
+MAX_REDIRECTS = 3
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+# host, port -> the addresses it resolves to, as text. Injected so that tests
+# never send a DNS query off the machine.
+Resolver = Callable[[str, int], list[str]]
+SecretsOf = Callable[[str], Sequence[str]]
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+class DestinationRefused(InvalidRequest):
+    """A handler URL whose host is, or resolves to, an address the policy refuses."""
+
+
+def allowed_addresses(
+    policy: UrlPolicy, resolver: Resolver, host: str, port: int
+) -> list[IpAddress]:
+    """The addresses ``host`` resolves to, if the policy allows every one of them.
+
+    All, not any: a name with one public and one private address could be made
+    to connect to the private one.
+    """
+    policy.check_host(host)
+    literal = policy.literal_address(host)
+    if literal is not None:
+        return [literal]
+    try:
+        resolved = resolver(host, port)
+    except OSError as error:
+        raise DestinationRefused("handler_url", f"cannot resolve {host!r}: {error}") from None
+    if not resolved:
+        raise DestinationRefused("handler_url", f"{host!r} resolves to no address")
+    addresses = []
+    for text in resolved:
+        address = policy.literal_address(text.split("%")[0])
+        if address is None or not policy.allows(address):
+            raise DestinationRefused(
+                "handler_url", f"{host!r} resolves to {text}, which is not allowed"
+            )
+        addresses.append(address)
+    return addresses
+
+
+def check_handler_url(policy: UrlPolicy, resolver: Resolver, url: str) -> None:
+    """Registration's check: the URL's form, then where its host resolves to now."""
+    host, port = policy.check_url(url)
+    allowed_addresses(policy, resolver, host, port)
+
+
+class PinnedBackend(httpcore.NetworkBackend):
+    """Connects only to checked addresses, to exactly the address it checked."""
+
+    def __init__(self, policy: UrlPolicy, resolver: Resolver) -> None:
+        self._policy = policy
+        self._resolver = resolver
+        self._inner = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
+        host = host.strip("[]")
+        address = allowed_addresses(self._policy, self._resolver, host, port)[0]
+        return self._inner.connect_tcp(str(address), port, timeout, local_address, socket_options)
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
+        raise DestinationRefused("handler_url", "unix sockets are never a destination")
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+class PinnedTransport(httpx.HTTPTransport):
+    def __init__(self, policy: UrlPolicy, resolver: Resolver) -> None:
+        super().__init__(trust_env=False)
+        # httpx exposes no network backend option; its pool is rebuilt around ours,
+        # with the TLS settings the transport just made.
+        ssl_context = self._pool._ssl_context
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=ssl_context, network_backend=PinnedBackend(policy, resolver)
+        )
 
 
 @dataclass(frozen=True)
@@ -39,37 +142,59 @@ def request_body(task: Task, dispatch: Dispatch) -> bytes:
 
 
 class HttpDelivery:
-    """POSTs an execution as JSON. 2xx is success; anything else is a failure with a reason.
+    """POSTs an execution as signed JSON. 2xx is success; anything else a failure with a reason.
 
-    The URL policy is enforced here as well as at registration, against the
-    addresses the host resolves to now, since DNS can change in between.
+    Redirects are followed by hand (at most ``MAX_REDIRECTS``), each hop through the
+    same pinned transport, and only to the same host unless ``follow_cross_host``.
     """
 
-    def __init__(self, policy: UrlPolicy, timeout_seconds: float) -> None:
-        self._policy = policy
+    def __init__(
+        self,
+        policy: UrlPolicy,
+        timeout_seconds: float,
+        *,
+        secrets_of: SecretsOf,
+        resolver: Resolver = system_resolver,
+        follow_cross_host: bool = False,
+        unix_time: Callable[[], float] = time.time,
+    ) -> None:
+        self._secrets_of = secrets_of
+        self._follow_cross_host = follow_cross_host
+        self._unix_time = unix_time
         self._client = httpx.Client(
             timeout=timeout_seconds,
             follow_redirects=False,
-            trust_env=False,  # never route through an ambient proxy
+            transport=PinnedTransport(policy, resolver),
             headers={"User-Agent": f"dynacron/{__version__}"},
         )
+        self._policy = policy
 
     def deliver(self, task: Task, dispatch: Dispatch) -> DeliveryResult:
+        secrets = self._secrets_of(task.tenant_id)
+        if not secrets:
+            return DeliveryResult(ok=False, error="the task's tenant has no signing secret")
+        body = request_body(task, dispatch)
+        headers = {
+            "Content-Type": "application/json",
+            "Idempotency-Key": dispatch.execution_id,
+            SIGNATURE_HEADER: signature_header(secrets, int(self._unix_time()), body),
+        }
+        url = task.handler_url
         try:
-            self._check_destination(task.handler_url)
+            for _ in range(MAX_REDIRECTS + 1):
+                self._policy.check_url(url)
+                with self._client.stream("POST", url, content=body, headers=headers) as response:
+                    excerpt = _read_limited(response)
+                location = response.headers.get("location")
+                if response.status_code not in REDIRECT_STATUSES or not location:
+                    break
+                url, refusal = self._redirect_target(url, location)
+                if refusal:
+                    return DeliveryResult(ok=False, status_code=response.status_code, error=refusal)
+            else:
+                return DeliveryResult(ok=False, error=f"more than {MAX_REDIRECTS} redirects")
         except InvalidRequest as refused:
             return DeliveryResult(ok=False, error=f"delivery refused: {refused.message}")
-        try:
-            with self._client.stream(
-                "POST",
-                task.handler_url,
-                content=request_body(task, dispatch),
-                headers={
-                    "Content-Type": "application/json",
-                    "Idempotency-Key": dispatch.execution_id,
-                },
-            ) as response:
-                excerpt = _read_limited(response)
         except httpx.TimeoutException:
             return DeliveryResult(ok=False, error="handler timed out")
         except httpx.HTTPError as error:
@@ -82,21 +207,13 @@ class HttpDelivery:
             error=f"handler answered HTTP {response.status_code}: {excerpt[:500]}",
         )
 
-    def _check_destination(self, url: str) -> None:
-        host, port = self._policy.check_url(url)
-        self._policy.check_host(host)
-        if self._policy.literal_address(host) is not None:
-            return
-        try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError as error:
-            raise InvalidRequest("handler_url", f"cannot resolve {host!r}: {error}") from None
-        for info in infos:
-            address = self._policy.literal_address(str(info[4][0]))
-            if address is None or not self._policy.allows(address):
-                raise InvalidRequest(
-                    "handler_url", f"{host!r} resolves to {info[4][0]}, which is not allowed"
-                )
+    def _redirect_target(self, url: str, location: str) -> tuple[str, str | None]:
+        target = urljoin(url, location)
+        before, after = urlsplit(url), urlsplit(target)
+        same_host = (before.scheme, before.netloc) == (after.scheme, after.netloc)
+        if same_host or self._follow_cross_host:
+            return target, None
+        return target, f"handler redirected to another host ({after.netloc}); not followed"
 
     def close(self) -> None:
         self._client.close()

@@ -203,3 +203,19 @@ class Problem(BaseModel):
     status: int
     detail: str
     errors: list[dict[str, Any]] | None = None
+    limit: str | None = Field(
+        default=None, description="The limit that refused the request, e.g. 'max_tasks_per_tenant'"
+    )
+
+
+class TenantView(BaseModel):
+    """Body of ``GET /tenant``: who the caller is to dynacron, and its limits."""
+
+    tenant_id: str
+    signing_secrets: list[str] = Field(
+        description="Verify deliveries with any of these (newest first; two during a rotation)"
+    )
+    task_count: int
+    max_tasks: int
+    max_payload_bytes: int
+    min_interval_seconds: int

@@ -66,12 +66,22 @@ DUE_INDEX = IndexDefinition(
     projection="KEYS_ONLY",
 )
 
+# A tenant's tasks, oldest first: listing is a query of one partition, so a
+# tenant never reads (and pays for) another's items. All attributes, so a page
+# needs no follow-up reads.
+TENANT_INDEX = IndexDefinition(
+    name="tenant-index",
+    partition_key=Key("tenant_id"),
+    sort_key=Key("created_at"),
+    projection="ALL",
+)
+
 TASKS = TableDefinition(
     logical_id="Tasks",
     suffix="tasks",
     env_var="DYNACRON_TASKS_TABLE",
     partition_key=Key("task_id"),
-    indexes=(DUE_INDEX,),
+    indexes=(DUE_INDEX, TENANT_INDEX),
 )
 
 # Execution ids are ``<task_id>_<compact UTC instant>``, so within a task's
@@ -85,7 +95,8 @@ EXECUTIONS = TableDefinition(
     ttl_attribute="expires_at",
 )
 
-# Small records that coordinate the scheduler itself: per-shard tick cursors.
+# Small records that coordinate the scheduler itself: per-shard tick cursors,
+# tick leases, and one record per tenant (task count, signing secrets).
 COORDINATION = TableDefinition(
     logical_id="Coordination",
     suffix="coordination",

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.executions import Dispatch, Execution, ExecutionStatus
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.domain.schedules import (
@@ -29,6 +29,7 @@ from dynacron.domain.schedules import (
 )
 from dynacron.domain.tasks import (
     DEFAULT_CATCHUP_WINDOW_SECONDS,
+    DEFAULT_TENANT,
     CatchUp,
     CatchUpPolicy,
     Claim,
@@ -38,7 +39,7 @@ from dynacron.domain.tasks import (
     task_id_of,
 )
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
-from dynacron.resources import DUE_INDEX
+from dynacron.resources import DUE_INDEX, TENANT_INDEX
 
 T = TypeVar("T")
 _serializer = TypeSerializer()
@@ -63,6 +64,19 @@ def _from_item(item: dict[str, Any]) -> dict[str, Any]:
 
 def _is_condition_failure(error: ClientError) -> bool:
     return bool(error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
+
+
+def _cancelled_by(error: ClientError) -> list[str]:
+    """The failing condition of each item of a cancelled transaction ('' where none)."""
+    if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+        raise error
+    reasons = error.response.get("CancellationReasons", [])
+    return ["" if r.get("Code") in (None, "None") else str(r["Code"]) for r in reasons]
+
+
+def tenant_key(tenant_id: str) -> dict[str, Any]:
+    """The coordination-table key of a tenant's record (task count, signing secrets)."""
+    return _to_item({"key": f"tenant#{tenant_id}"})
 
 
 def encode_page_token(last_key: dict[str, Any] | None) -> str | None:
@@ -173,6 +187,7 @@ def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
             "catchup": task.catchup.policy.value,
             "catchup_window_seconds": task.catchup.window_seconds,
             "jitter_seconds": task.jitter_seconds,
+            TENANT_INDEX.partition_key.name: task.tenant_id,
         }
     )
 
@@ -198,13 +213,21 @@ def task_from_item(item: dict[str, Any]) -> Task:
             ),
         ),
         jitter_seconds=int(values.get("jitter_seconds", 0)),
+        tenant_id=values.get(TENANT_INDEX.partition_key.name, DEFAULT_TENANT),
     )
 
 
 class TaskStore:
-    def __init__(self, client: Any, table_name: str) -> None:
+    """Tasks. The ``*_owned`` methods are the API's: each is scoped to one tenant.
+
+    A tenant's writes are conditioned on ``tenant_id`` and its listing queries the
+    tenant index, so another tenant's task is, to a caller, exactly a missing one.
+    """
+
+    def __init__(self, client: Any, table_name: str, coordination_table: str = "") -> None:
         self._client = client
         self._table = table_name
+        self._coordination = coordination_table
 
     def create(self, task: Task, placement: DuePlacement | None) -> None:
         self._client.put_item(
@@ -212,6 +235,118 @@ class TaskStore:
             Item=task_to_item(task, placement),
             ConditionExpression="attribute_not_exists(task_id)",
         )
+
+    def create_within_quota(
+        self, task: Task, placement: DuePlacement | None, max_tasks: int, fresh_secret: str
+    ) -> None:
+        """Store ``task`` and count it against its tenant's quota, in one transaction.
+
+        The tenant's record gets its first signing secret here if it has none, so
+        a worker only ever reads it.
+        """
+        try:
+            self._client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": task_to_item(task, placement),
+                            "ConditionExpression": "attribute_not_exists(task_id)",
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self._coordination,
+                            "Key": tenant_key(task.tenant_id),
+                            "UpdateExpression": (
+                                "SET task_count = if_not_exists(task_count, :zero) + :one, "
+                                "signing_secrets = if_not_exists(signing_secrets, :secrets)"
+                            ),
+                            "ConditionExpression": (
+                                "attribute_not_exists(task_count) OR task_count < :max"
+                            ),
+                            "ExpressionAttributeValues": _to_item(
+                                {
+                                    ":zero": 0,
+                                    ":one": 1,
+                                    ":max": max_tasks,
+                                    ":secrets": [fresh_secret],
+                                }
+                            ),
+                        }
+                    },
+                ]
+            )
+        except ClientError as error:
+            if _cancelled_by(error)[1:2] == ["ConditionalCheckFailed"]:
+                raise LimitExceeded(
+                    "max_tasks_per_tenant",
+                    "tenant",
+                    f"this tenant already has {max_tasks} tasks, the most allowed; "
+                    "delete some first",
+                ) from None
+            raise
+
+    def get_owned(self, tenant_id: str, task_id: str) -> Task | None:
+        """The task if it exists and belongs to ``tenant_id``, else None (either way)."""
+        task = self.get(task_id)
+        # GetItem takes no condition: the owner is checked here, the one place
+        # every tenant-scoped read goes through.
+        return task if task is not None and task.tenant_id == tenant_id else None
+
+    def page_owned(self, tenant_id: str, limit: int, token: str | None) -> Page[Task]:
+        """One page of a tenant's tasks, oldest first."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": TENANT_INDEX.name,
+            "KeyConditionExpression": "#tenant = :tenant",
+            "ExpressionAttributeNames": {"#tenant": TENANT_INDEX.partition_key.name},
+            "ExpressionAttributeValues": _to_item({":tenant": tenant_id}),
+            "Limit": limit,
+        }
+        start_key = decode_page_token(token)
+        if start_key:
+            if start_key.get(TENANT_INDEX.partition_key.name) != {"S": tenant_id}:
+                raise InvalidRequest("next_token", "is not a token this API returned")
+            kwargs["ExclusiveStartKey"] = start_key
+        response = _query_page(self._client, kwargs)
+        return Page(
+            items=[task_from_item(i) for i in response.get("Items", [])],
+            next_token=encode_page_token(response.get("LastEvaluatedKey")),
+        )
+
+    def delete_owned(self, tenant_id: str, task_id: str) -> bool:
+        """Delete a tenant's task and release its quota; False if it has no such task."""
+        try:
+            self._client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Delete": {
+                            "TableName": self._table,
+                            "Key": _to_item({"task_id": task_id}),
+                            "ConditionExpression": "#tenant = :tenant",
+                            "ExpressionAttributeNames": {
+                                "#tenant": TENANT_INDEX.partition_key.name
+                            },
+                            "ExpressionAttributeValues": _to_item({":tenant": tenant_id}),
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self._coordination,
+                            "Key": tenant_key(tenant_id),
+                            "UpdateExpression": "SET task_count = task_count - :one",
+                            "ConditionExpression": "task_count > :zero",
+                            "ExpressionAttributeValues": _to_item({":zero": 0, ":one": 1}),
+                        }
+                    },
+                ]
+            )
+        except ClientError as error:
+            if _cancelled_by(error)[:1] == ["ConditionalCheckFailed"]:
+                return False
+            raise
+        return True
 
     def get(self, task_id: str) -> Task | None:
         response = self._client.get_item(
@@ -438,8 +573,10 @@ class ExecutionStore:
         }
         start_key = decode_page_token(token)
         if start_key:
+            if start_key.get("task_id") != {"S": task_id}:
+                raise InvalidRequest("next_token", "is not a token this API returned")
             kwargs["ExclusiveStartKey"] = start_key
-        response = self._client.query(**kwargs)
+        response = _query_page(self._client, kwargs)
         return Page(
             items=[execution_from_item(i) for i in response.get("Items", [])],
             next_token=encode_page_token(response.get("LastEvaluatedKey")),
@@ -480,6 +617,74 @@ class CursorStore:
                 return False
             raise
         return True
+
+
+def _query_page(client: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A query whose ``ExclusiveStartKey`` came from a caller: a forged key is a 4xx."""
+    try:
+        response: dict[str, Any] = client.query(**kwargs)
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code")
+        if "ExclusiveStartKey" in kwargs and code == "ValidationException":
+            raise InvalidRequest("next_token", "is not a token this API returned") from None
+        raise
+    return response
+
+
+class TenantStore:
+    """Each tenant's record in the coordination table: its task count and signing secrets.
+
+    Secrets are newest first; during a rotation the previous one stays valid, and
+    deliveries carry a signature under each, until the next rotation drops it.
+    """
+
+    def __init__(self, client: Any, coordination_table: str) -> None:
+        self._client = client
+        self._table = coordination_table
+
+    def _read(self, tenant_id: str) -> dict[str, Any]:
+        response = self._client.get_item(
+            TableName=self._table, Key=tenant_key(tenant_id), ConsistentRead=True
+        )
+        return _from_item(response.get("Item") or {})
+
+    def signing_secrets(self, tenant_id: str) -> list[str]:
+        """Active secrets, newest first; empty for a tenant that never registered a task."""
+        return list(self._read(tenant_id).get("signing_secrets", []))
+
+    def task_count(self, tenant_id: str) -> int:
+        return int(self._read(tenant_id).get("task_count", 0))
+
+    def ensure_secret(self, tenant_id: str, fresh_secret: str) -> list[str]:
+        """The tenant's secrets, storing ``fresh_secret`` as its first if it has none."""
+        response = self._client.update_item(
+            TableName=self._table,
+            Key=tenant_key(tenant_id),
+            UpdateExpression="SET signing_secrets = if_not_exists(signing_secrets, :fresh)",
+            ExpressionAttributeValues=_to_item({":fresh": [fresh_secret]}),
+            ReturnValues="ALL_NEW",
+        )
+        return list(_from_item(response["Attributes"])["signing_secrets"])
+
+    def rotate_secret(self, tenant_id: str, fresh_secret: str) -> list[str] | None:
+        """Make ``fresh_secret`` current and keep the one it replaces; None on a race."""
+        current = self.ensure_secret(tenant_id, fresh_secret)
+        if current[0] == fresh_secret:
+            return current  # it had none: the fresh one is its first
+        rotated = [fresh_secret, current[0]]
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=tenant_key(tenant_id),
+                UpdateExpression="SET signing_secrets = :rotated",
+                ConditionExpression="signing_secrets = :current",
+                ExpressionAttributeValues=_to_item({":rotated": rotated, ":current": current}),
+            )
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return None
+            raise
+        return rotated
 
 
 def chunks(items: list[T], size: int) -> Iterator[list[T]]:

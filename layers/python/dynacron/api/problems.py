@@ -22,9 +22,14 @@ _PYDANTIC_MESSAGES = {
 
 
 def problem(
-    status: int, title: str, detail: str, errors: list[dict[str, Any]] | None = None
+    status: int,
+    title: str,
+    detail: str,
+    errors: list[dict[str, Any]] | None = None,
+    limit: str | None = None,
 ) -> Response[Any]:
-    body = Problem(title=title, status=status, detail=detail, errors=errors)
+    """A problem+json response; ``limit`` names the operator limit that refused the request."""
+    body = Problem(title=title, status=status, detail=detail, errors=errors, limit=limit)
     return Response(
         status_code=status,
         content_type=PROBLEM_JSON,

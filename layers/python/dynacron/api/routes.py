@@ -1,4 +1,9 @@
-"""Routes of the HTTP API (Powertools REST resolver with request validation)."""
+"""Routes of the HTTP API (Powertools REST resolver with request validation).
+
+Every route acts for one tenant: the ``authenticate`` middleware derives it from
+the caller's identity, rate-limits it, and ``caller_tenant()`` hands it to the
+route. A route added later gets both by calling ``caller_tenant()``.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +12,43 @@ from typing import Annotated, Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
+from dynacron import __version__
+from dynacron.api.identity import tenant_of
 from dynacron.api.problems import PROBLEM_JSON, describe_validation_errors, problem
-from dynacron.domain.errors import InvalidRequest, TaskNotFound
+from dynacron.config import Settings
+from dynacron.domain.errors import (
+    Conflict,
+    InvalidRequest,
+    LimitExceeded,
+    RateLimited,
+    TaskNotFound,
+    Unauthenticated,
+)
 from dynacron.domain.instants import format_instant
+from dynacron.domain.limits import TenantRateLimiter
 from dynacron.models import (
     ExecutionPage,
     ExecutionView,
     OccurrencesView,
+    Problem,
     TaskCreate,
     TaskPage,
     TaskView,
+    TenantView,
 )
 from dynacron.services.tasks import PayloadTooLarge, TaskService
 
 logger = Logger(service="dynacron-api")
+
+OPENAPI_PATH = "/openapi.json"
+DOCS_PATH = "/docs"
+PUBLIC_PATHS = frozenset({OPENAPI_PATH, DOCS_PATH})
+TENANT_CONTEXT_KEY = "tenant"
 
 PageLimit = Annotated[int, Query(ge=1, le=100, description="Items per page")]
 PageToken = Annotated[str | None, Query(max_length=2048, description="From the previous page")]
@@ -32,49 +57,125 @@ PreviewAfter = Annotated[
     str | None,
     Query(max_length=64, description="ISO 8601 instant to start after (default: now)"),
 ]
+TaskId = Annotated[str, Path(max_length=200, description="The id POST /tasks returned")]
+
+_PROBLEM_DESCRIPTIONS = {
+    400: "The body is not valid JSON or not the expected shape",
+    401: "No tenant could be derived from the caller's identity",
+    404: "No such task for this tenant (another tenant's task looks exactly the same)",
+    409: "The state moved on concurrently; retry",
+    413: "The payload is over the size limit",
+    415: "The body was not sent as JSON",
+    422: "A field is invalid or a limit is exceeded (the problem names it)",
+    429: "Too many requests from this tenant; see Retry-After",
+}
+_COMMON = (400, 401, 415, 422, 429)
 
 
-def build_api(tasks: TaskService) -> APIGatewayRestResolver:
+def problems(*statuses: int, ok: tuple[int, str] | None = None) -> dict[int, OpenAPIResponse]:
+    """OpenAPI responses for the problem+json errors a route can answer with.
+
+    ``ok`` documents a bodiless success (status, description).
+    """
+    success: dict[int, OpenAPIResponse] = {ok[0]: {"description": ok[1]}} if ok else {}
+    return success | {
+        status: {
+            "description": _PROBLEM_DESCRIPTIONS[status],
+            "content": {PROBLEM_JSON: {"model": Problem}},
+        }
+        for status in sorted({*_COMMON, *statuses})
+    }
+
+
+def build_api(
+    tasks: TaskService, settings: Settings, rate_limiter: TenantRateLimiter
+) -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(enable_validation=True)
 
-    @app.post("/tasks")
+    def authenticate(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+        if app.current_event.path not in PUBLIC_PATHS:
+            tenant = tenant_of(
+                app.current_event.raw_event, settings.api_keys, settings.default_tenant
+            )
+            rate_limiter.take(tenant)
+            app.context[TENANT_CONTEXT_KEY] = tenant
+        return next_middleware(app)
+
+    app.use(middlewares=[authenticate])
+
+    def caller_tenant() -> str:
+        """The tenant of the request being handled: scope every read and write with it."""
+        return str(app.context[TENANT_CONTEXT_KEY])
+
+    @app.post("/tasks", responses=problems(413, ok=(201, "Registered")))
     def create_task(body: TaskCreate) -> Response[TaskView]:
-        task = tasks.register(body)
+        task = tasks.register(caller_tenant(), body)
         return Response(status_code=201, body=TaskView.of(task), content_type="application/json")
 
-    @app.get("/tasks")
+    @app.get("/tasks", responses=problems())
     def list_tasks(limit: PageLimit = 50, next_token: PageToken = None) -> TaskPage:
-        page = tasks.page(limit, next_token)
+        page = tasks.page(caller_tenant(), limit, next_token)
         return TaskPage(items=[TaskView.of(t) for t in page.items], next_token=page.next_token)
 
-    @app.get("/tasks/<task_id>")
-    def get_task(task_id: str) -> TaskView:
-        return TaskView.of(tasks.get(task_id))
+    @app.get("/tasks/<task_id>", responses=problems(404))
+    def get_task(task_id: TaskId) -> TaskView:
+        return TaskView.of(tasks.get(caller_tenant(), task_id))
 
-    @app.delete("/tasks/<task_id>")
-    def delete_task(task_id: str) -> Response[None]:
-        tasks.delete(task_id)
+    @app.delete("/tasks/<task_id>", responses=problems(404, ok=(204, "Deleted")))
+    def delete_task(task_id: TaskId) -> Response[None]:
+        tasks.delete(caller_tenant(), task_id)
         return Response(status_code=204)
 
-    @app.get("/tasks/<task_id>/executions")
+    @app.get("/tasks/<task_id>/executions", responses=problems(404))
     def list_executions(
-        task_id: str, limit: PageLimit = 50, next_token: PageToken = None
+        task_id: TaskId, limit: PageLimit = 50, next_token: PageToken = None
     ) -> ExecutionPage:
-        page = tasks.executions(task_id, limit, next_token)
+        page = tasks.executions(caller_tenant(), task_id, limit, next_token)
         return ExecutionPage(
             items=[ExecutionView.of(e) for e in page.items], next_token=page.next_token
         )
 
-    @app.get("/tasks/<task_id>/next")
+    @app.get("/tasks/<task_id>/next", responses=problems(404))
     def next_occurrences(
-        task_id: str, count: PreviewCount = 10, after: PreviewAfter = None
+        task_id: TaskId, count: PreviewCount = 10, after: PreviewAfter = None
     ) -> OccurrencesView:
-        task, occurrences = tasks.upcoming(task_id, count, after)
+        task, occurrences = tasks.upcoming(caller_tenant(), task_id, count, after)
         return OccurrencesView(
             task_id=task.task_id,
             timezone=task.timezone,
             occurrences=[format_instant(o) for o in occurrences],
         )
+
+    @app.get("/tenant", responses=problems())
+    def get_tenant() -> TenantView:
+        tenant = caller_tenant()
+        return _tenant_view(tenant, tasks.signing_secrets(tenant))
+
+    @app.post("/tenant/signing-secrets/rotate", responses=problems(409))
+    def rotate_signing_secret() -> TenantView:
+        tenant = caller_tenant()
+        return _tenant_view(tenant, tasks.rotate_signing_secret(tenant))
+
+    def _tenant_view(tenant: str, secrets: list[str]) -> TenantView:
+        return TenantView(
+            tenant_id=tenant,
+            signing_secrets=secrets,
+            task_count=tasks.task_count(tenant),
+            max_tasks=settings.max_tasks_per_tenant,
+            max_payload_bytes=settings.max_payload_bytes,
+            min_interval_seconds=settings.min_interval_seconds,
+        )
+
+    @app.get(OPENAPI_PATH, include_in_schema=False)
+    def openapi() -> Response[str]:
+        return Response(
+            status_code=200,
+            content_type="application/json",
+            body=app.get_openapi_json_schema(title="dynacron", version=__version__),
+        )
+
+    # Swagger UI with its script and styles inlined: the page fetches nothing else.
+    app.enable_swagger(path=DOCS_PATH, title="dynacron", version=__version__)
 
     @app.exception_handler(RequestValidationError)
     def invalid_request_shape(error: RequestValidationError) -> Response[str]:
@@ -85,7 +186,11 @@ def build_api(tasks: TaskService) -> APIGatewayRestResolver:
 
     @app.exception_handler(PayloadTooLarge)
     def payload_too_large(error: PayloadTooLarge) -> Response[str]:
-        return problem(413, "Payload too large", str(error), [_field(error)])
+        return problem(413, "Payload too large", str(error), [_field(error)], limit=error.limit)
+
+    @app.exception_handler(LimitExceeded)
+    def limit_exceeded(error: LimitExceeded) -> Response[str]:
+        return problem(422, "Limit exceeded", str(error), [_field(error)], limit=error.limit)
 
     @app.exception_handler(InvalidRequest)
     def invalid_request(error: InvalidRequest) -> Response[str]:
@@ -94,6 +199,20 @@ def build_api(tasks: TaskService) -> APIGatewayRestResolver:
     @app.exception_handler(TaskNotFound)
     def task_not_found(error: TaskNotFound) -> Response[str]:
         return problem(404, "Not found", str(error))
+
+    @app.exception_handler(Conflict)
+    def conflict(error: Conflict) -> Response[str]:
+        return problem(409, "Conflict", str(error))
+
+    @app.exception_handler(Unauthenticated)
+    def unauthenticated(error: Unauthenticated) -> Response[str]:
+        return problem(401, "Unauthenticated", str(error))
+
+    @app.exception_handler(RateLimited)
+    def rate_limited(error: RateLimited) -> Response[str]:
+        response = problem(429, "Too many requests", str(error), limit="tenant_rate_per_second")
+        response.headers["Retry-After"] = str(error.retry_after_seconds)
+        return response
 
     @app.not_found
     def route_not_found(error: NotFoundError) -> Response[str]:

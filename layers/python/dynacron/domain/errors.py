@@ -28,3 +28,23 @@ class TaskNotFound(DynacronError):
 
 class Conflict(DynacronError):
     """The stored state moved on since it was read; the caller may retry."""
+
+
+class LimitExceeded(InvalidRequest):
+    """A request over an operator limit; ``limit`` names it (e.g. ``max_tasks_per_tenant``)."""
+
+    def __init__(self, limit: str, field: str, message: str) -> None:
+        super().__init__(field, message)
+        self.limit = limit
+
+
+class RateLimited(DynacronError):
+    """The caller's tenant sent more requests than its rate allows; retry after a while."""
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__(f"too many requests; retry in {retry_after_seconds} s")
+        self.retry_after_seconds = retry_after_seconds
+
+
+class Unauthenticated(DynacronError):
+    """No tenant can be derived from the caller's identity."""

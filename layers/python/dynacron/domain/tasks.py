@@ -24,6 +24,9 @@ MAX_CATCHUP_WINDOW_SECONDS = 366 * 24 * 3600
 # SQS DelaySeconds is at most 15 minutes, and jitter is applied as that delay.
 MAX_JITTER_SECONDS = 900
 _JUST_BEFORE = timedelta(microseconds=1)
+# The tenant of a caller without identity in local mode, and of tasks stored
+# before tenants existed.
+DEFAULT_TENANT = "default"
 
 
 class TaskStatus(StrEnum):
@@ -62,6 +65,7 @@ class Task:
     last_scheduled_at: datetime | None = None
     catchup: CatchUpPolicy = dataclasses.field(default_factory=CatchUpPolicy)
     jitter_seconds: int = 0
+    tenant_id: str = DEFAULT_TENANT
 
     @property
     def timezone(self) -> str:

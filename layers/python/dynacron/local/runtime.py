@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from dynacron.app import Dynacron
-from dynacron.config import LOOPBACK_NETWORKS
+from dynacron.config import DEFAULT_TENANT, LOOPBACK_NETWORKS
 from dynacron.delivery import DeliveryResult, HttpDelivery
 from dynacron.domain.clock import Clock, SystemClock
 from dynacron.domain.executions import Dispatch
@@ -25,6 +26,8 @@ from dynacron.domain.tasks import Task
 from dynacron.domain.urls import UrlPolicy
 from dynacron.local.aws import REGION, EmbeddedAws, aws_clients, provision
 from dynacron.local.gateway import ApiGateway, LocalContext
+from dynacron.services.work import Delivery
+from dynacron.store import TenantStore
 
 logger = Logger(service="dynacron-local")
 
@@ -39,6 +42,8 @@ class LocalOptions:
     aws_endpoint: str | None = None
     prefix: str = "dynacron"
     allow_networks: tuple[str, ...] = LOOPBACK_NETWORKS
+    # (key, tenant) pairs; empty: no key needed, every caller is the default tenant.
+    api_keys: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -61,7 +66,7 @@ class Activity:
 
 
 class CountingDelivery:
-    def __init__(self, inner: HttpDelivery, activity: Activity) -> None:
+    def __init__(self, inner: Delivery, activity: Activity) -> None:
         self._inner = inner
         self._activity = activity
 
@@ -103,9 +108,17 @@ class LocalRuntime:
             shard_count=self.options.shards,
             delivery_allow_networks=self.options.allow_networks,
         )
+        settings = dataclasses.replace(
+            settings,
+            api_keys=self.options.api_keys,
+            # Without keys, one person on one machine: everything is one tenant.
+            default_tenant=None if self.options.api_keys else DEFAULT_TENANT,
+        )
         delivery = CountingDelivery(
             HttpDelivery(
-                UrlPolicy(settings.delivery_allow_networks), settings.http_timeout_seconds
+                UrlPolicy(settings.delivery_allow_networks),
+                settings.http_timeout_seconds,
+                secrets_of=TenantStore(dynamodb, settings.coordination_table).signing_secrets,
             ),
             self.activity,
         )

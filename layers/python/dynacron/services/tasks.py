@@ -1,16 +1,19 @@
-"""Registering, reading and deleting tasks."""
+"""Registering, reading and deleting tasks: every method acts for one tenant."""
 
 from __future__ import annotations
 
 import json
+import secrets
 import uuid
 from datetime import datetime, timedelta
 
 from dynacron.config import Settings
+from dynacron.delivery import Resolver, check_handler_url
 from dynacron.domain.clock import Clock
-from dynacron.domain.errors import InvalidRequest, TaskNotFound
+from dynacron.domain.errors import Conflict, InvalidRequest, LimitExceeded, TaskNotFound
 from dynacron.domain.executions import Execution
 from dynacron.domain.instants import to_utc_ms
+from dynacron.domain.limits import check_min_interval
 from dynacron.domain.schedules import (
     Schedule,
     Window,
@@ -24,15 +27,19 @@ from dynacron.domain.schedules import (
 from dynacron.domain.tasks import CatchUp, CatchUpPolicy, Task, TaskStatus
 from dynacron.domain.urls import UrlPolicy
 from dynacron.models import TaskCreate
-from dynacron.store import ExecutionStore, Page, TaskStore
+from dynacron.store import ExecutionStore, Page, TaskStore, TenantStore
 
 # A one-time task may be registered a little late (clock skew, slow clients)
 # and still fire at once; further in the past is almost surely a mistake.
 AT_PAST_TOLERANCE = timedelta(minutes=5)
 
 
-class PayloadTooLarge(InvalidRequest):
+class PayloadTooLarge(LimitExceeded):
     pass
+
+
+def new_signing_secret() -> str:
+    return "whsec_" + secrets.token_hex(32)
 
 
 class TaskService:
@@ -41,27 +48,33 @@ class TaskService:
         *,
         tasks: TaskStore,
         executions: ExecutionStore,
+        tenants: TenantStore,
         settings: Settings,
         clock: Clock,
+        resolver: Resolver,
     ) -> None:
         self._tasks = tasks
         self._executions = executions
+        self._tenants = tenants
+        self._resolver = resolver
         self._settings = settings
         self._clock = clock
         self._url_policy = UrlPolicy(settings.delivery_allow_networks)
 
-    def register(self, request: TaskCreate) -> Task:
-        """Validate ``request`` completely, then store the task with one conditional put."""
+    def register(self, tenant_id: str, request: TaskCreate) -> Task:
+        """Validate ``request`` completely, then store the task within the tenant's quota."""
         now = to_utc_ms(self._clock.now())
         # The id comes first: it is the seed that spreads a cron schedule's H fields.
         task_id = uuid.uuid4().hex
         schedule = self._schedule_of(request, now, seed=task_id)
         catchup = self._catchup_of(request)
-        host, _ = self._url_policy.check_url(request.handler_url)
-        self._url_policy.check_host(host)
+        check_min_interval(schedule, now, self._settings.min_interval_seconds)
+        # Checked again at delivery: DNS may change between now and then.
+        check_handler_url(self._url_policy, self._resolver, request.handler_url)
         size = len(json.dumps(request.payload, separators=(",", ":")).encode())
         if size > self._settings.max_payload_bytes:
             raise PayloadTooLarge(
+                "max_payload_bytes",
                 "payload",
                 f"is {size} bytes as JSON; the limit is {self._settings.max_payload_bytes} bytes",
             )
@@ -83,16 +96,24 @@ class TaskService:
             updated_at=now,
             catchup=catchup,
             jitter_seconds=request.jitter_seconds,
+            tenant_id=tenant_id,
         )
-        self._tasks.create(task, self._settings.sharding.place(task_id, next_run_at, now))
+        self._tasks.create_within_quota(
+            task,
+            self._settings.sharding.place(task_id, next_run_at, now),
+            self._settings.max_tasks_per_tenant,
+            new_signing_secret(),
+        )
         return task
 
-    def upcoming(self, task_id: str, count: int, after: str | None) -> tuple[Task, list[datetime]]:
+    def upcoming(
+        self, tenant_id: str, task_id: str, count: int, after: str | None
+    ) -> tuple[Task, list[datetime]]:
         """The task and its next ``count`` occurrences after ``after`` (default: now).
 
         ``after`` without an offset is read in the task's time zone.
         """
-        task = self.get(task_id)
+        task = self.get(tenant_id, task_id)
         start = (
             parse_local_instant("after", after, task.timezone)
             if after is not None
@@ -100,22 +121,39 @@ class TaskService:
         )
         return task, upcoming(task.schedule, start, count)
 
-    def get(self, task_id: str) -> Task:
-        task = self._tasks.get(task_id)
+    def get(self, tenant_id: str, task_id: str) -> Task:
+        """The tenant's task; ``TaskNotFound`` whether it is missing or another tenant's."""
+        task = self._tasks.get_owned(tenant_id, task_id)
         if task is None:
             raise TaskNotFound(task_id)
         return task
 
-    def page(self, limit: int, token: str | None) -> Page[Task]:
-        return self._tasks.page(limit, token)
+    def page(self, tenant_id: str, limit: int, token: str | None) -> Page[Task]:
+        return self._tasks.page_owned(tenant_id, limit, token)
 
-    def delete(self, task_id: str) -> None:
-        if not self._tasks.delete(task_id):
+    def delete(self, tenant_id: str, task_id: str) -> None:
+        if not self._tasks.delete_owned(tenant_id, task_id):
             raise TaskNotFound(task_id)
 
-    def executions(self, task_id: str, limit: int, token: str | None) -> Page[Execution]:
-        self.get(task_id)
+    def executions(
+        self, tenant_id: str, task_id: str, limit: int, token: str | None
+    ) -> Page[Execution]:
+        # Executions live in their task's partition: owning the task is owning them.
+        self.get(tenant_id, task_id)
         return self._executions.list_for_task(task_id, limit, token)
+
+    def signing_secrets(self, tenant_id: str) -> list[str]:
+        """The tenant's signing secrets, newest first, created on first ask."""
+        return self._tenants.ensure_secret(tenant_id, new_signing_secret())
+
+    def rotate_signing_secret(self, tenant_id: str) -> list[str]:
+        rotated = self._tenants.rotate_secret(tenant_id, new_signing_secret())
+        if rotated is None:
+            raise Conflict("the signing secret was rotated concurrently; read it again")
+        return rotated
+
+    def task_count(self, tenant_id: str) -> int:
+        return self._tenants.task_count(tenant_id)
 
     @staticmethod
     def _schedule_of(request: TaskCreate, now: datetime, seed: str) -> Schedule:
