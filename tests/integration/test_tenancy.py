@@ -1,0 +1,151 @@
+"""Tenants: every endpoint, given another tenant's ids, answers exactly as for a missing id."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from dynacron.app import Dynacron
+from tests.integration.api_client import call
+
+BOB = "arn:aws:sts::000000000000:assumed-role/Billing/session-1"
+HOOK = "http://127.0.0.1:9/hook"
+
+# Every route that takes a task id: (method, path template, body).
+TASK_ROUTES = [
+    ("GET", "/tasks/{id}", None),
+    ("DELETE", "/tasks/{id}", None),
+    ("GET", "/tasks/{id}/executions", None),
+    ("GET", "/tasks/{id}/next", None),
+]
+
+
+def shape(body: dict[str, Any], task_id: str) -> dict[str, Any]:
+    """A problem body with the id taken out, to compare two answers' shapes."""
+    return {k: (v.replace(task_id, "<id>") if isinstance(v, str) else v) for k, v in body.items()}
+
+
+@pytest.mark.parametrize(("method", "path", "body"), TASK_ROUTES)
+def test_another_tenants_task_is_indistinguishable_from_a_missing_one(
+    system: Dynacron, method: str, path: str, body: Any
+) -> None:
+    # Given a task of Alice's
+    _, task = call(system, "POST", "/tasks", {"rate": "1 minute", "handler_url": HOOK})
+    theirs, missing = task["task_id"], "0" * 32
+    # When Bob uses its id, and an id that exists nowhere
+    status, answer = call(system, method, path.format(id=theirs), body, principal=BOB)
+    missing_status, missing_answer = call(
+        system, method, path.format(id=missing), body, principal=BOB
+    )
+    # Then both are the same 404 problem
+    assert (status, missing_status) == (404, 404)
+    assert shape(answer, theirs) == shape(missing_answer, missing)
+    # And Alice's task is untouched
+    assert call(system, "GET", f"/tasks/{theirs}")[1] == task
+
+
+def test_lists_show_only_the_callers_tasks_and_pages_do_not_cross(system: Dynacron) -> None:
+    alices = {
+        call(system, "POST", "/tasks", {"rate": "1 hour", "handler_url": HOOK})[1]["task_id"]
+        for _ in range(3)
+    }
+    bobs = {
+        call(system, "POST", "/tasks", {"rate": "1 hour", "handler_url": HOOK}, principal=BOB)[1][
+            "task_id"
+        ]
+        for _ in range(2)
+    }
+    seen, token = [], None
+    while True:
+        query = {"limit": 2} | ({"next_token": token} if token else {})
+        status, page = call(system, "GET", "/tasks", **query)
+        assert status == 200
+        seen += [t["task_id"] for t in page["items"]]
+        token = page["next_token"]
+        if not token:
+            break
+    assert set(seen) == alices
+    assert {t["task_id"] for t in call(system, "GET", "/tasks", principal=BOB)[1]["items"]} == bobs
+    # A page token of Alice's is no use to Bob
+    _, first = call(system, "GET", "/tasks", limit=1)
+    status, problem = call(system, "GET", "/tasks", principal=BOB, next_token=first["next_token"])
+    assert status == 422
+    assert problem["errors"][0]["field"] == "next_token"
+
+
+def test_sessions_of_one_role_are_one_tenant(system: Dynacron) -> None:
+    _, task = call(system, "POST", "/tasks", {"rate": "1 hour", "handler_url": HOOK}, principal=BOB)
+    other_session = BOB.replace("session-1", "session-2")
+    assert call(system, "GET", f"/tasks/{task['task_id']}", principal=other_session)[0] == 200
+    _, tenant = call(system, "GET", "/tenant", principal=other_session)
+    assert tenant["tenant_id"] == "arn:aws:iam::000000000000:role/Billing"
+    assert tenant["task_count"] == 1
+
+
+def test_a_caller_without_identity_is_refused_unless_a_default_tenant_exists(
+    system: Dynacron, aws: tuple[Any, Any]
+) -> None:
+    status, problem = call(system, "GET", "/tasks", principal=None)
+    assert status == 401
+    assert problem["title"] == "Unauthenticated"
+    dynamodb, sqs = aws
+    local = Dynacron(
+        dataclasses.replace(system.settings, default_tenant="default"),
+        dynamodb=dynamodb,
+        sqs=sqs,
+        clock=system.clock,
+    )
+    assert call(local, "GET", "/tasks", principal=None)[0] == 200
+
+
+def test_api_keys_map_to_tenants_and_an_unknown_key_is_401(
+    system: Dynacron, aws: tuple[Any, Any]
+) -> None:
+    dynamodb, sqs = aws
+    keyed = Dynacron(
+        dataclasses.replace(system.settings, api_keys=(("k-alice", "alice"), ("k-bob", "bob"))),
+        dynamodb=dynamodb,
+        sqs=sqs,
+        clock=system.clock,
+    )
+    as_alice = {"x-api-key": "k-alice"}
+    _, task = call(
+        keyed,
+        "POST",
+        "/tasks",
+        {"rate": "1 hour", "handler_url": HOOK},
+        principal=None,
+        headers=as_alice,
+    )
+    assert (
+        call(keyed, "GET", f"/tasks/{task['task_id']}", principal=None, headers=as_alice)[0] == 200
+    )
+    assert (
+        call(
+            keyed,
+            "GET",
+            f"/tasks/{task['task_id']}",
+            principal=None,
+            headers={"x-api-key": "k-bob"},
+        )[0]
+        == 404
+    )
+    assert call(keyed, "GET", "/tasks", principal=None, headers={"x-api-key": "nope"})[0] == 401
+    assert call(keyed, "GET", "/tasks", principal=None)[0] == 401
+
+
+def test_signing_secrets_are_per_tenant_and_rotation_keeps_the_previous_one(
+    system: Dynacron,
+) -> None:
+    _, alice = call(system, "GET", "/tenant")
+    _, bob = call(system, "GET", "/tenant", principal=BOB)
+    assert len(alice["signing_secrets"]) == 1
+    assert alice["signing_secrets"] != bob["signing_secrets"]
+    assert call(system, "GET", "/tenant")[1]["signing_secrets"] == alice["signing_secrets"]
+    status, rotated = call(system, "POST", "/tenant/signing-secrets/rotate")
+    assert status == 200
+    assert rotated["signing_secrets"][1:] == alice["signing_secrets"]
+    assert rotated["signing_secrets"][0] not in alice["signing_secrets"]
+    assert call(system, "GET", "/tenant", principal=BOB)[1] == bob
