@@ -1,3 +1,20 @@
 """dynacron: a serverless, distributed task scheduler for AWS."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+__all__ = ["Client", "__version__"]
+
+if TYPE_CHECKING:
+    from dynacron.client import Client
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: the Lambda functions never pay for the client.
+    if name == "Client":
+        from dynacron.client import Client
+
+        return Client
+    raise AttributeError(f"module 'dynacron' has no attribute {name!r}")

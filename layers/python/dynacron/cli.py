@@ -2,22 +2,287 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import typer
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
+from rich.table import Table
 
+from dynacron.client import LOCAL_URL, ApiError, ApiUnreachable, Client, SigV4Auth
+from dynacron.config import parse_api_keys
 from dynacron.domain.describe import describe
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.instants import format_instant
 from dynacron.domain.schedules import parse_expression, parse_local_instant, upcoming
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
+from dynacron.models import ExecutionPage, ExecutionView, TaskCreate, TaskPage, TaskView
 
 app = typer.Typer(help="dynacron: a serverless, distributed task scheduler.", no_args_is_help=True)
+tasks_app = typer.Typer(help="Register, inspect and control tasks.", no_args_is_help=True)
+executions_app = typer.Typer(help="A task's executions.", no_args_is_help=True)
+dead_letters_app = typer.Typer(help="Executions that ran out of attempts.", no_args_is_help=True)
+app.add_typer(tasks_app, name="tasks")
+app.add_typer(executions_app, name="executions")
+app.add_typer(dead_letters_app, name="dead-letters")
 console = Console(stderr=True, highlight=False)
+out = Console(highlight=False)
+
+UrlOption = Annotated[
+    str,
+    typer.Option(
+        "--url",
+        envvar="DYNACRON_URL",
+        help="The API; a non-loopback URL is signed with your AWS credentials (SigV4)",
+    ),
+]
+ApiKeyOption = Annotated[
+    str | None,
+    typer.Option("--api-key", envvar="DYNACRON_API_KEY", help="An API key, instead of SigV4"),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON, for scripts")]
+LimitOption = Annotated[int, typer.Option(min=1, max=100, help="Items per page")]
+TokenOption = Annotated[str | None, typer.Option(help="next_token of the previous page")]
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    api_key: str | None
+    as_json: bool
+
+    def client(self) -> Client:
+        loopback = urlsplit(self.url).hostname in ("127.0.0.1", "localhost", "::1")
+        auth = None if loopback or self.api_key else SigV4Auth()
+        return Client(self.url, api_key=self.api_key, auth=auth)
+
+
+@contextmanager
+def api(target: Target) -> Iterator[Client]:
+    """A client whose errors become one readable line and exit code 1."""
+    try:
+        with target.client() as client:
+            yield client
+    except ApiUnreachable as error:
+        console.print(f"[red]error:[/red] {error}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    except ApiError as error:
+        console.print(f"[red]error:[/red] {error}", soft_wrap=True)
+        for field in error.problem.errors or []:
+            console.print(f"  {field.get('field')}: {field.get('message')}", soft_wrap=True)
+        hint = _HINTS.get(error.status)
+        if hint:
+            console.print(f"  {hint}", soft_wrap=True)
+        raise typer.Exit(1) from None
+
+
+_HINTS = {
+    401: "the API does not know who you are: pass --api-key, or AWS credentials for SigV4",
+    403: "API Gateway refused the signature: check your AWS credentials and region",
+    404: "list your tasks with `dynacron tasks list`",
+    429: "slow down: wait a moment and retry",
+}
+
+
+def show(target: Target, value: BaseModel, table: Callable[[Any], Table] | None = None) -> None:
+    if target.as_json or table is None:
+        out.print_json(value.model_dump_json())
+    else:
+        out.print(table(value))
+
+
+def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    return table
+
+
+def _tasks_table(page: TaskPage | TaskView) -> Table:
+    items = page.items if isinstance(page, TaskPage) else [page]
+    table = _table(
+        "tasks",
+        ["task_id", "name", "schedule", "status", "next_run_at", "handler_url"],
+        [
+            [
+                t.task_id,
+                t.name,
+                f"{t.schedule.kind} {t.schedule.expression}",
+                t.status,
+                t.next_run_at,
+                t.handler_url,
+            ]
+            for t in items
+        ],
+    )
+    if isinstance(page, TaskPage | ExecutionPage) and page.next_token:
+        table.caption = f"more: --next-token {page.next_token}"
+    return table
+
+
+def _executions_table(page: ExecutionPage | ExecutionView) -> Table:
+    items = page.items if isinstance(page, ExecutionPage) else [page]
+    table = _table(
+        "executions",
+        ["execution_id", "scheduled_at", "status", "attempt", "error"],
+        [[e.execution_id, e.scheduled_at, e.status, e.attempt, e.error] for e in items],
+    )
+    if isinstance(page, TaskPage | ExecutionPage) and page.next_token:
+        table.caption = f"more: --next-token {page.next_token}"
+    return table
+
+
+def _target(ctx: typer.Context) -> Target:
+    assert isinstance(ctx.obj, Target)
+    return ctx.obj
+
+
+def _connect(ctx: typer.Context, url: str, api_key: str | None, as_json: bool) -> None:
+    ctx.obj = Target(url, api_key, as_json)
+
+
+for _group in (tasks_app, executions_app, dead_letters_app):
+
+    @_group.callback()
+    def _options(
+        ctx: typer.Context,
+        url: UrlOption = LOCAL_URL,
+        api_key: ApiKeyOption = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        _connect(ctx, url, api_key, as_json)
+
+
+@tasks_app.command("create")
+def tasks_create(
+    ctx: typer.Context,
+    handler_url: Annotated[str, typer.Option(help="The http(s) URL to POST each execution to")],
+    cron: Annotated[
+        str | None, typer.Option(help="A cron expression, e.g. '0 9 * * MON-FRI'")
+    ] = None,
+    rate: Annotated[str | None, typer.Option(help="A rate, e.g. '5 minutes'")] = None,
+    at: Annotated[str | None, typer.Option(help="An ISO 8601 instant, for a one-time task")] = None,
+    name: Annotated[str | None, typer.Option(help="A name to recognise it by")] = None,
+    tz: Annotated[str, typer.Option("--tz", help="IANA time zone")] = "UTC",
+    payload: Annotated[str, typer.Option(help="JSON object sent with every execution")] = "{}",
+) -> None:
+    """Register a task: give exactly one of --cron, --rate or --at."""
+    target = _target(ctx)
+    try:
+        body = json.loads(payload)
+    except ValueError as error:
+        console.print(f"[red]error:[/red] --payload is not JSON: {error}")
+        raise typer.Exit(2) from None
+    try:
+        request = TaskCreate(
+            handler_url=handler_url,
+            cron=cron,
+            rate=rate,
+            at=at,
+            name=name,
+            timezone=tz,
+            payload=body,
+        )
+    except ValidationError as error:
+        console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+    with api(target) as client:
+        task = client.create_task(request)
+    show(target, task, _tasks_table)
+
+
+@tasks_app.command("list")
+def tasks_list(ctx: typer.Context, limit: LimitOption = 50, next_token: TokenOption = None) -> None:
+    """Your tasks, oldest first, one page at a time."""
+    target = _target(ctx)
+    with api(target) as client:
+        show(target, client.list_tasks(limit, next_token), _tasks_table)
+
+
+@tasks_app.command("get")
+def tasks_get(ctx: typer.Context, task_id: str) -> None:
+    """One task."""
+    target = _target(ctx)
+    with api(target) as client:
+        show(target, client.get_task(task_id), _tasks_table)
+
+
+@tasks_app.command("pause")
+def tasks_pause(
+    ctx: typer.Context,
+    task_id: str,
+    note: Annotated[str | None, typer.Option(help="Why, for whoever resumes it")] = None,
+) -> None:
+    """Stop a task firing until it is resumed."""
+    target = _target(ctx)
+    with api(target) as client:
+        show(target, client.pause_task(task_id, note), _tasks_table)
+
+
+@tasks_app.command("resume")
+def tasks_resume(ctx: typer.Context, task_id: str) -> None:
+    """Let a paused task fire again, from its next occurrence."""
+    target = _target(ctx)
+    with api(target) as client:
+        show(target, client.resume_task(task_id), _tasks_table)
+
+
+@tasks_app.command("trigger")
+def tasks_trigger(ctx: typer.Context, task_id: str) -> None:
+    """Run a task once now, outside its schedule."""
+    target = _target(ctx)
+    with api(target) as client:
+        show(target, client.trigger_task(task_id), _executions_table)
+
+
+@tasks_app.command("delete")
+def tasks_delete(ctx: typer.Context, task_id: str) -> None:
+    """Delete a task; executions already queued are skipped."""
+    target = _target(ctx)
+    with api(target) as client:
+        client.delete_task(task_id)
+    if target.as_json:
+        out.print_json(json.dumps({"deleted": task_id}))
+    else:
+        out.print(f"deleted {task_id}")
+
+
+@executions_app.command("list")
+def executions_list(
+    ctx: typer.Context, task_id: str, limit: LimitOption = 50, next_token: TokenOption = None
+) -> None:
+    """A task's executions, newest first."""
+    target = _target(ctx)
+    with api(target) as client:
+        show(target, client.list_executions(task_id, limit, next_token), _executions_table)
+
+
+@dead_letters_app.command("list")
+def dead_letters_list(
+    ctx: typer.Context, limit: LimitOption = 50, next_token: TokenOption = None
+) -> None:
+    """Executions that failed every attempt."""
+    target = _target(ctx)
+    with api(target) as client:
+        show(target, client.list_dead_letters(limit, next_token), _executions_table)
+
+
+@dead_letters_app.command("redrive")
+def dead_letters_redrive(ctx: typer.Context, execution_id: str) -> None:
+    """Run a dead-lettered execution again."""
+    target = _target(ctx)
+    with api(target) as client:
+        show(target, client.redrive(execution_id), _executions_table)
 
 
 @app.command()
@@ -29,13 +294,27 @@ def local(
         str | None, typer.Option(help="Use this AWS endpoint instead of an embedded one")
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every step")] = False,
+    api_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--api-key",
+            help="KEY or KEY=TENANT (repeatable): require one of these keys; "
+            "without any, every caller is the one default tenant",
+        ),
+    ] = None,
 ) -> None:
     """Run dynacron on this machine: embedded AWS, the HTTP API, tick and workers."""
     from dynacron.local.runtime import LocalOptions, LocalRuntime
 
     _quiet_logs(verbose)
     runtime = LocalRuntime(
-        LocalOptions(port=port, shards=shards, workers=workers, aws_endpoint=aws_endpoint)
+        LocalOptions(
+            port=port,
+            shards=shards,
+            workers=workers,
+            aws_endpoint=aws_endpoint,
+            api_keys=parse_api_keys(",".join(api_key or [])),
+        )
     )
     try:
         runtime.start()
@@ -48,6 +327,13 @@ def local(
     console.print(f"  embedded AWS  {runtime.aws_endpoint}  (DynamoDB + SQS)")
     console.print(f"  tick          {shards} shards, every second")
     console.print(f"  workers       {workers}, delivering to loopback addresses only")
+    console.print(f"  API docs      {api}/docs  (OpenAPI at {api}/openapi.json)")
+    tenants = sorted({tenant for _, tenant in runtime.options.api_keys})
+    console.print(
+        f"  tenants       {', '.join(tenants)} (by --api-key)"
+        if tenants
+        else "  tenants       one, 'default' (no API key needed)"
+    )
     console.print(
         f"  try           curl -s -X POST {api}/tasks -H 'content-type: application/json' "
         """-d '{"rate": "5 seconds", "handler_url": "http://127.0.0.1:9000/hook"}'"""

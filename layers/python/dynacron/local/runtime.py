@@ -44,6 +44,9 @@ class LocalOptions:
     allow_networks: tuple[str, ...] = LOOPBACK_NETWORKS
     # (key, tenant) pairs; empty: no key needed, every caller is the default tenant.
     api_keys: tuple[tuple[str, str], ...] = ()
+    # One person's scripts and tests: far above the deployed default.
+    tenant_rate_per_second: float = 500.0
+    tenant_rate_burst: int = 5000
 
 
 @dataclass
@@ -113,6 +116,8 @@ class LocalRuntime:
             api_keys=self.options.api_keys,
             # Without keys, one person on one machine: everything is one tenant.
             default_tenant=None if self.options.api_keys else DEFAULT_TENANT,
+            tenant_rate_per_second=self.options.tenant_rate_per_second,
+            tenant_rate_burst=self.options.tenant_rate_burst,
         )
         delivery = CountingDelivery(
             HttpDelivery(

@@ -1,0 +1,203 @@
+"""``dynacron.Client``: the HTTP API from Python, with the API's own typed models.
+
+Talks to local mode (``http://127.0.0.1:8080``) by default; give a deployed API's
+URL and ``SigV4Auth()`` to sign requests with the caller's AWS credentials, or
+an ``api_key`` where the deployment maps keys to tenants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+from pydantic import BaseModel
+
+from dynacron.api.identity import API_KEY_HEADER
+from dynacron.models import (
+    ExecutionPage,
+    ExecutionView,
+    OccurrencesView,
+    Problem,
+    TaskCreate,
+    TaskPage,
+    TaskView,
+    TenantView,
+)
+
+LOCAL_URL = "http://127.0.0.1:8080"
+M = TypeVar("M", bound=BaseModel)
+
+
+class ApiError(Exception):
+    """The API answered with an error: ``problem`` is its RFC 9457 body."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(f"{problem.status} {problem.title}: {problem.detail}")
+        self.problem = problem
+
+    @property
+    def status(self) -> int:
+        return self.problem.status
+
+
+class ApiUnreachable(Exception):
+    """No answer at all: nothing listens at the URL, or the network failed."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        hint = (
+            "is dynacron local running? start it with `make run` (or `dynacron local`)"
+            if urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1")
+            else "check the URL and your network"
+        )
+        super().__init__(f"cannot reach {url} ({reason}); {hint}")
+
+
+class SigV4Auth(httpx.Auth):
+    """Signs each request for API Gateway's IAM auth with the default AWS credentials."""
+
+    requires_request_body = True
+
+    def __init__(self, region: str | None = None) -> None:
+        import boto3
+
+        session = boto3.Session()
+        credentials = session.get_credentials()
+        if credentials is None:
+            raise ApiUnreachable("AWS", "no AWS credentials found; configure them first")
+        self._credentials = credentials
+        self._region = region or session.region_name or "us-east-1"
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        from botocore.auth import SigV4Auth as BotocoreSigV4
+        from botocore.awsrequest import AWSRequest
+
+        signed = AWSRequest(
+            method=request.method,
+            url=str(request.url),
+            data=request.content,
+            headers={"Content-Type": request.headers.get("Content-Type", "application/json")},
+        )
+        BotocoreSigV4(
+            self._credentials.get_frozen_credentials(), "execute-api", self._region
+        ).add_auth(signed)
+        request.headers.update(dict(signed.headers.items()))
+        yield request
+
+
+class Client:
+    """One method per API operation; errors raise ``ApiError`` or ``ApiUnreachable``."""
+
+    def __init__(
+        self,
+        base_url: str = LOCAL_URL,
+        *,
+        api_key: str | None = None,
+        auth: httpx.Auth | None = None,
+        timeout: float = 10.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            auth=auth,
+            timeout=timeout,
+            headers={API_KEY_HEADER: api_key} if api_key else {},
+            transport=transport,
+            trust_env=False,
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # tasks
+    def create_task(self, task: TaskCreate | None = None, **fields: Any) -> TaskView:
+        body = (task or TaskCreate(**fields)).model_dump(exclude_none=True, exclude_unset=True)
+        return self._call(TaskView, "POST", "/tasks", json=body)
+
+    def list_tasks(self, limit: int = 50, next_token: str | None = None) -> TaskPage:
+        return self._call(TaskPage, "GET", "/tasks", params=_page(limit, next_token))
+
+    def iter_tasks(self) -> Iterator[TaskView]:
+        """Every task of the caller's tenant, page after page."""
+        token: str | None = None
+        while True:
+            page = self.list_tasks(100, token)
+            yield from page.items
+            if not (token := page.next_token):
+                return
+
+    def get_task(self, task_id: str) -> TaskView:
+        return self._call(TaskView, "GET", f"/tasks/{task_id}")
+
+    def delete_task(self, task_id: str) -> None:
+        self._send("DELETE", f"/tasks/{task_id}")
+
+    def pause_task(self, task_id: str, note: str | None = None) -> TaskView:
+        body = {"note": note} if note is not None else {}
+        return self._call(TaskView, "POST", f"/tasks/{task_id}/pause", json=body)
+
+    def resume_task(self, task_id: str) -> TaskView:
+        return self._call(TaskView, "POST", f"/tasks/{task_id}/resume", json={})
+
+    def trigger_task(self, task_id: str) -> ExecutionView:
+        return self._call(ExecutionView, "POST", f"/tasks/{task_id}/trigger", json={})
+
+    def next_occurrences(self, task_id: str, count: int = 10) -> OccurrencesView:
+        return self._call(OccurrencesView, "GET", f"/tasks/{task_id}/next", params={"count": count})
+
+    # executions and dead letters
+    def list_executions(
+        self, task_id: str, limit: int = 50, next_token: str | None = None
+    ) -> ExecutionPage:
+        return self._call(
+            ExecutionPage, "GET", f"/tasks/{task_id}/executions", params=_page(limit, next_token)
+        )
+
+    def list_dead_letters(self, limit: int = 50, next_token: str | None = None) -> ExecutionPage:
+        return self._call(ExecutionPage, "GET", "/dead-letters", params=_page(limit, next_token))
+
+    def redrive(self, execution_id: str) -> ExecutionView:
+        return self._call(ExecutionView, "POST", f"/dead-letters/{execution_id}/redrive", json={})
+
+    # the caller's tenant
+    def tenant(self) -> TenantView:
+        return self._call(TenantView, "GET", "/tenant")
+
+    def rotate_signing_secret(self) -> TenantView:
+        return self._call(TenantView, "POST", "/tenant/signing-secrets/rotate", json={})
+
+    def _call(self, model: type[M], method: str, path: str, **kwargs: Any) -> M:
+        return model.model_validate(self._send(method, path, **kwargs).json())
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as error:
+            raise ApiUnreachable(self.base_url, str(error) or type(error).__name__) from None
+        if response.is_error:
+            raise ApiError(_problem_of(response))
+        return response
+
+
+def _page(limit: int, next_token: str | None) -> dict[str, Any]:
+    return {"limit": limit} | ({"next_token": next_token} if next_token else {})
+
+
+def _problem_of(response: httpx.Response) -> Problem:
+    try:
+        return Problem.model_validate(response.json())
+    except ValueError:
+        # Not ours (a proxy, or API Gateway refusing a signature): keep what it said.
+        return Problem(
+            title=response.reason_phrase or "Error",
+            status=response.status_code,
+            detail=response.text[:500] or "no details",
+        )
