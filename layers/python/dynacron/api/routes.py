@@ -72,12 +72,10 @@ _PROBLEM_DESCRIPTIONS = {
 _COMMON = (400, 401, 415, 422, 429)
 
 
-def problems(*statuses: int, ok: tuple[int, str] | None = None) -> dict[int, OpenAPIResponse]:
-    """OpenAPI responses for the problem+json errors a route can answer with.
-
-    ``ok`` documents a bodiless success (status, description).
-    """
-    success: dict[int, OpenAPIResponse] = {ok[0]: {"description": ok[1]}} if ok else {}
+def problems(*statuses: int, ok: tuple[int, str] = (200, "OK")) -> dict[int, OpenAPIResponse]:
+    """OpenAPI responses: the success ``ok`` (status, description; its body is the
+    route's return type) and the problem+json errors the route can answer with."""
+    success: dict[int, OpenAPIResponse] = {ok[0]: {"description": ok[1]}}
     return success | {
         status: {
             "description": _PROBLEM_DESCRIPTIONS[status],
