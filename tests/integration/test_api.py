@@ -97,9 +97,11 @@ def test_list_paginates_over_every_task_once(system: Dynacron) -> None:
 
 def test_bad_page_token_and_limit(system: Dynacron) -> None:
     status, problem = call(system, "GET", "/tasks", next_token="!!garbage!!")
-    assert status == 422 and problem["errors"][0]["field"] == "next_token"
+    assert status == 422
+    assert problem["errors"][0]["field"] == "next_token"
     status, problem = call(system, "GET", "/tasks", limit=0)
-    assert status == 422 and problem["errors"][0]["field"] == "limit"
+    assert status == 422
+    assert problem["errors"][0]["field"] == "limit"
 
 
 BAD_REQUESTS = [
@@ -173,7 +175,7 @@ def test_a_body_that_is_not_json(system: Dynacron, aws: tuple[Any, Any]) -> None
 
 
 def test_a_json_array_body(system: Dynacron, aws: tuple[Any, Any]) -> None:
-    status, problem = call(system, "POST", "/tasks", raw="[1, 2]")
+    status, _problem = call(system, "POST", "/tasks", raw="[1, 2]")
     assert 400 <= status < 500
     assert stored_items(system, aws) == []
 

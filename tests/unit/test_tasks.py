@@ -73,7 +73,8 @@ def test_missed_occurrences_catch_up_once_then_rejoin_the_grid() -> None:
 def test_one_time_task_completes() -> None:
     task = make_task(parse_at("2026-11-30T12:00:00Z"), T0)
     claim = claim_occurrence(task, T0 + timedelta(seconds=1))
-    assert claim is not None and claim.completes_task
+    assert claim is not None
+    assert claim.completes_task
     after = advanced(task, claim, T0 + timedelta(seconds=1))
     assert after.status is TaskStatus.COMPLETED
     assert after.next_run_at is None
@@ -100,7 +101,8 @@ def test_a_past_occurrence_is_filed_under_the_current_bucket() -> None:
     assert placement is not None
     assert placement.bucket == T0
     future = sharding.place("t1", T0 + timedelta(hours=3, minutes=5), now=T0)
-    assert future is not None and future.bucket == T0 + timedelta(hours=3)
+    assert future is not None
+    assert future.bucket == T0 + timedelta(hours=3)
     assert sharding.place("t1", None, now=T0) is None
 
 
