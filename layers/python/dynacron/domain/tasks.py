@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from dynacron.domain.instants import compact_instant, to_utc_ms
+from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import Schedule
 
 
@@ -21,10 +22,13 @@ class TaskStatus(StrEnum):
 
 @dataclass(frozen=True)
 class Task:
+    """A task runs either an HTTP handler (``handler_url``) or a registered Python
+    handler (``handler_name``), never both."""
+
     task_id: str
     name: str
     schedule: Schedule
-    handler_url: str
+    handler_url: str | None
     payload: dict[str, Any]
     status: TaskStatus
     next_run_at: datetime | None
@@ -32,6 +36,8 @@ class Task:
     updated_at: datetime
     version: int = 1
     last_scheduled_at: datetime | None = None
+    handler_name: str | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     @property
     def timezone(self) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -18,11 +19,6 @@ from typing import Any
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from moto.moto_server.werkzeug_app import (
-    DomainDispatcherApplication,
-    MotoRequestHandler,
-    create_backend_app,
-)
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from dynacron.config import Settings
@@ -31,6 +27,7 @@ from dynacron.resources import (
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     EXECUTIONS,
+    IDEMPOTENCY,
     TABLES,
     TASKS,
     QueueDefinition,
@@ -73,6 +70,14 @@ class EmbeddedAws:
         return f"http://{self._host}:{self._server.server_port}"
 
     def start(self) -> EmbeddedAws:
+        # Imported here: components that only connect to a running endpoint
+        # (``dynacron local --aws-endpoint``) start faster without moto.
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+
         app = AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(
             self._host, self._port, app, threaded=True, request_handler=MotoRequestHandler
@@ -130,6 +135,8 @@ def provision(dynamodb: Any, sqs: Any, prefix: str = "dynacron", **overrides: An
         executions_table=EXECUTIONS.default_name(prefix),
         coordination_table=COORDINATION.default_name(prefix),
         dispatch_queue_url=dispatch_url,
+        idempotency_table=IDEMPOTENCY.default_name(prefix),
+        dead_letter_queue_url=dead_letter_url,
         **overrides,
     )
 
@@ -151,11 +158,9 @@ def _create_queue(
     return url
 
 
-def main() -> None:
-    """Run the embedded AWS alone (``python -m dynacron.local.aws``), e.g. for tests."""
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--port", type=int, default=0)
-    port = parser.parse_args().port
+def serve(port: int = 0) -> None:
+    """Run the embedded AWS alone until interrupted; prints its endpoint when ready."""
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     aws = EmbeddedAws(port=port).start()
     print(f"embedded AWS listening on {aws.endpoint}", flush=True)
     try:
@@ -163,6 +168,13 @@ def main() -> None:
             time.sleep(3600)
     except KeyboardInterrupt:
         aws.stop()
+
+
+def main() -> None:
+    """Run the embedded AWS alone (``python -m dynacron.local.aws``), e.g. for tests."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, default=0)
+    serve(parser.parse_args().port)
 
 
 if __name__ == "__main__":

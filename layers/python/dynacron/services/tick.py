@@ -27,6 +27,7 @@ from dynacron.config import Settings
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import Dispatch
 from dynacron.domain.tasks import Claim, claim_occurrence, due_bucket_key
+from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.queue import DispatchQueue
 from dynacron.store import CursorStore, TaskStore
 
@@ -57,12 +58,14 @@ class Ticker:
         cursors: CursorStore,
         settings: Settings,
         clock: Clock,
+        faults: Faults = NO_FAULTS,
     ) -> None:
         self._tasks = tasks
         self._queue = queue
         self._cursors = cursors
         self._settings = settings
         self._clock = clock
+        self._faults = faults
         self._sharding = settings.sharding
         self._width = timedelta(seconds=settings.bucket_seconds)
 
@@ -138,6 +141,7 @@ class Ticker:
             ]
         )
         report.sent += len(sent)
+        self._faults.reached(Boundary.TICK_SENT_NOT_CLAIMED)
         for dispatch in sent:
             claim = by_execution[dispatch.execution_id]
             placement = self._sharding.place(claim.task.task_id, claim.next_run_at, now)
@@ -146,4 +150,5 @@ class Ticker:
                 report.lateness_seconds.append((now - claim.scheduled_at).total_seconds())
             else:
                 report.lost_races += 1
+            self._faults.reached(Boundary.TICK_CLAIMED_ONE)
         return len(sent) == len(claims)
