@@ -340,7 +340,8 @@ def execution_from_item(item: dict[str, Any]) -> Execution:
 @dataclass(frozen=True)
 class BeginResult:
     began: bool
-    # When refused: the execution as it was, which says why (finished, held, other attempt).
+    # Begun: the execution as it now is. Refused: as it was, which says why
+    # (finished, held by another worker, waiting for another attempt).
     current: Execution | None = None
 
 
@@ -428,7 +429,7 @@ class ExecutionStore:
         attempt. Anything else (finished, running elsewhere, waiting for another
         attempt) means the message is a duplicate or stale, and is refused.
         """
-        began, old = self._write(
+        began, item = self._write(
             dispatch.execution_id,
             "attribute_not_exists(#execution_id) OR (#status = :queued AND #attempt = :attempt)",
             {
@@ -448,8 +449,9 @@ class ExecutionStore:
             ),
             removes=("completed_at", "next_attempt_at", "accepted_at"),
             values={":queued": ExecutionStatus.QUEUED.value, ":retry": _retry_to_map(retry)},
+            return_values="ALL_NEW",
         )
-        return BeginResult(began, execution_from_item(old) if old else None)
+        return BeginResult(began, execution_from_item(item) if item else None)
 
     def renew(
         self,
