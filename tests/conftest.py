@@ -11,6 +11,7 @@ from dynacron.app import Dynacron
 from dynacron.config import LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import SettableClock
 from dynacron.local.aws import REGION, provision
+from tests.pipeline import Pipeline
 from tests.support import Sink
 
 START = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -52,3 +53,18 @@ def sink() -> Iterator[Sink]:
     server = Sink().start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def pipeline(aws: tuple[Any, Any], clock: SettableClock) -> Pipeline:
+    """Tick, workers and reaper driven by hand; handler calls time out after 0.5 s, so
+    the in-progress idempotency record of a crashed call expires within a second."""
+    dynamodb, sqs = aws
+    settings = provision(
+        dynamodb,
+        sqs,
+        shard_count=2,
+        delivery_allow_networks=LOOPBACK_NETWORKS,
+        http_timeout_seconds=0.5,
+    )
+    return Pipeline(aws, settings, clock)

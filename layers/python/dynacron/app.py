@@ -59,6 +59,7 @@ class Dynacron:
         handlers: HandlerRegistry | None = None,
         emit_metrics: Emit = print_emf,
         faults: Faults = NO_FAULTS,
+        dispatch_queue: DispatchQueue | None = None,
     ) -> None:
         import_handler_modules(settings.handler_modules)
         self.settings = settings
@@ -72,7 +73,7 @@ class Dynacron:
             dynamodb, settings.executions_table, EXECUTION_RETENTION, settings.shard_count
         )
         self.cursors = CursorStore(dynamodb, settings.coordination_table)
-        self.queue = DispatchQueue(sqs, settings.dispatch_queue_url)
+        self.queue = dispatch_queue or DispatchQueue(sqs, settings.dispatch_queue_url)
         self.dead_letter_queue = DeadLetterQueue(sqs, settings.dead_letter_queue_url)
         self.task_service = TaskService(
             tasks=self.tasks,

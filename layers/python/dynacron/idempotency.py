@@ -38,7 +38,8 @@ from dynacron.faults import NO_FAULTS, Boundary, Faults
 # Fixed, so the key does not depend on the Lambda function's name: the worker,
 # local mode and any future caller agree on the record of an execution.
 KEY_PREFIX = "dynacron-handler"
-# Leaves the worker time to record the outcome after the handler's own timeout.
+# Leaves the worker time to record the outcome after the handler's own timeout
+# (at most as long again as the timeout itself).
 RECORDING_MARGIN_MS = 5_000
 
 
@@ -58,7 +59,7 @@ class HandlerDeadline:
     invocation: RemainingTime | None = None
 
     def get_remaining_time_in_millis(self) -> int:
-        limit = self.handler_timeout_ms + RECORDING_MARGIN_MS
+        limit = self.handler_timeout_ms + min(RECORDING_MARGIN_MS, self.handler_timeout_ms)
         if self.invocation is None:
             return limit
         return min(limit, self.invocation.get_remaining_time_in_millis())

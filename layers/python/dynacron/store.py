@@ -388,9 +388,12 @@ class ExecutionStore:
         for with ``return_values``, the old one when the condition failed.
         """
         assignments = [f"#{name} = :{name}" for name in sets] + list(computed)
-        expression = "SET " + ", ".join(assignments)
+        clauses = []
+        if assignments:
+            clauses.append("SET " + ", ".join(assignments))
         if removes:
-            expression += " REMOVE " + ", ".join(f"#{name}" for name in removes)
+            clauses.append("REMOVE " + ", ".join(f"#{name}" for name in removes))
+        expression = " ".join(clauses)
         text = f"{expression} {condition}"
         all_values = {f":{name}": value for name, value in sets.items()} | (values or {})
         used_values = {f":{v}" for v in _VALUE.findall(text)}

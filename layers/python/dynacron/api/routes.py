@@ -40,7 +40,7 @@ def build_api(tasks: TaskService, executions: ExecutionService) -> APIGatewayRes
     app = APIGatewayRestResolver(enable_validation=True)
 
     def callback_token() -> str:
-        token = app.current_event.get_header_value(CALLBACK_TOKEN_HEADER, case_sensitive=False)
+        token = app.current_event.headers.get(CALLBACK_TOKEN_HEADER)  # case-insensitive
         if not token:
             raise CallbackRefused(f"send the token of the delivery in {CALLBACK_TOKEN_HEADER}")
         return token

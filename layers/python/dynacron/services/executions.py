@@ -15,6 +15,7 @@ from dynacron.domain.executions import (
     token_matches,
 )
 from dynacron.domain.retry import AttemptFailure
+from dynacron.domain.tasks import task_id_of
 from dynacron.queue import DeadLetterQueue, DispatchQueue
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 from dynacron.store import ExecutionStore, Page
@@ -44,10 +45,7 @@ class ExecutionService:
         self._terms = lease_terms
 
     def get(self, execution_id: str) -> Execution:
-        try:
-            execution = self._executions.get(execution_id)
-        except ValueError:  # not even shaped like an execution id
-            execution = None
+        execution = self._executions.get(_shaped(execution_id))
         if execution is None:
             raise ExecutionNotFound(execution_id)
         return execution
@@ -83,7 +81,7 @@ class ExecutionService:
         """Replay a dead letter under the same execution id, with a fresh retry budget."""
         now = self._clock.now()
         execution = self._executions.redrive(
-            execution_id,
+            _shaped(execution_id),
             now=now,
             lease_until=self._terms.pickup_deadline(now),
             new_token=new_token(),
@@ -111,3 +109,12 @@ class ExecutionService:
                 "the callback token does not match the execution's current attempt"
             )
         return execution
+
+
+def _shaped(execution_id: str) -> str:
+    """An id that cannot be an execution's is simply not found."""
+    try:
+        task_id_of(execution_id)
+    except ValueError:
+        raise ExecutionNotFound(execution_id) from None
+    return execution_id
