@@ -66,5 +66,7 @@ def pipeline(aws: tuple[Any, Any], clock: SettableClock) -> Pipeline:
         shard_count=2,
         delivery_allow_networks=LOOPBACK_NETWORKS,
         http_timeout_seconds=0.5,
+        # A fresh shard walks back this far; a week (the default) is many empty buckets.
+        initial_lookback_seconds=2 * 3600,
     )
     return Pipeline(aws, settings, clock)

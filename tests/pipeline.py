@@ -9,6 +9,7 @@ visibility timeout, and its leases and idempotency records stay as they were.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -56,6 +57,27 @@ class VirtualDelayQueue(DispatchQueue):
             super().send_later(dispatch, 0)
 
 
+class AtomicClient:
+    """In-process moto's DynamoDB takes no lock: two conditional writes racing from
+    two threads can both succeed, which DynamoDB never allows. One call at a time
+    here, as ``local.aws.AtomicDynamoDB`` does for the embedded server."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if name.startswith("_") or not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attribute(*args, **kwargs)
+
+        return call
+
+
 class Pipeline:
     def __init__(
         self,
@@ -64,13 +86,14 @@ class Pipeline:
         clock: SettableClock,
         handlers: HandlerRegistry | None = None,
     ) -> None:
-        self.dynamodb, self.sqs = aws
+        self.dynamodb, self.sqs = AtomicClient(aws[0]), aws[1]
         self.settings = settings
         self.clock = clock
         self.handlers = handlers
         self.metrics = MetricTotals()
         self.queue = VirtualDelayQueue(self.sqs, settings.dispatch_queue_url, clock)
         self.crashes = 0
+        self.record_failures = 0  # SQS records a worker reported back as failed
         self.app = self.component()
 
     def component(
@@ -98,11 +121,14 @@ class Pipeline:
         return self.app.task_service.register(TaskCreate(**fields)).task_id
 
     def tick(self, app: Dynacron | None = None) -> int:
+        """One tick of every shard; a failed tick is left for the next, as deployed."""
         try:
             return sum(r.claimed for r in (app or self.app).ticker.tick())
         except InjectedCrash:
             self.crashes += 1
-            return 0
+        except Exception:
+            pass
+        return 0
 
     def work(self, app: Dynacron | None = None, *, batches: int = 1000, sqs: Any = None) -> int:
         """Receive and run batches until the queue is empty; returns messages received."""
@@ -128,6 +154,7 @@ class Pipeline:
                 self._visible_again(messages)  # the whole batch failed
                 continue
             failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+            self.record_failures += len(failed)
             self._visible_again([m for m in messages if m["MessageId"] in failed])
             for message in messages:
                 if message["MessageId"] not in failed:
@@ -142,7 +169,9 @@ class Pipeline:
             return (app or self.app).reaper({}, LocalContext("test-reaper"))
         except InjectedCrash:
             self.crashes += 1
-            return {}
+        except Exception:
+            pass
+        return {}
 
     def settle(
         self, execution_ids: Iterable[str], *, rounds: int = 40, pause: float = 0.1
