@@ -158,10 +158,12 @@ class Pipeline:
             self._visible_again([m for m in messages if m["MessageId"] in failed])
             for message in messages:
                 if message["MessageId"] not in failed:
-                    self.sqs.delete_message(
-                        QueueUrl=self.settings.dispatch_queue_url,
-                        ReceiptHandle=message["ReceiptHandle"],
-                    )
+                    # A duplicate may have been deleted through another receipt already.
+                    with contextlib.suppress(Exception):
+                        self.sqs.delete_message(
+                            QueueUrl=self.settings.dispatch_queue_url,
+                            ReceiptHandle=message["ReceiptHandle"],
+                        )
         return received
 
     def reap(self, app: Dynacron | None = None) -> dict[str, Any]:

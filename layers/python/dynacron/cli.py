@@ -44,6 +44,9 @@ def local(
     pickup_grace_seconds: Annotated[
         float | None, typer.Option(help="How late a queued attempt may start before a resend")
     ] = None,
+    http_timeout_seconds: Annotated[
+        float | None, typer.Option(help="Time limit of one HTTP handler call")
+    ] = None,
     visibility_timeout: Annotated[
         int | None, typer.Option(help="Receive with this SQS visibility timeout (seconds)")
     ] = None,
@@ -80,6 +83,7 @@ def local(
             ("lease_seconds", lease_seconds),
             ("clock_skew_seconds", clock_skew_seconds),
             ("pickup_grace_seconds", pickup_grace_seconds),
+            ("http_timeout_seconds", http_timeout_seconds),
             ("handler_modules", tuple(m.strip() for m in handlers.split(",") if m.strip())),
         )
         if value

@@ -428,33 +428,53 @@ class ExecutionStore:
     ) -> BeginResult:
         """Start ``dispatch``'s attempt: RUNNING under a new lease.
 
-        Allowed for an execution never seen before, or one QUEUED for exactly this
-        attempt. Anything else (finished, running elsewhere, waiting for another
-        attempt) means the message is a duplicate or stale, and is refused.
+        Allowed for an execution never seen before (one conditional put), or one
+        QUEUED for exactly this attempt (one conditional update). Anything else
+        (finished, running elsewhere, waiting for another attempt) means the
+        message is a duplicate or stale, and is refused.
         """
-        began, item = self._write(
+        running = {
+            "status": ExecutionStatus.RUNNING.value,
+            "attempt": dispatch.attempt,
+            "started_at": format_instant(now),
+            "lease_token": lease_token,
+            "lease_until": format_instant(lease_until),
+            "lease_shard": self._lease_shard(dispatch.execution_id),
+            "callback_digest": callback_digest,
+        }
+        item = {
+            "task_id": dispatch.task_id,
+            "execution_id": dispatch.execution_id,
+            "scheduled_at": format_instant(dispatch.scheduled_at),
+            "first_attempt": dispatch.attempt,
+            "retry": _retry_to_map(retry),
+            "expires_at": int((dispatch.scheduled_at + self._retention).timestamp()),
+            **running,
+        }
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=_to_item(item),
+                ConditionExpression="attribute_not_exists(execution_id)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return BeginResult(True, execution_from_item(_to_item(item)))
+        except ClientError as error:
+            if not _is_condition_failure(error):
+                raise
+            old = error.response.get("Item")
+        current = execution_from_item(old) if old else None
+        if current is None or current.status is not ExecutionStatus.QUEUED:
+            return BeginResult(False, current)
+        began, new = self._write(
             dispatch.execution_id,
-            "attribute_not_exists(#execution_id) OR (#status = :queued AND #attempt = :attempt)",
-            {
-                "status": ExecutionStatus.RUNNING.value,
-                "attempt": dispatch.attempt,
-                "scheduled_at": format_instant(dispatch.scheduled_at),
-                "started_at": format_instant(now),
-                "lease_token": lease_token,
-                "lease_until": format_instant(lease_until),
-                "lease_shard": self._lease_shard(dispatch.execution_id),
-                "callback_digest": callback_digest,
-                "expires_at": int((dispatch.scheduled_at + self._retention).timestamp()),
-            },
-            computed=(
-                "#first_attempt = if_not_exists(#first_attempt, :attempt)",
-                "#retry = if_not_exists(#retry, :retry)",
-            ),
-            removes=("completed_at", "next_attempt_at", "accepted_at"),
-            values={":queued": ExecutionStatus.QUEUED.value, ":retry": _retry_to_map(retry)},
+            "#status = :queued AND #attempt = :attempt",
+            running,
+            removes=("next_attempt_at",),
+            values={":queued": ExecutionStatus.QUEUED.value},
             return_values="ALL_NEW",
         )
-        return BeginResult(began, execution_from_item(item) if item else None)
+        return BeginResult(began, execution_from_item(new) if began and new else current)
 
     def renew(
         self,
