@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +16,21 @@ from tests.pipeline import Pipeline
 from tests.support import Sink
 
 START = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak-executions",
+        type=int,
+        default=int(os.environ.get("DYNACRON_SOAK_EXECUTIONS", "1000")),
+        help="executions in the crash soak (default 1000, or $DYNACRON_SOAK_EXECUTIONS)",
+    )
+    parser.addoption(
+        "--soak-seed",
+        type=int,
+        default=int(os.environ.get("DYNACRON_SOAK_SEED", "20261130")),
+        help="seed of the crash soak's faults and kills",
+    )
 
 
 @pytest.fixture

@@ -119,16 +119,31 @@ def test_failures_are_retried_with_jittered_backoff_then_dead_lettered(
 
 
 def test_a_message_early_for_its_attempt_is_sent_on(pipeline: Pipeline, sink: Sink) -> None:
-    sink.status = 503
-    execution_id = one_time_task(pipeline, sink, retry={"base_delay_seconds": 60})
+    """A retry waits longer than SQS can delay a message (15 minutes): it hops."""
+    sink.answer = lambda delivery: (503, {"Retry-After": "3000"})
+    execution_id = one_time_task(pipeline, sink, retry={"max_delay_seconds": 3000})
     pipeline.tick()
-    pipeline.work()  # attempt 1 fails; attempt 2 is due later
-    _, delay = pipeline.queue.delays[-1]
-    sink.status = 200
-    pipeline.work()  # arrives early: sent on, not run
-    assert len(sink.snapshot()) == 1 or delay <= pipeline.settings.clock_skew_seconds
-    pipeline.clock.advance(timedelta(seconds=delay))
-    pipeline.work()
+    pipeline.work(batches=1)  # attempt 1 fails; attempt 2 is due much later
+    execution = pipeline.execution(execution_id)
+    assert execution is not None
+    assert execution.next_attempt_at is not None
+    # When the message for attempt 2 arrives after SQS's longest delay, still early
+    pipeline.clock.advance(timedelta(seconds=900))
+    early = Dispatch(
+        execution_id, execution.task_id, START, attempt=2, not_before=execution.next_attempt_at
+    )
+    pipeline.sqs.send_message(
+        QueueUrl=pipeline.settings.dispatch_queue_url, MessageBody=dispatch_to_body(early)
+    )
+    sink.answer = None
+    pipeline.work(batches=1)
+    # Then it is sent on for the rest of the wait, and nothing runs
+    dispatch, delay = pipeline.queue.delays[-1]
+    assert dispatch == early
+    assert delay == 2100
+    assert len(sink.snapshot()) == 1
+    pipeline.clock.set(execution.next_attempt_at)
+    pipeline.work(batches=1)
     assert [d.body["attempt"] for d in sink.snapshot()] == [1, 2]
     assert pipeline.execution(execution_id).status is ExecutionStatus.SUCCEEDED  # type: ignore[union-attr]
 
@@ -352,7 +367,7 @@ def test_python_handlers_are_chosen_by_name(aws: tuple[Any, Any], clock: Any, ou
     assert task["handler"] == "charge"
     assert task["handler_url"] is None
     pipeline.tick()
-    pipeline.work()
+    pipeline.work(batches=1)
     (run,) = calls
     assert run.execution_id == execution_id_for(task["task_id"], START)
     assert run.payload == {"cents": 100}

@@ -50,6 +50,9 @@ def local(
     visibility_timeout: Annotated[
         int | None, typer.Option(help="Receive with this SQS visibility timeout (seconds)")
     ] = None,
+    batch_size: Annotated[
+        int, typer.Option(min=1, max=10, help="SQS messages per worker invocation")
+    ] = 10,
     reaper_interval: Annotated[float, typer.Option(help="Seconds between reaper runs")] = 1.0,
     metrics_file: Annotated[
         Path | None, typer.Option(help="Append EMF metric documents to this file")
@@ -105,6 +108,7 @@ def local(
             aws_endpoint=aws_endpoint,
             components=components,
             visibility_timeout=visibility_timeout,
+            batch_size=batch_size,
             reaper_interval=reaper_interval,
             settings_overrides=overrides,
             metrics_file=metrics_file,

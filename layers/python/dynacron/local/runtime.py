@@ -57,6 +57,8 @@ class LocalOptions:
     # Override the queue's visibility timeout on receive (seconds), e.g. to see
     # the messages of a killed worker again sooner in tests.
     visibility_timeout: int | None = None
+    # Messages per worker invocation (the event source mapping's batch size).
+    batch_size: int = 10
     # Further Settings fields (lease_seconds, clock_skew_seconds, ...).
     settings_overrides: dict[str, Any] = field(default_factory=dict)
     # Append every EMF document here (one JSON per line) instead of keeping totals only.
@@ -242,7 +244,7 @@ class LocalRuntime:
         queue_url = app.settings.dispatch_queue_url
         receive: dict[str, Any] = {
             "QueueUrl": queue_url,
-            "MaxNumberOfMessages": 10,
+            "MaxNumberOfMessages": self.options.batch_size,
             "WaitTimeSeconds": 1,
             "MessageSystemAttributeNames": ["All"],
         }
