@@ -4,8 +4,8 @@ jittered waits, lands in the dead-letter list, and a redrive replays it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from itertools import pairwise
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 import pytest
 
@@ -67,10 +67,13 @@ def test_an_always_failing_handler_backs_off_then_is_dead_lettered_and_redriven(
             # never shorter (SQS holds the message), a little longer (polling, load)
             assert wanted <= POLICY.ceiling(attempt)
             assert wanted - 0.3 <= got <= wanted + 3.0, (execution_id, attempt, got, wanted)
+        pairs = enumerate(zip(measured, expected, strict=True), start=1)
         lines.append(
-            "  ".join(f"{got:5.2f}s (drawn {wanted}s of ≤{POLICY.ceiling(n)}s)"
-                      for n, (got, wanted) in enumerate(zip(measured, expected, strict=True), start=1))
-        )  # fmt: skip
+            "  ".join(
+                f"{got:5.2f}s (drawn {wanted}s of ≤{POLICY.ceiling(n)}s)"
+                for n, (got, wanted) in pairs
+            )
+        )
     assert [POLICY.ceiling(n) for n in (1, 2, 3)] == [2, 4, 8]
     print("\nmeasured waits before attempts 2, 3 and 4 of an always-500 handler:")
     print("\n".join(lines))
