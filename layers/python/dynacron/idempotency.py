@@ -70,6 +70,8 @@ class GuardedResult:
     result: DeliveryResult
     # True when the handler had already succeeded for this execution and was not called.
     replayed: bool = False
+    # True when another call for this execution was still in progress: not called.
+    in_progress: bool = False
 
 
 class _NotASuccess(Exception):
@@ -97,6 +99,11 @@ class IdempotentHandlerCalls:
         self._ttl_seconds = ttl_seconds
         self._handler_timeout_ms = int(handler_timeout_seconds * 1000)
         self._faults = faults
+
+    @property
+    def in_progress_limit_seconds(self) -> float:
+        """The longest an in-progress record can block a new call (a dead caller's)."""
+        return HandlerDeadline(self._handler_timeout_ms).get_remaining_time_in_millis() / 1000
 
     def call(
         self,
@@ -144,7 +151,8 @@ class IdempotentHandlerCalls:
             return GuardedResult(
                 DeliveryResult.failed(
                     AttemptFailure("the handler is still running for an earlier attempt")
-                )
+                ),
+                in_progress=True,
             )
         status_code = stored.get("status_code") if isinstance(stored, dict) else None
         return GuardedResult(DeliveryResult.succeeded(status_code), replayed)

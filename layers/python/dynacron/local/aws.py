@@ -83,7 +83,10 @@ class EmbeddedAws:
             self._host, self._port, app, threaded=True, request_handler=MotoRequestHandler
         )
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="embedded-aws", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},  # stop() waits for one poll
+            name="embedded-aws",
+            daemon=True,
         )
         self._thread.start()
         return self

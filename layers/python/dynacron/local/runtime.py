@@ -177,7 +177,9 @@ class LocalRuntime:
             faults=faults,
         )
         if self._gateway is not None:
-            self._spawn("api", self._gateway.serve_forever)
+            gateway = self._gateway
+            # A short poll interval, so that stop() returns promptly.
+            self._spawn("api", lambda: gateway.serve_forever(poll_interval=0.05))
         if "tick" in options.components:
             self._spawn("tick", lambda: self._tick_loop(app))
         if "reaper" in options.components:

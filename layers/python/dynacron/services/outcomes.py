@@ -29,6 +29,8 @@ class Outcome(StrEnum):
     DUPLICATE = "DUPLICATE"
     # The message arrived before its attempt was due and was sent on.
     DEFERRED = "DEFERRED"
+    # Another call of the handler was still in progress: the same attempt, later.
+    POSTPONED = "POSTPONED"
     # Someone else (the reaper, a callback) acted on the execution first.
     LEASE_LOST = "LEASE_LOST"
 
@@ -62,7 +64,6 @@ class AttemptOutcomes:
     def failed(self, execution: Execution, lease_token: str, failure: AttemptFailure) -> Outcome:
         """A failed attempt: the next one queued after its backoff, or a dead letter."""
         self._metrics.attempt_failed()
-        now = self._clock.now()
         decision = decide(
             execution.retry,
             failure,
@@ -72,34 +73,54 @@ class AttemptOutcomes:
         )
         if decision.retry_in_seconds is None:
             return self._dead_letter(execution, lease_token, f"{failure.error} ({decision.reason})")
-        due = now + timedelta(seconds=decision.retry_in_seconds)
+        if not self._queue_attempt(
+            execution, lease_token, execution.attempt + 1, decision.retry_in_seconds, failure.error
+        ):
+            return Outcome.LEASE_LOST
+        self._metrics.retry_scheduled()
+        return Outcome.RETRY_SCHEDULED
+
+    def postpone(self, execution: Execution, lease_token: str, delay_seconds: float) -> Outcome:
+        """Run the same attempt again later; it did not fail, it could not start yet."""
+        if not self._queue_attempt(execution, lease_token, execution.attempt, delay_seconds):
+            return Outcome.LEASE_LOST
+        return Outcome.POSTPONED
+
+    def _queue_attempt(
+        self,
+        execution: Execution,
+        lease_token: str,
+        attempt: int,
+        delay_seconds: float,
+        error: str | None = None,
+    ) -> bool:
+        due = self._clock.now() + timedelta(seconds=delay_seconds)
         # Recorded before it is sent: if the sender dies in between, the queued
         # attempt's lease runs out and the reaper sends it.
         requeued = self._executions.requeue(
             execution.execution_id,
             lease_token,
             expected=ExecutionStatus.RUNNING,
-            attempt=execution.attempt + 1,
+            attempt=attempt,
             not_before=due,
             lease_until=self._terms.pickup_deadline(due),
             new_token=new_token(),
-            error=failure.error,
+            error=error,
         )
         if not requeued:
-            return Outcome.LEASE_LOST
+            return False
         self._faults.reached(Boundary.RETRY_RECORDED_NOT_SENT)
         self._queue.send_later(
             Dispatch(
                 execution_id=execution.execution_id,
                 task_id=execution.task_id,
                 scheduled_at=execution.scheduled_at,
-                attempt=execution.attempt + 1,
+                attempt=attempt,
                 not_before=due,
             ),
-            decision.retry_in_seconds,
+            delay_seconds,
         )
-        self._metrics.retry_scheduled()
-        return Outcome.RETRY_SCHEDULED
+        return True
 
     def _dead_letter(self, execution: Execution, lease_token: str, error: str) -> Outcome:
         now = self._clock.now()

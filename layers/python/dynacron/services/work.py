@@ -115,8 +115,14 @@ class ExecutionRunner:
                 lambda: self._delivery.deliver(task, dispatch, callback_token),
                 invocation,
             )
-        if guarded.replayed:
+        if guarded.replayed or guarded.in_progress:
             self._metrics.duplicate_suppressed()
+        if guarded.in_progress:
+            # A worker that died mid-call left its in-progress record: this attempt
+            # waits for it to expire instead of failing (the handler never ran).
+            return self._outcomes.postpone(
+                execution, lease_token, self._handler_calls.in_progress_limit_seconds
+            )
         self._faults.reached(Boundary.WORKER_OUTCOME_NOT_RECORDED)
         result = guarded.result
         if result.answer is HandlerAnswer.SUCCEEDED:
