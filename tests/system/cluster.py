@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,12 @@ class Cluster:
         self.processes[name] = service
         return service
 
+    def start_all(self, specs: dict[str, list[str]]) -> None:
+        """Start several processes at once (each ``name: [components, *options]``)."""
+        with ThreadPoolExecutor(max_workers=len(specs)) as pool:
+            for started in [pool.submit(self.start, n, *spec) for n, spec in specs.items()]:
+                started.result()
+
     def restart(self, name: str, *extra: str) -> Service:
         self.restarts += 1
         components, *options = self.options[name]
@@ -71,6 +78,28 @@ class Cluster:
                 if line.strip():
                     totals(json.loads(line))
         return totals.total(name)
+
+    def statuses(self, execution_ids: list[str]) -> list[str]:
+        """Each execution's status ("MISSING" if none), read with one paginated scan."""
+        client = self.app.executions._client
+        found: dict[str, str] = {}
+        kwargs: dict[str, Any] = {
+            "TableName": self.settings.executions_table,
+            "ConsistentRead": True,
+            "ProjectionExpression": "execution_id, #status",
+            "ExpressionAttributeNames": {"#status": "status"},
+        }
+        while True:
+            page = client.scan(**kwargs)
+            for item in page.get("Items", []):
+                found[item["execution_id"]["S"]] = item["status"]["S"]
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return [found.get(i, "MISSING") for i in execution_ids]
+
+    def succeeded(self, execution_ids: list[str]) -> int:
+        return self.statuses(execution_ids).count("SUCCEEDED")
 
     def stop(self) -> None:
         for service in self.processes.values():

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from dynacron.domain.executions import ExecutionStatus
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks import execution_id_for
 from dynacron.models import TaskCreate
@@ -18,8 +17,14 @@ from tests.system.cluster import Cluster
 
 pytestmark = [pytest.mark.system, pytest.mark.slow]
 
-# Short leases, so that a killed worker's executions are reaped within seconds.
-RECOVERY = ("--lease-seconds", "2", "--clock-skew-seconds", "0.5", "--visibility-timeout", "4")
+# Short leases and handler timeouts, so that a killed worker's executions are
+# reaped, and the idempotency records of its calls expire, within seconds.
+RECOVERY = (
+    "--lease-seconds", "2",
+    "--clock-skew-seconds", "0.5",
+    "--visibility-timeout", "4",
+    "--http-timeout-seconds", "1",
+)  # fmt: skip
 
 
 @pytest.fixture
@@ -44,11 +49,6 @@ def register_due_soon(cluster: Cluster, sink: Sink, count: int, in_seconds: floa
     return ids
 
 
-def succeeded(cluster: Cluster, ids: list[str]) -> int:
-    executions = [cluster.app.executions.get(i) for i in ids]
-    return sum(1 for e in executions if e is not None and e.status is ExecutionStatus.SUCCEEDED)
-
-
 def test_killing_a_worker_with_200_in_flight_loses_nothing(cluster: Cluster, sink: Sink) -> None:
     # Given a tick and reaper process, and a worker process with eight threads
     sink.hold = 0.05
@@ -59,12 +59,12 @@ def test_killing_a_worker_with_200_in_flight_loses_nothing(cluster: Cluster, sin
     assert wait_until(lambda: len(sink.snapshot()) >= 20, timeout=60)
     cluster.kill("worker")
     killed_at = time.monotonic()
-    done_at_kill = succeeded(cluster, ids)
+    done_at_kill = cluster.succeeded(ids)
     assert done_at_kill < 200, "the kill came too late to test anything"
     # And a new worker starts
     cluster.restart("worker")
     # Then all 200 are recorded SUCCEEDED, and the sink saw each business effect once
-    assert wait_until(lambda: succeeded(cluster, ids) == 200, timeout=90, interval=0.5)
+    assert wait_until(lambda: cluster.succeeded(ids) == 200, timeout=90, interval=0.5)
     recovered_in = time.monotonic() - killed_at
     assert sink.effects == dict.fromkeys(ids, 1)
     assert sink.applied_twice == 0

@@ -67,10 +67,16 @@ def test_soak_loses_nothing_and_applies_nothing_twice(
     cluster = Cluster(tmp_path, shard_count=2)
     try:
         began = time.monotonic()
-        # Given `size` one-time tasks due over a window at `RATE` a second, registered
-        # before the components start (registration competes with them otherwise)
+        cluster.start_all(
+            {
+                name: [components, *options, *RECOVERY, *chaos(rng)]
+                for name, (components, *options) in COMPONENTS.items()
+            }
+        )
+        # Given `size` one-time tasks due over a window at `RATE` a second
+        # (registered faster than they fall due)
         window = max(5.0, size / RATE)
-        first_due = datetime.now(UTC) + timedelta(seconds=8 + size / 150)
+        first_due = datetime.now(UTC) + timedelta(seconds=2)
         ids = []
         for number in range(size):
             due = first_due + timedelta(seconds=window * number / size)
@@ -82,8 +88,6 @@ def test_soak_loses_nothing_and_applies_nothing_twice(
                 )
             )
             ids.append(execution_id_for(task.task_id, task.next_run_at or due))
-        for name, (components, *options) in COMPONENTS.items():
-            cluster.start(name, components, *options, *RECOVERY, *chaos(rng))
         window_ends = time.monotonic() + (first_due - datetime.now(UTC)).total_seconds() + window
         # When processes die at random points, and are killed and restarted meanwhile
         self_killed = 0
@@ -101,12 +105,12 @@ def test_soak_loses_nothing_and_applies_nothing_twice(
             if (
                 time.monotonic() > window_ends
                 and len(sink.effects) == size
-                and all(status == "SUCCEEDED" for status in final_statuses(cluster, ids))
+                and all(status == "SUCCEEDED" for status in cluster.statuses(ids))
             ):
                 break
             time.sleep(0.25)
         elapsed = time.monotonic() - began
-        statuses = final_statuses(cluster, ids)
+        statuses = cluster.statuses(ids)
     finally:
         cluster.stop()
 
@@ -126,18 +130,3 @@ def test_soak_loses_nothing_and_applies_nothing_twice(
     assert lost == 0
     assert applied_twice == 0
     assert cluster.kills > 0
-
-
-def final_statuses(cluster: Cluster, ids: list[str]) -> list[str]:
-    """Every execution's status, read with one paginated scan of the executions table."""
-    client = cluster.app.executions._client
-    statuses: dict[str, str] = {}
-    kwargs = {"TableName": cluster.settings.executions_table, "ConsistentRead": True}
-    while True:
-        page = client.scan(**kwargs)
-        for item in page.get("Items", []):
-            statuses[item["execution_id"]["S"]] = item["status"]["S"]
-        if "LastEvaluatedKey" not in page:
-            break
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-    return [statuses.get(i, "MISSING") for i in ids]

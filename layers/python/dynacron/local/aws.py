@@ -55,6 +55,64 @@ class AtomicDynamoDB:
             return list(self._app(environ, start_response))
 
 
+def _speed_up_moto_sqs() -> None:
+    """Keep moto's SQS fast when a queue holds thousands of messages.
+
+    moto recomputes every queue attribute, counting visible, delayed and
+    in-flight messages through datetime arithmetic, on every SendMessage: a
+    burst of n executions costs O(n^2). Here the per-message checks use the
+    epoch clock directly, and the three counts, which AWS itself documents as
+    approximate, are cached for 100 ms. Pinned to the moto version in pyproject.
+    (The same patch as on main, commit 3750a13.)
+    """
+    from moto.sqs.models import Message, Queue
+
+    if getattr(Queue, "_dynacron_patched", False):
+        return
+
+    def visible(message: Any) -> bool:
+        return bool(time.time() * 1000 > message.visible_at)
+
+    def delayed(message: Any) -> bool:
+        return bool(time.time() * 1000 < message.delayed_until)
+
+    Message.visible = property(visible)  # type: ignore[method-assign,assignment]
+    Message.delayed = property(delayed)  # type: ignore[method-assign,assignment]
+
+    for name in (
+        "approximate_number_of_messages",
+        "approximate_number_of_messages_delayed",
+        "approximate_number_of_messages_not_visible",
+    ):
+        setattr(Queue, name, property(_cached_for(0.1, name, getattr(Queue, name).fget)))
+    Queue._dynacron_patched = True  # type: ignore[attr-defined]
+
+
+def _cached_for(seconds: float, name: str, compute: Callable[[Any], int]) -> Callable[[Any], int]:
+    def cached(queue: Any) -> int:
+        cache = queue.__dict__.setdefault("_dynacron_counts", {})
+        now = time.monotonic()
+        hit = cache.get(name)
+        if hit is None or now - hit[0] > seconds:
+            hit = cache[name] = (now, compute(queue))
+        return int(hit[1])
+
+    return cached
+
+
+def _quiet_request_handler() -> type[Any]:
+    """moto's request handler without the access log, keeping connections alive."""
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+
+    class QuietRequestHandler(MotoRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep connections alive between calls
+
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            pass  # one line per AWS call is noise, and costly at burst rates
+
+    return QuietRequestHandler
+
+
 class EmbeddedAws:
     """moto in server mode on a loopback port, in a background thread."""
 
@@ -72,15 +130,12 @@ class EmbeddedAws:
     def start(self) -> EmbeddedAws:
         # Imported here: components that only connect to a running endpoint
         # (``dynacron local --aws-endpoint``) start faster without moto.
-        from moto.moto_server.werkzeug_app import (
-            DomainDispatcherApplication,
-            MotoRequestHandler,
-            create_backend_app,
-        )
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
+        _speed_up_moto_sqs()
         app = AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(
-            self._host, self._port, app, threaded=True, request_handler=MotoRequestHandler
+            self._host, self._port, app, threaded=True, request_handler=_quiet_request_handler()
         )
         self._thread = threading.Thread(
             target=self._server.serve_forever,
