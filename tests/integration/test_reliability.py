@@ -27,6 +27,14 @@ def one_time_task(pipeline: Pipeline, sink: Sink, **fields: Any) -> str:
     return execution_id_for(task_id, START)
 
 
+def first_attempt(pipeline: Pipeline, sink: Sink, **fields: Any) -> str:
+    """A one-time task due now, ticked and run once; its execution id."""
+    execution_id = one_time_task(pipeline, sink, **fields)
+    pipeline.tick()
+    pipeline.work(batches=1)
+    return execution_id
+
+
 def dead_letter_copies(pipeline: Pipeline) -> list[dict[str, Any]]:
     messages = pipeline.sqs.receive_message(
         QueueUrl=pipeline.settings.dead_letter_queue_url,
@@ -161,9 +169,7 @@ def test_a_client_error_is_dead_lettered_at_once_and_a_redrive_replays_it(
     pipeline: Pipeline, sink: Sink
 ) -> None:
     sink.status = 404
-    execution_id = one_time_task(pipeline, sink)
-    pipeline.tick()
-    pipeline.work()
+    execution_id = first_attempt(pipeline, sink)
     execution = pipeline.execution(execution_id)
     assert execution is not None
     assert execution.status is ExecutionStatus.FAILED
@@ -191,9 +197,7 @@ def test_a_client_error_is_dead_lettered_at_once_and_a_redrive_replays_it(
 
 def test_a_redriven_execution_gets_a_fresh_retry_budget(pipeline: Pipeline, sink: Sink) -> None:
     sink.status = 500
-    execution_id = one_time_task(pipeline, sink, retry={"max_attempts": 1})
-    pipeline.tick()
-    pipeline.work()
+    execution_id = first_attempt(pipeline, sink, retry={"max_attempts": 1})
     assert pipeline.execution(execution_id).status is ExecutionStatus.FAILED  # type: ignore[union-attr]
     call(pipeline.app, "POST", f"/dead-letters/{execution_id}/redrive")
     pipeline.work()
@@ -230,9 +234,7 @@ def test_dead_letters_are_listed_newest_first_in_pages(pipeline: Pipeline, sink:
 
 def test_a_long_job_reports_through_heartbeat_and_complete(pipeline: Pipeline, sink: Sink) -> None:
     sink.status = 202
-    execution_id = one_time_task(pipeline, sink)
-    pipeline.tick()
-    pipeline.work()
+    execution_id = first_attempt(pipeline, sink)
     (delivery,) = sink.snapshot()
     token = delivery.headers["Dynacron-Callback-Token"]
     execution = pipeline.execution(execution_id)
@@ -260,9 +262,7 @@ def test_a_long_job_reports_through_heartbeat_and_complete(pipeline: Pipeline, s
 
 def test_a_failed_completion_is_retried(pipeline: Pipeline, sink: Sink) -> None:
     sink.status = 202
-    execution_id = one_time_task(pipeline, sink)
-    pipeline.tick()
-    pipeline.work()
+    execution_id = first_attempt(pipeline, sink)
     token = sink.snapshot()[0].headers["Dynacron-Callback-Token"]
     status, view = callback(
         pipeline, "complete", execution_id, token, {"status": "FAILED", "error": "disk full"}
@@ -277,9 +277,7 @@ def test_a_long_job_that_never_calls_back_is_retried_by_the_reaper(
     pipeline: Pipeline, sink: Sink
 ) -> None:
     sink.status = 202
-    execution_id = one_time_task(pipeline, sink)
-    pipeline.tick()
-    pipeline.work()
+    execution_id = first_attempt(pipeline, sink)
     first_token = sink.snapshot()[0].headers["Dynacron-Callback-Token"]
     terms = pipeline.settings.lease_terms
     pipeline.clock.advance(terms.awaiting_callback + terms.clock_skew)
@@ -438,9 +436,7 @@ def test_a_renewed_lease_cannot_be_taken_over(pipeline: Pipeline, sink: Sink) ->
 
 
 def test_executions_can_be_read_by_id(pipeline: Pipeline, sink: Sink) -> None:
-    execution_id = one_time_task(pipeline, sink)
-    pipeline.tick()
-    pipeline.work()
+    execution_id = first_attempt(pipeline, sink)
     status, view = call(pipeline.app, "GET", f"/executions/{execution_id}")
     assert status == 200
     assert view["status"] == "SUCCEEDED"
@@ -459,9 +455,7 @@ def test_deliveries_carry_the_attempt_and_callback_urls(
         api_base_url="http://127.0.0.1:8080",
     )
     pipeline = Pipeline(aws, settings, clock)
-    execution_id = one_time_task(pipeline, sink)
-    pipeline.tick()
-    pipeline.work()
+    execution_id = first_attempt(pipeline, sink)
     delivery: Delivery = sink.snapshot()[0]
     assert delivery.body["callbacks"] == {
         "heartbeat": f"http://127.0.0.1:8080/executions/{execution_id}/heartbeat",

@@ -18,6 +18,14 @@ from dynacron.metrics import MetricTotals
 from tests.support import Service, free_port
 
 READY = "dynacron local"
+# Short leases and handler timeouts, so that a killed worker's executions are
+# reaped, and the idempotency records of its calls expire, within seconds.
+FAST_RECOVERY = (
+    "--lease-seconds", "2",
+    "--clock-skew-seconds", "0.5",
+    "--visibility-timeout", "4",
+    "--http-timeout-seconds", "1",
+)  # fmt: skip
 
 
 class Cluster:

@@ -13,18 +13,9 @@ from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks import execution_id_for
 from dynacron.models import TaskCreate
 from tests.support import Sink, wait_until
-from tests.system.cluster import Cluster
+from tests.system.cluster import FAST_RECOVERY, Cluster
 
 pytestmark = [pytest.mark.system, pytest.mark.slow]
-
-# Short leases and handler timeouts, so that a killed worker's executions are
-# reaped, and the idempotency records of its calls expire, within seconds.
-RECOVERY = (
-    "--lease-seconds", "2",
-    "--clock-skew-seconds", "0.5",
-    "--visibility-timeout", "4",
-    "--http-timeout-seconds", "1",
-)  # fmt: skip
 
 
 @pytest.fixture
@@ -52,8 +43,8 @@ def register_due_soon(cluster: Cluster, sink: Sink, count: int, in_seconds: floa
 def test_killing_a_worker_with_200_in_flight_loses_nothing(cluster: Cluster, sink: Sink) -> None:
     # Given a tick and reaper process, and a worker process with eight threads
     sink.hold = 0.05
-    cluster.start("control", "tick,reaper", *RECOVERY, "--reaper-interval", "0.5")
-    cluster.start("worker", "worker", "--workers", "8", *RECOVERY)
+    cluster.start("control", "tick,reaper", *FAST_RECOVERY, "--reaper-interval", "0.5")
+    cluster.start("worker", "worker", "--workers", "8", *FAST_RECOVERY)
     ids = register_due_soon(cluster, sink, 200, in_seconds=3)
     # When 200 executions are in flight and the worker is killed with SIGKILL
     assert wait_until(lambda: len(sink.snapshot()) >= 20, timeout=60)

@@ -21,17 +21,14 @@ from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks import execution_id_for
 from dynacron.models import TaskCreate
 from tests.support import Sink
-from tests.system.cluster import Cluster
+from tests.system.cluster import FAST_RECOVERY, Cluster
 
 pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 RECOVERY = (
-    "--lease-seconds", "2",
-    "--clock-skew-seconds", "0.5",
-    "--visibility-timeout", "5",
+    *FAST_RECOVERY,
     "--batch-size", "3",
     "--pickup-grace-seconds", "5",
-    "--http-timeout-seconds", "1",
     "--reaper-interval", "0.5",
 )  # fmt: skip
 COMPONENTS = {

@@ -679,6 +679,9 @@ class ExecutionStore:
             "ScanIndexForward": False,
             "Limit": limit,
         }
+        return self._query_page(kwargs, token)
+
+    def _query_page(self, kwargs: dict[str, Any], token: str | None) -> Page[Execution]:
         start_key = decode_page_token(token)
         if start_key:
             kwargs["ExclusiveStartKey"] = start_key
@@ -704,14 +707,7 @@ class ExecutionStore:
             "ScanIndexForward": False,
             "Limit": limit,
         }
-        start_key = decode_page_token(token)
-        if start_key:
-            kwargs["ExclusiveStartKey"] = start_key
-        response = self._client.query(**kwargs)
-        return Page(
-            items=[execution_from_item(i) for i in response.get("Items", [])],
-            next_token=encode_page_token(response.get("LastEvaluatedKey")),
-        )
+        return self._query_page(kwargs, token)
 
 
 class CursorStore:
