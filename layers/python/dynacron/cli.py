@@ -122,7 +122,7 @@ def local(
         raise typer.Exit(1) from None
     _announce(runtime, components, shards, workers)
     signal.signal(signal.SIGTERM, lambda *_: runtime.stop())
-    last: tuple[int, ...] = ()
+    last: tuple[int, ...] = (0,) * 7
 
     def show(activity: object) -> None:
         nonlocal last
