@@ -463,3 +463,30 @@ def test_deliveries_carry_the_attempt_and_callback_urls(
     }
     assert delivery.headers["Idempotency-Key"] == execution_id
     assert len(delivery.headers["Dynacron-Callback-Token"]) >= 32
+
+
+def test_the_indexes_hold_only_what_is_owed(pipeline: Pipeline, sink: Sink) -> None:
+    """Sparse: a finished execution leaves the lease index; a redriven one the dead letters."""
+    from dynacron.resources import EXECUTIONS, LEASE_SHARDS
+
+    assert {index.name for index in EXECUTIONS.indexes} == {"lease-index", "dead-letter-index"}
+    store = pipeline.app.executions
+    far_future = START + timedelta(days=365)
+
+    def leased() -> set[str]:
+        return {
+            i for shard in range(LEASE_SHARDS) for i in store.expired_leases(shard, far_future, 100)
+        }
+
+    sink.status = 202
+    waiting = first_attempt(pipeline, sink)
+    sink.status = 400
+    dead = first_attempt(pipeline, sink)
+    sink.status = 200
+    done = first_attempt(pipeline, sink)
+    assert leased() == {waiting}
+    assert [e.execution_id for e in store.dead_letters(10, None).items] == [dead]
+    pipeline.app.execution_service.redrive(dead)
+    assert leased() == {waiting, dead}
+    assert store.dead_letters(10, None).items == []
+    assert done not in leased()

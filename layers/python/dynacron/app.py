@@ -69,9 +69,7 @@ class Dynacron:
         self.metrics = ReliabilityMetrics(emit_metrics)
         terms = settings.lease_terms
         self.tasks = TaskStore(dynamodb, settings.tasks_table)
-        self.executions = ExecutionStore(
-            dynamodb, settings.executions_table, EXECUTION_RETENTION, settings.shard_count
-        )
+        self.executions = ExecutionStore(dynamodb, settings.executions_table, EXECUTION_RETENTION)
         self.cursors = CursorStore(dynamodb, settings.coordination_table)
         self.queue = dispatch_queue or DispatchQueue(sqs, settings.dispatch_queue_url)
         self.dead_letter_queue = DeadLetterQueue(sqs, settings.dead_letter_queue_url)

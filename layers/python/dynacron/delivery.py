@@ -23,6 +23,15 @@ CALLBACK_TOKEN_HEADER = "Dynacron-Callback-Token"
 ATTEMPT_HEADER = "Dynacron-Attempt"
 logger = logging.getLogger("dynacron")
 
+__all__ = [
+    "CALLBACK_TOKEN_HEADER",
+    "DeliveryResult",
+    "HandlerDelivery",
+    "HttpDelivery",
+    "PythonDelivery",
+    "request_body",
+]
+
 
 def request_body(task: Task, dispatch: Dispatch, api_base_url: str | None = None) -> bytes:
     body = {

@@ -84,6 +84,9 @@ LEASE_INDEX = IndexDefinition(
     sort_key=Key("lease_until"),
     projection="KEYS_ONLY",
 )
+# Partitions of the lease index (by execution id). Fixed, not a setting: the
+# reaper must query every partition a lease may have been written to.
+LEASE_SHARDS = 4
 
 # Sparse: only dead-lettered executions carry ``dead_letter``, newest first by
 # ``dead_lettered_at``. All attributes, so listing needs no second read.

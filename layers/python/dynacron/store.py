@@ -36,7 +36,7 @@ from dynacron.domain.tasks import (
     shard_for,
     task_id_of,
 )
-from dynacron.resources import DEAD_LETTER_INDEX, DUE_INDEX, LEASE_INDEX
+from dynacron.resources import DEAD_LETTER_INDEX, DUE_INDEX, LEASE_INDEX, LEASE_SHARDS
 
 T = TypeVar("T")
 _serializer = TypeSerializer()
@@ -354,7 +354,7 @@ class ExecutionStore:
     """
 
     def __init__(
-        self, client: Any, table_name: str, retention: timedelta, lease_shards: int = 4
+        self, client: Any, table_name: str, retention: timedelta, lease_shards: int = LEASE_SHARDS
     ) -> None:
         self._client = client
         self._table = table_name
