@@ -26,6 +26,7 @@ from dynacron.domain.clock import Clock
 from dynacron.domain.executions import (
     DeliveryResult,
     Dispatch,
+    Execution,
     ExecutionStatus,
     HandlerAnswer,
     LeaseTerms,
@@ -36,7 +37,7 @@ from dynacron.domain.executions import (
 from dynacron.domain.retry import AttemptFailure, RetryPolicy
 from dynacron.domain.tasks import Task
 from dynacron.faults import NO_FAULTS, Boundary, Faults
-from dynacron.idempotency import IdempotentHandlerCalls, RemainingTime
+from dynacron.idempotency import GuardedResult, IdempotentHandlerCalls, RemainingTime
 from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import DispatchQueue
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
@@ -115,6 +116,10 @@ class ExecutionRunner:
                 lambda: self._delivery.deliver(task, dispatch, callback_token),
                 invocation,
             )
+        return self._record(execution, lease_token, guarded)
+
+    def _record(self, execution: Execution, lease_token: str, guarded: GuardedResult) -> Outcome:
+        """Write what the handler call came to, under the attempt's lease token."""
         if guarded.replayed or guarded.in_progress:
             self._metrics.duplicate_suppressed()
         if guarded.in_progress:
@@ -126,11 +131,11 @@ class ExecutionRunner:
         self._faults.reached(Boundary.WORKER_OUTCOME_NOT_RECORDED)
         result = guarded.result
         if result.answer is HandlerAnswer.SUCCEEDED:
-            return self._outcomes.succeeded(dispatch.execution_id, lease_token)
+            return self._outcomes.succeeded(execution.execution_id, lease_token)
         if result.answer is HandlerAnswer.ACCEPTED:
             accepted_at = self._clock.now()
             waiting = self._executions.renew(
-                dispatch.execution_id,
+                execution.execution_id,
                 lease_token,
                 accepted_at + self._terms.awaiting_callback,
                 accepted_at=accepted_at,
