@@ -346,7 +346,7 @@ class BeginResult:
 
 
 class ExecutionStore:
-    """Executions and their leases. Each method is one conditional write.
+    """Executions and their leases. Each state transition is one conditional write.
 
     Every write by a lease holder names the ``lease_token`` it holds, and every
     change of holder (begin, requeue, take_over, redrive) writes a new token: of
