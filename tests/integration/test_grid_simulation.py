@@ -26,11 +26,11 @@ from dynacron.domain.clock import SettableClock
 from dynacron.domain.schedules import Schedule, upcoming
 from dynacron.domain.tasks import (
     DEFAULT_MISFIRE_GRACE,
-    DEFAULT_TENANT,
     Task,
     advanced,
     claim_occurrence,
 )
+from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.models import TaskCreate
 from dynacron.services.tasks import TaskService
 from tests.integration.test_tick_policies import recording_ticker

@@ -18,8 +18,10 @@ import pytest
 from dynacron.app import Dynacron
 from dynacron.config import Settings
 from dynacron.delivery import HttpDelivery
-from dynacron.domain.executions import Dispatch
+from dynacron.domain.clock import SettableClock
+from dynacron.domain.executions import DeliveryResult, Dispatch
 from dynacron.domain.signing import SIGNATURE_HEADER, verify
+from dynacron.domain.tasks import execution_id_for
 from dynacron.domain.urls import UrlPolicy
 from dynacron.models import TaskCreate
 from tests.integration.api_client import ALICE, call
@@ -97,6 +99,15 @@ def task_for(settings: Settings, url: str) -> Any:
     )
 
 
+TOKEN = "callback-token"
+CLOCK = SettableClock(datetime(2026, 11, 30, 12, tzinfo=UTC))
+
+
+def error_of(result: DeliveryResult) -> str:
+    assert result.failure is not None
+    return result.failure.error
+
+
 DISPATCH = Dispatch("t1_20261130T120000Z", "t1", datetime(2026, 11, 30, 12, tzinfo=UTC))
 
 
@@ -105,17 +116,19 @@ def test_a_name_that_turns_private_after_registration_is_refused_at_delivery(
 ) -> None:
     # Given a task whose host resolved to a public address when registered
     # When it now resolves to the metadata service, then to loopback
-    delivery = HttpDelivery(UrlPolicy(), 2.0, secrets_of=lambda _: ["s"], resolver=dns)
+    delivery = HttpDelivery(UrlPolicy(), 2.0, CLOCK, secrets_of=lambda _: ["s"], resolver=dns)
     for address in ("169.254.169.254", "127.0.0.1"):
         dns.records["rebind.test"] = [address]
-        result = delivery.deliver(task_for(system.settings, "http://rebind.test/hook"), DISPATCH)
+        result = delivery.deliver(
+            task_for(system.settings, "http://rebind.test/hook"), DISPATCH, TOKEN
+        )
         assert not result.ok
-        assert f"resolves to {address}, which is not allowed" in str(result.error)
+        assert f"resolves to {address}, which is not allowed" in error_of(result)
     # Then nothing was sent, by any route
     for url in ("http://10.0.0.1/hook", f"http://[::1]:{sink.url.rsplit(':', 1)[1]}/hook"):
-        result = delivery.deliver(task_for(system.settings, url), DISPATCH)
+        result = delivery.deliver(task_for(system.settings, url), DISPATCH, TOKEN)
         assert not result.ok
-        assert "not allowed" in str(result.error)
+        assert "not allowed" in error_of(result)
     assert sink.snapshot() == []
 
 
@@ -128,13 +141,16 @@ def test_the_connection_goes_to_the_checked_address_with_the_original_host_and_a
     delivery = HttpDelivery(
         UrlPolicy(("127.0.0.0/8",)),
         2.0,
+        CLOCK,
         secrets_of=lambda _: ["new", "old"],
         resolver=dns,
         unix_time=lambda: 1_000,
     )
     # (localhost is the one name a loopback-only policy accepts)
-    result = delivery.deliver(task_for(system.settings, f"http://localhost:{port}/h"), DISPATCH)
-    assert result.ok, result.error
+    result = delivery.deliver(
+        task_for(system.settings, f"http://localhost:{port}/h"), DISPATCH, TOKEN
+    )
+    assert result.ok, result.failure
     (received,) = sink.snapshot()
     # Then the Host header names what the user wrote, and the name was looked up
     # once, by the check that chose the address connected to
@@ -186,27 +202,32 @@ def test_redirects_are_checked_and_not_followed_across_hosts(
     system: Dynacron, sink: Sink, redirector: Redirector
 ) -> None:
     loopback = UrlPolicy(("127.0.0.0/8",))
-    delivery = HttpDelivery(loopback, 2.0, secrets_of=lambda _: ["s"], resolver=FakeDns({}))
+    delivery = HttpDelivery(loopback, 2.0, CLOCK, secrets_of=lambda _: ["s"], resolver=FakeDns({}))
     # A redirect to another host (here: another port) is not followed
     redirector.location = f"{sink.url}/elsewhere"
-    result = delivery.deliver(task_for(system.settings, redirector.url + "/h"), DISPATCH)
+    result = delivery.deliver(task_for(system.settings, redirector.url + "/h"), DISPATCH, TOKEN)
     assert not result.ok
-    assert "another host" in str(result.error)
+    assert "another host" in error_of(result)
     assert sink.snapshot() == []
     # Allowed across hosts, each hop is still checked: the metadata address is refused
     follow = HttpDelivery(
-        loopback, 2.0, secrets_of=lambda _: ["s"], resolver=FakeDns({}), follow_cross_host=True
+        loopback,
+        2.0,
+        CLOCK,
+        secrets_of=lambda _: ["s"],
+        resolver=FakeDns({}),
+        follow_cross_host=True,
     )
     redirector.location = "http://169.254.169.254/latest/meta-data/"
-    result = follow.deliver(task_for(system.settings, redirector.url + "/h"), DISPATCH)
+    result = follow.deliver(task_for(system.settings, redirector.url + "/h"), DISPATCH, TOKEN)
     assert not result.ok
-    assert "not allowed" in str(result.error)
+    assert "not allowed" in error_of(result)
     # And a loop ends after a few hops
     redirector.location = "/again"
-    result = follow.deliver(task_for(system.settings, redirector.url + "/h"), DISPATCH)
-    assert result.error == "more than 3 redirects"
+    result = follow.deliver(task_for(system.settings, redirector.url + "/h"), DISPATCH, TOKEN)
+    assert error_of(result) == "more than 3 redirects"
     redirector.location = f"{sink.url}/elsewhere"
-    assert follow.deliver(task_for(system.settings, redirector.url + "/h"), DISPATCH).ok
+    assert follow.deliver(task_for(system.settings, redirector.url + "/h"), DISPATCH, TOKEN).ok
     assert [d.path for d in sink.snapshot()] == ["/elsewhere"]
 
 
@@ -217,7 +238,9 @@ def test_the_worker_signs_with_the_tenants_secret(
         ALICE, TaskCreate(rate="1 hour", handler_url=f"{sink.url}/hook")
     )
     secret = system.task_service.signing_secrets(ALICE)[0]
-    assert system.runner.run(Dispatch(f"{task.task_id}_x", task.task_id, task.next_run_at))
+    assert task.next_run_at is not None
+    execution_id = execution_id_for(task.task_id, task.next_run_at)
+    assert system.runner.run(Dispatch(execution_id, task.task_id, task.next_run_at))
     (received,) = sink.snapshot()
     import json
 

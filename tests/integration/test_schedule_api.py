@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from dynacron.app import Dynacron
 from dynacron.cli import app as cli
-from dynacron.domain.tasks import DEFAULT_TENANT
+from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.store import task_from_item
 from tests.dst_cases import CASES, DstCase
 from tests.integration.api_client import call

@@ -9,7 +9,8 @@ import pytest
 
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.tasks import DEFAULT_TENANT, TaskStatus, execution_id_for
+from dynacron.domain.tasks import TaskStatus, execution_id_for
+from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.models import TaskCreate
 from dynacron.services.tick import Ticker
 from dynacron.store import TaskStore

@@ -7,7 +7,8 @@ from datetime import timedelta
 from dynacron.app import Dynacron
 from dynacron.config import Settings
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.tasks import DEFAULT_TENANT, shard_for
+from dynacron.domain.tasks import shard_for
+from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.models import TaskCreate
 from dynacron.services.tick_loop import LoopEnd, LoopTiming, ShardTickLoop
 from tests.conftest import sleep_moving

@@ -9,7 +9,8 @@ from typing import Any
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import Dispatch
-from dynacron.domain.tasks import DEFAULT_TENANT, TaskStatus, execution_id_for, jitter_offset
+from dynacron.domain.tasks import TaskStatus, execution_id_for, jitter_offset
+from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.models import TaskCreate
 from dynacron.queue import DispatchQueue
 from dynacron.services.tick import Ticker

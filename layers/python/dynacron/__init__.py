@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dynacron.handlers import ExecutionContext, PermanentFailure, handler
+
 __version__ = "0.1.0"
-__all__ = ["Client", "__version__"]
+__all__ = ["Client", "ExecutionContext", "PermanentFailure", "__version__", "handler"]
 
 if TYPE_CHECKING:
     from dynacron.client import Client

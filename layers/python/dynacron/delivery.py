@@ -1,8 +1,8 @@
-"""HTTP delivery of one execution to its task's ``handler_url``: checked, pinned, signed.
+"""Delivery of one attempt to its handler: an HTTP POST, or a registered Python function.
 
-Every connection goes through ``PinnedBackend``: it resolves the host with the
-injected resolver, refuses the connection unless every address is allowed by the
-``UrlPolicy``, and connects to the address it checked. There is no second
+Every HTTP connection goes through ``PinnedBackend``: it resolves the host with
+the injected resolver, refuses the connection unless every address is allowed by
+the ``UrlPolicy``, and connects to the address it checked. There is no second
 lookup between the check and the connect, so DNS rebinding has no window, and
 TLS still verifies the certificate against the host name (SNI), because httpcore
 starts TLS with the URL's host after our backend returns the socket.
@@ -11,10 +11,10 @@ starts TLS with the URL's host after our backend returns the socket.
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -22,14 +22,20 @@ import httpcore
 import httpx
 
 from dynacron import __version__
+from dynacron.domain.clock import Clock
 from dynacron.domain.errors import InvalidRequest
-from dynacron.domain.executions import Dispatch
+from dynacron.domain.executions import DeliveryResult, Dispatch
 from dynacron.domain.instants import format_instant
+from dynacron.domain.retry import AttemptFailure, failure_for_status
 from dynacron.domain.signing import SIGNATURE_HEADER, signature_header
 from dynacron.domain.tasks import Task
 from dynacron.domain.urls import IpAddress, UrlPolicy
+from dynacron.handlers import ExecutionContext, HandlerRegistry, PermanentFailure
 
 MAX_RESPONSE_BYTES = 64 * 1024
+CALLBACK_TOKEN_HEADER = "Dynacron-Callback-Token"
+ATTEMPT_HEADER = "Dynacron-Attempt"
+logger = logging.getLogger("dynacron")
 MAX_REDIRECTS = 3
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
@@ -121,28 +127,40 @@ class PinnedTransport(httpx.HTTPTransport):
         )
 
 
-@dataclass(frozen=True)
-class DeliveryResult:
-    ok: bool
-    status_code: int | None = None
-    error: str | None = None
+__all__ = [
+    "CALLBACK_TOKEN_HEADER",
+    "DeliveryResult",
+    "HandlerDelivery",
+    "HttpDelivery",
+    "PythonDelivery",
+    "Resolver",
+    "check_handler_url",
+    "request_body",
+    "system_resolver",
+]
 
 
-def request_body(task: Task, dispatch: Dispatch) -> bytes:
-    return json.dumps(
-        {
-            "task_id": task.task_id,
-            "execution_id": dispatch.execution_id,
-            "scheduled_at": format_instant(dispatch.scheduled_at),
-            "attempt": dispatch.attempt,
-            "payload": task.payload,
-        },
-        separators=(",", ":"),
-    ).encode()
+def request_body(task: Task, dispatch: Dispatch, api_base_url: str | None = None) -> bytes:
+    body = {
+        "task_id": task.task_id,
+        "execution_id": dispatch.execution_id,
+        "scheduled_at": format_instant(dispatch.scheduled_at),
+        "attempt": dispatch.attempt,
+        "payload": task.payload,
+    }
+    if api_base_url:
+        base = f"{api_base_url.rstrip('/')}/executions/{dispatch.execution_id}"
+        body["callbacks"] = {"heartbeat": f"{base}/heartbeat", "complete": f"{base}/complete"}
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 class HttpDelivery:
-    """POSTs an execution as signed JSON. 2xx is success; anything else a failure with a reason.
+    """POSTs an attempt as signed JSON.
+
+    2xx is success, except 202 Accepted: the handler took the job and will call
+    heartbeat/complete with the callback token sent in ``Dynacron-Callback-Token``.
+    ``Idempotency-Key`` carries the execution id, the same on every attempt, and
+    ``Dynacron-Signature`` an HMAC of the body under each of the tenant's secrets.
 
     Redirects are followed by hand (at most ``MAX_REDIRECTS``), each hop through the
     same pinned transport, and only to the same host unless ``follow_cross_host``.
@@ -152,12 +170,17 @@ class HttpDelivery:
         self,
         policy: UrlPolicy,
         timeout_seconds: float,
+        clock: Clock,
+        api_base_url: str | None = None,
         *,
         secrets_of: SecretsOf,
         resolver: Resolver = system_resolver,
         follow_cross_host: bool = False,
         unix_time: Callable[[], float] = time.time,
     ) -> None:
+        self._policy = policy
+        self._clock = clock
+        self._api_base_url = api_base_url
         self._secrets_of = secrets_of
         self._follow_cross_host = follow_cross_host
         self._unix_time = unix_time
@@ -167,16 +190,20 @@ class HttpDelivery:
             transport=PinnedTransport(policy, resolver),
             headers={"User-Agent": f"dynacron/{__version__}"},
         )
-        self._policy = policy
 
-    def deliver(self, task: Task, dispatch: Dispatch) -> DeliveryResult:
+    def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
+        assert task.handler_url is not None, "an HTTP delivery needs a handler_url"
         secrets = self._secrets_of(task.tenant_id)
         if not secrets:
-            return DeliveryResult(ok=False, error="the task's tenant has no signing secret")
-        body = request_body(task, dispatch)
+            return DeliveryResult.failed(
+                AttemptFailure("the task's tenant has no signing secret", retryable=False)
+            )
+        body = request_body(task, dispatch, self._api_base_url)
         headers = {
             "Content-Type": "application/json",
             "Idempotency-Key": dispatch.execution_id,
+            ATTEMPT_HEADER: str(dispatch.attempt),
+            CALLBACK_TOKEN_HEADER: callback_token,
             SIGNATURE_HEADER: signature_header(secrets, int(self._unix_time()), body),
         }
         url = task.handler_url
@@ -190,22 +217,32 @@ class HttpDelivery:
                     break
                 url, refusal = self._redirect_target(url, location)
                 if refusal:
-                    return DeliveryResult(ok=False, status_code=response.status_code, error=refusal)
+                    return DeliveryResult.failed(
+                        AttemptFailure(refusal, retryable=False), response.status_code
+                    )
             else:
-                return DeliveryResult(ok=False, error=f"more than {MAX_REDIRECTS} redirects")
+                return DeliveryResult.failed(
+                    AttemptFailure(f"more than {MAX_REDIRECTS} redirects", retryable=False)
+                )
         except InvalidRequest as refused:
-            return DeliveryResult(ok=False, error=f"delivery refused: {refused.message}")
+            return DeliveryResult.failed(
+                AttemptFailure(f"delivery refused: {refused.message}", retryable=False)
+            )
         except httpx.TimeoutException:
-            return DeliveryResult(ok=False, error="handler timed out")
+            return DeliveryResult.failed(AttemptFailure("handler timed out"))
         except httpx.HTTPError as error:
-            return DeliveryResult(ok=False, error=f"handler unreachable: {error}")
+            return DeliveryResult.failed(AttemptFailure(f"handler unreachable: {error}"))
+        if response.status_code == 202:
+            return DeliveryResult.accepted()
         if response.is_success:
-            return DeliveryResult(ok=True, status_code=response.status_code)
-        return DeliveryResult(
-            ok=False,
-            status_code=response.status_code,
-            error=f"handler answered HTTP {response.status_code}: {excerpt[:500]}",
+            return DeliveryResult.succeeded(response.status_code)
+        failure = failure_for_status(
+            response.status_code,
+            f"handler answered HTTP {response.status_code}: {excerpt[:500]}",
+            response.headers.get("Retry-After"),
+            self._clock.now(),
         )
+        return DeliveryResult.failed(failure, response.status_code)
 
     def _redirect_target(self, url: str, location: str) -> tuple[str, str | None]:
         target = urljoin(url, location)
@@ -217,6 +254,54 @@ class HttpDelivery:
 
     def close(self) -> None:
         self._client.close()
+
+
+class PythonDelivery:
+    """Calls a handler registered with ``@dynacron.handler`` in this process."""
+
+    def __init__(self, registry: HandlerRegistry) -> None:
+        self._registry = registry
+
+    def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
+        assert task.handler_name is not None, "a Python delivery needs a handler name"
+        function = self._registry.get(task.handler_name)
+        if function is None:
+            # Registered when the task was created, so this process lacks the module:
+            # a deployment mistake that a later attempt (on a fixed worker) may outlive.
+            return DeliveryResult.failed(
+                AttemptFailure(f"no handler named {task.handler_name!r} in this worker")
+            )
+        context = ExecutionContext(
+            execution_id=dispatch.execution_id,
+            task_id=task.task_id,
+            scheduled_at=dispatch.scheduled_at,
+            attempt=dispatch.attempt,
+            payload=task.payload,
+        )
+        try:
+            function(context)
+        except PermanentFailure as error:
+            return DeliveryResult.failed(
+                AttemptFailure(f"handler failed permanently: {error}", retryable=False)
+            )
+        except Exception as error:
+            logger.warning("python handler raised", exc_info=True)
+            return DeliveryResult.failed(
+                AttemptFailure(f"handler raised {type(error).__name__}: {error}")
+            )
+        return DeliveryResult.succeeded()
+
+
+class HandlerDelivery:
+    """Routes each task to its kind of handler."""
+
+    def __init__(self, http: HttpDelivery, python: PythonDelivery) -> None:
+        self._http = http
+        self._python = python
+
+    def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
+        route = self._python if task.handler_name is not None else self._http
+        return route.deliver(task, dispatch, callback_token)
 
 
 def _read_limited(response: httpx.Response) -> str:

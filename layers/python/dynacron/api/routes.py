@@ -21,8 +21,11 @@ from dynacron import __version__
 from dynacron.api.identity import tenant_of
 from dynacron.api.problems import PROBLEM_JSON, describe_validation_errors, problem
 from dynacron.config import Settings
+from dynacron.delivery import CALLBACK_TOKEN_HEADER
 from dynacron.domain.errors import (
+    CallbackRefused,
     Conflict,
+    ExecutionNotFound,
     InvalidRequest,
     LimitExceeded,
     RateLimited,
@@ -32,6 +35,7 @@ from dynacron.domain.errors import (
 from dynacron.domain.instants import format_instant
 from dynacron.domain.limits import TenantRateLimiter
 from dynacron.models import (
+    CompleteRequest,
     ExecutionPage,
     ExecutionView,
     OccurrencesView,
@@ -41,6 +45,7 @@ from dynacron.models import (
     TaskView,
     TenantView,
 )
+from dynacron.services.executions import Completion, ExecutionService
 from dynacron.services.tasks import PayloadTooLarge, TaskService
 
 logger = Logger(service="dynacron-api")
@@ -58,11 +63,13 @@ PreviewAfter = Annotated[
     Query(max_length=64, description="ISO 8601 instant to start after (default: now)"),
 ]
 TaskId = Annotated[str, Path(max_length=200, description="The id POST /tasks returned")]
+ExecutionId = Annotated[str, Path(max_length=300, description="<task_id>_<scheduled instant>")]
 
 _PROBLEM_DESCRIPTIONS = {
     400: "The body is not valid JSON or not the expected shape",
     401: "No tenant could be derived from the caller's identity",
-    404: "No such task for this tenant (another tenant's task looks exactly the same)",
+    403: "The callback token is not the current attempt's",
+    404: "Not found for this tenant (another tenant's id looks exactly like a missing one)",
     409: "The state moved on concurrently; retry",
     413: "The payload is over the size limit",
     415: "The body was not sent as JSON",
@@ -86,7 +93,10 @@ def problems(*statuses: int, ok: tuple[int, str] = (200, "OK")) -> dict[int, Ope
 
 
 def build_api(
-    tasks: TaskService, settings: Settings, rate_limiter: TenantRateLimiter
+    tasks: TaskService,
+    executions: ExecutionService,
+    settings: Settings,
+    rate_limiter: TenantRateLimiter,
 ) -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(enable_validation=True)
 
@@ -104,6 +114,12 @@ def build_api(
     def caller_tenant() -> str:
         """The tenant of the request being handled: scope every read and write with it."""
         return str(app.context[TENANT_CONTEXT_KEY])
+
+    def callback_token() -> str:
+        token = app.current_event.headers.get(CALLBACK_TOKEN_HEADER)  # case-insensitive
+        if not token:
+            raise CallbackRefused(f"send the token of the delivery in {CALLBACK_TOKEN_HEADER}")
+        return token
 
     @app.post("/tasks", responses=problems(413, ok=(201, "Registered")))
     def create_task(body: TaskCreate) -> Response[TaskView]:
@@ -142,6 +158,39 @@ def build_api(
             task_id=task.task_id,
             timezone=task.timezone,
             occurrences=[format_instant(o) for o in occurrences],
+        )
+
+    @app.get("/executions/<execution_id>", responses=problems(404))
+    def get_execution(execution_id: ExecutionId) -> ExecutionView:
+        return ExecutionView.of(executions.get(caller_tenant(), execution_id))
+
+    @app.post("/executions/<execution_id>/heartbeat", responses=problems(403, 404, 409))
+    def heartbeat(execution_id: ExecutionId) -> ExecutionView:
+        execution = executions.heartbeat(caller_tenant(), execution_id, callback_token())
+        return ExecutionView.of(execution)
+
+    @app.post("/executions/<execution_id>/complete", responses=problems(403, 404, 409))
+    def complete(execution_id: ExecutionId, body: CompleteRequest) -> ExecutionView:
+        execution = executions.complete(
+            caller_tenant(), execution_id, callback_token(), Completion(body.status), body.error
+        )
+        return ExecutionView.of(execution)
+
+    @app.get("/dead-letters", responses=problems())
+    def list_dead_letters(limit: PageLimit = 50, next_token: PageToken = None) -> ExecutionPage:
+        page = executions.dead_letters(caller_tenant(), limit, next_token)
+        return ExecutionPage(
+            items=[ExecutionView.of(e) for e in page.items], next_token=page.next_token
+        )
+
+    @app.post(
+        "/dead-letters/<execution_id>/redrive",
+        responses=problems(404, 409, ok=(202, "Queued again")),
+    )
+    def redrive(execution_id: ExecutionId) -> Response[ExecutionView]:
+        execution = executions.redrive(caller_tenant(), execution_id)
+        return Response(
+            status_code=202, body=ExecutionView.of(execution), content_type="application/json"
         )
 
     @app.get("/tenant", responses=problems())
@@ -197,6 +246,14 @@ def build_api(
     @app.exception_handler(TaskNotFound)
     def task_not_found(error: TaskNotFound) -> Response[str]:
         return problem(404, "Not found", str(error))
+
+    @app.exception_handler(ExecutionNotFound)
+    def execution_not_found(error: ExecutionNotFound) -> Response[str]:
+        return problem(404, "Not found", str(error))
+
+    @app.exception_handler(CallbackRefused)
+    def callback_refused(error: CallbackRefused) -> Response[str]:
+        return problem(403, "Forbidden", str(error))
 
     @app.exception_handler(Conflict)
     def conflict(error: Conflict) -> Response[str]:

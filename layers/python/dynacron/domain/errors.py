@@ -48,3 +48,17 @@ class RateLimited(DynacronError):
 
 class Unauthenticated(DynacronError):
     """No tenant can be derived from the caller's identity."""
+
+
+class ExecutionNotFound(DynacronError):
+    def __init__(self, execution_id: str) -> None:
+        super().__init__(f"execution {execution_id!r} does not exist")
+        self.execution_id = execution_id
+
+
+class CallbackRefused(DynacronError):
+    """A heartbeat or completion without the token of the execution's current attempt."""
+
+
+class UnknownHandler(InvalidRequest):
+    """A task names a Python handler that no module registered."""

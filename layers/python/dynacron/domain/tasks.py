@@ -6,14 +6,16 @@ import dataclasses
 import hashlib
 import math
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from dynacron.domain.executions import Dispatch
 from dynacron.domain.instants import compact_instant, to_utc_ms
+from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import Schedule
+from dynacron.domain.tenants import DEFAULT_TENANT
 
 # An occurrence claimed less than this late is on time and always runs; a later
 # one was missed (the scheduler was down, the task paused) and its task's
@@ -24,9 +26,6 @@ MAX_CATCHUP_WINDOW_SECONDS = 366 * 24 * 3600
 # SQS DelaySeconds is at most 15 minutes, and jitter is applied as that delay.
 MAX_JITTER_SECONDS = 900
 _JUST_BEFORE = timedelta(microseconds=1)
-# The tenant of a caller without identity in local mode, and of tasks stored
-# before tenants existed.
-DEFAULT_TENANT = "default"
 
 
 class TaskStatus(StrEnum):
@@ -52,10 +51,13 @@ class CatchUpPolicy:
 
 @dataclass(frozen=True)
 class Task:
+    """A task runs either an HTTP handler (``handler_url``) or a registered Python
+    handler (``handler_name``), never both."""
+
     task_id: str
     name: str
     schedule: Schedule
-    handler_url: str
+    handler_url: str | None
     payload: dict[str, Any]
     status: TaskStatus
     next_run_at: datetime | None
@@ -66,6 +68,8 @@ class Task:
     catchup: CatchUpPolicy = dataclasses.field(default_factory=CatchUpPolicy)
     jitter_seconds: int = 0
     tenant_id: str = DEFAULT_TENANT
+    handler_name: str | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     @property
     def timezone(self) -> str:

@@ -10,10 +10,17 @@ from datetime import datetime, timedelta
 from dynacron.config import Settings
 from dynacron.delivery import Resolver, check_handler_url
 from dynacron.domain.clock import Clock
-from dynacron.domain.errors import Conflict, InvalidRequest, LimitExceeded, TaskNotFound
+from dynacron.domain.errors import (
+    Conflict,
+    InvalidRequest,
+    LimitExceeded,
+    TaskNotFound,
+    UnknownHandler,
+)
 from dynacron.domain.executions import Execution
 from dynacron.domain.instants import to_utc_ms
 from dynacron.domain.limits import check_min_interval
+from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import (
     Schedule,
     Window,
@@ -26,6 +33,7 @@ from dynacron.domain.schedules import (
 )
 from dynacron.domain.tasks import CatchUp, CatchUpPolicy, Task, TaskStatus
 from dynacron.domain.urls import UrlPolicy
+from dynacron.handlers import HandlerRegistry
 from dynacron.models import TaskCreate
 from dynacron.store import ExecutionStore, Page, TaskStore, TenantStore
 
@@ -51,6 +59,7 @@ class TaskService:
         tenants: TenantStore,
         settings: Settings,
         clock: Clock,
+        handlers: HandlerRegistry,
         resolver: Resolver,
     ) -> None:
         self._tasks = tasks
@@ -59,6 +68,7 @@ class TaskService:
         self._resolver = resolver
         self._settings = settings
         self._clock = clock
+        self._handlers = handlers
         self._url_policy = UrlPolicy(settings.delivery_allow_networks)
 
     def register(self, tenant_id: str, request: TaskCreate) -> Task:
@@ -69,8 +79,8 @@ class TaskService:
         schedule = self._schedule_of(request, now, seed=task_id)
         catchup = self._catchup_of(request)
         check_min_interval(schedule, now, self._settings.min_interval_seconds)
-        # Checked again at delivery: DNS may change between now and then.
-        check_handler_url(self._url_policy, self._resolver, request.handler_url)
+        self._check_handler(request)
+        retry = RetryPolicy(**request.retry.model_dump()) if request.retry else RetryPolicy()
         size = len(json.dumps(request.payload, separators=(",", ":")).encode())
         if size > self._settings.max_payload_bytes:
             raise PayloadTooLarge(
@@ -89,6 +99,8 @@ class TaskService:
             name=request.name or task_id,
             schedule=schedule,
             handler_url=request.handler_url,
+            handler_name=request.handler,
+            retry=retry,
             payload=request.payload,
             status=TaskStatus.ACTIVE,
             next_run_at=next_run_at,
@@ -154,6 +166,19 @@ class TaskService:
 
     def task_count(self, tenant_id: str) -> int:
         return self._tenants.task_count(tenant_id)
+
+    def _check_handler(self, request: TaskCreate) -> None:
+        """Exactly one of an HTTP handler (checked against the URL policy) or a
+        Python handler registered in this process."""
+        if (request.handler_url is None) == (request.handler is None):
+            raise InvalidRequest("handler", "give exactly one of 'handler_url' or 'handler'")
+        if request.handler_url is not None:
+            # Checked again at delivery: DNS may change between now and then.
+            check_handler_url(self._url_policy, self._resolver, request.handler_url)
+        elif request.handler not in self._handlers:
+            raise UnknownHandler(
+                "handler", f"no Python handler is registered as {request.handler!r}"
+            )
 
     @staticmethod
     def _schedule_of(request: TaskCreate, now: datetime, seed: str) -> Schedule:

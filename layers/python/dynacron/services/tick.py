@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock
 from dynacron.domain.tasks import Claim, Task, advanced, claim_occurrence, due_bucket_key
+from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.queue import DispatchQueue
 from dynacron.store import CursorStore, TaskStore
 
@@ -68,12 +69,14 @@ class Ticker:
         cursors: CursorStore,
         settings: Settings,
         clock: Clock,
+        faults: Faults = NO_FAULTS,
     ) -> None:
         self._tasks = tasks
         self._queue = queue
         self._cursors = cursors
         self._settings = settings
         self._clock = clock
+        self._faults = faults
         self._sharding = settings.sharding
         self._width = timedelta(seconds=settings.bucket_seconds)
         self._misfire_grace = timedelta(seconds=settings.misfire_grace_seconds)
@@ -167,19 +170,21 @@ class Ticker:
         }
         sent = {dispatch.execution_id for dispatch in self._queue.send(list(runs.values()))}
         report.sent += len(sent)
+        self._faults.reached(Boundary.TICK_SENT_NOT_CLAIMED)
         won: list[Claim] = []
         for claim in claims:
             execution_id = claim.execution_id
             if execution_id is not None and execution_id not in sent:
                 continue
             placement = self._sharding.place(claim.task.task_id, claim.next_run_at, now)
-            if not self._tasks.claim(claim, placement, now):
-                report.lost_races += 1
-                continue
-            won.append(claim)
-            if claim.scheduled_at is None:
-                report.rescheduled += 1
+            if self._tasks.claim(claim, placement, now):
+                won.append(claim)
+                if claim.scheduled_at is None:
+                    report.rescheduled += 1
+                else:
+                    report.claimed += 1
+                    report.lateness_seconds.append((now - claim.scheduled_at).total_seconds())
             else:
-                report.claimed += 1
-                report.lateness_seconds.append((now - claim.scheduled_at).total_seconds())
+                report.lost_races += 1
+            self._faults.reached(Boundary.TICK_CLAIMED_ONE)
         return won, len(sent) == len(runs)
