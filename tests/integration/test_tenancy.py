@@ -9,6 +9,8 @@ import pytest
 
 from dynacron.app import Dynacron
 from tests.integration.api_client import call
+from tests.pipeline import Pipeline
+from tests.support import Sink
 
 BOB = "arn:aws:sts::000000000000:assumed-role/Billing/session-1"
 HOOK = "http://127.0.0.1:9/hook"
@@ -149,3 +151,44 @@ def test_signing_secrets_are_per_tenant_and_rotation_keeps_the_previous_one(
     assert rotated["signing_secrets"][1:] == alice["signing_secrets"]
     assert rotated["signing_secrets"][0] not in alice["signing_secrets"]
     assert call(system, "GET", "/tenant", principal=BOB)[1] == bob
+
+
+def test_another_tenants_executions_and_dead_letters_are_invisible(
+    pipeline: Pipeline, sink: Sink
+) -> None:
+    # Given an execution of Alice's that was dead-lettered (a 400 is never retried)
+    sink.status = 400
+    pipeline.register(at="2026-11-30T12:00:00Z", handler_url=f"{sink.url}/hook")
+    pipeline.tick()
+    pipeline.work(batches=1)
+    (delivery,) = sink.snapshot()
+    execution_id = delivery.body["execution_id"]
+    token = delivery.headers["Dynacron-Callback-Token"]
+    _, alices = call(pipeline.app, "GET", "/dead-letters")
+    assert [e["execution_id"] for e in alices["items"]] == [execution_id]
+    # When Bob uses its id (even with the right callback token), or any missing id
+    missing = execution_id.split("_")[0][::-1] + "_" + execution_id.split("_")[1]
+    for method, path, body in [
+        ("GET", "/executions/{id}", None),
+        ("POST", "/executions/{id}/heartbeat", None),
+        ("POST", "/executions/{id}/complete", {"status": "SUCCEEDED"}),
+        ("POST", "/dead-letters/{id}/redrive", None),
+    ]:
+        answers = [
+            call(
+                pipeline.app,
+                method,
+                path.format(id=target),
+                body,
+                principal=BOB,
+                headers={"Dynacron-Callback-Token": token},
+            )
+            for target in (execution_id, missing)
+        ]
+        # Then both answers are the same 404
+        assert [status for status, _ in answers] == [404, 404], path
+        assert shape(answers[0][1], execution_id) == shape(answers[1][1], missing)
+    assert call(pipeline.app, "GET", "/dead-letters", principal=BOB)[1]["items"] == []
+    # And Alice's dead letter is still hers to redrive
+    assert call(pipeline.app, "GET", f"/executions/{execution_id}")[1]["status"] == "FAILED"
+    assert call(pipeline.app, "POST", f"/dead-letters/{execution_id}/redrive")[0] == 202
