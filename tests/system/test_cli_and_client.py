@@ -122,6 +122,8 @@ TASK_VIEW = {
     "catchup": "run_once",
     "catchup_window_seconds": None,
     "handler_url": "http://127.0.0.1:9/h",
+    "handler": None,
+    "retry": {"max_attempts": 5, "base_delay_seconds": 5, "max_delay_seconds": 600},
     "payload": {},
     "status": "PAUSED",
     "next_run_at": None,
@@ -139,6 +141,9 @@ EXECUTION_VIEW = {
     "started_at": None,
     "completed_at": None,
     "error": None,
+    "next_attempt_at": None,
+    "lease_until": None,
+    "dead_lettered_at": None,
 }
 
 

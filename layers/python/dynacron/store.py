@@ -48,6 +48,7 @@ from dynacron.resources import (
     LEASE_INDEX,
     LEASE_SHARDS,
     TENANT_INDEX,
+    IndexDefinition,
 )
 
 T = TypeVar("T")
@@ -323,19 +324,11 @@ class TaskStore:
 
     def page_owned(self, tenant_id: str, limit: int, token: str | None) -> Page[Task]:
         """One page of a tenant's tasks, oldest first."""
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "IndexName": TENANT_INDEX.name,
-            "KeyConditionExpression": "#tenant = :tenant",
-            "ExpressionAttributeNames": {"#tenant": TENANT_INDEX.partition_key.name},
-            "ExpressionAttributeValues": _to_item({":tenant": tenant_id}),
-            "Limit": limit,
-        }
         return query_page(
             self._client,
-            kwargs,
+            PartitionQuery(self._table, TENANT_INDEX.partition_key.name, tenant_id, TENANT_INDEX),
+            limit,
             token,
-            (TENANT_INDEX.partition_key.name, tenant_id),
             task_from_item,
         )
 
@@ -850,22 +843,10 @@ class ExecutionStore:
     def dead_letters(self, tenant_id: str, limit: int, token: str | None) -> Page[Execution]:
         """A tenant's dead-lettered executions, most recent first (its own index partition)."""
         partition = dead_letter_partition(tenant_id)
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "IndexName": DEAD_LETTER_INDEX.name,
-            "KeyConditionExpression": "#partition = :partition",
-            "ExpressionAttributeNames": {"#partition": DEAD_LETTER_INDEX.partition_key.name},
-            "ExpressionAttributeValues": _to_item({":partition": partition}),
-            "ScanIndexForward": False,
-            "Limit": limit,
-        }
-        return query_page(
-            self._client,
-            kwargs,
-            token,
-            (DEAD_LETTER_INDEX.partition_key.name, partition),
-            execution_from_item,
+        query = PartitionQuery(
+            self._table, DEAD_LETTER_INDEX.partition_key.name, partition, DEAD_LETTER_INDEX, True
         )
+        return query_page(self._client, query, limit, token, execution_from_item)
 
     def get(self, execution_id: str) -> Execution | None:
         response = self._client.get_item(
@@ -876,14 +857,8 @@ class ExecutionStore:
 
     def list_for_task(self, task_id: str, limit: int, token: str | None) -> Page[Execution]:
         """A task's executions, newest scheduled time first."""
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "task_id = :task",
-            "ExpressionAttributeValues": _to_item({":task": task_id}),
-            "ScanIndexForward": False,
-            "Limit": limit,
-        }
-        return query_page(self._client, kwargs, token, ("task_id", task_id), execution_from_item)
+        query = PartitionQuery(self._table, "task_id", task_id, newest_first=True)
+        return query_page(self._client, query, limit, token, execution_from_item)
 
 
 class CursorStore:
@@ -922,22 +897,42 @@ class CursorStore:
         return True
 
 
+@dataclass(frozen=True)
+class PartitionQuery:
+    """The items of one partition (``key_name`` = ``key_value``) of a table or index."""
+
+    table: str
+    key_name: str
+    key_value: str
+    index: IndexDefinition | None = None
+    newest_first: bool = False
+
+
 def query_page(
     client: Any,
-    kwargs: dict[str, Any],
+    query: PartitionQuery,
+    limit: int,
     token: str | None,
-    partition: tuple[str, str],
     parse: Callable[[dict[str, Any]], T],
 ) -> Page[T]:
-    """One page of a query of one partition, resumed from a caller's ``token``.
+    """One page of ``query``, resumed from a caller's ``token``.
 
     A token is only accepted for the partition it came from (a tenant's token is
     no use in another's), and one DynamoDB rejects is the caller's mistake (4xx).
     """
+    kwargs: dict[str, Any] = {
+        "TableName": query.table,
+        "KeyConditionExpression": "#key = :key",
+        "ExpressionAttributeNames": {"#key": query.key_name},
+        "ExpressionAttributeValues": _to_item({":key": query.key_value}),
+        "ScanIndexForward": not query.newest_first,
+        "Limit": limit,
+    }
+    if query.index is not None:
+        kwargs["IndexName"] = query.index.name
     start_key = decode_page_token(token)
     if start_key:
-        name, value = partition
-        if start_key.get(name) != {"S": value}:
+        if start_key.get(query.key_name) != {"S": query.key_value}:
             raise InvalidRequest("next_token", "is not a token this API returned")
         kwargs["ExclusiveStartKey"] = start_key
     try:
