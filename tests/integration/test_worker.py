@@ -68,28 +68,26 @@ def test_the_handler_receives_the_execution_and_it_is_recorded(
     assert execution["error"] is None
 
 
-def test_a_failing_handler_is_recorded_with_its_reason_and_retried(
+def test_a_failing_handler_is_recorded_failed_with_its_reason(
     system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
 ) -> None:
     sink.status = 500
     task_id = fire(system, clock, sink, rate="1 minute", retry={"max_attempts": 1})
     run_batch(system, receive(system, aws))
     (execution,) = system.executions.list_for_task(task_id, 10, None).items
-    # A 5xx may succeed later: the next attempt is queued (issue 3's retries)
-    assert execution.status is ExecutionStatus.QUEUED
-    assert execution.attempt == 2
+    assert execution.status is ExecutionStatus.FAILED
     assert execution.error is not None
     assert "HTTP 500" in execution.error
 
 
-def test_an_unreachable_handler_is_recorded_and_retried(
+def test_an_unreachable_handler_is_recorded_failed(
     system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
 ) -> None:
     task_id = fire(system, clock, sink, rate="1 minute", retry={"max_attempts": 1})
     sink.stop()
     run_batch(system, receive(system, aws))
     (execution,) = system.executions.list_for_task(task_id, 10, None).items
-    assert execution.status is ExecutionStatus.QUEUED
+    assert execution.status is ExecutionStatus.FAILED
     assert execution.error is not None
     assert "unreachable" in execution.error
 
@@ -172,7 +170,6 @@ def test_the_thin_lambda_handlers_work_from_the_environment(
 
     body = json.dumps({"at": "2026-01-01T00:00:00Z", "handler_url": f"{sink.url}/h"})
 
-    # `at` in the past by the real clock is refused: proves the real API handler ran
     def signed(event: dict[str, Any]) -> dict[str, Any]:
         event["requestContext"]["identity"]["userArn"] = ALICE
         return event
@@ -182,6 +179,7 @@ def test_the_thin_lambda_handlers_work_from_the_environment(
         "POST", "/tasks", {"content-type": "application/json"}, body.encode(), "::1"
     )
     assert load("api")(unsigned, LocalContext("dynacron-api"))["statusCode"] == 401
+    # `at` in the past by the real clock is refused: proves the real API handler ran
     response = load("api")(
         signed(
             proxy_event(
