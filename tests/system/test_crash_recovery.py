@@ -11,6 +11,7 @@ import pytest
 
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks import execution_id_for
+from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.models import TaskCreate
 from tests.support import Sink, wait_until
 from tests.system.cluster import FAST_RECOVERY, Cluster
@@ -30,11 +31,12 @@ def register_due_soon(cluster: Cluster, sink: Sink, count: int, in_seconds: floa
     ids = []
     for _ in range(count):
         task = cluster.app.task_service.register(
+            DEFAULT_TENANT,
             TaskCreate(
                 at=format_instant(due),
                 handler_url=f"{sink.url}/effect",
                 retry={"base_delay_seconds": 1, "max_delay_seconds": 2, "max_attempts": 20},
-            )
+            ),
         )
         ids.append(execution_id_for(task.task_id, due))
     return ids

@@ -19,6 +19,7 @@ import pytest
 from dynacron import metric_names
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks import execution_id_for
+from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.models import TaskCreate
 from tests.support import Sink
 from tests.system.cluster import FAST_RECOVERY, Cluster
@@ -78,11 +79,12 @@ def test_soak_loses_nothing_and_applies_nothing_twice(
         for number in range(size):
             due = first_due + timedelta(seconds=window * number / size)
             task = cluster.app.task_service.register(
+                DEFAULT_TENANT,
                 TaskCreate(
                     at=format_instant(due),
                     handler_url=f"{sink.url}/effect",
                     retry={"base_delay_seconds": 1, "max_delay_seconds": 2, "max_attempts": 30},
-                )
+                ),
             )
             ids.append(execution_id_for(task.task_id, task.next_run_at or due))
         window_ends = time.monotonic() + (first_due - datetime.now(UTC)).total_seconds() + window
