@@ -193,7 +193,15 @@ class HttpDelivery:
 
     def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
         assert task.handler_url is not None, "an HTTP delivery needs a handler_url"
-        secrets = self._secrets_of(task.tenant_id)
+        try:
+            secrets = self._secrets_of(task.tenant_id)
+        except Exception as error:
+            # A store hiccup is this attempt's failure, retried like any other, not
+            # an error escaping the handler call (which would hold its idempotency
+            # record until it expires).
+            return DeliveryResult.failed(
+                AttemptFailure(f"could not read the tenant's signing secrets: {error}")
+            )
         if not secrets:
             return DeliveryResult.failed(
                 AttemptFailure("the task's tenant has no signing secret", retryable=False)
