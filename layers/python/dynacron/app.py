@@ -36,7 +36,7 @@ from dynacron.delivery import (
     system_resolver,
 )
 from dynacron.domain.clock import Clock, SystemClock
-from dynacron.domain.limits import TenantRateLimiter
+from dynacron.domain.quotas import TenantRateLimiter
 from dynacron.domain.urls import UrlPolicy
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.handlers import HandlerRegistry, default_registry

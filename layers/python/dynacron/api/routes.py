@@ -33,7 +33,7 @@ from dynacron.domain.errors import (
     Unauthenticated,
 )
 from dynacron.domain.instants import format_instant
-from dynacron.domain.limits import TenantRateLimiter
+from dynacron.domain.quotas import TenantRateLimiter
 from dynacron.models import (
     CompleteRequest,
     ExecutionPage,

@@ -19,7 +19,7 @@ from dynacron.domain.errors import (
 )
 from dynacron.domain.executions import Execution
 from dynacron.domain.instants import to_utc_ms
-from dynacron.domain.limits import check_min_interval
+from dynacron.domain.quotas import check_min_interval
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import (
     Schedule,
