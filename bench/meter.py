@@ -112,7 +112,7 @@ class Meter:
             operation=model.name,
             caller=bench["caller"],
             ok=http_response.status_code < 300,
-            table=params.get("TableName"),
+            table=params.get("TableName") or next(iter(params.get("RequestItems", {})), None),
         )
         if service == "dynamodb":
             self._dynamodb_units(call, params, parsed, bench)
