@@ -168,6 +168,16 @@ class Meter:
         return item.get("Item")
 
 
+def add_latency(client: Any, seconds: float) -> Any:
+    """Sleep ``seconds`` before every request ``client`` makes: a simulated round trip."""
+
+    def delay(**_: Any) -> None:
+        time.sleep(seconds)
+
+    client.meta.events.register("before-call", delay)
+    return client
+
+
 def _read_units(sizes: list[int], consistent: bool) -> float:
     units = sum(max(1, math.ceil(size / 4096)) for size in sizes)
     return float(units) if consistent else units / 2
