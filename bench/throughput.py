@@ -81,7 +81,7 @@ def measure(tasks: int, concurrency: int, latency_ms: float) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--tasks", type=int, default=500 if QUICK else 2000)
+    parser.add_argument("--tasks", type=int, default=300 if QUICK else 1000)
     parser.add_argument("--concurrency", default="1,4,16,32")
     args = parser.parse_args()
     runs = []
