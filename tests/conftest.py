@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,6 +12,7 @@ from dynacron.app import Dynacron
 from dynacron.config import LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import SettableClock
 from dynacron.local.aws import REGION, provision
+from tests.pipeline import Pipeline
 from tests.support import Sink
 
 START = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -23,6 +25,21 @@ def sleep_moving(clock: SettableClock) -> Callable[[float], None]:
         clock.advance(timedelta(seconds=seconds))
 
     return sleep
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak-executions",
+        type=int,
+        default=int(os.environ.get("DYNACRON_SOAK_EXECUTIONS", "1000")),
+        help="executions in the crash soak (default 1000, or $DYNACRON_SOAK_EXECUTIONS)",
+    )
+    parser.addoption(
+        "--soak-seed",
+        type=int,
+        default=int(os.environ.get("DYNACRON_SOAK_SEED", "20261130")),
+        help="seed of the crash soak's faults and kills",
+    )
 
 
 @pytest.fixture
@@ -64,3 +81,20 @@ def sink() -> Iterator[Sink]:
     server = Sink().start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def pipeline(aws: tuple[Any, Any], clock: SettableClock) -> Pipeline:
+    """Tick, workers and reaper driven by hand; handler calls time out after 0.5 s, so
+    the in-progress idempotency record of a crashed call expires within a second."""
+    dynamodb, sqs = aws
+    settings = provision(
+        dynamodb,
+        sqs,
+        shard_count=2,
+        delivery_allow_networks=LOOPBACK_NETWORKS,
+        http_timeout_seconds=0.5,
+        # A fresh shard walks back this far; a week (the default) is many empty buckets.
+        initial_lookback_seconds=2 * 3600,
+    )
+    return Pipeline(aws, settings, clock)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -27,12 +28,28 @@ class Delivery:
     body: dict[str, Any]
 
 
+Answer = tuple[int, dict[str, str]]
+
+
 @dataclass
 class Sink:
-    """A loopback HTTP server that records every POST it receives."""
+    """A loopback HTTP server that records every POST it receives.
+
+    It also plays an idempotent handler that dedupes on the ``Idempotency-Key``
+    header the way a real one does, check-then-act: a key already applied is not
+    applied again. Two deliveries of one key *at the same time* defeat such a
+    check, and are counted as ``applied_twice``: dynacron must never cause one.
+    ``answer`` decides each response (default: ``status``, no headers); ``hold``
+    is how long each request takes, so that overlaps would show.
+    """
 
     status: int = 200
+    answer: Callable[[Delivery], Answer] | None = None
+    hold: float = 0.0
     deliveries: list[Delivery] = field(default_factory=list)
+    effects: dict[str, int] = field(default_factory=dict)
+    applied_twice: int = 0
+    _in_flight: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
 
@@ -48,11 +65,11 @@ class Sink:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
-                with sink._lock:
-                    sink.deliveries.append(
-                        Delivery(time.time(), self.path, dict(self.headers.items()), body)
-                    )
-                self.send_response(sink.status)
+                delivery = Delivery(time.time(), self.path, dict(self.headers.items()), body)
+                status, headers = sink._handle(delivery)
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -61,8 +78,29 @@ class Sink:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # A short poll interval: stop() waits for it, once per test.
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        ).start()
         return self
+
+    def _handle(self, delivery: Delivery) -> Answer:
+        key = delivery.headers.get("Idempotency-Key", "")
+        with self._lock:
+            self.deliveries.append(delivery)
+            status, headers = self.answer(delivery) if self.answer else (self.status, {})
+            applies = 200 <= status < 300 and status != 202 and self.effects.get(key, 0) == 0
+            if applies and key in self._in_flight:
+                self.applied_twice += 1  # a concurrent duplicate slipped past the check
+            if applies:
+                self._in_flight.add(key)
+        if self.hold:
+            time.sleep(self.hold)
+        with self._lock:
+            if applies:
+                self.effects[key] = self.effects.get(key, 0) + 1
+                self._in_flight.discard(key)
+        return status, headers
 
     def stop(self) -> None:
         if self._server is not None:
@@ -72,6 +110,15 @@ class Sink:
     def snapshot(self) -> list[Delivery]:
         with self._lock:
             return list(self.deliveries)
+
+    def calls_by_key(self) -> dict[str, int]:
+        """How many times each execution's handler was called."""
+        with self._lock:
+            counts: dict[str, int] = {}
+            for delivery in self.deliveries:
+                key = delivery.headers.get("Idempotency-Key", "")
+                counts[key] = counts.get(key, 0) + 1
+            return counts
 
 
 def free_port() -> int:

@@ -139,7 +139,36 @@ BAD_REQUESTS = [
         "http:// or https://",
     ),
     ({"rate": "1 minute", "handler_url": "http://10.0.0.1/x"}, 422, "handler_url", "not allowed"),
-    ({"rate": "1 minute"}, 422, "handler_url", "is required"),
+    ({"rate": "1 minute"}, 422, "handler", "exactly one of 'handler_url' or 'handler'"),
+    (
+        {"rate": "1 minute", "handler_url": HOOK, "handler": "x"},
+        422,
+        "handler",
+        "exactly one of 'handler_url' or 'handler'",
+    ),
+    ({"rate": "1 minute", "handler": "nobody-registered-me"}, 422, "handler", "no Python handler"),
+    (
+        {"rate": "1 minute", "handler_url": HOOK, "retry": {"max_attempts": 0}},
+        422,
+        "retry.max_attempts",
+        "between 1 and 100",
+    ),
+    (
+        {
+            "rate": "1 minute",
+            "handler_url": HOOK,
+            "retry": {"base_delay_seconds": 60, "max_delay_seconds": 30},
+        },
+        422,
+        "retry.max_delay_seconds",
+        "between base_delay_seconds (60)",
+    ),
+    (
+        {"rate": "1 minute", "handler_url": HOOK, "retry": {"tries": 3}},
+        422,
+        "retry.tries",
+        "not a known field",
+    ),
     (
         {"rate": "1 minute", "handler_url": HOOK, "payload": {"blob": "x" * 40_000}},
         413,

@@ -1,15 +1,17 @@
-"""The composition root: settings and AWS clients in, the three Lambda entry points out.
+"""The composition root: settings and AWS clients in, the Lambda entry points out.
 
-Lambda calls ``api``, ``tick`` and ``worker`` below through ``functions/*/handler.py``;
-local mode builds a ``Dynacron`` from explicit settings and calls the same methods.
+Lambda calls ``api``, ``tick``, ``worker`` and ``reaper`` below through
+``functions/*/handler.py``; local mode builds a ``Dynacron`` from explicit
+settings and calls the same methods.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -25,11 +27,18 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from dynacron.api.routes import build_api, unsupported_body
 from dynacron.config import Settings
-from dynacron.delivery import HttpDelivery
+from dynacron.delivery import HandlerDelivery, HttpDelivery, PythonDelivery
 from dynacron.domain.clock import Clock, SystemClock
 from dynacron.domain.urls import UrlPolicy
+from dynacron.faults import NO_FAULTS, Boundary, Faults
+from dynacron.handlers import HandlerRegistry, default_registry
+from dynacron.idempotency import IdempotentHandlerCalls
 from dynacron.leases import ShardLeases
-from dynacron.queue import DispatchQueue, dispatch_from_body
+from dynacron.metrics import Emit, ReliabilityMetrics, print_emf
+from dynacron.queue import DeadLetterQueue, DispatchQueue, dispatch_from_body
+from dynacron.services.executions import ExecutionService
+from dynacron.services.outcomes import AttemptOutcomes
+from dynacron.services.reap import Reaper
 from dynacron.services.tasks import TaskService
 from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import ShardTickLoop
@@ -54,38 +63,92 @@ class Dynacron:
         clock: Clock | None = None,
         delivery: Delivery | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        handlers: HandlerRegistry | None = None,
+        emit_metrics: Emit = print_emf,
+        faults: Faults = NO_FAULTS,
+        dispatch_queue: DispatchQueue | None = None,
     ) -> None:
+        import_handler_modules(settings.handler_modules)
         self.settings = settings
-        self.clock = clock or SystemClock()
+        self.clock = clock = clock or SystemClock()
         self._sleep = sleep
+        self.faults = faults
+        self.handlers = handlers or default_registry
+        self.metrics = ReliabilityMetrics(emit_metrics)
+        terms = settings.lease_terms
         self.tasks = TaskStore(dynamodb, settings.tasks_table)
         self.executions = ExecutionStore(dynamodb, settings.executions_table, EXECUTION_RETENTION)
         self.cursors = CursorStore(dynamodb, settings.coordination_table)
         self.leases = ShardLeases(dynamodb, settings.coordination_table)
-        self.queue = DispatchQueue(sqs, settings.dispatch_queue_url)
+        self.queue = dispatch_queue or DispatchQueue(sqs, settings.dispatch_queue_url)
+        self.dead_letter_queue = DeadLetterQueue(sqs, settings.dead_letter_queue_url)
         self.task_service = TaskService(
-            tasks=self.tasks, executions=self.executions, settings=settings, clock=self.clock
+            tasks=self.tasks,
+            executions=self.executions,
+            settings=settings,
+            clock=clock,
+            handlers=self.handlers,
         )
         self.ticker = Ticker(
             tasks=self.tasks,
             queue=self.queue,
             cursors=self.cursors,
             settings=settings,
-            clock=self.clock,
+            clock=clock,
+            faults=faults,
+        )
+        self.outcomes = AttemptOutcomes(
+            executions=self.executions,
+            queue=self.queue,
+            dead_letter_queue=self.dead_letter_queue,
+            metrics=self.metrics,
+            clock=clock,
+            lease_terms=terms,
+            faults=faults,
         )
         self.runner = ExecutionRunner(
             tasks=self.tasks,
             executions=self.executions,
-            delivery=delivery
-            or HttpDelivery(
-                UrlPolicy(settings.delivery_allow_networks), settings.http_timeout_seconds
+            queue=self.queue,
+            delivery=delivery or default_delivery(settings, clock, self.handlers),
+            handler_calls=IdempotentHandlerCalls(
+                dynamodb,
+                settings.idempotency_table,
+                ttl_seconds=settings.idempotency_ttl_seconds,
+                handler_timeout_seconds=settings.http_timeout_seconds,
+                faults=faults,
             ),
-            clock=self.clock,
+            outcomes=self.outcomes,
+            metrics=self.metrics,
+            clock=clock,
+            lease_terms=terms,
+            faults=faults,
         )
-        self._api = build_api(self.task_service)
+        self.lease_reaper = Reaper(
+            executions=self.executions,
+            queue=self.queue,
+            outcomes=self.outcomes,
+            metrics=self.metrics,
+            clock=clock,
+            lease_terms=terms,
+            max_per_run=settings.reaper_max_per_run,
+            faults=faults,
+        )
+        self.execution_service = ExecutionService(
+            executions=self.executions,
+            queue=self.queue,
+            dead_letter_queue=self.dead_letter_queue,
+            outcomes=self.outcomes,
+            clock=clock,
+            lease_terms=terms,
+        )
+        self._api = build_api(self.task_service, self.execution_service)
 
     def api(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        return unsupported_body(event) or self._api.resolve(event, context)
+        try:
+            return unsupported_body(event) or self._api.resolve(event, context)
+        finally:
+            self.metrics.flush()
 
     def tick(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Tick the shard named in the event, or every shard when none is named.
@@ -138,12 +201,26 @@ class Dynacron:
         processor = BatchProcessor(event_type=EventType.SQS)
 
         def run_record(record: SQSRecord) -> None:
-            self.runner.run(dispatch_from_body(record.body))
+            self.runner.run(dispatch_from_body(record.body), context)
+            self.faults.reached(Boundary.WORKER_RECORD_DONE)
 
-        response = process_partial_response(
-            event=event, record_handler=run_record, processor=processor, context=context
-        )
+        try:
+            response = process_partial_response(
+                event=event, record_handler=run_record, processor=processor, context=context
+            )
+        finally:
+            self.metrics.flush()
         return dict(response)
+
+    def reaper(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """Make executions whose lease ran out move again (see services/reap.py)."""
+        try:
+            report = self.lease_reaper.reap()
+        finally:
+            self.metrics.flush()
+        if report.reaped:
+            logger.info("reaper took over expired leases", extra={"reaped": report.reaped})
+        return {"expired": report.expired, "reaped": report.reaped, **report.outcomes}
 
     @classmethod
     def from_environment(cls) -> Dynacron:
@@ -152,6 +229,25 @@ class Dynacron:
             dynamodb=boto3.client("dynamodb"),
             sqs=boto3.client("sqs"),
         )
+
+
+def default_delivery(settings: Settings, clock: Clock, handlers: HandlerRegistry) -> Delivery:
+    """HTTP handlers under the URL policy, and Python handlers from ``handlers``."""
+    return HandlerDelivery(
+        HttpDelivery(
+            UrlPolicy(settings.delivery_allow_networks),
+            settings.http_timeout_seconds,
+            clock,
+            settings.api_base_url,
+        ),
+        PythonDelivery(handlers),
+    )
+
+
+def import_handler_modules(modules: Iterable[str]) -> None:
+    """Import the modules whose ``@dynacron.handler`` functions tasks may name."""
+    for module in modules:
+        importlib.import_module(module)
 
 
 @functools.cache
@@ -173,3 +269,8 @@ def tick(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 @logger.inject_lambda_context
 def worker(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return _deployed().worker(event, context)
+
+
+@logger.inject_lambda_context
+def reaper(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return _deployed().reaper(event, context)

@@ -8,14 +8,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
+from dynacron.domain.executions import LeaseTerms
 from dynacron.domain.tasks import Sharding
-from dynacron.resources import COORDINATION, DISPATCH_QUEUE, EXECUTIONS, TASKS
+from dynacron.resources import (
+    COORDINATION,
+    DEAD_LETTER_QUEUE,
+    DISPATCH_QUEUE,
+    EXECUTIONS,
+    IDEMPOTENCY,
+    TASKS,
+    WORKER_TIMEOUT_SECONDS,
+)
 
 SHARD_COUNT_VAR = "DYNACRON_SHARD_COUNT"
 BUCKET_SECONDS_VAR = "DYNACRON_BUCKET_SECONDS"
 ALLOW_NETWORKS_VAR = "DYNACRON_DELIVERY_ALLOW_NETWORKS"
 HTTP_TIMEOUT_VAR = "DYNACRON_HTTP_TIMEOUT_SECONDS"
+LEASE_SECONDS_VAR = "DYNACRON_LEASE_SECONDS"
+CLOCK_SKEW_VAR = "DYNACRON_CLOCK_SKEW_SECONDS"
+CALLBACK_LEASE_VAR = "DYNACRON_CALLBACK_LEASE_SECONDS"
+PICKUP_GRACE_VAR = "DYNACRON_PICKUP_GRACE_SECONDS"
+API_URL_VAR = "DYNACRON_API_URL"
+HANDLER_MODULES_VAR = "DYNACRON_HANDLER_MODULES"
 LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
 
 
@@ -25,6 +41,8 @@ class Settings:
     executions_table: str
     coordination_table: str
     dispatch_queue_url: str
+    idempotency_table: str
+    dead_letter_queue_url: str
     shard_count: int = 4
     # Width of a due-index time bucket. Wide buckets mean few queries per tick;
     # the sort key bounds each query to what is due, so width never costs reads.
@@ -49,23 +67,62 @@ class Settings:
     # An occurrence claimed later than this was missed; each task's catch-up
     # policy decides what happens to it.
     misfire_grace_seconds: int = 60
+    # A running execution's lease: renewed by the worker's heartbeat every third
+    # of it, so a worker that dies is noticed within one lease.
+    lease_seconds: float = 30.0
+    # Machines disagree about the time by up to this much: the reaper waits this
+    # long past a lease's end, and a holder renews this long before it.
+    clock_skew_seconds: float = 5.0
+    # How long a handler that answered 202 Accepted has to call heartbeat or complete.
+    callback_lease_seconds: float = 600.0
+    # How long a queued attempt may wait in SQS past its due time before the
+    # reaper sends it again (the first message may have been lost in a crash).
+    pickup_grace_seconds: float = 300.0
+    # How long a handler's recorded success answers for its execution_id.
+    idempotency_ttl_seconds: int = 24 * 3600
+    # One worker invocation's time limit (the Lambda timeout in AWS).
+    worker_timeout_seconds: int = WORKER_TIMEOUT_SECONDS
+    reaper_page_size: int = 100
+    reaper_max_per_run: int = 1000
+    # Where handlers reach the API for heartbeat and complete calls (optional).
+    api_base_url: str | None = None
+    # Modules to import at start so their ``@dynacron.handler`` functions register.
+    handler_modules: tuple[str, ...] = ()
 
     @property
     def sharding(self) -> Sharding:
         return Sharding(shard_count=self.shard_count, bucket_seconds=self.bucket_seconds)
 
+    @property
+    def lease_terms(self) -> LeaseTerms:
+        return LeaseTerms(
+            running=timedelta(seconds=self.lease_seconds),
+            awaiting_callback=timedelta(seconds=self.callback_lease_seconds),
+            pickup_grace=timedelta(seconds=self.pickup_grace_seconds),
+            clock_skew=timedelta(seconds=self.clock_skew_seconds),
+        )
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        networks = environ.get(ALLOW_NETWORKS_VAR, "")
         return cls(
             tasks_table=environ[TASKS.env_var],
             executions_table=environ[EXECUTIONS.env_var],
             coordination_table=environ[COORDINATION.env_var],
             dispatch_queue_url=environ[DISPATCH_QUEUE.env_var],
+            idempotency_table=environ[IDEMPOTENCY.env_var],
+            dead_letter_queue_url=environ[DEAD_LETTER_QUEUE.env_var],
             shard_count=int(environ.get(SHARD_COUNT_VAR, cls.shard_count)),
             bucket_seconds=int(environ.get(BUCKET_SECONDS_VAR, cls.bucket_seconds)),
-            delivery_allow_networks=tuple(n.strip() for n in networks.split(",") if n.strip()),
+            delivery_allow_networks=_split(environ.get(ALLOW_NETWORKS_VAR, "")),
             http_timeout_seconds=float(environ.get(HTTP_TIMEOUT_VAR, cls.http_timeout_seconds)),
+            lease_seconds=float(environ.get(LEASE_SECONDS_VAR, cls.lease_seconds)),
+            clock_skew_seconds=float(environ.get(CLOCK_SKEW_VAR, cls.clock_skew_seconds)),
+            callback_lease_seconds=float(
+                environ.get(CALLBACK_LEASE_VAR, cls.callback_lease_seconds)
+            ),
+            pickup_grace_seconds=float(environ.get(PICKUP_GRACE_VAR, cls.pickup_grace_seconds)),
+            api_base_url=environ.get(API_URL_VAR) or None,
+            handler_modules=_split(environ.get(HANDLER_MODULES_VAR, "")),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -75,8 +132,20 @@ class Settings:
             EXECUTIONS.env_var: self.executions_table,
             COORDINATION.env_var: self.coordination_table,
             DISPATCH_QUEUE.env_var: self.dispatch_queue_url,
+            IDEMPOTENCY.env_var: self.idempotency_table,
+            DEAD_LETTER_QUEUE.env_var: self.dead_letter_queue_url,
             SHARD_COUNT_VAR: str(self.shard_count),
             BUCKET_SECONDS_VAR: str(self.bucket_seconds),
             ALLOW_NETWORKS_VAR: ",".join(self.delivery_allow_networks),
             HTTP_TIMEOUT_VAR: str(self.http_timeout_seconds),
+            LEASE_SECONDS_VAR: str(self.lease_seconds),
+            CLOCK_SKEW_VAR: str(self.clock_skew_seconds),
+            CALLBACK_LEASE_VAR: str(self.callback_lease_seconds),
+            PICKUP_GRACE_VAR: str(self.pickup_grace_seconds),
+            API_URL_VAR: self.api_base_url or "",
+            HANDLER_MODULES_VAR: ",".join(self.handler_modules),
         }
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())

@@ -36,8 +36,19 @@ class DstPolicyModel(BaseModel):
         return DstPolicy(Nonexistent(self.nonexistent), Ambiguous(self.ambiguous))
 
 
+class RetryCreate(BaseModel):
+    """A task's retry policy; every field has a default."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    max_attempts: int = Field(default=5, description="Attempts in all, the first included")
+    base_delay_seconds: int = Field(default=5, description="Ceiling of the first backoff")
+    max_delay_seconds: int = Field(default=600, description="Ceiling of any backoff")
+
+
 class TaskCreate(BaseModel):
-    """Body of ``POST /tasks``: exactly one of ``cron``, ``rate`` or ``at``."""
+    """Body of ``POST /tasks``: exactly one of ``cron``, ``rate`` or ``at``, and
+    exactly one of ``handler_url`` or ``handler``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -86,8 +97,20 @@ class TaskCreate(BaseModel):
         le=MAX_CATCHUP_WINDOW_SECONDS,
         description="run_all only: missed occurrences older than this never run (default 1 day)",
     )
-    handler_url: str = Field(description="http(s) URL that receives a POST per execution")
+    handler_url: str | None = Field(
+        default=None, description="http(s) URL that receives a POST per execution"
+    )
+    handler: str | None = Field(
+        default=None, max_length=128, description="Name of a registered Python handler"
+    )
     payload: dict[str, Any] = Field(default_factory=dict)
+    retry: RetryCreate | None = None
+
+
+class RetryView(BaseModel):
+    max_attempts: int
+    base_delay_seconds: int
+    max_delay_seconds: int
 
 
 class ScheduleView(BaseModel):
@@ -107,7 +130,9 @@ class TaskView(BaseModel):
     jitter_seconds: int
     catchup: str
     catchup_window_seconds: int | None
-    handler_url: str
+    handler_url: str | None
+    handler: str | None
+    retry: RetryView
     payload: dict[str, Any]
     status: str
     next_run_at: str | None
@@ -136,6 +161,12 @@ class TaskView(BaseModel):
                 catchup.window_seconds if catchup.policy is CatchUp.RUN_ALL else None
             ),
             handler_url=task.handler_url,
+            handler=task.handler_name,
+            retry=RetryView(
+                max_attempts=task.retry.max_attempts,
+                base_delay_seconds=task.retry.base_delay_seconds,
+                max_delay_seconds=task.retry.max_delay_seconds,
+            ),
             payload=task.payload,
             status=task.status.value,
             next_run_at=_optional_instant(task.next_run_at),
@@ -167,6 +198,9 @@ class ExecutionView(BaseModel):
     started_at: str | None
     completed_at: str | None
     error: str | None
+    next_attempt_at: str | None
+    lease_until: str | None
+    dead_lettered_at: str | None
 
     @classmethod
     def of(cls, execution: Execution) -> ExecutionView:
@@ -182,6 +216,9 @@ class ExecutionView(BaseModel):
             started_at=instant(execution.started_at),
             completed_at=instant(execution.completed_at),
             error=execution.error,
+            next_attempt_at=instant(execution.next_attempt_at),
+            lease_until=instant(execution.lease_until),
+            dead_lettered_at=instant(execution.dead_lettered_at),
         )
 
 
@@ -193,6 +230,15 @@ class TaskPage(BaseModel):
 class ExecutionPage(BaseModel):
     items: list[ExecutionView]
     next_token: str | None
+
+
+class CompleteRequest(BaseModel):
+    """Body of ``POST /executions/{execution_id}/complete``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    status: Literal["SUCCEEDED", "FAILED"]
+    error: str | None = Field(default=None, max_length=2000)
 
 
 class Problem(BaseModel):

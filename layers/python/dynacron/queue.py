@@ -1,4 +1,4 @@
-"""SQS adapter for the dispatch queue. The client is injected."""
+"""SQS adapters: the dispatch queue and the dead-letter queue. Clients are injected."""
 
 from __future__ import annotations
 
@@ -9,26 +9,32 @@ from dynacron.domain.executions import Dispatch
 from dynacron.domain.instants import format_instant, parse_instant
 
 SEND_BATCH_LIMIT = 10
+# SQS delays one message by at most 15 minutes; longer waits take several hops.
+MAX_DELAY_SECONDS = 900
+EXECUTION_ID_ATTRIBUTE = "execution_id"
 
 
 def dispatch_to_body(dispatch: Dispatch) -> str:
-    return json.dumps(
-        {
-            "execution_id": dispatch.execution_id,
-            "task_id": dispatch.task_id,
-            "scheduled_at": format_instant(dispatch.scheduled_at),
-            "attempt": dispatch.attempt,
-        }
-    )
+    body: dict[str, Any] = {
+        "execution_id": dispatch.execution_id,
+        "task_id": dispatch.task_id,
+        "scheduled_at": format_instant(dispatch.scheduled_at),
+        "attempt": dispatch.attempt,
+    }
+    if dispatch.not_before is not None:
+        body["not_before"] = format_instant(dispatch.not_before)
+    return json.dumps(body)
 
 
 def dispatch_from_body(body: str) -> Dispatch:
     values = json.loads(body)
+    not_before = values.get("not_before")
     return Dispatch(
         execution_id=values["execution_id"],
         task_id=values["task_id"],
         scheduled_at=parse_instant(values["scheduled_at"]),
         attempt=int(values.get("attempt", 1)),
+        not_before=parse_instant(not_before) if not_before else None,
     )
 
 
@@ -52,6 +58,81 @@ class DispatchQueue:
             )
             sent += [batch[int(entry["Id"])] for entry in response.get("Successful", [])]
         return sent
+
+    def send_later(self, dispatch: Dispatch, delay_seconds: float) -> None:
+        """Send one dispatch, invisible for ``delay_seconds`` (capped at SQS's 15 minutes;
+        the worker sends it on again if it arrives before ``not_before``)."""
+        delay = max(0, min(MAX_DELAY_SECONDS, int(delay_seconds)))
+        self._client.send_message(
+            QueueUrl=self._url, MessageBody=dispatch_to_body(dispatch), DelaySeconds=delay
+        )
+
+
+class DeadLetterQueue:
+    """Copies of dead-lettered executions, for alarms and operators.
+
+    The executions table is the record of dead letters (listing and redrive read
+    it); a copy here is what the queue's alarm and an operator see. Copies carry
+    the execution id as a message attribute so they can be found again.
+    """
+
+    # A redrive looks through at most this many receives (10 messages each) for the copy.
+    SEARCH_RECEIVES = 10
+
+    def __init__(self, client: Any, queue_url: str) -> None:
+        self._client = client
+        self._url = queue_url
+
+    def send(self, dispatch: Dispatch, error: str) -> None:
+        self._client.send_message(
+            QueueUrl=self._url,
+            MessageBody=json.dumps({**json.loads(dispatch_to_body(dispatch)), "error": error}),
+            MessageAttributes={
+                EXECUTION_ID_ATTRIBUTE: {"DataType": "String", "StringValue": dispatch.execution_id}
+            },
+        )
+
+    def remove(self, execution_id: str) -> int:
+        """Delete the copies of one execution; returns how many were found.
+
+        SQS cannot look a message up, so this receives batches, deletes the matches
+        and makes every other message visible again at once. It looks at a bounded
+        number of messages: in a very long queue a copy may survive, which is
+        harmless (a stale copy replayed into the dispatch queue is dropped as a
+        duplicate) and the queue's retention removes it in the end.
+        """
+        found = 0
+        others: list[str] = []
+        try:
+            for _ in range(self.SEARCH_RECEIVES):
+                messages = self._client.receive_message(
+                    QueueUrl=self._url,
+                    MaxNumberOfMessages=10,
+                    VisibilityTimeout=30,
+                    MessageAttributeNames=[EXECUTION_ID_ATTRIBUTE],
+                ).get("Messages", [])
+                if not messages:
+                    break
+                for message in messages:
+                    attributes = message.get("MessageAttributes", {})
+                    owner = attributes.get(EXECUTION_ID_ATTRIBUTE, {}).get("StringValue")
+                    if owner == execution_id:
+                        self._client.delete_message(
+                            QueueUrl=self._url, ReceiptHandle=message["ReceiptHandle"]
+                        )
+                        found += 1
+                    else:
+                        others.append(message["ReceiptHandle"])
+        finally:
+            for start in range(0, len(others), SEND_BATCH_LIMIT):
+                self._client.change_message_visibility_batch(
+                    QueueUrl=self._url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": 0}
+                        for i, handle in enumerate(others[start : start + SEND_BATCH_LIMIT])
+                    ],
+                )
+        return found
 
 
 def _entry(entry_id: str, dispatch: Dispatch) -> dict[str, Any]:

@@ -74,6 +74,29 @@ TASKS = TableDefinition(
     indexes=(DUE_INDEX,),
 )
 
+# Sparse: only executions with a pending obligation (queued, running, or a
+# dead-letter copy still to send) carry ``lease_shard``; the reaper queries each
+# shard for ``lease_until`` in the past instead of scanning. Keys only: the reaper
+# re-reads each candidate with a strongly consistent read before acting on it.
+LEASE_INDEX = IndexDefinition(
+    name="lease-index",
+    partition_key=Key("lease_shard"),
+    sort_key=Key("lease_until"),
+    projection="KEYS_ONLY",
+)
+# Partitions of the lease index (by execution id). Fixed, not a setting: the
+# reaper must query every partition a lease may have been written to.
+LEASE_SHARDS = 4
+
+# Sparse: only dead-lettered executions carry ``dead_letter``, newest first by
+# ``dead_lettered_at``. All attributes, so listing needs no second read.
+DEAD_LETTER_INDEX = IndexDefinition(
+    name="dead-letter-index",
+    partition_key=Key("dead_letter"),
+    sort_key=Key("dead_lettered_at"),
+    projection="ALL",
+)
+
 # Execution ids are ``<task_id>_<compact UTC instant>``, so within a task's
 # partition the sort key orders executions by scheduled time.
 EXECUTIONS = TableDefinition(
@@ -82,6 +105,7 @@ EXECUTIONS = TableDefinition(
     env_var="DYNACRON_EXECUTIONS_TABLE",
     partition_key=Key("task_id"),
     sort_key=Key("execution_id"),
+    indexes=(LEASE_INDEX, DEAD_LETTER_INDEX),
     ttl_attribute="expires_at",
 )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,6 +21,7 @@ from botocore.exceptions import ClientError
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions import Dispatch, Execution, ExecutionStatus
 from dynacron.domain.instants import format_instant, parse_instant
+from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import (
     CronSchedule,
     OneTimeSchedule,
@@ -35,10 +37,11 @@ from dynacron.domain.tasks import (
     DuePlacement,
     Task,
     TaskStatus,
+    shard_for,
     task_id_of,
 )
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
-from dynacron.resources import DUE_INDEX
+from dynacron.resources import DEAD_LETTER_INDEX, DUE_INDEX, LEASE_INDEX, LEASE_SHARDS
 
 T = TypeVar("T")
 _serializer = TypeSerializer()
@@ -154,6 +157,20 @@ def _optional_instant(value: datetime | None) -> str | None:
     return format_instant(value) if value is not None else None
 
 
+def _retry_to_map(policy: RetryPolicy) -> dict[str, int]:
+    return {
+        "max_attempts": policy.max_attempts,
+        "base_delay_seconds": policy.base_delay_seconds,
+        "max_delay_seconds": policy.max_delay_seconds,
+    }
+
+
+def _retry_from_map(values: dict[str, Any] | None) -> RetryPolicy:
+    if not values:
+        return RetryPolicy()
+    return RetryPolicy(**{name: int(value) for name, value in values.items()})
+
+
 def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
     return _to_item(
         {
@@ -161,6 +178,8 @@ def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
             "name": task.name,
             "schedule": _schedule_to_map(task.schedule),
             "handler_url": task.handler_url,
+            "handler": task.handler_name,
+            "retry": _retry_to_map(task.retry),
             # JSON text keeps floats exact and lets the size limit be measured.
             "payload": json.dumps(task.payload, separators=(",", ":")),
             "status": task.status.value,
@@ -183,7 +202,9 @@ def task_from_item(item: dict[str, Any]) -> Task:
         task_id=values["task_id"],
         name=values["name"],
         schedule=_schedule_from_map(values["schedule"]),
-        handler_url=values["handler_url"],
+        handler_url=values.get("handler_url"),
+        handler_name=values.get("handler"),
+        retry=_retry_from_map(values.get("retry")),
         payload=json.loads(values["payload"]),
         status=TaskStatus(values["status"]),
         next_run_at=_instant_or_none(values.get("next_run_at")),
@@ -329,6 +350,12 @@ class TaskStore:
         return True
 
 
+DEAD_LETTER_PARTITION = "dead-letter"
+ERROR_LIMIT = 2000
+_NAME = re.compile(r"#(\w+)")
+_VALUE = re.compile(r":(\w+)")
+
+
 def execution_from_item(item: dict[str, Any]) -> Execution:
     values = _from_item(item)
 
@@ -346,79 +373,370 @@ def execution_from_item(item: dict[str, Any]) -> Execution:
         started_at=instant("started_at"),
         completed_at=instant("completed_at"),
         error=values.get("error"),
+        first_attempt=int(values.get("first_attempt", 1)),
+        retry=_retry_from_map(values.get("retry")),
+        next_attempt_at=instant("next_attempt_at"),
+        lease_until=instant("lease_until"),
+        lease_token=values.get("lease_token"),
+        accepted_at=instant("accepted_at"),
+        callback_digest=values.get("callback_digest"),
+        dead_lettered_at=instant("dead_lettered_at"),
     )
 
 
+@dataclass(frozen=True)
+class BeginResult:
+    began: bool
+    # Begun: the execution as it now is. Refused: as it was, which says why
+    # (finished, held by another worker, waiting for another attempt).
+    current: Execution | None = None
+
+
 class ExecutionStore:
-    def __init__(self, client: Any, table_name: str, retention: timedelta) -> None:
+    """Executions and their leases. Each state transition is one conditional write.
+
+    Every write by a lease holder names the ``lease_token`` it holds, and every
+    change of holder (begin, requeue, take_over, redrive) writes a new token: of
+    a reaper and a late worker acting on one execution, only one can win.
+    """
+
+    def __init__(
+        self, client: Any, table_name: str, retention: timedelta, lease_shards: int = LEASE_SHARDS
+    ) -> None:
         self._client = client
         self._table = table_name
         self._retention = retention
+        self._lease_shards = lease_shards
+
+    @property
+    def lease_shards(self) -> int:
+        return self._lease_shards
 
     def _key(self, execution_id: str) -> dict[str, Any]:
         return _to_item({"task_id": task_id_of(execution_id), "execution_id": execution_id})
 
-    def start(self, dispatch: Dispatch, now: datetime) -> bool:
-        """Record RUNNING; False if this execution already finished (a duplicate)."""
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=self._key(dispatch.execution_id),
-                UpdateExpression=(
-                    "SET #status = :running, scheduled_at = :scheduled, attempt = :attempt, "
-                    "started_at = :now, expires_at = :expires REMOVE completed_at, #error"
-                ),
-                ConditionExpression=(
-                    "attribute_not_exists(execution_id) OR NOT (#status IN (:succeeded, :skipped))"
-                ),
-                ExpressionAttributeNames={"#status": "status", "#error": "error"},
-                ExpressionAttributeValues=_to_item(
-                    {
-                        ":running": ExecutionStatus.RUNNING.value,
-                        ":succeeded": ExecutionStatus.SUCCEEDED.value,
-                        ":skipped": ExecutionStatus.SKIPPED.value,
-                        ":scheduled": format_instant(dispatch.scheduled_at),
-                        ":attempt": dispatch.attempt,
-                        ":now": format_instant(now),
-                        ":expires": int((dispatch.scheduled_at + self._retention).timestamp()),
-                    }
-                ),
-            )
-        except ClientError as error:
-            if _is_condition_failure(error):
-                return False
-            raise
-        return True
+    def _lease_shard(self, execution_id: str) -> str:
+        return str(shard_for(execution_id, self._lease_shards))
 
-    def finish(
-        self, execution_id: str, status: ExecutionStatus, now: datetime, error: str | None = None
-    ) -> bool:
-        """Move a RUNNING execution to a final status."""
-        values: dict[str, Any] = {
-            ":running": ExecutionStatus.RUNNING.value,
-            ":final": status.value,
-            ":now": format_instant(now),
-        }
-        names = {"#status": "status"}
-        expression = "SET #status = :final, completed_at = :now"
-        if error is not None:
-            values[":error"] = error[:2000]
-            names["#error"] = "error"
-            expression += ", #error = :error"
+    def _write(
+        self,
+        execution_id: str,
+        condition: str,
+        sets: dict[str, Any],
+        *,
+        removes: tuple[str, ...] = (),
+        computed: tuple[str, ...] = (),
+        values: dict[str, Any] | None = None,
+        return_values: str = "NONE",
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """One conditional UpdateItem: ``sets`` become ``#name = :name``.
+
+        Returns whether the condition held, and the item: the new one when asked
+        for with ``return_values``, the old one when the condition failed.
+        """
+        assignments = [f"#{name} = :{name}" for name in sets] + list(computed)
+        clauses = []
+        if assignments:
+            clauses.append("SET " + ", ".join(assignments))
+        if removes:
+            clauses.append("REMOVE " + ", ".join(f"#{name}" for name in removes))
+        expression = " ".join(clauses)
+        text = f"{expression} {condition}"
+        all_values = {f":{name}": value for name, value in sets.items()} | (values or {})
+        used_values = {f":{v}" for v in _VALUE.findall(text)}
         try:
-            self._client.update_item(
+            response = self._client.update_item(
                 TableName=self._table,
                 Key=self._key(execution_id),
                 UpdateExpression=expression,
-                ConditionExpression="#status = :running",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=_to_item(values),
+                ConditionExpression=condition,
+                ExpressionAttributeNames={f"#{n}": n for n in set(_NAME.findall(text))},
+                ExpressionAttributeValues=_to_item(
+                    {k: v for k, v in all_values.items() if k in used_values}
+                ),
+                ReturnValues=return_values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except ClientError as err:
-            if _is_condition_failure(err):
-                return False
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False, error.response.get("Item")
             raise
-        return True
+        return True, response.get("Attributes")
+
+    def begin(
+        self,
+        dispatch: Dispatch,
+        *,
+        now: datetime,
+        lease_until: datetime,
+        lease_token: str,
+        callback_digest: str,
+        retry: RetryPolicy,
+    ) -> BeginResult:
+        """Start ``dispatch``'s attempt: RUNNING under a new lease.
+
+        Allowed for an execution never seen before (one conditional put), or one
+        QUEUED for exactly this attempt (one conditional update). Anything else
+        (finished, running elsewhere, waiting for another attempt) means the
+        message is a duplicate or stale, and is refused.
+        """
+        running = {
+            "status": ExecutionStatus.RUNNING.value,
+            "attempt": dispatch.attempt,
+            "started_at": format_instant(now),
+            "lease_token": lease_token,
+            "lease_until": format_instant(lease_until),
+            "lease_shard": self._lease_shard(dispatch.execution_id),
+            "callback_digest": callback_digest,
+        }
+        item = {
+            "task_id": dispatch.task_id,
+            "execution_id": dispatch.execution_id,
+            "scheduled_at": format_instant(dispatch.scheduled_at),
+            "first_attempt": dispatch.attempt,
+            "retry": _retry_to_map(retry),
+            "expires_at": int((dispatch.scheduled_at + self._retention).timestamp()),
+            **running,
+        }
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=_to_item(item),
+                ConditionExpression="attribute_not_exists(execution_id)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return BeginResult(True, execution_from_item(_to_item(item)))
+        except ClientError as error:
+            if not _is_condition_failure(error):
+                raise
+            old = error.response.get("Item")
+        current = execution_from_item(old) if old else None
+        if current is None or current.status is not ExecutionStatus.QUEUED:
+            return BeginResult(False, current)
+        began, new = self._write(
+            dispatch.execution_id,
+            "#status = :queued AND #attempt = :attempt",
+            running,
+            removes=("next_attempt_at",),
+            values={":queued": ExecutionStatus.QUEUED.value},
+            return_values="ALL_NEW",
+        )
+        return BeginResult(began, execution_from_item(new) if began and new else current)
+
+    def renew(
+        self,
+        execution_id: str,
+        lease_token: str,
+        lease_until: datetime,
+        accepted_at: datetime | None = None,
+    ) -> bool:
+        """Extend a running lease (a heartbeat); ``accepted_at`` marks a 202 answer."""
+        sets: dict[str, Any] = {"lease_until": format_instant(lease_until)}
+        if accepted_at is not None:
+            sets["accepted_at"] = format_instant(accepted_at)
+        return self._held_write(execution_id, lease_token, sets)
+
+    def finish(
+        self,
+        execution_id: str,
+        lease_token: str,
+        status: ExecutionStatus,
+        now: datetime,
+        error: str | None = None,
+    ) -> bool:
+        """End a running attempt for good (SUCCEEDED, or SKIPPED) and drop its lease."""
+        sets: dict[str, Any] = {"status": status.value, "completed_at": format_instant(now)}
+        removes: tuple[str, ...] = ("lease_token", "lease_until", "lease_shard", "callback_digest")
+        if error is None:
+            removes += ("error",)
+        else:
+            sets["error"] = error[:ERROR_LIMIT]
+        return self._held_write(execution_id, lease_token, sets, removes=removes)
+
+    def requeue(
+        self,
+        execution_id: str,
+        lease_token: str,
+        *,
+        expected: ExecutionStatus,
+        attempt: int,
+        not_before: datetime,
+        lease_until: datetime,
+        new_token: str,
+        error: str | None = None,
+    ) -> bool:
+        """QUEUED for ``attempt`` from now on, due at ``not_before``, under a new lease."""
+        sets: dict[str, Any] = {
+            "status": ExecutionStatus.QUEUED.value,
+            "attempt": attempt,
+            "next_attempt_at": format_instant(not_before),
+            "lease_until": format_instant(lease_until),
+            "lease_shard": self._lease_shard(execution_id),
+            "lease_token": new_token,
+        }
+        if error is not None:
+            sets["error"] = error[:ERROR_LIMIT]
+        return self._held_write(
+            execution_id,
+            lease_token,
+            sets,
+            removes=("callback_digest", "accepted_at"),
+            expected=expected,
+        )
+
+    def dead_letter(
+        self,
+        execution_id: str,
+        lease_token: str,
+        *,
+        now: datetime,
+        error: str,
+        lease_until: datetime,
+        new_token: str,
+    ) -> bool:
+        """FAILED and listed as a dead letter.
+
+        A short lease stays on it until the copy for the dead-letter queue is sent
+        (``release``); if the sender dies first, the reaper sends the copy.
+        """
+        return self._held_write(
+            execution_id,
+            lease_token,
+            {
+                "status": ExecutionStatus.FAILED.value,
+                "completed_at": format_instant(now),
+                "error": error[:ERROR_LIMIT],
+                DEAD_LETTER_INDEX.partition_key.name: DEAD_LETTER_PARTITION,
+                DEAD_LETTER_INDEX.sort_key.name: format_instant(now),
+                "lease_until": format_instant(lease_until),
+                "lease_token": new_token,
+            },
+            removes=("callback_digest", "accepted_at", "next_attempt_at"),
+        )
+
+    def release(self, execution_id: str, lease_token: str) -> bool:
+        """Drop a lease whose obligation is met, leaving the execution out of the lease index."""
+        ok, _ = self._write(
+            execution_id,
+            "#lease_token = :held",
+            {},
+            removes=("lease_token", "lease_until", "lease_shard"),
+            values={":held": lease_token},
+        )
+        return ok
+
+    def take_over(
+        self,
+        execution_id: str,
+        seen_token: str,
+        *,
+        cutoff: datetime,
+        new_token: str,
+        lease_until: datetime,
+    ) -> bool:
+        """The reaper's move: claim a lease still held by ``seen_token`` that ended before
+        ``cutoff``. A holder that renewed or finished meanwhile makes this fail."""
+        ok, _ = self._write(
+            execution_id,
+            "#lease_token = :seen AND #lease_until < :cutoff",
+            {"lease_token": new_token, "lease_until": format_instant(lease_until)},
+            values={":seen": seen_token, ":cutoff": format_instant(cutoff)},
+        )
+        return ok
+
+    def redrive(
+        self, execution_id: str, *, now: datetime, lease_until: datetime, new_token: str
+    ) -> Execution | None:
+        """A dead letter QUEUED again under the same execution id, with a fresh retry
+        budget and the next attempt number; None if it is not a dead letter."""
+        ok, item = self._write(
+            execution_id,
+            "#status = :failed AND attribute_exists(#dead_letter)",
+            {
+                "status": ExecutionStatus.QUEUED.value,
+                "next_attempt_at": format_instant(now),
+                "lease_until": format_instant(lease_until),
+                "lease_shard": self._lease_shard(execution_id),
+                "lease_token": new_token,
+            },
+            computed=("#attempt = #attempt + :one", "#first_attempt = #attempt + :one"),
+            removes=(
+                DEAD_LETTER_INDEX.partition_key.name,
+                DEAD_LETTER_INDEX.sort_key.name,
+                "completed_at",
+            ),
+            values={":failed": ExecutionStatus.FAILED.value, ":one": 1},
+            return_values="ALL_NEW",
+        )
+        return execution_from_item(item) if ok and item else None
+
+    def _held_write(
+        self,
+        execution_id: str,
+        lease_token: str,
+        sets: dict[str, Any],
+        *,
+        removes: tuple[str, ...] = (),
+        expected: ExecutionStatus = ExecutionStatus.RUNNING,
+    ) -> bool:
+        ok, _ = self._write(
+            execution_id,
+            "#status = :expected AND #lease_token = :held",
+            sets,
+            removes=removes,
+            values={":expected": expected.value, ":held": lease_token},
+        )
+        return ok
+
+    def expired_leases(self, shard: int, cutoff: datetime, limit: int) -> list[str]:
+        """Ids of executions in one lease shard whose lease ended before ``cutoff``."""
+        ids: list[str] = []
+        start_key: dict[str, Any] | None = None
+        while len(ids) < limit:
+            kwargs: dict[str, Any] = {
+                "TableName": self._table,
+                "IndexName": LEASE_INDEX.name,
+                "KeyConditionExpression": "#shard = :shard AND #until < :cutoff",
+                "ExpressionAttributeNames": {
+                    "#shard": LEASE_INDEX.partition_key.name,
+                    "#until": LEASE_INDEX.sort_key.name,
+                },
+                "ExpressionAttributeValues": _to_item(
+                    {":shard": str(shard), ":cutoff": format_instant(cutoff)}
+                ),
+                "Limit": limit - len(ids),
+            }
+            if start_key:
+                kwargs["ExclusiveStartKey"] = start_key
+            response = self._client.query(**kwargs)
+            ids += [_from_item(i)["execution_id"] for i in response.get("Items", [])]
+            start_key = response.get("LastEvaluatedKey")
+            if not start_key:
+                break
+        return ids
+
+    def dead_letters(self, limit: int, token: str | None) -> Page[Execution]:
+        """Dead-lettered executions, most recent first."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": DEAD_LETTER_INDEX.name,
+            "KeyConditionExpression": "#partition = :partition",
+            "ExpressionAttributeNames": {"#partition": DEAD_LETTER_INDEX.partition_key.name},
+            "ExpressionAttributeValues": _to_item({":partition": DEAD_LETTER_PARTITION}),
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        return self._query_page(kwargs, token)
+
+    def _query_page(self, kwargs: dict[str, Any], token: str | None) -> Page[Execution]:
+        start_key = decode_page_token(token)
+        if start_key:
+            kwargs["ExclusiveStartKey"] = start_key
+        response = self._client.query(**kwargs)
+        return Page(
+            items=[execution_from_item(i) for i in response.get("Items", [])],
+            next_token=encode_page_token(response.get("LastEvaluatedKey")),
+        )
 
     def get(self, execution_id: str) -> Execution | None:
         response = self._client.get_item(
@@ -436,14 +754,7 @@ class ExecutionStore:
             "ScanIndexForward": False,
             "Limit": limit,
         }
-        start_key = decode_page_token(token)
-        if start_key:
-            kwargs["ExclusiveStartKey"] = start_key
-        response = self._client.query(**kwargs)
-        return Page(
-            items=[execution_from_item(i) for i in response.get("Items", [])],
-            next_token=encode_page_token(response.get("LastEvaluatedKey")),
-        )
+        return self._query_page(kwargs, token)
 
 
 class CursorStore:

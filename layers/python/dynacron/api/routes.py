@@ -11,9 +11,17 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from dynacron.api.problems import PROBLEM_JSON, describe_validation_errors, problem
-from dynacron.domain.errors import InvalidRequest, TaskNotFound
+from dynacron.delivery import CALLBACK_TOKEN_HEADER
+from dynacron.domain.errors import (
+    CallbackRefused,
+    Conflict,
+    ExecutionNotFound,
+    InvalidRequest,
+    TaskNotFound,
+)
 from dynacron.domain.instants import format_instant
 from dynacron.models import (
+    CompleteRequest,
     ExecutionPage,
     ExecutionView,
     OccurrencesView,
@@ -21,6 +29,7 @@ from dynacron.models import (
     TaskPage,
     TaskView,
 )
+from dynacron.services.executions import Completion, ExecutionService
 from dynacron.services.tasks import PayloadTooLarge, TaskService
 
 logger = Logger(service="dynacron-api")
@@ -34,8 +43,14 @@ PreviewAfter = Annotated[
 ]
 
 
-def build_api(tasks: TaskService) -> APIGatewayRestResolver:
+def build_api(tasks: TaskService, executions: ExecutionService) -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(enable_validation=True)
+
+    def callback_token() -> str:
+        token = app.current_event.headers.get(CALLBACK_TOKEN_HEADER)  # case-insensitive
+        if not token:
+            raise CallbackRefused(f"send the token of the delivery in {CALLBACK_TOKEN_HEADER}")
+        return token
 
     @app.post("/tasks")
     def create_task(body: TaskCreate) -> Response[TaskView]:
@@ -76,6 +91,35 @@ def build_api(tasks: TaskService) -> APIGatewayRestResolver:
             occurrences=[format_instant(o) for o in occurrences],
         )
 
+    @app.get("/executions/<execution_id>")
+    def get_execution(execution_id: str) -> ExecutionView:
+        return ExecutionView.of(executions.get(execution_id))
+
+    @app.post("/executions/<execution_id>/heartbeat")
+    def heartbeat(execution_id: str) -> ExecutionView:
+        return ExecutionView.of(executions.heartbeat(execution_id, callback_token()))
+
+    @app.post("/executions/<execution_id>/complete")
+    def complete(execution_id: str, body: CompleteRequest) -> ExecutionView:
+        execution = executions.complete(
+            execution_id, callback_token(), Completion(body.status), body.error
+        )
+        return ExecutionView.of(execution)
+
+    @app.get("/dead-letters")
+    def list_dead_letters(limit: PageLimit = 50, next_token: PageToken = None) -> ExecutionPage:
+        page = executions.dead_letters(limit, next_token)
+        return ExecutionPage(
+            items=[ExecutionView.of(e) for e in page.items], next_token=page.next_token
+        )
+
+    @app.post("/dead-letters/<execution_id>/redrive")
+    def redrive(execution_id: str) -> Response[ExecutionView]:
+        execution = executions.redrive(execution_id)
+        return Response(
+            status_code=202, body=ExecutionView.of(execution), content_type="application/json"
+        )
+
     @app.exception_handler(RequestValidationError)
     def invalid_request_shape(error: RequestValidationError) -> Response[str]:
         errors = describe_validation_errors(error.errors())
@@ -94,6 +138,18 @@ def build_api(tasks: TaskService) -> APIGatewayRestResolver:
     @app.exception_handler(TaskNotFound)
     def task_not_found(error: TaskNotFound) -> Response[str]:
         return problem(404, "Not found", str(error))
+
+    @app.exception_handler(ExecutionNotFound)
+    def execution_not_found(error: ExecutionNotFound) -> Response[str]:
+        return problem(404, "Not found", str(error))
+
+    @app.exception_handler(CallbackRefused)
+    def callback_refused(error: CallbackRefused) -> Response[str]:
+        return problem(403, "Forbidden", str(error))
+
+    @app.exception_handler(Conflict)
+    def conflict(error: Conflict) -> Response[str]:
+        return problem(409, "Conflict", str(error))
 
     @app.not_found
     def route_not_found(error: NotFoundError) -> Response[str]:

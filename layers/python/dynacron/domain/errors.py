@@ -28,3 +28,17 @@ class TaskNotFound(DynacronError):
 
 class Conflict(DynacronError):
     """The stored state moved on since it was read; the caller may retry."""
+
+
+class ExecutionNotFound(DynacronError):
+    def __init__(self, execution_id: str) -> None:
+        super().__init__(f"execution {execution_id!r} does not exist")
+        self.execution_id = execution_id
+
+
+class CallbackRefused(DynacronError):
+    """A heartbeat or completion without the token of the execution's current attempt."""
+
+
+class UnknownHandler(InvalidRequest):
+    """A task names a Python handler that no module registered."""

@@ -6,13 +6,14 @@ import dataclasses
 import hashlib
 import math
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from dynacron.domain.executions import Dispatch
 from dynacron.domain.instants import compact_instant, to_utc_ms
+from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import Schedule
 
 # An occurrence claimed less than this late is on time and always runs; a later
@@ -49,10 +50,13 @@ class CatchUpPolicy:
 
 @dataclass(frozen=True)
 class Task:
+    """A task runs either an HTTP handler (``handler_url``) or a registered Python
+    handler (``handler_name``), never both."""
+
     task_id: str
     name: str
     schedule: Schedule
-    handler_url: str
+    handler_url: str | None
     payload: dict[str, Any]
     status: TaskStatus
     next_run_at: datetime | None
@@ -62,6 +66,8 @@ class Task:
     last_scheduled_at: datetime | None = None
     catchup: CatchUpPolicy = dataclasses.field(default_factory=CatchUpPolicy)
     jitter_seconds: int = 0
+    handler_name: str | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     @property
     def timezone(self) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -18,11 +19,6 @@ from typing import Any
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from moto.moto_server.werkzeug_app import (
-    DomainDispatcherApplication,
-    MotoRequestHandler,
-    create_backend_app,
-)
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from dynacron.config import Settings
@@ -32,6 +28,7 @@ from dynacron.resources import (
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     EXECUTIONS,
+    IDEMPOTENCY,
     TABLES,
     TASKS,
     QueueDefinition,
@@ -104,14 +101,18 @@ def _cached_for(seconds: float, name: str, compute: Callable[[Any], int]) -> Cal
     return cached
 
 
-class _QuietRequestHandler(MotoRequestHandler):
-    """No access log: one line per AWS call is noise, and costly at burst rates."""
+def _quiet_request_handler() -> type[Any]:
+    """moto's request handler without the access log, keeping connections alive."""
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
 
-    protocol_version = "HTTP/1.1"  # keep connections alive between calls
-    disable_nagle_algorithm = True  # see local.gateway: no delayed-ACK stalls
+    class QuietRequestHandler(MotoRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep connections alive between calls
+        disable_nagle_algorithm = True  # see local.gateway: no delayed-ACK stalls
 
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        pass
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            pass  # one line per AWS call is noise, and costly at burst rates
+
+    return QuietRequestHandler
 
 
 class EmbeddedAws:
@@ -129,13 +130,20 @@ class EmbeddedAws:
         return f"http://{self._host}:{self._server.server_port}"
 
     def start(self) -> EmbeddedAws:
+        # Imported here: components that only connect to a running endpoint
+        # (``dynacron local --aws-endpoint``) start faster without moto.
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
         _speed_up_moto_sqs()
         app = AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(
-            self._host, self._port, app, threaded=True, request_handler=_QuietRequestHandler
+            self._host, self._port, app, threaded=True, request_handler=_quiet_request_handler()
         )
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="embedded-aws", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},  # stop() waits for one poll
+            name="embedded-aws",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -195,6 +203,8 @@ def provision(
         executions_table=EXECUTIONS.default_name(prefix),
         coordination_table=COORDINATION.default_name(prefix),
         dispatch_queue_url=dispatch_url,
+        idempotency_table=IDEMPOTENCY.default_name(prefix),
+        dead_letter_queue_url=dead_letter_url,
         **overrides,
     )
     if TASKS.logical_id in created:
@@ -224,11 +234,9 @@ def _create_queue(
     return url
 
 
-def main() -> None:
-    """Run the embedded AWS alone (``python -m dynacron.local.aws``), e.g. for tests."""
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--port", type=int, default=0)
-    port = parser.parse_args().port
+def serve(port: int = 0) -> None:
+    """Run the embedded AWS alone until interrupted; prints its endpoint when ready."""
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     aws = EmbeddedAws(port=port).start()
     print(f"embedded AWS listening on {aws.endpoint}", flush=True)
     try:
@@ -236,6 +244,13 @@ def main() -> None:
             time.sleep(3600)
     except KeyboardInterrupt:
         aws.stop()
+
+
+def main() -> None:
+    """Run the embedded AWS alone (``python -m dynacron.local.aws``), e.g. for tests."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, default=0)
+    serve(parser.parse_args().port)
 
 
 if __name__ == "__main__":

@@ -3,30 +3,43 @@
 - the API handler behind a local API Gateway stand-in (REST proxy events);
 - a tick of every shard each second, at the top of the second, as deployed;
 - worker threads that long-poll SQS, call the worker handler with SQS batch
-  events and delete only the records it did not report as failed.
+  events and delete only the records it did not report as failed;
+- the reaper, every second (every minute when deployed).
+
+Each of these can run alone (``components``), in its own process, against an AWS
+endpoint that is already running, so that a test can kill one with SIGKILL while
+the store and the other components carry on.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from dynacron.app import Dynacron
-from dynacron.config import LOOPBACK_NETWORKS
-from dynacron.delivery import DeliveryResult, HttpDelivery
+from dynacron.app import Dynacron, default_delivery
+from dynacron.config import LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import Clock, SystemClock
-from dynacron.domain.executions import Dispatch
+from dynacron.domain.executions import DeliveryResult, Dispatch
 from dynacron.domain.tasks import Task
-from dynacron.domain.urls import UrlPolicy
+from dynacron.faults import NO_FAULTS, Faults
+from dynacron.handlers import default_registry
 from dynacron.local.aws import REGION, EmbeddedAws, aws_clients, provision
+from dynacron.local.chaos import ChaosSettings, CrashAt, SeededChance, chaotic_clients
+from dynacron.local.chaos import kill_this_process as _kill
 from dynacron.local.gateway import ApiGateway, LocalContext
+from dynacron.metrics import EmfDocument, MetricTotals
+from dynacron.services.work import Delivery
 
 logger = Logger(service="dynacron-local")
+
+COMPONENTS = ("api", "tick", "worker", "reaper")
 
 
 @dataclass(frozen=True)
@@ -36,9 +49,21 @@ class LocalOptions:
     shards: int = 4
     workers: int = 4
     tick_interval: float = 1.0
+    reaper_interval: float = 1.0
     aws_endpoint: str | None = None
     prefix: str = "dynacron"
     allow_networks: tuple[str, ...] = LOOPBACK_NETWORKS
+    components: tuple[str, ...] = COMPONENTS
+    # Override the queue's visibility timeout on receive (seconds), e.g. to see
+    # the messages of a killed worker again sooner in tests.
+    visibility_timeout: int | None = None
+    # Messages per worker invocation (the event source mapping's batch size).
+    batch_size: int = 10
+    # Further Settings fields (lease_seconds, clock_skew_seconds, ...).
+    settings_overrides: dict[str, Any] = field(default_factory=dict)
+    # Append every EMF document here (one JSON per line) instead of keeping totals only.
+    metrics_file: Path | None = None
+    chaos: ChaosSettings | None = None
 
 
 @dataclass
@@ -61,20 +86,39 @@ class Activity:
 
 
 class CountingDelivery:
-    def __init__(self, inner: HttpDelivery, activity: Activity) -> None:
+    def __init__(self, inner: Delivery, activity: Activity) -> None:
         self._inner = inner
         self._activity = activity
 
-    def deliver(self, task: Task, dispatch: Dispatch) -> DeliveryResult:
-        result = self._inner.deliver(task, dispatch)
+    def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
+        result = self._inner.deliver(task, dispatch, callback_token)
         self._activity.add(succeeded=int(result.ok), failed=int(not result.ok))
         return result
 
 
+class MetricsSink:
+    """Where local mode's EMF documents go: running totals, and optionally a file."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.totals = MetricTotals()
+        self._path = path
+        self._lock = threading.Lock()
+
+    def __call__(self, document: EmfDocument) -> None:
+        self.totals(document)
+        if self._path is not None:
+            with self._lock, self._path.open("a") as out:
+                out.write(json.dumps(document) + "\n")
+
+
 class LocalRuntime:
     def __init__(self, options: LocalOptions, clock: Clock | None = None) -> None:
+        unknown = set(options.components) - set(COMPONENTS)
+        if unknown:
+            raise ValueError(f"unknown components {sorted(unknown)}; choose from {COMPONENTS}")
         self.options = options
         self.activity = Activity()
+        self.metrics = MetricsSink(options.metrics_file)
         self._clock = clock or SystemClock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -84,43 +128,74 @@ class LocalRuntime:
         self.app: Dynacron | None = None
 
     @property
-    def api_url(self) -> str:
-        assert self._gateway is not None, "start() first"
+    def api_url(self) -> str | None:
+        if self._gateway is None:
+            return None
         host, port = self._gateway.server_address[:2]
         return f"http://{host!s}:{port}"
 
     def start(self) -> LocalRuntime:
-        if self.options.aws_endpoint:
-            self.aws_endpoint = self.options.aws_endpoint
+        options = self.options
+        if options.aws_endpoint:
+            self.aws_endpoint = options.aws_endpoint
         else:
             self._aws = EmbeddedAws().start()
             self.aws_endpoint = self._aws.endpoint
         dynamodb, sqs = aws_clients(self.aws_endpoint)
+        if "api" in options.components:
+            # Bound first, so that deliveries can tell handlers where to call back.
+            self._gateway = ApiGateway((options.host, options.port), self._route_api)
         settings = provision(
             dynamodb,
             sqs,
-            self.options.prefix,
-            shard_count=self.options.shards,
-            delivery_allow_networks=self.options.allow_networks,
+            options.prefix,
+            shard_count=options.shards,
+            delivery_allow_networks=options.allow_networks,
+            api_base_url=self.api_url,
+            **options.settings_overrides,
         )
+        faults: Faults = NO_FAULTS
+        if options.chaos is not None:
+            dynamodb, sqs = chaotic_clients(dynamodb, sqs, options.chaos)
+            faults = CrashAt(
+                options.chaos.boundaries,
+                times=1,
+                rate=options.chaos.crash_rate,
+                chance=SeededChance(options.chaos.seed + 1),
+                crash=_kill,
+            )
         delivery = CountingDelivery(
-            HttpDelivery(
-                UrlPolicy(settings.delivery_allow_networks), settings.http_timeout_seconds
-            ),
-            self.activity,
+            default_delivery(settings, self._clock, default_registry), self.activity
         )
         self.app = app = Dynacron(
-            settings, dynamodb=dynamodb, sqs=sqs, clock=self._clock, delivery=delivery
+            settings,
+            dynamodb=dynamodb,
+            sqs=sqs,
+            clock=self._clock,
+            delivery=delivery,
+            emit_metrics=self.metrics,
+            faults=faults,
         )
-        self._gateway = ApiGateway((self.options.host, self.options.port), app.api)
-        self._spawn("api", self._gateway.serve_forever)
-        self._spawn("tick", lambda: self._tick_loop(app))
-        queue_arn = sqs.get_queue_attributes(
-            QueueUrl=settings.dispatch_queue_url, AttributeNames=["QueueArn"]
-        )["Attributes"]["QueueArn"]
-        for number in range(self.options.workers):
-            self._spawn(f"worker-{number}", lambda: self._worker_loop(app, sqs, queue_arn))
+        if self._gateway is not None:
+            gateway = self._gateway
+            # A short poll interval, so that stop() returns promptly.
+            self._spawn("api", lambda: gateway.serve_forever(poll_interval=0.05))
+        if "tick" in options.components:
+            self._spawn("tick", lambda: self._tick_loop(app))
+        if "reaper" in options.components:
+            self._spawn("reaper", lambda: self._reaper_loop(app))
+        if "worker" in options.components:
+            queue_arn = sqs.get_queue_attributes(
+                QueueUrl=settings.dispatch_queue_url, AttributeNames=["QueueArn"]
+            )["Attributes"]["QueueArn"]
+            for number in range(options.workers):
+                self._spawn(f"worker-{number}", lambda: self._worker_loop(app, sqs, queue_arn))
         return self
+
+    @property
+    def settings(self) -> Settings:
+        assert self.app is not None, "start() first"
+        return self.app.settings
 
     def stop(self) -> None:
         self._stopping.set()
@@ -137,6 +212,10 @@ class LocalRuntime:
         while not self._stopping.wait(1.0):
             if on_activity is not None:
                 on_activity(self.activity)
+
+    def _route_api(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        assert self.app is not None
+        return self.app.api(event, context)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=f"dynacron-{name}", daemon=True)
@@ -156,16 +235,26 @@ class LocalRuntime:
             # so an occurrence due on a whole second is found a few ms after it.
             self._stopping.wait(interval - time.time() % interval + 0.005)
 
+    def _reaper_loop(self, app: Dynacron) -> None:
+        while not self._stopping.wait(self.options.reaper_interval):
+            try:
+                app.reaper({}, LocalContext("dynacron-reaper"))
+            except Exception:
+                logger.exception("reaper failed; the next run retries")
+
     def _worker_loop(self, app: Dynacron, sqs: Any, queue_arn: str) -> None:
         queue_url = app.settings.dispatch_queue_url
+        receive: dict[str, Any] = {
+            "QueueUrl": queue_url,
+            "MaxNumberOfMessages": self.options.batch_size,
+            "WaitTimeSeconds": 1,
+            "MessageSystemAttributeNames": ["All"],
+        }
+        if self.options.visibility_timeout is not None:
+            receive["VisibilityTimeout"] = self.options.visibility_timeout
         while not self._stopping.is_set():
             try:
-                messages = sqs.receive_message(
-                    QueueUrl=queue_url,
-                    MaxNumberOfMessages=10,
-                    WaitTimeSeconds=1,
-                    MessageSystemAttributeNames=["All"],
-                ).get("Messages", [])
+                messages = sqs.receive_message(**receive).get("Messages", [])
             except Exception:
                 if not self._stopping.is_set():
                     logger.exception("receive failed")
@@ -174,8 +263,11 @@ class LocalRuntime:
             if not messages:
                 continue
             event = sqs_event(messages, queue_arn)
+            context = LocalContext(
+                "dynacron-worker", timeout_seconds=app.settings.worker_timeout_seconds
+            )
             try:
-                result = app.worker(event, LocalContext("dynacron-worker"))
+                result = app.worker(event, context)
             except Exception:
                 # As on Lambda: the whole batch becomes visible again later.
                 logger.exception("worker invocation failed")
@@ -183,13 +275,17 @@ class LocalRuntime:
             failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
             done = [m for m in messages if m["MessageId"] not in failed]
             if done:
-                sqs.delete_message_batch(
-                    QueueUrl=queue_url,
-                    Entries=[
-                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                        for i, m in enumerate(done)
-                    ],
-                )
+                try:
+                    sqs.delete_message_batch(
+                        QueueUrl=queue_url,
+                        Entries=[
+                            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                            for i, m in enumerate(done)
+                        ],
+                    )
+                except Exception:
+                    # Undeleted messages come back and are dropped as duplicates.
+                    logger.exception("delete failed")
 
 
 def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:

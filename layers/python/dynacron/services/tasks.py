@@ -8,9 +8,10 @@ from datetime import datetime, timedelta
 
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock
-from dynacron.domain.errors import InvalidRequest, TaskNotFound
+from dynacron.domain.errors import InvalidRequest, TaskNotFound, UnknownHandler
 from dynacron.domain.executions import Execution
 from dynacron.domain.instants import to_utc_ms
+from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import (
     Schedule,
     Window,
@@ -23,6 +24,7 @@ from dynacron.domain.schedules import (
 )
 from dynacron.domain.tasks import CatchUp, CatchUpPolicy, Task, TaskStatus
 from dynacron.domain.urls import UrlPolicy
+from dynacron.handlers import HandlerRegistry
 from dynacron.models import TaskCreate
 from dynacron.store import ExecutionStore, Page, TaskStore
 
@@ -43,11 +45,13 @@ class TaskService:
         executions: ExecutionStore,
         settings: Settings,
         clock: Clock,
+        handlers: HandlerRegistry,
     ) -> None:
         self._tasks = tasks
         self._executions = executions
         self._settings = settings
         self._clock = clock
+        self._handlers = handlers
         self._url_policy = UrlPolicy(settings.delivery_allow_networks)
 
     def register(self, request: TaskCreate) -> Task:
@@ -57,8 +61,8 @@ class TaskService:
         task_id = uuid.uuid4().hex
         schedule = self._schedule_of(request, now, seed=task_id)
         catchup = self._catchup_of(request)
-        host, _ = self._url_policy.check_url(request.handler_url)
-        self._url_policy.check_host(host)
+        self._check_handler(request)
+        retry = RetryPolicy(**request.retry.model_dump()) if request.retry else RetryPolicy()
         size = len(json.dumps(request.payload, separators=(",", ":")).encode())
         if size > self._settings.max_payload_bytes:
             raise PayloadTooLarge(
@@ -76,6 +80,8 @@ class TaskService:
             name=request.name or task_id,
             schedule=schedule,
             handler_url=request.handler_url,
+            handler_name=request.handler,
+            retry=retry,
             payload=request.payload,
             status=TaskStatus.ACTIVE,
             next_run_at=next_run_at,
@@ -116,6 +122,19 @@ class TaskService:
     def executions(self, task_id: str, limit: int, token: str | None) -> Page[Execution]:
         self.get(task_id)
         return self._executions.list_for_task(task_id, limit, token)
+
+    def _check_handler(self, request: TaskCreate) -> None:
+        """Exactly one of an HTTP handler (checked against the URL policy) or a
+        Python handler registered in this process."""
+        if (request.handler_url is None) == (request.handler is None):
+            raise InvalidRequest("handler", "give exactly one of 'handler_url' or 'handler'")
+        if request.handler_url is not None:
+            host, _ = self._url_policy.check_url(request.handler_url)
+            self._url_policy.check_host(host)
+        elif request.handler not in self._handlers:
+            raise UnknownHandler(
+                "handler", f"no Python handler is registered as {request.handler!r}"
+            )
 
     @staticmethod
     def _schedule_of(request: TaskCreate, now: datetime, seed: str) -> Schedule:

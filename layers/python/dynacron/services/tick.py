@@ -37,6 +37,7 @@ from typing import TypeVar
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock
 from dynacron.domain.tasks import Claim, Task, advanced, claim_occurrence, due_bucket_key
+from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.queue import SEND_BATCH_LIMIT, DispatchQueue
 from dynacron.store import CursorStore, TaskStore, chunks
 
@@ -77,12 +78,14 @@ class Ticker:
         cursors: CursorStore,
         settings: Settings,
         clock: Clock,
+        faults: Faults = NO_FAULTS,
     ) -> None:
         self._tasks = tasks
         self._queue = queue
         self._cursors = cursors
         self._settings = settings
         self._clock = clock
+        self._faults = faults
         self._sharding = settings.sharding
         self._width = timedelta(seconds=settings.bucket_seconds)
         self._misfire_grace = timedelta(seconds=settings.misfire_grace_seconds)
@@ -184,12 +187,15 @@ class Ticker:
         accepted = self._concurrently(self._queue.send, batches)
         sent = {dispatch.execution_id for batch in accepted for dispatch in batch}
         report.sent += len(sent)
+        self._faults.reached(Boundary.TICK_SENT_NOT_CLAIMED)
         # A run the queue did not accept is not claimed: it stays due.
         to_claim = [c for c in claims if c.execution_id is None or c.execution_id in sent]
 
         def claim_one(claim: Claim) -> bool:
             placement = self._sharding.place(claim.task.task_id, claim.next_run_at, now)
-            return self._tasks.claim(claim, placement, now)
+            claimed = self._tasks.claim(claim, placement, now)
+            self._faults.reached(Boundary.TICK_CLAIMED_ONE)
+            return claimed
 
         won: list[Claim] = []
         for claim, claimed in zip(to_claim, self._concurrently(claim_one, to_claim), strict=True):

@@ -1,0 +1,126 @@
+"""Reliability metrics, as CloudWatch Embedded Metric Format built by Powertools.
+
+Each component records into its own ``ReliabilityMetrics`` and flushes at the end
+of an invocation. Where the documents go is injected: on Lambda they are printed
+(CloudWatch Logs turns EMF lines into metrics); local mode and tests add them up
+in memory instead of printing them, so a running scheduler does not flood stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
+    AmazonCloudWatchEMFProvider,
+)
+
+from dynacron import metric_names
+
+EmfDocument = dict[str, Any]
+Emit = Callable[[EmfDocument], None]
+# Powertools prints a document by itself at 100 values of one metric; flush first.
+FLUSH_AT_VALUES = 90
+
+
+def print_emf(document: EmfDocument) -> None:
+    """Lambda: one EMF document per line on stdout."""
+    print(json.dumps(document, separators=(",", ":")), flush=True)
+
+
+class ReliabilityMetrics:
+    """Counters and timings of the promises dynacron keeps; safe to use from threads."""
+
+    def __init__(
+        self,
+        emit: Emit,
+        namespace: str = metric_names.NAMESPACE,
+        service: str = metric_names.SERVICE,
+    ) -> None:
+        self._emit = emit
+        self._lock = threading.Lock()
+        # A provider of our own: ``Metrics()`` would share its metric set with every
+        # other instance in the process.
+        self._provider = AmazonCloudWatchEMFProvider(
+            namespace=namespace,
+            service=service,
+            metric_set={},
+            dimension_set={},
+            metadata_set={},
+            default_dimensions={},
+        )
+
+    def retry_scheduled(self) -> None:
+        self._add(metric_names.RETRIES, MetricUnit.Count, 1)
+
+    def attempt_failed(self) -> None:
+        self._add(metric_names.FAILURES, MetricUnit.Count, 1)
+
+    def dead_lettered(self) -> None:
+        self._add(metric_names.DEAD_LETTERS, MetricUnit.Count, 1)
+
+    def lease_reaped(self) -> None:
+        self._add(metric_names.LEASES_REAPED, MetricUnit.Count, 1)
+
+    def duplicate_suppressed(self) -> None:
+        self._add(metric_names.DUPLICATES_SUPPRESSED, MetricUnit.Count, 1)
+
+    def scheduling_lag(self, seconds: float) -> None:
+        self._add(metric_names.SCHEDULING_LAG, MetricUnit.Seconds, max(0.0, seconds))
+
+    def flush(self) -> None:
+        """Hand what was recorded since the last flush to ``emit``, as one EMF document."""
+        with self._lock:
+            document = self._take()
+        if document is not None:
+            self._emit(document)
+
+    def _add(self, name: str, unit: MetricUnit, value: float) -> None:
+        with self._lock:
+            self._provider.add_metric(name=name, unit=unit, value=value)
+            full = len(self._provider.metric_set[name]["Value"]) >= FLUSH_AT_VALUES
+            document = self._take() if full else None
+        if document is not None:
+            self._emit(document)
+
+    def _take(self) -> EmfDocument | None:
+        if not self._provider.metric_set:
+            return None
+        document = dict(self._provider.serialize_metric_set())
+        self._provider.clear_metrics()
+        return document
+
+
+class MetricTotals:
+    """An ``Emit`` that adds EMF documents up by metric name (local mode and tests)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._totals: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
+
+    def __call__(self, document: EmfDocument) -> None:
+        with self._lock:
+            for directive in document["_aws"]["CloudWatchMetrics"]:
+                for metric in directive["Metrics"]:
+                    name = metric["Name"]
+                    values = document[name]
+                    values = values if isinstance(values, list) else [values]
+                    self._totals[name] = self._totals.get(name, 0.0) + sum(values)
+                    self._counts[name] = self._counts.get(name, 0) + len(values)
+
+    def total(self, name: str) -> float:
+        with self._lock:
+            return self._totals.get(name, 0.0)
+
+    def count(self, name: str) -> int:
+        """How many values were recorded (for timings such as scheduling lag)."""
+        with self._lock:
+            return self._counts.get(name, 0)
+
+    def snapshot(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self._totals)

@@ -1,0 +1,120 @@
+"""Use cases on executions behind the API: callbacks from long jobs, dead letters, redrive."""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import StrEnum
+
+from dynacron.domain.clock import Clock
+from dynacron.domain.errors import CallbackRefused, Conflict, ExecutionNotFound
+from dynacron.domain.executions import (
+    Execution,
+    ExecutionStatus,
+    LeaseTerms,
+    new_token,
+    token_matches,
+)
+from dynacron.domain.retry import AttemptFailure
+from dynacron.domain.tasks import task_id_of
+from dynacron.queue import DeadLetterQueue, DispatchQueue
+from dynacron.services.outcomes import AttemptOutcomes, Outcome
+from dynacron.store import ExecutionStore, Page
+
+
+class Completion(StrEnum):
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+class ExecutionService:
+    def __init__(
+        self,
+        *,
+        executions: ExecutionStore,
+        queue: DispatchQueue,
+        dead_letter_queue: DeadLetterQueue,
+        outcomes: AttemptOutcomes,
+        clock: Clock,
+        lease_terms: LeaseTerms,
+    ) -> None:
+        self._executions = executions
+        self._queue = queue
+        self._dead_letter_queue = dead_letter_queue
+        self._outcomes = outcomes
+        self._clock = clock
+        self._terms = lease_terms
+
+    def get(self, execution_id: str) -> Execution:
+        execution = self._executions.get(_shaped(execution_id))
+        if execution is None:
+            raise ExecutionNotFound(execution_id)
+        return execution
+
+    def heartbeat(self, execution_id: str, callback_token: str) -> Execution:
+        """A long job is alive: its lease is extended by the callback lease."""
+        execution = self._authorised(execution_id, callback_token)
+        assert execution.lease_token is not None
+        lease_until = self._clock.now() + self._terms.awaiting_callback
+        if not self._executions.renew(execution_id, execution.lease_token, lease_until):
+            raise Conflict(f"execution {execution_id!r} moved on while the heartbeat arrived")
+        return dataclasses.replace(execution, lease_until=lease_until)
+
+    def complete(
+        self, execution_id: str, callback_token: str, status: Completion, error: str | None
+    ) -> Execution:
+        """A long job finished: SUCCEEDED, or FAILED (retried by the task's policy)."""
+        execution = self._authorised(execution_id, callback_token)
+        assert execution.lease_token is not None
+        if status is Completion.SUCCEEDED:
+            outcome = self._outcomes.succeeded(execution_id, execution.lease_token)
+        else:
+            failure = AttemptFailure(f"the handler reported failure: {error or 'no reason given'}")
+            outcome = self._outcomes.failed(execution, execution.lease_token, failure)
+        if outcome is Outcome.LEASE_LOST:
+            raise Conflict(f"execution {execution_id!r} moved on while the completion arrived")
+        return self.get(execution_id)
+
+    def dead_letters(self, limit: int, token: str | None) -> Page[Execution]:
+        return self._executions.dead_letters(limit, token)
+
+    def redrive(self, execution_id: str) -> Execution:
+        """Replay a dead letter under the same execution id, with a fresh retry budget."""
+        now = self._clock.now()
+        execution = self._executions.redrive(
+            _shaped(execution_id),
+            now=now,
+            lease_until=self._terms.pickup_deadline(now),
+            new_token=new_token(),
+        )
+        if execution is None:
+            current = self.get(execution_id)
+            raise Conflict(
+                f"execution {execution_id!r} is {current.status.value}, not a dead letter"
+            )
+        # Recorded first: if this send is lost, the queued attempt's lease runs out
+        # and the reaper sends it.
+        self._queue.send_later(execution.as_dispatch(), 0)
+        self._dead_letter_queue.remove(execution_id)
+        return execution
+
+    def _authorised(self, execution_id: str, callback_token: str) -> Execution:
+        execution = self.get(execution_id)
+        if execution.status is not ExecutionStatus.RUNNING or execution.lease_token is None:
+            raise Conflict(
+                f"execution {execution_id!r} is {execution.status.value}; "
+                "only a running execution takes heartbeats and completions"
+            )
+        if not token_matches(callback_token, execution.callback_digest):
+            raise CallbackRefused(
+                "the callback token does not match the execution's current attempt"
+            )
+        return execution
+
+
+def _shaped(execution_id: str) -> str:
+    """An id that cannot be an execution's is simply not found."""
+    try:
+        task_id_of(execution_id)
+    except ValueError:
+        raise ExecutionNotFound(execution_id) from None
+    return execution_id

@@ -1,0 +1,146 @@
+"""How an attempt ends: recorded once, the same way by the worker, the reaper and the API.
+
+Every write here is guarded by the lease token of the attempt, so whoever loses a
+race (a late worker against the reaper, a callback against a timeout) learns it
+from a failed condition and changes nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from enum import StrEnum
+
+from dynacron.domain.clock import Clock
+from dynacron.domain.executions import Dispatch, Execution, ExecutionStatus, LeaseTerms, new_token
+from dynacron.domain.retry import AttemptFailure, decide
+from dynacron.faults import NO_FAULTS, Boundary, Faults
+from dynacron.metrics import ReliabilityMetrics
+from dynacron.queue import DeadLetterQueue, DispatchQueue
+from dynacron.store import ExecutionStore
+
+
+class Outcome(StrEnum):
+    SUCCEEDED = "SUCCEEDED"
+    ACCEPTED = "ACCEPTED"
+    RETRY_SCHEDULED = "RETRY_SCHEDULED"
+    DEAD_LETTERED = "DEAD_LETTERED"
+    SKIPPED = "SKIPPED"
+    # The message had nothing left to do: a duplicate, or a stale attempt.
+    DUPLICATE = "DUPLICATE"
+    # The message arrived before its attempt was due and was sent on.
+    DEFERRED = "DEFERRED"
+    # Another call of the handler was still in progress: the same attempt, later.
+    POSTPONED = "POSTPONED"
+    # Someone else (the reaper, a callback) acted on the execution first.
+    LEASE_LOST = "LEASE_LOST"
+
+
+class AttemptOutcomes:
+    def __init__(
+        self,
+        *,
+        executions: ExecutionStore,
+        queue: DispatchQueue,
+        dead_letter_queue: DeadLetterQueue,
+        metrics: ReliabilityMetrics,
+        clock: Clock,
+        lease_terms: LeaseTerms,
+        faults: Faults = NO_FAULTS,
+    ) -> None:
+        self._executions = executions
+        self._queue = queue
+        self._dead_letter_queue = dead_letter_queue
+        self._metrics = metrics
+        self._clock = clock
+        self._terms = lease_terms
+        self._faults = faults
+
+    def succeeded(self, execution_id: str, lease_token: str) -> Outcome:
+        done = self._executions.finish(
+            execution_id, lease_token, ExecutionStatus.SUCCEEDED, self._clock.now()
+        )
+        return Outcome.SUCCEEDED if done else Outcome.LEASE_LOST
+
+    def failed(self, execution: Execution, lease_token: str, failure: AttemptFailure) -> Outcome:
+        """A failed attempt: the next one queued after its backoff, or a dead letter."""
+        self._metrics.attempt_failed()
+        decision = decide(
+            execution.retry,
+            failure,
+            execution_id=execution.execution_id,
+            attempt=execution.attempt,
+            attempts_used=execution.attempts_used,
+        )
+        if decision.retry_in_seconds is None:
+            return self._dead_letter(execution, lease_token, f"{failure.error} ({decision.reason})")
+        if not self._queue_attempt(
+            execution, lease_token, execution.attempt + 1, decision.retry_in_seconds, failure.error
+        ):
+            return Outcome.LEASE_LOST
+        self._metrics.retry_scheduled()
+        return Outcome.RETRY_SCHEDULED
+
+    def postpone(self, execution: Execution, lease_token: str, delay_seconds: float) -> Outcome:
+        """Run the same attempt again later; it did not fail, it could not start yet."""
+        if not self._queue_attempt(execution, lease_token, execution.attempt, delay_seconds):
+            return Outcome.LEASE_LOST
+        return Outcome.POSTPONED
+
+    def _queue_attempt(
+        self,
+        execution: Execution,
+        lease_token: str,
+        attempt: int,
+        delay_seconds: float,
+        error: str | None = None,
+    ) -> bool:
+        due = self._clock.now() + timedelta(seconds=delay_seconds)
+        # Recorded before it is sent: if the sender dies in between, the queued
+        # attempt's lease runs out and the reaper sends it.
+        requeued = self._executions.requeue(
+            execution.execution_id,
+            lease_token,
+            expected=ExecutionStatus.RUNNING,
+            attempt=attempt,
+            not_before=due,
+            lease_until=self._terms.pickup_deadline(due),
+            new_token=new_token(),
+            error=error,
+        )
+        if not requeued:
+            return False
+        self._faults.reached(Boundary.RETRY_RECORDED_NOT_SENT)
+        self._queue.send_later(
+            Dispatch(
+                execution_id=execution.execution_id,
+                task_id=execution.task_id,
+                scheduled_at=execution.scheduled_at,
+                attempt=attempt,
+                not_before=due,
+            ),
+            delay_seconds,
+        )
+        return True
+
+    def _dead_letter(self, execution: Execution, lease_token: str, error: str) -> Outcome:
+        now = self._clock.now()
+        chore_token = new_token()
+        listed = self._executions.dead_letter(
+            execution.execution_id,
+            lease_token,
+            now=now,
+            error=error,
+            lease_until=now + self._terms.running,
+            new_token=chore_token,
+        )
+        if not listed:
+            return Outcome.LEASE_LOST
+        self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
+        self.send_dead_letter_copy(execution, error, chore_token)
+        self._metrics.dead_lettered()
+        return Outcome.DEAD_LETTERED
+
+    def send_dead_letter_copy(self, execution: Execution, error: str, lease_token: str) -> None:
+        """Put the copy in the dead-letter queue, then drop the lease that guaranteed it."""
+        self._dead_letter_queue.send(execution.as_dispatch(), error)
+        self._executions.release(execution.execution_id, lease_token)

@@ -1,0 +1,116 @@
+"""The reaper: executions whose lease ran out are made to move again.
+
+An execution holds a lease while something is owed to it: a queued attempt must
+start, a running attempt must heartbeat or finish, a dead letter's copy must reach
+the dead-letter queue. The reaper asks the sparse lease index for leases that
+ended more than the clock-skew margin ago (a query per shard, never a Scan), and
+for each one takes the lease over with a conditional write on the token it saw.
+A worker that renews or finishes first makes that write fail, and the reaper
+leaves the execution alone; if the reaper wins, the worker's writes fail instead.
+
+Then, by status:
+
+- RUNNING: the attempt failed (the worker died, or a 202 handler never called
+  back); it is retried after its backoff, or dead-lettered;
+- QUEUED: the attempt's message never started (lost in a crash); it is sent again;
+- FAILED: the dead-letter copy was never sent; it is sent now.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dynacron.domain.clock import Clock
+from dynacron.domain.executions import ExecutionStatus, LeaseTerms, new_token
+from dynacron.domain.instants import format_instant
+from dynacron.domain.retry import AttemptFailure
+from dynacron.faults import NO_FAULTS, Boundary, Faults
+from dynacron.metrics import ReliabilityMetrics
+from dynacron.queue import DispatchQueue
+from dynacron.services.outcomes import AttemptOutcomes, Outcome
+from dynacron.store import ExecutionStore
+
+
+@dataclass
+class ReapReport:
+    expired: int = 0
+    reaped: int = 0
+    lost_races: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    def add(self, outcome: str) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+
+class Reaper:
+    def __init__(
+        self,
+        *,
+        executions: ExecutionStore,
+        queue: DispatchQueue,
+        outcomes: AttemptOutcomes,
+        metrics: ReliabilityMetrics,
+        clock: Clock,
+        lease_terms: LeaseTerms,
+        max_per_run: int = 1000,
+        faults: Faults = NO_FAULTS,
+    ) -> None:
+        self._executions = executions
+        self._queue = queue
+        self._outcomes = outcomes
+        self._metrics = metrics
+        self._clock = clock
+        self._terms = lease_terms
+        self._max_per_run = max_per_run
+        self._faults = faults
+
+    def reap(self) -> ReapReport:
+        report = ReapReport()
+        for shard in range(self._executions.lease_shards):
+            budget = self._max_per_run - report.expired
+            if budget <= 0:
+                break
+            now = self._clock.now()
+            cutoff = self._terms.abandoned_before(now)
+            for execution_id in self._executions.expired_leases(shard, cutoff, budget):
+                report.expired += 1
+                self._reap_one(execution_id, report)
+        return report
+
+    def _reap_one(self, execution_id: str, report: ReapReport) -> None:
+        now = self._clock.now()
+        cutoff = self._terms.abandoned_before(now)
+        execution = self._executions.get(execution_id)
+        if (
+            execution is None
+            or execution.lease_token is None
+            or execution.lease_until is None
+            or execution.lease_until >= cutoff
+        ):
+            return  # the index lagged behind a renewal or a finish
+        queued = execution.status is ExecutionStatus.QUEUED
+        token = new_token()
+        taken = self._executions.take_over(
+            execution_id,
+            execution.lease_token,
+            cutoff=cutoff,
+            new_token=token,
+            lease_until=self._terms.pickup_deadline(now) if queued else now + self._terms.running,
+        )
+        if not taken:
+            report.lost_races += 1
+            return
+        report.reaped += 1
+        self._metrics.lease_reaped()
+        self._faults.reached(Boundary.REAPER_TOOK_OVER)
+        if execution.status is ExecutionStatus.RUNNING:
+            lease_end = format_instant(execution.lease_until)
+            waiting = "a callback" if execution.accepted_at else "a heartbeat"
+            failure = AttemptFailure(f"the lease ran out at {lease_end} without {waiting}")
+            report.add(self._outcomes.failed(execution, token, failure))
+        elif queued:
+            self._queue.send_later(execution.as_dispatch(), 0)
+            report.add("RESENT")
+        elif execution.status is ExecutionStatus.FAILED:
+            self._outcomes.send_dead_letter_copy(execution, execution.error or "", token)
+            report.add(Outcome.DEAD_LETTERED)

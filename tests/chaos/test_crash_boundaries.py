@@ -1,0 +1,208 @@
+"""A crash at every step boundary, and the faults AWS itself produces.
+
+Each test lets a fault hit the pipeline, then runs healthy components until every
+execution is final, and checks the promise: every occurrence in the window ran at
+least once, and an idempotent handler's effect happened exactly once.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from dynacron import metric_names
+from dynacron.domain.executions import ExecutionStatus
+from dynacron.domain.tasks import execution_id_for
+from dynacron.faults import Boundary
+from dynacron.local.chaos import ChaosSettings, CrashAt
+from tests.conftest import START
+from tests.pipeline import Pipeline
+from tests.support import Answer, Delivery, Sink
+
+OCCURRENCES = 8
+
+
+def due_now(pipeline: Pipeline, sink: Sink, count: int = OCCURRENCES, **fields: Any) -> list[str]:
+    """One-time tasks due at START; their execution ids."""
+    return [
+        execution_id_for(
+            pipeline.register(at="2026-11-30T12:00:00Z", handler_url=f"{sink.url}/h", **fields),
+            START,
+        )
+        for _ in range(count)
+    ]
+
+
+def first_call_answers(status: int) -> Any:
+    """The first delivery of each execution gets ``status``, later ones 200."""
+    seen: set[str] = set()
+
+    def answer(delivery: Delivery) -> Answer:
+        key = delivery.headers["Idempotency-Key"]
+        if key in seen:
+            return 200, {}
+        seen.add(key)
+        return status, {}
+
+    return answer
+
+
+def assert_each_ran_and_applied_once(pipeline: Pipeline, sink: Sink, ids: list[str]) -> None:
+    executions = pipeline.settle(ids)
+    assert {e.status for e in executions} == {ExecutionStatus.SUCCEEDED}
+    calls = sink.calls_by_key()
+    assert all(calls.get(i, 0) >= 1 for i in ids), "an occurrence never reached its handler"
+    assert sink.effects == dict.fromkeys(ids, 1)
+    assert sink.applied_twice == 0
+
+
+@pytest.mark.parametrize(
+    ("boundary", "after"),
+    [
+        (Boundary.TICK_SENT_NOT_CLAIMED, 0),
+        (Boundary.TICK_CLAIMED_ONE, 4),  # in the middle of a batch of claims
+        (Boundary.WORKER_BEGAN, 0),
+        (Boundary.WORKER_HANDLER_RETURNED, 0),
+        (Boundary.WORKER_OUTCOME_NOT_RECORDED, 0),
+        (Boundary.WORKER_RECORD_DONE, 3),  # in the middle of an SQS batch
+        (Boundary.RETRY_RECORDED_NOT_SENT, 0),
+        (Boundary.REAPER_TOOK_OVER, 0),
+    ],
+    ids=lambda v: str(v),
+)
+def test_a_crash_at_a_step_boundary_loses_nothing_and_applies_nothing_twice(
+    pipeline: Pipeline, sink: Sink, boundary: Boundary, after: int
+) -> None:
+    # Given occurrences due now, and a handler that fails or defers first where needed
+    if boundary is Boundary.RETRY_RECORDED_NOT_SENT:
+        sink.answer = first_call_answers(500)
+    if boundary is Boundary.REAPER_TOOK_OVER:
+        sink.answer = first_call_answers(202)  # accepted, and never calls back
+    ids = due_now(pipeline, sink, retry={"base_delay_seconds": 1, "max_delay_seconds": 5})
+    faults = CrashAt([boundary], after=after)
+    crashing = pipeline.component(faults=faults)
+
+    # When the component that crosses the boundary dies there
+    if boundary.value.startswith("tick"):
+        pipeline.tick(crashing)
+    pipeline.tick()
+    if boundary.value.startswith(("worker", "retry")):
+        pipeline.work(crashing)
+    if boundary is Boundary.REAPER_TOOK_OVER:
+        pipeline.work()
+        terms = pipeline.settings.lease_terms
+        pipeline.clock.advance(terms.awaiting_callback + terms.clock_skew + timedelta(seconds=1))
+        pipeline.reap(crashing)
+    assert faults.crashed == [boundary]
+
+    # Then healthy components finish the job: all ran, each effect applied once
+    assert_each_ran_and_applied_once(pipeline, sink, ids)
+    if boundary is Boundary.WORKER_OUTCOME_NOT_RECORDED:
+        # The handler's success was remembered: replayed, not called again
+        assert sink.calls_by_key() == dict.fromkeys(ids, 1)
+        assert pipeline.metrics.total(metric_names.DUPLICATES_SUPPRESSED) >= 1
+    if boundary is Boundary.TICK_SENT_NOT_CLAIMED:
+        assert pipeline.metrics.total(metric_names.DUPLICATES_SUPPRESSED) >= 1
+
+
+def test_a_crash_after_dead_lettering_still_delivers_the_copy(
+    pipeline: Pipeline, sink: Sink
+) -> None:
+    sink.status = 500
+    ids = due_now(pipeline, sink, retry={"max_attempts": 1})
+    pipeline.tick()
+    faults = CrashAt([Boundary.DEAD_LETTER_RECORDED_NOT_SENT])
+    pipeline.work(pipeline.component(faults=faults))
+    assert faults.crashed == [Boundary.DEAD_LETTER_RECORDED_NOT_SENT]
+    executions = pipeline.settle(ids)
+    assert {e.status for e in executions} == {ExecutionStatus.FAILED}
+    listed = pipeline.app.executions.dead_letters(100, None).items
+    assert sorted(e.execution_id for e in listed) == sorted(ids)
+    copies: list[str] = []
+    while True:
+        messages = pipeline.sqs.receive_message(
+            QueueUrl=pipeline.settings.dead_letter_queue_url,
+            MaxNumberOfMessages=10,
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not messages:
+            break
+        copies += [m["MessageAttributes"]["execution_id"]["StringValue"] for m in messages]
+    assert sorted(copies) == sorted(ids)  # every dead letter has exactly one copy
+
+
+class MeetAfterSending:
+    """Two ticks meet here: each has sent before either claims."""
+
+    def __init__(self) -> None:
+        self._barrier = threading.Barrier(2, timeout=5)
+
+    def reached(self, boundary: Boundary) -> None:
+        if boundary is Boundary.TICK_SENT_NOT_CLAIMED:
+            self._barrier.wait()
+
+
+def test_two_ticks_on_the_same_shard_at_once(pipeline: Pipeline, sink: Sink) -> None:
+    ids = due_now(pipeline, sink)
+    meeting = MeetAfterSending()
+    ticks = [pipeline.component(faults=meeting) for _ in range(2)]
+    claimed: list[int] = []
+    threads = [threading.Thread(target=lambda t=t: claimed.append(pipeline.tick(t))) for t in ticks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Both sent every occurrence; the version condition let exactly one claim each
+    assert sum(claimed) == OCCURRENCES
+    assert_each_ran_and_applied_once(pipeline, sink, ids)
+    assert sink.calls_by_key() == dict.fromkeys(ids, 1)
+    assert pipeline.metrics.total(metric_names.DUPLICATES_SUPPRESSED) == OCCURRENCES
+
+
+def test_sqs_delivering_messages_twice(pipeline: Pipeline, sink: Sink) -> None:
+    ids = due_now(pipeline, sink)
+    pipeline.tick()
+    sink.hold = 0.05  # duplicates arrive while the first delivery is still running
+    chaos = ChaosSettings(seed=3, duplicate_rate=0.5)
+    workers = [pipeline.component(chaos=chaos) for _ in range(3)]
+    unreliable = [w.queue._client for w in workers]
+    threads = [
+        threading.Thread(target=lambda w=w, q=q: pipeline.work(w, sqs=q))
+        for w, q in zip(workers, unreliable, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(q.duplicated for q in unreliable) > 0
+    assert_each_ran_and_applied_once(pipeline, sink, ids)
+    assert sink.calls_by_key() == dict.fromkeys(ids, 1)
+
+
+def test_dynamodb_throttling_anywhere(pipeline: Pipeline, sink: Sink) -> None:
+    ids = due_now(pipeline, sink)
+    throttled = pipeline.component(chaos=ChaosSettings(seed=7, throttle_rate=0.2))
+    for _ in range(6):
+        pipeline.tick(throttled)
+        pipeline.work(throttled, batches=3)
+        pipeline.clock.advance(timedelta(seconds=40))
+        pipeline.reap(throttled)
+    assert throttled.tasks._client.throttled > 0
+    assert_each_ran_and_applied_once(pipeline, sink, ids)
+
+
+def test_sqs_partial_batch_failures(pipeline: Pipeline, sink: Sink) -> None:
+    ids = due_now(pipeline, sink, count=30)
+    # Sending: some entries of each SendMessageBatch fail; they are not claimed
+    unreliable = pipeline.component(chaos=ChaosSettings(seed=11, send_failure_rate=0.4))
+    assert pipeline.tick(unreliable) < 30
+    # Working: some records of a batch fail (throttled) and only those come back
+    throttled = pipeline.component(chaos=ChaosSettings(seed=5, throttle_rate=0.1))
+    for _ in range(4):
+        pipeline.tick(unreliable)
+        pipeline.work(throttled, batches=2)
+    assert pipeline.record_failures > 0
+    assert_each_ran_and_applied_once(pipeline, sink, ids)

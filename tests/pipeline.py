@@ -1,0 +1,209 @@
+"""Drive tick, workers and reaper by hand in this process, against in-process moto,
+with a clock the test moves.
+
+A component built with faults stops where they say (``InjectedCrash``), like a
+killed process: its SQS messages become visible again, as they would after the
+visibility timeout, and its leases and idempotency records stay as they were.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from dynacron.app import Dynacron
+from dynacron.config import Settings
+from dynacron.domain.clock import SettableClock
+from dynacron.domain.executions import Dispatch, Execution
+from dynacron.faults import NO_FAULTS, Faults
+from dynacron.handlers import HandlerRegistry
+from dynacron.local.chaos import ChaosSettings, InjectedCrash, chaotic_clients
+from dynacron.local.gateway import LocalContext
+from dynacron.local.runtime import sqs_event
+from dynacron.metrics import MetricTotals
+from dynacron.models import TaskCreate
+from dynacron.queue import DispatchQueue
+
+QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:dispatch"
+
+
+class VirtualDelayQueue(DispatchQueue):
+    """SQS delays run on the wall clock, which a test clock cannot move: this queue
+    holds delayed messages back until the *test* clock reaches their time, then
+    sends them. It remembers every delay asked for."""
+
+    def __init__(self, client: Any, queue_url: str, clock: SettableClock) -> None:
+        super().__init__(client, queue_url)
+        self._clock = clock
+        self.delays: list[tuple[Dispatch, float]] = []
+        self.held: list[tuple[datetime, Dispatch]] = []
+
+    def send_later(self, dispatch: Dispatch, delay_seconds: float) -> None:
+        self.delays.append((dispatch, delay_seconds))
+        if delay_seconds <= 0:
+            super().send_later(dispatch, 0)
+        else:
+            self.held.append((self._clock.now() + timedelta(seconds=delay_seconds), dispatch))
+
+    def release_due(self) -> None:
+        now = self._clock.now()
+        due = [d for at, d in self.held if at <= now]
+        self.held[:] = [(at, d) for at, d in self.held if at > now]
+        for dispatch in due:
+            super().send_later(dispatch, 0)
+
+
+class AtomicClient:
+    """In-process moto's DynamoDB takes no lock: two conditional writes racing from
+    two threads can both succeed, which DynamoDB never allows. One call at a time
+    here, as ``local.aws.AtomicDynamoDB`` does for the embedded server."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if name.startswith("_") or not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attribute(*args, **kwargs)
+
+        return call
+
+
+class Pipeline:
+    def __init__(
+        self,
+        aws: tuple[Any, Any],
+        settings: Settings,
+        clock: SettableClock,
+        handlers: HandlerRegistry | None = None,
+    ) -> None:
+        self.dynamodb, self.sqs = AtomicClient(aws[0]), aws[1]
+        self.settings = settings
+        self.clock = clock
+        self.handlers = handlers
+        self.metrics = MetricTotals()
+        self.queue = VirtualDelayQueue(self.sqs, settings.dispatch_queue_url, clock)
+        self.crashes = 0
+        self.record_failures = 0  # SQS records a worker reported back as failed
+        self.app = self.component()
+
+    def component(
+        self, *, faults: Faults = NO_FAULTS, chaos: ChaosSettings | None = None
+    ) -> Dynacron:
+        """One more tick/worker/reaper "process" sharing the store and the queues."""
+        dynamodb, sqs = self.dynamodb, self.sqs
+        queue = self.queue
+        if chaos is not None:
+            dynamodb, sqs = chaotic_clients(dynamodb, sqs, chaos)
+            queue = VirtualDelayQueue(sqs, self.settings.dispatch_queue_url, self.clock)
+            queue.delays, queue.held = self.queue.delays, self.queue.held
+        return Dynacron(
+            self.settings,
+            dynamodb=dynamodb,
+            sqs=sqs,
+            clock=self.clock,
+            handlers=self.handlers,
+            emit_metrics=self.metrics,
+            faults=faults,
+            dispatch_queue=queue,
+        )
+
+    def register(self, **fields: Any) -> str:
+        return self.app.task_service.register(TaskCreate(**fields)).task_id
+
+    def tick(self, app: Dynacron | None = None) -> int:
+        """One tick of every shard; a failed tick is left for the next, as deployed."""
+        try:
+            return sum(r.claimed for r in (app or self.app).ticker.tick())
+        except InjectedCrash:
+            self.crashes += 1
+        except Exception:
+            pass
+        return 0
+
+    def work(self, app: Dynacron | None = None, *, batches: int = 1000, sqs: Any = None) -> int:
+        """Receive and run batches until the queue is empty; returns messages received."""
+        app = app or self.app
+        sqs = sqs or self.sqs
+        received = 0
+        for _ in range(batches):
+            self.queue.release_due()
+            messages = sqs.receive_message(
+                QueueUrl=self.settings.dispatch_queue_url, MaxNumberOfMessages=10
+            ).get("Messages", [])
+            if not messages:
+                break
+            received += len(messages)
+            context = LocalContext("test-worker", timeout_seconds=60)
+            try:
+                result = app.worker(sqs_event(messages, QUEUE_ARN), context)
+            except InjectedCrash:
+                self.crashes += 1
+                self._visible_again(messages)
+                break
+            except Exception:
+                self._visible_again(messages)  # the whole batch failed
+                continue
+            failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+            self.record_failures += len(failed)
+            self._visible_again([m for m in messages if m["MessageId"] in failed])
+            for message in messages:
+                if message["MessageId"] not in failed:
+                    # A duplicate may have been deleted through another receipt already.
+                    with contextlib.suppress(Exception):
+                        self.sqs.delete_message(
+                            QueueUrl=self.settings.dispatch_queue_url,
+                            ReceiptHandle=message["ReceiptHandle"],
+                        )
+        return received
+
+    def reap(self, app: Dynacron | None = None) -> dict[str, Any]:
+        try:
+            return (app or self.app).reaper({}, LocalContext("test-reaper"))
+        except InjectedCrash:
+            self.crashes += 1
+        except Exception:
+            pass
+        return {}
+
+    def settle(
+        self, execution_ids: Iterable[str], *, rounds: int = 40, pause: float = 0.1
+    ) -> list[Execution]:
+        """Run healthy components, moving the clock past leases, until every execution
+        is final (or ``rounds`` run out); returns them."""
+        ids = list(execution_ids)
+        lease = self.settings.lease_terms
+        for _ in range(rounds):
+            self.tick()
+            self.work()
+            executions = [self.execution(i) for i in ids]
+            if all(
+                e is not None and e.status.is_final and e.lease_token is None for e in executions
+            ):
+                return [e for e in executions if e is not None]
+            self.clock.advance(lease.running + lease.clock_skew + timedelta(seconds=1))
+            self.reap()
+            time.sleep(pause)  # idempotency records expire on the wall clock
+        raise AssertionError(f"not settled: {[self.execution(i) for i in ids]}")
+
+    def execution(self, execution_id: str) -> Execution | None:
+        return self.app.executions.get(execution_id)
+
+    def _visible_again(self, messages: list[dict[str, Any]]) -> None:
+        for message in messages:
+            # A message already deleted was processed by someone else.
+            with contextlib.suppress(Exception):
+                self.sqs.change_message_visibility(
+                    QueueUrl=self.settings.dispatch_queue_url,
+                    ReceiptHandle=message["ReceiptHandle"],
+                    VisibilityTimeout=0,
+                )

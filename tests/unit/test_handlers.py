@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+import dynacron
+from dynacron.domain.executions import Dispatch, HandlerAnswer
+from dynacron.domain.schedules import parse_rate
+from dynacron.domain.tasks import Task, TaskStatus
+from dynacron.handlers import HandlerRegistry
+
+NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+
+
+def make_task(handler_name: str) -> Task:
+    return Task(
+        task_id="t1",
+        name="t1",
+        schedule=parse_rate("1 minute", NOW),
+        handler_url=None,
+        handler_name=handler_name,
+        payload={"n": 1},
+        status=TaskStatus.ACTIVE,
+        next_run_at=NOW,
+        created_at=NOW,
+        updated_at=NOW,
+    )
+
+
+def test_the_decorator_registers_and_returns_the_function() -> None:
+    registry = HandlerRegistry()
+
+    @dynacron.handler("invoice", registry=registry)
+    def send_invoice(run: dynacron.ExecutionContext) -> None:
+        pass
+
+    assert registry.get("invoice") is send_invoice
+    assert "invoice" in registry
+    assert "other" not in registry
+    registry.register("invoice", send_invoice)  # the same function again is harmless
+
+
+def test_a_name_is_taken_once_and_must_be_well_formed() -> None:
+    registry = HandlerRegistry()
+    registry.register("a", lambda run: None)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register("a", lambda run: None)
+    with pytest.raises(ValueError, match="must be"):
+        registry.register("has space", lambda run: None)
+
+
+def test_a_python_handler_gets_the_execution_id_as_its_idempotency_key() -> None:
+    from dynacron.delivery import PythonDelivery
+
+    registry = HandlerRegistry()
+    seen: list[dynacron.ExecutionContext] = []
+    registry.register("record", seen.append)
+    dispatch = Dispatch(execution_id="t1_x", task_id="t1", scheduled_at=NOW, attempt=3)
+    result = PythonDelivery(registry).deliver(make_task("record"), dispatch, "token")
+    assert result.answer is HandlerAnswer.SUCCEEDED
+    (context,) = seen
+    assert (context.execution_id, context.attempt, context.payload) == ("t1_x", 3, {"n": 1})
+
+
+def test_a_raising_handler_is_retried_unless_it_fails_permanently() -> None:
+    from dynacron.delivery import PythonDelivery
+
+    registry = HandlerRegistry()
+
+    def flaky(run: dynacron.ExecutionContext) -> None:
+        raise TimeoutError("database busy")
+
+    def hopeless(run: dynacron.ExecutionContext) -> None:
+        raise dynacron.PermanentFailure("customer closed the account")
+
+    registry.register("flaky", flaky)
+    registry.register("hopeless", hopeless)
+    dispatch = Dispatch(execution_id="t1_x", task_id="t1", scheduled_at=NOW)
+    delivery = PythonDelivery(registry)
+    retried = delivery.deliver(make_task("flaky"), dispatch, "token")
+    assert retried.failure is not None
+    assert retried.failure.retryable
+    assert "TimeoutError: database busy" in retried.failure.error
+    refused = delivery.deliver(make_task("hopeless"), dispatch, "token")
+    assert refused.failure is not None
+    assert not refused.failure.retryable
+    missing = delivery.deliver(make_task("not-here"), dispatch, "token")
+    assert missing.failure is not None
+    assert "no handler named 'not-here'" in missing.failure.error
