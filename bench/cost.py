@@ -11,7 +11,7 @@ Run: .venv/bin/python -m bench.cost
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -30,7 +30,7 @@ from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
 from dynacron.models import TaskCreate
 from dynacron.resources import COORDINATION, EXECUTIONS, IDEMPOTENCY, TASKS
-from tests.support import Sink
+from tests.support import Delivery, Sink
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -119,6 +119,18 @@ def drain_worker(bench: Bench, delete: bool = True) -> int:
     return invocations
 
 
+def fail_first_call() -> Callable[[Delivery], tuple[int, dict[str, str]]]:
+    seen: set[str] = set()
+
+    def answer(delivery: Delivery) -> tuple[int, dict[str, str]]:
+        key = delivery.headers["Idempotency-Key"]
+        first = key not in seen
+        seen.add(key)
+        return (500 if first else 200), {}
+
+    return answer
+
+
 def register(bench: Bench, count: int, **fields: Any) -> None:
     for number in range(count):
         bench.app.task_service.register(
@@ -135,25 +147,25 @@ def scenario(bench: Bench, kind: str, batch: int, rounds: int) -> dict[str, Any]
     """``batch`` tasks fire together, ``rounds`` times; the meter counts everything in between."""
     invocations = 0
     bench.meter.reset()
+    retry = {"retry": {"base_delay_seconds": 1, "max_delay_seconds": 1}}
     if kind == "recurring":
         register(bench, batch, rate="1 minute")
     for round_number in range(rounds):
         if kind != "recurring":
             at = bench.clock.now() + timedelta(seconds=30)
-            register(bench, batch, at=format_instant(at))
+            register(bench, batch, at=format_instant(at), **(retry if kind == "retried" else {}))
         bench.meter.reset()
         bench.clock.advance(timedelta(seconds=60 if kind == "recurring" else 30))
         report = bench.app.ticker.tick_shard(0)
         assert report.claimed == batch, (kind, report)
         if kind == "retried":
-            # First attempt: the handler fails and the worker dies before deleting.
-            bench.sink.status = 500
-            invocations += drain_worker(bench, delete=False)
-            bench.sink.status = 200
+            # Each execution's first call fails; the worker's retry succeeds.
+            bench.sink.answer = fail_first_call()
         if kind == "duplicate":
             invocations += drain_worker(bench, delete=False)
         invocations += drain_worker(bench)
         calls = bench.meter.reset()
+        bench.sink.answer = None
         if round_number == 0:
             totals = calls
         else:

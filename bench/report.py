@@ -126,8 +126,8 @@ def cost_section(result: dict[str, Any]) -> list[str]:
         "costs it, a changed index key costs a delete plus a put in the index, consistent reads "
         "1 RCU per 4 KB per item, queries 0.5 RCU per 4 KB returned, SQS 1 request per 64 KB. "
         "The worker is driven as Lambda's SQS event source mapping drives it (receive 10, invoke, "
-        "delete), whose requests are billed too. `retried` = the first attempt's handler fails and "
-        "the worker dies before deleting, so SQS redelivers; `duplicate` = the message is "
+        "delete), whose requests are billed too. `retried` = each execution's first call fails and "
+        "the worker's retry succeeds (two attempts); `duplicate` = the message is "
         "redelivered after success.",
         "",
         f"Goal: at most {goal} write units per recurring fire including history: {units} → "
