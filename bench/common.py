@@ -13,6 +13,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from dynacron.config import LOOPBACK_NETWORKS, Settings
+from dynacron.domain.clock import Clock
+
 RESULTS = Path(__file__).resolve().parent / "results"
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
 
@@ -66,12 +69,12 @@ def write_result(name: str, result: dict[str, Any]) -> Path:
 
 
 @contextmanager
-def in_process_aws() -> Iterator[tuple[Any, Any]]:
-    """moto in this process (no server): DynamoDB and SQS clients, no credentials needed."""
+def in_process_aws(clock: Clock, shard_count: int) -> Iterator[tuple[Any, Any, Settings]]:
+    """moto in this process (no server), provisioned: DynamoDB and SQS clients, settings."""
     import boto3
     from moto import mock_aws
 
-    from dynacron.local.aws import REGION
+    from dynacron.local.aws import REGION, provision
 
     for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "HTTPS_PROXY", "HTTP_PROXY"):
         os.environ.pop(name, None)
@@ -79,4 +82,13 @@ def in_process_aws() -> Iterator[tuple[Any, Any]]:
         AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION=REGION
     )
     with mock_aws():
-        yield boto3.client("dynamodb", region_name=REGION), boto3.client("sqs", region_name=REGION)
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        sqs = boto3.client("sqs", region_name=REGION)
+        settings = provision(
+            dynamodb,
+            sqs,
+            clock=clock,
+            shard_count=shard_count,
+            delivery_allow_networks=LOOPBACK_NETWORKS,
+        )
+        yield dynamodb, sqs, settings

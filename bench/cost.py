@@ -22,10 +22,9 @@ import boto3
 from bench.common import in_process_aws, write_result
 from bench.meter import Meter, summarise
 from dynacron.app import Dynacron
-from dynacron.config import LOOPBACK_NETWORKS
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.instants import format_instant
-from dynacron.local.aws import REGION, provision
+from dynacron.local.aws import REGION
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
 from dynacron.models import TaskCreate
@@ -196,15 +195,8 @@ def idle_tick(bench: Bench) -> dict[str, Any]:
 @contextmanager
 def fresh_bench(sink: Sink) -> Iterator[Bench]:
     """An empty store and queue with one shard, and metered clients."""
-    with in_process_aws() as (raw_dynamodb, raw_sqs):
-        clock = SettableClock(START)
-        settings = provision(
-            raw_dynamodb,
-            raw_sqs,
-            clock=clock,
-            shard_count=1,
-            delivery_allow_networks=LOOPBACK_NETWORKS,
-        )
+    clock = SettableClock(START)
+    with in_process_aws(clock, shard_count=1) as (raw_dynamodb, raw_sqs, settings):
         tables = {
             settings.tasks_table: TASKS,
             settings.executions_table: EXECUTIONS,

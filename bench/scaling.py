@@ -26,12 +26,11 @@ from moto.dynamodb.models import dynamodb_backends
 from bench.common import QUICK, in_process_aws, write_result
 from bench.meter import Meter
 from dynacron.app import Dynacron
-from dynacron.config import LOOPBACK_NETWORKS
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.instants import format_instant
 from dynacron.domain.schedules import RateSchedule
 from dynacron.domain.tasks import Task, TaskStatus
-from dynacron.local.aws import REGION, provision
+from dynacron.local.aws import REGION
 from dynacron.resources import COORDINATION, DUE_INDEX, TASKS
 from dynacron.store import task_to_item
 
@@ -80,15 +79,8 @@ def fill(settings: Any, registered: int, rng: random.Random) -> None:
 
 def measure(registered: int) -> dict[str, Any]:
     rng = random.Random(registered)
-    with in_process_aws() as (raw_dynamodb, raw_sqs):
-        clock = SettableClock(NOW)
-        settings = provision(
-            raw_dynamodb,
-            raw_sqs,
-            clock=clock,
-            shard_count=SHARDS,
-            delivery_allow_networks=LOOPBACK_NETWORKS,
-        )
+    clock = SettableClock(NOW)
+    with in_process_aws(clock, shard_count=SHARDS) as (raw_dynamodb, raw_sqs, settings):
         began = time.perf_counter()
         fill(settings, registered, rng)
         fill_seconds = time.perf_counter() - began

@@ -32,9 +32,8 @@ from bench.common import QUICK, in_process_aws, write_result
 from bench.meter import add_latency
 from bench.scaling import task_item
 from dynacron.app import Dynacron
-from dynacron.config import LOOPBACK_NETWORKS
 from dynacron.domain.clock import SettableClock
-from dynacron.local.aws import REGION, provision
+from dynacron.local.aws import REGION
 
 NOW = datetime(2026, 11, 30, 12, 30, tzinfo=UTC)
 TARGET_FIRES_PER_SECOND = 10_000
@@ -43,15 +42,8 @@ GOAL_CLAIMS_PER_SECOND_PER_SHARD = 500
 
 def measure(tasks: int, concurrency: int, latency_ms: float) -> dict[str, Any]:
     rng = random.Random(tasks)
-    with in_process_aws() as (raw_dynamodb, raw_sqs):
-        clock = SettableClock(NOW)
-        settings = provision(
-            raw_dynamodb,
-            raw_sqs,
-            clock=clock,
-            shard_count=1,
-            delivery_allow_networks=LOOPBACK_NETWORKS,
-        )
+    clock = SettableClock(NOW)
+    with in_process_aws(clock, shard_count=1) as (_, _, settings):
         settings = dataclasses.replace(
             settings, tick_concurrency=concurrency, tick_max_claims=max(tasks, 2000)
         )

@@ -12,6 +12,7 @@ Run: .venv/bin/python -m bench.versus_apscheduler [--jobs 1000]
 from __future__ import annotations
 
 import argparse
+import importlib
 import tempfile
 import threading
 import time
@@ -37,7 +38,10 @@ def run_apscheduler(jobs: int) -> dict[str, Any]:
     from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
     from apscheduler.schedulers.background import BackgroundScheduler
 
-    _started.clear()
+    # By name, so that run as __main__ the job and this function share one list.
+    module = importlib.import_module("bench.versus_apscheduler")
+    started_list: list[tuple[float, float]] = module._started
+    started_list.clear()
     with tempfile.TemporaryDirectory() as directory:
         store = SQLAlchemyJobStore(url=f"sqlite:///{Path(directory) / 'jobs.sqlite'}")
         scheduler = BackgroundScheduler(
@@ -52,7 +56,7 @@ def run_apscheduler(jobs: int) -> dict[str, Any]:
         began = time.time()
         for number in range(jobs):
             scheduler.add_job(
-                noop_job,
+                "bench.versus_apscheduler:noop_job",
                 trigger="date",
                 run_date=due,
                 args=[due.timestamp()],
@@ -62,11 +66,11 @@ def run_apscheduler(jobs: int) -> dict[str, Any]:
         if time.time() > due.timestamp():
             raise SystemExit(f"adding {jobs} jobs took {added_seconds:.1f}s: raise the margin")
         deadline = due.timestamp() + 120
-        while len(_started) < jobs and time.time() < deadline:
+        while len(started_list) < jobs and time.time() < deadline:
             time.sleep(0.1)
         scheduler.shutdown(wait=True)
-    with _lock:
-        started = list(_started)
+    with module._lock:
+        started = list(started_list)
     lateness = [at - scheduled for at, scheduled in started]
     arrivals = sorted(at - due.timestamp() for at, _ in started)
     return {
