@@ -10,6 +10,7 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
 from dynacron.resources import (
+    DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     EXECUTIONS,
     IDEMPOTENCY,
@@ -66,10 +67,14 @@ class Worker(Construct):
         allow(self.function, ["dynamodb:GetItem"], [storage.table(TASKS).table_arn])
         allow(
             self.function,
-            ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+            ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
             [storage.table(EXECUTIONS).table_arn],
         )
         allow(self.function, ITEM_READ_WRITE, [storage.table(IDEMPOTENCY).table_arn])
+        # A retry is the next attempt sent with a delay; an exhausted one is copied
+        # to the dead-letter queue.
+        dead_letters = queues.queue(DEAD_LETTER_QUEUE)
+        allow(self.function, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
 
         self.reaper = kit.function(
             self,
@@ -87,7 +92,7 @@ class Worker(Construct):
         )
         allow(self.reaper, ["dynamodb:GetItem", "dynamodb:UpdateItem"], [executions.table_arn])
         allow(self.reaper, ["dynamodb:GetItem"], [storage.table(TASKS).table_arn])
-        allow(self.reaper, ["sqs:SendMessage"], [dispatch.queue_arn])
+        allow(self.reaper, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
         self.reaper_rule = events.Rule(
             self,
             "ReapEveryMinute",
