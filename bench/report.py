@@ -30,6 +30,8 @@ def verdict(met: bool) -> str:
 
 
 def context_line(result: dict[str, Any]) -> str:
+    if "versions" not in result:
+        return f"_Run {result.get('date')} by an earlier version of the benchmark._"
     machine = result["machine"]
     versions = ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v)
     load = " / ".join(str(x) for x in result["load_average"])
@@ -219,7 +221,7 @@ def scaling_section(result: dict[str, Any]) -> list[str]:
 
 def lateness_section(result: dict[str, Any]) -> list[str]:
     runs = result["runs"]
-    goal = result["goal_p99_seconds"]
+    goal = result.get("goal_p99_seconds", 1.5)
     rows = [
         [
             r["target_fires_per_second"],
