@@ -90,7 +90,8 @@ def cost_section(result: dict[str, Any]) -> list[str]:
     writers = [b for b in recurring["breakdown"] if b["wcu"] or b["index_wcu"]]
     bottom = 0.0
     for b in writers:
-        for label, value in ((b["caller"], b["wcu"]), (b["caller"] + " (index)", b["index_wcu"])):
+        name = f"{b['caller']} {b['operation']}"
+        for label, value in ((name, b["wcu"]), (name + " (index)", b["index_wcu"])):
             if value:
                 left.bar(["recurring fire"], [value], bottom=[bottom], label=label)
                 bottom += value
