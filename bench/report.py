@@ -419,9 +419,9 @@ def versus_section(result: dict[str, Any]) -> list[str]:
         "",
         f"{result['jobs']} one-time jobs due at the same second, no-op handlers, one after the "
         "other in one run. APScheduler's job is an in-process function; dynacron's is a loopback "
-        "HTTP handler, so each dynacron job also pays for its HTTP call, SQS and two DynamoDB "
-        "writes against the emulator. `misfire_grace_time=None` so APScheduler runs every job "
-        "however late.",
+        "HTTP handler, so each dynacron job also pays for its HTTP call, an SQS message and six "
+        "DynamoDB requests against the emulator. `misfire_grace_time=None` so APScheduler runs "
+        "every job however late.",
         "",
         table(["scheduler", "ran", "drain s", "p50", "p99", "max lateness"], rows),
         "",
@@ -451,7 +451,8 @@ def main() -> None:
     for name, build, command in builders:
         result = load(name)
         if result is None:
-            sections += [f"## {name}", "", f"Not run yet: `.venv/bin/{command}`.", ""]
+            title = f"## {builders.index((name, build, command)) + 1}. {name}"
+            sections += [title, "", f"Not run in this pass: `.venv/bin/{command}`.", ""]
             continue
         body = build(result)
         body.insert(1, f"\nReproduce: `.venv/bin/{command}`")
