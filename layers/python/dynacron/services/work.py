@@ -27,7 +27,6 @@ from dynacron.domain.executions import (
     DeliveryResult,
     Dispatch,
     Execution,
-    ExecutionStatus,
     HandlerAnswer,
     LeaseTerms,
     new_token,
@@ -35,7 +34,7 @@ from dynacron.domain.executions import (
     token_digest,
 )
 from dynacron.domain.retry import AttemptFailure, RetryPolicy
-from dynacron.domain.tasks import Task
+from dynacron.domain.tasks import SKIPPED_PAUSED, Task, TaskStatus
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.idempotency import GuardedResult, IdempotentHandlerCalls, RemainingTime
 from dynacron.metrics import ReliabilityMetrics
@@ -98,14 +97,13 @@ class ExecutionRunner:
         execution = begun.current
         self._faults.reached(Boundary.WORKER_BEGAN)
         if task is None:
-            self._executions.finish(
-                dispatch.execution_id,
-                lease_token,
-                ExecutionStatus.SKIPPED,
-                self._clock.now(),
-                error="the task was deleted before this execution ran",
+            return self._outcomes.skipped(
+                execution, lease_token, "the task was deleted before this execution ran"
             )
-            return Outcome.SKIPPED
+        if task.status is TaskStatus.PAUSED:
+            # Sent before the pause, or a dependent of a paused task: not run, and
+            # not lost from sight either. Resume applies the catch-up policy.
+            return self._outcomes.skipped(execution, lease_token, SKIPPED_PAUSED)
         if dispatch.attempt == 1:
             self._metrics.scheduling_lag(scheduling_lag(dispatch.scheduled_at, now).total_seconds())
         with Heartbeat(
@@ -131,7 +129,7 @@ class ExecutionRunner:
         self._faults.reached(Boundary.WORKER_OUTCOME_NOT_RECORDED)
         result = guarded.result
         if result.answer is HandlerAnswer.SUCCEEDED:
-            return self._outcomes.succeeded(execution.execution_id, lease_token)
+            return self._outcomes.succeeded(execution, lease_token, result.summary)
         if result.answer is HandlerAnswer.ACCEPTED:
             accepted_at = self._clock.now()
             waiting = self._executions.renew(
