@@ -103,6 +103,13 @@ class Dynacron:
             clock=clock,
             faults=faults,
         )
+        self.aftermath = Aftermath(
+            tasks=self.tasks,
+            executions=self.executions,
+            starter=self.starter,
+            settings=settings,
+            clock=clock,
+        )
         self.outcomes = AttemptOutcomes(
             executions=self.executions,
             queue=self.queue,
@@ -110,13 +117,7 @@ class Dynacron:
             metrics=self.metrics,
             clock=clock,
             lease_terms=terms,
-            aftermath=Aftermath(
-                tasks=self.tasks,
-                executions=self.executions,
-                starter=self.starter,
-                settings=settings,
-                clock=clock,
-            ),
+            aftermath=self.aftermath,
             faults=faults,
         )
         self.runner = ExecutionRunner(
