@@ -72,7 +72,8 @@ def test_overlap_skip_records_the_occurrence_as_skipped_and_frees_the_slot_at_th
     assert delivered_ids(sink) == [first]
     skipped = execution(pipeline, second)
     assert skipped.status is ExecutionStatus.SKIPPED
-    assert skipped.error is not None and first in skipped.error
+    assert skipped.error is not None
+    assert first in skipped.error
     # And once the first ends, the next occurrence runs again
     complete(pipeline, sink, first)
     assert task(pipeline, task_id).running_execution is None
@@ -111,7 +112,8 @@ def test_buffer_one_runs_one_waiting_occurrence_after_the_running_one(
     assert delivered_ids(sink) == [first, second]
     assert execution(pipeline, second).status is ExecutionStatus.SUCCEEDED
     current = task(pipeline, task_id)
-    assert current.running_execution is None and current.buffered_at is None
+    assert current.running_execution is None
+    assert current.buffered_at is None
     assert current.next_run_at == at(4)
 
 
@@ -125,7 +127,8 @@ def test_the_reaper_frees_the_slot_when_the_finisher_died_right_after_the_end(
     # Given a worker that dies right after recording SUCCEEDED
     pipeline.work(pipeline.component(faults=CrashAt([Boundary.ENDED_NOT_FOLLOWED_UP])))
     ended = execution(pipeline, first)
-    assert ended.status is ExecutionStatus.SUCCEEDED and ended.lease_token is not None
+    assert ended.status is ExecutionStatus.SUCCEEDED
+    assert ended.lease_token is not None
     assert task(pipeline, task_id).running_execution == first
     # When its follow-up lease runs out and the reaper runs
     terms = pipeline.settings.lease_terms
@@ -150,7 +153,8 @@ def test_fixed_delay_is_due_a_set_time_after_the_previous_run_finished(
     pipeline.tick()
     # While it runs the task is out of the due index, still ACTIVE
     running = task(pipeline, task_id)
-    assert running.next_run_at is None and running.status.value == "ACTIVE"
+    assert running.next_run_at is None
+    assert running.status.value == "ACTIVE"
     assert running.running_execution == first
     # When the run ends 7 seconds later
     pipeline.clock.advance(timedelta(seconds=7))
@@ -172,7 +176,9 @@ def test_pause_leaves_the_due_index_and_resume_applies_the_catch_up_policy(
     task_id = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/h")
     pipeline.clock.set(at(0.5))
     status, view = call(pipeline.app, "POST", f"/tasks/{task_id}/pause", {"note": "maintenance"})
-    assert status == 200 and view["status"] == "PAUSED" and view["pause_note"] == "maintenance"
+    assert status == 200
+    assert view["status"] == "PAUSED"
+    assert view["pause_note"] == "maintenance"
     item = pipeline.dynamodb.get_item(
         TableName=pipeline.settings.tasks_table, Key={"task_id": {"S": task_id}}
     )["Item"]
@@ -183,7 +189,9 @@ def test_pause_leaves_the_due_index_and_resume_applies_the_catch_up_policy(
     # When resumed, run_once (the default) runs the earliest missed occurrence once,
     # skips the rest, and runs the on-time one
     status, view = call(pipeline.app, "POST", f"/tasks/{task_id}/resume")
-    assert status == 200 and view["status"] == "ACTIVE" and view["pause_note"] is None
+    assert status == 200
+    assert view["status"] == "ACTIVE"
+    assert view["pause_note"] is None
     step(pipeline, at(3.5))
     assert delivered_ids(sink) == [execution_id_for(task_id, at(m)) for m in (1, 3)]
     assert task(pipeline, task_id).next_run_at == at(4)
@@ -199,7 +207,8 @@ def test_an_execution_arriving_for_a_paused_task_is_skipped_with_the_reason(
     pipeline.work()
     skipped = execution(pipeline, execution_id_for(task_id, at(1)))
     assert skipped.status is ExecutionStatus.SKIPPED
-    assert skipped.error is not None and "paused" in skipped.error
+    assert skipped.error is not None
+    assert "paused" in skipped.error
     assert delivered_ids(sink) == []
 
 
@@ -210,7 +219,8 @@ def test_trigger_runs_now_with_its_own_id_and_leaves_the_schedule_alone(
     pipeline.clock.set(at(0.25))
     status, view = call(pipeline.app, "POST", f"/tasks/{task_id}/trigger")
     assert status == 202
-    assert view["execution_id"].endswith("-trigger") and view["status"] == "QUEUED"
+    assert view["execution_id"].endswith("-trigger")
+    assert view["status"] == "QUEUED"
     assert view["execution_id"] != execution_id_for(task_id, at(0.25))
     assert task(pipeline, task_id).next_run_at == at(1)
     pipeline.work()
@@ -233,7 +243,8 @@ def test_backfill_runs_each_occurrence_once_however_often_it_is_asked(
         {"from": "2026-11-30T12:00:00Z", "to": "2026-11-30T12:30:00Z"},
     )
     assert status == 202
-    assert len(first["execution_ids"]) == 4 and first["started"] == first["execution_ids"]
+    assert len(first["execution_ids"]) == 4
+    assert first["started"] == first["execution_ids"]
     # When an overlapping range is asked for, only the new occurrences start
     status, second = call(
         pipeline.app,
@@ -246,7 +257,8 @@ def test_backfill_runs_each_occurrence_once_however_often_it_is_asked(
     assert len(second["started"]) == 2
     pipeline.work()
     calls = sink.calls_by_key()
-    assert len(calls) == 6 and set(calls.values()) == {1}
+    assert len(calls) == 6
+    assert set(calls.values()) == {1}
     assert all(key.endswith("-backfill") for key in calls)
 
 
@@ -261,7 +273,8 @@ def test_backfill_refuses_a_range_too_large_or_in_the_future(
         f"/tasks/{task_id}/backfill",
         {"from": "2026-11-30T12:00:00Z", "to": "2026-11-30T12:10:00Z"},
     )
-    assert status == 422 and problem["errors"][0]["field"] == "to"
+    assert status == 422
+    assert problem["errors"][0]["field"] == "to"
     assert "more than 100" in problem["detail"]
     status, problem = call(
         pipeline.app,
@@ -269,7 +282,8 @@ def test_backfill_refuses_a_range_too_large_or_in_the_future(
         f"/tasks/{task_id}/backfill",
         {"from": "2026-11-30T13:00:00Z", "to": "2026-11-30T14:00:00Z"},
     )
-    assert status == 422 and "future" in problem["detail"]
+    assert status == 422
+    assert "future" in problem["detail"]
     assert pipeline.app.executions.list_for_task(task_id, 10, None).items == []
 
 
@@ -290,7 +304,8 @@ def test_patch_keeps_an_occurrence_already_due_and_runs_it_with_the_new_handler(
         pipeline, task_id, {"rate": "5 minutes", "handler_url": f"{sink.url}/new", "version": 1}
     )
     assert status == 200, view
-    assert view["next_run_at"] == "2026-11-30T12:01:00.000Z" and view["version"] == 2
+    assert view["next_run_at"] == "2026-11-30T12:01:00.000Z"
+    assert view["version"] == 2
     # Then it runs once, on the new handler, and the new schedule takes over
     step(pipeline, at(1) + timedelta(milliseconds=500))
     assert [(d.path, d.body["execution_id"]) for d in sink.snapshot()] == [
@@ -309,7 +324,8 @@ def test_patch_after_dispatch_keeps_the_execution_id_and_the_worker_reads_the_ne
     assert status == 200
     pipeline.work()
     (delivery,) = sink.snapshot()
-    assert delivery.path == "/new" and delivery.body["payload"] == {"v": 2}
+    assert delivery.path == "/new"
+    assert delivery.body["payload"] == {"v": 2}
     assert delivery.body["execution_id"] == execution_id_for(task_id, at(1))
     # Without a schedule field, the schedule and next_run_at stay
     assert task(pipeline, task_id).next_run_at == at(2)
@@ -331,7 +347,8 @@ def test_patch_to_a_one_time_task_runs_once_then_completes(pipeline: Pipeline, s
     task_id = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/h")
     step(pipeline, at(1))
     status, view = patch(pipeline, task_id, {"at": "2026-11-30T12:30:00Z"})
-    assert status == 200 and view["schedule"]["kind"] == "at", view
+    assert status == 200, view
+    assert view["schedule"]["kind"] == "at"
     assert view["next_run_at"] == "2026-11-30T12:30:00.000Z"
     step(pipeline, at(30))
     assert delivered_ids(sink) == [execution_id_for(task_id, at(m)) for m in (1, 30)]
@@ -344,7 +361,8 @@ def test_patch_is_conditional_on_the_version_and_validated_like_a_registration(
     task_id = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/h")
     assert patch(pipeline, task_id, {"name": "x", "version": 7})[0] == 409
     status, problem = patch(pipeline, task_id, {"cron": "61 * * * *"})
-    assert status == 422 and problem["errors"][0]["field"].startswith("cron")
+    assert status == 422
+    assert problem["errors"][0]["field"].startswith("cron")
     assert patch(pipeline, "nope", {"name": "x"})[0] == 404
     assert task(pipeline, task_id).version == 1
 
@@ -389,7 +407,7 @@ def test_a_chain_of_three_runs_in_order_once_per_upstream_success(
 
 
 def test_a_failed_upstream_starts_nothing(pipeline: Pipeline, sink: Sink) -> None:
-    a, b, _ = chain(pipeline, sink)
+    _a, b, _ = chain(pipeline, sink)
     sink.answer = lambda delivery: (400 if delivery.path == "/a" else 200, {})
     step(pipeline, at(1))
     assert [d.path for d in sink.snapshot()] == ["/a"]
@@ -401,14 +419,15 @@ def test_a_cycle_or_an_unknown_upstream_is_refused_naming_the_field(
 ) -> None:
     a, _, c = chain(pipeline, sink)
     status, problem = patch(pipeline, a, {"after": c})
-    assert status == 422 and problem["errors"] == [
-        {"field": "after", "message": problem["errors"][0]["message"]}
-    ]
+    assert status == 422
+    assert problem["errors"] == [{"field": "after", "message": problem["errors"][0]["message"]}]
     assert "cycle" in problem["detail"]
     assert task(pipeline, a).schedule.kind == "rate"
     status, problem = call(
         pipeline.app, "POST", "/tasks", {"after": "nope", "handler_url": f"{sink.url}/x"}
     )
-    assert status == 422 and problem["errors"][0]["field"] == "after"
+    assert status == 422
+    assert problem["errors"][0]["field"] == "after"
     status, problem = patch(pipeline, a, {"after": a})
-    assert status == 422 and "cycle" in problem["detail"]
+    assert status == 422
+    assert "cycle" in problem["detail"]
