@@ -3,15 +3,22 @@ through the real tick, worker, reaper and API on moto, with a clock the test mov
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
+
+from dynacron.domain.errors import Conflict
 from dynacron.domain.executions import Execution, ExecutionStatus
-from dynacron.domain.tasks import Task, downstream_execution_id, execution_id_for
+from dynacron.domain.tasks import DuePlacement, Task, downstream_execution_id, execution_id_for
 from dynacron.faults import Boundary
 from dynacron.local.chaos import CrashAt
+from dynacron.models import TaskPatch
 from dynacron.resources import DUE_INDEX
 from dynacron.services.executions import Completion
+from dynacron.services.tasks import TaskService
+from dynacron.store import TaskStore
 from tests.conftest import START
 from tests.integration.api_client import call
 from tests.pipeline import Pipeline
@@ -431,3 +438,45 @@ def test_a_cycle_or_an_unknown_upstream_is_refused_naming_the_field(
     status, problem = patch(pipeline, a, {"after": a})
     assert status == 422
     assert "cycle" in problem["detail"]
+
+
+class RacingTasks(TaskStore):
+    """The real store, letting a competing change land just before the next write."""
+
+    competitor: Callable[[], object] | None = None
+
+    def replace(
+        self,
+        task: Task,
+        placement: DuePlacement | None,
+        expected_version: int,
+        unchanged: dict[str, int] | None = None,
+    ) -> bool:
+        if self.competitor is not None:
+            competitor, self.competitor = self.competitor, None
+            competitor()
+        return super().replace(task, placement, expected_version, unchanged)
+
+
+def test_two_changes_racing_to_close_a_cycle_cannot_both_succeed(
+    pipeline: Pipeline, sink: Sink
+) -> None:
+    app = pipeline.app
+    x = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/x")
+    y = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/y")
+    racing = RacingTasks(pipeline.dynamodb, pipeline.settings.tasks_table)
+    service = TaskService(
+        tasks=racing,
+        executions=app.executions,
+        starter=app.starter,
+        settings=pipeline.settings,
+        clock=pipeline.clock,
+        handlers=app.handlers,
+    )
+    # Given "y after x" lands between the check and the write of "x after y"
+    racing.competitor = lambda: app.task_service.patch(y, TaskPatch(after=x))
+    # Then "x after y" is refused, and no cycle exists
+    with pytest.raises(Conflict):
+        service.patch(x, TaskPatch(after=y))
+    assert task(pipeline, y).upstream_task_id == x
+    assert task(pipeline, x).upstream_task_id is None

@@ -83,6 +83,10 @@ def _is_condition_failure(error: ClientError) -> bool:
     return bool(error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
 
 
+def _is_transaction_refusal(error: ClientError) -> bool:
+    return bool(error.response.get("Error", {}).get("Code") == "TransactionCanceledException")
+
+
 def encode_page_token(last_key: dict[str, Any] | None) -> str | None:
     if not last_key:
         return None
@@ -297,23 +301,47 @@ class TaskStore:
             next_token=encode_page_token(response.get("LastEvaluatedKey")),
         )
 
-    def replace(self, task: Task, placement: DuePlacement | None, expected_version: int) -> bool:
+    def replace(
+        self,
+        task: Task,
+        placement: DuePlacement | None,
+        expected_version: int,
+        unchanged: dict[str, int] | None = None,
+    ) -> bool:
         """Store ``task`` whole, if the stored one is still at ``expected_version``.
 
         Pause, resume, PATCH and the release of a run slot all go through here: any
         write in between (a tick's claim, another change) bumped the version, and
-        this one is refused rather than undoing it.
+        this one is refused rather than undoing it. ``unchanged`` (task id to
+        version) must also still hold, in one transaction: the tasks a dependency
+        chain was checked against.
         """
+        put = {
+            "TableName": self._table,
+            "Item": task_to_item(task, placement),
+            "ConditionExpression": "#version = :expected",
+            "ExpressionAttributeNames": {"#version": "version"},
+            "ExpressionAttributeValues": _to_item({":expected": expected_version}),
+        }
         try:
-            self._client.put_item(
-                TableName=self._table,
-                Item=task_to_item(task, placement),
-                ConditionExpression="#version = :expected",
-                ExpressionAttributeNames={"#version": "version"},
-                ExpressionAttributeValues=_to_item({":expected": expected_version}),
-            )
+            if not unchanged:
+                self._client.put_item(**put)
+                return True
+            checks = [
+                {
+                    "ConditionCheck": {
+                        "TableName": self._table,
+                        "Key": _to_item({"task_id": task_id}),
+                        "ConditionExpression": "#version = :expected",
+                        "ExpressionAttributeNames": {"#version": "version"},
+                        "ExpressionAttributeValues": _to_item({":expected": version}),
+                    }
+                }
+                for task_id, version in unchanged.items()
+            ]
+            self._client.transact_write_items(TransactItems=[{"Put": put}, *checks])
         except ClientError as error:
-            if _is_condition_failure(error):
+            if _is_condition_failure(error) or _is_transaction_refusal(error):
                 return False
             raise
         return True

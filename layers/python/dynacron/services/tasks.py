@@ -130,9 +130,10 @@ class TaskService:
         given = patch.model_dump(exclude_unset=True, exclude={"version"})
         request = TaskCreate.model_validate(_overlaid(_request_of(task), given))
         changed = task
+        chain: dict[str, int] = {}
         if any(name in given for name in SCHEDULE_FIELDS):
             schedule = self._schedule_of(request, now, seed=task_id)
-            self._check_chain(task_id, schedule)
+            chain = self._check_chain(task_id, schedule)
             changed = _rescheduled(task, schedule, request, now)
         self._check_handler(request)
         self._check_payload_size(request.payload)
@@ -149,7 +150,7 @@ class TaskService:
             version=task.version + 1,
             updated_at=now,
         )
-        return self._replace(task, changed, now)
+        return self._replace(task, changed, now, chain)
 
     def pause(self, task_id: str, note: str | None) -> Task:
         """The task leaves the due index; ``next_run_at`` stays, for resume."""
@@ -246,16 +247,24 @@ class TaskService:
         assert execution is not None, "recorded a moment ago"
         return execution
 
-    def _replace(self, task: Task, changed: Task, now: datetime) -> Task:
+    def _replace(
+        self, task: Task, changed: Task, now: datetime, unchanged: dict[str, int] | None = None
+    ) -> Task:
         placement = self._settings.sharding.place_task(changed, now)
-        if not self._tasks.replace(changed, placement, task.version):
+        if not self._tasks.replace(changed, placement, task.version, unchanged or {}):
             raise Conflict(f"task {task.task_id!r} changed meanwhile; read it and try again")
         return changed
 
-    def _check_chain(self, task_id: str, schedule: Schedule) -> None:
-        """``after`` names an existing task, and following it never comes back here."""
+    def _check_chain(self, task_id: str, schedule: Schedule) -> dict[str, int]:
+        """``after`` names an existing task, and following it never comes back here.
+
+        Returns the version of each task on the chain as read: the write that sets
+        ``after`` is conditional on them, so two changes racing to close a cycle
+        cannot both succeed.
+        """
         if not isinstance(schedule, AfterSchedule):
-            return
+            return {}
+        versions: dict[str, int] = {}
         chain = [task_id]
         upstream_id: str | None = schedule.upstream_task_id
         while upstream_id is not None:
@@ -269,7 +278,9 @@ class TaskService:
             upstream = self._tasks.get(upstream_id)
             if upstream is None:
                 raise InvalidRequest("after", f"no task {upstream_id!r} exists")
+            versions[upstream_id] = upstream.version
             upstream_id = upstream.upstream_task_id
+        return versions
 
     def _check_payload_size(self, payload: dict[str, Any]) -> None:
         size = len(json.dumps(payload, separators=(",", ":")).encode())
