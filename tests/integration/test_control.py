@@ -9,10 +9,15 @@ from typing import Any
 
 import pytest
 
+import dynacron
+from dynacron.config import LOOPBACK_NETWORKS
+from dynacron.domain.clock import SettableClock
 from dynacron.domain.errors import Conflict
 from dynacron.domain.executions import Execution, ExecutionStatus
 from dynacron.domain.tasks import DuePlacement, Task, downstream_execution_id, execution_id_for
 from dynacron.faults import Boundary
+from dynacron.handlers import HandlerRegistry
+from dynacron.local.aws import provision
 from dynacron.local.chaos import CrashAt
 from dynacron.models import TaskPatch
 from dynacron.resources import DUE_INDEX
@@ -480,3 +485,28 @@ def test_two_changes_racing_to_close_a_cycle_cannot_both_succeed(
         service.patch(x, TaskPatch(after=y))
     assert task(pipeline, y).upstream_task_id == x
     assert task(pipeline, x).upstream_task_id is None
+
+
+def test_a_dependent_receives_what_a_python_upstream_returned(
+    aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    registry = HandlerRegistry()
+
+    @dynacron.handler("count-rows", registry=registry)
+    def count_rows(run: dynacron.ExecutionContext) -> dict[str, int]:
+        return {"rows": 3}
+
+    settings = provision(*aws, shard_count=2, delivery_allow_networks=LOOPBACK_NETWORKS)
+    pipeline = Pipeline(aws, settings, clock, handlers=registry)
+    upstream = pipeline.register(at="2026-11-30T12:00:00Z", handler="count-rows")
+    pipeline.register(after=upstream, handler_url=f"{sink.url}/report")
+    step(pipeline, START)
+    (delivery,) = sink.snapshot()
+    assert delivery.body["upstream"] == {
+        "execution_id": execution_id_for(upstream, START),
+        "status_code": None,
+        "excerpt": '{"rows":3}',
+    }
+    upstream_execution = execution(pipeline, execution_id_for(upstream, START))
+    assert upstream_execution.result is not None
+    assert upstream_execution.result.excerpt == '{"rows":3}'
