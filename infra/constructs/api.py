@@ -9,9 +9,9 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from dynacron.resources import EXECUTIONS, TASKS
+from dynacron.resources import DISPATCH_QUEUE, EXECUTIONS, TASKS
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import RETENTION, allow
+from infra.constructs.functions import RETENTION, allow, allow_follow_ups
 from infra.constructs.nag import acknowledge
 
 API_TIMEOUT = Duration.seconds(29)  # API Gateway's own integration limit
@@ -56,6 +56,15 @@ class Api(Construct):
             [tasks.table_arn],
         )
         allow(self.function, ["dynamodb:Query"], [executions.table_arn])
+        # PATCH, pause, resume, trigger, backfill; a completion callback ends an execution.
+        # A PATCH of ``after`` checks the chain's versions in its transaction.
+        allow(self.function, ["dynamodb:ConditionCheckItem"], [tasks.table_arn])
+        allow_follow_ups(
+            self.function,
+            tasks,
+            executions,
+            foundation.queues.queue(DISPATCH_QUEUE).queue_arn,
+        )
 
         access_logs = logs.LogGroup(
             self,
