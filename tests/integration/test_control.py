@@ -243,27 +243,22 @@ def test_trigger_runs_now_with_its_own_id_and_leaves_the_schedule_alone(
     assert call(pipeline.app, "POST", "/tasks/nope/trigger")[0] == 404
 
 
+def backfill(pipeline: Pipeline, task_id: str, start: str, end: str) -> tuple[int, Any]:
+    body = {"from": f"2026-11-30T{start}:00Z", "to": f"2026-11-30T{end}:00Z"}
+    return call(pipeline.app, "POST", f"/tasks/{task_id}/backfill", body)
+
+
 def test_backfill_runs_each_occurrence_once_however_often_it_is_asked(
     pipeline: Pipeline, sink: Sink
 ) -> None:
     task_id = pipeline.register(cron="*/10 * * * *", handler_url=f"{sink.url}/h")
     pipeline.clock.set(at(60))
-    status, first = call(
-        pipeline.app,
-        "POST",
-        f"/tasks/{task_id}/backfill",
-        {"from": "2026-11-30T12:00:00Z", "to": "2026-11-30T12:30:00Z"},
-    )
+    status, first = backfill(pipeline, task_id, "12:00", "12:30")
     assert status == 202
     assert len(first["execution_ids"]) == 4
     assert first["started"] == first["execution_ids"]
     # When an overlapping range is asked for, only the new occurrences start
-    status, second = call(
-        pipeline.app,
-        "POST",
-        f"/tasks/{task_id}/backfill",
-        {"from": "2026-11-30T12:20:00Z", "to": "2026-11-30T12:50:00Z"},
-    )
+    status, second = backfill(pipeline, task_id, "12:20", "12:50")
     assert status == 202
     assert second["already_requested"] == first["execution_ids"][2:]
     assert len(second["started"]) == 2
@@ -279,21 +274,11 @@ def test_backfill_refuses_a_range_too_large_or_in_the_future(
 ) -> None:
     task_id = pipeline.register(cron="* * * * * *", handler_url=f"{sink.url}/h")
     pipeline.clock.set(at(60))
-    status, problem = call(
-        pipeline.app,
-        "POST",
-        f"/tasks/{task_id}/backfill",
-        {"from": "2026-11-30T12:00:00Z", "to": "2026-11-30T12:10:00Z"},
-    )
+    status, problem = backfill(pipeline, task_id, "12:00", "12:10")
     assert status == 422
     assert problem["errors"][0]["field"] == "to"
     assert "more than 100" in problem["detail"]
-    status, problem = call(
-        pipeline.app,
-        "POST",
-        f"/tasks/{task_id}/backfill",
-        {"from": "2026-11-30T13:00:00Z", "to": "2026-11-30T14:00:00Z"},
-    )
+    status, problem = backfill(pipeline, task_id, "13:00", "14:00")
     assert status == 422
     assert "future" in problem["detail"]
     assert pipeline.app.executions.list_for_task(task_id, 10, None).items == []

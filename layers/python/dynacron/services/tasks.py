@@ -157,15 +157,7 @@ class TaskService:
         task = self.get(task_id)
         if task.status is TaskStatus.COMPLETED:
             raise Conflict(f"task {task_id!r} is COMPLETED; there is nothing to pause")
-        now = to_utc_ms(self._clock.now())
-        paused = dataclasses.replace(
-            task,
-            status=TaskStatus.PAUSED,
-            pause_note=note,
-            version=task.version + 1,
-            updated_at=now,
-        )
-        return self._replace(task, paused, now)
+        return self._set_status(task, TaskStatus.PAUSED, note)
 
     def resume(self, task_id: str) -> Task:
         """Back in the due index where it left off: occurrences missed while paused
@@ -173,15 +165,14 @@ class TaskService:
         task = self.get(task_id)
         if task.status is not TaskStatus.PAUSED:
             return task
+        return self._set_status(task, TaskStatus.ACTIVE, None)
+
+    def _set_status(self, task: Task, status: TaskStatus, note: str | None) -> Task:
         now = to_utc_ms(self._clock.now())
-        resumed = dataclasses.replace(
-            task,
-            status=TaskStatus.ACTIVE,
-            pause_note=None,
-            version=task.version + 1,
-            updated_at=now,
+        changed = dataclasses.replace(
+            task, status=status, pause_note=note, version=task.version + 1, updated_at=now
         )
-        return self._replace(task, resumed, now)
+        return self._replace(task, changed, now)
 
     def trigger(self, task_id: str) -> Execution:
         """Run the task now, with its own execution id; its schedule is not touched."""
