@@ -495,3 +495,16 @@ def test_a_dependent_receives_what_a_python_upstream_returned(
     upstream_execution = execution(pipeline, execution_id_for(upstream, START))
     assert upstream_execution.result is not None
     assert upstream_execution.result.excerpt == '{"rows":3}'
+
+
+def test_a_paused_dependent_gets_a_skipped_execution_and_its_own_dependents_nothing(
+    pipeline: Pipeline, sink: Sink
+) -> None:
+    a, b, c = chain(pipeline, sink)
+    assert call(pipeline.app, "POST", f"/tasks/{b}/pause")[0] == 200
+    step(pipeline, at(1))
+    b_id = downstream_execution_id(b, execution_id_for(a, at(1)))
+    skipped = execution(pipeline, b_id)
+    assert skipped.status is ExecutionStatus.SKIPPED
+    assert [d.path for d in sink.snapshot()] == ["/a"]
+    assert pipeline.app.executions.list_for_task(c, 10, None).items == []
