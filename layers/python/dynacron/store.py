@@ -725,26 +725,26 @@ class ExecutionStore:
         status: ExecutionStatus,
         now: datetime,
         *,
-        follow_up_token: str,
-        follow_up_until: datetime,
+        follow_up_token: str | None = None,
+        follow_up_until: datetime | None = None,
         error: str | None = None,
         result: ResultSummary | None = None,
     ) -> bool:
         """End a running attempt for good (SUCCEEDED, or SKIPPED).
 
-        A short lease under ``follow_up_token`` stays on it until what its end
+        With ``follow_up_token``, a short lease stays on it until what its end
         owes is done (``release``): dependents started, the task's run slot freed.
-        If the finisher dies first, the reaper does it.
+        If the finisher dies first, the reaper does it. Without, the lease goes.
         """
-        sets: dict[str, Any] = {
-            "status": status.value,
-            "completed_at": format_instant(now),
-            "lease_token": follow_up_token,
-            "lease_until": format_instant(follow_up_until),
-        }
+        sets: dict[str, Any] = {"status": status.value, "completed_at": format_instant(now)}
+        removes: tuple[str, ...] = ("callback_digest", "accepted_at")
+        if follow_up_token is not None and follow_up_until is not None:
+            sets["lease_token"] = follow_up_token
+            sets["lease_until"] = format_instant(follow_up_until)
+        else:
+            removes += ("lease_token", "lease_until", "lease_shard")
         if result is not None:
             sets["result"] = {"status_code": result.status_code, "excerpt": result.excerpt}
-        removes: tuple[str, ...] = ("callback_digest", "accepted_at")
         if error is None:
             removes += ("error",)
         else:

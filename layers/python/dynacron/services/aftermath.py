@@ -91,6 +91,19 @@ class Aftermath:
         self._sharding = settings.sharding
         self._clock = clock
 
+    def owes(self, execution: Execution, task: Task | None) -> bool:
+        """Whether ``execution``, ending now, owes anything: it holds ``task``'s run
+        slot, or it succeeded and some task runs after it. Most executions owe
+        nothing, and their end then costs no follow-up lease."""
+        if task is not None and task.running_execution == execution.execution_id:
+            return True
+        return execution.status is ExecutionStatus.SUCCEEDED and bool(
+            self._tasks.dependents(execution.task_id)
+        )
+
+    def task_of(self, execution: Execution) -> Task | None:
+        return self._tasks.get(execution.task_id)
+
     def follow_up(self, execution: Execution) -> None:
         """Everything ``execution``'s end owes; repeatable."""
         if execution.status is ExecutionStatus.SUCCEEDED:

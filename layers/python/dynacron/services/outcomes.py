@@ -21,6 +21,7 @@ from dynacron.domain.executions import (
     new_token,
 )
 from dynacron.domain.retry import AttemptFailure, decide
+from dynacron.domain.tasks import Task
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import DeadLetterQueue, DispatchQueue
@@ -42,6 +43,13 @@ class Outcome(StrEnum):
     POSTPONED = "POSTPONED"
     # Someone else (the reaper, a callback) acted on the execution first.
     LEASE_LOST = "LEASE_LOST"
+
+
+class Unread:
+    """The task was not read by the caller: ``AttemptOutcomes`` reads it."""
+
+
+UNREAD = Unread()
 
 
 class AttemptOutcomes:
@@ -67,25 +75,38 @@ class AttemptOutcomes:
         self._faults = faults
 
     def succeeded(
-        self, execution: Execution, lease_token: str, result: ResultSummary | None = None
+        self,
+        execution: Execution,
+        lease_token: str,
+        result: ResultSummary | None = None,
+        task: Task | Unread | None = UNREAD,
     ) -> Outcome:
-        return self._end(execution, lease_token, ExecutionStatus.SUCCEEDED, result=result)
+        """SUCCEEDED; ``task`` is the task as the worker read it, if it did."""
+        return self._end(execution, lease_token, ExecutionStatus.SUCCEEDED, task, result=result)
 
-    def skipped(self, execution: Execution, lease_token: str, reason: str) -> Outcome:
+    def skipped(
+        self, execution: Execution, lease_token: str, reason: str, task: Task | None
+    ) -> Outcome:
         """A running attempt that must not call its handler (the task was deleted or paused)."""
-        return self._end(execution, lease_token, ExecutionStatus.SKIPPED, error=reason)
+        return self._end(execution, lease_token, ExecutionStatus.SKIPPED, task, error=reason)
 
     def _end(
         self,
         execution: Execution,
         lease_token: str,
         status: ExecutionStatus,
+        task: Task | Unread | None,
         *,
         error: str | None = None,
         result: ResultSummary | None = None,
     ) -> Outcome:
         now = self._clock.now()
-        follow_up_token = new_token()
+        ended = dataclasses.replace(
+            execution, status=status, completed_at=now, error=error, result=result
+        )
+        if isinstance(task, Unread):
+            task = self._aftermath.task_of(execution)
+        follow_up_token = new_token() if self._aftermath.owes(ended, task) else None
         done = self._executions.finish(
             execution.execution_id,
             lease_token,
@@ -98,11 +119,9 @@ class AttemptOutcomes:
         )
         if not done:
             return Outcome.LEASE_LOST
-        self._faults.reached(Boundary.ENDED_NOT_FOLLOWED_UP)
-        ended = dataclasses.replace(
-            execution, status=status, completed_at=now, error=error, result=result
-        )
-        self.follow_up(ended, follow_up_token)
+        if follow_up_token is not None:
+            self._faults.reached(Boundary.ENDED_NOT_FOLLOWED_UP)
+            self.follow_up(ended, follow_up_token)
         return Outcome(status.value)
 
     def follow_up(self, execution: Execution, lease_token: str) -> None:

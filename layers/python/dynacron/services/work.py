@@ -98,12 +98,12 @@ class ExecutionRunner:
         self._faults.reached(Boundary.WORKER_BEGAN)
         if task is None:
             return self._outcomes.skipped(
-                execution, lease_token, "the task was deleted before this execution ran"
+                execution, lease_token, "the task was deleted before this execution ran", task
             )
         if task.status is TaskStatus.PAUSED:
             # Sent before the pause, or a dependent of a paused task: not run, and
             # not lost from sight either. Resume applies the catch-up policy.
-            return self._outcomes.skipped(execution, lease_token, SKIPPED_PAUSED)
+            return self._outcomes.skipped(execution, lease_token, SKIPPED_PAUSED, task)
         if dispatch.attempt == 1:
             self._metrics.scheduling_lag(scheduling_lag(dispatch.scheduled_at, now).total_seconds())
         with Heartbeat(
@@ -114,9 +114,11 @@ class ExecutionRunner:
                 lambda: self._delivery.deliver(task, dispatch, callback_token),
                 invocation,
             )
-        return self._record(execution, lease_token, guarded)
+        return self._record(execution, lease_token, guarded, task)
 
-    def _record(self, execution: Execution, lease_token: str, guarded: GuardedResult) -> Outcome:
+    def _record(
+        self, execution: Execution, lease_token: str, guarded: GuardedResult, task: Task
+    ) -> Outcome:
         """Write what the handler call came to, under the attempt's lease token."""
         if guarded.replayed or guarded.in_progress:
             self._metrics.duplicate_suppressed()
@@ -129,7 +131,8 @@ class ExecutionRunner:
         self._faults.reached(Boundary.WORKER_OUTCOME_NOT_RECORDED)
         result = guarded.result
         if result.answer is HandlerAnswer.SUCCEEDED:
-            return self._outcomes.succeeded(execution, lease_token, result.summary)
+            # The task as read before the call: a slot is named before the send.
+            return self._outcomes.succeeded(execution, lease_token, result.summary, task)
         if result.answer is HandlerAnswer.ACCEPTED:
             accepted_at = self._clock.now()
             waiting = self._executions.renew(
