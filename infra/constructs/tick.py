@@ -12,9 +12,9 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
-from dynacron.resources import COORDINATION, DISPATCH_QUEUE, TASKS
+from dynacron.resources import COORDINATION, DISPATCH_QUEUE, DUE_INDEX, EXECUTIONS, TASKS
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import ITEM_READ_WRITE, allow, index_arns
+from infra.constructs.functions import ITEM_READ_WRITE, allow, index_arn
 
 # A minute of ticking, plus room for a late successor and the loop's own margin
 # (the loop stops 15 s before this timeout to release its lease cleanly).
@@ -42,8 +42,10 @@ class Tick(Construct):
             description="ticks one shard each second for about a minute",
         )
         tasks, coordination = storage.table(TASKS), storage.table(COORDINATION)
-        allow(self.function, ["dynamodb:Query"], index_arns(tasks, TASKS))
+        allow(self.function, ["dynamodb:Query"], [index_arn(tasks, DUE_INDEX)])
         allow(self.function, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], [tasks.table_arn])
+        # Occurrences passed over by the overlap policy are recorded as SKIPPED executions.
+        allow(self.function, ["dynamodb:PutItem"], [storage.table(EXECUTIONS).table_arn])
         allow(
             self.function,
             ITEM_READ_WRITE,

@@ -18,7 +18,7 @@ from dynacron.resources import (
     WORKER_TIMEOUT_SECONDS,
 )
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import HANDLER, ITEM_READ_WRITE, allow, index_arns
+from infra.constructs.functions import HANDLER, ITEM_READ_WRITE, allow, allow_follow_ups, index_arns
 
 REAPER_TIMEOUT = Duration.minutes(1)
 
@@ -75,6 +75,9 @@ class Worker(Construct):
         # to the dead-letter queue.
         dead_letters = queues.queue(DEAD_LETTER_QUEUE)
         allow(self.function, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
+        allow_follow_ups(
+            self.function, storage.table(TASKS), storage.table(EXECUTIONS), dispatch.queue_arn
+        )
 
         self.reaper = kit.function(
             self,
@@ -93,6 +96,7 @@ class Worker(Construct):
         allow(self.reaper, ["dynamodb:GetItem", "dynamodb:UpdateItem"], [executions.table_arn])
         allow(self.reaper, ["dynamodb:GetItem"], [storage.table(TASKS).table_arn])
         allow(self.reaper, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
+        allow_follow_ups(self.reaper, storage.table(TASKS), executions, dispatch.queue_arn)
         self.reaper_rule = events.Rule(
             self,
             "ReapEveryMinute",

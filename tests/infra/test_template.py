@@ -10,6 +10,7 @@ from dynacron.config import BUCKET_SECONDS_VAR, SHARD_COUNT_VAR, Settings
 from dynacron.resources import (
     COORDINATION,
     DEAD_LETTER_QUEUE,
+    DEPENDENTS_INDEX,
     DISPATCH_QUEUE,
     DUE_INDEX,
     EXECUTIONS,
@@ -98,9 +99,11 @@ def test_every_table_has_the_keys_and_indexes_of_its_definition(
 
 def test_the_due_index_is_keyed_by_bucket_and_next_run(template: dict[str, Any]) -> None:
     tasks = resources_of(template, "AWS::DynamoDB::Table")[referenced(template, TASKS)]
-    (index,) = tasks["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == DUE_INDEX.name
-    assert [k["AttributeName"] for k in index["KeySchema"]] == ["due_bucket", "next_run_at"]
+    indexes = {i["IndexName"]: i for i in tasks["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {DUE_INDEX.name, DEPENDENTS_INDEX.name}
+    keys = {name: [k["AttributeName"] for k in i["KeySchema"]] for name, i in indexes.items()}
+    assert keys[DUE_INDEX.name] == ["due_bucket", "next_run_at"]
+    assert keys[DEPENDENTS_INDEX.name] == ["after_task_id", "task_id"]
 
 
 def test_tables_expire_records_recover_to_a_point_in_time_and_cost_nothing_idle(
@@ -383,21 +386,30 @@ ITEM_READ_WRITE = {
     "dynamodb:DeleteItem",
 }
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
+# Ending an execution frees its task's run slot and starts its dependents
+# (services/aftermath.py); the worker, the reaper and the API (callbacks) all may.
+FOLLOW_UPS = {
+    "Tasks": {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem"},
+    "Tasks/index/dependents-index": {"dynamodb:Query"},
+    "Executions": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+    "DispatchQueue": {"sqs:SendMessage"},
+}
+
 EXPECTED_ACCESS = {
     "Tick": {
         "own logs": LOGS,
         "Tasks": {"dynamodb:BatchGetItem", "dynamodb:UpdateItem"},
         "Tasks/index/due-index": {"dynamodb:Query"},
+        "Executions": {"dynamodb:PutItem"},  # SKIPPED records of the overlap policy
         "Coordination": ITEM_READ_WRITE,
         "DispatchQueue": {"sqs:SendMessage"},
     },
     "Worker": {
         "own logs": LOGS,
-        "Tasks": {"dynamodb:GetItem"},
-        "Executions": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+        **FOLLOW_UPS,
         "Idempotency": ITEM_READ_WRITE,
         "DispatchQueue": {
-            # what the event source mapping needs, and sending the next attempt
+            # what the event source mapping needs, and sending follow-up runs
             "sqs:ReceiveMessage",
             "sqs:ChangeMessageVisibility",
             "sqs:GetQueueUrl",
@@ -409,10 +421,22 @@ EXPECTED_ACCESS = {
     },
     "Api": {
         "own logs": LOGS,
-        "Tasks": {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Scan", "dynamodb:DeleteItem"},
-        "Executions": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem"},
+        **FOLLOW_UPS,
+        "Tasks": {
+            "dynamodb:PutItem",
+            "dynamodb:GetItem",
+            "dynamodb:BatchGetItem",
+            "dynamodb:Scan",
+            "dynamodb:DeleteItem",
+            "dynamodb:ConditionCheckItem",
+        },
+        "Executions": {
+            "dynamodb:Query",
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+        },
         "Executions/index/dead-letter-index": {"dynamodb:Query"},
-        "DispatchQueue": {"sqs:SendMessage"},
         "DeadLetterQueue": {
             "sqs:SendMessage",
             "sqs:ReceiveMessage",
@@ -422,11 +446,15 @@ EXPECTED_ACCESS = {
     },
     "Reaper": {
         "own logs": LOGS,
-        "Executions": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem"},
+        **FOLLOW_UPS,
         "Executions/index/lease-index": {"dynamodb:Query"},
         "Executions/index/dead-letter-index": {"dynamodb:Query"},
-        "Tasks": {"dynamodb:GetItem"},
-        "DispatchQueue": {"sqs:SendMessage"},
+        "Executions": {
+            "dynamodb:Query",
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+        },
         "DeadLetterQueue": {"sqs:SendMessage"},
     },
 }
@@ -439,7 +467,7 @@ def test_each_function_may_do_exactly_what_it_uses_on_exactly_what_it_uses(
         assert access_of(template, concern) == expected, concern
 
 
-def test_only_the_api_and_tick_write_tasks_and_nothing_grants_a_wildcard(
+def test_task_writers_are_known_and_nothing_grants_a_wildcard(
     template: dict[str, Any],
 ) -> None:
     writers = {
@@ -447,9 +475,10 @@ def test_only_the_api_and_tick_write_tasks_and_nothing_grants_a_wildcard(
         for concern in FUNCTIONS
         if access_of(template, concern).get(TASKS.logical_id, set()) & DYNAMODB_ITEM_WRITES
     }
-    assert writers == {"Tick", "Api"}
+    # The worker and the reaper write a task only to free its run slot.
+    assert writers == {"Tick", "Api", "Worker", "Reaper"}
     assert not access_of(template, "Worker").get(COORDINATION.logical_id)
-    assert EXECUTIONS.logical_id not in access_of(template, "Tick")
+    assert access_of(template, "Tick")[EXECUTIONS.logical_id] == {"dynamodb:PutItem"}
     assert IDEMPOTENCY.logical_id not in access_of(template, "Api")
     document = json.dumps(resources_of(template, "AWS::IAM::Policy"))
     assert '"*"' not in document

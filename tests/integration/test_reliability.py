@@ -431,7 +431,12 @@ def test_a_renewed_lease_cannot_be_taken_over(pipeline: Pipeline, sink: Sink) ->
     )
     assert not taken
     assert pipeline.app.executions.finish(
-        execution_id, execution.lease_token, ExecutionStatus.SUCCEEDED, late
+        execution_id,
+        execution.lease_token,
+        ExecutionStatus.SUCCEEDED,
+        late,
+        follow_up_token="follow-up",
+        follow_up_until=late + terms.running,
     )
 
 

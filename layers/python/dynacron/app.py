@@ -36,6 +36,7 @@ from dynacron.idempotency import IdempotentHandlerCalls
 from dynacron.leases import ShardLeases
 from dynacron.metrics import Emit, ReliabilityMetrics, print_emf
 from dynacron.queue import DeadLetterQueue, DispatchQueue, dispatch_from_body
+from dynacron.services.aftermath import Aftermath, RunStarter
 from dynacron.services.executions import ExecutionService
 from dynacron.services.outcomes import AttemptOutcomes
 from dynacron.services.reap import Reaper
@@ -82,20 +83,32 @@ class Dynacron:
         self.leases = ShardLeases(dynamodb, settings.coordination_table)
         self.queue = dispatch_queue or DispatchQueue(sqs, settings.dispatch_queue_url)
         self.dead_letter_queue = DeadLetterQueue(sqs, settings.dead_letter_queue_url)
+        self.starter = RunStarter(
+            executions=self.executions, queue=self.queue, clock=clock, lease_terms=terms
+        )
         self.task_service = TaskService(
             tasks=self.tasks,
             executions=self.executions,
+            starter=self.starter,
             settings=settings,
             clock=clock,
             handlers=self.handlers,
         )
         self.ticker = Ticker(
             tasks=self.tasks,
+            executions=self.executions,
             queue=self.queue,
             cursors=self.cursors,
             settings=settings,
             clock=clock,
             faults=faults,
+        )
+        self.aftermath = Aftermath(
+            tasks=self.tasks,
+            executions=self.executions,
+            starter=self.starter,
+            settings=settings,
+            clock=clock,
         )
         self.outcomes = AttemptOutcomes(
             executions=self.executions,
@@ -104,6 +117,7 @@ class Dynacron:
             metrics=self.metrics,
             clock=clock,
             lease_terms=terms,
+            aftermath=self.aftermath,
             faults=faults,
         )
         self.runner = ExecutionRunner(

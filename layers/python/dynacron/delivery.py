@@ -17,6 +17,7 @@ from dynacron.domain.retry import AttemptFailure, failure_for_status
 from dynacron.domain.tasks import Task
 from dynacron.domain.urls import UrlPolicy
 from dynacron.handlers import ExecutionContext, HandlerRegistry, PermanentFailure
+from dynacron.queue import upstream_to_map
 
 MAX_RESPONSE_BYTES = 64 * 1024
 CALLBACK_TOKEN_HEADER = "Dynacron-Callback-Token"
@@ -41,6 +42,8 @@ def request_body(task: Task, dispatch: Dispatch, api_base_url: str | None = None
         "attempt": dispatch.attempt,
         "payload": task.payload,
     }
+    if dispatch.upstream is not None:
+        body["upstream"] = upstream_to_map(dispatch.upstream)
     if api_base_url:
         base = f"{api_base_url.rstrip('/')}/executions/{dispatch.execution_id}"
         body["callbacks"] = {"heartbeat": f"{base}/heartbeat", "complete": f"{base}/complete"}
@@ -103,7 +106,7 @@ class HttpDelivery:
         if response.status_code == 202:
             return DeliveryResult.accepted()
         if response.is_success:
-            return DeliveryResult.succeeded(response.status_code)
+            return DeliveryResult.succeeded(response.status_code, excerpt)
         failure = failure_for_status(
             response.status_code,
             f"handler answered HTTP {response.status_code}: {excerpt[:500]}",
@@ -153,9 +156,10 @@ class PythonDelivery:
             scheduled_at=dispatch.scheduled_at,
             attempt=dispatch.attempt,
             payload=task.payload,
+            upstream=upstream_to_map(dispatch.upstream) if dispatch.upstream else None,
         )
         try:
-            function(context)
+            returned = function(context)
         except PermanentFailure as error:
             return DeliveryResult.failed(
                 AttemptFailure(f"handler failed permanently: {error}", retryable=False)
@@ -165,7 +169,14 @@ class PythonDelivery:
             return DeliveryResult.failed(
                 AttemptFailure(f"handler raised {type(error).__name__}: {error}")
             )
-        return DeliveryResult.succeeded()
+        return DeliveryResult.succeeded(excerpt=None if returned is None else _as_text(returned))
+
+
+def _as_text(returned: object) -> str:
+    try:
+        return json.dumps(returned, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return repr(returned)
 
 
 class HandlerDelivery:

@@ -64,6 +64,16 @@ class TaskCreate(BaseModel):
     at: str | None = Field(
         default=None, description="ISO 8601 instant for a one-time task", max_length=64
     )
+    fixed_delay: str | None = Field(
+        default=None,
+        description="e.g. '5 minutes': due that long after the previous execution finished",
+        max_length=50,
+    )
+    after: str | None = Field(
+        default=None,
+        description="A task id: run once per successful execution of that task",
+        max_length=64,
+    )
     timezone: str = Field(default="UTC", description="IANA time zone", max_length=64)
     dst: DstPolicyModel | None = Field(
         default=None, description="cron and at only; default shift and first"
@@ -97,6 +107,11 @@ class TaskCreate(BaseModel):
         le=MAX_CATCHUP_WINDOW_SECONDS,
         description="run_all only: missed occurrences older than this never run (default 1 day)",
     )
+    overlap: Literal["allow", "skip", "buffer_one"] = Field(
+        default="allow",
+        description="A scheduled occurrence due while the previous one runs: run it anyway, "
+        "skip it (recorded as SKIPPED), or run it when the previous one ends (at most one waits)",
+    )
     handler_url: str | None = Field(
         default=None, description="http(s) URL that receives a POST per execution"
     )
@@ -107,6 +122,54 @@ class TaskCreate(BaseModel):
     retry: RetryCreate | None = None
 
 
+# The fields of ``TaskCreate`` that say when a task runs; a PATCH giving any of
+# them recomputes the schedule, and one giving a kind replaces the old kind.
+SCHEDULE_KINDS = ("cron", "rate", "at", "fixed_delay", "after")
+SCHEDULE_FIELDS = (*SCHEDULE_KINDS, "timezone", "dst", "anchor", "start_at", "end_at")
+
+
+class TaskPatch(TaskCreate):
+    """Body of ``PATCH /tasks/{task_id}``: any fields of ``TaskCreate``; the rest stay.
+
+    ``version``, when given, must be the task's current version (else 409).
+    """
+
+    version: int | None = Field(default=None, ge=1)
+    # Every field is optional here: a default must not overwrite a stored value.
+    timezone: str | None = Field(default=None, max_length=64)  # type: ignore[assignment]
+    jitter_seconds: int | None = Field(  # type: ignore[assignment]
+        default=None, ge=0, le=MAX_JITTER_SECONDS
+    )
+    catchup: Literal["skip", "run_once", "run_all"] | None = None  # type: ignore[assignment]
+    overlap: Literal["allow", "skip", "buffer_one"] | None = None  # type: ignore[assignment]
+    payload: dict[str, Any] | None = None  # type: ignore[assignment]
+
+
+class PauseRequest(BaseModel):
+    """Body of ``POST /tasks/{task_id}/pause`` (optional)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    note: str | None = Field(default=None, max_length=500)
+
+
+class BackfillRequest(BaseModel):
+    """Body of ``POST /tasks/{task_id}/backfill``: both ends inclusive, ISO 8601."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    from_: str = Field(alias="from", max_length=64)
+    to: str = Field(max_length=64)
+
+
+class BackfillView(BaseModel):
+    task_id: str
+    # Every occurrence in the range, in order, and which of them this call started.
+    execution_ids: list[str]
+    started: list[str]
+    already_requested: list[str]
+
+
 class RetryView(BaseModel):
     max_attempts: int
     base_delay_seconds: int
@@ -114,7 +177,7 @@ class RetryView(BaseModel):
 
 
 class ScheduleView(BaseModel):
-    kind: Literal["cron", "rate", "at"]
+    kind: Literal["cron", "rate", "at", "fixed_delay", "after"]
     expression: str
 
 
@@ -130,6 +193,11 @@ class TaskView(BaseModel):
     jitter_seconds: int
     catchup: str
     catchup_window_seconds: int | None
+    overlap: str
+    after: str | None
+    pause_note: str | None
+    running_execution: str | None
+    buffered_at: str | None
     handler_url: str | None
     handler: str | None
     retry: RetryView
@@ -160,6 +228,11 @@ class TaskView(BaseModel):
             catchup_window_seconds=(
                 catchup.window_seconds if catchup.policy is CatchUp.RUN_ALL else None
             ),
+            overlap=task.overlap.value,
+            after=task.upstream_task_id,
+            pause_note=task.pause_note,
+            running_execution=task.running_execution,
+            buffered_at=_optional_instant(task.buffered_at),
             handler_url=task.handler_url,
             handler=task.handler_name,
             retry=RetryView(
@@ -201,6 +274,9 @@ class ExecutionView(BaseModel):
     next_attempt_at: str | None
     lease_until: str | None
     dead_lettered_at: str | None
+    upstream_execution_id: str | None
+    result_status_code: int | None
+    result_excerpt: str | None
 
     @classmethod
     def of(cls, execution: Execution) -> ExecutionView:
@@ -219,6 +295,9 @@ class ExecutionView(BaseModel):
             next_attempt_at=instant(execution.next_attempt_at),
             lease_until=instant(execution.lease_until),
             dead_lettered_at=instant(execution.dead_lettered_at),
+            upstream_execution_id=execution.upstream.execution_id if execution.upstream else None,
+            result_status_code=execution.result.status_code if execution.result else None,
+            result_excerpt=execution.result.excerpt if execution.result else None,
         )
 
 

@@ -66,12 +66,21 @@ DUE_INDEX = IndexDefinition(
     projection="KEYS_ONLY",
 )
 
+# Sparse: only tasks that run after another (``after``) carry ``after_task_id``;
+# an upstream success asks it "who follows this task?" with one Query.
+DEPENDENTS_INDEX = IndexDefinition(
+    name="dependents-index",
+    partition_key=Key("after_task_id"),
+    sort_key=Key("task_id"),
+    projection="KEYS_ONLY",
+)
+
 TASKS = TableDefinition(
     logical_id="Tasks",
     suffix="tasks",
     env_var="DYNACRON_TASKS_TABLE",
     partition_key=Key("task_id"),
-    indexes=(DUE_INDEX,),
+    indexes=(DUE_INDEX, DEPENDENTS_INDEX),
 )
 
 # Sparse: only executions with a pending obligation (queued, running, or a

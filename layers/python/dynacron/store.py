@@ -19,11 +19,18 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from dynacron.domain.errors import InvalidRequest
-from dynacron.domain.executions import Dispatch, Execution, ExecutionStatus
+from dynacron.domain.executions import (
+    Dispatch,
+    Execution,
+    ExecutionStatus,
+    ResultSummary,
+)
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import (
+    AfterSchedule,
     CronSchedule,
+    FixedDelaySchedule,
     OneTimeSchedule,
     RateSchedule,
     Schedule,
@@ -35,13 +42,21 @@ from dynacron.domain.tasks import (
     CatchUpPolicy,
     Claim,
     DuePlacement,
+    Overlap,
     Task,
     TaskStatus,
     shard_for,
     task_id_of,
 )
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
-from dynacron.resources import DEAD_LETTER_INDEX, DUE_INDEX, LEASE_INDEX, LEASE_SHARDS
+from dynacron.queue import upstream_from_map, upstream_to_map
+from dynacron.resources import (
+    DEAD_LETTER_INDEX,
+    DEPENDENTS_INDEX,
+    DUE_INDEX,
+    LEASE_INDEX,
+    LEASE_SHARDS,
+)
 
 T = TypeVar("T")
 _serializer = TypeSerializer()
@@ -66,6 +81,10 @@ def _from_item(item: dict[str, Any]) -> dict[str, Any]:
 
 def _is_condition_failure(error: ClientError) -> bool:
     return bool(error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
+
+
+def _is_transaction_refusal(error: ClientError) -> bool:
+    return bool(error.response.get("Error", {}).get("Code") == "TransactionCanceledException")
 
 
 def encode_page_token(last_key: dict[str, Any] | None) -> str | None:
@@ -118,6 +137,10 @@ def _schedule_to_map(schedule: Schedule) -> dict[str, Any]:
             }
         case OneTimeSchedule():
             return {"kind": "at", "at": format_instant(schedule.at), **window}
+        case FixedDelaySchedule():
+            return {"kind": "fixed_delay", "delay_seconds": schedule.delay_seconds, **window}
+        case AfterSchedule():
+            return {"kind": "after", "upstream_task_id": schedule.upstream_task_id, **window}
 
 
 def _schedule_from_map(values: dict[str, Any]) -> Schedule:
@@ -146,6 +169,10 @@ def _schedule_from_map(values: dict[str, Any]) -> Schedule:
             )
         case "at":
             return OneTimeSchedule(at=parse_instant(values["at"]), window=window)
+        case "fixed_delay":
+            return FixedDelaySchedule(delay_seconds=int(values["delay_seconds"]), window=window)
+        case "after":
+            return AfterSchedule(upstream_task_id=values["upstream_task_id"], window=window)
     raise ValueError(f"unknown schedule kind {values['kind']!r}")
 
 
@@ -192,6 +219,11 @@ def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
             "catchup": task.catchup.policy.value,
             "catchup_window_seconds": task.catchup.window_seconds,
             "jitter_seconds": task.jitter_seconds,
+            "overlap": task.overlap.value,
+            "pause_note": task.pause_note,
+            "running_execution": task.running_execution,
+            "buffered_at": _optional_instant(task.buffered_at),
+            DEPENDENTS_INDEX.partition_key.name: task.upstream_task_id,
         }
     )
 
@@ -219,6 +251,10 @@ def task_from_item(item: dict[str, Any]) -> Task:
             ),
         ),
         jitter_seconds=int(values.get("jitter_seconds", 0)),
+        overlap=Overlap(values.get("overlap", Overlap.ALLOW)),
+        pause_note=values.get("pause_note"),
+        running_execution=values.get("running_execution"),
+        buffered_at=_instant_or_none(values.get("buffered_at")),
     )
 
 
@@ -264,6 +300,68 @@ class TaskStore:
             items=[task_from_item(i) for i in response.get("Items", [])],
             next_token=encode_page_token(response.get("LastEvaluatedKey")),
         )
+
+    def replace(
+        self,
+        task: Task,
+        placement: DuePlacement | None,
+        expected_version: int,
+        unchanged: dict[str, int] | None = None,
+    ) -> bool:
+        """Store ``task`` whole, if the stored one is still at ``expected_version``.
+
+        Pause, resume, PATCH and the release of a run slot all go through here: any
+        write in between (a tick's claim, another change) bumped the version, and
+        this one is refused rather than undoing it. ``unchanged`` (task id to
+        version) must also still hold, in one transaction: the tasks a dependency
+        chain was checked against.
+        """
+        put = {
+            "TableName": self._table,
+            "Item": task_to_item(task, placement),
+            "ConditionExpression": "#version = :expected",
+            "ExpressionAttributeNames": {"#version": "version"},
+            "ExpressionAttributeValues": _to_item({":expected": expected_version}),
+        }
+        try:
+            if not unchanged:
+                self._client.put_item(**put)
+                return True
+            checks = [
+                {
+                    "ConditionCheck": {
+                        "TableName": self._table,
+                        "Key": _to_item({"task_id": task_id}),
+                        "ConditionExpression": "#version = :expected",
+                        "ExpressionAttributeNames": {"#version": "version"},
+                        "ExpressionAttributeValues": _to_item({":expected": version}),
+                    }
+                }
+                for task_id, version in unchanged.items()
+            ]
+            self._client.transact_write_items(TransactItems=[{"Put": put}, *checks])
+        except ClientError as error:
+            if _is_condition_failure(error) or _is_transaction_refusal(error):
+                return False
+            raise
+        return True
+
+    def dependents(self, task_id: str) -> list[str]:
+        """Ids of the tasks set to run after ``task_id`` (``after``), from the sparse index."""
+        ids: list[str] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": DEPENDENTS_INDEX.name,
+            "KeyConditionExpression": "#after = :task",
+            "ExpressionAttributeNames": {"#after": DEPENDENTS_INDEX.partition_key.name},
+            "ExpressionAttributeValues": _to_item({":task": task_id}),
+        }
+        while True:
+            response = self._client.query(**kwargs)
+            ids += [_from_item(i)["task_id"] for i in response.get("Items", [])]
+            if not response.get("LastEvaluatedKey"):
+                return ids
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def delete(self, task_id: str) -> bool:
         try:
@@ -322,8 +420,17 @@ class TaskStore:
         if claim.scheduled_at is not None:
             values[":scheduled"] = format_instant(claim.scheduled_at)
             sets.append("last_scheduled_at = :scheduled")
+        if claim.takes_slot:
+            values[":running"] = claim.execution_id
+            sets.append("running_execution = :running")
+        if claim.buffered is not None:
+            values[":buffered"] = format_instant(claim.buffered)
+            sets.append("buffered_at = :buffered")
         removes: list[str] = []
-        if claim.next_run_at is None or placement is None:
+        if claim.awaits_finish:
+            # fixed_delay: out of the due index until its execution finishes.
+            removes += ["next_run_at", "#bucket"]
+        elif claim.next_run_at is None or placement is None:
             values[":completed"] = TaskStatus.COMPLETED.value
             sets.append("#status = :completed")
             removes += ["next_run_at", "#bucket"]
@@ -381,6 +488,18 @@ def execution_from_item(item: dict[str, Any]) -> Execution:
         accepted_at=instant("accepted_at"),
         callback_digest=values.get("callback_digest"),
         dead_lettered_at=instant("dead_lettered_at"),
+        upstream=upstream_from_map(values.get("upstream")),
+        result=_result_from_map(values.get("result")),
+    )
+
+
+def _result_from_map(values: dict[str, Any] | None) -> ResultSummary | None:
+    if values is None:
+        return None
+    status_code = values.get("status_code")
+    return ResultSummary(
+        status_code=int(status_code) if status_code is not None else None,
+        excerpt=values.get("excerpt"),
     )
 
 
@@ -496,6 +615,7 @@ class ExecutionStore:
             "first_attempt": dispatch.attempt,
             "retry": _retry_to_map(retry),
             "expires_at": int((dispatch.scheduled_at + self._retention).timestamp()),
+            "upstream": upstream_to_map(dispatch.upstream) if dispatch.upstream else None,
             **running,
         }
         try:
@@ -523,6 +643,68 @@ class ExecutionStore:
         )
         return BeginResult(began, execution_from_item(new) if began and new else current)
 
+    def enqueue(
+        self,
+        dispatch: Dispatch,
+        *,
+        retry: RetryPolicy,
+        lease_until: datetime,
+        lease_token: str,
+    ) -> bool:
+        """Record a new execution QUEUED for its first attempt; False if the id exists.
+
+        For runs that do not come from the tick (trigger, backfill, dependents,
+        a buffered occurrence): the record comes first, so asking twice creates
+        nothing twice, and if the message is then lost its lease runs out and the
+        reaper sends it.
+        """
+        item = {
+            "task_id": dispatch.task_id,
+            "execution_id": dispatch.execution_id,
+            "scheduled_at": format_instant(dispatch.scheduled_at),
+            "status": ExecutionStatus.QUEUED.value,
+            "attempt": 1,
+            "first_attempt": 1,
+            "retry": _retry_to_map(retry),
+            "next_attempt_at": format_instant(dispatch.not_before or dispatch.scheduled_at),
+            "lease_token": lease_token,
+            "lease_until": format_instant(lease_until),
+            "lease_shard": self._lease_shard(dispatch.execution_id),
+            "expires_at": int((dispatch.scheduled_at + self._retention).timestamp()),
+            "upstream": upstream_to_map(dispatch.upstream) if dispatch.upstream else None,
+        }
+        return self._put_new(item)
+
+    def record_skipped(
+        self, task_id: str, execution_id: str, scheduled_at: datetime, reason: str, now: datetime
+    ) -> bool:
+        """An occurrence that never runs, and why (overlap policy): SKIPPED from the start."""
+        return self._put_new(
+            {
+                "task_id": task_id,
+                "execution_id": execution_id,
+                "scheduled_at": format_instant(scheduled_at),
+                "status": ExecutionStatus.SKIPPED.value,
+                "attempt": 0,
+                "completed_at": format_instant(now),
+                "error": reason[:ERROR_LIMIT],
+                "expires_at": int((scheduled_at + self._retention).timestamp()),
+            }
+        )
+
+    def _put_new(self, item: dict[str, Any]) -> bool:
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=_to_item(item),
+                ConditionExpression="attribute_not_exists(execution_id)",
+            )
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False
+            raise
+        return True
+
     def renew(
         self,
         execution_id: str,
@@ -542,11 +724,27 @@ class ExecutionStore:
         lease_token: str,
         status: ExecutionStatus,
         now: datetime,
+        *,
+        follow_up_token: str | None = None,
+        follow_up_until: datetime | None = None,
         error: str | None = None,
+        result: ResultSummary | None = None,
     ) -> bool:
-        """End a running attempt for good (SUCCEEDED, or SKIPPED) and drop its lease."""
+        """End a running attempt for good (SUCCEEDED, or SKIPPED).
+
+        With ``follow_up_token``, a short lease stays on it until what its end
+        owes is done (``release``): dependents started, the task's run slot freed.
+        If the finisher dies first, the reaper does it. Without, the lease goes.
+        """
         sets: dict[str, Any] = {"status": status.value, "completed_at": format_instant(now)}
-        removes: tuple[str, ...] = ("lease_token", "lease_until", "lease_shard", "callback_digest")
+        removes: tuple[str, ...] = ("callback_digest", "accepted_at")
+        if follow_up_token is not None and follow_up_until is not None:
+            sets["lease_token"] = follow_up_token
+            sets["lease_until"] = format_instant(follow_up_until)
+        else:
+            removes += ("lease_token", "lease_until", "lease_shard")
+        if result is not None:
+            sets["result"] = {"status_code": result.status_code, "excerpt": result.excerpt}
         if error is None:
             removes += ("error",)
         else:

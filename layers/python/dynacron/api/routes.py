@@ -21,12 +21,16 @@ from dynacron.domain.errors import (
 )
 from dynacron.domain.instants import format_instant
 from dynacron.models import (
+    BackfillRequest,
+    BackfillView,
     CompleteRequest,
     ExecutionPage,
     ExecutionView,
     OccurrencesView,
+    PauseRequest,
     TaskCreate,
     TaskPage,
+    TaskPatch,
     TaskView,
 )
 from dynacron.services.executions import Completion, ExecutionService
@@ -65,6 +69,36 @@ def build_api(tasks: TaskService, executions: ExecutionService) -> APIGatewayRes
     @app.get("/tasks/<task_id>")
     def get_task(task_id: str) -> TaskView:
         return TaskView.of(tasks.get(task_id))
+
+    @app.patch("/tasks/<task_id>")
+    def patch_task(task_id: str, body: TaskPatch) -> TaskView:
+        return TaskView.of(tasks.patch(task_id, body))
+
+    @app.post("/tasks/<task_id>/pause")
+    def pause_task(task_id: str, body: PauseRequest | None = None) -> TaskView:
+        return TaskView.of(tasks.pause(task_id, body.note if body else None))
+
+    @app.post("/tasks/<task_id>/resume")
+    def resume_task(task_id: str) -> TaskView:
+        return TaskView.of(tasks.resume(task_id))
+
+    @app.post("/tasks/<task_id>/trigger")
+    def trigger_task(task_id: str) -> Response[ExecutionView]:
+        execution = tasks.trigger(task_id)
+        return Response(
+            status_code=202, body=ExecutionView.of(execution), content_type="application/json"
+        )
+
+    @app.post("/tasks/<task_id>/backfill")
+    def backfill_task(task_id: str, body: BackfillRequest) -> Response[BackfillView]:
+        backfill = tasks.backfill(task_id, body.from_, body.to)
+        view = BackfillView(
+            task_id=task_id,
+            execution_ids=backfill.execution_ids,
+            started=backfill.started,
+            already_requested=[i for i in backfill.execution_ids if i not in backfill.started],
+        )
+        return Response(status_code=202, body=view, content_type="application/json")
 
     @app.delete("/tasks/<task_id>")
     def delete_task(task_id: str) -> Response[None]:

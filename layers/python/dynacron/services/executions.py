@@ -66,7 +66,7 @@ class ExecutionService:
         execution = self._authorised(execution_id, callback_token)
         assert execution.lease_token is not None
         if status is Completion.SUCCEEDED:
-            outcome = self._outcomes.succeeded(execution_id, execution.lease_token)
+            outcome = self._outcomes.succeeded(execution, execution.lease_token)
         else:
             failure = AttemptFailure(f"the handler reported failure: {error or 'no reason given'}")
             outcome = self._outcomes.failed(execution, execution.lease_token, failure)

@@ -19,7 +19,9 @@ Order of steps, and why:
    occurrences behind a late one) is claimed again in the same pass, from the
    state just written, until nothing is due or the claim budget is spent. Which
    missed occurrences run at all is the task's catch-up policy, decided in
-   ``claim_occurrence``.
+   ``claim_occurrence``, and so is the overlap policy: an occurrence due while
+   the previous one still holds the task's run slot is skipped (recorded as a
+   SKIPPED execution) or buffered.
 
 A per-shard cursor remembers the oldest bucket that may still hold work, so an
 item in an older bucket (the scheduler was down, a tick fell behind) is never
@@ -36,10 +38,17 @@ from typing import TypeVar
 
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock
-from dynacron.domain.tasks import Claim, Task, advanced, claim_occurrence, due_bucket_key
+from dynacron.domain.tasks import (
+    Claim,
+    Task,
+    advanced,
+    claim_occurrence,
+    due_bucket_key,
+    execution_id_for,
+)
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.queue import SEND_BATCH_LIMIT, DispatchQueue
-from dynacron.store import CursorStore, TaskStore, chunks
+from dynacron.store import CursorStore, ExecutionStore, TaskStore, chunks
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -74,6 +83,7 @@ class Ticker:
         self,
         *,
         tasks: TaskStore,
+        executions: ExecutionStore,
         queue: DispatchQueue,
         cursors: CursorStore,
         settings: Settings,
@@ -81,6 +91,7 @@ class Ticker:
         faults: Faults = NO_FAULTS,
     ) -> None:
         self._tasks = tasks
+        self._executions = executions
         self._queue = queue
         self._cursors = cursors
         self._settings = settings
@@ -194,6 +205,8 @@ class Ticker:
         def claim_one(claim: Claim) -> bool:
             placement = self._sharding.place(claim.task.task_id, claim.next_run_at, now)
             claimed = self._tasks.claim(claim, placement, now)
+            if claimed:
+                self._record_overlap_skip(claim, now)
             self._faults.reached(Boundary.TICK_CLAIMED_ONE)
             return claimed
 
@@ -220,3 +233,20 @@ class Ticker:
         if self._pool is None or len(items) < 2:
             return [call(item) for item in items]
         return list(self._pool.map(call, items))
+
+    def _record_overlap_skip(self, claim: Claim, now: datetime) -> None:
+        """An occurrence the overlap policy passed over leaves a SKIPPED execution saying why.
+
+        Written after the claim, so only the tick that won records it; a crash in
+        between loses the record, never an occurrence that should have run.
+        """
+        if claim.overlap_skipped is None or claim.overlap_reason is None:
+            return
+        task_id = claim.task.task_id
+        self._executions.record_skipped(
+            task_id,
+            execution_id_for(task_id, claim.overlap_skipped),
+            claim.overlap_skipped,
+            claim.overlap_reason,
+            now,
+        )

@@ -27,7 +27,6 @@ from dynacron.domain.executions import (
     DeliveryResult,
     Dispatch,
     Execution,
-    ExecutionStatus,
     HandlerAnswer,
     LeaseTerms,
     new_token,
@@ -35,7 +34,7 @@ from dynacron.domain.executions import (
     token_digest,
 )
 from dynacron.domain.retry import AttemptFailure, RetryPolicy
-from dynacron.domain.tasks import Task
+from dynacron.domain.tasks import SKIPPED_PAUSED, Task, TaskStatus
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.idempotency import GuardedResult, IdempotentHandlerCalls, RemainingTime
 from dynacron.metrics import ReliabilityMetrics
@@ -98,14 +97,13 @@ class ExecutionRunner:
         execution = begun.current
         self._faults.reached(Boundary.WORKER_BEGAN)
         if task is None:
-            self._executions.finish(
-                dispatch.execution_id,
-                lease_token,
-                ExecutionStatus.SKIPPED,
-                self._clock.now(),
-                error="the task was deleted before this execution ran",
+            return self._outcomes.skipped(
+                execution, lease_token, "the task was deleted before this execution ran", task
             )
-            return Outcome.SKIPPED
+        if task.status is TaskStatus.PAUSED:
+            # Sent before the pause, or a dependent of a paused task: not run, and
+            # not lost from sight either. Resume applies the catch-up policy.
+            return self._outcomes.skipped(execution, lease_token, SKIPPED_PAUSED, task)
         if dispatch.attempt == 1:
             self._metrics.scheduling_lag(scheduling_lag(dispatch.scheduled_at, now).total_seconds())
         with Heartbeat(
@@ -116,9 +114,11 @@ class ExecutionRunner:
                 lambda: self._delivery.deliver(task, dispatch, callback_token),
                 invocation,
             )
-        return self._record(execution, lease_token, guarded)
+        return self._record(execution, lease_token, guarded, task)
 
-    def _record(self, execution: Execution, lease_token: str, guarded: GuardedResult) -> Outcome:
+    def _record(
+        self, execution: Execution, lease_token: str, guarded: GuardedResult, task: Task
+    ) -> Outcome:
         """Write what the handler call came to, under the attempt's lease token."""
         if guarded.replayed or guarded.in_progress:
             self._metrics.duplicate_suppressed()
@@ -131,7 +131,8 @@ class ExecutionRunner:
         self._faults.reached(Boundary.WORKER_OUTCOME_NOT_RECORDED)
         result = guarded.result
         if result.answer is HandlerAnswer.SUCCEEDED:
-            return self._outcomes.succeeded(execution.execution_id, lease_token)
+            # The task as read before the call: a slot is named before the send.
+            return self._outcomes.succeeded(execution, lease_token, result.summary, task)
         if result.answer is HandlerAnswer.ACCEPTED:
             accepted_at = self._clock.now()
             waiting = self._executions.renew(
