@@ -34,9 +34,11 @@ from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.handlers import HandlerRegistry, default_registry
 from dynacron.idempotency import IdempotentHandlerCalls
 from dynacron.leases import ShardLeases
+from dynacron.limits import LimitStore
 from dynacron.metrics import Emit, ReliabilityMetrics, print_emf
 from dynacron.queue import DeadLetterQueue, DispatchQueue, dispatch_from_body
 from dynacron.services.executions import ExecutionService
+from dynacron.services.limits import LimitGate
 from dynacron.services.outcomes import AttemptOutcomes
 from dynacron.services.reap import Reaper
 from dynacron.services.tasks import TaskService
@@ -96,6 +98,8 @@ class Dynacron:
             settings=settings,
             clock=clock,
             faults=faults,
+            metrics=self.metrics,
+            sleep=sleep,
         )
         self.outcomes = AttemptOutcomes(
             executions=self.executions,
@@ -123,6 +127,13 @@ class Dynacron:
             clock=clock,
             lease_terms=terms,
             faults=faults,
+            limits=LimitGate(
+                store=LimitStore(dynamodb, settings.coordination_table),
+                metrics=self.metrics,
+                clock=clock,
+                breaker=settings.breaker_policy,
+                slot_lease=timedelta(seconds=settings.http_timeout_seconds) + 2 * terms.clock_skew,
+            ),
         )
         self.lease_reaper = Reaper(
             executions=self.executions,
@@ -159,7 +170,12 @@ class Dynacron:
         shard = event.get("shard")
         if event.get("loop") and shard is not None:
             return self._tick_loop(int(shard), context)
-        reports = [self.ticker.tick_shard(int(shard))] if shard is not None else self.ticker.tick()
+        try:
+            reports = (
+                [self.ticker.tick_shard(int(shard))] if shard is not None else self.ticker.tick()
+            )
+        finally:
+            self.metrics.flush()
         claimed = sum(r.claimed for r in reports)
         if claimed:
             logger.info("tick dispatched executions", extra={"claimed": claimed})

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -21,6 +22,7 @@ from botocore.exceptions import ClientError
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions import Dispatch, Execution, ExecutionStatus
 from dynacron.domain.instants import format_instant, parse_instant
+from dynacron.domain.limits import RateLimit, TaskLimits
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import (
     CronSchedule,
@@ -171,6 +173,36 @@ def _retry_from_map(values: dict[str, Any] | None) -> RetryPolicy:
     return RetryPolicy(**{name: int(value) for name, value in values.items()})
 
 
+def limits_to_map(limits: TaskLimits) -> dict[str, Any] | None:
+    rate = limits.rate_limit
+    values = {
+        "max_concurrency": limits.max_concurrency,
+        "host_max_concurrency": limits.host_max_concurrency,
+        "rate_per_second": Decimal(str(rate.per_second)) if rate else None,
+        "rate_burst": rate.burst if rate else None,
+    }
+    return {k: v for k, v in values.items() if v is not None} or None
+
+
+def limits_from_map(values: dict[str, Any] | None) -> TaskLimits:
+    if not values:
+        return TaskLimits()
+
+    def whole(name: str) -> int | None:
+        return int(values[name]) if name in values else None
+
+    per_second = values.get("rate_per_second")
+    return TaskLimits(
+        max_concurrency=whole("max_concurrency"),
+        host_max_concurrency=whole("host_max_concurrency"),
+        rate_limit=(
+            RateLimit(float(per_second), whole("rate_burst") or 1)
+            if per_second is not None
+            else None
+        ),
+    )
+
+
 def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
     return _to_item(
         {
@@ -192,6 +224,7 @@ def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
             "catchup": task.catchup.policy.value,
             "catchup_window_seconds": task.catchup.window_seconds,
             "jitter_seconds": task.jitter_seconds,
+            "limits": limits_to_map(task.limits),
         }
     )
 
@@ -219,6 +252,7 @@ def task_from_item(item: dict[str, Any]) -> Task:
             ),
         ),
         jitter_seconds=int(values.get("jitter_seconds", 0)),
+        limits=limits_from_map(values.get("limits")),
     )
 
 

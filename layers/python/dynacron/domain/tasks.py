@@ -13,6 +13,7 @@ from typing import Any
 
 from dynacron.domain.executions import Dispatch
 from dynacron.domain.instants import compact_instant, to_utc_ms
+from dynacron.domain.limits import TaskLimits
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import Schedule
 
@@ -68,6 +69,7 @@ class Task:
     jitter_seconds: int = 0
     handler_name: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    limits: TaskLimits = field(default_factory=TaskLimits)
 
     @property
     def timezone(self) -> str:

@@ -89,6 +89,7 @@ class TaskService:
             updated_at=now,
             catchup=catchup,
             jitter_seconds=request.jitter_seconds,
+            limits=request.limits(),
         )
         self._tasks.create(task, self._settings.sharding.place(task_id, next_run_at, now))
         return task
