@@ -10,6 +10,7 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
 from dynacron.resources import (
+    COORDINATION,
     DISPATCH_QUEUE,
     EXECUTIONS,
     IDEMPOTENCY,
@@ -70,6 +71,10 @@ class Worker(Construct):
             [storage.table(EXECUTIONS).table_arn],
         )
         allow(self.function, ITEM_READ_WRITE, [storage.table(IDEMPOTENCY).table_arn])
+        # Limits, breakers and pauses shared by every worker; an execution that must
+        # wait for them is sent on with a delay.
+        allow(self.function, ITEM_READ_WRITE, [storage.table(COORDINATION).table_arn])
+        allow(self.function, ["sqs:SendMessage"], [dispatch.queue_arn])
 
         self.reaper = kit.function(
             self,

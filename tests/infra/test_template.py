@@ -389,14 +389,16 @@ EXPECTED_ACCESS = {
         "Tasks": {"dynamodb:BatchGetItem", "dynamodb:UpdateItem"},
         "Tasks/index/due-index": {"dynamodb:Query"},
         "Coordination": ITEM_READ_WRITE,
-        "DispatchQueue": {"sqs:SendMessage"},
+        "DispatchQueue": {"sqs:SendMessage", "sqs:GetQueueAttributes"},
     },
     "Worker": {
         "own logs": LOGS,
         "Tasks": {"dynamodb:GetItem"},
         "Executions": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
         "Idempotency": ITEM_READ_WRITE,
+        "Coordination": ITEM_READ_WRITE,
         "DispatchQueue": {
+            "sqs:SendMessage",
             # what the event source mapping needs
             "sqs:ReceiveMessage",
             "sqs:ChangeMessageVisibility",

@@ -8,30 +8,68 @@ the handler allows make the shared limit, not the thread count, keep the peak.
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
+import os
 import threading
 import time
+import uuid
 from collections import Counter
 from datetime import timedelta
+from typing import Any
+
+import pytest
 
 from dynacron import metric_names
-from dynacron.app import Dynacron
+from dynacron.config import LOOPBACK_NETWORKS
+from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import ExecutionStatus
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tasks import execution_id_for
+from dynacron.domain.tasks import Task, execution_id_for
+from dynacron.local.aws import provision
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
 from dynacron.models import RateLimitModel, TaskCreate
+from dynacron.store import task_to_item
 from tests.pipeline import QUEUE_ARN, Pipeline
 from tests.support import Sink
 
-TASKS = 5000
+# The issue asks for 5,000; fewer make a quick local run.
+TASKS = int(os.environ.get("DYNACRON_BURST_TASKS", "5000"))
 HANDLER_ALLOWS = 50
-WORKER_THREADS = 64
+WORKER_THREADS = int(os.environ.get("DYNACRON_BURST_THREADS", "64"))
 
 
-def drain(pipeline: Pipeline, app: Dynacron) -> None:
-    """One worker: receive and run batches until the queue looks empty."""
+@pytest.fixture
+def burst(aws: tuple[Any, Any], clock: SettableClock) -> Pipeline:
+    settings = provision(
+        aws[0],
+        aws[1],
+        shard_count=2,
+        delivery_allow_networks=LOOPBACK_NETWORKS,
+        initial_lookback_seconds=3600,
+        tick_max_claims=TASKS,
+    )
+    return Pipeline(aws, settings, clock)
+
+
+def seed(pipeline: Pipeline, template: Task, count: int) -> list[str]:
+    """``count`` copies of a registered task, written 25 to a request: registering
+    5,000 one by one would cost more than running them."""
+    sharding = pipeline.settings.sharding
+    ids = [uuid.uuid4().hex for _ in range(count)]
+    assert template.next_run_at is not None
+    for start in range(0, count, 25):
+        requests = []
+        for task_id in ids[start : start + 25]:
+            task = dataclasses.replace(template, task_id=task_id, name=task_id)
+            placement = sharding.place(task_id, template.next_run_at, pipeline.clock.now())
+            requests.append({"PutRequest": {"Item": task_to_item(task, placement)}})
+        pipeline.dynamodb.batch_write_item(RequestItems={pipeline.settings.tasks_table: requests})
+    return ids
+
+
+def drain(pipeline: Pipeline) -> None:
+    """One worker thread: receive and run batches until the queue looks empty."""
     url = pipeline.settings.dispatch_queue_url
     while True:
         messages = pipeline.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get(
@@ -39,38 +77,35 @@ def drain(pipeline: Pipeline, app: Dynacron) -> None:
         )
         if not messages:
             return
-        result = app.worker(sqs_event(messages, QUEUE_ARN), LocalContext("burst", 60))
+        result = pipeline.app.worker(sqs_event(messages, QUEUE_ARN), LocalContext("burst", 60))
         failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
-        for message in messages:
-            if message["MessageId"] not in failed:
-                with contextlib.suppress(Exception):
-                    pipeline.sqs.delete_message(
-                        QueueUrl=url, ReceiptHandle=message["ReceiptHandle"]
-                    )
-            else:  # visible again at once, as after its visibility timeout
-                pipeline.sqs.change_message_visibility(
-                    QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
-                )
+        assert not failed, "no infrastructure error is expected here"
+        pipeline.sqs.delete_message_batch(
+            QueueUrl=url,
+            Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+            ],
+        )
 
 
 def test_five_thousand_tasks_due_in_one_second_respect_a_handler_that_allows_fifty(
-    pipeline: Pipeline, sink: Sink
+    burst: Pipeline, sink: Sink
 ) -> None:
     # Given 5,000 one-time tasks due in the same second, for one handler host that
     # allows 50 requests at once and answers 429 beyond
+    pipeline = burst
     sink.max_concurrent, sink.hold = HANDLER_ALLOWS, 0.01
     started = time.monotonic()
     due = pipeline.clock.now() + timedelta(seconds=1)
-    limit = RateLimitModel(max_in_flight=HANDLER_ALLOWS)
-    service = pipeline.app.task_service
-    ids = [
-        service.register(
-            TaskCreate(at=format_instant(due), handler_url=f"{sink.url}/hook", rate_limit=limit)
-        ).task_id
-        for _ in range(TASKS)
-    ]
+    template = pipeline.app.task_service.register(
+        TaskCreate(
+            at=format_instant(due),
+            handler_url=f"{sink.url}/hook",
+            rate_limit=RateLimitModel(max_in_flight=HANDLER_ALLOWS),
+        )
+    )
+    ids = [template.task_id, *seed(pipeline, template, TASKS - 1)]
     registered = time.monotonic()
-    workers = [pipeline.component() for _ in range(WORKER_THREADS)]
     pipeline.clock.advance(timedelta(seconds=1))
 
     # When ticks and 64 worker threads run, a second of the test clock per round
@@ -79,7 +114,7 @@ def test_five_thousand_tasks_due_in_one_second_respect_a_handler_that_allows_fif
     while rounds < 60:
         rounds += 1
         pipeline.tick()
-        threads = [threading.Thread(target=drain, args=(pipeline, app)) for app in workers]
+        threads = [threading.Thread(target=drain, args=(pipeline,)) for _ in range(WORKER_THREADS)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -109,5 +144,6 @@ def test_five_thousand_tasks_due_in_one_second_respect_a_handler_that_allows_fif
     assert set(sink.effects.values()) == {1}
     assert len(sink.effects) == TASKS
     assert pipeline.metrics.total(metric_names.FAILURES) == 0
-    # More workers than the handler allows: the shared limit did the holding back.
-    assert waited > 0
+    if WORKER_THREADS > HANDLER_ALLOWS:
+        # More workers than the handler allows: the shared limit did the holding back.
+        assert waited > 0

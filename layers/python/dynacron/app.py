@@ -38,6 +38,7 @@ from dynacron.limits import LimitStore
 from dynacron.metrics import Emit, ReliabilityMetrics, print_emf
 from dynacron.queue import DeadLetterQueue, DispatchQueue, dispatch_from_body
 from dynacron.services.executions import ExecutionService
+from dynacron.services.forecast import HerdForecast
 from dynacron.services.limits import LimitGate
 from dynacron.services.outcomes import AttemptOutcomes
 from dynacron.services.reap import Reaper
@@ -153,7 +154,13 @@ class Dynacron:
             clock=clock,
             lease_terms=terms,
         )
-        self._api = build_api(self.task_service, self.execution_service)
+        self.forecast = HerdForecast(
+            self.tasks,
+            clock,
+            max_tasks=settings.forecast_max_tasks,
+            max_occurrences=settings.forecast_max_occurrences,
+        )
+        self._api = build_api(self.task_service, self.execution_service, self.forecast)
 
     def api(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         try:

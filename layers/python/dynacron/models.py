@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dynacron.domain.executions import Execution
+from dynacron.domain.forecast import Forecast
 from dynacron.domain.instants import format_instant
 from dynacron.domain.limits import RateLimit, TaskLimits
 from dynacron.domain.tasks import MAX_CATCHUP_WINDOW_SECONDS, MAX_JITTER_SECONDS, CatchUp, Task
@@ -282,6 +283,39 @@ class CompleteRequest(BaseModel):
 
     status: Literal["SUCCEEDED", "FAILED"]
     error: str | None = Field(default=None, max_length=2000)
+
+
+class MinuteCount(BaseModel):
+    minute: str
+    executions: int
+
+
+class ForecastView(BaseModel):
+    """Body of ``GET /forecast``: executions starting in each minute ahead (UTC;
+    minutes with none are left out), the busiest minute, and whether every task
+    was counted (false: the counts are a lower bound)."""
+
+    start: str
+    minutes: int
+    tasks: int
+    complete: bool
+    peak: MinuteCount | None
+    per_minute: list[MinuteCount]
+
+    @classmethod
+    def of(cls, forecast: Forecast) -> ForecastView:
+        peak = forecast.peak
+        return cls(
+            start=format_instant(forecast.start),
+            minutes=forecast.minutes,
+            tasks=forecast.tasks,
+            complete=forecast.complete,
+            peak=MinuteCount(minute=format_instant(peak[0]), executions=peak[1]) if peak else None,
+            per_minute=[
+                MinuteCount(minute=format_instant(minute), executions=count)
+                for minute, count in sorted(forecast.per_minute.items())
+            ],
+        )
 
 
 class Problem(BaseModel):

@@ -9,6 +9,7 @@ frees the slots and tells the host's breaker how the call went.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -37,6 +38,9 @@ SLOT_WAIT = timedelta(seconds=1)
 SLOT_SPREAD_SECONDS = 2.0
 # A host change lost to another worker's write is read and tried again this often.
 HOST_WRITE_ROUNDS = 5
+# A worker reuses what it last read of a host for this long: a breaker opened by
+# another worker is seen within it, and a burst costs one read less per execution.
+HOST_READ_TTL = timedelta(seconds=1)
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,8 @@ class Pass:
 
     holder: str
     host: str | None = None
+    # The host as read at admission: a success that changes nothing is not re-read.
+    state: HostState | None = None
     probe: bool = False
     slots: list[str] = field(default_factory=list)
 
@@ -72,6 +78,8 @@ class LimitGate:
         self._clock = clock
         self._breaker = breaker
         self._slot_lease = slot_lease
+        self._lock = threading.Lock()
+        self._hosts: dict[str, tuple[datetime, HostState]] = {}
 
     def admit(self, task: Task, dispatch: Dispatch) -> Pass | Wait:
         """May this attempt call its handler now? Holds slots (and maybe the probe)."""
@@ -82,7 +90,7 @@ class LimitGate:
         state: HostState | None = None
         if host is not None:
             granted.host = host
-            state = self._store.host(host)
+            granted.state = state = self._host(host, now)
             admission = admit(state, now)
             if admission.verdict is Verdict.WAIT and admission.wait_until is not None:
                 # Spread over a second, so the host is not met by everyone at once.
@@ -111,9 +119,11 @@ class LimitGate:
                 return self._wait(dispatch, now + _seconds(wait_seconds + spread(seed, 1)), "rate")
         if granted.probe and state is not None:
             # One probe at a time: whoever writes HALF_OPEN first goes, the rest wait.
-            if not self._store.replace_host(after_probe_taken(state, now, self._breaker), now):
+            probing = after_probe_taken(state, now, self._breaker)
+            if not self._store.replace_host(probing, now):
                 self._give_back(granted)
                 return self._wait(dispatch, now + self._breaker.cool_down, "breaker")
+            self._remember(probing, now)
             logger.info("breaker half-open: probing", extra={"host": host})
             self._metrics.breaker_changed("HALF_OPEN")
         return granted
@@ -123,14 +133,18 @@ class LimitGate:
         self._give_back(granted)
         if granted.host is None or result is None:
             return
+        now = self._clock.now()
+        state = granted.state or self._store.host(granted.host)
         for _ in range(HOST_WRITE_ROUNDS):
-            now = self._clock.now()
-            state = self._store.host(granted.host)
             changed = self._after(state, result, now)
             if changed is None or self._store.replace_host(changed, now):
                 break
+            now = self._clock.now()
+            state = self._store.host(granted.host)
         else:
             return
+        if changed is not None:
+            self._remember(changed, now)
         if changed is not None and changed.breaker is not state.breaker:
             logger.warning(
                 "breaker %s",
@@ -154,6 +168,19 @@ class LimitGate:
             return after_failure(state, now, self._breaker)
         # Any other answer, 4xx included, shows a host that is up.
         return after_success(state)
+
+    def _host(self, host: str, now: datetime) -> HostState:
+        with self._lock:
+            cached = self._hosts.get(host)
+        if cached is not None and now - cached[0] < HOST_READ_TTL:
+            return cached[1]
+        state = self._store.host(host)
+        self._remember(state, now)
+        return state
+
+    def _remember(self, state: HostState, now: datetime) -> None:
+        with self._lock:
+            self._hosts[state.host] = (now, state)
 
     def _give_back(self, granted: Pass) -> None:
         for slot in granted.slots:
