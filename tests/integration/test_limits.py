@@ -3,8 +3,11 @@ writes, and the worker waiting on them without using an attempt."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from dynacron import metric_names
 from dynacron.app import Dynacron
@@ -16,6 +19,7 @@ from dynacron.limits import LimitStore
 from dynacron.metrics import MetricTotals
 from dynacron.models import RateLimitModel, TaskCreate
 from dynacron.services.outcomes import Outcome
+from tests.integration.api_client import call
 from tests.pipeline import VirtualDelayQueue
 from tests.support import Sink
 
@@ -145,3 +149,75 @@ def test_a_host_rate_limit_is_stored_with_the_task_and_shown(system: Dynacron, s
     assert stored.limits == task.limits
     assert stored.limits.rate_limit == RateLimit(2.5, 4)
     assert stored.limits.host_max_concurrency == 10
+
+
+def test_the_forecast_shows_a_herd_before_it_happens(
+    system: Dynacron, clock: SettableClock, sink: Sink
+) -> None:
+    for _ in range(3):
+        system.task_service.register(TaskCreate(cron="0 0 * * *", handler_url=sink.url))
+    system.task_service.register(
+        TaskCreate(cron="0 0 * * *", handler_url=sink.url, jitter_seconds=900)
+    )
+    status, body = call(system, "GET", "/forecast", hours=24)
+    assert status == 200
+    assert body["complete"] is True
+    assert body["tasks"] == 4
+    assert body["peak"] == {"minute": "2026-12-01T00:00:00.000Z", "executions": 3}
+    assert sum(m["executions"] for m in body["per_minute"]) == 4
+    status, _ = call(system, "GET", "/forecast", hours=25)
+    assert status == 400
+
+
+def test_the_tick_enqueues_nothing_more_while_the_queue_holds_its_bound(
+    aws: tuple[Any, Any], settings: Any, clock: SettableClock, sink: Sink
+) -> None:
+    paced = dataclasses.replace(settings, max_queued_dispatches=3)
+    totals = MetricTotals()
+    system = Dynacron(paced, dynamodb=aws[0], sqs=aws[1], clock=clock, emit_metrics=totals)
+    for _ in range(5):
+        system.task_service.register(TaskCreate(at="2026-11-30T12:00:01Z", handler_url=sink.url))
+    clock.advance(timedelta(seconds=2))
+    assert sum(r.claimed for r in system.ticker.tick()) == 3
+    # The queue is full: what is due stays due, not dropped...
+    assert sum(r.claimed for r in system.ticker.tick()) == 0
+    system.metrics.flush()
+    assert totals.total(metric_names.DISPATCH_PACED) >= 1
+    # ...and is sent once the workers have taken what was queued.
+    url = paced.dispatch_queue_url
+    for message in aws[1].receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]:
+        aws[1].delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    assert sum(r.claimed for r in system.ticker.tick()) == 2
+
+
+class ThrottledClaims:
+    """DynamoDB that throttles the first few claims, as a burst can."""
+
+    def __init__(self, client: Any, throttles: int) -> None:
+        self._client = client
+        self.left = throttles
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def update_item(self, **request: Any) -> Any:
+        if self.left > 0 and request["TableName"].endswith("-tasks"):
+            self.left -= 1
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
+                "UpdateItem",
+            )
+        return self._client.update_item(**request)
+
+
+def test_a_throttled_claim_is_retried_after_a_backoff_not_dropped(
+    aws: tuple[Any, Any], settings: Any, clock: SettableClock, sink: Sink
+) -> None:
+    throttled = ThrottledClaims(aws[0], throttles=3)
+    slept: list[float] = []
+    system = Dynacron(settings, dynamodb=throttled, sqs=aws[1], clock=clock, sleep=slept.append)
+    system.task_service.register(TaskCreate(at="2026-11-30T12:00:01Z", handler_url=sink.url))
+    clock.advance(timedelta(seconds=2))
+    assert sum(r.claimed for r in system.ticker.tick()) == 1
+    assert throttled.left == 0
+    assert slept == [0.05, 0.1, 0.2]

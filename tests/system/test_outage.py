@@ -15,7 +15,6 @@ from dynacron.domain.executions import ExecutionStatus
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks import execution_id_for
 from dynacron.limits import LimitStore
-from dynacron.models import TaskCreate
 from tests.pipeline import Pipeline
 from tests.support import Delivery, Sink
 
