@@ -166,7 +166,7 @@ def test_the_forecast_shows_a_herd_before_it_happens(
     assert body["peak"] == {"minute": "2026-12-01T00:00:00.000Z", "executions": 3}
     assert sum(m["executions"] for m in body["per_minute"]) == 4
     status, _ = call(system, "GET", "/forecast", hours=25)
-    assert status == 400
+    assert status == 422
 
 
 def test_the_tick_enqueues_nothing_more_while_the_queue_holds_its_bound(
