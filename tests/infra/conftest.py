@@ -10,11 +10,17 @@ no test needs the network; ``make synth`` builds the real dependencies layer.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# jsii warns at length about the Node.js version on every start; the tests do not
+# depend on it. Set before aws_cdk starts its jsii runtime.
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
 from aws_cdk import App, Stack, Validations, cx_api
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template

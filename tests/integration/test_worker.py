@@ -72,7 +72,7 @@ def test_a_failing_handler_is_recorded_failed_with_its_reason(
     system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
 ) -> None:
     sink.status = 500
-    task_id = fire(system, clock, sink, rate="1 minute")
+    task_id = fire(system, clock, sink, rate="1 minute", retry={"max_attempts": 1})
     run_batch(system, receive(system, aws))
     (execution,) = system.executions.list_for_task(task_id, 10, None).items
     assert execution.status is ExecutionStatus.FAILED
@@ -83,7 +83,7 @@ def test_a_failing_handler_is_recorded_failed_with_its_reason(
 def test_an_unreachable_handler_is_recorded_failed(
     system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
 ) -> None:
-    task_id = fire(system, clock, sink, rate="1 minute")
+    task_id = fire(system, clock, sink, rate="1 minute", retry={"max_attempts": 1})
     sink.stop()
     run_batch(system, receive(system, aws))
     (execution,) = system.executions.list_for_task(task_id, 10, None).items
