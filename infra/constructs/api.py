@@ -9,7 +9,13 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from dynacron.resources import EXECUTIONS, TASKS
+from dynacron.resources import (
+    DEAD_LETTER_INDEX,
+    DEAD_LETTER_QUEUE,
+    DISPATCH_QUEUE,
+    EXECUTIONS,
+    TASKS,
+)
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import RETENTION, allow
 from infra.constructs.nag import acknowledge
@@ -55,7 +61,23 @@ class Api(Construct):
             ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Scan", "dynamodb:DeleteItem"],
             [tasks.table_arn],
         )
-        allow(self.function, ["dynamodb:Query"], [executions.table_arn])
+        # Executions: history, the dead-letter list, heartbeat and complete callbacks.
+        allow(
+            self.function,
+            ["dynamodb:Query"],
+            [executions.table_arn, f"{executions.table_arn}/index/{DEAD_LETTER_INDEX.name}"],
+        )
+        allow(self.function, ["dynamodb:GetItem", "dynamodb:UpdateItem"], [executions.table_arn])
+        # A redrive or a failed callback queues the next attempt; a redrive removes
+        # the dead-letter copy, and an exhausted callback leaves one.
+        dispatch = foundation.queues.queue(DISPATCH_QUEUE)
+        dead_letters = foundation.queues.queue(DEAD_LETTER_QUEUE)
+        allow(self.function, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
+        allow(
+            self.function,
+            ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"],
+            [dead_letters.queue_arn],
+        )
 
         access_logs = logs.LogGroup(
             self,

@@ -11,6 +11,7 @@ from constructs import Construct
 
 from dynacron.resources import (
     COORDINATION,
+    DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     EXECUTIONS,
     IDEMPOTENCY,
@@ -67,14 +68,16 @@ class Worker(Construct):
         allow(self.function, ["dynamodb:GetItem"], [storage.table(TASKS).table_arn])
         allow(
             self.function,
-            ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+            ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
             [storage.table(EXECUTIONS).table_arn],
         )
         allow(self.function, ITEM_READ_WRITE, [storage.table(IDEMPOTENCY).table_arn])
-        # Limits, breakers and pauses shared by every worker; an execution that must
-        # wait for them is sent on with a delay.
+        # Limits, breakers and pauses shared by every worker.
         allow(self.function, ITEM_READ_WRITE, [storage.table(COORDINATION).table_arn])
-        allow(self.function, ["sqs:SendMessage"], [dispatch.queue_arn])
+        # A retry, or an execution waiting on a limit, is sent with a delay; an
+        # exhausted one is copied to the dead-letter queue.
+        dead_letters = queues.queue(DEAD_LETTER_QUEUE)
+        allow(self.function, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
 
         self.reaper = kit.function(
             self,
@@ -92,7 +95,7 @@ class Worker(Construct):
         )
         allow(self.reaper, ["dynamodb:GetItem", "dynamodb:UpdateItem"], [executions.table_arn])
         allow(self.reaper, ["dynamodb:GetItem"], [storage.table(TASKS).table_arn])
-        allow(self.reaper, ["sqs:SendMessage"], [dispatch.queue_arn])
+        allow(self.reaper, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
         self.reaper_rule = events.Rule(
             self,
             "ReapEveryMinute",

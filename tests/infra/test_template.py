@@ -394,29 +394,41 @@ EXPECTED_ACCESS = {
     "Worker": {
         "own logs": LOGS,
         "Tasks": {"dynamodb:GetItem"},
-        "Executions": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+        "Executions": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
         "Idempotency": ITEM_READ_WRITE,
         "Coordination": ITEM_READ_WRITE,
         "DispatchQueue": {
-            "sqs:SendMessage",
-            # what the event source mapping needs
+            # what the event source mapping needs, and sending the next attempt
             "sqs:ReceiveMessage",
             "sqs:ChangeMessageVisibility",
             "sqs:GetQueueUrl",
             "sqs:DeleteMessage",
             "sqs:GetQueueAttributes",
+            "sqs:SendMessage",
         },
+        "DeadLetterQueue": {"sqs:SendMessage"},
     },
     "Api": {
         "own logs": LOGS,
         "Tasks": {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Scan", "dynamodb:DeleteItem"},
-        "Executions": {"dynamodb:Query"},
+        "Executions": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem"},
+        "Executions/index/dead-letter-index": {"dynamodb:Query"},
+        "DispatchQueue": {"sqs:SendMessage"},
+        "DeadLetterQueue": {
+            "sqs:SendMessage",
+            "sqs:ReceiveMessage",
+            "sqs:DeleteMessage",
+            "sqs:ChangeMessageVisibility",
+        },
     },
     "Reaper": {
         "own logs": LOGS,
         "Executions": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem"},
+        "Executions/index/lease-index": {"dynamodb:Query"},
+        "Executions/index/dead-letter-index": {"dynamodb:Query"},
         "Tasks": {"dynamodb:GetItem"},
         "DispatchQueue": {"sqs:SendMessage"},
+        "DeadLetterQueue": {"sqs:SendMessage"},
     },
 }
 
