@@ -481,6 +481,7 @@ def test_alarms_watch_what_the_issue_asks_for_and_notify_the_topic(
         *(("AWS/Lambda", m, functions[c]) for c in functions for m in ("Errors", "Throttles")),
         (metric_names.NAMESPACE, metric_names.SCHEDULING_LAG, None),
         (metric_names.NAMESPACE, metric_names.LEASES_REAPED, None),
+        (metric_names.NAMESPACE, metric_names.BREAKER_OPENED, None),
     ]
     assert set(watched) == {(ns, name, json.dumps(subject)) for ns, name, subject in expected}
     lag = watched[(metric_names.NAMESPACE, metric_names.SCHEDULING_LAG, "null")]
