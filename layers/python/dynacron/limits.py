@@ -13,28 +13,22 @@ Every worker reads and writes the same few items, each change one conditional wr
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.domain.limits import BreakerState, HostState, RateLimit, take_token
+from dynacron.leases import EXPIRES_AT, _expiry
 from dynacron.resources import COORDINATION
-from dynacron.store import _from_item, _is_condition_failure, _to_item
+from dynacron.store import _from_item, _to_item, conditional_write
 
-# Records outlive their last use by this long, then DynamoDB's TTL removes them.
-RECORD_RETENTION = timedelta(days=1)
 # A concurrency limit tries this many of its slots before the execution waits:
 # bounded writes per attempt, whatever the limit.
 SLOT_PROBES = 4
 # Racing writers can make both GCRA writes miss; after this many rounds, wait.
 RATE_ROUNDS = 3
 KEY = COORDINATION.partition_key.name
-if COORDINATION.ttl_attribute is None:
-    raise RuntimeError("limit records expire through the coordination table's TTL attribute")
-EXPIRES_AT: str = COORDINATION.ttl_attribute
 
 
 class LimitStore:
@@ -85,45 +79,50 @@ class LimitStore:
         """Take one token of ``host``'s bucket; returns 0, or the seconds to wait."""
         at = now.timestamp()
         key = _key(f"rate#{host}")
-        names = {"#tat": "tat", "#expires": EXPIRES_AT}
         for _ in range(RATE_ROUNDS):
             # An empty or idle bucket (tat in the past) starts again from now...
-            if self._conditional(
-                self._client.update_item,
-                Key=key,
-                UpdateExpression="SET #tat = :next, #expires = :expires",
-                ConditionExpression="attribute_not_exists(#tat) OR #tat < :now",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=_to_item(
-                    {
-                        ":next": _number(at + limit.interval),
-                        ":now": _number(at),
-                        ":expires": _expiry(now),
-                    }
-                ),
+            if self._move_tat(
+                key,
+                "SET #tat = :next, #expires = :expires",
+                "attribute_not_exists(#tat) OR #tat < :now",
+                {":next": _number(at + limit.interval), ":now": _number(at)},
+                now,
             ):
                 return 0.0
             # ...a busy one moves on by one token while it stays within the burst.
-            if self._conditional(
-                self._client.update_item,
-                Key=key,
-                UpdateExpression="SET #tat = #tat + :interval, #expires = :expires",
-                ConditionExpression="#tat >= :now AND #tat <= :latest",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=_to_item(
-                    {
-                        ":interval": _number(limit.interval),
-                        ":now": _number(at),
-                        ":latest": _number(at + limit.tolerance),
-                        ":expires": _expiry(now),
-                    }
-                ),
+            if self._move_tat(
+                key,
+                "SET #tat = #tat + :interval, #expires = :expires",
+                "#tat >= :now AND #tat <= :latest",
+                {
+                    ":interval": _number(limit.interval),
+                    ":now": _number(at),
+                    ":latest": _number(at + limit.tolerance),
+                },
+                now,
             ):
                 return 0.0
             decision = take_token(limit, self._tat(key), at)
             if not decision.allowed:
                 return decision.wait_seconds
         return limit.interval
+
+    def _move_tat(
+        self,
+        key: dict[str, Any],
+        update: str,
+        condition: str,
+        values: dict[str, Any],
+        now: datetime,
+    ) -> bool:
+        return self._conditional(
+            self._client.update_item,
+            Key=key,
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#tat": "tat", "#expires": EXPIRES_AT},
+            ExpressionAttributeValues=_to_item({**values, ":expires": _expiry(now)}),
+        )
 
     def _tat(self, key: dict[str, Any]) -> float | None:
         item = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
@@ -178,13 +177,7 @@ class LimitStore:
         )
 
     def _conditional(self, write: Any, **request: Any) -> bool:
-        try:
-            write(TableName=self._table, **request)
-        except ClientError as error:
-            if _is_condition_failure(error):
-                return False
-            raise
-        return True
+        return conditional_write(write, self._table, **request)
 
 
 def _key(value: str) -> dict[str, Any]:
@@ -201,7 +194,3 @@ def _instant(value: str | None) -> datetime | None:
 
 def _optional(value: datetime | None) -> str | None:
     return format_instant(value) if value is not None else None
-
-
-def _expiry(at: datetime) -> int:
-    return int((at + RECORD_RETENTION).timestamp())

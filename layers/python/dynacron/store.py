@@ -70,6 +70,17 @@ def _is_condition_failure(error: ClientError) -> bool:
     return bool(error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
 
 
+def conditional_write(write: Any, table: str, **request: Any) -> bool:
+    """Run one conditional write; False if its condition failed, other errors raise."""
+    try:
+        write(TableName=table, **request)
+    except ClientError as error:
+        if _is_condition_failure(error):
+            return False
+        raise
+    return True
+
+
 def encode_page_token(last_key: dict[str, Any] | None) -> str | None:
     if not last_key:
         return None
