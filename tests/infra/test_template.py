@@ -14,6 +14,7 @@ from dynacron.resources import (
     DUE_INDEX,
     EXECUTIONS,
     IDEMPOTENCY,
+    LIMIT_KEY_PREFIXES,
     QUEUES,
     TABLES,
     TASKS,
@@ -440,6 +441,20 @@ def test_each_function_may_do_exactly_what_it_uses_on_exactly_what_it_uses(
         assert access_of(template, concern) == expected, concern
 
 
+def worker_coordination_keys(template: dict[str, Any]) -> list[str]:
+    """The leading keys the worker may touch in the coordination table: limits only."""
+    role = function(template, "Worker")["Role"]["Fn::GetAtt"][0]
+    table = {"Fn::GetAtt": [referenced(template, COORDINATION), "Arn"]}
+    for policy in resources_of(template, "AWS::IAM::Policy").values():
+        if {"Ref": role} not in policy["Roles"]:
+            continue
+        for statement in policy["PolicyDocument"]["Statement"]:
+            if statement["Resource"] == table:
+                condition = statement["Condition"]["ForAllValues:StringLike"]
+                return list(condition["dynamodb:LeadingKeys"])
+    return []
+
+
 def test_only_the_api_and_tick_write_tasks_and_nothing_grants_a_wildcard(
     template: dict[str, Any],
 ) -> None:
@@ -449,7 +464,7 @@ def test_only_the_api_and_tick_write_tasks_and_nothing_grants_a_wildcard(
         if access_of(template, concern).get(TASKS.logical_id, set()) & DYNAMODB_ITEM_WRITES
     }
     assert writers == {"Tick", "Api"}
-    assert not access_of(template, "Worker").get(COORDINATION.logical_id)
+    assert worker_coordination_keys(template) == [f"{p}*" for p in LIMIT_KEY_PREFIXES]
     assert EXECUTIONS.logical_id not in access_of(template, "Tick")
     assert IDEMPOTENCY.logical_id not in access_of(template, "Api")
     document = json.dumps(resources_of(template, "AWS::IAM::Policy"))

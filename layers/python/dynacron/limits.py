@@ -20,7 +20,7 @@ from typing import Any
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.domain.limits import BreakerState, HostState, RateLimit, take_token
 from dynacron.leases import EXPIRES_AT, _expiry
-from dynacron.resources import COORDINATION
+from dynacron.resources import COORDINATION, HOST_KEY_PREFIX, RATE_KEY_PREFIX, SLOT_KEY_PREFIX
 from dynacron.store import _from_item, _to_item, conditional_write
 
 # A concurrency limit tries this many of its slots before the execution waits:
@@ -41,7 +41,7 @@ class LimitStore:
 
     def host(self, host: str) -> HostState:
         response = self._client.get_item(
-            TableName=self._table, Key=_key(f"host#{host}"), ConsistentRead=True
+            TableName=self._table, Key=_key(f"{HOST_KEY_PREFIX}{host}"), ConsistentRead=True
         )
         if "Item" not in response:
             return HostState(host=host)
@@ -67,7 +67,7 @@ class LimitStore:
         }
         return self._conditional(
             self._client.put_item,
-            Item={**_key(f"host#{state.host}"), **_to_item(values)},
+            Item={**_key(f"{HOST_KEY_PREFIX}{state.host}"), **_to_item(values)},
             ConditionExpression="attribute_not_exists(#key) OR #version = :expected",
             ExpressionAttributeNames={"#key": KEY, "#version": "version"},
             ExpressionAttributeValues=_to_item({":expected": state.version - 1}),
@@ -78,7 +78,7 @@ class LimitStore:
     def take_token(self, host: str, limit: RateLimit, now: datetime) -> float:
         """Take one token of ``host``'s bucket; returns 0, or the seconds to wait."""
         at = now.timestamp()
-        key = _key(f"rate#{host}")
+        key = _key(f"{RATE_KEY_PREFIX}{host}")
         for _ in range(RATE_ROUNDS):
             # An empty or idle bucket (tat in the past) starts again from now...
             if self._move_tat(
@@ -138,7 +138,7 @@ class LimitStore:
         the slots tried were all held. Starts at a random slot so waiters spread out."""
         first = self._rng.randrange(limit)
         for offset in range(min(limit, SLOT_PROBES)):
-            slot = f"slot#{scope}#{(first + offset) % limit}"
+            slot = f"{SLOT_KEY_PREFIX}{scope}#{(first + offset) % limit}"
             if self._conditional(
                 self._client.put_item,
                 Item={
