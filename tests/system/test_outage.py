@@ -18,14 +18,14 @@ from dynacron.limits import LimitStore
 from tests.pipeline import Pipeline
 from tests.support import Delivery, Sink
 
-TASKS = 20
+TASKS = 10
 OUTAGE = timedelta(seconds=30)
 
 
 def test_a_host_down_for_30_seconds_opens_its_breaker_and_everything_runs_after(
     pipeline: Pipeline, sink: Sink
 ) -> None:
-    # Given 20 tasks due now on a host that answers 503 for the next 30 s
+    # Given 10 tasks due now on a host that answers 503 for the next 30 s
     clock = pipeline.clock
     start = clock.now()
     recovers_at = start + OUTAGE
