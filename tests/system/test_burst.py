@@ -33,6 +33,8 @@ from dynacron.store import task_to_item
 from tests.pipeline import QUEUE_ARN, Pipeline
 from tests.support import Sink
 
+pytestmark = pytest.mark.slow
+
 # The burst is 5,000 tasks: DYNACRON_BURST_TASKS=5000 runs it (timings in
 # docs/limits.md: in-process moto answers a few hundred calls a second, so
 # 5,000 takes minutes). The suite runs 1,000 to stay within its

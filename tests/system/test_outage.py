@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
+import pytest
+
 from dynacron import metric_names
 from dynacron.domain.executions import ExecutionStatus
 from dynacron.domain.instants import format_instant
@@ -17,6 +19,8 @@ from dynacron.domain.tasks import execution_id_for
 from dynacron.limits import LimitStore
 from tests.pipeline import Pipeline
 from tests.support import Delivery, Sink
+
+pytestmark = pytest.mark.slow
 
 TASKS = 10
 OUTAGE = timedelta(seconds=30)
