@@ -160,7 +160,7 @@ def after_success(state: HostState) -> HostState | None:
 
 
 def after_failure(state: HostState, now: datetime, policy: BreakerPolicy) -> HostState:
-    """The host failed (unreachable, timed out, 5xx): count it; open at the threshold.
+    """The host failed (unreachable, timed out, 502/503/504): count it; open at the threshold.
 
     A failed probe opens the breaker again at once; failures reported while it is
     already open (calls that started before it opened) change nothing but the count.

@@ -38,6 +38,8 @@ SLOT_WAIT = timedelta(seconds=1)
 SLOT_SPREAD_SECONDS = 2.0
 # A host change lost to another worker's write is read and tried again this often.
 HOST_WRITE_ROUNDS = 5
+# Answers that say the host (or the gateway before it) is down, not the handler.
+HOST_DOWN_STATUSES = frozenset({502, 503, 504})
 # A worker reuses what it last read of a host for this long: a breaker opened by
 # another worker is seen within it, and a burst costs one read less per execution.
 HOST_READ_TTL = timedelta(seconds=1)
@@ -162,11 +164,12 @@ class LimitGate:
         if failure is not None and result.status_code is None and not failure.retryable:
             return None  # refused before any call (URL policy): says nothing of the host
         unhealthy = result.answer is HandlerAnswer.FAILED and (
-            result.status_code is None or result.status_code >= 500
+            result.status_code is None or result.status_code in HOST_DOWN_STATUSES
         )
         if unhealthy:
             return after_failure(state, now, self._breaker)
-        # Any other answer, 4xx included, shows a host that is up.
+        # Any other answer shows a host that is up: a 500 or a 4xx is the handler's
+        # verdict on this execution, for its retry policy, not a sign of an outage.
         return after_success(state)
 
     def _host(self, host: str, now: datetime) -> HostState:
