@@ -185,8 +185,11 @@ def test_the_tick_enqueues_nothing_more_while_the_queue_holds_its_bound(
     assert totals.total(metric_names.DISPATCH_PACED) >= 1
     # ...and is sent once the workers have taken what was queued.
     url = paced.dispatch_queue_url
-    for message in aws[1].receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]:
-        aws[1].delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    while (
+        messages := aws[1].receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    ):
+        for message in messages:
+            aws[1].delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     assert sum(r.claimed for r in system.ticker.tick()) == 2
 
 
