@@ -51,7 +51,12 @@ class Tick(Construct):
             ITEM_READ_WRITE,
             [coordination.table_arn],
         )
-        allow(self.function, ["sqs:SendMessage"], [queues.queue(DISPATCH_QUEUE).queue_arn])
+        # GetQueueAttributes: the queue's depth paces dispatch (see services/tick.py).
+        allow(
+            self.function,
+            ["sqs:GetQueueAttributes", "sqs:SendMessage"],
+            [queues.queue(DISPATCH_QUEUE).queue_arn],
+        )
         self.rules = self._schedule(config.shard_count)
 
     def _schedule(self, shard_count: int) -> list[events.Rule]:

@@ -5,15 +5,18 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
 from dynacron.resources import (
+    COORDINATION,
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     EXECUTIONS,
     IDEMPOTENCY,
+    LIMIT_KEY_PREFIXES,
     TASKS,
     WORKER_TIMEOUT_SECONDS,
 )
@@ -71,8 +74,21 @@ class Worker(Construct):
             [storage.table(EXECUTIONS).table_arn],
         )
         allow(self.function, ITEM_READ_WRITE, [storage.table(IDEMPOTENCY).table_arn])
-        # A retry is the next attempt sent with a delay; an exhausted one is copied
-        # to the dead-letter queue.
+        # Limits, breakers and pauses shared by every worker: only those records of
+        # the coordination table, never the tick's leases and cursors.
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=sorted(ITEM_READ_WRITE),
+                resources=[storage.table(COORDINATION).table_arn],
+                conditions={
+                    "ForAllValues:StringLike": {
+                        "dynamodb:LeadingKeys": [f"{p}*" for p in LIMIT_KEY_PREFIXES]
+                    }
+                },
+            )
+        )
+        # A retry, or an execution waiting on a limit, is sent with a delay; an
+        # exhausted one is copied to the dead-letter queue.
         dead_letters = queues.queue(DEAD_LETTER_QUEUE)
         allow(self.function, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
         allow_follow_ups(

@@ -15,6 +15,7 @@ from dynacron.resources import (
     DUE_INDEX,
     EXECUTIONS,
     IDEMPOTENCY,
+    LIMIT_KEY_PREFIXES,
     QUEUES,
     TABLES,
     TASKS,
@@ -402,12 +403,13 @@ EXPECTED_ACCESS = {
         "Tasks/index/due-index": {"dynamodb:Query"},
         "Executions": {"dynamodb:PutItem"},  # SKIPPED records of the overlap policy
         "Coordination": ITEM_READ_WRITE,
-        "DispatchQueue": {"sqs:SendMessage"},
+        "DispatchQueue": {"sqs:SendMessage", "sqs:GetQueueAttributes"},
     },
     "Worker": {
         "own logs": LOGS,
         **FOLLOW_UPS,
         "Idempotency": ITEM_READ_WRITE,
+        "Coordination": ITEM_READ_WRITE,
         "DispatchQueue": {
             # what the event source mapping needs, and sending follow-up runs
             "sqs:ReceiveMessage",
@@ -467,6 +469,20 @@ def test_each_function_may_do_exactly_what_it_uses_on_exactly_what_it_uses(
         assert access_of(template, concern) == expected, concern
 
 
+def worker_coordination_keys(template: dict[str, Any]) -> list[str]:
+    """The leading keys the worker may touch in the coordination table: limits only."""
+    role = function(template, "Worker")["Role"]["Fn::GetAtt"][0]
+    table = {"Fn::GetAtt": [referenced(template, COORDINATION), "Arn"]}
+    for policy in resources_of(template, "AWS::IAM::Policy").values():
+        if {"Ref": role} not in policy["Roles"]:
+            continue
+        for statement in policy["PolicyDocument"]["Statement"]:
+            if statement["Resource"] == table:
+                condition = statement["Condition"]["ForAllValues:StringLike"]
+                return list(condition["dynamodb:LeadingKeys"])
+    return []
+
+
 def test_task_writers_are_known_and_nothing_grants_a_wildcard(
     template: dict[str, Any],
 ) -> None:
@@ -477,7 +493,7 @@ def test_task_writers_are_known_and_nothing_grants_a_wildcard(
     }
     # The worker and the reaper write a task only to free its run slot.
     assert writers == {"Tick", "Api", "Worker", "Reaper"}
-    assert not access_of(template, "Worker").get(COORDINATION.logical_id)
+    assert worker_coordination_keys(template) == [f"{p}*" for p in LIMIT_KEY_PREFIXES]
     assert access_of(template, "Tick")[EXECUTIONS.logical_id] == {"dynamodb:PutItem"}
     assert IDEMPOTENCY.logical_id not in access_of(template, "Api")
     document = json.dumps(resources_of(template, "AWS::IAM::Policy"))
@@ -509,6 +525,7 @@ def test_alarms_watch_what_the_issue_asks_for_and_notify_the_topic(
         *(("AWS/Lambda", m, functions[c]) for c in functions for m in ("Errors", "Throttles")),
         (metric_names.NAMESPACE, metric_names.SCHEDULING_LAG, None),
         (metric_names.NAMESPACE, metric_names.LEASES_REAPED, None),
+        (metric_names.NAMESPACE, metric_names.BREAKER_OPENED, None),
     ]
     assert set(watched) == {(ns, name, json.dumps(subject)) for ns, name, subject in expected}
     lag = watched[(metric_names.NAMESPACE, metric_names.SCHEDULING_LAG, "null")]

@@ -34,10 +34,13 @@ from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.handlers import HandlerRegistry, default_registry
 from dynacron.idempotency import IdempotentHandlerCalls
 from dynacron.leases import ShardLeases
+from dynacron.limits import LimitStore
 from dynacron.metrics import Emit, ReliabilityMetrics, print_emf
 from dynacron.queue import DeadLetterQueue, DispatchQueue, dispatch_from_body
 from dynacron.services.aftermath import Aftermath, RunStarter
 from dynacron.services.executions import ExecutionService
+from dynacron.services.forecast import HerdForecast
+from dynacron.services.limits import LimitGate
 from dynacron.services.outcomes import AttemptOutcomes
 from dynacron.services.reap import Reaper
 from dynacron.services.tasks import TaskService
@@ -102,6 +105,8 @@ class Dynacron:
             settings=settings,
             clock=clock,
             faults=faults,
+            metrics=self.metrics,
+            sleep=sleep,
         )
         self.aftermath = Aftermath(
             tasks=self.tasks,
@@ -137,6 +142,13 @@ class Dynacron:
             clock=clock,
             lease_terms=terms,
             faults=faults,
+            limits=LimitGate(
+                store=LimitStore(dynamodb, settings.coordination_table),
+                metrics=self.metrics,
+                clock=clock,
+                breaker=settings.breaker_policy,
+                slot_lease=timedelta(seconds=settings.http_timeout_seconds) + 2 * terms.clock_skew,
+            ),
         )
         self.lease_reaper = Reaper(
             executions=self.executions,
@@ -156,7 +168,13 @@ class Dynacron:
             clock=clock,
             lease_terms=terms,
         )
-        self._api = build_api(self.task_service, self.execution_service)
+        self.forecast = HerdForecast(
+            self.tasks,
+            clock,
+            max_tasks=settings.forecast_max_tasks,
+            max_occurrences=settings.forecast_max_occurrences,
+        )
+        self._api = build_api(self.task_service, self.execution_service, self.forecast)
 
     def api(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         try:
@@ -173,7 +191,12 @@ class Dynacron:
         shard = event.get("shard")
         if event.get("loop") and shard is not None:
             return self._tick_loop(int(shard), context)
-        reports = [self.ticker.tick_shard(int(shard))] if shard is not None else self.ticker.tick()
+        try:
+            reports = (
+                [self.ticker.tick_shard(int(shard))] if shard is not None else self.ticker.tick()
+            )
+        finally:
+            self.metrics.flush()
         claimed = sum(r.claimed for r in reports)
         if claimed:
             logger.info("tick dispatched executions", extra={"claimed": claimed})

@@ -8,7 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dynacron.domain.executions import Execution
+from dynacron.domain.forecast import Forecast
 from dynacron.domain.instants import format_instant
+from dynacron.domain.limits import RateLimit, TaskLimits
 from dynacron.domain.tasks import MAX_CATCHUP_WINDOW_SECONDS, MAX_JITTER_SECONDS, CatchUp, Task
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
 
@@ -44,6 +46,35 @@ class RetryCreate(BaseModel):
     max_attempts: int = Field(default=5, description="Attempts in all, the first included")
     base_delay_seconds: int = Field(default=5, description="Ceiling of the first backoff")
     max_delay_seconds: int = Field(default=600, description="Ceiling of any backoff")
+
+
+class RateLimitModel(BaseModel):
+    """Limits on the task's handler host, shared with every task that calls it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    per_second: float | None = Field(
+        default=None, gt=0, description="Executions per second to the host (token bucket)"
+    )
+    burst: int = Field(default=1, ge=1, description="How many may start at once")
+    max_in_flight: int | None = Field(
+        default=None, ge=1, description="Deliveries to the host at once"
+    )
+
+    @classmethod
+    def of(cls, limits: TaskLimits) -> RateLimitModel | None:
+        rate = limits.rate_limit
+        if rate is None and limits.host_max_concurrency is None:
+            return None
+        return cls(
+            per_second=rate.per_second if rate else None,
+            burst=rate.burst if rate else 1,
+            max_in_flight=limits.host_max_concurrency,
+        )
+
+    def to_domain(self, max_concurrency: int | None) -> TaskLimits:
+        rate = RateLimit(self.per_second, self.burst) if self.per_second is not None else None
+        return TaskLimits(max_concurrency, rate, self.max_in_flight)
 
 
 class TaskCreate(BaseModel):
@@ -120,6 +151,15 @@ class TaskCreate(BaseModel):
     )
     payload: dict[str, Any] = Field(default_factory=dict)
     retry: RetryCreate | None = None
+    max_concurrency: int | None = Field(
+        default=None, ge=1, description="Executions of this task delivering at once"
+    )
+    rate_limit: RateLimitModel | None = None
+
+    def limits(self) -> TaskLimits:
+        if self.rate_limit is None:
+            return TaskLimits(max_concurrency=self.max_concurrency)
+        return self.rate_limit.to_domain(self.max_concurrency)
 
 
 # The fields of ``TaskCreate`` that say when a task runs; a PATCH giving any of
@@ -201,6 +241,8 @@ class TaskView(BaseModel):
     handler_url: str | None
     handler: str | None
     retry: RetryView
+    max_concurrency: int | None = None
+    rate_limit: RateLimitModel | None = None
     payload: dict[str, Any]
     status: str
     next_run_at: str | None
@@ -240,6 +282,8 @@ class TaskView(BaseModel):
                 base_delay_seconds=task.retry.base_delay_seconds,
                 max_delay_seconds=task.retry.max_delay_seconds,
             ),
+            max_concurrency=task.limits.max_concurrency,
+            rate_limit=RateLimitModel.of(task.limits),
             payload=task.payload,
             status=task.status.value,
             next_run_at=_optional_instant(task.next_run_at),
@@ -318,6 +362,39 @@ class CompleteRequest(BaseModel):
 
     status: Literal["SUCCEEDED", "FAILED"]
     error: str | None = Field(default=None, max_length=2000)
+
+
+class MinuteCount(BaseModel):
+    minute: str
+    executions: int
+
+
+class ForecastView(BaseModel):
+    """Body of ``GET /forecast``: executions starting in each minute ahead (UTC;
+    minutes with none are left out), the busiest minute, and whether every task
+    was counted (false: the counts are a lower bound)."""
+
+    start: str
+    minutes: int
+    tasks: int
+    complete: bool
+    peak: MinuteCount | None
+    per_minute: list[MinuteCount]
+
+    @classmethod
+    def of(cls, forecast: Forecast) -> ForecastView:
+        peak = forecast.peak
+        return cls(
+            start=format_instant(forecast.start),
+            minutes=forecast.minutes,
+            tasks=forecast.tasks,
+            complete=forecast.complete,
+            peak=MinuteCount(minute=format_instant(peak[0]), executions=peak[1]) if peak else None,
+            per_minute=[
+                MinuteCount(minute=format_instant(minute), executions=count)
+                for minute, count in sorted(forecast.per_minute.items())
+            ],
+        )
 
 
 class Problem(BaseModel):

@@ -83,6 +83,16 @@ class DispatchQueue:
             sent += [batch[int(entry["Id"])] for entry in response.get("Successful", [])]
         return sent
 
+    def depth(self) -> int:
+        """Messages waiting for a worker or being worked (approximate, as SQS counts)."""
+        attributes = self._client.get_queue_attributes(
+            QueueUrl=self._url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )
+
     def send_later(self, dispatch: Dispatch, delay_seconds: float) -> None:
         """Send one dispatch, invisible for ``delay_seconds`` (capped at SQS's 15 minutes;
         the worker sends it on again if it arrives before ``not_before``)."""

@@ -127,6 +127,13 @@ COORDINATION = TableDefinition(
     ttl_attribute="expires_at",
 )
 
+# Key prefixes of the limit records in the coordination table (see ``limits.py``):
+# the workers' role may touch these and nothing else there (not tick leases).
+HOST_KEY_PREFIX = "host#"
+RATE_KEY_PREFIX = "rate#"
+SLOT_KEY_PREFIX = "slot#"
+LIMIT_KEY_PREFIXES = (HOST_KEY_PREFIX, RATE_KEY_PREFIX, SLOT_KEY_PREFIX)
+
 # Powertools idempotency records, keyed by execution id: a duplicate enqueue or
 # SQS delivery of one execution runs its handler once. Attribute names are
 # Powertools' defaults.

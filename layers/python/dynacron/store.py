@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -26,6 +27,7 @@ from dynacron.domain.executions import (
     ResultSummary,
 )
 from dynacron.domain.instants import format_instant, parse_instant
+from dynacron.domain.limits import RateLimit, TaskLimits
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import (
     AfterSchedule,
@@ -85,6 +87,17 @@ def _is_condition_failure(error: ClientError) -> bool:
 
 def _is_transaction_refusal(error: ClientError) -> bool:
     return bool(error.response.get("Error", {}).get("Code") == "TransactionCanceledException")
+
+
+def conditional_write(write: Any, table: str, **request: Any) -> bool:
+    """Run one conditional write; False if its condition failed, other errors raise."""
+    try:
+        write(TableName=table, **request)
+    except ClientError as error:
+        if _is_condition_failure(error):
+            return False
+        raise
+    return True
 
 
 def encode_page_token(last_key: dict[str, Any] | None) -> str | None:
@@ -198,6 +211,36 @@ def _retry_from_map(values: dict[str, Any] | None) -> RetryPolicy:
     return RetryPolicy(**{name: int(value) for name, value in values.items()})
 
 
+def limits_to_map(limits: TaskLimits) -> dict[str, Any] | None:
+    rate = limits.rate_limit
+    values = {
+        "max_concurrency": limits.max_concurrency,
+        "host_max_concurrency": limits.host_max_concurrency,
+        "rate_per_second": Decimal(str(rate.per_second)) if rate else None,
+        "rate_burst": rate.burst if rate else None,
+    }
+    return {k: v for k, v in values.items() if v is not None} or None
+
+
+def limits_from_map(values: dict[str, Any] | None) -> TaskLimits:
+    if not values:
+        return TaskLimits()
+
+    def whole(name: str) -> int | None:
+        return int(values[name]) if name in values else None
+
+    per_second = values.get("rate_per_second")
+    return TaskLimits(
+        max_concurrency=whole("max_concurrency"),
+        host_max_concurrency=whole("host_max_concurrency"),
+        rate_limit=(
+            RateLimit(float(per_second), whole("rate_burst") or 1)
+            if per_second is not None
+            else None
+        ),
+    )
+
+
 def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
     return _to_item(
         {
@@ -224,6 +267,7 @@ def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
             "running_execution": task.running_execution,
             "buffered_at": _optional_instant(task.buffered_at),
             DEPENDENTS_INDEX.partition_key.name: task.upstream_task_id,
+            "limits": limits_to_map(task.limits),
         }
     )
 
@@ -255,6 +299,7 @@ def task_from_item(item: dict[str, Any]) -> Task:
         pause_note=values.get("pause_note"),
         running_execution=values.get("running_execution"),
         buffered_at=_instant_or_none(values.get("buffered_at")),
+        limits=limits_from_map(values.get("limits")),
     )
 
 

@@ -26,6 +26,7 @@ from dynacron.models import (
     CompleteRequest,
     ExecutionPage,
     ExecutionView,
+    ForecastView,
     OccurrencesView,
     PauseRequest,
     TaskCreate,
@@ -34,6 +35,7 @@ from dynacron.models import (
     TaskView,
 )
 from dynacron.services.executions import Completion, ExecutionService
+from dynacron.services.forecast import HerdForecast
 from dynacron.services.tasks import PayloadTooLarge, TaskService
 
 logger = Logger(service="dynacron-api")
@@ -41,13 +43,16 @@ logger = Logger(service="dynacron-api")
 PageLimit = Annotated[int, Query(ge=1, le=100, description="Items per page")]
 PageToken = Annotated[str | None, Query(max_length=2048, description="From the previous page")]
 PreviewCount = Annotated[int, Query(ge=1, le=100, description="How many occurrences")]
+ForecastHours = Annotated[int, Query(ge=1, le=24, description="Hours ahead to count")]
 PreviewAfter = Annotated[
     str | None,
     Query(max_length=64, description="ISO 8601 instant to start after (default: now)"),
 ]
 
 
-def build_api(tasks: TaskService, executions: ExecutionService) -> APIGatewayRestResolver:
+def build_api(
+    tasks: TaskService, executions: ExecutionService, forecast: HerdForecast | None = None
+) -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(enable_validation=True)
 
     def callback_token() -> str:
@@ -124,6 +129,12 @@ def build_api(tasks: TaskService, executions: ExecutionService) -> APIGatewayRes
             timezone=task.timezone,
             occurrences=[format_instant(o) for o in occurrences],
         )
+
+    if forecast is not None:
+
+        @app.get("/forecast")
+        def herd_forecast(hours: ForecastHours = 24) -> ForecastView:
+            return ForecastView.of(forecast.next_hours(hours))
 
     @app.get("/executions/<execution_id>")
     def get_execution(execution_id: str) -> ExecutionView:

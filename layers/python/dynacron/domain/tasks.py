@@ -13,6 +13,7 @@ from typing import Any
 
 from dynacron.domain.executions import Dispatch
 from dynacron.domain.instants import compact_instant, to_utc_ms
+from dynacron.domain.limits import TaskLimits
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import FixedDelaySchedule, Schedule
 
@@ -88,6 +89,7 @@ class Task:
     # buffer_one, fixed_delay), and the one occurrence waiting for it (buffer_one).
     running_execution: str | None = None
     buffered_at: datetime | None = None
+    limits: TaskLimits = field(default_factory=TaskLimits)
 
     @property
     def timezone(self) -> str:

@@ -39,6 +39,8 @@ class Outcome(StrEnum):
     DUPLICATE = "DUPLICATE"
     # The message arrived before its attempt was due and was sent on.
     DEFERRED = "DEFERRED"
+    # A limit, an open breaker or a paused host: sent on to wait; no attempt used.
+    WAITING = "WAITING"
     # Another call of the handler was still in progress: the same attempt, later.
     POSTPONED = "POSTPONED"
     # Someone else (the reaper, a callback) acted on the execution first.

@@ -107,6 +107,7 @@ class TaskService:
             catchup=catchup,
             jitter_seconds=request.jitter_seconds,
             overlap=Overlap(request.overlap),
+            limits=request.limits(),
         )
         self._tasks.create(task, self._settings.sharding.place(task_id, next_run_at, now))
         return task

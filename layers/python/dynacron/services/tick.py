@@ -30,16 +30,20 @@ missed, and buckets already drained are not queried again.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
+from botocore.exceptions import ClientError
+
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock
 from dynacron.domain.tasks import (
     Claim,
+    DuePlacement,
     Task,
     advanced,
     claim_occurrence,
@@ -47,6 +51,7 @@ from dynacron.domain.tasks import (
     execution_id_for,
 )
 from dynacron.faults import NO_FAULTS, Boundary, Faults
+from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import SEND_BATCH_LIMIT, DispatchQueue
 from dynacron.store import CursorStore, ExecutionStore, TaskStore, chunks
 
@@ -57,6 +62,13 @@ R = TypeVar("R")
 # buckets is being walked, so a catch-up never delays what is due now.
 ALWAYS_QUERIED_BUCKETS = 2
 MAX_OLD_BUCKETS_PER_TICK = 48
+# DynamoDB throttling a burst of claims: wait 50 ms, 100 ms, ... (at most 2 s) and retry.
+THROTTLING_CODES = frozenset(
+    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+)
+THROTTLE_RETRIES = 8
+THROTTLE_FIRST_SLEEP = 0.05
+THROTTLE_MAX_SLEEP = 2.0
 
 
 @dataclass
@@ -71,6 +83,9 @@ class TickReport:
     lost_races: int = 0
     cursor: datetime | None = None
     lateness_seconds: list[float] = field(default_factory=list)
+    # Claims this tick may make: the configured cap, less whatever the queue
+    # already holds beyond its bound (dispatch pacing).
+    claim_budget: int = 0
 
     @property
     def claim_writes(self) -> int:
@@ -89,7 +104,11 @@ class Ticker:
         settings: Settings,
         clock: Clock,
         faults: Faults = NO_FAULTS,
+        metrics: ReliabilityMetrics | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        self._metrics = metrics or ReliabilityMetrics(lambda document: None)
+        self._sleep = sleep
         self._tasks = tasks
         self._executions = executions
         self._queue = queue
@@ -113,7 +132,11 @@ class Ticker:
 
     def tick_shard(self, shard: int) -> TickReport:
         now = self._clock.now()
-        report = TickReport(shard=shard)
+        report = TickReport(shard=shard, claim_budget=self._claim_budget())
+        if report.claim_budget <= 0:
+            # The workers have enough to do: what is due stays due for a later tick.
+            self._metrics.dispatch_paced()
+            return report
         cursor = self._cursors.get(shard) or self._sharding.bucket(
             now - timedelta(seconds=self._settings.initial_lookback_seconds)
         )
@@ -125,12 +148,36 @@ class Ticker:
             # buckets starting at the cursor: never over one not yet queried.
             if drained and bucket == new_cursor and bucket + self._width <= settled_before:
                 new_cursor = bucket + self._width
-            if report.claim_writes >= self._settings.tick_max_claims:
+            if report.claim_writes >= report.claim_budget:
                 break
         if new_cursor > cursor:
             self._cursors.advance(shard, new_cursor)
         report.cursor = new_cursor
         return report
+
+    def _claim_budget(self) -> int:
+        """Never more in flight than ``max_queued_dispatches``: the rest waits, due."""
+        depth = self._queue.depth()
+        self._metrics.queue_depth(depth)
+        room = self._settings.max_queued_dispatches - depth
+        return max(0, min(self._settings.tick_max_claims, room))
+
+    def _claim(self, claim: Claim, placement: DuePlacement | None, now: datetime) -> bool:
+        """The conditional claim, retried with backoff while DynamoDB throttles it.
+
+        Giving up raises: the tick ends, the task stays due (its message, already
+        sent, is a duplicate the worker drops) and the next tick claims it.
+        """
+        for attempt in range(THROTTLE_RETRIES):
+            try:
+                return self._tasks.claim(claim, placement, now)
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") not in THROTTLING_CODES:
+                    raise
+                if attempt == THROTTLE_RETRIES - 1:
+                    raise
+                self._sleep(min(THROTTLE_MAX_SLEEP, THROTTLE_FIRST_SLEEP * 2**attempt))
+        raise AssertionError("unreachable")
 
     def _buckets_to_query(self, cursor: datetime, now: datetime) -> list[datetime]:
         current = self._sharding.bucket(now)
@@ -152,7 +199,7 @@ class Ticker:
         start_key = None
         drained = True
         while True:
-            budget = self._settings.tick_max_claims - report.claim_writes
+            budget = report.claim_budget - report.claim_writes
             if budget <= 0:
                 return False
             task_ids, start_key = self._tasks.due_task_ids(
@@ -162,7 +209,7 @@ class Ticker:
             if task_ids:
                 claims = self._claims_of(self._tasks.get_many(task_ids), now)
                 while claims:
-                    budget = self._settings.tick_max_claims - report.claim_writes
+                    budget = report.claim_budget - report.claim_writes
                     if len(claims) > budget:
                         claims, drained = claims[:budget], False
                     won, all_sent = self._dispatch(claims, now, report)
@@ -204,7 +251,7 @@ class Ticker:
 
         def claim_one(claim: Claim) -> bool:
             placement = self._sharding.place(claim.task.task_id, claim.next_run_at, now)
-            claimed = self._tasks.claim(claim, placement, now)
+            claimed = self._claim(claim, placement, now)
             if claimed:
                 self._record_overlap_skip(claim, now)
             self._faults.reached(Boundary.TICK_CLAIMED_ONE)

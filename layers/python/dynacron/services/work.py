@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from types import TracebackType
 from typing import Protocol
 
@@ -39,6 +40,7 @@ from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.idempotency import GuardedResult, IdempotentHandlerCalls, RemainingTime
 from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import DispatchQueue
+from dynacron.services.limits import LimitGate, Pass, Wait
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 from dynacron.store import ExecutionStore, TaskStore
 
@@ -63,6 +65,7 @@ class ExecutionRunner:
         clock: Clock,
         lease_terms: LeaseTerms,
         faults: Faults = NO_FAULTS,
+        limits: LimitGate | None = None,
     ) -> None:
         self._tasks = tasks
         self._executions = executions
@@ -74,6 +77,7 @@ class ExecutionRunner:
         self._clock = clock
         self._terms = lease_terms
         self._faults = faults
+        self._limits = limits
 
     def run(self, dispatch: Dispatch, invocation: RemainingTime | None = None) -> Outcome:
         """Run one attempt; returns what became of it. Raises only on infrastructure errors."""
@@ -82,6 +86,13 @@ class ExecutionRunner:
             self._queue.send_later(dispatch, (dispatch.not_before - now).total_seconds())
             return Outcome.DEFERRED
         task = self._tasks.get(dispatch.task_id)
+        # Limits, breaker and pauses are checked before the attempt begins: an
+        # attempt that must wait is sent on unchanged and uses up nothing.
+        admitted = self._limits.admit(task, dispatch) if self._limits and task else None
+        if isinstance(admitted, Wait):
+            later = replace(dispatch, not_before=admitted.until)
+            self._queue.send_later(later, (admitted.until - now).total_seconds())
+            return Outcome.WAITING
         lease_token, callback_token = new_token(), new_token()
         begun = self._executions.begin(
             dispatch,
@@ -92,6 +103,7 @@ class ExecutionRunner:
             retry=task.retry if task is not None else RetryPolicy(),
         )
         if not begun.began or begun.current is None:
+            self._report_limits(admitted, None)
             self._metrics.duplicate_suppressed()
             return Outcome.DUPLICATE
         execution = begun.current
@@ -114,7 +126,13 @@ class ExecutionRunner:
                 lambda: self._delivery.deliver(task, dispatch, callback_token),
                 invocation,
             )
+        called = not (guarded.replayed or guarded.in_progress)
+        self._report_limits(admitted, guarded.result if called else None)
         return self._record(execution, lease_token, guarded, task)
+
+    def _report_limits(self, admitted: Pass | None, result: DeliveryResult | None) -> None:
+        if self._limits is not None and admitted is not None:
+            self._limits.report(admitted, result)
 
     def _record(
         self, execution: Execution, lease_token: str, guarded: GuardedResult, task: Task
