@@ -55,6 +55,7 @@ def ticker_with(
 ) -> Ticker:
     return Ticker(
         tasks=tasks,
+        executions=system.executions,
         queue=system.queue,
         cursors=system.cursors,
         settings=dataclasses.replace(system.settings, **settings),
