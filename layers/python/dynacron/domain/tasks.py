@@ -88,6 +88,9 @@ class Task:
     # buffer_one, fixed_delay), and the one occurrence waiting for it (buffer_one).
     running_execution: str | None = None
     buffered_at: datetime | None = None
+    # Set once some task was registered to run after this one; saves the
+    # dependents lookup on every success of a task nobody follows.
+    has_dependents: bool = False
 
     @property
     def timezone(self) -> str:
