@@ -266,6 +266,7 @@ def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
             "pause_note": task.pause_note,
             "running_execution": task.running_execution,
             "buffered_at": _optional_instant(task.buffered_at),
+            "has_dependents": task.has_dependents or None,
             DEPENDENTS_INDEX.partition_key.name: task.upstream_task_id,
             "limits": limits_to_map(task.limits),
         }
@@ -300,6 +301,7 @@ def task_from_item(item: dict[str, Any]) -> Task:
         running_execution=values.get("running_execution"),
         buffered_at=_instant_or_none(values.get("buffered_at")),
         limits=limits_from_map(values.get("limits")),
+        has_dependents=bool(values.get("has_dependents", False)),
     )
 
 
@@ -390,6 +392,22 @@ class TaskStore:
                 return False
             raise
         return True
+
+    def mark_has_dependents(self, task_id: str) -> None:
+        """Note that some task runs after ``task_id``; a new version, so that a whole-item
+        write based on an older read cannot erase the mark. Nothing if it does not exist."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=_to_item({"task_id": task_id}),
+                UpdateExpression="SET has_dependents = :yes, #version = #version + :one",
+                ConditionExpression="attribute_exists(task_id)",
+                ExpressionAttributeNames={"#version": "version"},
+                ExpressionAttributeValues=_to_item({":yes": True, ":one": 1}),
+            )
+        except ClientError as error:
+            if not _is_condition_failure(error):
+                raise
 
     def dependents(self, task_id: str) -> list[str]:
         """Ids of the tasks set to run after ``task_id`` (``after``), from the sparse index."""

@@ -90,6 +90,9 @@ class Task:
     running_execution: str | None = None
     buffered_at: datetime | None = None
     limits: TaskLimits = field(default_factory=TaskLimits)
+    # Set once some task was registered to run after this one; saves the
+    # dependents lookup on every success of a task nobody follows.
+    has_dependents: bool = False
 
     @property
     def timezone(self) -> str:

@@ -97,9 +97,11 @@ class Aftermath:
         nothing, and their end then costs no follow-up lease."""
         if task is not None and task.running_execution == execution.execution_id:
             return True
-        return execution.status is ExecutionStatus.SUCCEEDED and bool(
-            self._tasks.dependents(execution.task_id)
-        )
+        if execution.status is not ExecutionStatus.SUCCEEDED:
+            return False
+        if task is not None and not task.has_dependents:
+            return False
+        return bool(self._tasks.dependents(execution.task_id))
 
     def task_of(self, execution: Execution) -> Task | None:
         return self._tasks.get(execution.task_id)

@@ -248,6 +248,12 @@ class TaskService:
         return changed
 
     def _check_chain(self, task_id: str, schedule: Schedule) -> dict[str, int]:
+        if isinstance(schedule, AfterSchedule):
+            # Marked first: a dependent never exists while its upstream is unmarked.
+            self._tasks.mark_has_dependents(schedule.upstream_task_id)
+        return self._chain_versions(task_id, schedule)
+
+    def _chain_versions(self, task_id: str, schedule: Schedule) -> dict[str, int]:
         """``after`` names an existing task, and following it never comes back here.
 
         Returns the version of each task on the chain as read: the write that sets
