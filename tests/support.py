@@ -40,7 +40,8 @@ class Sink:
     applied again. Two deliveries of one key *at the same time* defeat such a
     check, and are counted as ``applied_twice``: dynacron must never cause one.
     ``answer`` decides each response (default: ``status``, no headers); ``hold``
-    is how long each request takes, so that overlaps would show. With
+    is how long each request takes, so that overlaps would show, and a set ``gate``
+    holds each request until the test opens it. With
     ``max_concurrent`` it plays a service that allows that many requests at once
     and answers 429 (Retry-After: 1) beyond; ``peak_concurrent`` is the most seen.
     """
@@ -48,6 +49,7 @@ class Sink:
     status: int = 200
     answer: Callable[[Delivery], Answer] | None = None
     hold: float = 0.0
+    gate: threading.Event | None = None
     deliveries: list[Delivery] = field(default_factory=list)
     effects: dict[str, int] = field(default_factory=dict)
     applied_twice: int = 0
@@ -118,6 +120,8 @@ class Sink:
                 self._in_flight.add(key)
         if self.hold:
             time.sleep(self.hold)
+        if self.gate is not None:
+            self.gate.wait(30)
         with self._lock:
             if applies:
                 self.effects[key] = self.effects.get(key, 0) + 1
