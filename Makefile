@@ -15,9 +15,12 @@ help:
 	@echo "make run    set up and start dynacron locally (API on http://127.0.0.1:8080)"
 	@echo "make test   set up, lint, type-check and run the whole test suite"
 	@echo "make lint   ruff + mypy only"
+	@echo "make bench  run the benchmarks and regenerate BENCHMARKS.md (BENCH_QUICK=1: shorter)"
 	@echo "make synth  build the Lambda layers and write the CloudFormation app to cdk.out/ (no AWS account needed)"
 	@echo "make deploy synth, then deploy with the CDK CLI (needs AWS credentials; see docs/deploy.md)"
 	@echo "make clean  remove the virtualenv and caches"
+
+BENCH_STAMP := $(VENV)/.bench-installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +42,15 @@ format: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[local,dev,bench]'
+	touch $(BENCH_STAMP)
+
+# Not part of `make test`: about 15 minutes (BENCH_QUICK=1 for a short run);
+# writes bench/results/*.json and regenerates BENCHMARKS.md with its plots.
+bench: $(BENCH_STAMP)
+	$(BIN)/python -m bench.run
 
 synth: $(STAMP)
 	$(BIN)/python -m infra.app $(CONTEXT)

@@ -83,18 +83,24 @@ def sink() -> Iterator[Sink]:
     server.stop()
 
 
-@pytest.fixture
-def pipeline(aws: tuple[Any, Any], clock: SettableClock) -> Pipeline:
-    """Tick, workers and reaper driven by hand; handler calls time out after 0.5 s, so
-    the in-progress idempotency record of a crashed call expires within a second."""
+def build_pipeline(
+    aws: tuple[Any, Any], clock: SettableClock, *, http_timeout_seconds: float = 0.5
+) -> Pipeline:
     dynamodb, sqs = aws
     settings = provision(
         dynamodb,
         sqs,
         shard_count=2,
         delivery_allow_networks=LOOPBACK_NETWORKS,
-        http_timeout_seconds=0.5,
+        http_timeout_seconds=http_timeout_seconds,
         # A fresh shard walks back this far; a week (the default) is many empty buckets.
         initial_lookback_seconds=2 * 3600,
     )
     return Pipeline(aws, settings, clock)
+
+
+@pytest.fixture
+def pipeline(aws: tuple[Any, Any], clock: SettableClock) -> Pipeline:
+    """Tick, workers and reaper driven by hand; handler calls time out after 0.5 s, so
+    the in-progress idempotency record of a crashed call expires within a second."""
+    return build_pipeline(aws, clock)

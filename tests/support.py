@@ -40,15 +40,23 @@ class Sink:
     applied again. Two deliveries of one key *at the same time* defeat such a
     check, and are counted as ``applied_twice``: dynacron must never cause one.
     ``answer`` decides each response (default: ``status``, no headers); ``hold``
-    is how long each request takes, so that overlaps would show.
+    is how long each request takes, so that overlaps would show, and a set ``gate``
+    holds each request until the test opens it. With
+    ``max_concurrent`` it plays a service that allows that many requests at once
+    and answers 429 (Retry-After: 1) beyond; ``peak_concurrent`` is the most seen.
     """
 
     status: int = 200
     answer: Callable[[Delivery], Answer] | None = None
     hold: float = 0.0
+    gate: threading.Event | None = None
     deliveries: list[Delivery] = field(default_factory=list)
     effects: dict[str, int] = field(default_factory=dict)
     applied_twice: int = 0
+    max_concurrent: int | None = None
+    peak_concurrent: int = 0
+    refused: int = 0
+    _concurrent: int = 0
     _in_flight: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -76,7 +84,10 @@ class Sink:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 256  # a burst of workers connecting at once
+
+        self._server = Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         # A short poll interval: stop() waits for it, once per test.
         threading.Thread(
@@ -87,7 +98,20 @@ class Sink:
     def _handle(self, delivery: Delivery) -> Answer:
         key = delivery.headers.get("Idempotency-Key", "")
         with self._lock:
+            self._concurrent += 1
+            self.peak_concurrent = max(self.peak_concurrent, self._concurrent)
+        try:
+            return self._answer(key, delivery)
+        finally:
+            with self._lock:
+                self._concurrent -= 1
+
+    def _answer(self, key: str, delivery: Delivery) -> Answer:
+        with self._lock:
             self.deliveries.append(delivery)
+            if self.max_concurrent is not None and self._concurrent > self.max_concurrent:
+                self.refused += 1
+                return 429, {"Retry-After": "1"}
             status, headers = self.answer(delivery) if self.answer else (self.status, {})
             applies = 200 <= status < 300 and status != 202 and self.effects.get(key, 0) == 0
             if applies and key in self._in_flight:
@@ -96,6 +120,8 @@ class Sink:
                 self._in_flight.add(key)
         if self.hold:
             time.sleep(self.hold)
+        if self.gate is not None:
+            self.gate.wait(30)
         with self._lock:
             if applies:
                 self.effects[key] = self.effects.get(key, 0) + 1

@@ -19,7 +19,7 @@ from dynacron.resources import (
     TENANT_INDEX,
 )
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import RETENTION, allow, index_arn
+from infra.constructs.functions import RETENTION, allow, allow_follow_ups, index_arn
 from infra.constructs.nag import acknowledge
 
 API_TIMEOUT = Duration.seconds(29)  # API Gateway's own integration limit
@@ -88,6 +88,15 @@ class Api(Construct):
             self.function,
             ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"],
             [dead_letters.queue_arn],
+        )
+        # PATCH, pause, resume, trigger, backfill; a completion callback ends an execution.
+        # A PATCH of ``after`` checks the chain's versions in its transaction.
+        allow(self.function, ["dynamodb:ConditionCheckItem"], [tasks.table_arn])
+        allow_follow_ups(
+            self.function,
+            tasks,
+            executions,
+            foundation.queues.queue(DISPATCH_QUEUE).queue_arn,
         )
 
         access_logs = logs.LogGroup(

@@ -14,7 +14,7 @@ from constructs import Construct
 
 from dynacron import metric_names
 from dynacron.config import BUCKET_SECONDS_VAR, SHARD_COUNT_VAR
-from dynacron.resources import IndexDefinition, TableDefinition
+from dynacron.resources import DEPENDENTS_INDEX, IndexDefinition, TableDefinition
 from infra.config import SchedulerConfig
 from infra.constructs.nag import acknowledge
 from infra.layer import FUNCTIONS, LayerAssets
@@ -143,3 +143,31 @@ def index_arn(table: dynamodb.Table, index: IndexDefinition) -> str:
 def index_arns(table: dynamodb.Table, definition: TableDefinition) -> list[str]:
     """The ARNs of a table's global secondary indexes, named, never ``index/*``."""
     return [index_arn(table, index) for index in definition.indexes]
+
+
+def allow_follow_ups(
+    function: lambda_.Function,
+    tasks: dynamodb.Table,
+    executions: dynamodb.Table,
+    dispatch_queue_arn: str,
+) -> None:
+    """What ending an execution (``services/aftermath.py``) and starting a run outside
+    the tick (trigger, backfill, dependents, a buffered occurrence) need: read the
+    task and its dependents, free its run slot (a versioned put), record the new
+    execution, send it."""
+    allow(
+        function,
+        [
+            "dynamodb:GetItem",
+            "dynamodb:BatchGetItem",
+            "dynamodb:PutItem",
+        ],
+        [tasks.table_arn],
+    )
+    allow(function, ["dynamodb:Query"], [index_arn(tasks, DEPENDENTS_INDEX)])
+    allow(
+        function,
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+        [executions.table_arn],
+    )
+    allow(function, ["sqs:SendMessage"], [dispatch_queue_arn])

@@ -101,6 +101,12 @@ class Monitoring(Construct):
             dynacron_metric(metric_names.LEASES_REAPED, "Sum"),
             threshold=config.expired_leases_alarm_threshold,
         )
+        self._alarm(
+            "BreakerOpened",
+            "A handler host failed repeatedly: its circuit breaker opened",
+            dynacron_metric(metric_names.BREAKER_OPENED, "Sum"),
+            threshold=0,
+        )
         self.dashboard = self._dashboard(dispatch, dead_letters, functions)
 
     def _alarm(
@@ -158,6 +164,27 @@ class Monitoring(Construct):
                 ],
                 width=12,
             ),
+        )
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Limits and breakers",
+                left=[
+                    dynacron_metric(name, "Sum", ONE_MINUTE)
+                    for name in (
+                        metric_names.WAITING_ON_CONCURRENCY,
+                        metric_names.WAITING_ON_RATE,
+                        metric_names.WAITING_ON_BREAKER,
+                        metric_names.WAITING_ON_PAUSE,
+                        metric_names.BREAKER_OPENED,
+                        metric_names.BREAKER_CLOSED,
+                    )
+                ],
+                right=[
+                    dynacron_metric(metric_names.LIMIT_LATENESS, "Sum", ONE_MINUTE),
+                    dynacron_metric(metric_names.QUEUE_DEPTH, "Maximum", ONE_MINUTE),
+                ],
+                width=24,
+            )
         )
         dashboard.add_widgets(
             cloudwatch.GraphWidget(

@@ -12,7 +12,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
-from dynacron.resources import COORDINATION, DISPATCH_QUEUE, DUE_INDEX, TASKS
+from dynacron.resources import COORDINATION, DISPATCH_QUEUE, DUE_INDEX, EXECUTIONS, TASKS
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import ITEM_READ_WRITE, allow, index_arn
 
@@ -44,12 +44,19 @@ class Tick(Construct):
         tasks, coordination = storage.table(TASKS), storage.table(COORDINATION)
         allow(self.function, ["dynamodb:Query"], [index_arn(tasks, DUE_INDEX)])
         allow(self.function, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], [tasks.table_arn])
+        # Occurrences passed over by the overlap policy are recorded as SKIPPED executions.
+        allow(self.function, ["dynamodb:PutItem"], [storage.table(EXECUTIONS).table_arn])
         allow(
             self.function,
             ITEM_READ_WRITE,
             [coordination.table_arn],
         )
-        allow(self.function, ["sqs:SendMessage"], [queues.queue(DISPATCH_QUEUE).queue_arn])
+        # GetQueueAttributes: the queue's depth paces dispatch (see services/tick.py).
+        allow(
+            self.function,
+            ["sqs:GetQueueAttributes", "sqs:SendMessage"],
+            [queues.queue(DISPATCH_QUEUE).queue_arn],
+        )
         self.rules = self._schedule(config.shard_count)
 
     def _schedule(self, shard_count: int) -> list[events.Rule]:

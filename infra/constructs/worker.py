@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
@@ -15,11 +16,13 @@ from dynacron.resources import (
     DISPATCH_QUEUE,
     EXECUTIONS,
     IDEMPOTENCY,
+    LIMIT_KEY_PREFIXES,
     TASKS,
+    TENANT_KEY_PREFIX,
     WORKER_TIMEOUT_SECONDS,
 )
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import HANDLER, ITEM_READ_WRITE, allow, index_arns
+from infra.constructs.functions import HANDLER, ITEM_READ_WRITE, allow, allow_follow_ups, index_arns
 
 REAPER_TIMEOUT = Duration.minutes(1)
 
@@ -72,12 +75,36 @@ class Worker(Construct):
             [storage.table(EXECUTIONS).table_arn],
         )
         allow(self.function, ITEM_READ_WRITE, [storage.table(IDEMPOTENCY).table_arn])
-        # A retry is the next attempt sent with a delay; an exhausted one is copied
-        # to the dead-letter queue.
+        # Limits, breakers and pauses shared by every worker: only those records of
+        # the coordination table, never the tick's leases and cursors.
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=sorted(ITEM_READ_WRITE),
+                resources=[storage.table(COORDINATION).table_arn],
+                conditions={
+                    "ForAllValues:StringLike": {
+                        "dynamodb:LeadingKeys": [f"{p}*" for p in LIMIT_KEY_PREFIXES]
+                    }
+                },
+            )
+        )
+        # A retry, or an execution waiting on a limit, is sent with a delay; an
+        # exhausted one is copied to the dead-letter queue.
         dead_letters = queues.queue(DEAD_LETTER_QUEUE)
         allow(self.function, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
-        # Reads the tenant's signing secrets to sign each delivery.
-        allow(self.function, ["dynamodb:GetItem"], [storage.table(COORDINATION).table_arn])
+        # Reads the tenant's signing secrets to sign each delivery; only those records.
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem"],
+                resources=[storage.table(COORDINATION).table_arn],
+                conditions={
+                    "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{TENANT_KEY_PREFIX}*"]}
+                },
+            )
+        )
+        allow_follow_ups(
+            self.function, storage.table(TASKS), storage.table(EXECUTIONS), dispatch.queue_arn
+        )
 
         self.reaper = kit.function(
             self,
@@ -96,6 +123,7 @@ class Worker(Construct):
         allow(self.reaper, ["dynamodb:GetItem", "dynamodb:UpdateItem"], [executions.table_arn])
         allow(self.reaper, ["dynamodb:GetItem"], [storage.table(TASKS).table_arn])
         allow(self.reaper, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
+        allow_follow_ups(self.reaper, storage.table(TASKS), executions, dispatch.queue_arn)
         self.reaper_rule = events.Rule(
             self,
             "ReapEveryMinute",

@@ -14,13 +14,16 @@ from typing import Any
 import pytest
 
 from dynacron import metric_names
+from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import ExecutionStatus
 from dynacron.domain.tasks import execution_id_for
 from dynacron.faults import Boundary
 from dynacron.local.chaos import ChaosSettings, CrashAt
-from tests.conftest import START
+from dynacron.local.gateway import LocalContext
+from dynacron.local.runtime import sqs_event
+from tests.conftest import START, build_pipeline
 from tests.integration.api_client import ALICE
-from tests.pipeline import Pipeline
+from tests.pipeline import QUEUE_ARN, Pipeline
 from tests.support import Answer, Delivery, Sink
 
 OCCURRENCES = 8
@@ -163,7 +166,13 @@ def test_two_ticks_on_the_same_shard_at_once(pipeline: Pipeline, sink: Sink) -> 
     assert pipeline.metrics.total(metric_names.DUPLICATES_SUPPRESSED) == OCCURRENCES
 
 
-def test_sqs_delivering_messages_twice(pipeline: Pipeline, sink: Sink) -> None:
+def test_sqs_delivering_messages_twice(
+    aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    # Three workers, moto and the sink share one busy process: a 0.5 s handler timeout
+    # (the crash tests' choice) is sometimes hit by a 0.05 s call, and the timed-out
+    # attempt is rightly retried, a second call. Here no call may time out.
+    pipeline = build_pipeline(aws, clock, http_timeout_seconds=30)
     ids = due_now(pipeline, sink)
     pipeline.tick()
     sink.hold = 0.05  # duplicates arrive while the first delivery is still running
@@ -181,6 +190,62 @@ def test_sqs_delivering_messages_twice(pipeline: Pipeline, sink: Sink) -> None:
     assert sum(q.duplicated for q in unreliable) > 0
     assert_each_ran_and_applied_once(pipeline, sink, ids)
     assert sink.calls_by_key() == dict.fromkeys(ids, 1)
+
+
+class DeliverAgainAt:
+    """SQS delivers the message a second time, to another worker, exactly when the
+    first one crosses ``boundary``: the interleaving a flaky run only sometimes hits."""
+
+    def __init__(self, boundary: Boundary, deliver_again: Any) -> None:
+        self._boundary = boundary
+        self._deliver_again = deliver_again
+        self.delivered_again = False
+
+    def reached(self, boundary: Boundary) -> None:
+        if boundary is self._boundary and not self.delivered_again:
+            self.delivered_again = True
+            self._deliver_again()
+
+
+@pytest.mark.parametrize(
+    "boundary",
+    [
+        Boundary.WORKER_BEGAN,  # the first delivery holds the lease, the handler not called yet
+        Boundary.WORKER_HANDLER_RETURNED,  # the handler answered, nothing recorded yet
+        Boundary.WORKER_OUTCOME_NOT_RECORDED,  # the success is remembered, not yet recorded
+    ],
+    ids=lambda v: str(v),
+)
+def test_a_duplicate_delivered_while_the_first_is_running_never_calls_the_handler(
+    pipeline: Pipeline, sink: Sink, boundary: Boundary
+) -> None:
+    # Given one occurrence sent by the tick, received once
+    [execution_id] = due_now(pipeline, sink, count=1)
+    pipeline.tick()
+    messages = pipeline.sqs.receive_message(
+        QueueUrl=pipeline.settings.dispatch_queue_url, MaxNumberOfMessages=10
+    )["Messages"]
+    event = sqs_event(messages, QUEUE_ARN)
+    second = pipeline.component()
+    duplicate: list[dict[str, Any]] = []
+    meeting = DeliverAgainAt(
+        boundary, lambda: duplicate.append(second.worker(event, LocalContext("second")))
+    )
+    first = pipeline.component(faults=meeting)
+
+    # When the same message reaches a second worker while the first is at the boundary
+    answer = first.worker(event, LocalContext("first"))
+
+    # Then the duplicate was dropped, and the handler was called once
+    assert meeting.delivered_again
+    assert duplicate == [{"batchItemFailures": []}]
+    assert answer == {"batchItemFailures": []}
+    execution = pipeline.execution(execution_id)
+    assert execution is not None
+    assert execution.status is ExecutionStatus.SUCCEEDED
+    assert sink.calls_by_key() == {execution_id: 1}
+    assert sink.effects == {execution_id: 1}
+    assert pipeline.metrics.total(metric_names.DUPLICATES_SUPPRESSED) == 1
 
 
 def test_dynamodb_throttling_anywhere(pipeline: Pipeline, sink: Sink) -> None:

@@ -10,14 +10,17 @@ from dynacron.config import BUCKET_SECONDS_VAR, SHARD_COUNT_VAR, Settings
 from dynacron.resources import (
     COORDINATION,
     DEAD_LETTER_QUEUE,
+    DEPENDENTS_INDEX,
     DISPATCH_QUEUE,
     DUE_INDEX,
     EXECUTIONS,
     IDEMPOTENCY,
+    LIMIT_KEY_PREFIXES,
     QUEUES,
     TABLES,
     TASKS,
     TENANT_INDEX,
+    TENANT_KEY_PREFIX,
     WORKER_TIMEOUT_SECONDS,
     Key,
     QueueDefinition,
@@ -99,14 +102,15 @@ def test_every_table_has_the_keys_and_indexes_of_its_definition(
 
 def test_tasks_are_indexed_by_due_time_and_by_tenant(template: dict[str, Any]) -> None:
     tasks = resources_of(template, "AWS::DynamoDB::Table")[referenced(template, TASKS)]
-    due, tenant = tasks["GlobalSecondaryIndexes"]
-    assert due["IndexName"] == DUE_INDEX.name
-    assert [k["AttributeName"] for k in due["KeySchema"]] == ["due_bucket", "next_run_at"]
-    assert due["Projection"]["ProjectionType"] == "KEYS_ONLY"
-    assert tenant["IndexName"] == TENANT_INDEX.name
-    assert [k["AttributeName"] for k in tenant["KeySchema"]] == ["tenant_id", "created_at"]
+    indexes = {i["IndexName"]: i for i in tasks["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {DUE_INDEX.name, TENANT_INDEX.name, DEPENDENTS_INDEX.name}
+    keys = {name: [k["AttributeName"] for k in i["KeySchema"]] for name, i in indexes.items()}
+    assert keys[DUE_INDEX.name] == ["due_bucket", "next_run_at"]
+    assert indexes[DUE_INDEX.name]["Projection"]["ProjectionType"] == "KEYS_ONLY"
+    assert keys[TENANT_INDEX.name] == ["tenant_id", "created_at"]
     # a page of a tenant's tasks is one query, with no follow-up reads
-    assert tenant["Projection"]["ProjectionType"] == "ALL"
+    assert indexes[TENANT_INDEX.name]["Projection"]["ProjectionType"] == "ALL"
+    assert keys[DEPENDENTS_INDEX.name] == ["after_task_id", "task_id"]
 
 
 def test_tables_expire_records_recover_to_a_point_in_time_and_cost_nothing_idle(
@@ -389,22 +393,31 @@ ITEM_READ_WRITE = {
     "dynamodb:DeleteItem",
 }
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
+# Ending an execution frees its task's run slot and starts its dependents
+# (services/aftermath.py); the worker, the reaper and the API (callbacks) all may.
+FOLLOW_UPS = {
+    "Tasks": {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem"},
+    "Tasks/index/dependents-index": {"dynamodb:Query"},
+    "Executions": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+    "DispatchQueue": {"sqs:SendMessage"},
+}
+
 EXPECTED_ACCESS = {
     "Tick": {
         "own logs": LOGS,
         "Tasks": {"dynamodb:BatchGetItem", "dynamodb:UpdateItem"},
         "Tasks/index/due-index": {"dynamodb:Query"},
+        "Executions": {"dynamodb:PutItem"},  # SKIPPED records of the overlap policy
         "Coordination": ITEM_READ_WRITE,
-        "DispatchQueue": {"sqs:SendMessage"},
+        "DispatchQueue": {"sqs:SendMessage", "sqs:GetQueueAttributes"},
     },
     "Worker": {
         "own logs": LOGS,
-        "Tasks": {"dynamodb:GetItem"},
-        "Executions": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+        **FOLLOW_UPS,
         "Idempotency": ITEM_READ_WRITE,
-        "Coordination": {"dynamodb:GetItem"},
+        "Coordination": ITEM_READ_WRITE,
         "DispatchQueue": {
-            # what the event source mapping needs, and sending the next attempt
+            # what the event source mapping needs, and sending follow-up runs
             "sqs:ReceiveMessage",
             "sqs:ChangeMessageVisibility",
             "sqs:GetQueueUrl",
@@ -416,12 +429,23 @@ EXPECTED_ACCESS = {
     },
     "Api": {
         "own logs": LOGS,
-        "Tasks": {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem"},
+        **FOLLOW_UPS,
+        "Tasks": {
+            "dynamodb:PutItem",
+            "dynamodb:GetItem",
+            "dynamodb:BatchGetItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:ConditionCheckItem",
+        },
         "Tasks/index/tenant-index": {"dynamodb:Query"},
         "Coordination": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
-        "Executions": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem"},
+        "Executions": {
+            "dynamodb:Query",
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+        },
         "Executions/index/dead-letter-index": {"dynamodb:Query"},
-        "DispatchQueue": {"sqs:SendMessage"},
         "DeadLetterQueue": {
             "sqs:SendMessage",
             "sqs:ReceiveMessage",
@@ -431,11 +455,15 @@ EXPECTED_ACCESS = {
     },
     "Reaper": {
         "own logs": LOGS,
-        "Executions": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem"},
+        **FOLLOW_UPS,
         "Executions/index/lease-index": {"dynamodb:Query"},
         "Executions/index/dead-letter-index": {"dynamodb:Query"},
-        "Tasks": {"dynamodb:GetItem"},
-        "DispatchQueue": {"sqs:SendMessage"},
+        "Executions": {
+            "dynamodb:Query",
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+        },
         "DeadLetterQueue": {"sqs:SendMessage"},
     },
 }
@@ -448,7 +476,25 @@ def test_each_function_may_do_exactly_what_it_uses_on_exactly_what_it_uses(
         assert access_of(template, concern) == expected, concern
 
 
-def test_only_the_api_and_tick_write_tasks_and_nothing_grants_a_wildcard(
+def worker_coordination_keys(template: dict[str, Any]) -> dict[str, set[str]]:
+    """Each action the worker may take in the coordination table, with the leading
+    keys it may take it on (every statement there must be limited to some)."""
+    role = function(template, "Worker")["Role"]["Fn::GetAtt"][0]
+    table = {"Fn::GetAtt": [referenced(template, COORDINATION), "Arn"]}
+    keys: dict[str, set[str]] = {}
+    for policy in resources_of(template, "AWS::IAM::Policy").values():
+        if {"Ref": role} not in policy["Roles"]:
+            continue
+        for statement in policy["PolicyDocument"]["Statement"]:
+            if statement["Resource"] == table:
+                condition = statement["Condition"]["ForAllValues:StringLike"]
+                actions = statement["Action"]
+                for action in [actions] if isinstance(actions, str) else actions:
+                    keys.setdefault(action, set()).update(condition["dynamodb:LeadingKeys"])
+    return keys
+
+
+def test_task_writers_are_known_and_nothing_grants_a_wildcard(
     template: dict[str, Any],
 ) -> None:
     writers = {
@@ -456,10 +502,17 @@ def test_only_the_api_and_tick_write_tasks_and_nothing_grants_a_wildcard(
         for concern in FUNCTIONS
         if access_of(template, concern).get(TASKS.logical_id, set()) & DYNAMODB_ITEM_WRITES
     }
-    assert writers == {"Tick", "Api"}
-    # The worker only reads the coordination table (its tenants' signing secrets).
-    assert access_of(template, "Worker")[COORDINATION.logical_id] == {"dynamodb:GetItem"}
-    assert EXECUTIONS.logical_id not in access_of(template, "Tick")
+    # The worker and the reaper write a task only to free its run slot.
+    assert writers == {"Tick", "Api", "Worker", "Reaper"}
+    # In the coordination table the worker touches limit records, and reads
+    # tenant records (signing secrets); never the tick's leases and cursors.
+    assert worker_coordination_keys(template) == {
+        "dynamodb:GetItem": {f"{p}*" for p in (*LIMIT_KEY_PREFIXES, TENANT_KEY_PREFIX)},
+        "dynamodb:PutItem": {f"{p}*" for p in LIMIT_KEY_PREFIXES},
+        "dynamodb:UpdateItem": {f"{p}*" for p in LIMIT_KEY_PREFIXES},
+        "dynamodb:DeleteItem": {f"{p}*" for p in LIMIT_KEY_PREFIXES},
+    }
+    assert access_of(template, "Tick")[EXECUTIONS.logical_id] == {"dynamodb:PutItem"}
     assert IDEMPOTENCY.logical_id not in access_of(template, "Api")
     document = json.dumps(resources_of(template, "AWS::IAM::Policy"))
     assert '"*"' not in document
@@ -490,6 +543,7 @@ def test_alarms_watch_what_the_issue_asks_for_and_notify_the_topic(
         *(("AWS/Lambda", m, functions[c]) for c in functions for m in ("Errors", "Throttles")),
         (metric_names.NAMESPACE, metric_names.SCHEDULING_LAG, None),
         (metric_names.NAMESPACE, metric_names.LEASES_REAPED, None),
+        (metric_names.NAMESPACE, metric_names.BREAKER_OPENED, None),
     ]
     assert set(watched) == {(ns, name, json.dumps(subject)) for ns, name, subject in expected}
     lag = watched[(metric_names.NAMESPACE, metric_names.SCHEDULING_LAG, "null")]

@@ -20,7 +20,7 @@ from dynacron.domain.tasks import Task, TaskStatus
 from dynacron.local.aws import aws_clients, provision
 from dynacron.queue import DispatchQueue
 from dynacron.services.tick import Ticker, TickReport
-from dynacron.store import CursorStore, TaskStore, task_to_item
+from dynacron.store import CursorStore, ExecutionStore, TaskStore, task_to_item
 from tests.support import Service
 
 DUE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -72,6 +72,9 @@ def test_eight_concurrent_claimers_claim_each_due_item_exactly_once(endpoint: st
         client_dynamodb, client_sqs = aws_clients(endpoint)
         ticker = Ticker(
             tasks=TaskStore(client_dynamodb, settings.tasks_table),
+            executions=ExecutionStore(
+                client_dynamodb, settings.executions_table, timedelta(days=1)
+            ),
             queue=DispatchQueue(client_sqs, settings.dispatch_queue_url),
             cursors=CursorStore(client_dynamodb, settings.coordination_table),
             settings=settings,

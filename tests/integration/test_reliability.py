@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from dynacron.queue import dispatch_to_body
 from tests.conftest import START
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline
-from tests.support import Delivery, Sink
+from tests.support import Delivery, Sink, wait_until
 
 DUE = "2026-11-30T12:00:00Z"
 
@@ -384,22 +385,18 @@ def test_the_reaper_and_a_late_worker_cannot_both_win(pipeline: Pipeline, sink: 
     """The worker's handler is slow; its lease runs out and the reaper takes over while
     the handler is still running. The late worker's outcome write is refused; the
     handler's success is not lost: the next attempt replays it without a second call."""
-    import threading
-
     execution_id = one_time_task(pipeline, sink)
     pipeline.tick()
-    sink.hold = 0.3
+    sink.gate = threading.Event()  # the handler runs until the reaper has acted
     outcomes: list[Any] = []
     late = threading.Thread(target=lambda: outcomes.append(pipeline.work()))
     late.start()
-    deadline = 100
-    while not sink.snapshot() and deadline:
-        deadline -= 1
-        threading.Event().wait(0.01)
+    assert wait_until(sink.snapshot, timeout=30)
     # The handler is running; time jumps past the lease and its margin
     terms = pipeline.settings.lease_terms
     pipeline.clock.advance(terms.running + terms.clock_skew + timedelta(seconds=1))
     assert pipeline.reap()["reaped"] == 1
+    sink.gate.set()
     late.join()
     execution = pipeline.execution(execution_id)
     assert execution is not None
@@ -432,7 +429,12 @@ def test_a_renewed_lease_cannot_be_taken_over(pipeline: Pipeline, sink: Sink) ->
     )
     assert not taken
     assert pipeline.app.executions.finish(
-        execution_id, execution.lease_token, ExecutionStatus.SUCCEEDED, late
+        execution_id,
+        execution.lease_token,
+        ExecutionStatus.SUCCEEDED,
+        late,
+        follow_up_token="follow-up",
+        follow_up_until=late + terms.running,
     )
 
 

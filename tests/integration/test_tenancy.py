@@ -21,6 +21,15 @@ TASK_ROUTES = [
     ("DELETE", "/tasks/{id}", None),
     ("GET", "/tasks/{id}/executions", None),
     ("GET", "/tasks/{id}/next", None),
+    ("PATCH", "/tasks/{id}", {"payload": {"taken": True}}),
+    ("POST", "/tasks/{id}/pause", {"note": "mine now"}),
+    ("POST", "/tasks/{id}/resume", None),
+    ("POST", "/tasks/{id}/trigger", None),
+    (
+        "POST",
+        "/tasks/{id}/backfill",
+        {"from": "2026-11-30T11:00:00Z", "to": "2026-11-30T11:03:00Z"},
+    ),
 ]
 
 
@@ -192,3 +201,49 @@ def test_another_tenants_executions_and_dead_letters_are_invisible(
     # And Alice's dead letter is still hers to redrive
     assert call(pipeline.app, "GET", f"/executions/{execution_id}")[1]["status"] == "FAILED"
     assert call(pipeline.app, "POST", f"/dead-letters/{execution_id}/redrive")[0] == 202
+
+
+def test_runs_started_outside_the_tick_belong_to_the_tasks_tenant(system: Dynacron) -> None:
+    # Given Alice triggers her task and backfills it (records written by the API,
+    # before any worker has seen them)
+    _, task = call(system, "POST", "/tasks", {"cron": "* * * * *", "handler_url": HOOK})
+    status, triggered = call(system, "POST", f"/tasks/{task['task_id']}/trigger")
+    assert status == 202
+    window = {"from": "2026-11-30T11:00:00Z", "to": "2026-11-30T11:01:00Z"}
+    status, backfill = call(system, "POST", f"/tasks/{task['task_id']}/backfill", window)
+    assert status == 202
+    ids = [triggered["execution_id"], *backfill["started"]]
+    assert len(ids) == 3
+    for execution_id in ids:
+        # Then each is Alice's to read, and Bob's answer is the 404 of a missing id
+        assert call(system, "GET", f"/executions/{execution_id}")[0] == 200
+        assert call(system, "GET", f"/executions/{execution_id}", principal=BOB)[0] == 404
+
+
+def test_a_task_cannot_run_after_another_tenants_task(system: Dynacron) -> None:
+    # Given a task of Alice's
+    _, alices = call(system, "POST", "/tasks", {"rate": "1 minute", "handler_url": HOOK})
+    # When Bob registers, or patches, a task to run after it
+    refused, problem = call(
+        system, "POST", "/tasks", {"after": alices["task_id"], "handler_url": HOOK}, principal=BOB
+    )
+    _, bobs = call(system, "POST", "/tasks", {"rate": "1 hour", "handler_url": HOOK}, principal=BOB)
+    patched, patch_problem = call(
+        system, "PATCH", f"/tasks/{bobs['task_id']}", {"after": alices["task_id"]}, principal=BOB
+    )
+    # Then both are refused as if the task did not exist
+    assert (refused, patched) == (422, 422)
+    for answer in (problem, patch_problem):
+        assert answer["errors"] == [
+            {"field": "after", "message": f"no task {alices['task_id']!r} exists"}
+        ]
+    # And Alice's task is untouched: not even marked as having dependents
+    assert call(system, "GET", f"/tasks/{alices['task_id']}")[1] == alices
+
+
+def test_the_forecast_counts_only_the_callers_tasks(system: Dynacron) -> None:
+    for _ in range(3):
+        call(system, "POST", "/tasks", {"cron": "0 0 * * *", "handler_url": HOOK})
+    call(system, "POST", "/tasks", {"cron": "0 0 * * *", "handler_url": HOOK}, principal=BOB)
+    assert call(system, "GET", "/forecast")[1]["tasks"] == 3
+    assert call(system, "GET", "/forecast", principal=BOB)[1]["tasks"] == 1

@@ -167,6 +167,7 @@ def test_a_large_due_set_is_taken_in_bounded_pages_and_budgets(
 ) -> None:
     bounded = Ticker(
         tasks=system.tasks,
+        executions=system.executions,
         queue=system.queue,
         cursors=system.cursors,
         settings=dataclasses.replace(system.settings, tick_page_size=7, tick_max_claims=40),
@@ -197,6 +198,7 @@ def test_a_crash_between_send_and_claim_loses_nothing(
     clock.advance(timedelta(minutes=1))
     crashing = Ticker(
         tasks=CrashBeforeClaim(aws[0], system.settings.tasks_table),
+        executions=system.executions,
         queue=system.queue,
         cursors=system.cursors,
         settings=system.settings,

@@ -39,6 +39,7 @@ def recording_ticker(
     """The real tick over a recording queue; ``settings`` override the system's."""
     queue = RecordingQueue(aws[1], system.settings.dispatch_queue_url)
     ticker = Ticker(
+        executions=system.executions,
         tasks=system.tasks,
         queue=queue,
         cursors=system.cursors,

@@ -6,7 +6,7 @@ from typing import Any
 
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import ExecutionStatus
+from dynacron.domain.executions import Execution, ExecutionStatus
 from dynacron.domain.tasks import execution_id_for
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
@@ -28,6 +28,12 @@ def receive(system: Dynacron, aws: tuple[Any, Any]) -> list[dict[str, Any]]:
 def run_batch(system: Dynacron, messages: list[dict[str, Any]]) -> dict[str, Any]:
     event = sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:dynacron-dispatch")
     return system.worker(event, LocalContext("test-worker"))
+
+
+def only_execution(system: Dynacron, task_id: str) -> Execution:
+    """The one execution recorded for ``task_id``."""
+    (execution,) = system.executions.list_for_task(task_id, 10, None).items
+    return execution
 
 
 def fire(system: Dynacron, clock: SettableClock, sink: Sink, **fields: Any) -> str:
@@ -74,7 +80,7 @@ def test_a_failing_handler_is_recorded_failed_with_its_reason(
     sink.status = 500
     task_id = fire(system, clock, sink, rate="1 minute", retry={"max_attempts": 1})
     run_batch(system, receive(system, aws))
-    (execution,) = system.executions.list_for_task(task_id, 10, None).items
+    execution = only_execution(system, task_id)
     assert execution.status is ExecutionStatus.FAILED
     assert execution.error is not None
     assert "HTTP 500" in execution.error
@@ -86,7 +92,7 @@ def test_an_unreachable_handler_is_recorded_failed(
     task_id = fire(system, clock, sink, rate="1 minute", retry={"max_attempts": 1})
     sink.stop()
     run_batch(system, receive(system, aws))
-    (execution,) = system.executions.list_for_task(task_id, 10, None).items
+    execution = only_execution(system, task_id)
     assert execution.status is ExecutionStatus.FAILED
     assert execution.error is not None
     assert "unreachable" in execution.error
@@ -109,7 +115,7 @@ def test_a_task_deleted_after_dispatch_does_not_fire(
     system.task_service.delete(ALICE, task_id)
     run_batch(system, receive(system, aws))
     assert sink.snapshot() == []
-    (execution,) = system.executions.list_for_task(task_id, 10, None).items
+    execution = only_execution(system, task_id)
     assert execution.status is ExecutionStatus.SKIPPED
 
 
@@ -126,7 +132,7 @@ def test_delivery_outside_the_allowed_networks_is_refused_at_delivery(
         ExpressionAttributeValues={":url": {"S": "http://10.0.0.1/hook"}},
     )
     run_batch(system, receive(system, aws))
-    (execution,) = system.executions.list_for_task(task_id, 10, None).items
+    execution = only_execution(system, task_id)
     assert execution.status is ExecutionStatus.FAILED
     assert execution.error is not None
     assert "delivery refused" in execution.error

@@ -42,9 +42,13 @@ from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.handlers import HandlerRegistry, default_registry
 from dynacron.idempotency import IdempotentHandlerCalls
 from dynacron.leases import ShardLeases
+from dynacron.limits import LimitStore
 from dynacron.metrics import Emit, ReliabilityMetrics, print_emf
 from dynacron.queue import DeadLetterQueue, DispatchQueue, dispatch_from_body
+from dynacron.services.aftermath import Aftermath, RunStarter
 from dynacron.services.executions import ExecutionService
+from dynacron.services.forecast import HerdForecast
+from dynacron.services.limits import LimitGate
 from dynacron.services.outcomes import AttemptOutcomes
 from dynacron.services.reap import Reaper
 from dynacron.services.tasks import TaskService
@@ -83,6 +87,7 @@ class Dynacron:
         self._sleep = sleep
         self.faults = faults
         self.handlers = handlers or default_registry
+        self.resolver = resolver
         self.metrics = ReliabilityMetrics(emit_metrics)
         terms = settings.lease_terms
         self.tasks = TaskStore(dynamodb, settings.tasks_table, settings.coordination_table)
@@ -92,10 +97,14 @@ class Dynacron:
         self.leases = ShardLeases(dynamodb, settings.coordination_table)
         self.queue = dispatch_queue or DispatchQueue(sqs, settings.dispatch_queue_url)
         self.dead_letter_queue = DeadLetterQueue(sqs, settings.dead_letter_queue_url)
+        self.starter = RunStarter(
+            executions=self.executions, queue=self.queue, clock=clock, lease_terms=terms
+        )
         self.task_service = TaskService(
             tasks=self.tasks,
             executions=self.executions,
             tenants=self.tenants,
+            starter=self.starter,
             settings=settings,
             clock=clock,
             handlers=self.handlers,
@@ -103,11 +112,21 @@ class Dynacron:
         )
         self.ticker = Ticker(
             tasks=self.tasks,
+            executions=self.executions,
             queue=self.queue,
             cursors=self.cursors,
             settings=settings,
             clock=clock,
             faults=faults,
+            metrics=self.metrics,
+            sleep=sleep,
+        )
+        self.aftermath = Aftermath(
+            tasks=self.tasks,
+            executions=self.executions,
+            starter=self.starter,
+            settings=settings,
+            clock=clock,
         )
         self.outcomes = AttemptOutcomes(
             executions=self.executions,
@@ -116,6 +135,7 @@ class Dynacron:
             metrics=self.metrics,
             clock=clock,
             lease_terms=terms,
+            aftermath=self.aftermath,
             faults=faults,
         )
         self.runner = ExecutionRunner(
@@ -142,6 +162,13 @@ class Dynacron:
             clock=clock,
             lease_terms=terms,
             faults=faults,
+            limits=LimitGate(
+                store=LimitStore(dynamodb, settings.coordination_table),
+                metrics=self.metrics,
+                clock=clock,
+                breaker=settings.breaker_policy,
+                slot_lease=timedelta(seconds=settings.http_timeout_seconds) + 2 * terms.clock_skew,
+            ),
         )
         self.lease_reaper = Reaper(
             executions=self.executions,
@@ -161,11 +188,18 @@ class Dynacron:
             clock=clock,
             lease_terms=terms,
         )
+        self.forecast = HerdForecast(
+            self.tasks,
+            clock,
+            max_tasks=settings.forecast_max_tasks,
+            max_occurrences=settings.forecast_max_occurrences,
+        )
         self._api = build_api(
             self.task_service,
             self.execution_service,
             settings,
             TenantRateLimiter(clock, settings.tenant_rate_per_second, settings.tenant_rate_burst),
+            self.forecast,
         )
 
     def api(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -183,7 +217,12 @@ class Dynacron:
         shard = event.get("shard")
         if event.get("loop") and shard is not None:
             return self._tick_loop(int(shard), context)
-        reports = [self.ticker.tick_shard(int(shard))] if shard is not None else self.ticker.tick()
+        try:
+            reports = (
+                [self.ticker.tick_shard(int(shard))] if shard is not None else self.ticker.tick()
+            )
+        finally:
+            self.metrics.flush()
         claimed = sum(r.claimed for r in reports)
         if claimed:
             logger.info("tick dispatched executions", extra={"claimed": claimed})

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from dynacron.domain.executions import LeaseTerms
+from dynacron.domain.limits import BreakerPolicy
 from dynacron.domain.tasks import Sharding
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.resources import (
@@ -68,6 +69,10 @@ class Settings:
     cursor_grace_seconds: int = 120
     tick_page_size: int = 100
     tick_max_claims: int = 2000
+    # Claims (and sends) of one page are issued from this many threads: each is
+    # a round trip of ~10 ms to DynamoDB, so one at a time caps a shard near
+    # 100 claims/s. Distinct tasks, distinct items: no claim waits on another.
+    tick_concurrency: int = 16
     # An occurrence claimed later than this was missed; each task's catch-up
     # policy decides what happens to it.
     misfire_grace_seconds: int = 60
@@ -106,6 +111,22 @@ class Settings:
     api_base_url: str | None = None
     # Modules to import at start so their ``@dynacron.handler`` functions register.
     handler_modules: tuple[str, ...] = ()
+    # A host's breaker opens after this many consecutive failures, for the cool-down.
+    breaker_failure_threshold: int = 5
+    breaker_cool_down_seconds: float = 10.0
+    # The tick enqueues nothing more while the dispatch queue holds this many messages.
+    max_queued_dispatches: int = 20_000
+    # GET /forecast reads at most this many tasks and counts this many executions.
+    forecast_max_tasks: int = 20_000
+    forecast_max_occurrences: int = 1_000_000
+
+    @property
+    def breaker_policy(self) -> BreakerPolicy:
+        return BreakerPolicy(
+            failure_threshold=self.breaker_failure_threshold,
+            cool_down=timedelta(seconds=self.breaker_cool_down_seconds),
+            probe_lease=timedelta(seconds=self.http_timeout_seconds + 2 * self.clock_skew_seconds),
+        )
 
     @property
     def sharding(self) -> Sharding:

@@ -31,6 +31,7 @@ from dynacron.domain.signing import SIGNATURE_HEADER, signature_header
 from dynacron.domain.tasks import Task
 from dynacron.domain.urls import IpAddress, UrlPolicy
 from dynacron.handlers import ExecutionContext, HandlerRegistry, PermanentFailure
+from dynacron.queue import upstream_to_map
 
 MAX_RESPONSE_BYTES = 64 * 1024
 CALLBACK_TOKEN_HEADER = "Dynacron-Callback-Token"
@@ -148,6 +149,8 @@ def request_body(task: Task, dispatch: Dispatch, api_base_url: str | None = None
         "attempt": dispatch.attempt,
         "payload": task.payload,
     }
+    if dispatch.upstream is not None:
+        body["upstream"] = upstream_to_map(dispatch.upstream)
     if api_base_url:
         base = f"{api_base_url.rstrip('/')}/executions/{dispatch.execution_id}"
         body["callbacks"] = {"heartbeat": f"{base}/heartbeat", "complete": f"{base}/complete"}
@@ -243,7 +246,7 @@ class HttpDelivery:
         if response.status_code == 202:
             return DeliveryResult.accepted()
         if response.is_success:
-            return DeliveryResult.succeeded(response.status_code)
+            return DeliveryResult.succeeded(response.status_code, excerpt)
         failure = failure_for_status(
             response.status_code,
             f"handler answered HTTP {response.status_code}: {excerpt[:500]}",
@@ -285,9 +288,10 @@ class PythonDelivery:
             scheduled_at=dispatch.scheduled_at,
             attempt=dispatch.attempt,
             payload=task.payload,
+            upstream=upstream_to_map(dispatch.upstream) if dispatch.upstream else None,
         )
         try:
-            function(context)
+            returned = function(context)
         except PermanentFailure as error:
             return DeliveryResult.failed(
                 AttemptFailure(f"handler failed permanently: {error}", retryable=False)
@@ -297,7 +301,14 @@ class PythonDelivery:
             return DeliveryResult.failed(
                 AttemptFailure(f"handler raised {type(error).__name__}: {error}")
             )
-        return DeliveryResult.succeeded()
+        return DeliveryResult.succeeded(excerpt=None if returned is None else _as_text(returned))
+
+
+def _as_text(returned: object) -> str:
+    try:
+        return json.dumps(returned, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return repr(returned)
 
 
 class HandlerDelivery:

@@ -25,6 +25,7 @@ class Boundary(StrEnum):
     WORKER_RECORD_DONE = "worker.record-done"
     RETRY_RECORDED_NOT_SENT = "retry.recorded-not-sent"
     DEAD_LETTER_RECORDED_NOT_SENT = "dead-letter.recorded-not-sent"
+    ENDED_NOT_FOLLOWED_UP = "execution.ended-not-followed-up"
     REAPER_TOOK_OVER = "reaper.took-over"
 
 

@@ -33,6 +33,8 @@ class ExecutionContext:
     scheduled_at: datetime
     attempt: int
     payload: dict[str, Any]
+    # A dependent task's run: the upstream execution id, status_code and excerpt.
+    upstream: dict[str, Any] | None = None
 
 
 class PermanentFailure(Exception):

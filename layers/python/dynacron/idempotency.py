@@ -141,7 +141,7 @@ class IdempotentHandlerCalls:
             self._faults.reached(Boundary.WORKER_HANDLER_RETURNED)
             if not result.ok:
                 raise _NotASuccess(result)
-            return {"status_code": result.status_code}
+            return {"status_code": result.status_code, "excerpt": result.excerpt}
 
         try:
             stored = call_handler(execution={"execution_id": execution_id})
@@ -154,5 +154,7 @@ class IdempotentHandlerCalls:
                 ),
                 in_progress=True,
             )
-        status_code = stored.get("status_code") if isinstance(stored, dict) else None
-        return GuardedResult(DeliveryResult.succeeded(status_code), replayed)
+        saved = stored if isinstance(stored, dict) else {}
+        return GuardedResult(
+            DeliveryResult.succeeded(saved.get("status_code"), saved.get("excerpt")), replayed
+        )

@@ -19,11 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.resources import COORDINATION
-from dynacron.store import _from_item, _is_condition_failure, _to_item
+from dynacron.store import _from_item, _to_item, conditional_write
 
 # A lease record outlives its last holder by this long, then DynamoDB's TTL removes it.
 RECORD_RETENTION = timedelta(days=1)
@@ -147,13 +145,7 @@ class ShardLeases:
         )
 
     def _conditional(self, write: Any, **request: Any) -> bool:
-        try:
-            write(TableName=self._table, **request)
-        except ClientError as error:
-            if _is_condition_failure(error):
-                return False
-            raise
-        return True
+        return conditional_write(write, self._table, **request)
 
 
 def _expiry(until: datetime) -> int:

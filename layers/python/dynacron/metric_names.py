@@ -19,3 +19,19 @@ DEAD_LETTERS = "DeadLetters"
 # Executions whose lease ran out (their worker died or stalled) made runnable again.
 LEASES_REAPED = "LeasesReaped"
 DUPLICATES_SUPPRESSED = "DuplicatesSuppressed"
+# Limits (issue 7): executions sent on to wait, by why, and the waiting they cost.
+WAITING_ON_CONCURRENCY = "WaitingOnConcurrency"
+WAITING_ON_RATE = "WaitingOnRate"
+WAITING_ON_BREAKER = "WaitingOnBreaker"
+WAITING_ON_PAUSE = "WaitingOnPause"
+# Seconds an execution was sent on to wait by a limit, breaker or pause.
+LIMIT_LATENESS = "LimitLateness"
+BREAKER_OPENED = "BreakerOpened"
+BREAKER_HALF_OPENED = "BreakerHalfOpened"
+BREAKER_CLOSED = "BreakerClosed"
+# A 429/503 Retry-After paused a host for every worker.
+HOSTS_PAUSED = "HostsPaused"
+# Messages in the dispatch queue (visible and in flight), seen by the tick.
+QUEUE_DEPTH = "QueueDepth"
+# Ticks that stopped enqueueing because the queue held enough.
+DISPATCH_PACED = "DispatchPaced"

@@ -21,6 +21,17 @@ from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
 from dynacron import metric_names
 
 EmfDocument = dict[str, Any]
+_WAITING = {
+    "concurrency": metric_names.WAITING_ON_CONCURRENCY,
+    "rate": metric_names.WAITING_ON_RATE,
+    "breaker": metric_names.WAITING_ON_BREAKER,
+    "paused": metric_names.WAITING_ON_PAUSE,
+}
+_BREAKER = {
+    "OPEN": metric_names.BREAKER_OPENED,
+    "HALF_OPEN": metric_names.BREAKER_HALF_OPENED,
+    "CLOSED": metric_names.BREAKER_CLOSED,
+}
 Emit = Callable[[EmfDocument], None]
 # Powertools prints a document by itself at 100 values of one metric; flush first.
 FLUSH_AT_VALUES = 90
@@ -70,6 +81,23 @@ class ReliabilityMetrics:
 
     def scheduling_lag(self, seconds: float) -> None:
         self._add(metric_names.SCHEDULING_LAG, MetricUnit.Seconds, max(0.0, seconds))
+
+    def limit_wait(self, reason: str, seconds: float) -> None:
+        """An execution sent on to wait for a limit (``reason``), ``seconds`` late."""
+        self._add(_WAITING[reason], MetricUnit.Count, 1)
+        self._add(metric_names.LIMIT_LATENESS, MetricUnit.Seconds, max(0.0, seconds))
+
+    def breaker_changed(self, state: str) -> None:
+        self._add(_BREAKER[state], MetricUnit.Count, 1)
+
+    def host_paused(self) -> None:
+        self._add(metric_names.HOSTS_PAUSED, MetricUnit.Count, 1)
+
+    def queue_depth(self, messages: int) -> None:
+        self._add(metric_names.QUEUE_DEPTH, MetricUnit.Count, messages)
+
+    def dispatch_paced(self) -> None:
+        self._add(metric_names.DISPATCH_PACED, MetricUnit.Count, 1)
 
     def flush(self) -> None:
         """Hand what was recorded since the last flush to ``emit``, as one EMF document."""

@@ -8,7 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dynacron.domain.executions import Execution
+from dynacron.domain.forecast import Forecast
 from dynacron.domain.instants import format_instant
+from dynacron.domain.limits import RateLimit, TaskLimits
 from dynacron.domain.tasks import MAX_CATCHUP_WINDOW_SECONDS, MAX_JITTER_SECONDS, CatchUp, Task
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
 
@@ -46,6 +48,35 @@ class RetryCreate(BaseModel):
     max_delay_seconds: int = Field(default=600, description="Ceiling of any backoff")
 
 
+class RateLimitModel(BaseModel):
+    """Limits on the task's handler host, shared with every task that calls it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    per_second: float | None = Field(
+        default=None, gt=0, description="Executions per second to the host (token bucket)"
+    )
+    burst: int = Field(default=1, ge=1, description="How many may start at once")
+    max_in_flight: int | None = Field(
+        default=None, ge=1, description="Deliveries to the host at once"
+    )
+
+    @classmethod
+    def of(cls, limits: TaskLimits) -> RateLimitModel | None:
+        rate = limits.rate_limit
+        if rate is None and limits.host_max_concurrency is None:
+            return None
+        return cls(
+            per_second=rate.per_second if rate else None,
+            burst=rate.burst if rate else 1,
+            max_in_flight=limits.host_max_concurrency,
+        )
+
+    def to_domain(self, max_concurrency: int | None) -> TaskLimits:
+        rate = RateLimit(self.per_second, self.burst) if self.per_second is not None else None
+        return TaskLimits(max_concurrency, rate, self.max_in_flight)
+
+
 class TaskCreate(BaseModel):
     """Body of ``POST /tasks``: exactly one of ``cron``, ``rate`` or ``at``, and
     exactly one of ``handler_url`` or ``handler``."""
@@ -63,6 +94,16 @@ class TaskCreate(BaseModel):
     )
     at: str | None = Field(
         default=None, description="ISO 8601 instant for a one-time task", max_length=64
+    )
+    fixed_delay: str | None = Field(
+        default=None,
+        description="e.g. '5 minutes': due that long after the previous execution finished",
+        max_length=50,
+    )
+    after: str | None = Field(
+        default=None,
+        description="A task id: run once per successful execution of that task",
+        max_length=64,
     )
     timezone: str = Field(default="UTC", description="IANA time zone", max_length=64)
     dst: DstPolicyModel | None = Field(
@@ -97,6 +138,11 @@ class TaskCreate(BaseModel):
         le=MAX_CATCHUP_WINDOW_SECONDS,
         description="run_all only: missed occurrences older than this never run (default 1 day)",
     )
+    overlap: Literal["allow", "skip", "buffer_one"] = Field(
+        default="allow",
+        description="A scheduled occurrence due while the previous one runs: run it anyway, "
+        "skip it (recorded as SKIPPED), or run it when the previous one ends (at most one waits)",
+    )
     handler_url: str | None = Field(
         default=None, description="http(s) URL that receives a POST per execution"
     )
@@ -105,6 +151,63 @@ class TaskCreate(BaseModel):
     )
     payload: dict[str, Any] = Field(default_factory=dict)
     retry: RetryCreate | None = None
+    max_concurrency: int | None = Field(
+        default=None, ge=1, description="Executions of this task delivering at once"
+    )
+    rate_limit: RateLimitModel | None = None
+
+    def limits(self) -> TaskLimits:
+        if self.rate_limit is None:
+            return TaskLimits(max_concurrency=self.max_concurrency)
+        return self.rate_limit.to_domain(self.max_concurrency)
+
+
+# The fields of ``TaskCreate`` that say when a task runs; a PATCH giving any of
+# them recomputes the schedule, and one giving a kind replaces the old kind.
+SCHEDULE_KINDS = ("cron", "rate", "at", "fixed_delay", "after")
+SCHEDULE_FIELDS = (*SCHEDULE_KINDS, "timezone", "dst", "anchor", "start_at", "end_at")
+
+
+class TaskPatch(TaskCreate):
+    """Body of ``PATCH /tasks/{task_id}``: any fields of ``TaskCreate``; the rest stay.
+
+    ``version``, when given, must be the task's current version (else 409).
+    """
+
+    version: int | None = Field(default=None, ge=1)
+    # Every field is optional here: a default must not overwrite a stored value.
+    timezone: str | None = Field(default=None, max_length=64)  # type: ignore[assignment]
+    jitter_seconds: int | None = Field(  # type: ignore[assignment]
+        default=None, ge=0, le=MAX_JITTER_SECONDS
+    )
+    catchup: Literal["skip", "run_once", "run_all"] | None = None  # type: ignore[assignment]
+    overlap: Literal["allow", "skip", "buffer_one"] | None = None  # type: ignore[assignment]
+    payload: dict[str, Any] | None = None  # type: ignore[assignment]
+
+
+class PauseRequest(BaseModel):
+    """Body of ``POST /tasks/{task_id}/pause`` (optional)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    note: str | None = Field(default=None, max_length=500)
+
+
+class BackfillRequest(BaseModel):
+    """Body of ``POST /tasks/{task_id}/backfill``: both ends inclusive, ISO 8601."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    from_: str = Field(alias="from", max_length=64)
+    to: str = Field(max_length=64)
+
+
+class BackfillView(BaseModel):
+    task_id: str
+    # Every occurrence in the range, in order, and which of them this call started.
+    execution_ids: list[str]
+    started: list[str]
+    already_requested: list[str]
 
 
 class RetryView(BaseModel):
@@ -114,7 +217,7 @@ class RetryView(BaseModel):
 
 
 class ScheduleView(BaseModel):
-    kind: Literal["cron", "rate", "at"]
+    kind: Literal["cron", "rate", "at", "fixed_delay", "after"]
     expression: str
 
 
@@ -130,9 +233,16 @@ class TaskView(BaseModel):
     jitter_seconds: int
     catchup: str
     catchup_window_seconds: int | None
+    overlap: str
+    after: str | None
+    pause_note: str | None
+    running_execution: str | None
+    buffered_at: str | None
     handler_url: str | None
     handler: str | None
     retry: RetryView
+    max_concurrency: int | None = None
+    rate_limit: RateLimitModel | None = None
     payload: dict[str, Any]
     status: str
     next_run_at: str | None
@@ -160,6 +270,11 @@ class TaskView(BaseModel):
             catchup_window_seconds=(
                 catchup.window_seconds if catchup.policy is CatchUp.RUN_ALL else None
             ),
+            overlap=task.overlap.value,
+            after=task.upstream_task_id,
+            pause_note=task.pause_note,
+            running_execution=task.running_execution,
+            buffered_at=_optional_instant(task.buffered_at),
             handler_url=task.handler_url,
             handler=task.handler_name,
             retry=RetryView(
@@ -167,6 +282,8 @@ class TaskView(BaseModel):
                 base_delay_seconds=task.retry.base_delay_seconds,
                 max_delay_seconds=task.retry.max_delay_seconds,
             ),
+            max_concurrency=task.limits.max_concurrency,
+            rate_limit=RateLimitModel.of(task.limits),
             payload=task.payload,
             status=task.status.value,
             next_run_at=_optional_instant(task.next_run_at),
@@ -201,6 +318,9 @@ class ExecutionView(BaseModel):
     next_attempt_at: str | None
     lease_until: str | None
     dead_lettered_at: str | None
+    upstream_execution_id: str | None
+    result_status_code: int | None
+    result_excerpt: str | None
 
     @classmethod
     def of(cls, execution: Execution) -> ExecutionView:
@@ -219,6 +339,9 @@ class ExecutionView(BaseModel):
             next_attempt_at=instant(execution.next_attempt_at),
             lease_until=instant(execution.lease_until),
             dead_lettered_at=instant(execution.dead_lettered_at),
+            upstream_execution_id=execution.upstream.execution_id if execution.upstream else None,
+            result_status_code=execution.result.status_code if execution.result else None,
+            result_excerpt=execution.result.excerpt if execution.result else None,
         )
 
 
@@ -239,6 +362,39 @@ class CompleteRequest(BaseModel):
 
     status: Literal["SUCCEEDED", "FAILED"]
     error: str | None = Field(default=None, max_length=2000)
+
+
+class MinuteCount(BaseModel):
+    minute: str
+    executions: int
+
+
+class ForecastView(BaseModel):
+    """Body of ``GET /forecast``: executions starting in each minute ahead (UTC;
+    minutes with none are left out), the busiest minute, and whether every task
+    was counted (false: the counts are a lower bound)."""
+
+    start: str
+    minutes: int
+    tasks: int
+    complete: bool
+    peak: MinuteCount | None
+    per_minute: list[MinuteCount]
+
+    @classmethod
+    def of(cls, forecast: Forecast) -> ForecastView:
+        peak = forecast.peak
+        return cls(
+            start=format_instant(forecast.start),
+            minutes=forecast.minutes,
+            tasks=forecast.tasks,
+            complete=forecast.complete,
+            peak=MinuteCount(minute=format_instant(peak[0]), executions=peak[1]) if peak else None,
+            per_minute=[
+                MinuteCount(minute=format_instant(minute), executions=count)
+                for minute, count in sorted(forecast.per_minute.items())
+            ],
+        )
 
 
 class Problem(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dynacron.domain.executions import Dispatch
+from dynacron.domain.executions import Dispatch, ResultSummary, Upstream
 from dynacron.domain.instants import format_instant, parse_instant
 
 SEND_BATCH_LIMIT = 10
@@ -23,7 +23,30 @@ def dispatch_to_body(dispatch: Dispatch) -> str:
     }
     if dispatch.not_before is not None:
         body["not_before"] = format_instant(dispatch.not_before)
+    if dispatch.upstream is not None:
+        body["upstream"] = upstream_to_map(dispatch.upstream)
     return json.dumps(body)
+
+
+def upstream_to_map(upstream: Upstream) -> dict[str, Any]:
+    return {
+        "execution_id": upstream.execution_id,
+        "status_code": upstream.result.status_code,
+        "excerpt": upstream.result.excerpt,
+    }
+
+
+def upstream_from_map(values: dict[str, Any] | None) -> Upstream | None:
+    if not values:
+        return None
+    status_code = values.get("status_code")
+    return Upstream(
+        execution_id=values["execution_id"],
+        result=ResultSummary(
+            status_code=int(status_code) if status_code is not None else None,
+            excerpt=values.get("excerpt"),
+        ),
+    )
 
 
 def dispatch_from_body(body: str) -> Dispatch:
@@ -35,6 +58,7 @@ def dispatch_from_body(body: str) -> Dispatch:
         scheduled_at=parse_instant(values["scheduled_at"]),
         attempt=int(values.get("attempt", 1)),
         not_before=parse_instant(not_before) if not_before else None,
+        upstream=upstream_from_map(values.get("upstream")),
     )
 
 
@@ -58,6 +82,16 @@ class DispatchQueue:
             )
             sent += [batch[int(entry["Id"])] for entry in response.get("Successful", [])]
         return sent
+
+    def depth(self) -> int:
+        """Messages waiting for a worker or being worked (approximate, as SQS counts)."""
+        attributes = self._client.get_queue_attributes(
+            QueueUrl=self._url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )
 
     def send_later(self, dispatch: Dispatch, delay_seconds: float) -> None:
         """Send one dispatch, invisible for ``delay_seconds`` (capped at SQS's 15 minutes;

@@ -76,12 +76,21 @@ TENANT_INDEX = IndexDefinition(
     projection="ALL",
 )
 
+# Sparse: only tasks that run after another (``after``) carry ``after_task_id``;
+# an upstream success asks it "who follows this task?" with one Query.
+DEPENDENTS_INDEX = IndexDefinition(
+    name="dependents-index",
+    partition_key=Key("after_task_id"),
+    sort_key=Key("task_id"),
+    projection="KEYS_ONLY",
+)
+
 TASKS = TableDefinition(
     logical_id="Tasks",
     suffix="tasks",
     env_var="DYNACRON_TASKS_TABLE",
     partition_key=Key("task_id"),
-    indexes=(DUE_INDEX, TENANT_INDEX),
+    indexes=(DUE_INDEX, TENANT_INDEX, DEPENDENTS_INDEX),
 )
 
 # Sparse: only executions with a pending obligation (queued, running, or a
@@ -128,6 +137,15 @@ COORDINATION = TableDefinition(
     partition_key=Key("key"),
     ttl_attribute="expires_at",
 )
+
+# Key prefixes of the limit records in the coordination table (see ``limits.py``):
+# the workers' role may touch these and nothing else there (not tick leases).
+HOST_KEY_PREFIX = "host#"
+RATE_KEY_PREFIX = "rate#"
+SLOT_KEY_PREFIX = "slot#"
+LIMIT_KEY_PREFIXES = (HOST_KEY_PREFIX, RATE_KEY_PREFIX, SLOT_KEY_PREFIX)
+# A tenant's record: its task count and signing secrets (workers only read it).
+TENANT_KEY_PREFIX = "tenant#"
 
 # Powertools idempotency records, keyed by execution id: a duplicate enqueue or
 # SQS delivery of one execution runs its handler once. Attribute names are

@@ -13,17 +13,26 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
-from dynacron.domain.executions import Dispatch, Execution, ExecutionStatus
+from dynacron.domain.executions import (
+    Dispatch,
+    Execution,
+    ExecutionStatus,
+    ResultSummary,
+)
 from dynacron.domain.instants import format_instant, parse_instant
+from dynacron.domain.limits import RateLimit, TaskLimits
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import (
+    AfterSchedule,
     CronSchedule,
+    FixedDelaySchedule,
     OneTimeSchedule,
     RateSchedule,
     Schedule,
@@ -35,6 +44,7 @@ from dynacron.domain.tasks import (
     CatchUpPolicy,
     Claim,
     DuePlacement,
+    Overlap,
     Task,
     TaskStatus,
     shard_for,
@@ -42,12 +52,15 @@ from dynacron.domain.tasks import (
 )
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
+from dynacron.queue import upstream_from_map, upstream_to_map
 from dynacron.resources import (
     DEAD_LETTER_INDEX,
+    DEPENDENTS_INDEX,
     DUE_INDEX,
     LEASE_INDEX,
     LEASE_SHARDS,
     TENANT_INDEX,
+    TENANT_KEY_PREFIX,
     IndexDefinition,
 )
 
@@ -86,7 +99,22 @@ def _cancelled_by(error: ClientError) -> list[str]:
 
 def tenant_key(tenant_id: str) -> dict[str, Any]:
     """The coordination-table key of a tenant's record (task count, signing secrets)."""
-    return _to_item({"key": f"tenant#{tenant_id}"})
+    return _to_item({"key": f"{TENANT_KEY_PREFIX}{tenant_id}"})
+
+
+def _is_transaction_refusal(error: ClientError) -> bool:
+    return bool(error.response.get("Error", {}).get("Code") == "TransactionCanceledException")
+
+
+def conditional_write(write: Any, table: str, **request: Any) -> bool:
+    """Run one conditional write; False if its condition failed, other errors raise."""
+    try:
+        write(TableName=table, **request)
+    except ClientError as error:
+        if _is_condition_failure(error):
+            return False
+        raise
+    return True
 
 
 def encode_page_token(last_key: dict[str, Any] | None) -> str | None:
@@ -139,6 +167,10 @@ def _schedule_to_map(schedule: Schedule) -> dict[str, Any]:
             }
         case OneTimeSchedule():
             return {"kind": "at", "at": format_instant(schedule.at), **window}
+        case FixedDelaySchedule():
+            return {"kind": "fixed_delay", "delay_seconds": schedule.delay_seconds, **window}
+        case AfterSchedule():
+            return {"kind": "after", "upstream_task_id": schedule.upstream_task_id, **window}
 
 
 def _schedule_from_map(values: dict[str, Any]) -> Schedule:
@@ -167,6 +199,10 @@ def _schedule_from_map(values: dict[str, Any]) -> Schedule:
             )
         case "at":
             return OneTimeSchedule(at=parse_instant(values["at"]), window=window)
+        case "fixed_delay":
+            return FixedDelaySchedule(delay_seconds=int(values["delay_seconds"]), window=window)
+        case "after":
+            return AfterSchedule(upstream_task_id=values["upstream_task_id"], window=window)
     raise ValueError(f"unknown schedule kind {values['kind']!r}")
 
 
@@ -192,6 +228,36 @@ def _retry_from_map(values: dict[str, Any] | None) -> RetryPolicy:
     return RetryPolicy(**{name: int(value) for name, value in values.items()})
 
 
+def limits_to_map(limits: TaskLimits) -> dict[str, Any] | None:
+    rate = limits.rate_limit
+    values = {
+        "max_concurrency": limits.max_concurrency,
+        "host_max_concurrency": limits.host_max_concurrency,
+        "rate_per_second": Decimal(str(rate.per_second)) if rate else None,
+        "rate_burst": rate.burst if rate else None,
+    }
+    return {k: v for k, v in values.items() if v is not None} or None
+
+
+def limits_from_map(values: dict[str, Any] | None) -> TaskLimits:
+    if not values:
+        return TaskLimits()
+
+    def whole(name: str) -> int | None:
+        return int(values[name]) if name in values else None
+
+    per_second = values.get("rate_per_second")
+    return TaskLimits(
+        max_concurrency=whole("max_concurrency"),
+        host_max_concurrency=whole("host_max_concurrency"),
+        rate_limit=(
+            RateLimit(float(per_second), whole("rate_burst") or 1)
+            if per_second is not None
+            else None
+        ),
+    )
+
+
 def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
     return _to_item(
         {
@@ -214,6 +280,13 @@ def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
             "catchup_window_seconds": task.catchup.window_seconds,
             "jitter_seconds": task.jitter_seconds,
             TENANT_INDEX.partition_key.name: task.tenant_id,
+            "overlap": task.overlap.value,
+            "pause_note": task.pause_note,
+            "running_execution": task.running_execution,
+            "buffered_at": _optional_instant(task.buffered_at),
+            "has_dependents": task.has_dependents or None,
+            DEPENDENTS_INDEX.partition_key.name: task.upstream_task_id,
+            "limits": limits_to_map(task.limits),
         }
     )
 
@@ -242,6 +315,12 @@ def task_from_item(item: dict[str, Any]) -> Task:
         ),
         jitter_seconds=int(values.get("jitter_seconds", 0)),
         tenant_id=values.get(TENANT_INDEX.partition_key.name, DEFAULT_TENANT),
+        overlap=Overlap(values.get("overlap", Overlap.ALLOW)),
+        pause_note=values.get("pause_note"),
+        running_execution=values.get("running_execution"),
+        buffered_at=_instant_or_none(values.get("buffered_at")),
+        limits=limits_from_map(values.get("limits")),
+        has_dependents=bool(values.get("has_dependents", False)),
     )
 
 
@@ -256,13 +335,6 @@ class TaskStore:
         self._client = client
         self._table = table_name
         self._coordination = coordination_table
-
-    def create(self, task: Task, placement: DuePlacement | None) -> None:
-        self._client.put_item(
-            TableName=self._table,
-            Item=task_to_item(task, placement),
-            ConditionExpression="attribute_not_exists(task_id)",
-        )
 
     def create_within_quota(
         self, task: Task, placement: DuePlacement | None, max_tasks: int, fresh_secret: str
@@ -385,6 +457,84 @@ class TaskStore:
                 request = response.get("UnprocessedKeys") or {}
         return tasks
 
+    def replace(
+        self,
+        task: Task,
+        placement: DuePlacement | None,
+        expected_version: int,
+        unchanged: dict[str, int] | None = None,
+    ) -> bool:
+        """Store ``task`` whole, if the stored one is still at ``expected_version``.
+
+        Pause, resume, PATCH and the release of a run slot all go through here: any
+        write in between (a tick's claim, another change) bumped the version, and
+        this one is refused rather than undoing it. ``unchanged`` (task id to
+        version) must also still hold, in one transaction: the tasks a dependency
+        chain was checked against.
+        """
+        put = {
+            "TableName": self._table,
+            "Item": task_to_item(task, placement),
+            "ConditionExpression": "#version = :expected",
+            "ExpressionAttributeNames": {"#version": "version"},
+            "ExpressionAttributeValues": _to_item({":expected": expected_version}),
+        }
+        try:
+            if not unchanged:
+                self._client.put_item(**put)
+                return True
+            checks = [
+                {
+                    "ConditionCheck": {
+                        "TableName": self._table,
+                        "Key": _to_item({"task_id": task_id}),
+                        "ConditionExpression": "#version = :expected",
+                        "ExpressionAttributeNames": {"#version": "version"},
+                        "ExpressionAttributeValues": _to_item({":expected": version}),
+                    }
+                }
+                for task_id, version in unchanged.items()
+            ]
+            self._client.transact_write_items(TransactItems=[{"Put": put}, *checks])
+        except ClientError as error:
+            if _is_condition_failure(error) or _is_transaction_refusal(error):
+                return False
+            raise
+        return True
+
+    def mark_has_dependents(self, task_id: str) -> None:
+        """Note that some task runs after ``task_id``; a new version, so that a whole-item
+        write based on an older read cannot erase the mark. Nothing if it does not exist."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=_to_item({"task_id": task_id}),
+                UpdateExpression="SET has_dependents = :yes, #version = #version + :one",
+                ConditionExpression="attribute_exists(task_id)",
+                ExpressionAttributeNames={"#version": "version"},
+                ExpressionAttributeValues=_to_item({":yes": True, ":one": 1}),
+            )
+        except ClientError as error:
+            if not _is_condition_failure(error):
+                raise
+
+    def dependents(self, task_id: str) -> list[str]:
+        """Ids of the tasks set to run after ``task_id`` (``after``), from the sparse index."""
+        ids: list[str] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": DEPENDENTS_INDEX.name,
+            "KeyConditionExpression": "#after = :task",
+            "ExpressionAttributeNames": {"#after": DEPENDENTS_INDEX.partition_key.name},
+            "ExpressionAttributeValues": _to_item({":task": task_id}),
+        }
+        while True:
+            response = self._client.query(**kwargs)
+            ids += [_from_item(i)["task_id"] for i in response.get("Items", [])]
+            if not response.get("LastEvaluatedKey"):
+                return ids
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
     def due_task_ids(
         self, bucket_key: str, now: datetime, limit: int, start_key: dict[str, Any] | None
     ) -> tuple[list[str], dict[str, Any] | None]:
@@ -429,8 +579,17 @@ class TaskStore:
         if claim.scheduled_at is not None:
             values[":scheduled"] = format_instant(claim.scheduled_at)
             sets.append("last_scheduled_at = :scheduled")
+        if claim.takes_slot:
+            values[":running"] = claim.execution_id
+            sets.append("running_execution = :running")
+        if claim.buffered is not None:
+            values[":buffered"] = format_instant(claim.buffered)
+            sets.append("buffered_at = :buffered")
         removes: list[str] = []
-        if claim.next_run_at is None or placement is None:
+        if claim.awaits_finish:
+            # fixed_delay: out of the due index until its execution finishes.
+            removes += ["next_run_at", "#bucket"]
+        elif claim.next_run_at is None or placement is None:
             values[":completed"] = TaskStatus.COMPLETED.value
             sets.append("#status = :completed")
             removes += ["next_run_at", "#bucket"]
@@ -493,6 +652,18 @@ def execution_from_item(item: dict[str, Any]) -> Execution:
         callback_digest=values.get("callback_digest"),
         dead_lettered_at=instant("dead_lettered_at"),
         tenant_id=values.get("tenant_id", DEFAULT_TENANT),
+        upstream=upstream_from_map(values.get("upstream")),
+        result=_result_from_map(values.get("result")),
+    )
+
+
+def _result_from_map(values: dict[str, Any] | None) -> ResultSummary | None:
+    if values is None:
+        return None
+    status_code = values.get("status_code")
+    return ResultSummary(
+        status_code=int(status_code) if status_code is not None else None,
+        excerpt=values.get("excerpt"),
     )
 
 
@@ -610,6 +781,7 @@ class ExecutionStore:
             "retry": _retry_to_map(retry),
             "tenant_id": tenant_id,
             "expires_at": int((dispatch.scheduled_at + self._retention).timestamp()),
+            "upstream": upstream_to_map(dispatch.upstream) if dispatch.upstream else None,
             **running,
         }
         try:
@@ -637,6 +809,71 @@ class ExecutionStore:
         )
         return BeginResult(began, execution_from_item(new) if began and new else current)
 
+    def enqueue(
+        self,
+        dispatch: Dispatch,
+        *,
+        retry: RetryPolicy,
+        lease_until: datetime,
+        lease_token: str,
+        tenant_id: str,
+    ) -> bool:
+        """Record a new execution QUEUED for its first attempt; False if the id exists.
+
+        For runs that do not come from the tick (trigger, backfill, dependents,
+        a buffered occurrence): the record comes first, so asking twice creates
+        nothing twice, and if the message is then lost its lease runs out and the
+        reaper sends it.
+        """
+        item = {
+            "task_id": dispatch.task_id,
+            "execution_id": dispatch.execution_id,
+            "scheduled_at": format_instant(dispatch.scheduled_at),
+            "status": ExecutionStatus.QUEUED.value,
+            "attempt": 1,
+            "first_attempt": 1,
+            "retry": _retry_to_map(retry),
+            "next_attempt_at": format_instant(dispatch.not_before or dispatch.scheduled_at),
+            "lease_token": lease_token,
+            "lease_until": format_instant(lease_until),
+            "lease_shard": self._lease_shard(dispatch.execution_id),
+            "tenant_id": tenant_id,
+            "expires_at": int((dispatch.scheduled_at + self._retention).timestamp()),
+            "upstream": upstream_to_map(dispatch.upstream) if dispatch.upstream else None,
+        }
+        return self._put_new(item)
+
+    def record_skipped(
+        self, task: Task, execution_id: str, scheduled_at: datetime, reason: str, now: datetime
+    ) -> bool:
+        """An occurrence of ``task`` that never runs, and why: SKIPPED from the start."""
+        return self._put_new(
+            {
+                "task_id": task.task_id,
+                "tenant_id": task.tenant_id,
+                "execution_id": execution_id,
+                "scheduled_at": format_instant(scheduled_at),
+                "status": ExecutionStatus.SKIPPED.value,
+                "attempt": 0,
+                "completed_at": format_instant(now),
+                "error": reason[:ERROR_LIMIT],
+                "expires_at": int((scheduled_at + self._retention).timestamp()),
+            }
+        )
+
+    def _put_new(self, item: dict[str, Any]) -> bool:
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=_to_item(item),
+                ConditionExpression="attribute_not_exists(execution_id)",
+            )
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False
+            raise
+        return True
+
     def renew(
         self,
         execution_id: str,
@@ -656,11 +893,27 @@ class ExecutionStore:
         lease_token: str,
         status: ExecutionStatus,
         now: datetime,
+        *,
+        follow_up_token: str | None = None,
+        follow_up_until: datetime | None = None,
         error: str | None = None,
+        result: ResultSummary | None = None,
     ) -> bool:
-        """End a running attempt for good (SUCCEEDED, or SKIPPED) and drop its lease."""
+        """End a running attempt for good (SUCCEEDED, or SKIPPED).
+
+        With ``follow_up_token``, a short lease stays on it until what its end
+        owes is done (``release``): dependents started, the task's run slot freed.
+        If the finisher dies first, the reaper does it. Without, the lease goes.
+        """
         sets: dict[str, Any] = {"status": status.value, "completed_at": format_instant(now)}
-        removes: tuple[str, ...] = ("lease_token", "lease_until", "lease_shard", "callback_digest")
+        removes: tuple[str, ...] = ("callback_digest", "accepted_at")
+        if follow_up_token is not None and follow_up_until is not None:
+            sets["lease_token"] = follow_up_token
+            sets["lease_until"] = format_instant(follow_up_until)
+        else:
+            removes += ("lease_token", "lease_until", "lease_shard")
+        if result is not None:
+            sets["result"] = {"status_code": result.status_code, "excerpt": result.excerpt}
         if error is None:
             removes += ("error",)
         else:

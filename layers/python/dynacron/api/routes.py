@@ -35,17 +35,23 @@ from dynacron.domain.errors import (
 from dynacron.domain.instants import format_instant
 from dynacron.domain.quotas import TenantRateLimiter
 from dynacron.models import (
+    BackfillRequest,
+    BackfillView,
     CompleteRequest,
     ExecutionPage,
     ExecutionView,
+    ForecastView,
     OccurrencesView,
+    PauseRequest,
     Problem,
     TaskCreate,
     TaskPage,
+    TaskPatch,
     TaskView,
     TenantView,
 )
 from dynacron.services.executions import Completion, ExecutionService
+from dynacron.services.forecast import HerdForecast
 from dynacron.services.tasks import PayloadTooLarge, TaskService
 
 logger = Logger(service="dynacron-api")
@@ -58,6 +64,7 @@ TENANT_CONTEXT_KEY = "tenant"
 PageLimit = Annotated[int, Query(ge=1, le=100, description="Items per page")]
 PageToken = Annotated[str | None, Query(max_length=2048, description="From the previous page")]
 PreviewCount = Annotated[int, Query(ge=1, le=100, description="How many occurrences")]
+ForecastHours = Annotated[int, Query(ge=1, le=24, description="Hours ahead to count")]
 PreviewAfter = Annotated[
     str | None,
     Query(max_length=64, description="ISO 8601 instant to start after (default: now)"),
@@ -97,6 +104,7 @@ def build_api(
     executions: ExecutionService,
     settings: Settings,
     rate_limiter: TenantRateLimiter,
+    forecast: HerdForecast | None = None,
 ) -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(enable_validation=True)
 
@@ -135,6 +143,36 @@ def build_api(
     def get_task(task_id: TaskId) -> TaskView:
         return TaskView.of(tasks.get(caller_tenant(), task_id))
 
+    @app.patch("/tasks/<task_id>", responses=problems(404, 409))
+    def patch_task(task_id: TaskId, body: TaskPatch) -> TaskView:
+        return TaskView.of(tasks.patch(caller_tenant(), task_id, body))
+
+    @app.post("/tasks/<task_id>/pause", responses=problems(404, 409))
+    def pause_task(task_id: TaskId, body: PauseRequest | None = None) -> TaskView:
+        return TaskView.of(tasks.pause(caller_tenant(), task_id, body.note if body else None))
+
+    @app.post("/tasks/<task_id>/resume", responses=problems(404, 409))
+    def resume_task(task_id: TaskId) -> TaskView:
+        return TaskView.of(tasks.resume(caller_tenant(), task_id))
+
+    @app.post("/tasks/<task_id>/trigger", responses=problems(404, 409, ok=(202, "Started")))
+    def trigger_task(task_id: TaskId) -> Response[ExecutionView]:
+        execution = tasks.trigger(caller_tenant(), task_id)
+        return Response(
+            status_code=202, body=ExecutionView.of(execution), content_type="application/json"
+        )
+
+    @app.post("/tasks/<task_id>/backfill", responses=problems(404, 409, ok=(202, "Started")))
+    def backfill_task(task_id: TaskId, body: BackfillRequest) -> Response[BackfillView]:
+        backfill = tasks.backfill(caller_tenant(), task_id, body.from_, body.to)
+        view = BackfillView(
+            task_id=task_id,
+            execution_ids=backfill.execution_ids,
+            started=backfill.started,
+            already_requested=[i for i in backfill.execution_ids if i not in backfill.started],
+        )
+        return Response(status_code=202, body=view, content_type="application/json")
+
     @app.delete("/tasks/<task_id>", responses=problems(404, ok=(204, "Deleted")))
     def delete_task(task_id: TaskId) -> Response[None]:
         tasks.delete(caller_tenant(), task_id)
@@ -159,6 +197,12 @@ def build_api(
             timezone=task.timezone,
             occurrences=[format_instant(o) for o in occurrences],
         )
+
+    if forecast is not None:
+
+        @app.get("/forecast", responses=problems())
+        def herd_forecast(hours: ForecastHours = 24) -> ForecastView:
+            return ForecastView.of(forecast.next_hours(caller_tenant(), hours))
 
     @app.get("/executions/<execution_id>", responses=problems(404))
     def get_execution(execution_id: ExecutionId) -> ExecutionView:

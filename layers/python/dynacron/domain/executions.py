@@ -7,7 +7,8 @@ that names the state it expects (see ``store.ExecutionStore``):
     QUEUED --its message----> RUNNING --202--> RUNNING (awaiting heartbeat/complete)
     RUNNING --failure, attempts left--> QUEUED (next attempt, delayed)
     RUNNING --failure, none left / not retryable--> FAILED (dead letter)
-    RUNNING --task deleted--> SKIPPED
+    RUNNING --task deleted or paused--> SKIPPED
+    (none) --overlap policy--> SKIPPED (recorded by the tick, never run)
     FAILED (dead letter) --redrive--> QUEUED
 
 QUEUED and RUNNING executions hold a lease: a deadline by which something must
@@ -40,6 +41,27 @@ class ExecutionStatus(StrEnum):
         return self not in (ExecutionStatus.QUEUED, ExecutionStatus.RUNNING)
 
 
+# A handler's answer is kept, for dependent tasks, up to this many characters.
+RESULT_EXCERPT_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class ResultSummary:
+    """What a successful handler answered: its HTTP status and the start of its body,
+    or what a Python handler returned."""
+
+    status_code: int | None = None
+    excerpt: str | None = None
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The upstream execution whose success started a dependent task's execution."""
+
+    execution_id: str
+    result: ResultSummary = field(default_factory=ResultSummary)
+
+
 @dataclass(frozen=True)
 class Dispatch:
     """What travels through the queue: which occurrence to run, which attempt, not how.
@@ -57,6 +79,7 @@ class Dispatch:
     # How long SQS holds the message before a worker may see it (jitter).
     delay_seconds: int = 0
     not_before: datetime | None = None
+    upstream: Upstream | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +102,8 @@ class Execution:
     accepted_at: datetime | None = None
     callback_digest: str | None = None
     dead_lettered_at: datetime | None = None
+    upstream: Upstream | None = None
+    result: ResultSummary | None = None
     # Its task's tenant, copied when the first attempt begins.
     tenant_id: str = DEFAULT_TENANT
 
@@ -93,6 +118,7 @@ class Execution:
             scheduled_at=self.scheduled_at,
             attempt=self.attempt,
             not_before=self.next_attempt_at,
+            upstream=self.upstream,
         )
 
 
@@ -161,14 +187,25 @@ class DeliveryResult:
     answer: HandlerAnswer
     status_code: int | None = None
     failure: AttemptFailure | None = None
+    excerpt: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.answer is HandlerAnswer.SUCCEEDED
 
+    @property
+    def summary(self) -> ResultSummary:
+        return ResultSummary(self.status_code, self.excerpt)
+
     @classmethod
-    def succeeded(cls, status_code: int | None = None) -> DeliveryResult:
-        return cls(HandlerAnswer.SUCCEEDED, status_code)
+    def succeeded(
+        cls, status_code: int | None = None, excerpt: str | None = None
+    ) -> DeliveryResult:
+        return cls(
+            HandlerAnswer.SUCCEEDED,
+            status_code,
+            excerpt=excerpt[:RESULT_EXCERPT_LIMIT] if excerpt is not None else None,
+        )
 
     @classmethod
     def accepted(cls, status_code: int = 202) -> DeliveryResult:

@@ -124,11 +124,16 @@ class RateSchedule:
 
     @property
     def expression(self) -> str:
-        for unit, seconds in reversed(RATE_UNITS.items()):
-            if self.every_seconds % seconds == 0:
-                count = self.every_seconds // seconds
-                return f"{count} {unit}{'' if count == 1 else 's'}"
-        raise AssertionError("unreachable: every rate is a whole number of seconds")
+        return rate_expression(self.every_seconds)
+
+
+def rate_expression(seconds: int) -> str:
+    """``300`` as ``"5 minutes"``: the largest unit that divides it."""
+    for unit, unit_seconds in reversed(RATE_UNITS.items()):
+        if seconds % unit_seconds == 0:
+            count = seconds // unit_seconds
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    raise AssertionError("unreachable: every rate is a whole number of seconds")
 
 
 @dataclass(frozen=True)
@@ -150,7 +155,60 @@ class OneTimeSchedule:
         return self.at if self.at > instant else None
 
 
-Schedule = CronSchedule | RateSchedule | OneTimeSchedule
+@dataclass(frozen=True)
+class FixedDelaySchedule:
+    """Due ``delay_seconds`` after the previous execution *finished*, so runs never overlap.
+
+    There is no grid: the next occurrence is only known once an execution ends,
+    and the worker that ends it files it (see ``services.aftermath``). The first
+    one is due at registration, or at ``start_at``. ``next_after`` answers the
+    preview question "if every run took no time".
+    """
+
+    delay_seconds: int
+    window: Window = field(default_factory=Window)
+    kind: Literal["fixed_delay"] = "fixed_delay"
+
+    def first_run(self, now: datetime) -> datetime | None:
+        first = max(now, self.window.start_at or now)
+        if self.window.end_at is not None and first > self.window.end_at:
+            return None
+        return to_utc_ms(first)
+
+    def next_after(self, instant: datetime) -> datetime | None:
+        """The next occurrence once an execution finished at ``instant``."""
+        return self.window.next_within(instant, self._next_unbounded)
+
+    def _next_unbounded(self, instant: datetime) -> datetime | None:
+        return to_utc_ms(instant + timedelta(seconds=self.delay_seconds))
+
+    @property
+    def expression(self) -> str:
+        return rate_expression(self.delay_seconds)
+
+
+@dataclass(frozen=True)
+class AfterSchedule:
+    """Runs once per successful execution of ``upstream_task_id``; never on its own."""
+
+    upstream_task_id: str
+    window: Window = field(default_factory=Window)
+    kind: Literal["after"] = "after"
+
+    def first_run(self, now: datetime) -> datetime | None:
+        return None
+
+    def next_after(self, instant: datetime) -> datetime | None:
+        return None
+
+    @property
+    def expression(self) -> str:
+        return self.upstream_task_id
+
+
+Schedule = CronSchedule | RateSchedule | OneTimeSchedule | FixedDelaySchedule | AfterSchedule
+# Kinds whose occurrences the tick finds in the due index on a grid known in advance.
+GRID_KINDS = frozenset({"cron", "rate", "at"})
 
 
 def upcoming(schedule: Schedule, after: datetime, count: int) -> list[datetime]:
@@ -202,19 +260,34 @@ def parse_expression(
 
 def parse_rate(expression: str, anchor: datetime, window: Window | None = None) -> RateSchedule:
     """``"30 seconds"``, ``"5 minutes"``, ``"1 hour"``, ``"2 days"``."""
+    return RateSchedule(
+        every_seconds=parse_duration("rate", expression),
+        anchor=to_utc_ms(anchor),
+        window=window or Window(),
+    )
+
+
+def parse_fixed_delay(expression: str, window: Window | None = None) -> FixedDelaySchedule:
+    """A delay written like a rate: ``"30 seconds"``, ``"5 minutes"``."""
+    return FixedDelaySchedule(
+        delay_seconds=parse_duration("fixed_delay", expression), window=window or Window()
+    )
+
+
+def parse_duration(field_name: str, expression: str) -> int:
+    """Whole seconds from ``"N seconds|minutes|hours|days"``."""
     match = _RATE_PATTERN.match(expression)
     if match is None:
         raise InvalidSchedule(
-            "rate",
-            f"{expression!r} is not a rate; write a whole number and a unit, "
+            field_name,
+            f"{expression!r} is not a {'rate' if field_name == 'rate' else 'duration'}; "
+            "write a whole number and a unit, "
             "such as '30 seconds', '5 minutes', '1 hour' or '2 days'",
         )
     count, unit = int(match.group(1)), match.group(2).lower()
     if count < 1:
-        raise InvalidSchedule("rate", "a rate must be at least 1 second")
-    return RateSchedule(
-        every_seconds=count * RATE_UNITS[unit], anchor=to_utc_ms(anchor), window=window or Window()
-    )
+        raise InvalidSchedule(field_name, "must be at least 1 second")
+    return count * RATE_UNITS[unit]
 
 
 def parse_at(

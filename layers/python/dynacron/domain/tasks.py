@@ -13,8 +13,9 @@ from typing import Any
 
 from dynacron.domain.executions import Dispatch
 from dynacron.domain.instants import compact_instant, to_utc_ms
+from dynacron.domain.limits import TaskLimits
 from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.schedules import Schedule
+from dynacron.domain.schedules import FixedDelaySchedule, Schedule
 from dynacron.domain.tenants import DEFAULT_TENANT
 
 # An occurrence claimed less than this late is on time and always runs; a later
@@ -40,6 +41,20 @@ class CatchUp(StrEnum):
     SKIP = "skip"  # none of them runs; the task resumes with the next on-time one
     RUN_ONCE = "run_once"  # the earliest runs, once, standing in for all of them
     RUN_ALL = "run_all"  # each runs, with its own execution, within the catch-up window
+
+
+class Overlap(StrEnum):
+    """What happens to a scheduled occurrence while the previous one still runs."""
+
+    ALLOW = "allow"  # it runs anyway, alongside
+    SKIP = "skip"  # it does not run; a SKIPPED execution records why
+    BUFFER_ONE = "buffer_one"  # it runs once the running one ends; at most one waits
+
+
+# Why an occurrence was passed over; stored as the SKIPPED execution's error.
+SKIPPED_OVERLAP = "overlap: the previous execution {running} was still running"
+SKIPPED_BUFFER_FULL = "overlap: {buffered} was already waiting for {running} to finish"
+SKIPPED_PAUSED = "the task was paused when this execution was due to run"
 
 
 @dataclass(frozen=True)
@@ -70,10 +85,29 @@ class Task:
     tenant_id: str = DEFAULT_TENANT
     handler_name: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    overlap: Overlap = Overlap.ALLOW
+    pause_note: str | None = None
+    # The scheduled execution holding the task's run slot (overlap skip or
+    # buffer_one, fixed_delay), and the one occurrence waiting for it (buffer_one).
+    running_execution: str | None = None
+    buffered_at: datetime | None = None
+    limits: TaskLimits = field(default_factory=TaskLimits)
+    # Set once some task was registered to run after this one; saves the
+    # dependents lookup on every success of a task nobody follows.
+    has_dependents: bool = False
 
     @property
     def timezone(self) -> str:
         return getattr(self.schedule, "timezone", "UTC")
+
+    @property
+    def holds_slot(self) -> bool:
+        """Whether a scheduled execution of this task must end before the next starts."""
+        return self.overlap is not Overlap.ALLOW or isinstance(self.schedule, FixedDelaySchedule)
+
+    @property
+    def upstream_task_id(self) -> str | None:
+        return getattr(self.schedule, "upstream_task_id", None)
 
 
 def execution_id_for(task_id: str, scheduled_at: datetime) -> str:
@@ -83,6 +117,27 @@ def execution_id_for(task_id: str, scheduled_at: datetime) -> str:
     makes duplicates detectable downstream. Ids of one task sort by time.
     """
     return f"{task_id}_{compact_instant(scheduled_at)}"
+
+
+def triggered_execution_id(task_id: str, now: datetime) -> str:
+    """A run asked for by hand: its own id, never one a scheduled occurrence has."""
+    return f"{task_id}_{compact_instant(now)}-trigger"
+
+
+def backfill_execution_id(task_id: str, scheduled_at: datetime) -> str:
+    """The backfill run of one occurrence: the same every time it is asked for."""
+    return f"{task_id}_{compact_instant(scheduled_at)}-backfill"
+
+
+def downstream_execution_id(task_id: str, upstream_execution_id: str) -> str:
+    """The run of a dependent task caused by one upstream execution.
+
+    Derived from the upstream id, so a success signalled twice yields the same id
+    and runs once. The upstream task's hash keeps the ids of two upstreams apart
+    (a PATCH may change which task ``task_id`` follows).
+    """
+    upstream_task, _, suffix = upstream_execution_id.rpartition("_")
+    return f"{task_id}_{suffix}-after-{zlib.crc32(upstream_task.encode()):08x}"
 
 
 def task_id_of(execution_id: str) -> str:
@@ -145,6 +200,13 @@ class Sharding:
             shard=shard_for(task_id, self.shard_count),
         )
 
+    def place_task(self, task: Task, now: datetime) -> DuePlacement | None:
+        """Where ``task`` belongs in the due index: nowhere unless it is ACTIVE
+        (paused and completed tasks leave the sparse index)."""
+        if task.status is not TaskStatus.ACTIVE:
+            return None
+        return self.place(task.task_id, task.next_run_at, now)
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -161,6 +223,13 @@ class Claim:
     scheduled_at: datetime | None
     next_run_at: datetime | None
     skipped_since: datetime | None = None
+    # fixed_delay: the task waits for this execution to finish before it is due again.
+    awaits_finish: bool = False
+    # Overlap: the occurrence did not run because the slot was taken; why.
+    overlap_skipped: datetime | None = None
+    overlap_reason: str | None = None
+    # buffer_one: the occurrence waits for the running execution to finish.
+    buffered: datetime | None = None
 
     @property
     def execution_id(self) -> str | None:
@@ -170,7 +239,11 @@ class Claim:
 
     @property
     def completes_task(self) -> bool:
-        return self.next_run_at is None
+        return self.next_run_at is None and not self.awaits_finish
+
+    @property
+    def takes_slot(self) -> bool:
+        return self.scheduled_at is not None and self.task.holds_slot
 
     def dispatch(self, now: datetime) -> Dispatch | None:
         """The message that runs this claim's occurrence; None when nothing runs."""
@@ -227,6 +300,39 @@ def claim_occurrence(
     if due > now:
         return None
     schedule = task.schedule
+    if isinstance(schedule, FixedDelaySchedule):
+        # No grid and nothing to catch up: the due run runs, and the next is
+        # filed when it finishes. An execution still running (the schedule was
+        # changed to fixed_delay under it) files it instead, when it ends.
+        running = task.running_execution is not None
+        return Claim(
+            task=task, scheduled_at=None if running else due, next_run_at=None, awaits_finish=True
+        )
+    claim = _claim_on_grid(task, schedule, due, now, grace)
+    if claim.scheduled_at is None or task.running_execution is None or not task.holds_slot:
+        return claim
+    return _overlapping(claim, task.running_execution)
+
+
+def _overlapping(claim: Claim, running: str) -> Claim:
+    """The claim of an occurrence due while ``running`` holds the task's slot."""
+    assert claim.scheduled_at is not None
+    task = claim.task
+    if task.overlap is Overlap.BUFFER_ONE and task.buffered_at is None:
+        return dataclasses.replace(claim, scheduled_at=None, buffered=claim.scheduled_at)
+    if task.buffered_at is not None:
+        waiting = execution_id_for(task.task_id, task.buffered_at)
+        reason = SKIPPED_BUFFER_FULL.format(buffered=waiting, running=running)
+    else:
+        reason = SKIPPED_OVERLAP.format(running=running)
+    return dataclasses.replace(
+        claim, scheduled_at=None, overlap_skipped=claim.scheduled_at, overlap_reason=reason
+    )
+
+
+def _claim_on_grid(
+    task: Task, schedule: Schedule, due: datetime, now: datetime, grace: timedelta
+) -> Claim:
     on_time_from = now - grace
     # Nothing is missed before the task existed: a one-time task registered a
     # little late is on time.
@@ -265,6 +371,8 @@ def advanced(task: Task, claim: Claim, now: datetime) -> Task:
         next_run_at=claim.next_run_at,
         status=TaskStatus.COMPLETED if claim.completes_task else task.status,
         last_scheduled_at=claim.scheduled_at or task.last_scheduled_at,
+        running_execution=claim.execution_id if claim.takes_slot else task.running_execution,
+        buffered_at=claim.buffered or task.buffered_at,
         version=task.version + 1,
         updated_at=to_utc_ms(now),
     )

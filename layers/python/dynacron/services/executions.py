@@ -73,7 +73,7 @@ class ExecutionService:
         execution = self._authorised(tenant_id, execution_id, callback_token)
         assert execution.lease_token is not None
         if status is Completion.SUCCEEDED:
-            outcome = self._outcomes.succeeded(execution_id, execution.lease_token)
+            outcome = self._outcomes.succeeded(execution, execution.lease_token)
         else:
             failure = AttemptFailure(f"the handler reported failure: {error or 'no reason given'}")
             outcome = self._outcomes.failed(execution, execution.lease_token, failure)

@@ -7,15 +7,25 @@ from a failed condition and changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from enum import StrEnum
 
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions import Dispatch, Execution, ExecutionStatus, LeaseTerms, new_token
+from dynacron.domain.executions import (
+    Dispatch,
+    Execution,
+    ExecutionStatus,
+    LeaseTerms,
+    ResultSummary,
+    new_token,
+)
 from dynacron.domain.retry import AttemptFailure, decide
+from dynacron.domain.tasks import Task
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import DeadLetterQueue, DispatchQueue
+from dynacron.services.aftermath import Aftermath
 from dynacron.store import ExecutionStore
 
 
@@ -29,10 +39,19 @@ class Outcome(StrEnum):
     DUPLICATE = "DUPLICATE"
     # The message arrived before its attempt was due and was sent on.
     DEFERRED = "DEFERRED"
+    # A limit, an open breaker or a paused host: sent on to wait; no attempt used.
+    WAITING = "WAITING"
     # Another call of the handler was still in progress: the same attempt, later.
     POSTPONED = "POSTPONED"
     # Someone else (the reaper, a callback) acted on the execution first.
     LEASE_LOST = "LEASE_LOST"
+
+
+class Unread:
+    """The task was not read by the caller: ``AttemptOutcomes`` reads it."""
+
+
+UNREAD = Unread()
 
 
 class AttemptOutcomes:
@@ -45,8 +64,10 @@ class AttemptOutcomes:
         metrics: ReliabilityMetrics,
         clock: Clock,
         lease_terms: LeaseTerms,
+        aftermath: Aftermath,
         faults: Faults = NO_FAULTS,
     ) -> None:
+        self._aftermath = aftermath
         self._executions = executions
         self._queue = queue
         self._dead_letter_queue = dead_letter_queue
@@ -55,11 +76,60 @@ class AttemptOutcomes:
         self._terms = lease_terms
         self._faults = faults
 
-    def succeeded(self, execution_id: str, lease_token: str) -> Outcome:
-        done = self._executions.finish(
-            execution_id, lease_token, ExecutionStatus.SUCCEEDED, self._clock.now()
+    def succeeded(
+        self,
+        execution: Execution,
+        lease_token: str,
+        result: ResultSummary | None = None,
+        task: Task | Unread | None = UNREAD,
+    ) -> Outcome:
+        """SUCCEEDED; ``task`` is the task as the worker read it, if it did."""
+        return self._end(execution, lease_token, ExecutionStatus.SUCCEEDED, task, result=result)
+
+    def skipped(
+        self, execution: Execution, lease_token: str, reason: str, task: Task | None
+    ) -> Outcome:
+        """A running attempt that must not call its handler (the task was deleted or paused)."""
+        return self._end(execution, lease_token, ExecutionStatus.SKIPPED, task, error=reason)
+
+    def _end(
+        self,
+        execution: Execution,
+        lease_token: str,
+        status: ExecutionStatus,
+        task: Task | Unread | None,
+        *,
+        error: str | None = None,
+        result: ResultSummary | None = None,
+    ) -> Outcome:
+        now = self._clock.now()
+        ended = dataclasses.replace(
+            execution, status=status, completed_at=now, error=error, result=result
         )
-        return Outcome.SUCCEEDED if done else Outcome.LEASE_LOST
+        if isinstance(task, Unread):
+            task = self._aftermath.task_of(execution)
+        follow_up_token = new_token() if self._aftermath.owes(ended, task) else None
+        done = self._executions.finish(
+            execution.execution_id,
+            lease_token,
+            status,
+            now,
+            follow_up_token=follow_up_token,
+            follow_up_until=now + self._terms.running,
+            error=error,
+            result=result,
+        )
+        if not done:
+            return Outcome.LEASE_LOST
+        if follow_up_token is not None:
+            self._faults.reached(Boundary.ENDED_NOT_FOLLOWED_UP)
+            self.follow_up(ended, follow_up_token)
+        return Outcome(status.value)
+
+    def follow_up(self, execution: Execution, lease_token: str) -> None:
+        """Do what an ended execution owes, then drop the lease that guaranteed it."""
+        self._aftermath.follow_up(execution)
+        self._executions.release(execution.execution_id, lease_token)
 
     def failed(self, execution: Execution, lease_token: str, failure: AttemptFailure) -> Outcome:
         """A failed attempt: the next one queued after its backoff, or a dead letter."""
@@ -117,6 +187,7 @@ class AttemptOutcomes:
                 scheduled_at=execution.scheduled_at,
                 attempt=attempt,
                 not_before=due,
+                upstream=execution.upstream,
             ),
             delay_seconds,
         )
@@ -137,11 +208,14 @@ class AttemptOutcomes:
         if not listed:
             return Outcome.LEASE_LOST
         self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
-        self.send_dead_letter_copy(execution, error, chore_token)
+        failed = dataclasses.replace(execution, status=ExecutionStatus.FAILED, completed_at=now)
+        self.send_dead_letter_copy(failed, error, chore_token)
         self._metrics.dead_lettered()
         return Outcome.DEAD_LETTERED
 
     def send_dead_letter_copy(self, execution: Execution, error: str, lease_token: str) -> None:
-        """Put the copy in the dead-letter queue, then drop the lease that guaranteed it."""
+        """Free what the failed execution held, put the copy in the dead-letter queue,
+        then drop the lease that guaranteed both."""
+        self._aftermath.follow_up(execution)
         self._dead_letter_queue.send(execution.as_dispatch(), error)
         self._executions.release(execution.execution_id, lease_token)

@@ -13,7 +13,9 @@ Then, by status:
 - RUNNING: the attempt failed (the worker died, or a 202 handler never called
   back); it is retried after its backoff, or dead-lettered;
 - QUEUED: the attempt's message never started (lost in a crash); it is sent again;
-- FAILED: the dead-letter copy was never sent; it is sent now.
+- FAILED: the dead-letter copy was never sent; it is sent now (and the run slot freed);
+- SUCCEEDED or SKIPPED: what its end owed (dependents, the run slot; see
+  ``aftermath``) may not have happened; it is done now.
 """
 
 from __future__ import annotations
@@ -114,3 +116,6 @@ class Reaper:
         elif execution.status is ExecutionStatus.FAILED:
             self._outcomes.send_dead_letter_copy(execution, execution.error or "", token)
             report.add(Outcome.DEAD_LETTERED)
+        else:
+            self._outcomes.follow_up(execution, token)
+            report.add("FOLLOWED_UP")

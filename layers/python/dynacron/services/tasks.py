@@ -1,11 +1,14 @@
-"""Registering, reading and deleting tasks: every method acts for one tenant."""
+"""Registering, reading, changing, controlling and deleting tasks: every method acts
+for one tenant, and another tenant's task looks exactly like a missing one."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import uuid
 from datetime import datetime, timedelta
+from typing import Any
 
 from dynacron.config import Settings
 from dynacron.delivery import Resolver, check_handler_url
@@ -17,29 +20,51 @@ from dynacron.domain.errors import (
     TaskNotFound,
     UnknownHandler,
 )
-from dynacron.domain.executions import Execution
-from dynacron.domain.instants import to_utc_ms
+from dynacron.domain.executions import Dispatch, Execution
+from dynacron.domain.instants import format_instant, to_utc_ms
 from dynacron.domain.quotas import check_min_interval
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import (
+    GRID_KINDS,
+    AfterSchedule,
     Schedule,
     Window,
     load_zone,
     parse_at,
     parse_cron,
+    parse_fixed_delay,
     parse_local_instant,
     parse_rate,
     upcoming,
 )
-from dynacron.domain.tasks import CatchUp, CatchUpPolicy, Task, TaskStatus
+from dynacron.domain.tasks import (
+    CatchUp,
+    CatchUpPolicy,
+    Overlap,
+    Task,
+    TaskStatus,
+    backfill_execution_id,
+    triggered_execution_id,
+)
 from dynacron.domain.urls import UrlPolicy
 from dynacron.handlers import HandlerRegistry
-from dynacron.models import TaskCreate
+from dynacron.models import SCHEDULE_FIELDS, SCHEDULE_KINDS, TaskCreate, TaskPatch
+from dynacron.services.aftermath import RunStarter
 from dynacron.store import ExecutionStore, Page, TaskStore, TenantStore
 
 # A one-time task may be registered a little late (clock skew, slow clients)
 # and still fire at once; further in the past is almost surely a mistake.
 AT_PAST_TOLERANCE = timedelta(minutes=5)
+# One backfill request starts at most this many executions; ask again for more.
+MAX_BACKFILL = 100
+# A dependency chain (``after``) at most this long; a longer one is refused.
+MAX_CHAIN_LENGTH = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Backfill:
+    execution_ids: list[str]
+    started: list[str]
 
 
 class PayloadTooLarge(LimitExceeded):
@@ -57,15 +82,17 @@ class TaskService:
         tasks: TaskStore,
         executions: ExecutionStore,
         tenants: TenantStore,
+        starter: RunStarter,
         settings: Settings,
         clock: Clock,
         handlers: HandlerRegistry,
         resolver: Resolver,
     ) -> None:
-        self._tasks = tasks
-        self._executions = executions
+        self._starter = starter
         self._tenants = tenants
         self._resolver = resolver
+        self._tasks = tasks
+        self._executions = executions
         self._settings = settings
         self._clock = clock
         self._handlers = handlers
@@ -77,23 +104,13 @@ class TaskService:
         # The id comes first: it is the seed that spreads a cron schedule's H fields.
         task_id = uuid.uuid4().hex
         schedule = self._schedule_of(request, now, seed=task_id)
+        self._check_chain(tenant_id, task_id, schedule)
         catchup = self._catchup_of(request)
         check_min_interval(schedule, now, self._settings.min_interval_seconds)
         self._check_handler(request)
         retry = RetryPolicy(**request.retry.model_dump()) if request.retry else RetryPolicy()
-        size = len(json.dumps(request.payload, separators=(",", ":")).encode())
-        if size > self._settings.max_payload_bytes:
-            raise PayloadTooLarge(
-                "max_payload_bytes",
-                "payload",
-                f"is {size} bytes as JSON; the limit is {self._settings.max_payload_bytes} bytes",
-            )
-        next_run_at = schedule.first_run(now)
-        if next_run_at is None:
-            raise InvalidRequest(
-                "end_at" if request.end_at else "start_at",
-                "the schedule has no occurrence between start_at and end_at",
-            )
+        self._check_payload_size(request.payload)
+        next_run_at = _first_run(schedule, request, now)
         task = Task(
             task_id=task_id,
             name=request.name or task_id,
@@ -108,6 +125,8 @@ class TaskService:
             updated_at=now,
             catchup=catchup,
             jitter_seconds=request.jitter_seconds,
+            overlap=Overlap(request.overlap),
+            limits=request.limits(),
             tenant_id=tenant_id,
         )
         self._tasks.create_within_quota(
@@ -117,6 +136,187 @@ class TaskService:
             new_signing_secret(),
         )
         return task
+
+    def patch(self, tenant_id: str, task_id: str, patch: TaskPatch) -> Task:
+        """Change a task in place, conditional on the version read.
+
+        Without a schedule field, the schedule and ``next_run_at`` stay. With one,
+        the schedule is rebuilt from the stored fields overlaid with the patch and
+        ``next_run_at`` recomputed so that no occurrence is lost or doubled: an
+        occurrence already due keeps its place (it runs, under the new handler and
+        payload), otherwise the new schedule's first occurrence from now on that is
+        later than the last one dispatched. See docs/decisions/0011.
+        """
+        task = self.get(tenant_id, task_id)
+        if patch.version is not None and patch.version != task.version:
+            raise Conflict(
+                f"task {task_id!r} is at version {task.version}, not {patch.version}; read it again"
+            )
+        now = to_utc_ms(self._clock.now())
+        given = patch.model_dump(exclude_unset=True, exclude={"version"})
+        request = TaskCreate.model_validate(_overlaid(_request_of(task), given))
+        changed = task
+        chain: dict[str, int] = {}
+        if any(name in given for name in SCHEDULE_FIELDS):
+            schedule = self._schedule_of(request, now, seed=task_id)
+            chain = self._check_chain(tenant_id, task_id, schedule)
+            check_min_interval(schedule, now, self._settings.min_interval_seconds)
+            changed = _rescheduled(task, schedule, request, now)
+        self._check_handler(request)
+        self._check_payload_size(request.payload)
+        changed = dataclasses.replace(
+            changed,
+            name=request.name or task.name,
+            handler_url=request.handler_url,
+            handler_name=request.handler,
+            payload=request.payload,
+            retry=RetryPolicy(**request.retry.model_dump()) if request.retry else task.retry,
+            catchup=self._catchup_of(request),
+            jitter_seconds=request.jitter_seconds,
+            overlap=Overlap(request.overlap),
+            version=task.version + 1,
+            updated_at=now,
+        )
+        return self._replace(task, changed, now, chain)
+
+    def pause(self, tenant_id: str, task_id: str, note: str | None) -> Task:
+        """The task leaves the due index; ``next_run_at`` stays, for resume."""
+        task = self.get(tenant_id, task_id)
+        if task.status is TaskStatus.COMPLETED:
+            raise Conflict(f"task {task_id!r} is COMPLETED; there is nothing to pause")
+        return self._set_status(task, TaskStatus.PAUSED, note)
+
+    def resume(self, tenant_id: str, task_id: str) -> Task:
+        """Back in the due index where it left off: occurrences missed while paused
+        are late, so the tick applies the task's catch-up policy to them."""
+        task = self.get(tenant_id, task_id)
+        if task.status is not TaskStatus.PAUSED:
+            return task
+        return self._set_status(task, TaskStatus.ACTIVE, None)
+
+    def _set_status(self, task: Task, status: TaskStatus, note: str | None) -> Task:
+        now = to_utc_ms(self._clock.now())
+        changed = dataclasses.replace(
+            task, status=status, pause_note=note, version=task.version + 1, updated_at=now
+        )
+        return self._replace(task, changed, now)
+
+    def trigger(self, tenant_id: str, task_id: str) -> Execution:
+        """Run the task now, with its own execution id; its schedule is not touched."""
+        task = self._runnable(tenant_id, task_id)
+        now = to_utc_ms(self._clock.now())
+        dispatch = Dispatch(
+            execution_id=triggered_execution_id(task_id, now), task_id=task_id, scheduled_at=now
+        )
+        if not self._starter.start(task, dispatch):
+            raise Conflict(f"task {task_id!r} was already triggered at {format_instant(now)}")
+        return self._started(dispatch.execution_id)
+
+    def backfill(self, tenant_id: str, task_id: str, start: str, end: str) -> Backfill:
+        """Start each occurrence of the task's schedule in ``[start, end]``, once ever.
+
+        Each gets a backfill id derived from its scheduled time, recorded with a
+        conditional put: asking again for an overlapping range starts only the
+        occurrences not asked for before.
+        """
+        task = self._runnable(tenant_id, task_id)
+        if task.schedule.kind not in GRID_KINDS:
+            raise InvalidRequest(
+                "task_id", f"a {task.schedule.kind} task has no grid of occurrences to backfill"
+            )
+        now = self._clock.now()
+        first = parse_local_instant("from", start, task.timezone)
+        last = parse_local_instant("to", end, task.timezone)
+        if last < first:
+            raise InvalidRequest("to", "is before from")
+        if last > now:
+            raise InvalidRequest("to", "is in the future; the schedule runs those occurrences")
+        occurrences = [
+            o
+            for o in upcoming(task.schedule, first - timedelta(microseconds=1), MAX_BACKFILL + 1)
+            if o <= last
+        ]
+        if len(occurrences) > MAX_BACKFILL:
+            raise InvalidRequest(
+                "to",
+                f"the range holds more than {MAX_BACKFILL} occurrences; "
+                "backfill it in smaller ranges",
+            )
+        started, ids = [], []
+        for occurrence in occurrences:
+            dispatch = Dispatch(
+                execution_id=backfill_execution_id(task_id, occurrence),
+                task_id=task_id,
+                scheduled_at=occurrence,
+            )
+            ids.append(dispatch.execution_id)
+            if self._starter.start(task, dispatch):
+                started.append(dispatch.execution_id)
+        return Backfill(execution_ids=ids, started=started)
+
+    def _runnable(self, tenant_id: str, task_id: str) -> Task:
+        task = self.get(tenant_id, task_id)
+        if task.status is TaskStatus.PAUSED:
+            raise Conflict(f"task {task_id!r} is PAUSED; resume it first")
+        return task
+
+    def _started(self, execution_id: str) -> Execution:
+        execution = self._executions.get(execution_id)
+        assert execution is not None, "recorded a moment ago"
+        return execution
+
+    def _replace(
+        self, task: Task, changed: Task, now: datetime, unchanged: dict[str, int] | None = None
+    ) -> Task:
+        placement = self._settings.sharding.place_task(changed, now)
+        if not self._tasks.replace(changed, placement, task.version, unchanged or {}):
+            raise Conflict(f"task {task.task_id!r} changed meanwhile; read it and try again")
+        return changed
+
+    def _check_chain(self, tenant_id: str, task_id: str, schedule: Schedule) -> dict[str, int]:
+        if isinstance(schedule, AfterSchedule):
+            upstream_id = schedule.upstream_task_id
+            if self._tasks.get_owned(tenant_id, upstream_id) is None:
+                raise InvalidRequest("after", f"no task {upstream_id!r} exists")
+            # Marked first: a dependent never exists while its upstream is unmarked.
+            self._tasks.mark_has_dependents(upstream_id)
+        return self._chain_versions(tenant_id, task_id, schedule)
+
+    def _chain_versions(self, tenant_id: str, task_id: str, schedule: Schedule) -> dict[str, int]:
+        """``after`` names an existing task, and following it never comes back here.
+
+        Returns the version of each task on the chain as read: the write that sets
+        ``after`` is conditional on them, so two changes racing to close a cycle
+        cannot both succeed.
+        """
+        if not isinstance(schedule, AfterSchedule):
+            return {}
+        versions: dict[str, int] = {}
+        chain = [task_id]
+        upstream_id: str | None = schedule.upstream_task_id
+        while upstream_id is not None:
+            chain.append(upstream_id)
+            if upstream_id == task_id:
+                raise InvalidRequest("after", f"would make a cycle: {' -> '.join(chain)}")
+            if len(chain) > MAX_CHAIN_LENGTH:
+                raise InvalidRequest(
+                    "after", f"a dependency chain may be at most {MAX_CHAIN_LENGTH} tasks long"
+                )
+            upstream = self._tasks.get_owned(tenant_id, upstream_id)
+            if upstream is None:
+                raise InvalidRequest("after", f"no task {upstream_id!r} exists")
+            versions[upstream_id] = upstream.version
+            upstream_id = upstream.upstream_task_id
+        return versions
+
+    def _check_payload_size(self, payload: dict[str, Any]) -> None:
+        size = len(json.dumps(payload, separators=(",", ":")).encode())
+        if size > self._settings.max_payload_bytes:
+            raise PayloadTooLarge(
+                "max_payload_bytes",
+                "payload",
+                f"is {size} bytes as JSON; the limit is {self._settings.max_payload_bytes} bytes",
+            )
 
     def upcoming(
         self, tenant_id: str, task_id: str, count: int, after: str | None
@@ -182,11 +382,13 @@ class TaskService:
 
     @staticmethod
     def _schedule_of(request: TaskCreate, now: datetime, seed: str) -> Schedule:
-        given = [f for f in ("cron", "rate", "at") if getattr(request, f) is not None]
+        given = [f for f in SCHEDULE_KINDS if getattr(request, f) is not None]
         if len(given) != 1:
             found = " and ".join(repr(f) for f in given) if given else "none"
             raise InvalidRequest(
-                "schedule", f"give exactly one of 'cron', 'rate' or 'at' (found {found})"
+                "schedule",
+                "give exactly one of 'cron', 'rate', 'at', 'fixed_delay' or 'after' "
+                f"(found {found})",
             )
         load_zone(request.timezone)
         if request.anchor is not None and request.rate is None:
@@ -196,6 +398,10 @@ class TaskService:
                 "dst", "applies to 'cron' and 'at'; a rate counts elapsed time, unmoved by DST"
             )
         window = _window_of(request)
+        if request.after is not None:
+            return AfterSchedule(upstream_task_id=request.after, window=window)
+        if request.fixed_delay is not None:
+            return parse_fixed_delay(request.fixed_delay, window)
         dst = request.dst.to_domain() if request.dst is not None else None
         if request.cron is not None:
             return parse_cron(request.cron, request.timezone, dst=dst, seed=seed, window=window)
@@ -235,3 +441,100 @@ def _window_of(request: TaskCreate) -> Window:
     if start_at is not None and end_at is not None and end_at < start_at:
         raise InvalidRequest("end_at", "is before start_at")
     return Window(start_at=start_at, end_at=end_at)
+
+
+def _first_run(schedule: Schedule, request: TaskCreate, now: datetime) -> datetime | None:
+    """The first occurrence; only a dependent task (``after``) may have none."""
+    next_run_at = schedule.first_run(now)
+    if next_run_at is None and not isinstance(schedule, AfterSchedule):
+        raise InvalidRequest(
+            "end_at" if request.end_at else "start_at",
+            "the schedule has no occurrence between start_at and end_at",
+        )
+    return next_run_at
+
+
+def _rescheduled(task: Task, schedule: Schedule, request: TaskCreate, now: datetime) -> Task:
+    """``task`` on a new schedule, neither losing nor doubling an occurrence."""
+    due_now = (
+        task.status is TaskStatus.ACTIVE
+        and task.next_run_at is not None
+        and task.next_run_at <= now
+        and not isinstance(schedule, AfterSchedule)
+    )
+    if due_now:
+        # Due and not yet claimed: it runs, then the new schedule takes over.
+        next_run_at = task.next_run_at
+    else:
+        next_run_at = _first_run(schedule, request, now)
+        last = task.last_scheduled_at
+        if next_run_at is not None and last is not None and next_run_at <= last:
+            next_run_at = schedule.next_after(last)
+            if next_run_at is None:
+                raise InvalidRequest(
+                    schedule.kind,
+                    f"has no occurrence after {format_instant(last)}, the last one dispatched",
+                )
+    status = task.status
+    if status is TaskStatus.COMPLETED and next_run_at is not None:
+        status = TaskStatus.ACTIVE
+    return dataclasses.replace(task, schedule=schedule, next_run_at=next_run_at, status=status)
+
+
+def _request_of(task: Task) -> dict[str, Any]:
+    """The stored task as the fields of a ``TaskCreate`` that would make it again."""
+    schedule = task.schedule
+    fields: dict[str, Any] = {
+        "name": task.name,
+        "timezone": task.timezone,
+        "start_at": _text(schedule.window.start_at),
+        "end_at": _text(schedule.window.end_at),
+        "jitter_seconds": task.jitter_seconds,
+        "catchup": task.catchup.policy.value,
+        "overlap": task.overlap.value,
+        "handler_url": task.handler_url,
+        "handler": task.handler_name,
+        "payload": task.payload,
+        "retry": {
+            "max_attempts": task.retry.max_attempts,
+            "base_delay_seconds": task.retry.base_delay_seconds,
+            "max_delay_seconds": task.retry.max_delay_seconds,
+        },
+    }
+    if task.catchup.policy is CatchUp.RUN_ALL:
+        fields["catchup_window_seconds"] = task.catchup.window_seconds
+    match schedule.kind:
+        case "cron":
+            fields["cron"] = schedule.expression
+            fields["dst"] = {
+                "nonexistent": schedule.dst.nonexistent.value,
+                "ambiguous": schedule.dst.ambiguous.value,
+            }
+        case "rate":
+            fields["rate"] = schedule.expression
+            fields["anchor"] = format_instant(schedule.anchor)
+        case "at":
+            fields["at"] = format_instant(schedule.at)
+        case "fixed_delay":
+            fields["fixed_delay"] = schedule.expression
+        case "after":
+            fields["after"] = schedule.upstream_task_id
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _overlaid(stored: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` over ``stored``, where a new schedule kind or handler replaces the old one
+    and fields that only fit the old kind (``anchor``, ``dst``) go with it."""
+    if any(kind in given for kind in SCHEDULE_KINDS):
+        for name in (*SCHEDULE_KINDS, "anchor", "dst"):
+            stored.pop(name, None)
+    if "handler_url" in given or "handler" in given:
+        stored.pop("handler_url", None)
+        stored.pop("handler", None)
+    if given.get("catchup", "run_all") != "run_all":
+        stored.pop("catchup_window_seconds", None)
+    return {**stored, **{k: v for k, v in given.items() if v is not None}}
+
+
+def _text(instant: datetime | None) -> str | None:
+    return format_instant(instant) if instant is not None else None

@@ -9,14 +9,19 @@ Order of steps, and why:
    eventually consistent; a stale entry for a task another tick just advanced
    must not be sent again.
 3. Send the executions (SendMessageBatch), *then* claim each sent task with a
-   conditional write on its version. A crash after sending and before claiming
+   conditional write on its version. A page's sends, then its claims, are
+   issued concurrently from a small thread pool (``tick_concurrency``): each
+   is a network round trip, and one at a time would cap a shard at about
+   100 claims per second. A crash after sending and before claiming
    leaves the task due, so the next tick sends the same ``execution_id`` again:
    a duplicate, never a loss. The opposite order could lose an occurrence.
 4. A task still due after its claim (catch-up ``run_all``, or on-time
    occurrences behind a late one) is claimed again in the same pass, from the
    state just written, until nothing is due or the claim budget is spent. Which
    missed occurrences run at all is the task's catch-up policy, decided in
-   ``claim_occurrence``.
+   ``claim_occurrence``, and so is the overlap policy: an occurrence due while
+   the previous one still holds the task's run slot is skipped (recorded as a
+   SKIPPED execution) or buffered.
 
 A per-shard cursor remembers the oldest bucket that may still hold work, so an
 item in an older bucket (the scheduler was down, a tick fell behind) is never
@@ -25,20 +30,45 @@ missed, and buckets already drained are not queried again.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TypeVar
+
+from botocore.exceptions import ClientError
 
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock
-from dynacron.domain.tasks import Claim, Task, advanced, claim_occurrence, due_bucket_key
+from dynacron.domain.tasks import (
+    Claim,
+    DuePlacement,
+    Task,
+    advanced,
+    claim_occurrence,
+    due_bucket_key,
+    execution_id_for,
+)
 from dynacron.faults import NO_FAULTS, Boundary, Faults
-from dynacron.queue import DispatchQueue
-from dynacron.store import CursorStore, TaskStore
+from dynacron.metrics import ReliabilityMetrics
+from dynacron.queue import SEND_BATCH_LIMIT, DispatchQueue
+from dynacron.store import CursorStore, ExecutionStore, TaskStore, chunks
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 # The newest buckets are queried on every tick even when a long backlog of old
 # buckets is being walked, so a catch-up never delays what is due now.
 ALWAYS_QUERIED_BUCKETS = 2
 MAX_OLD_BUCKETS_PER_TICK = 48
+# DynamoDB throttling a burst of claims: wait 50 ms, 100 ms, ... (at most 2 s) and retry.
+THROTTLING_CODES = frozenset(
+    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+)
+THROTTLE_RETRIES = 8
+THROTTLE_FIRST_SLEEP = 0.05
+THROTTLE_MAX_SLEEP = 2.0
 
 
 @dataclass
@@ -53,6 +83,9 @@ class TickReport:
     lost_races: int = 0
     cursor: datetime | None = None
     lateness_seconds: list[float] = field(default_factory=list)
+    # Claims this tick may make: the configured cap, less whatever the queue
+    # already holds beyond its bound (dispatch pacing).
+    claim_budget: int = 0
 
     @property
     def claim_writes(self) -> int:
@@ -65,13 +98,19 @@ class Ticker:
         self,
         *,
         tasks: TaskStore,
+        executions: ExecutionStore,
         queue: DispatchQueue,
         cursors: CursorStore,
         settings: Settings,
         clock: Clock,
         faults: Faults = NO_FAULTS,
+        metrics: ReliabilityMetrics | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        self._metrics = metrics or ReliabilityMetrics(lambda document: None)
+        self._sleep = sleep
         self._tasks = tasks
+        self._executions = executions
         self._queue = queue
         self._cursors = cursors
         self._settings = settings
@@ -80,6 +119,12 @@ class Ticker:
         self._sharding = settings.sharding
         self._width = timedelta(seconds=settings.bucket_seconds)
         self._misfire_grace = timedelta(seconds=settings.misfire_grace_seconds)
+        # Created once and kept: a warm Lambda reuses its threads between ticks.
+        self._pool = (
+            ThreadPoolExecutor(settings.tick_concurrency, thread_name_prefix="dynacron-tick")
+            if settings.tick_concurrency > 1
+            else None
+        )
 
     def tick(self) -> list[TickReport]:
         """Tick every shard once (local mode); deployed, each shard has its own tick."""
@@ -87,7 +132,11 @@ class Ticker:
 
     def tick_shard(self, shard: int) -> TickReport:
         now = self._clock.now()
-        report = TickReport(shard=shard)
+        report = TickReport(shard=shard, claim_budget=self._claim_budget())
+        if report.claim_budget <= 0:
+            # The workers have enough to do: what is due stays due for a later tick.
+            self._metrics.dispatch_paced()
+            return report
         cursor = self._cursors.get(shard) or self._sharding.bucket(
             now - timedelta(seconds=self._settings.initial_lookback_seconds)
         )
@@ -99,12 +148,36 @@ class Ticker:
             # buckets starting at the cursor: never over one not yet queried.
             if drained and bucket == new_cursor and bucket + self._width <= settled_before:
                 new_cursor = bucket + self._width
-            if report.claim_writes >= self._settings.tick_max_claims:
+            if report.claim_writes >= report.claim_budget:
                 break
         if new_cursor > cursor:
             self._cursors.advance(shard, new_cursor)
         report.cursor = new_cursor
         return report
+
+    def _claim_budget(self) -> int:
+        """Never more in flight than ``max_queued_dispatches``: the rest waits, due."""
+        depth = self._queue.depth()
+        self._metrics.queue_depth(depth)
+        room = self._settings.max_queued_dispatches - depth
+        return max(0, min(self._settings.tick_max_claims, room))
+
+    def _claim(self, claim: Claim, placement: DuePlacement | None, now: datetime) -> bool:
+        """The conditional claim, retried with backoff while DynamoDB throttles it.
+
+        Giving up raises: the tick ends, the task stays due (its message, already
+        sent, is a duplicate the worker drops) and the next tick claims it.
+        """
+        for attempt in range(THROTTLE_RETRIES):
+            try:
+                return self._tasks.claim(claim, placement, now)
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") not in THROTTLING_CODES:
+                    raise
+                if attempt == THROTTLE_RETRIES - 1:
+                    raise
+                self._sleep(min(THROTTLE_MAX_SLEEP, THROTTLE_FIRST_SLEEP * 2**attempt))
+        raise AssertionError("unreachable")
 
     def _buckets_to_query(self, cursor: datetime, now: datetime) -> list[datetime]:
         current = self._sharding.bucket(now)
@@ -126,7 +199,7 @@ class Ticker:
         start_key = None
         drained = True
         while True:
-            budget = self._settings.tick_max_claims - report.claim_writes
+            budget = report.claim_budget - report.claim_writes
             if budget <= 0:
                 return False
             task_ids, start_key = self._tasks.due_task_ids(
@@ -136,7 +209,7 @@ class Ticker:
             if task_ids:
                 claims = self._claims_of(self._tasks.get_many(task_ids), now)
                 while claims:
-                    budget = self._settings.tick_max_claims - report.claim_writes
+                    budget = report.claim_budget - report.claim_writes
                     if len(claims) > budget:
                         claims, drained = claims[:budget], False
                     won, all_sent = self._dispatch(claims, now, report)
@@ -168,23 +241,59 @@ class Ticker:
             for claim in claims
             if (dispatch := claim.dispatch(now)) is not None
         }
-        sent = {dispatch.execution_id for dispatch in self._queue.send(list(runs.values()))}
+        batches = list(chunks(list(runs.values()), SEND_BATCH_LIMIT))
+        accepted = self._concurrently(self._queue.send, batches)
+        sent = {dispatch.execution_id for batch in accepted for dispatch in batch}
         report.sent += len(sent)
         self._faults.reached(Boundary.TICK_SENT_NOT_CLAIMED)
-        won: list[Claim] = []
-        for claim in claims:
-            execution_id = claim.execution_id
-            if execution_id is not None and execution_id not in sent:
-                continue
+        # A run the queue did not accept is not claimed: it stays due.
+        to_claim = [c for c in claims if c.execution_id is None or c.execution_id in sent]
+
+        def claim_one(claim: Claim) -> bool:
             placement = self._sharding.place(claim.task.task_id, claim.next_run_at, now)
-            if self._tasks.claim(claim, placement, now):
-                won.append(claim)
-                if claim.scheduled_at is None:
-                    report.rescheduled += 1
-                else:
-                    report.claimed += 1
-                    report.lateness_seconds.append((now - claim.scheduled_at).total_seconds())
-            else:
-                report.lost_races += 1
+            claimed = self._claim(claim, placement, now)
+            if claimed:
+                self._record_overlap_skip(claim, now)
             self._faults.reached(Boundary.TICK_CLAIMED_ONE)
+            return claimed
+
+        won: list[Claim] = []
+        for claim, claimed in zip(to_claim, self._concurrently(claim_one, to_claim), strict=True):
+            if not claimed:
+                report.lost_races += 1
+                continue
+            won.append(claim)
+            if claim.scheduled_at is None:
+                report.rescheduled += 1
+            else:
+                report.claimed += 1
+                report.lateness_seconds.append((now - claim.scheduled_at).total_seconds())
         return won, len(sent) == len(runs)
+
+    def _concurrently(self, call: Callable[[T], R], items: list[T]) -> list[R]:
+        """``call`` on every item, from the pool when there is one; results in order.
+
+        The first exception is raised and calls not yet started are cancelled,
+        as a sequential loop would stop. Sends precede claims, so a tick that
+        fails part way leaves duplicates at worst, never a loss.
+        """
+        if self._pool is None or len(items) < 2:
+            return [call(item) for item in items]
+        return list(self._pool.map(call, items))
+
+    def _record_overlap_skip(self, claim: Claim, now: datetime) -> None:
+        """An occurrence the overlap policy passed over leaves a SKIPPED execution saying why.
+
+        Written after the claim, so only the tick that won records it; a crash in
+        between loses the record, never an occurrence that should have run.
+        """
+        if claim.overlap_skipped is None or claim.overlap_reason is None:
+            return
+        task_id = claim.task.task_id
+        self._executions.record_skipped(
+            claim.task,
+            execution_id_for(task_id, claim.overlap_skipped),
+            claim.overlap_skipped,
+            claim.overlap_reason,
+            now,
+        )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from types import TracebackType
 from typing import Protocol
 
@@ -27,7 +28,6 @@ from dynacron.domain.executions import (
     DeliveryResult,
     Dispatch,
     Execution,
-    ExecutionStatus,
     HandlerAnswer,
     LeaseTerms,
     new_token,
@@ -35,12 +35,13 @@ from dynacron.domain.executions import (
     token_digest,
 )
 from dynacron.domain.retry import AttemptFailure, RetryPolicy
-from dynacron.domain.tasks import Task
+from dynacron.domain.tasks import SKIPPED_PAUSED, Task, TaskStatus
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.idempotency import GuardedResult, IdempotentHandlerCalls, RemainingTime
 from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import DispatchQueue
+from dynacron.services.limits import LimitGate, Pass, Wait
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 from dynacron.store import ExecutionStore, TaskStore
 
@@ -65,6 +66,7 @@ class ExecutionRunner:
         clock: Clock,
         lease_terms: LeaseTerms,
         faults: Faults = NO_FAULTS,
+        limits: LimitGate | None = None,
     ) -> None:
         self._tasks = tasks
         self._executions = executions
@@ -76,6 +78,7 @@ class ExecutionRunner:
         self._clock = clock
         self._terms = lease_terms
         self._faults = faults
+        self._limits = limits
 
     def run(self, dispatch: Dispatch, invocation: RemainingTime | None = None) -> Outcome:
         """Run one attempt; returns what became of it. Raises only on infrastructure errors."""
@@ -84,6 +87,13 @@ class ExecutionRunner:
             self._queue.send_later(dispatch, (dispatch.not_before - now).total_seconds())
             return Outcome.DEFERRED
         task = self._tasks.get(dispatch.task_id)
+        # Limits, breaker and pauses are checked before the attempt begins: an
+        # attempt that must wait is sent on unchanged and uses up nothing.
+        admitted = self._limits.admit(task, dispatch) if self._limits and task else None
+        if isinstance(admitted, Wait):
+            later = replace(dispatch, not_before=admitted.until)
+            self._queue.send_later(later, (admitted.until - now).total_seconds())
+            return Outcome.WAITING
         lease_token, callback_token = new_token(), new_token()
         begun = self._executions.begin(
             dispatch,
@@ -95,19 +105,19 @@ class ExecutionRunner:
             tenant_id=task.tenant_id if task is not None else DEFAULT_TENANT,
         )
         if not begun.began or begun.current is None:
+            self._report_limits(admitted, None)
             self._metrics.duplicate_suppressed()
             return Outcome.DUPLICATE
         execution = begun.current
         self._faults.reached(Boundary.WORKER_BEGAN)
         if task is None:
-            self._executions.finish(
-                dispatch.execution_id,
-                lease_token,
-                ExecutionStatus.SKIPPED,
-                self._clock.now(),
-                error="the task was deleted before this execution ran",
+            return self._outcomes.skipped(
+                execution, lease_token, "the task was deleted before this execution ran", task
             )
-            return Outcome.SKIPPED
+        if task.status is TaskStatus.PAUSED:
+            # Sent before the pause, or a dependent of a paused task: not run, and
+            # not lost from sight either. Resume applies the catch-up policy.
+            return self._outcomes.skipped(execution, lease_token, SKIPPED_PAUSED, task)
         if dispatch.attempt == 1:
             self._metrics.scheduling_lag(scheduling_lag(dispatch.scheduled_at, now).total_seconds())
         with Heartbeat(
@@ -118,9 +128,17 @@ class ExecutionRunner:
                 lambda: self._delivery.deliver(task, dispatch, callback_token),
                 invocation,
             )
-        return self._record(execution, lease_token, guarded)
+        called = not (guarded.replayed or guarded.in_progress)
+        self._report_limits(admitted, guarded.result if called else None)
+        return self._record(execution, lease_token, guarded, task)
 
-    def _record(self, execution: Execution, lease_token: str, guarded: GuardedResult) -> Outcome:
+    def _report_limits(self, admitted: Pass | None, result: DeliveryResult | None) -> None:
+        if self._limits is not None and admitted is not None:
+            self._limits.report(admitted, result)
+
+    def _record(
+        self, execution: Execution, lease_token: str, guarded: GuardedResult, task: Task
+    ) -> Outcome:
         """Write what the handler call came to, under the attempt's lease token."""
         if guarded.replayed or guarded.in_progress:
             self._metrics.duplicate_suppressed()
@@ -133,7 +151,8 @@ class ExecutionRunner:
         self._faults.reached(Boundary.WORKER_OUTCOME_NOT_RECORDED)
         result = guarded.result
         if result.answer is HandlerAnswer.SUCCEEDED:
-            return self._outcomes.succeeded(execution.execution_id, lease_token)
+            # The task as read before the call: a slot is named before the send.
+            return self._outcomes.succeeded(execution, lease_token, result.summary, task)
         if result.answer is HandlerAnswer.ACCEPTED:
             accepted_at = self._clock.now()
             waiting = self._executions.renew(

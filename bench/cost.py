@@ -1,0 +1,243 @@
+"""Cost per fire: every AWS request and capacity unit a fire uses, in US dollars per million.
+
+Runs the real tick and worker against in-process moto with a metered client
+(see ``bench.meter``), a settable clock and a loopback sink as the handler.
+The worker is driven as Lambda's SQS event source mapping drives it: receive
+up to 10, invoke, delete the records not reported failed (those requests are
+billed to the account, so they are counted).
+
+Run: .venv/bin/python -m bench.cost
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+
+from bench.common import in_process_aws, write_result
+from bench.meter import Meter, summarise
+from dynacron.app import Dynacron
+from dynacron.domain.clock import SettableClock
+from dynacron.domain.instants import format_instant
+from dynacron.local.aws import REGION
+from dynacron.local.gateway import LocalContext
+from dynacron.local.runtime import sqs_event
+from dynacron.models import TaskCreate
+from dynacron.resources import COORDINATION, EXECUTIONS, IDEMPOTENCY, TASKS
+from tests.support import Delivery, Sink
+
+START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+# us-east-1 list prices (USD), read from the public pricing pages, November 2026.
+PRICES = {
+    "dynamodb_on_demand_per_million_write_units": 0.625,
+    "dynamodb_on_demand_per_million_read_units": 0.125,
+    "dynamodb_provisioned_per_wcu_hour": 0.00065,
+    "dynamodb_provisioned_per_rcu_hour": 0.00013,
+    # Provisioned capacity is paid for whether used or not: at the default
+    # auto-scaling target of 70 % utilisation a used unit costs 1/0.7 of one.
+    "provisioned_utilisation": 0.7,
+    "sqs_standard_per_million_requests": 0.40,
+    "lambda_per_million_requests": 0.20,
+    "eventbridge_scheduler_per_million_invocations": 1.00,
+}
+WORKER_BATCH = 10
+
+
+@dataclass
+class Bench:
+    app: Dynacron
+    meter: Meter
+    clock: SettableClock
+    raw_sqs: Any
+    sink: Sink
+
+
+def dollars_per_million(per_fire: dict[str, float]) -> dict[str, float]:
+    """USD per million fires: DynamoDB at on-demand or provisioned, plus SQS and Lambda requests."""
+    p = PRICES
+    sqs = per_fire["sqs_requests"] * p["sqs_standard_per_million_requests"]
+    invocations = per_fire["lambda_invocations"] * p["lambda_per_million_requests"]
+    on_demand = (
+        per_fire["write_units"] * p["dynamodb_on_demand_per_million_write_units"]
+        + per_fire["rcu"] * p["dynamodb_on_demand_per_million_read_units"]
+    )
+    hours_per_million_units = 1e6 / 3600 / p["provisioned_utilisation"]
+    provisioned = hours_per_million_units * (
+        per_fire["write_units"] * p["dynamodb_provisioned_per_wcu_hour"]
+        + per_fire["rcu"] * p["dynamodb_provisioned_per_rcu_hour"]
+    )
+    return {
+        "dynamodb_on_demand": round(on_demand, 4),
+        "dynamodb_provisioned": round(provisioned, 4),
+        "sqs": round(sqs, 4),
+        "lambda_requests": round(invocations, 4),
+        "total_on_demand": round(on_demand + sqs + invocations, 4),
+        "total_provisioned": round(provisioned + sqs + invocations, 4),
+        "eventbridge_scheduler": p["eventbridge_scheduler_per_million_invocations"],
+    }
+
+
+def drain_worker(bench: Bench, delete: bool = True) -> int:
+    """Receive, invoke the worker, delete: as the SQS event source mapping does."""
+    app = bench.app
+    sqs = app.queue._client  # the metered client: these requests are billed
+    url = app.settings.dispatch_queue_url
+    invocations = 0
+    undeleted: list[dict[str, Any]] = []
+    while True:
+        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=WORKER_BATCH).get(
+            "Messages", []
+        )
+        if not messages:
+            break
+        invocations += 1
+        result = app.worker(sqs_event(messages, "arn:aws:sqs:bench"), LocalContext("worker"))
+        failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if delete and done:
+            sqs.delete_message_batch(
+                QueueUrl=url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)
+                ],
+            )
+        else:
+            undeleted += messages
+    # A worker that died before deleting: its messages come back after their
+    # visibility timeout (free); here at once, through the unmetered client.
+    for message in undeleted:
+        bench.raw_sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
+    return invocations
+
+
+def fail_first_call() -> Callable[[Delivery], tuple[int, dict[str, str]]]:
+    seen: set[str] = set()
+
+    def answer(delivery: Delivery) -> tuple[int, dict[str, str]]:
+        key = delivery.headers["Idempotency-Key"]
+        first = key not in seen
+        seen.add(key)
+        return (500 if first else 200), {}
+
+    return answer
+
+
+def register(bench: Bench, count: int, **fields: Any) -> None:
+    for number in range(count):
+        bench.app.task_service.register(
+            TaskCreate(
+                name=f"bench-{number}",
+                handler_url=f"{bench.sink.url}/hook",
+                payload={"report": "daily", "customer": number},
+                **fields,
+            )
+        )
+
+
+def scenario(bench: Bench, kind: str, batch: int, rounds: int) -> dict[str, Any]:
+    """``batch`` tasks fire together, ``rounds`` times; the meter counts everything in between."""
+    invocations = 0
+    bench.meter.reset()
+    retry = {"retry": {"base_delay_seconds": 1, "max_delay_seconds": 1}}
+    if kind == "recurring":
+        register(bench, batch, rate="1 minute")
+    for round_number in range(rounds):
+        if kind != "recurring":
+            at = bench.clock.now() + timedelta(seconds=30)
+            register(bench, batch, at=format_instant(at), **(retry if kind == "retried" else {}))
+        bench.meter.reset()
+        bench.clock.advance(timedelta(seconds=60 if kind == "recurring" else 30))
+        report = bench.app.ticker.tick_shard(0)
+        assert report.claimed == batch, (kind, report)
+        if kind == "retried":
+            # Each execution's first call fails; the worker's retry succeeds.
+            bench.sink.answer = fail_first_call()
+        if kind == "duplicate":
+            invocations += drain_worker(bench, delete=False)
+        invocations += drain_worker(bench)
+        calls = bench.meter.reset()
+        bench.sink.answer = None
+        if round_number == 0:
+            totals = calls
+        else:
+            totals += calls
+    summary = summarise(totals, fires=batch * rounds)
+    summary["per_fire"]["lambda_invocations"] = round(invocations / (batch * rounds), 4)
+    summary["usd_per_million_fires"] = dollars_per_million(summary["per_fire"])
+    return {"kind": kind, "batch": batch, "rounds": rounds, **summary}
+
+
+def idle_tick(bench: Bench) -> dict[str, Any]:
+    """One shard's tick when nothing is due: the fixed cost of each shard-second."""
+    bench.clock.advance(timedelta(seconds=1))
+    bench.meter.reset()
+    bench.app.ticker.tick_shard(0)
+    summary = summarise(bench.meter.reset(), fires=1)
+    per_second = summary["per_fire"]
+    month = 30 * 24 * 3600
+    return {
+        "per_shard_second": per_second,
+        "usd_per_shard_month_on_demand": round(
+            month * per_second["rcu"] * PRICES["dynamodb_on_demand_per_million_read_units"] / 1e6, 4
+        ),
+        "breakdown": summary["breakdown"],
+    }
+
+
+@contextmanager
+def fresh_bench(sink: Sink) -> Iterator[Bench]:
+    """An empty store and queue with one shard, and metered clients."""
+    clock = SettableClock(START)
+    with in_process_aws(clock, shard_count=1) as (raw_dynamodb, raw_sqs, settings):
+        tables = {
+            settings.tasks_table: TASKS,
+            settings.executions_table: EXECUTIONS,
+            settings.coordination_table: COORDINATION,
+            IDEMPOTENCY.default_name("dynacron"): IDEMPOTENCY,
+        }
+        meter = Meter(tables=tables, raw_dynamodb=raw_dynamodb)
+        dynamodb = meter.attach(boto3.client("dynamodb", region_name=REGION))
+        sqs = meter.attach(boto3.client("sqs", region_name=REGION))
+        app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock)
+        yield Bench(app=app, meter=meter, clock=clock, raw_sqs=raw_sqs, sink=sink)
+
+
+def main() -> None:
+    sink = Sink().start()
+    scenarios = []
+    try:
+        for kind, batch, rounds in (
+            ("recurring", 100, 3),
+            ("recurring", 1, 3),
+            ("one-time", 100, 1),
+            ("retried", 100, 1),
+            ("duplicate", 100, 1),
+        ):
+            with fresh_bench(sink) as bench:
+                scenarios.append(scenario(bench, kind, batch, rounds))
+        with fresh_bench(sink) as bench:
+            idle = idle_tick(bench)
+    finally:
+        sink.stop()
+    result = {
+        "prices_usd": PRICES,
+        "write_unit_goal_per_recurring_fire": 5,
+        "scenarios": scenarios,
+        "idle_tick": idle,
+    }
+    write_result("cost", result)
+    for s in scenarios:
+        print(s["kind"], s["batch"], s["per_fire"], s["usd_per_million_fires"])
+    print("idle", idle["per_shard_second"])
+
+
+if __name__ == "__main__":
+    main()

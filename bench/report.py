@@ -1,0 +1,468 @@
+"""Regenerates BENCHMARKS.md and its plots from bench/results/*.json.
+
+Run: .venv/bin/python -m bench.report
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from bench.common import RESULTS
+
+ROOT = RESULTS.parent.parent
+OUT = ROOT / "BENCHMARKS.md"
+PLOTS = "bench/results"
+
+
+def load(name: str) -> dict[str, Any] | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def verdict(met: bool) -> str:
+    return "**met**" if met else "**not met**"
+
+
+def context_line(result: dict[str, Any]) -> str:
+    if "versions" not in result:
+        return f"_Run {result.get('date')} by an earlier version of the benchmark._"
+    machine = result["machine"]
+    versions = ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v)
+    load = " / ".join(str(x) for x in result["load_average"])
+    quick = " (BENCH_QUICK)" if result.get("quick") else ""
+    return (
+        f"_Run {result['date']}{quick} on {machine['platform']}, {machine['cpus']} CPUs, "
+        f"Python {machine['python']}; {versions}; load average (1/5/15 min) {load} "
+        "at the end of the run._"
+    )
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def save(figure: Any, name: str) -> str:
+    figure.tight_layout()
+    figure.savefig(RESULTS / name, dpi=110)
+    plt.close(figure)
+    return f"![{name}]({PLOTS}/{name})"
+
+
+def cost_section(result: dict[str, Any]) -> list[str]:
+    scenarios = result["scenarios"]
+    goal = result["write_unit_goal_per_recurring_fire"]
+    recurring = next(s for s in scenarios if s["kind"] == "recurring" and s["batch"] > 1)
+    units = recurring["per_fire"]["write_units"]
+    rows = [
+        [
+            s["kind"],
+            s["batch"],
+            s["per_fire"]["write_units"],
+            s["per_fire"]["rcu"],
+            s["per_fire"]["dynamodb_requests"],
+            s["per_fire"]["sqs_requests"],
+            s["usd_per_million_fires"]["total_on_demand"],
+            s["usd_per_million_fires"]["total_provisioned"],
+        ]
+        for s in scenarios
+    ]
+    breakdown = [
+        [
+            b["service"],
+            b["caller"],
+            b["operation"],
+            b["requests"],
+            b["wcu"],
+            b["index_wcu"],
+            b["rcu"],
+        ]
+        for b in recurring["breakdown"]
+    ]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    writers = [b for b in recurring["breakdown"] if b["wcu"] or b["index_wcu"]]
+    bottom = 0.0
+    for b in writers:
+        name = f"{b['caller']} {b['operation']}"
+        for label, value in ((name, b["wcu"]), (name + " (index)", b["index_wcu"])):
+            if value:
+                left.bar(["recurring fire"], [value], bottom=[bottom], label=label)
+                bottom += value
+    left.axhline(goal, color="red", linestyle="--", label=f"goal {goal}")
+    left.set_ylabel("write units per fire")
+    left.set_title("Where each write unit goes")
+    left.legend(fontsize=7)
+    names = [f"{s['kind']}\nx{s['batch']}" for s in scenarios]
+    right.bar(
+        names, [s["usd_per_million_fires"]["total_on_demand"] for s in scenarios], label="on-demand"
+    )
+    right.bar(
+        names,
+        [s["usd_per_million_fires"]["total_provisioned"] for s in scenarios],
+        width=0.4,
+        label="provisioned (70 % utilised)",
+    )
+    right.axhline(1.0, color="black", linestyle=":", label="EventBridge Scheduler $1.00")
+    right.set_ylabel("USD per million fires")
+    right.set_title("Cost per million fires (DynamoDB + SQS + Lambda requests)")
+    right.legend(fontsize=7)
+    right.tick_params(axis="x", labelsize=7)
+    image = save(figure, "cost.png")
+    idle = result["idle_tick"]
+    prices = result["prices_usd"]
+    return [
+        "## 1. Cost per fire",
+        "",
+        context_line(result),
+        "",
+        "Every AWS request of a real tick and worker, counted by a botocore event hook on the "
+        "clients (`bench/meter.py`); capacity units by AWS's documented rules from the item "
+        "images before and after each write (moto answers `ReturnConsumedCapacity` with a "
+        "constant): 1 WCU per started KB of the larger image, a failed conditional write still "
+        "costs it, a changed index key costs a delete plus a put in the index, consistent reads "
+        "1 RCU per 4 KB per item, queries 0.5 RCU per 4 KB returned, SQS 1 request per 64 KB. "
+        "The worker is driven as Lambda's SQS event source mapping drives it (receive 10, invoke, "
+        "delete), whose requests are billed too. `retried` = each execution's first call fails and "
+        "the worker's retry succeeds (two attempts); `duplicate` = the message is "
+        "redelivered after success.",
+        "",
+        f"Goal: at most {goal} write units per recurring fire including history: {units} → "
+        f"{verdict(units <= goal)} (no idempotency record is written yet; see the note below).",
+        "",
+        table(
+            [
+                "fire",
+                "fires per tick",
+                "write units",
+                "read units",
+                "DynamoDB requests",
+                "SQS requests",
+                "USD/M on-demand",
+                "USD/M provisioned",
+            ],
+            rows,
+        ),
+        "",
+        "Where each unit of a recurring fire goes (per fire, 100 fires per tick):",
+        "",
+        table(["service", "caller", "operation", "requests", "WCU", "index WCU", "RCU"], breakdown),
+        "",
+        image,
+        "",
+        "Prices (us-east-1, USD): DynamoDB on-demand "
+        f"{prices['dynamodb_on_demand_per_million_write_units']} per million write units and "
+        f"{prices['dynamodb_on_demand_per_million_read_units']} per million read units; "
+        f"provisioned {prices['dynamodb_provisioned_per_wcu_hour']} per WCU-hour and "
+        f"{prices['dynamodb_provisioned_per_rcu_hour']} per RCU-hour at "
+        f"{int(prices['provisioned_utilisation'] * 100)} % utilisation; SQS "
+        f"{prices['sqs_standard_per_million_requests']} per million requests; Lambda "
+        f"{prices['lambda_per_million_requests']} per million requests (worker invocations, batch "
+        "of 10; duration and storage left out); EventBridge Scheduler "
+        f"{prices['eventbridge_scheduler_per_million_invocations']} per million invocations.",
+        "",
+        f"Fixed cost of ticking an idle shard: {idle['per_shard_second']['dynamodb_requests']} "
+        f"requests and {idle['per_shard_second']['rcu']} read units per shard-second, "
+        f"${idle['usd_per_shard_month_on_demand']} per shard-month on demand (tick Lambda "
+        "duration not included).",
+        "",
+    ]
+
+
+def scaling_section(result: dict[str, Any]) -> list[str]:
+    runs = result["runs"]
+    ratio = result["items_read_ratio_largest_to_smallest"]
+    rows = [
+        [
+            r["registered"],
+            r["due"],
+            r["items_read"],
+            r["read_units"],
+            r["requests"],
+            r["emulator_tick_seconds"],
+        ]
+        for r in runs
+    ]
+    figure, axis = plt.subplots(figsize=(6, 4))
+    registered = [r["registered"] for r in runs]
+    axis.plot(registered, [r["items_read"] for r in runs], marker="o", label="dynacron tick")
+    axis.plot(
+        registered, [r["registered"] for r in runs], linestyle="--", label="a Scan would read"
+    )
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("registered tasks (100 due)")
+    axis.set_ylabel("items read per tick")
+    axis.legend()
+    image = save(figure, "scaling.png")
+    return [
+        "## 2. Scan-free scaling",
+        "",
+        context_line(result),
+        "",
+        f"Items read by one tick of all {result['shards']} shards (due-index pages, strongly "
+        "consistent re-reads, cursors), with 100 tasks due and the rest pending in the same shards "
+        "and buckets, later in the sort key, up to a week ahead. Ratio largest/smallest: "
+        f"**{ratio}** (goal ≤ {result['goal_ratio']}: {verdict(ratio <= result['goal_ratio'])}). "
+        "The emulator's wall time grows because moto filters an index in Python over every item; "
+        "DynamoDB reads only the key range.",
+        "",
+        table(["registered", "due", "items read", "read units", "requests", "moto seconds"], rows),
+        "",
+        image,
+        "",
+    ]
+
+
+def lateness_section(result: dict[str, Any]) -> list[str]:
+    runs = result["runs"]
+    goal = result.get("goal_p99_seconds", 1.5)
+    rows = [
+        [
+            r["target_fires_per_second"],
+            r["seconds"],
+            r["scheduled"],
+            r["unique_executions"],
+            *(r["lateness_seconds"][q] for q in ("p50", "p95", "p99", "max")),
+            verdict(r["lateness_seconds"]["p99"] <= goal),
+        ]
+        for r in runs
+    ]
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for r in runs:
+        samples = r.get("lateness_samples") or []
+        if samples:
+            axis.plot(
+                samples,
+                [i / len(samples) for i in range(1, len(samples) + 1)],
+                label=f"{r['target_fires_per_second']}/s",
+            )
+    axis.axvline(goal, color="red", linestyle="--", label=f"p99 goal {goal} s")
+    axis.set_xlabel("lateness (handler start - scheduled), seconds")
+    axis.set_ylabel("fraction of fires")
+    axis.set_title("Local mode lateness, cumulative")
+    axis.legend()
+    image = save(figure, "lateness.png")
+    return [
+        "## 3. Lateness in local mode",
+        "",
+        context_line(result),
+        "",
+        "`dynacron local` in its own process (embedded AWS, API, a tick of every shard at the "
+        f"top of each second, {result['workers']} workers), one-time tasks registered ahead and "
+        "due evenly at the target rate; lateness = the sink's receive time minus the scheduled "
+        "time. Ticks run once a second, so about 0.5 s of lateness is by design.",
+        "",
+        table(
+            [
+                "fires/s",
+                "seconds",
+                "scheduled",
+                "delivered (unique)",
+                "p50",
+                "p95",
+                "p99",
+                "max",
+                "p99 goal",
+            ],
+            rows,
+        ),
+        "",
+        image,
+        "",
+    ]
+
+
+def throughput_section(result: dict[str, Any]) -> list[str]:
+    runs = result["runs"]
+    goal = result["goal_claims_per_second_per_shard"]
+    rows = [
+        [
+            r["tick_concurrency"],
+            r["latency_ms"],
+            r["claimed"],
+            r["seconds"],
+            r["claims_per_second"],
+            r["shards_for_10k_fires_per_second"],
+        ]
+        for r in runs
+    ]
+    best = max(r["claims_per_second"] for r in runs if r["latency_ms"] == 10)
+    figure, axis = plt.subplots(figsize=(6, 4))
+    axis.bar(
+        [f"{r['tick_concurrency']} threads\n{r['latency_ms']} ms" for r in runs],
+        [r["claims_per_second"] for r in runs],
+    )
+    axis.axhline(goal, color="red", linestyle="--", label=f"goal {goal}/s")
+    axis.set_ylabel("claims per second, one shard")
+    axis.legend()
+    image = save(figure, "throughput.png")
+    return [
+        "## 4. Tick throughput per shard",
+        "",
+        context_line(result),
+        "",
+        f"Latency simulation: {result['latency_simulation']}, on the tick's DynamoDB and SQS "
+        "clients, in front of in-process moto. One shard, all tasks due, one `tick_shard`. "
+        f"Best with 10 ms: {best} claims/s (goal ≥ {goal}: {verdict(best >= goal)}).",
+        "",
+        table(
+            [
+                "tick_concurrency",
+                "latency ms",
+                "claimed",
+                "seconds",
+                "claims/s",
+                f"shards for {result['target_fires_per_second']}/s",
+            ],
+            rows,
+        ),
+        "",
+        image,
+        "",
+    ]
+
+
+def burst_section(result: dict[str, Any]) -> list[str]:
+    lateness = result["lateness_seconds"]
+    figure, axis = plt.subplots(figsize=(6, 4))
+    arrivals = result["arrivals"]
+    axis.plot(arrivals, range(1, len(arrivals) + 1))
+    axis.set_xlabel("seconds after the due second")
+    axis.set_ylabel("executions delivered")
+    axis.set_title(f"Burst: {result['tasks']} tasks due in one second")
+    image = save(figure, "burst.png")
+    return [
+        "## 5. Burst",
+        "",
+        context_line(result),
+        "",
+        f"{result['tasks']} one-time tasks due at the same second, written straight into the "
+        f"embedded AWS, then fired by `dynacron local` ({result['workers']} workers).",
+        "",
+        table(
+            [
+                "tasks",
+                "delivered",
+                "unique",
+                "lost",
+                "duplicates",
+                "drain s",
+                "fires/s",
+                "p50",
+                "p99",
+                "max lateness",
+            ],
+            [
+                [
+                    result["tasks"],
+                    result["delivered"],
+                    result["unique_executions"],
+                    result["lost"],
+                    result["duplicates"],
+                    result["drain_seconds"],
+                    result["fires_per_second"],
+                    lateness.get("p50"),
+                    lateness.get("p99"),
+                    lateness.get("max"),
+                ]
+            ],
+        ),
+        "",
+        image,
+        "",
+    ]
+
+
+def versus_section(result: dict[str, Any]) -> list[str]:
+    aps, dyn = result["apscheduler"], result["dynacron"]
+    ratios = result["ratios_dynacron_to_apscheduler"]
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for name, side in (("APScheduler 3.11 + SQLite", aps), ("dynacron local", dyn)):
+        axis.plot(side["arrivals"], range(1, len(side["arrivals"]) + 1), label=name)
+    axis.set_xlabel("seconds after the due second")
+    axis.set_ylabel("jobs started")
+    axis.legend()
+    image = save(figure, "versus_apscheduler.png")
+    rows = [
+        [
+            "APScheduler 3.11 (SQLAlchemy + SQLite, 10 threads)",
+            aps["ran"],
+            aps["drain_seconds"],
+            *(aps["lateness_seconds"].get(q) for q in ("p50", "p99", "max")),
+        ],
+        [
+            "dynacron local mode",
+            dyn["unique_executions"],
+            dyn["drain_seconds"],
+            *(dyn["lateness_seconds"].get(q) for q in ("p50", "p99", "max")),
+        ],
+        [
+            "ratio dynacron / APScheduler",
+            "",
+            ratios["drain_seconds"],
+            ratios["lateness_p50"],
+            ratios["lateness_p99"],
+            ratios["lateness_max"],
+        ],
+    ]
+    return [
+        "## 6. Side by side with APScheduler",
+        "",
+        context_line(result),
+        "",
+        f"{result['jobs']} one-time jobs due at the same second, no-op handlers, one after the "
+        "other in one run. APScheduler's job is an in-process function; dynacron's is a loopback "
+        "HTTP handler, so each dynacron job also pays for its HTTP call, an SQS message and six "
+        "DynamoDB requests against the emulator. `misfire_grace_time=None` so APScheduler runs "
+        "every job however late.",
+        "",
+        table(["scheduler", "ran", "drain s", "p50", "p99", "max lateness"], rows),
+        "",
+        image,
+        "",
+    ]
+
+
+def main() -> None:
+    sections: list[str] = [
+        "# Benchmarks",
+        "",
+        "Regenerated by `make bench` (about 15 minutes; `BENCH_QUICK=1 make bench` for a short "
+        "run) from `bench/results/*.json`; `.venv/bin/python -m bench.report` redraws this page "
+        "alone. Each section names its own command, date, machine, versions and load: the "
+        "machine is shared, so compare figures within a section, not across runs.",
+        "",
+    ]
+    builders = [
+        ("cost", cost_section, "python -m bench.cost"),
+        ("scaling", scaling_section, "python -m bench.scaling"),
+        ("lateness", lateness_section, "python -m bench.lateness"),
+        ("throughput", throughput_section, "python -m bench.throughput"),
+        ("burst", burst_section, "python -m bench.burst"),
+        ("versus_apscheduler", versus_section, "python -m bench.versus_apscheduler"),
+    ]
+    for name, build, command in builders:
+        result = load(name)
+        if result is None:
+            title = f"## {builders.index((name, build, command)) + 1}. {name}"
+            sections += [title, "", f"Not run in this pass: `.venv/bin/{command}`.", ""]
+            continue
+        body = build(result)
+        body.insert(1, f"\nReproduce: `.venv/bin/{command}`")
+        sections += body
+    notes = RESULTS.parent / "NOTES.md"
+    if notes.exists():
+        sections += [notes.read_text()]
+    OUT.write_text("\n".join(sections).rstrip() + "\n")
+    print(f"wrote {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""`make bench`: every benchmark, one after the other, then BENCHMARKS.md.
+
+One at a time, so they do not compete for the machine's CPUs. BENCH_QUICK=1
+shortens each (fewer tasks, shorter rates).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+BENCHMARKS = (
+    "bench.cost",
+    "bench.scaling",
+    "bench.throughput",
+    "bench.lateness",
+    "bench.burst",
+    "bench.versus_apscheduler",
+)
+
+
+def main() -> None:
+    failed = []
+    for module in BENCHMARKS:
+        began = time.monotonic()
+        print(f"== {module}", flush=True)
+        if subprocess.run([sys.executable, "-m", module], check=False).returncode != 0:
+            failed.append(module)
+        print(f"== {module}: {time.monotonic() - began:.0f} s", flush=True)
+    subprocess.run([sys.executable, "-m", "bench.report"], check=True)
+    if failed:
+        raise SystemExit(f"failed: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()

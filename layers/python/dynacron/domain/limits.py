@@ -1,0 +1,203 @@
+"""Limits on how hard dynacron presses a handler: pure rules, no I/O, time passed in.
+
+- **Rate limit** per handler host, a token bucket written as GCRA (the "generic
+  cell rate algorithm"): one number, the *theoretical arrival time* ``tat``, says
+  when the bucket is full again. Taking a token moves it on by ``1/rate``; a take
+  is allowed while ``tat`` stays within ``burst/rate`` of now. One number means one
+  conditional write in DynamoDB, shared by every worker.
+- **Concurrency**: a limit of N is N slots, each a small lease (see ``limits.py``).
+- **Circuit breaker** per host: CLOSED; OPEN after ``failure_threshold``
+  consecutive failures, for ``cool_down``; then HALF_OPEN, where one probe runs and
+  everyone else waits; the probe's success closes it, its failure opens it again.
+- **Host pause**: a 429 or 503 with ``Retry-After`` pauses the host for everyone.
+
+Work over a limit waits (is sent again later); it never fails an attempt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+from dynacron.domain.errors import InvalidRequest
+
+MAX_RATE_PER_SECOND = 10_000.0
+MAX_CONCURRENCY = 1000
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """Executions per second to one handler host, with bursts of up to ``burst``."""
+
+    per_second: float
+    burst: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 < self.per_second <= MAX_RATE_PER_SECOND:
+            raise InvalidRequest(
+                "rate_limit.per_second", f"must be above 0 and at most {MAX_RATE_PER_SECOND:g}"
+            )
+        if not 1 <= self.burst <= MAX_CONCURRENCY:
+            raise InvalidRequest("rate_limit.burst", f"must be between 1 and {MAX_CONCURRENCY}")
+
+    @property
+    def interval(self) -> float:
+        """Seconds one token stands for."""
+        return 1.0 / self.per_second
+
+    @property
+    def tolerance(self) -> float:
+        """How far ahead of now ``tat`` may run: a full bucket's worth, less one token."""
+        return (self.burst - 1) * self.interval
+
+
+@dataclass(frozen=True)
+class RateDecision:
+    """``allowed`` with the new ``tat``, or the seconds to wait before trying again."""
+
+    allowed: bool
+    tat: float
+    wait_seconds: float = 0.0
+
+
+def take_token(limit: RateLimit, tat: float | None, now: float) -> RateDecision:
+    """GCRA on epoch seconds: may one execution start now, given the bucket's ``tat``?"""
+    start = now if tat is None else max(tat, now)
+    if start - now > limit.tolerance:
+        return RateDecision(False, start, start - now - limit.tolerance)
+    return RateDecision(True, start + limit.interval)
+
+
+def check_concurrency(value: int | None, field: str) -> int | None:
+    if value is not None and not 1 <= value <= MAX_CONCURRENCY:
+        raise InvalidRequest(field, f"must be between 1 and {MAX_CONCURRENCY}")
+    return value
+
+
+@dataclass(frozen=True)
+class TaskLimits:
+    """A task's limits. ``max_concurrency``: its executions delivering at once.
+    ``rate_limit`` and ``host_max_concurrency``: for its handler host, shared with
+    every task calling that host (each execution is held to its own task's numbers)."""
+
+    max_concurrency: int | None = None
+    rate_limit: RateLimit | None = None
+    host_max_concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        check_concurrency(self.max_concurrency, "max_concurrency")
+        check_concurrency(self.host_max_concurrency, "rate_limit.max_in_flight")
+
+
+class BreakerState(StrEnum):
+    CLOSED = "CLOSED"
+    OPEN = "OPEN"
+    HALF_OPEN = "HALF_OPEN"
+
+
+@dataclass(frozen=True)
+class BreakerPolicy:
+    failure_threshold: int = 5
+    cool_down: timedelta = timedelta(seconds=10)
+    # How long one probe may take before another execution may probe instead.
+    probe_lease: timedelta = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class HostState:
+    """What every worker knows about one handler host (one item in the store)."""
+
+    host: str
+    breaker: BreakerState = BreakerState.CLOSED
+    consecutive_failures: int = 0
+    # OPEN: when a probe may go. HALF_OPEN: when the probe's turn runs out.
+    breaker_until: datetime | None = None
+    # Retry-After: nobody calls the host before this.
+    paused_until: datetime | None = None
+    version: int = 0
+
+
+class Verdict(StrEnum):
+    GO = "GO"
+    PROBE = "PROBE"  # go, as the half-open breaker's single probe
+    WAIT = "WAIT"
+
+
+@dataclass(frozen=True)
+class HostAdmission:
+    verdict: Verdict
+    wait_until: datetime | None = None
+    reason: str = ""
+
+
+def admit(state: HostState, now: datetime) -> HostAdmission:
+    """May an execution call ``state.host`` now? Pauses first, then the breaker."""
+    if state.paused_until is not None and state.paused_until > now:
+        return HostAdmission(Verdict.WAIT, state.paused_until, "paused")
+    until = state.breaker_until
+    if state.breaker is BreakerState.CLOSED:
+        return HostAdmission(Verdict.GO)
+    if until is not None and until > now:
+        return HostAdmission(Verdict.WAIT, until, "breaker")
+    # OPEN and cooled down, or HALF_OPEN with a probe that never reported: probe.
+    return HostAdmission(Verdict.PROBE)
+
+
+def after_probe_taken(state: HostState, now: datetime, policy: BreakerPolicy) -> HostState:
+    return _next(state, breaker=BreakerState.HALF_OPEN, breaker_until=now + policy.probe_lease)
+
+
+def after_success(state: HostState) -> HostState | None:
+    """The host answered: the breaker closes. None when nothing changes."""
+    if state.breaker is BreakerState.CLOSED and state.consecutive_failures == 0:
+        return None
+    return _next(state, breaker=BreakerState.CLOSED, consecutive_failures=0, breaker_until=None)
+
+
+def after_failure(state: HostState, now: datetime, policy: BreakerPolicy) -> HostState:
+    """The host failed (unreachable, timed out, 502/503/504): count it; open at the threshold.
+
+    A failed probe opens the breaker again at once; failures reported while it is
+    already open (calls that started before it opened) change nothing but the count.
+    """
+    failures = state.consecutive_failures + 1
+    opens = state.breaker is BreakerState.HALF_OPEN or (
+        state.breaker is BreakerState.CLOSED and failures >= policy.failure_threshold
+    )
+    if opens:
+        return _next(
+            state,
+            breaker=BreakerState.OPEN,
+            consecutive_failures=failures,
+            breaker_until=now + policy.cool_down,
+        )
+    return _next(state, consecutive_failures=failures)
+
+
+def after_retry_after(state: HostState, until: datetime) -> HostState | None:
+    """The host asked everyone to come back at ``until``; None if already paused as long."""
+    if state.paused_until is not None and state.paused_until >= until:
+        return None
+    return _next(state, paused_until=until)
+
+
+def _next(state: HostState, **changes: Any) -> HostState:
+    return dataclasses.replace(state, **changes, version=state.version + 1)
+
+
+def host_of(handler_url: str) -> str:
+    """The host (and port, if any) a handler URL calls: the unit of host limits."""
+    parts = urlsplit(handler_url)
+    return (parts.netloc.rpartition("@")[2] or parts.path).lower()
+
+
+def spread(seed: str, seconds: float) -> float:
+    """A fraction of ``seconds`` fixed by ``seed``: waiters seeded apart return apart,
+    not as a herd, and a test can tell when each one will."""
+    digest = hashlib.sha256(seed.encode()).digest()
+    return seconds * int.from_bytes(digest[:8], "big") / float(1 << 64)

@@ -1,0 +1,196 @@
+"""Shared limit state in the coordination table (DynamoDB adapter; the client is injected).
+
+Every worker reads and writes the same few items, each change one conditional write:
+
+- ``host#<host>``: the host's breaker and Retry-After pause, guarded by ``version``;
+- ``rate#<host>``: the host's token bucket, one number (GCRA's ``tat``), moved on
+  only while it stays within the bucket: no read on the way to a token;
+- ``slot#<scope>#<i>``: slot ``i`` of a concurrency limit, a lease held by one
+  execution until it releases it or ``lease_until`` passes (a dead worker's slot
+  frees itself, as a dead worker's execution lease does).
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from dynacron.domain.instants import format_instant, parse_instant
+from dynacron.domain.limits import BreakerState, HostState, RateLimit, take_token
+from dynacron.leases import EXPIRES_AT, _expiry
+from dynacron.resources import COORDINATION, HOST_KEY_PREFIX, RATE_KEY_PREFIX, SLOT_KEY_PREFIX
+from dynacron.store import _from_item, _to_item, conditional_write
+
+# A concurrency limit tries this many of its slots before the execution waits:
+# bounded writes per attempt, whatever the limit.
+SLOT_PROBES = 4
+# Racing writers can make both GCRA writes miss; after this many rounds, wait.
+RATE_ROUNDS = 3
+KEY = COORDINATION.partition_key.name
+
+
+class LimitStore:
+    def __init__(self, client: Any, table_name: str, rng: random.Random | None = None) -> None:
+        self._client = client
+        self._table = table_name
+        self._rng = rng or random.Random()
+
+    # Breaker and pause -----------------------------------------------------------
+
+    def host(self, host: str) -> HostState:
+        response = self._client.get_item(
+            TableName=self._table, Key=_key(f"{HOST_KEY_PREFIX}{host}"), ConsistentRead=True
+        )
+        if "Item" not in response:
+            return HostState(host=host)
+        values = _from_item(response["Item"])
+        return HostState(
+            host=host,
+            breaker=BreakerState(values.get("breaker", BreakerState.CLOSED)),
+            consecutive_failures=int(values.get("consecutive_failures", 0)),
+            breaker_until=_instant(values.get("breaker_until")),
+            paused_until=_instant(values.get("paused_until")),
+            version=int(values.get("version", 0)),
+        )
+
+    def replace_host(self, state: HostState, now: datetime) -> bool:
+        """Write ``state`` if the stored one is still the version before it."""
+        values = {
+            "breaker": state.breaker.value,
+            "consecutive_failures": state.consecutive_failures,
+            "breaker_until": _optional(state.breaker_until),
+            "paused_until": _optional(state.paused_until),
+            "version": state.version,
+            EXPIRES_AT: _expiry(now),
+        }
+        return self._conditional(
+            self._client.put_item,
+            Item={**_key(f"{HOST_KEY_PREFIX}{state.host}"), **_to_item(values)},
+            ConditionExpression="attribute_not_exists(#key) OR #version = :expected",
+            ExpressionAttributeNames={"#key": KEY, "#version": "version"},
+            ExpressionAttributeValues=_to_item({":expected": state.version - 1}),
+        )
+
+    # Token bucket ------------------------------------------------------------------
+
+    def take_token(self, host: str, limit: RateLimit, now: datetime) -> float:
+        """Take one token of ``host``'s bucket; returns 0, or the seconds to wait."""
+        at = now.timestamp()
+        key = _key(f"{RATE_KEY_PREFIX}{host}")
+        for _ in range(RATE_ROUNDS):
+            # An empty or idle bucket (tat in the past) starts again from now...
+            if self._move_tat(
+                key,
+                "SET #tat = :next, #expires = :expires",
+                "attribute_not_exists(#tat) OR #tat < :now",
+                {":next": _number(at + limit.interval), ":now": _number(at)},
+                now,
+            ):
+                return 0.0
+            # ...a busy one moves on by one token while it stays within the burst.
+            if self._move_tat(
+                key,
+                "SET #tat = #tat + :interval, #expires = :expires",
+                "#tat >= :now AND #tat <= :latest",
+                {
+                    ":interval": _number(limit.interval),
+                    ":now": _number(at),
+                    ":latest": _number(at + limit.tolerance),
+                },
+                now,
+            ):
+                return 0.0
+            decision = take_token(limit, self._tat(key), at)
+            if not decision.allowed:
+                return decision.wait_seconds
+        return limit.interval
+
+    def _move_tat(
+        self,
+        key: dict[str, Any],
+        update: str,
+        condition: str,
+        values: dict[str, Any],
+        now: datetime,
+    ) -> bool:
+        return self._conditional(
+            self._client.update_item,
+            Key=key,
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#tat": "tat", "#expires": EXPIRES_AT},
+            ExpressionAttributeValues=_to_item({**values, ":expires": _expiry(now)}),
+        )
+
+    def _tat(self, key: dict[str, Any]) -> float | None:
+        item = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
+        tat = _from_item(item["Item"]).get("tat") if "Item" in item else None
+        return float(tat) if tat is not None else None
+
+    # Concurrency slots ---------------------------------------------------------------
+
+    def acquire_slot(
+        self, scope: str, limit: int, holder: str, now: datetime, until: datetime
+    ) -> str | None:
+        """Hold one of ``scope``'s ``limit`` slots until ``until``; its key, or None if
+        the slots tried were all held. Starts at a random slot so waiters spread out."""
+        first = self._rng.randrange(limit)
+        for offset in range(min(limit, SLOT_PROBES)):
+            slot = f"{SLOT_KEY_PREFIX}{scope}#{(first + offset) % limit}"
+            if self._conditional(
+                self._client.put_item,
+                Item={
+                    **_key(slot),
+                    **_to_item(
+                        {
+                            "holder": holder,
+                            "lease_until": format_instant(until),
+                            EXPIRES_AT: _expiry(until),
+                        }
+                    ),
+                },
+                ConditionExpression=(
+                    "attribute_not_exists(#key) OR #until < :now OR #holder = :holder"
+                ),
+                ExpressionAttributeNames={
+                    "#key": KEY,
+                    "#until": "lease_until",
+                    "#holder": "holder",
+                },
+                ExpressionAttributeValues=_to_item(
+                    {":now": format_instant(now), ":holder": holder}
+                ),
+            ):
+                return slot
+        return None
+
+    def release_slot(self, slot: str, holder: str) -> bool:
+        """Free a slot we hold; False if its lease ran out and someone else took it."""
+        return self._conditional(
+            self._client.delete_item,
+            Key=_key(slot),
+            ConditionExpression="#holder = :holder",
+            ExpressionAttributeNames={"#holder": "holder"},
+            ExpressionAttributeValues=_to_item({":holder": holder}),
+        )
+
+    def _conditional(self, write: Any, **request: Any) -> bool:
+        return conditional_write(write, self._table, **request)
+
+
+def _key(value: str) -> dict[str, Any]:
+    return _to_item({KEY: value})
+
+
+def _number(value: float) -> Decimal:
+    return Decimal(f"{value:.6f}")
+
+
+def _instant(value: str | None) -> datetime | None:
+    return parse_instant(value) if value else None
+
+
+def _optional(value: datetime | None) -> str | None:
+    return format_instant(value) if value is not None else None

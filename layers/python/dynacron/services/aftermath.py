@@ -1,0 +1,200 @@
+"""What the end of an execution owes: its dependents started, its task's run slot freed.
+
+An execution ends exactly once (one conditional write under its lease token), but
+the process that ended it can die a moment later. So the end keeps a short
+follow-up lease on the execution (``ExecutionStore.finish``), this runs, and only
+then is the lease released; if the finisher died, the reaper finds the lease run
+out and runs this again. Everything here is therefore safe to repeat:
+
+- a dependent's execution id is derived from the upstream execution id and
+  recorded with a conditional put, so a second success signal starts nothing;
+- the run slot is freed by a write conditional on the task's version, and only
+  while the task still names this execution as the one running.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+
+from dynacron.config import Settings
+from dynacron.domain.clock import Clock
+from dynacron.domain.executions import (
+    Dispatch,
+    Execution,
+    ExecutionStatus,
+    LeaseTerms,
+    ResultSummary,
+    Upstream,
+    new_token,
+)
+from dynacron.domain.instants import to_utc_ms
+from dynacron.domain.schedules import FixedDelaySchedule
+from dynacron.domain.tasks import (
+    SKIPPED_PAUSED,
+    Task,
+    TaskStatus,
+    downstream_execution_id,
+    execution_id_for,
+)
+from dynacron.queue import DispatchQueue
+from dynacron.store import ExecutionStore, TaskStore
+
+# Version races on one task are short-lived (a tick's claim, an API change);
+# after this many the reaper's later pass finishes the job.
+MAX_SLOT_ATTEMPTS = 5
+
+
+class RunStarter:
+    """Starts an execution that does not come from the tick: recorded first, then sent."""
+
+    def __init__(
+        self,
+        *,
+        executions: ExecutionStore,
+        queue: DispatchQueue,
+        clock: Clock,
+        lease_terms: LeaseTerms,
+    ) -> None:
+        self._executions = executions
+        self._queue = queue
+        self._clock = clock
+        self._terms = lease_terms
+
+    def start(self, task: Task, dispatch: Dispatch) -> bool:
+        """Queue ``dispatch``'s first attempt; False (and nothing sent) if its id exists."""
+        now = self._clock.now()
+        created = self._executions.enqueue(
+            dispatch,
+            retry=task.retry,
+            lease_until=self._terms.pickup_deadline(now),
+            lease_token=new_token(),
+            tenant_id=task.tenant_id,
+        )
+        if created:
+            self._queue.send_later(dispatch, 0)
+        return created
+
+
+class Aftermath:
+    def __init__(
+        self,
+        *,
+        tasks: TaskStore,
+        executions: ExecutionStore,
+        starter: RunStarter,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self._tasks = tasks
+        self._executions = executions
+        self._starter = starter
+        self._sharding = settings.sharding
+        self._clock = clock
+
+    def owes(self, execution: Execution, task: Task | None) -> bool:
+        """Whether ``execution``, ending now, owes anything: it holds ``task``'s run
+        slot, or it succeeded and some task runs after it. Most executions owe
+        nothing, and their end then costs no follow-up lease."""
+        if task is not None and task.running_execution == execution.execution_id:
+            return True
+        if execution.status is not ExecutionStatus.SUCCEEDED:
+            return False
+        if task is not None and not task.has_dependents:
+            return False
+        return bool(self._tasks.dependents(execution.task_id))
+
+    def task_of(self, execution: Execution) -> Task | None:
+        return self._tasks.get(execution.task_id)
+
+    def follow_up(self, execution: Execution) -> None:
+        """Everything ``execution``'s end owes; repeatable."""
+        if execution.status is ExecutionStatus.SUCCEEDED:
+            self._start_dependents(execution)
+        self._free_slot(execution)
+
+    def _start_dependents(self, upstream: Execution) -> None:
+        ended_at = upstream.completed_at or self._clock.now()
+        for task in self._tasks.get_many(self._tasks.dependents(upstream.task_id)):
+            if task.upstream_task_id != upstream.task_id:
+                continue  # the index lags behind a PATCH of ``after``
+            execution_id = downstream_execution_id(task.task_id, upstream.execution_id)
+            if task.status is not TaskStatus.ACTIVE:
+                self._executions.record_skipped(
+                    task, execution_id, ended_at, SKIPPED_PAUSED, self._clock.now()
+                )
+                continue
+            self._starter.start(
+                task,
+                Dispatch(
+                    execution_id=execution_id,
+                    task_id=task.task_id,
+                    scheduled_at=ended_at,
+                    upstream=Upstream(upstream.execution_id, upstream.result or ResultSummary()),
+                ),
+            )
+
+    def _free_slot(self, execution: Execution) -> None:
+        """Let the task run its next scheduled occurrence, if this execution held the slot.
+
+        buffer_one: the waiting occurrence is recorded and sent before the task names
+        it as running, so the slot never points at an execution that does not exist.
+        If that one already ended meanwhile (only after a crash here), it never freed
+        the slot, so it is freed for it now. fixed_delay: the next run is filed
+        ``delay`` after this one ended.
+        """
+        for _ in range(MAX_SLOT_ATTEMPTS):
+            task = self._tasks.get(execution.task_id)
+            if task is None or task.running_execution != execution.execution_id:
+                return
+            now = to_utc_ms(self._clock.now())
+            if task.buffered_at is not None:
+                promoted = self._promote_buffered(task, task.buffered_at, now)
+                if promoted is None:
+                    continue  # the task changed meanwhile: read it again
+                if not (promoted.status.is_final and promoted.lease_token is None):
+                    return
+                execution = promoted
+                continue
+            freed = self._freed(task, execution.completed_at or now, now)
+            if self._tasks.replace(freed, self._sharding.place_task(freed, now), task.version):
+                return
+
+    def _promote_buffered(
+        self, task: Task, buffered_at: datetime, now: datetime
+    ) -> Execution | None:
+        """Start the waiting occurrence and give it the slot; None on a version race."""
+        execution_id = execution_id_for(task.task_id, buffered_at)
+        dispatch = Dispatch(
+            execution_id=execution_id, task_id=task.task_id, scheduled_at=buffered_at
+        )
+        self._starter.start(task, dispatch)
+        promoted = dataclasses.replace(
+            task,
+            running_execution=execution_id,
+            buffered_at=None,
+            version=task.version + 1,
+            updated_at=now,
+        )
+        if not self._tasks.replace(
+            promoted, self._sharding.place_task(promoted, now), task.version
+        ):
+            return None
+        return self._executions.get(execution_id)
+
+    @staticmethod
+    def _freed(task: Task, ended_at: datetime, now: datetime) -> Task:
+        next_run_at = task.next_run_at
+        status = task.status
+        if isinstance(task.schedule, FixedDelaySchedule):
+            next_run_at = task.schedule.next_after(ended_at)
+            if next_run_at is None and status is TaskStatus.ACTIVE:
+                status = TaskStatus.COMPLETED
+        return dataclasses.replace(
+            task,
+            running_execution=None,
+            next_run_at=next_run_at,
+            status=status,
+            version=task.version + 1,
+            updated_at=now,
+        )

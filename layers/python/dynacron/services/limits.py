@@ -1,0 +1,199 @@
+"""The gate every delivery passes: host pause and breaker, concurrency slots, rate.
+
+``admit`` runs before an attempt begins; a ``Wait`` answer means the worker sends
+the message on with a delay: the attempt has not started, so no attempt is used,
+and the wait is counted as lateness. ``report`` runs after the handler answered,
+frees the slots and tells the host's breaker how the call went.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from dynacron.domain.clock import Clock
+from dynacron.domain.executions import DeliveryResult, Dispatch, HandlerAnswer
+from dynacron.domain.limits import (
+    BreakerPolicy,
+    HostState,
+    Verdict,
+    admit,
+    after_failure,
+    after_probe_taken,
+    after_retry_after,
+    after_success,
+    host_of,
+    spread,
+)
+from dynacron.domain.tasks import Task
+from dynacron.limits import LimitStore
+from dynacron.metrics import ReliabilityMetrics
+
+logger = logging.getLogger("dynacron")
+
+# A full concurrency limit is tried again after 1 s plus up to this much spread.
+SLOT_WAIT = timedelta(seconds=1)
+SLOT_SPREAD_SECONDS = 2.0
+# A host change lost to another worker's write is read and tried again this often.
+HOST_WRITE_ROUNDS = 5
+# Answers that say the host (or the gateway before it) is down, not the handler.
+HOST_DOWN_STATUSES = frozenset({502, 503, 504})
+# A worker reuses what it last read of a host for this long: a breaker opened by
+# another worker is seen within it, and a burst costs one read less per execution.
+HOST_READ_TTL = timedelta(seconds=1)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Not now: come back at ``until``. ``reason``: concurrency, rate, breaker, paused."""
+
+    until: datetime
+    reason: str
+
+
+@dataclass
+class Pass:
+    """Admitted: what to give back once the handler has answered."""
+
+    holder: str
+    host: str | None = None
+    # The host as read at admission: a success that changes nothing is not re-read.
+    state: HostState | None = None
+    probe: bool = False
+    slots: list[str] = field(default_factory=list)
+
+
+class LimitGate:
+    def __init__(
+        self,
+        *,
+        store: LimitStore,
+        metrics: ReliabilityMetrics,
+        clock: Clock,
+        breaker: BreakerPolicy,
+        slot_lease: timedelta,
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._clock = clock
+        self._breaker = breaker
+        self._slot_lease = slot_lease
+        self._lock = threading.Lock()
+        self._hosts: dict[str, tuple[datetime, HostState]] = {}
+
+    def admit(self, task: Task, dispatch: Dispatch) -> Pass | Wait:
+        """May this attempt call its handler now? Holds slots (and maybe the probe)."""
+        now = self._clock.now()
+        granted = Pass(holder=f"{dispatch.execution_id}#{dispatch.attempt}")
+        seed = f"{granted.holder}#{now.timestamp()}"
+        host = host_of(task.handler_url) if task.handler_url else None
+        state: HostState | None = None
+        if host is not None:
+            granted.host = host
+            granted.state = state = self._host(host, now)
+            admission = admit(state, now)
+            if admission.verdict is Verdict.WAIT and admission.wait_until is not None:
+                # Spread over a second, so the host is not met by everyone at once.
+                return self._wait(
+                    dispatch, admission.wait_until + _seconds(spread(seed, 1)), admission.reason
+                )
+            granted.probe = admission.verdict is Verdict.PROBE
+        limits = task.limits
+        scopes = [(f"task#{task.task_id}", limits.max_concurrency)]
+        if host is not None:
+            scopes.append((f"host#{host}", limits.host_max_concurrency))
+        until = now + self._slot_lease
+        for scope, limit in scopes:
+            if limit is None:
+                continue
+            slot = self._store.acquire_slot(scope, limit, granted.holder, now, until)
+            if slot is None:
+                self._give_back(granted)
+                wait = SLOT_WAIT + _seconds(spread(seed, SLOT_SPREAD_SECONDS))
+                return self._wait(dispatch, now + wait, "concurrency")
+            granted.slots.append(slot)
+        if host is not None and limits.rate_limit is not None:
+            wait_seconds = self._store.take_token(host, limits.rate_limit, now)
+            if wait_seconds > 0:
+                self._give_back(granted)
+                return self._wait(dispatch, now + _seconds(wait_seconds + spread(seed, 1)), "rate")
+        if granted.probe and state is not None:
+            # One probe at a time: whoever writes HALF_OPEN first goes, the rest wait.
+            probing = after_probe_taken(state, now, self._breaker)
+            if not self._store.replace_host(probing, now):
+                self._give_back(granted)
+                return self._wait(dispatch, now + self._breaker.cool_down, "breaker")
+            self._remember(probing, now)
+            logger.info("breaker half-open: probing", extra={"host": host})
+            self._metrics.breaker_changed("HALF_OPEN")
+        return granted
+
+    def report(self, granted: Pass, result: DeliveryResult | None) -> None:
+        """Free the slots; tell the breaker how the call went (None: not called)."""
+        self._give_back(granted)
+        if granted.host is None or result is None:
+            return
+        now = self._clock.now()
+        state = granted.state or self._store.host(granted.host)
+        for _ in range(HOST_WRITE_ROUNDS):
+            changed = self._after(state, result, now)
+            if changed is None or self._store.replace_host(changed, now):
+                break
+            now = self._clock.now()
+            state = self._store.host(granted.host)
+        else:
+            return
+        if changed is not None:
+            self._remember(changed, now)
+        if changed is not None and changed.breaker is not state.breaker:
+            logger.warning(
+                "breaker %s",
+                changed.breaker.value.lower(),
+                extra={"host": granted.host, "failures": changed.consecutive_failures},
+            )
+            self._metrics.breaker_changed(changed.breaker.value)
+
+    def _after(self, state: HostState, result: DeliveryResult, now: datetime) -> HostState | None:
+        failure = result.failure
+        if failure is not None and failure.retry_after_seconds is not None:
+            # 429/503 with Retry-After: the host is alive and asks everyone to slow down.
+            self._metrics.host_paused()
+            return after_retry_after(state, now + timedelta(seconds=failure.retry_after_seconds))
+        if failure is not None and result.status_code is None and not failure.retryable:
+            return None  # refused before any call (URL policy): says nothing of the host
+        unhealthy = result.answer is HandlerAnswer.FAILED and (
+            result.status_code is None or result.status_code in HOST_DOWN_STATUSES
+        )
+        if unhealthy:
+            return after_failure(state, now, self._breaker)
+        # Any other answer shows a host that is up: a 500 or a 4xx is the handler's
+        # verdict on this execution, for its retry policy, not a sign of an outage.
+        return after_success(state)
+
+    def _host(self, host: str, now: datetime) -> HostState:
+        with self._lock:
+            cached = self._hosts.get(host)
+        if cached is not None and now - cached[0] < HOST_READ_TTL:
+            return cached[1]
+        state = self._store.host(host)
+        self._remember(state, now)
+        return state
+
+    def _remember(self, state: HostState, now: datetime) -> None:
+        with self._lock:
+            self._hosts[state.host] = (now, state)
+
+    def _give_back(self, granted: Pass) -> None:
+        for slot in granted.slots:
+            self._store.release_slot(slot, granted.holder)
+        granted.slots.clear()
+
+    def _wait(self, dispatch: Dispatch, until: datetime, reason: str) -> Wait:
+        self._metrics.limit_wait(reason, (until - self._clock.now()).total_seconds())
+        return Wait(until, reason)
+
+
+def _seconds(value: float) -> timedelta:
+    return timedelta(seconds=value)

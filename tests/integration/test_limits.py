@@ -1,0 +1,230 @@
+"""Limits shared through the coordination table (moto): slots, token bucket, breaker
+writes, and the worker waiting on them without using an attempt."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from dynacron import metric_names
+from dynacron.app import Dynacron
+from dynacron.domain.clock import SettableClock
+from dynacron.domain.executions import Dispatch
+from dynacron.domain.limits import RateLimit, after_failure
+from dynacron.domain.tasks import execution_id_for
+from dynacron.limits import LimitStore
+from dynacron.metrics import MetricTotals
+from dynacron.models import RateLimitModel, TaskCreate
+from dynacron.services.outcomes import Outcome
+from tests.integration.api_client import ALICE, call
+from tests.pipeline import VirtualDelayQueue
+from tests.support import Sink
+
+
+def limit_store(system: Dynacron, aws: tuple[Any, Any]) -> LimitStore:
+    return LimitStore(aws[0], system.settings.coordination_table)
+
+
+def test_a_concurrency_limit_of_two_gives_out_two_slots_until_one_is_released(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    store, now = limit_store(system, aws), clock.now()
+    until = now + timedelta(seconds=10)
+    first = store.acquire_slot("task#t", 2, "a", now, until)
+    second = store.acquire_slot("task#t", 2, "b", now, until)
+    assert first is not None
+    assert second is not None
+    assert first != second
+    assert store.acquire_slot("task#t", 2, "c", now, until) is None
+    assert store.release_slot(first, "a")
+    assert store.acquire_slot("task#t", 2, "c", now, until) == first
+    # Only the holder frees a slot.
+    assert not store.release_slot(second, "a")
+
+
+def test_a_dead_workers_slot_frees_itself_when_its_lease_runs_out(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    store, now = limit_store(system, aws), clock.now()
+    assert store.acquire_slot("task#t", 1, "dead", now, now + timedelta(seconds=10)) is not None
+    assert store.acquire_slot("task#t", 1, "next", now, now + timedelta(seconds=10)) is None
+    later = now + timedelta(seconds=11)
+    assert store.acquire_slot("task#t", 1, "next", later, later + timedelta(seconds=10))
+
+
+def test_two_workers_share_one_token_bucket(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    one, two = limit_store(system, aws), limit_store(system, aws)
+    limit, now = RateLimit(per_second=5, burst=2), clock.now()
+    assert one.take_token("h", limit, now) == 0
+    assert two.take_token("h", limit, now) == 0
+    wait = one.take_token("h", limit, now)
+    assert abs(wait - 0.2) < 1e-3
+    assert two.take_token("h", limit, now + timedelta(seconds=0.2)) == 0
+
+
+def test_a_host_write_based_on_a_stale_read_is_refused(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    store, now = limit_store(system, aws), clock.now()
+    policy = system.settings.breaker_policy
+    read = store.host("h")
+    assert store.replace_host(after_failure(read, now, policy), now)
+    assert not store.replace_host(after_failure(read, now, policy), now)
+    assert store.host("h").consecutive_failures == 1
+
+
+def test_an_execution_over_its_tasks_concurrency_waits_without_using_an_attempt(
+    aws: tuple[Any, Any], settings: Any, clock: SettableClock, sink: Sink
+) -> None:
+    # Given a task allowed one execution at a time, whose one slot is held
+    queue = VirtualDelayQueue(aws[1], settings.dispatch_queue_url, clock)
+    system = Dynacron(settings, dynamodb=aws[0], sqs=aws[1], clock=clock, dispatch_queue=queue)
+    task = system.task_service.register(
+        ALICE,
+        TaskCreate(rate="1 minute", handler_url=f"{sink.url}/hook", max_concurrency=1),
+    )
+    assert task.next_run_at is not None
+    clock.set(task.next_run_at)
+    holder = limit_store(system, aws).acquire_slot(
+        f"task#{task.task_id}", 1, "other", clock.now(), clock.now() + timedelta(seconds=30)
+    )
+    assert holder is not None
+    dispatch = Dispatch(execution_id_for(task.task_id, clock.now()), task.task_id, clock.now())
+
+    # When a worker runs its next execution
+    outcome = system.runner.run(dispatch)
+
+    # Then it waits: not called, no execution record, sent on to come back later
+    assert outcome is Outcome.WAITING
+    assert sink.snapshot() == []
+    assert system.executions.get(dispatch.execution_id) is None
+    ((later, delay),) = queue.delays
+    assert later.attempt == 1
+    assert later.not_before is not None
+    assert 1 <= delay <= 3
+    assert later.not_before >= clock.now() + timedelta(seconds=1)
+
+
+def test_retry_after_from_one_task_slows_every_task_on_that_host(
+    aws: tuple[Any, Any], settings: Any, clock: SettableClock, sink: Sink
+) -> None:
+    totals = MetricTotals()
+    system = Dynacron(settings, dynamodb=aws[0], sqs=aws[1], clock=clock, emit_metrics=totals)
+    sink.answer = lambda _: (429, {"Retry-After": "30"})
+    first = system.task_service.register(
+        ALICE, TaskCreate(at="2026-11-30T12:00:01Z", handler_url=sink.url)
+    )
+    other = system.task_service.register(
+        ALICE, TaskCreate(at="2026-11-30T12:00:01Z", handler_url=sink.url)
+    )
+    clock.advance(timedelta(seconds=1))
+    at = clock.now()
+    assert system.runner.run(Dispatch(execution_id_for(first.task_id, at), first.task_id, at)) is (
+        Outcome.RETRY_SCHEDULED
+    )
+    waiting = system.runner.run(Dispatch(execution_id_for(other.task_id, at), other.task_id, at))
+    system.metrics.flush()
+    assert waiting is Outcome.WAITING
+    assert len(sink.snapshot()) == 1
+    assert totals.total(metric_names.HOSTS_PAUSED) == 1
+    assert totals.total(metric_names.WAITING_ON_PAUSE) == 1
+    assert totals.total(metric_names.LIMIT_LATENESS) >= 30
+
+
+def test_a_host_rate_limit_is_stored_with_the_task_and_shown(system: Dynacron, sink: Sink) -> None:
+    task = system.task_service.register(
+        ALICE,
+        TaskCreate(
+            rate="1 minute",
+            handler_url=sink.url,
+            max_concurrency=3,
+            rate_limit=RateLimitModel(per_second=2.5, burst=4, max_in_flight=10),
+        ),
+    )
+    stored = system.tasks.get(task.task_id)
+    assert stored is not None
+    assert stored.limits == task.limits
+    assert stored.limits.rate_limit == RateLimit(2.5, 4)
+    assert stored.limits.host_max_concurrency == 10
+
+
+def test_the_forecast_shows_a_herd_before_it_happens(
+    system: Dynacron, clock: SettableClock, sink: Sink
+) -> None:
+    for _ in range(3):
+        system.task_service.register(ALICE, TaskCreate(cron="0 0 * * *", handler_url=sink.url))
+    system.task_service.register(
+        ALICE, TaskCreate(cron="0 0 * * *", handler_url=sink.url, jitter_seconds=900)
+    )
+    status, body = call(system, "GET", "/forecast", hours=24)
+    assert status == 200
+    assert body["complete"] is True
+    assert body["tasks"] == 4
+    assert body["peak"] == {"minute": "2026-12-01T00:00:00.000Z", "executions": 3}
+    assert sum(m["executions"] for m in body["per_minute"]) == 4
+    status, _ = call(system, "GET", "/forecast", hours=25)
+    assert status == 422
+
+
+def test_the_tick_enqueues_nothing_more_while_the_queue_holds_its_bound(
+    aws: tuple[Any, Any], settings: Any, clock: SettableClock, sink: Sink
+) -> None:
+    paced = dataclasses.replace(settings, max_queued_dispatches=3)
+    totals = MetricTotals()
+    system = Dynacron(paced, dynamodb=aws[0], sqs=aws[1], clock=clock, emit_metrics=totals)
+    for _ in range(5):
+        system.task_service.register(
+            ALICE, TaskCreate(at="2026-11-30T12:00:01Z", handler_url=sink.url)
+        )
+    clock.advance(timedelta(seconds=2))
+    assert sum(r.claimed for r in system.ticker.tick()) == 3
+    # The queue is full: what is due stays due, not dropped...
+    assert sum(r.claimed for r in system.ticker.tick()) == 0
+    system.metrics.flush()
+    assert totals.total(metric_names.DISPATCH_PACED) >= 1
+    # ...and is sent once the workers have taken what was queued.
+    url = paced.dispatch_queue_url
+    while (
+        messages := aws[1].receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    ):
+        for message in messages:
+            aws[1].delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    assert sum(r.claimed for r in system.ticker.tick()) == 2
+
+
+class ThrottledClaims:
+    """DynamoDB that throttles the first few claims, as a burst can."""
+
+    def __init__(self, client: Any, throttles: int) -> None:
+        self._client = client
+        self.left = throttles
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def update_item(self, **request: Any) -> Any:
+        if self.left > 0 and request["TableName"].endswith("-tasks"):
+            self.left -= 1
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
+                "UpdateItem",
+            )
+        return self._client.update_item(**request)
+
+
+def test_a_throttled_claim_is_retried_after_a_backoff_not_dropped(
+    aws: tuple[Any, Any], settings: Any, clock: SettableClock, sink: Sink
+) -> None:
+    throttled = ThrottledClaims(aws[0], throttles=3)
+    slept: list[float] = []
+    system = Dynacron(settings, dynamodb=throttled, sqs=aws[1], clock=clock, sleep=slept.append)
+    system.task_service.register(ALICE, TaskCreate(at="2026-11-30T12:00:01Z", handler_url=sink.url))
+    clock.advance(timedelta(seconds=2))
+    assert sum(r.claimed for r in system.ticker.tick()) == 1
+    assert throttled.left == 0
+    assert slept == [0.05, 0.1, 0.2]
