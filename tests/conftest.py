@@ -11,7 +11,7 @@ from moto import mock_aws
 from dynacron.app import Dynacron
 from dynacron.config import LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import SettableClock
-from dynacron.local.aws import REGION, provision
+from dynacron.local.aws import REGION, provision, speed_up_moto_transactions
 from tests.pipeline import Pipeline
 from tests.support import Sink
 
@@ -57,6 +57,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any]]:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    speed_up_moto_transactions()
     with mock_aws():
         yield boto3.client("dynamodb", region_name=REGION), boto3.client("sqs", region_name=REGION)
 

@@ -1,12 +1,9 @@
-"""The Python client and the CLI against local mode, and against an API stand-in for
-the routes another branch adds (pause, resume, trigger, dead letters, redrive)."""
+"""The Python client and the CLI against local mode."""
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -106,96 +103,48 @@ def test_cli_errors_say_what_to_do(local: str) -> None:
         app, ["tasks", "--url", local, "--api-key", "k1", "create", "--handler-url", "x"]
     )
     assert result.exit_code == 1
-    assert "schedule: give exactly one of 'cron', 'rate' or 'at'" in result.output
+    assert "schedule: give exactly one of 'cron', 'rate', 'at', 'fixed_delay' or 'after'" in (
+        result.output
+    )
 
 
-TASK_VIEW = {
-    "task_id": "t1",
-    "name": "t1",
-    "schedule": {"kind": "rate", "expression": "1 hour"},
-    "timezone": "UTC",
-    "dst": None,
-    "anchor": None,
-    "start_at": None,
-    "end_at": None,
-    "jitter_seconds": 0,
-    "catchup": "run_once",
-    "catchup_window_seconds": None,
-    "handler_url": "http://127.0.0.1:9/h",
-    "handler": None,
-    "retry": {"max_attempts": 5, "base_delay_seconds": 5, "max_delay_seconds": 600},
-    "payload": {},
-    "status": "PAUSED",
-    "next_run_at": None,
-    "last_scheduled_at": None,
-    "version": 2,
-    "created_at": "2026-11-30T12:00:00.000Z",
-    "updated_at": "2026-11-30T12:00:00.000Z",
-}
-EXECUTION_VIEW = {
-    "execution_id": "t1_x",
-    "task_id": "t1",
-    "scheduled_at": "2026-11-30T12:00:00.000Z",
-    "status": "RUNNING",
-    "attempt": 1,
-    "started_at": None,
-    "completed_at": None,
-    "error": None,
-    "next_attempt_at": None,
-    "lease_until": None,
-    "dead_lettered_at": None,
-}
-
-
-@pytest.fixture
-def api_stand_in() -> Iterator[tuple[str, list[tuple[str, str, Any]]]]:
-    """Plays the routes issue 4 (part 2) and issue 3 add, recording what it was sent."""
-    requests: list[tuple[str, str, Any]] = []
-    answers = {
-        "/tasks/t1/pause": TASK_VIEW,
-        "/tasks/t1/resume": TASK_VIEW | {"status": "ACTIVE"},
-        "/tasks/t1/trigger": EXECUTION_VIEW,
-        "/dead-letters?limit=50": {"items": [EXECUTION_VIEW], "next_token": None},
-        "/dead-letters/t1_x/redrive": EXECUTION_VIEW,
-    }
-
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length)) if length else None
-            requests.append((self.command, self.path, body))
-            payload = json.dumps(answers[self.path]).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        do_GET = do_POST = _answer
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}", requests
-    server.shutdown()
-
-
-def test_pause_resume_trigger_and_dead_letters_call_the_expected_routes(
-    api_stand_in: tuple[str, list[tuple[str, str, Any]]],
+def test_pause_resume_trigger_and_dead_letters_from_the_cli_and_the_client(
+    local: str, sink: Sink
 ) -> None:
-    url, requests = api_stand_in
-    target = ["--url", url]
-    assert cli("tasks", *target, "--json", "pause", "t1", "--note", "deploy")["status"] == "PAUSED"
-    assert cli("tasks", *target, "--json", "resume", "t1")["status"] == "ACTIVE"
-    assert cli("tasks", *target, "--json", "trigger", "t1")["execution_id"] == "t1_x"
-    assert cli("dead-letters", *target, "--json", "list")["items"][0]["execution_id"] == "t1_x"
-    assert "t1_x" in cli("dead-letters", *target, "redrive", "t1_x")
-    assert requests == [
-        ("POST", "/tasks/t1/pause", {"note": "deploy"}),
-        ("POST", "/tasks/t1/resume", {}),
-        ("POST", "/tasks/t1/trigger", {}),
-        ("GET", "/dead-letters?limit=50", None),
-        ("POST", "/dead-letters/t1_x/redrive", {}),
-    ]
+    sink.status = 400  # a handler that refuses: never retried, so a dead letter at once
+    target = ["--url", local, "--api-key", "k1"]
+    created = cli(
+        "tasks", *target, "--json", "create", "--rate", "1 hour", "--handler-url", f"{sink.url}/h"
+    )
+    task_id = created["task_id"]
+    paused = cli("tasks", *target, "--json", "pause", task_id, "--note", "deploy")
+    assert (paused["status"], paused["pause_note"]) == ("PAUSED", "deploy")
+    assert cli("tasks", *target, "--json", "resume", task_id)["status"] == "ACTIVE"
+    triggered = cli("tasks", *target, "--json", "trigger", task_id)
+    execution_id = triggered["execution_id"]
+    assert execution_id.startswith(task_id)
+
+    def dead_letters() -> list[str]:
+        page = cli("dead-letters", *target, "--json", "list")
+        return [e["execution_id"] for e in page["items"]]
+
+    assert wait_until(lambda: execution_id in dead_letters(), timeout=20)
+    sink.status = 200
+    redriven = cli("dead-letters", *target, "--json", "redrive", execution_id)
+    assert (redriven["execution_id"], redriven["status"]) == (execution_id, "QUEUED")
+    with dynacron.Client(local, api_key="k1") as client:
+        assert wait_until(
+            lambda: client.get_execution(execution_id).status == "SUCCEEDED", timeout=20
+        )
+        patched = client.patch_task(task_id, name="renamed", version=created["version"] + 2)
+        assert patched.name == "renamed"
+        with pytest.raises(ApiError) as stale:
+            client.patch_task(task_id, name="again", version=created["version"])
+        assert stale.value.status == 409
+        assert client.forecast(hours=1).tasks == 1
+    # Another tenant's key sees none of it
+    other = ["--url", local, "--api-key", "k2"]
+    assert cli("dead-letters", *other, "--json", "list")["items"] == []
+    result = runner.invoke(app, ["tasks", *other, "trigger", task_id])
+    assert result.exit_code == 1
+    assert "404" in result.output

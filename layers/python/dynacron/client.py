@@ -16,12 +16,16 @@ from pydantic import BaseModel
 
 from dynacron.api.identity import API_KEY_HEADER
 from dynacron.models import (
+    BackfillRequest,
+    BackfillView,
     ExecutionPage,
     ExecutionView,
+    ForecastView,
     OccurrencesView,
     Problem,
     TaskCreate,
     TaskPage,
+    TaskPatch,
     TaskView,
     TenantView,
 )
@@ -137,6 +141,11 @@ class Client:
     def get_task(self, task_id: str) -> TaskView:
         return self._call(TaskView, "GET", f"/tasks/{task_id}")
 
+    def patch_task(self, task_id: str, patch: TaskPatch | None = None, **fields: Any) -> TaskView:
+        """Change the fields given; pass ``version`` to refuse a stale change (409)."""
+        body = (patch or TaskPatch(**fields)).model_dump(exclude_unset=True)
+        return self._call(TaskView, "PATCH", f"/tasks/{task_id}", json=body)
+
     def delete_task(self, task_id: str) -> None:
         self._send("DELETE", f"/tasks/{task_id}")
 
@@ -150,10 +159,22 @@ class Client:
     def trigger_task(self, task_id: str) -> ExecutionView:
         return self._call(ExecutionView, "POST", f"/tasks/{task_id}/trigger", json={})
 
+    def backfill_task(self, task_id: str, start: str, end: str) -> BackfillView:
+        """Run each occurrence in ``[start, end]`` that was never run or asked for."""
+        body = BackfillRequest(from_=start, to=end).model_dump(by_alias=True)
+        return self._call(BackfillView, "POST", f"/tasks/{task_id}/backfill", json=body)
+
+    def forecast(self, hours: int = 24) -> ForecastView:
+        """How many executions start in each minute of the next ``hours``."""
+        return self._call(ForecastView, "GET", "/forecast", params={"hours": hours})
+
     def next_occurrences(self, task_id: str, count: int = 10) -> OccurrencesView:
         return self._call(OccurrencesView, "GET", f"/tasks/{task_id}/next", params={"count": count})
 
     # executions and dead letters
+    def get_execution(self, execution_id: str) -> ExecutionView:
+        return self._call(ExecutionView, "GET", f"/executions/{execution_id}")
+
     def list_executions(
         self, task_id: str, limit: int = 50, next_token: str | None = None
     ) -> ExecutionPage:

@@ -103,6 +103,7 @@ class TaskCreate(BaseModel):
     after: str | None = Field(
         default=None,
         description="A task id: run once per successful execution of that task",
+        min_length=1,
         max_length=64,
     )
     timezone: str = Field(default="UTC", description="IANA time zone", max_length=64)

@@ -89,6 +89,75 @@ def _speed_up_moto_sqs() -> None:
     Queue._dynacron_patched = True  # type: ignore[attr-defined]
 
 
+def speed_up_moto_transactions() -> None:
+    """Make a moto TransactWriteItems cost what its items cost, not what its tables hold.
+
+    moto backs up each table a transaction names with a deep copy, to restore it
+    if the transaction is cancelled: registering a task (a transaction with its
+    tenant's record) slowed down as the tables grew. Here the tables are not
+    copied; the items the transaction names are saved and put back instead.
+    Pinned to the moto version in pyproject.
+    """
+    import copy
+
+    from moto.dynamodb import models
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    if getattr(DynamoDBBackend, "_dynacron_patched", False):
+        return
+
+    class TablesByReference:
+        """``copy`` for moto's DynamoDB backend, except that a table is not copied."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(copy, name)
+
+        @staticmethod
+        def deepcopy(value: Any, memo: Any = None) -> Any:
+            return value if isinstance(value, Table) else copy.deepcopy(value, memo)
+
+    transact = DynamoDBBackend.transact_write_items
+
+    def transact_write_items(backend: Any, transact_items: list[dict[str, Any]]) -> None:
+        saved = [_saved_item(backend, entry) for entry in transact_items]
+        try:
+            transact(backend, transact_items)
+        except Exception:
+            for table_name, key, attributes in filter(None, saved):
+                if attributes is None:
+                    backend.delete_item(table_name, key)
+                else:
+                    backend.put_item(table_name, attributes)
+            raise
+
+    models.copy = TablesByReference()  # type: ignore[attr-defined]
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign,assignment]
+    DynamoDBBackend._dynacron_patched = True  # type: ignore[attr-defined]
+
+
+def _saved_item(backend: Any, entry: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """(table, key, attributes as they are now, or None if absent) of one transaction item."""
+    import copy
+
+    _, operation = next(iter(entry.items()))
+    table_name = operation.get("TableName")
+    if table_name not in backend.tables:
+        return None
+    table = backend.tables[table_name]
+    if "Key" in operation:
+        key = operation["Key"]
+    else:
+        names = [n for n in (table.hash_key_attr, table.range_key_attr) if n]
+        key = {n: operation["Item"][n] for n in names if n in operation.get("Item", {})}
+    try:
+        current = backend.get_item(table_name, key)
+    except Exception:
+        return None  # an invalid key: the transaction fails before writing anything
+    attributes = copy.deepcopy(current.to_json()["Attributes"]) if current else None
+    return table_name, key, attributes
+
+
 def _cached_for(seconds: float, name: str, compute: Callable[[Any], int]) -> Callable[[Any], int]:
     def cached(queue: Any) -> int:
         cache = queue.__dict__.setdefault("_dynacron_counts", {})
@@ -135,6 +204,7 @@ class EmbeddedAws:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
         _speed_up_moto_sqs()
+        speed_up_moto_transactions()
         app = AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(
             self._host, self._port, app, threaded=True, request_handler=_quiet_request_handler()
