@@ -131,7 +131,7 @@ def speed_up_moto_transactions() -> None:
                     backend.put_item(table_name, attributes)
             raise
 
-    models.copy = TablesByReference()  # type: ignore[attr-defined]
+    models.copy = TablesByReference()  # type: ignore[attr-defined,assignment]
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign,assignment]
     DynamoDBBackend._dynacron_patched = True  # type: ignore[attr-defined]
 
