@@ -24,6 +24,7 @@ from bench.meter import Meter, summarise
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.instants import format_instant
+from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
@@ -133,12 +134,13 @@ def fail_first_call() -> Callable[[Delivery], tuple[int, dict[str, str]]]:
 def register(bench: Bench, count: int, **fields: Any) -> None:
     for number in range(count):
         bench.app.task_service.register(
+            DEFAULT_TENANT,
             TaskCreate(
                 name=f"bench-{number}",
                 handler_url=f"{bench.sink.url}/hook",
                 payload={"report": "daily", "customer": number},
                 **fields,
-            )
+            ),
         )
 
 
