@@ -112,6 +112,32 @@ def test_a_crash_at_a_step_boundary_loses_nothing_and_applies_nothing_twice(
         assert pipeline.metrics.total(metric_names.DUPLICATES_SUPPRESSED) >= 1
 
 
+@pytest.mark.parametrize(
+    ("boundary", "after"),
+    [
+        (Boundary.WORKER_BEGAN, 0),
+        (Boundary.WORKER_HANDLER_RETURNED, 2),  # mid-batch, the handler's effect applied
+    ],
+    ids=lambda v: str(v),
+)
+def test_a_worker_killed_outside_the_lease_index_is_recovered_by_its_messages(
+    pipeline: Pipeline, sink: Sink, boundary: Boundary, after: int
+) -> None:
+    # Given running attempts begun from their messages: the reaper does not watch them
+    ids = due_now(pipeline, sink, retry={"base_delay_seconds": 1, "max_delay_seconds": 5})
+    pipeline.tick()
+    faults = CrashAt([boundary], after=after)
+    # When their worker dies, and every lease runs out before a message comes back
+    pipeline.work(pipeline.component(faults=faults))
+    assert faults.crashed == [boundary]
+    terms = pipeline.settings.lease_terms
+    pipeline.clock.advance(terms.running + terms.clock_skew + timedelta(seconds=1))
+    assert pipeline.reap() == {"expired": 0, "reaped": 0}
+    # Then the messages coming back take the attempts over: all ran, each effect once
+    assert_each_ran_and_applied_once(pipeline, sink, ids)
+    assert pipeline.metrics.total(metric_names.LEASES_REAPED) == 1
+
+
 def test_a_crash_after_dead_lettering_still_delivers_the_copy(
     pipeline: Pipeline, sink: Sink
 ) -> None:

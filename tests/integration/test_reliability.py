@@ -381,6 +381,16 @@ def test_python_handlers_are_chosen_by_name(aws: tuple[Any, Any], clock: Any, ou
     assert execution.status is expected
 
 
+def deliver_again(pipeline: Pipeline, execution_id: str, attempt: int = 1) -> None:
+    """The message of ``execution_id``'s attempt arrives again (SQS redelivers it after its
+    visibility timeout, or sends it twice) and a second worker receives it."""
+    dispatch = Dispatch(execution_id, execution_id.split("_")[0], START, attempt=attempt)
+    pipeline.sqs.send_message(
+        QueueUrl=pipeline.settings.dispatch_queue_url, MessageBody=dispatch_to_body(dispatch)
+    )
+    assert pipeline.work(pipeline.component(), batches=1) == 1
+
+
 def test_the_reaper_and_a_late_worker_cannot_both_win(pipeline: Pipeline, sink: Sink) -> None:
     """The worker's handler is slow; its lease runs out and the reaper takes over while
     the handler is still running. The late worker's outcome write is refused; the
@@ -389,9 +399,13 @@ def test_the_reaper_and_a_late_worker_cannot_both_win(pipeline: Pipeline, sink: 
     pipeline.tick()
     sink.gate = threading.Event()  # the handler runs until the reaper has acted
     outcomes: list[Any] = []
-    late = threading.Thread(target=lambda: outcomes.append(pipeline.work()))
+    # One batch: the retry, if due at once, is left for settle() below
+    late = threading.Thread(target=lambda: outcomes.append(pipeline.work(batches=1)))
     late.start()
     assert wait_until(sink.snapshot, timeout=30)
+    # A copy of the message arrives while the handler runs: the live lease is handed
+    # to the reaper's index (the lease began outside it, guarded by the message)
+    deliver_again(pipeline, execution_id)
     # The handler is running; time jumps past the lease and its margin
     terms = pipeline.settings.lease_terms
     pipeline.clock.advance(terms.running + terms.clock_skew + timedelta(seconds=1))
@@ -406,6 +420,94 @@ def test_the_reaper_and_a_late_worker_cannot_both_win(pipeline: Pipeline, sink: 
     assert sink.calls_by_key() == {execution_id: 1}
     assert sink.effects == {execution_id: 1}
     assert pipeline.metrics.total(metric_names.DUPLICATES_SUPPRESSED) >= 1  # the replay
+
+
+def test_a_redelivered_message_and_a_late_worker_cannot_both_win(
+    pipeline: Pipeline, sink: Sink
+) -> None:
+    """As above, but nothing put the lease in the reaper's index: the message comes back
+    after its visibility timeout, finds the lease run out and takes it over."""
+    execution_id = one_time_task(pipeline, sink)
+    pipeline.tick()
+    sink.gate = threading.Event()
+    late = threading.Thread(target=lambda: pipeline.work(batches=1))
+    late.start()
+    assert wait_until(sink.snapshot, timeout=30)
+    terms = pipeline.settings.lease_terms
+    pipeline.clock.advance(terms.running + terms.clock_skew + timedelta(seconds=1))
+    assert pipeline.reap()["reaped"] == 0  # the reaper does not watch this lease
+    deliver_again(pipeline, execution_id)
+    sink.gate.set()
+    late.join()
+    execution = pipeline.execution(execution_id)
+    assert execution is not None
+    assert execution.status is ExecutionStatus.QUEUED  # the redelivery's take-over stands
+    assert execution.attempt == 2
+    assert "the lease ran out" in (execution.error or "")
+    pipeline.settle([execution_id])
+    assert sink.calls_by_key() == {execution_id: 1}
+    assert sink.effects == {execution_id: 1}
+    assert pipeline.metrics.total(metric_names.LEASES_REAPED) == 1
+    assert pipeline.metrics.total(metric_names.DUPLICATES_SUPPRESSED) >= 1  # the replay
+
+
+@pytest.mark.parametrize(
+    "boundary",
+    [Boundary.WORKER_BEGAN, Boundary.WORKER_HANDLER_RETURNED],
+    ids=lambda v: str(v),
+)
+def test_a_killed_worker_is_recovered_by_its_message_coming_back(
+    pipeline: Pipeline, sink: Sink, boundary: Boundary
+) -> None:
+    # Given an execution begun from its message: running, its lease outside the index
+    execution_id = one_time_task(pipeline, sink)
+    pipeline.tick()
+    crashing = pipeline.component(faults=CrashAt([boundary]))
+    # When the worker dies before or after calling the handler, recording nothing
+    pipeline.work(crashing)
+    assert pipeline.crashes == 1
+    execution = pipeline.execution(execution_id)
+    assert execution is not None
+    assert execution.status is ExecutionStatus.RUNNING
+    assert not execution.lease_indexed
+    assert execution.lease_until is not None
+    # Then the reaper never sees it, however late
+    terms = pipeline.settings.lease_terms
+    pipeline.clock.set(execution.lease_until + terms.clock_skew + timedelta(milliseconds=1))
+    assert pipeline.reap()["reaped"] == 0
+    # And the message, back after its visibility timeout, takes the lease over:
+    # the attempt failed, and the next one is queued (and may already have run)
+    pipeline.work()
+    taken = pipeline.execution(execution_id)
+    assert taken is not None
+    assert taken.attempt == 2
+    assert pipeline.metrics.total(metric_names.LEASES_REAPED) == 1
+    # And the retry runs: one business effect
+    (done,) = pipeline.settle([execution_id])
+    assert (done.status, done.attempt) == (ExecutionStatus.SUCCEEDED, 2)
+    assert sink.effects == {execution_id: 1}
+    assert sink.applied_twice == 0
+    expected_calls = 1 if boundary is Boundary.WORKER_BEGAN else 2  # same Idempotency-Key
+    assert sink.calls_by_key() == {execution_id: expected_calls}
+
+
+def test_a_message_arriving_while_its_attempt_runs_hands_the_lease_to_the_reaper(
+    pipeline: Pipeline, sink: Sink
+) -> None:
+    execution_id = one_time_task(pipeline, sink)
+    pipeline.tick()
+    pipeline.work(pipeline.component(faults=CrashAt([Boundary.WORKER_BEGAN])))
+    running = pipeline.execution(execution_id)
+    assert running is not None
+    assert not running.lease_indexed
+    # The message comes back while the lease is alive: dropped, the lease watched
+    assert pipeline.work() == 1
+    watched = pipeline.execution(execution_id)
+    assert watched is not None
+    assert watched.lease_indexed
+    assert (watched.status, watched.lease_token) == (ExecutionStatus.RUNNING, running.lease_token)
+    assert pipeline.metrics.total(metric_names.DUPLICATES_SUPPRESSED) == 1
+    assert sink.snapshot() == []
 
 
 def test_a_renewed_lease_cannot_be_taken_over(pipeline: Pipeline, sink: Sink) -> None:

@@ -93,9 +93,11 @@ TASKS = TableDefinition(
     indexes=(DUE_INDEX, TENANT_INDEX, DEPENDENTS_INDEX),
 )
 
-# Sparse: only executions with a pending obligation (queued, running, or a
-# dead-letter copy still to send) carry ``lease_shard``; the reaper queries each
-# shard for ``lease_until`` in the past instead of scanning. Keys only: the reaper
+# Sparse: only executions with a pending obligation that no SQS message guards
+# (queued, awaiting a callback, a follow-up or a dead-letter copy still to do)
+# carry ``lease_shard``; a running attempt begun from a message is not here while
+# the message guards it (decision 0015). The reaper queries each shard for
+# ``lease_until`` in the past instead of scanning. Keys only: the reaper
 # re-reads each candidate with a strongly consistent read before acting on it.
 LEASE_INDEX = IndexDefinition(
     name="lease-index",

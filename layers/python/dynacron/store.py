@@ -654,6 +654,7 @@ def execution_from_item(item: dict[str, Any]) -> Execution:
         tenant_id=values.get("tenant_id", DEFAULT_TENANT),
         upstream=upstream_from_map(values.get("upstream")),
         result=_result_from_map(values.get("result")),
+        lease_indexed=LEASE_INDEX.partition_key.name in values,
     )
 
 
@@ -763,6 +764,11 @@ class ExecutionStore:
         QUEUED for exactly this attempt (one conditional update). Anything else
         (finished, running elsewhere, waiting for another attempt) means the
         message is a duplicate or stale, and is refused.
+
+        The lease stays out of the lease index: the SQS message that began the
+        attempt stays undeleted until the attempt has moved on, and comes back
+        if the worker dies (decision 0015). What outlives the message (a 202, a
+        follow-up, a dead letter's copy, a queued retry) is indexed again.
         """
         running = {
             "status": ExecutionStatus.RUNNING.value,
@@ -770,7 +776,6 @@ class ExecutionStore:
             "started_at": format_instant(now),
             "lease_token": lease_token,
             "lease_until": format_instant(lease_until),
-            "lease_shard": self._lease_shard(dispatch.execution_id),
             "callback_digest": callback_digest,
         }
         item = {
@@ -803,7 +808,7 @@ class ExecutionStore:
             dispatch.execution_id,
             "#status = :queued AND #attempt = :attempt",
             running,
-            removes=("next_attempt_at",),
+            removes=("next_attempt_at", "lease_shard"),
             values={":queued": ExecutionStatus.QUEUED.value},
             return_values="ALL_NEW",
         )
@@ -881,10 +886,12 @@ class ExecutionStore:
         lease_until: datetime,
         accepted_at: datetime | None = None,
     ) -> bool:
-        """Extend a running lease (a heartbeat); ``accepted_at`` marks a 202 answer."""
+        """Extend a running lease (a heartbeat); ``accepted_at`` marks a 202 answer,
+        whose lease outlives the worker's message and so joins the lease index."""
         sets: dict[str, Any] = {"lease_until": format_instant(lease_until)}
         if accepted_at is not None:
             sets["accepted_at"] = format_instant(accepted_at)
+            sets["lease_shard"] = self._lease_shard(execution_id)
         return self._held_write(execution_id, lease_token, sets)
 
     def finish(
@@ -910,6 +917,7 @@ class ExecutionStore:
         if follow_up_token is not None and follow_up_until is not None:
             sets["lease_token"] = follow_up_token
             sets["lease_until"] = format_instant(follow_up_until)
+            sets["lease_shard"] = self._lease_shard(execution_id)
         else:
             removes += ("lease_token", "lease_until", "lease_shard")
         if result is not None:
@@ -977,6 +985,7 @@ class ExecutionStore:
                 DEAD_LETTER_INDEX.partition_key.name: dead_letter_partition(tenant_id),
                 DEAD_LETTER_INDEX.sort_key.name: format_instant(now),
                 "lease_until": format_instant(lease_until),
+                "lease_shard": self._lease_shard(execution_id),
                 "lease_token": new_token,
             },
             removes=("callback_digest", "accepted_at", "next_attempt_at"),
@@ -1002,13 +1011,34 @@ class ExecutionStore:
         new_token: str,
         lease_until: datetime,
     ) -> bool:
-        """The reaper's move: claim a lease still held by ``seen_token`` that ended before
-        ``cutoff``. A holder that renewed or finished meanwhile makes this fail."""
+        """Claim a lease still held by ``seen_token`` that ended before ``cutoff`` (the
+        reaper's move, and a redelivered message's). A holder that renewed or finished
+        meanwhile makes this fail. The new lease is in the lease index: if the taker
+        dies too, the reaper carries on."""
         ok, _ = self._write(
             execution_id,
             "#lease_token = :seen AND #lease_until < :cutoff",
-            {"lease_token": new_token, "lease_until": format_instant(lease_until)},
+            {
+                "lease_token": new_token,
+                "lease_until": format_instant(lease_until),
+                "lease_shard": self._lease_shard(execution_id),
+            },
             values={":seen": seen_token, ":cutoff": format_instant(cutoff)},
+        )
+        return ok
+
+    def watch(self, execution_id: str, seen_token: str) -> bool:
+        """Put a running lease still held by ``seen_token`` into the lease index, unchanged.
+
+        For a live attempt whose message arrived again: once the reaper watches the
+        lease, that copy of the message may be deleted. False if the holder moved
+        on meanwhile (whatever it moved to is watched, or final).
+        """
+        ok, _ = self._write(
+            execution_id,
+            "#status = :running AND #lease_token = :seen",
+            {"lease_shard": self._lease_shard(execution_id)},
+            values={":running": ExecutionStatus.RUNNING.value, ":seen": seen_token},
         )
         return ok
 

@@ -13,7 +13,8 @@ that names the state it expects (see ``store.ExecutionStore``):
 
 QUEUED and RUNNING executions hold a lease: a deadline by which something must
 happen (the queued message starts, the worker heartbeats, the handler calls back).
-The reaper acts on leases that ran out, so no execution waits forever.
+A lease that ran out is taken over, by the reaper or by the message of a running
+attempt coming back (decision 0015), so no execution waits forever.
 """
 
 from __future__ import annotations
@@ -106,6 +107,10 @@ class Execution:
     result: ResultSummary | None = None
     # Its task's tenant, copied when the first attempt begins.
     tenant_id: str = DEFAULT_TENANT
+    # The lease is in the lease index, where the reaper looks. A running attempt
+    # begun from an SQS message is not: its undeleted message is what brings it
+    # back if the worker dies (decision 0015).
+    lease_indexed: bool = False
 
     @property
     def attempts_used(self) -> int:

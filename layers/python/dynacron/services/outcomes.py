@@ -20,6 +20,7 @@ from dynacron.domain.executions import (
     ResultSummary,
     new_token,
 )
+from dynacron.domain.instants import format_instant
 from dynacron.domain.retry import AttemptFailure, decide
 from dynacron.domain.tasks import Task
 from dynacron.faults import NO_FAULTS, Boundary, Faults
@@ -149,6 +150,14 @@ class AttemptOutcomes:
             return Outcome.LEASE_LOST
         self._metrics.retry_scheduled()
         return Outcome.RETRY_SCHEDULED
+
+    def lease_ran_out(self, execution: Execution, lease_token: str) -> Outcome:
+        """A running attempt whose lease ran out, taken over with ``lease_token``: it
+        failed (its worker died, or a 202 handler never called back)."""
+        lease_end = format_instant(execution.lease_until) if execution.lease_until else "?"
+        waiting = "a callback" if execution.accepted_at else "a heartbeat"
+        failure = AttemptFailure(f"the lease ran out at {lease_end} without {waiting}")
+        return self.failed(execution, lease_token, failure)
 
     def postpone(self, execution: Execution, lease_token: str, delay_seconds: float) -> Outcome:
         """Run the same attempt again later; it did not fail, it could not start yet."""

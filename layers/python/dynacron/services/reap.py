@@ -2,7 +2,9 @@
 
 An execution holds a lease while something is owed to it: a queued attempt must
 start, a running attempt must heartbeat or finish, a dead letter's copy must reach
-the dead-letter queue. The reaper asks the sparse lease index for leases that
+the dead-letter queue. The reaper watches the leases that no SQS message guards
+(a running attempt begun from a message is recovered by that message coming back:
+decision 0015). It asks the sparse lease index for leases that
 ended more than the clock-skew margin ago (a query per shard, never a Scan), and
 for each one takes the lease over with a conditional write on the token it saw.
 A worker that renews or finishes first makes that write fail, and the reaper
@@ -10,8 +12,9 @@ leaves the execution alone; if the reaper wins, the worker's writes fail instead
 
 Then, by status:
 
-- RUNNING: the attempt failed (the worker died, or a 202 handler never called
-  back); it is retried after its backoff, or dead-lettered;
+- RUNNING: the attempt failed (a 202 handler never called back, or the worker
+  died after a copy of its message handed the lease over); it is retried after
+  its backoff, or dead-lettered;
 - QUEUED: the attempt's message never started (lost in a crash); it is sent again;
 - FAILED: the dead-letter copy was never sent; it is sent now (and the run slot freed);
 - SUCCEEDED or SKIPPED: what its end owed (dependents, the run slot; see
@@ -24,8 +27,6 @@ from dataclasses import dataclass, field
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import ExecutionStatus, LeaseTerms, new_token
-from dynacron.domain.instants import format_instant
-from dynacron.domain.retry import AttemptFailure
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import DispatchQueue
@@ -106,10 +107,7 @@ class Reaper:
         self._metrics.lease_reaped()
         self._faults.reached(Boundary.REAPER_TOOK_OVER)
         if execution.status is ExecutionStatus.RUNNING:
-            lease_end = format_instant(execution.lease_until)
-            waiting = "a callback" if execution.accepted_at else "a heartbeat"
-            failure = AttemptFailure(f"the lease ran out at {lease_end} without {waiting}")
-            report.add(self._outcomes.failed(execution, token, failure))
+            report.add(self._outcomes.lease_ran_out(execution, token))
         elif queued:
             self._queue.send_later(execution.as_dispatch(), 0)
             report.add("RESENT")

@@ -5,7 +5,10 @@
 2. ``begin``: one conditional write makes the execution RUNNING under a new lease,
    only if it was never seen or is QUEUED for exactly this attempt. Anything else
    is a duplicate (SQS delivered twice, two ticks sent it) or a stale attempt:
-   the message is dropped, and nothing runs twice.
+   the message is dropped, and nothing runs twice. The new lease is not in the
+   reaper's index: the message, undeleted until the attempt has moved on, is its
+   guard; coming back to a running attempt, it takes over a lease that ran out,
+   or hands a live one to the reaper, before it is dropped (decision 0015).
 3. The handler is called inside Powertools idempotency keyed by execution id,
    while a heartbeat thread extends the lease.
 4. The outcome is written with the lease token: SUCCEEDED; a 202 waits for the
@@ -28,6 +31,7 @@ from dynacron.domain.executions import (
     DeliveryResult,
     Dispatch,
     Execution,
+    ExecutionStatus,
     HandlerAnswer,
     LeaseTerms,
     new_token,
@@ -106,8 +110,7 @@ class ExecutionRunner:
         )
         if not begun.began or begun.current is None:
             self._report_limits(admitted, None)
-            self._metrics.duplicate_suppressed()
-            return Outcome.DUPLICATE
+            return self._not_begun(begun.current)
         execution = begun.current
         self._faults.reached(Boundary.WORKER_BEGAN)
         if task is None:
@@ -131,6 +134,41 @@ class ExecutionRunner:
         called = not (guarded.replayed or guarded.in_progress)
         self._report_limits(admitted, guarded.result if called else None)
         return self._record(execution, lease_token, guarded, task)
+
+    def _not_begun(self, current: Execution | None) -> Outcome:
+        """The message may not begin an attempt: a duplicate, or stale.
+
+        Unless the execution is running under a lease the reaper does not watch:
+        then this message (a redelivery of the one that began it, or a copy) is
+        what guards it, and may only be deleted once the lease is taken over
+        (it ran out: the worker died) or watched by the reaper (it is alive).
+        """
+        if (
+            current is not None
+            and current.status is ExecutionStatus.RUNNING
+            and not current.lease_indexed
+            and current.lease_token is not None
+            and current.lease_until is not None
+        ):
+            now = self._clock.now()
+            cutoff = self._terms.abandoned_before(now)
+            if current.lease_until < cutoff:
+                token = new_token()
+                taken = self._executions.take_over(
+                    current.execution_id,
+                    current.lease_token,
+                    cutoff=cutoff,
+                    new_token=token,
+                    lease_until=now + self._terms.running,
+                )
+                if taken:
+                    self._metrics.lease_reaped()
+                    return self._outcomes.lease_ran_out(current, token)
+            # Alive, or renewed just now: the reaper watches it from here on. If the
+            # holder moved on instead, what it moved to is watched or final.
+            self._executions.watch(current.execution_id, current.lease_token)
+        self._metrics.duplicate_suppressed()
+        return Outcome.DUPLICATE
 
     def _report_limits(self, admitted: Pass | None, result: DeliveryResult | None) -> None:
         if self._limits is not None and admitted is not None:
