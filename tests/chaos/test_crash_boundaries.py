@@ -54,6 +54,26 @@ def first_call_answers(status: int) -> Any:
     return answer
 
 
+def taken_over_during_the_first_call(pipeline: Pipeline) -> Any:
+    """While the first call of each execution runs, its lease runs out and the message,
+    back after its visibility timeout, takes the attempt over; then the call succeeds.
+    The only way a success is saved and the execution not ended with it (decision 0016)."""
+    seen: set[str] = set()
+    terms = pipeline.settings.lease_terms
+
+    def answer(delivery: Delivery) -> Answer:
+        key = delivery.headers["Idempotency-Key"]
+        if key not in seen:
+            seen.add(key)
+            running = pipeline.execution(key)
+            assert running is not None
+            pipeline.clock.advance(terms.running + terms.clock_skew + timedelta(seconds=1))
+            pipeline.component().runner.run(running.as_dispatch())
+        return 200, {}
+
+    return answer
+
+
 def assert_each_ran_and_applied_once(pipeline: Pipeline, sink: Sink, ids: list[str]) -> None:
     executions = pipeline.settle(ids)
     assert {e.status for e in executions} == {ExecutionStatus.SUCCEEDED}
@@ -85,6 +105,8 @@ def test_a_crash_at_a_step_boundary_loses_nothing_and_applies_nothing_twice(
         sink.answer = first_call_answers(500)
     if boundary is Boundary.REAPER_TOOK_OVER:
         sink.answer = first_call_answers(202)  # accepted, and never calls back
+    if boundary is Boundary.WORKER_OUTCOME_NOT_RECORDED:
+        sink.answer = taken_over_during_the_first_call(pipeline)
     ids = due_now(pipeline, sink, retry={"base_delay_seconds": 1, "max_delay_seconds": 5})
     faults = CrashAt([boundary], after=after)
     crashing = pipeline.component(faults=faults)
@@ -238,7 +260,9 @@ class DeliverAgainAt:
     [
         Boundary.WORKER_BEGAN,  # the first delivery holds the lease, the handler not called yet
         Boundary.WORKER_HANDLER_RETURNED,  # the handler answered, nothing recorded yet
-        Boundary.WORKER_OUTCOME_NOT_RECORDED,  # the success is remembered, not yet recorded
+        # The success is recorded, the message not deleted yet. (A success remembered
+        # and not recorded exists only when the lease was lost: decision 0016.)
+        Boundary.WORKER_RECORD_DONE,
     ],
     ids=lambda v: str(v),
 )

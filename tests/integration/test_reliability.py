@@ -491,6 +491,33 @@ def test_a_killed_worker_is_recovered_by_its_message_coming_back(
     assert sink.calls_by_key() == {execution_id: expected_calls}
 
 
+def test_a_call_still_in_progress_postpones_the_attempt_that_took_over(
+    aws: tuple[Any, Any], clock: Any, sink: Sink
+) -> None:
+    from tests.conftest import build_pipeline
+
+    # Given a worker killed after its handler answered, before anything was saved:
+    # the in-progress record of that call counts for the handler's timeout (30 s)
+    pipeline = build_pipeline(aws, clock, http_timeout_seconds=30)
+    execution_id = one_time_task(pipeline, sink)
+    pipeline.tick()
+    pipeline.work(pipeline.component(faults=CrashAt([Boundary.WORKER_HANDLER_RETURNED])))
+    terms = pipeline.settings.lease_terms
+    pipeline.clock.advance(terms.running + terms.clock_skew + timedelta(seconds=1))
+    # When its message comes back, takes over, and the retry's message arrives
+    pipeline.work(batches=1)
+    pipeline.clock.advance(timedelta(seconds=pipeline.settings.lease_seconds))
+    pipeline.work(batches=1)
+    # Then the retry began, found the call in progress, and waits for it to expire
+    execution = pipeline.execution(execution_id)
+    assert execution is not None
+    assert (execution.status, execution.attempt) == (ExecutionStatus.QUEUED, 2)
+    _, waited = pipeline.queue.delays[-1]
+    assert waited == 30 + 5  # the handler's timeout, and the margin to record its outcome
+    assert sink.calls_by_key() == {execution_id: 1}
+    assert pipeline.metrics.total(metric_names.DUPLICATES_SUPPRESSED) == 1
+
+
 def test_a_message_arriving_while_its_attempt_runs_hands_the_lease_to_the_reaper(
     pipeline: Pipeline, sink: Sink
 ) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -72,6 +73,79 @@ def test_the_handler_receives_the_execution_and_it_is_recorded(
     assert execution["started_at"]
     assert execution["completed_at"]
     assert execution["error"] is None
+
+
+class WriteCounter:
+    """The DynamoDB writes a client makes, by table: what a fire is billed for."""
+
+    WRITES = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems")
+
+    def __init__(self, client: Any) -> None:
+        self.writes: list[tuple[str, str]] = []
+        client.meta.events.register("before-parameter-build.dynamodb", self._count)
+
+    def _count(self, model: Any, params: dict[str, Any], **_: Any) -> None:
+        if model.name in self.WRITES:
+            self.writes.append((params.get("TableName", "?"), model.name))
+
+
+def raw_execution(aws: tuple[Any, Any], system: Dynacron, execution_id: str) -> dict[str, Any]:
+    dynamodb, _ = aws
+    key = {"task_id": {"S": execution_id.split("_")[0]}, "execution_id": {"S": execution_id}}
+    item = dynamodb.get_item(
+        TableName=system.settings.executions_table, Key=key, ConsistentRead=True
+    )["Item"]
+    return {name: next(iter(value.values())) for name, value in item.items()}
+
+
+def test_a_fire_writes_its_task_once_and_its_execution_twice(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    # Given a recurring task, and every DynamoDB write counted from its tick on
+    task = system.task_service.register(
+        ALICE, TaskCreate(handler_url=f"{sink.url}/hook", rate="1 minute")
+    )
+    assert task.next_run_at is not None
+    clock.set(task.next_run_at + timedelta(milliseconds=5))
+    counter = WriteCounter(aws[0])
+    # When it fires and its handler succeeds
+    assert sum(r.claimed for r in system.ticker.tick()) == 1
+    run_batch(system, receive(system, aws))
+    # Then the claim, the begin (with the idempotency record in progress) and the
+    # end (with the success saved) are the only writes of the fire (decision 0016)
+    settings = system.settings
+    fire_writes = [w for w in counter.writes if w[0] != settings.coordination_table]
+    assert fire_writes == [
+        (settings.tasks_table, "UpdateItem"),
+        (settings.executions_table, "PutItem"),
+        (settings.executions_table, "UpdateItem"),
+    ]
+    execution = only_execution(system, task.task_id)
+    assert execution.status is ExecutionStatus.SUCCEEDED
+    assert not execution.lease_indexed
+
+
+def test_the_idempotency_record_is_kept_on_the_execution(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    # A success is remembered for a day (Powertools' record, on the execution item)
+    task_id = fire(system, clock, sink, rate="1 minute")
+    run_batch(system, receive(system, aws))
+    execution = only_execution(system, task_id)
+    item = raw_execution(aws, system, execution.execution_id)
+    assert item["call_status"] == "COMPLETED"
+    ttl = system.settings.idempotency_ttl_seconds
+    assert abs(int(item["call_expires_at"]) - (time.time() + ttl)) < 60  # the wall clock
+    assert "call_in_progress_until" not in item
+    assert item["result"]["status_code"] == {"N": "200"}
+    # A failed call leaves no record: the next attempt calls again
+    sink.status = 500
+    clock.advance(timedelta(minutes=1))
+    assert sum(r.claimed for r in system.ticker.tick()) == 1
+    run_batch(system, receive(system, aws))
+    failed = [e for e in system.executions.list_for_task(task_id, 10, None).items]
+    assert failed[0].status is ExecutionStatus.QUEUED  # newest first: a retry is queued
+    assert "call_status" not in raw_execution(aws, system, failed[0].execution_id)
 
 
 def test_a_failing_handler_is_recorded_failed_with_its_reason(

@@ -151,8 +151,6 @@ class Dynacron:
                 resolver=resolver,
             ),
             handler_calls=IdempotentHandlerCalls(
-                dynamodb,
-                settings.idempotency_table,
                 ttl_seconds=settings.idempotency_ttl_seconds,
                 handler_timeout_seconds=settings.http_timeout_seconds,
                 faults=faults,

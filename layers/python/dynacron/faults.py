@@ -19,7 +19,8 @@ class Boundary(StrEnum):
     WORKER_BEGAN = "worker.began"
     # The handler answered; its idempotency record does not say so yet.
     WORKER_HANDLER_RETURNED = "worker.handler-returned"
-    # The idempotency record holds the success; the execution does not yet.
+    # The idempotency record holds the success; the execution does not: its lease
+    # was taken over during the call. (Otherwise one write saves both: 0016.)
     WORKER_OUTCOME_NOT_RECORDED = "worker.outcome-not-recorded"
     # One record of an SQS batch is done and the next has not started.
     WORKER_RECORD_DONE = "worker.record-done"

@@ -24,6 +24,7 @@ from dynacron.domain.executions import (
     Dispatch,
     Execution,
     ExecutionStatus,
+    HandlerCallRecord,
     ResultSummary,
 )
 from dynacron.domain.instants import format_instant, parse_instant
@@ -674,6 +675,57 @@ class BeginResult:
     # Begun: the execution as it now is. Refused: as it was, which says why
     # (finished, held by another worker, waiting for another attempt).
     current: Execution | None = None
+    # Begun, but the handler-call record asked for was not saved: this one still
+    # counts (a call in progress, or a success to replay).
+    held_call: HandlerCallRecord | None = None
+
+
+# The handler-call record's attributes on the execution item (its answer is ``result``).
+CALL_STATUS = "call_status"
+CALL_EXPIRES_AT = "call_expires_at"
+CALL_IN_PROGRESS_UNTIL = "call_in_progress_until"
+# A record may be replaced when there is none, it expired, or its call in progress
+# timed out: Powertools' own condition for saving an in-progress record.
+_CALL_REPLACEABLE = (
+    f"(attribute_not_exists(#{CALL_STATUS}) OR #{CALL_EXPIRES_AT} < :call_now"
+    f" OR (#{CALL_STATUS} = :call_in_progress AND attribute_exists(#{CALL_IN_PROGRESS_UNTIL})"
+    f" AND #{CALL_IN_PROGRESS_UNTIL} < :call_now_ms))"
+)
+
+
+def _call_sets(call: HandlerCallRecord) -> dict[str, Any]:
+    sets: dict[str, Any] = {CALL_STATUS: call.status, CALL_EXPIRES_AT: call.expires_at}
+    if call.in_progress_until_ms is not None:
+        sets[CALL_IN_PROGRESS_UNTIL] = call.in_progress_until_ms
+    if call.response is not None:
+        sets["result"] = {
+            "status_code": call.response.status_code,
+            "excerpt": call.response.excerpt,
+        }
+    return sets
+
+
+def _replaceable_values(now_ms: int) -> dict[str, Any]:
+    return {
+        ":call_now": now_ms // 1000,
+        ":call_now_ms": now_ms,
+        ":call_in_progress": HandlerCallRecord.IN_PROGRESS,
+    }
+
+
+def call_from_item(item: dict[str, Any] | None) -> HandlerCallRecord | None:
+    """The handler-call record kept on an execution item, if it holds one."""
+    values = _from_item(item or {})
+    if CALL_STATUS not in values:
+        return None
+    until = values.get(CALL_IN_PROGRESS_UNTIL)
+    completed = values[CALL_STATUS] == HandlerCallRecord.COMPLETED
+    return HandlerCallRecord(
+        status=values[CALL_STATUS],
+        expires_at=int(values[CALL_EXPIRES_AT]),
+        in_progress_until_ms=int(until) if until is not None else None,
+        response=_result_from_map(values.get("result")) if completed else None,
+    )
 
 
 class ExecutionStore:
@@ -728,18 +780,18 @@ class ExecutionStore:
         text = f"{expression} {condition}"
         all_values = {f":{name}": value for name, value in sets.items()} | (values or {})
         used_values = {f":{v}" for v in _VALUE.findall(text)}
+        names = {f"#{n}": n for n in set(_NAME.findall(text))}
+        values_used = _to_item({k: v for k, v in all_values.items() if k in used_values})
         try:
             response = self._client.update_item(
                 TableName=self._table,
                 Key=self._key(execution_id),
                 UpdateExpression=expression,
                 ConditionExpression=condition,
-                ExpressionAttributeNames={f"#{n}": n for n in set(_NAME.findall(text))},
-                ExpressionAttributeValues=_to_item(
-                    {k: v for k, v in all_values.items() if k in used_values}
-                ),
                 ReturnValues=return_values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **({"ExpressionAttributeNames": names} if names else {}),
+                **({"ExpressionAttributeValues": values_used} if values_used else {}),
             )
         except ClientError as error:
             if _is_condition_failure(error):
@@ -757,6 +809,8 @@ class ExecutionStore:
         callback_digest: str,
         retry: RetryPolicy,
         tenant_id: str = DEFAULT_TENANT,
+        call: HandlerCallRecord | None = None,
+        call_now_ms: int = 0,
     ) -> BeginResult:
         """Start ``dispatch``'s attempt: RUNNING under a new lease.
 
@@ -769,6 +823,11 @@ class ExecutionStore:
         attempt stays undeleted until the attempt has moved on, and comes back
         if the worker dies (decision 0015). What outlives the message (a 202, a
         follow-up, a dead letter's copy, a queued retry) is indexed again.
+
+        With ``call`` (in progress), the same write saves the handler-call record
+        if the one there may be replaced (by the wall clock's ``call_now_ms``). If
+        not, the attempt begins all the same and ``held_call`` is the record that
+        still counts.
         """
         running = {
             "status": ExecutionStatus.RUNNING.value,
@@ -788,6 +847,7 @@ class ExecutionStore:
             "expires_at": int((dispatch.scheduled_at + self._retention).timestamp()),
             "upstream": upstream_to_map(dispatch.upstream) if dispatch.upstream else None,
             **running,
+            **(_call_sets(call) if call is not None else {}),
         }
         try:
             self._client.put_item(
@@ -804,15 +864,32 @@ class ExecutionStore:
         current = execution_from_item(old) if old else None
         if current is None or current.status is not ExecutionStatus.QUEUED:
             return BeginResult(False, current)
+        queued = "#status = :queued AND #attempt = :attempt"
+        values = {":queued": ExecutionStatus.QUEUED.value}
+        removes = ("next_attempt_at", "lease_shard")
+        if call is not None:
+            began, new = self._write(
+                dispatch.execution_id,
+                f"{queued} AND {_CALL_REPLACEABLE}",
+                running | _call_sets(call),
+                removes=removes,
+                values=values | _replaceable_values(call_now_ms),
+                return_values="ALL_NEW",
+            )
+            if began and new:
+                return BeginResult(True, execution_from_item(new))
         began, new = self._write(
             dispatch.execution_id,
-            "#status = :queued AND #attempt = :attempt",
+            queued,
             running,
-            removes=("next_attempt_at", "lease_shard"),
-            values={":queued": ExecutionStatus.QUEUED.value},
+            removes=removes,
+            values=values,
             return_values="ALL_NEW",
         )
-        return BeginResult(began, execution_from_item(new) if began and new else current)
+        if not (began and new):
+            return BeginResult(False, current)
+        held = call_from_item(new) if call is not None else None
+        return BeginResult(True, execution_from_item(new), held)
 
     def enqueue(
         self,
@@ -905,15 +982,20 @@ class ExecutionStore:
         follow_up_until: datetime | None = None,
         error: str | None = None,
         result: ResultSummary | None = None,
+        call: HandlerCallRecord | None = None,
     ) -> bool:
         """End a running attempt for good (SUCCEEDED, or SKIPPED).
 
         With ``follow_up_token``, a short lease stays on it until what its end
         owes is done (``release``): dependents started, the task's run slot freed.
         If the finisher dies first, the reaper does it. Without, the lease goes.
+        With ``call`` (completed), the same write saves the handler-call record.
         """
         sets: dict[str, Any] = {"status": status.value, "completed_at": format_instant(now)}
         removes: tuple[str, ...] = ("callback_digest", "accepted_at")
+        if call is not None:
+            sets |= _call_sets(call)
+            removes += (CALL_IN_PROGRESS_UNTIL,)
         if follow_up_token is not None and follow_up_until is not None:
             sets["lease_token"] = follow_up_token
             sets["lease_until"] = format_instant(follow_up_until)
@@ -999,6 +1081,67 @@ class ExecutionStore:
             {},
             removes=("lease_token", "lease_until", "lease_shard"),
             values={":held": lease_token},
+        )
+        return ok
+
+    def save_call(
+        self, execution_id: str, lease_token: str, call: HandlerCallRecord, call_now_ms: int
+    ) -> BeginResult:
+        """Save an in-progress handler-call record on the attempt ``lease_token`` began,
+        if the one there may be replaced: as ``begin`` would have, asked again.
+        Not ``began`` if the attempt is no longer held with that token."""
+        ok, old = self._write(
+            execution_id,
+            f"#status = :running AND #lease_token = :held AND {_CALL_REPLACEABLE}",
+            _call_sets(call),
+            values={":running": ExecutionStatus.RUNNING.value, ":held": lease_token}
+            | _replaceable_values(call_now_ms),
+            return_values="ALL_NEW",
+        )
+        if ok and old:
+            return BeginResult(True, execution_from_item(old))
+        current = execution_from_item(old) if old else None
+        if current is None or current.status is not ExecutionStatus.RUNNING:
+            return BeginResult(False, current)
+        if current.lease_token != lease_token:
+            return BeginResult(False, current)
+        return BeginResult(True, current, call_from_item(old))
+
+    def held_call(self, execution_id: str) -> HandlerCallRecord | None:
+        """The handler-call record kept on the execution, if any (expired ones too)."""
+        response = self._client.get_item(
+            TableName=self._table, Key=self._key(execution_id), ConsistentRead=True
+        )
+        return call_from_item(response.get("Item"))
+
+    def keep_call(self, execution_id: str, call: HandlerCallRecord) -> bool:
+        """Save a completed handler-call record, whoever holds the lease now: a success
+        reached after the lease was lost is replayed by the attempt that took over
+        (unless that one has succeeded already)."""
+        ok, _ = self._write(
+            execution_id,
+            "attribute_exists(execution_id) AND #status <> :succeeded",
+            _call_sets(call),
+            removes=(CALL_IN_PROGRESS_UNTIL,),
+            values={":succeeded": ExecutionStatus.SUCCEEDED.value},
+        )
+        return ok
+
+    def clear_call(self, execution_id: str, in_progress_until_ms: int | None) -> bool:
+        """Drop the in-progress handler-call record saved with ``in_progress_until_ms``:
+        the call did not succeed, the next one may run. A record saved since by another
+        call (after this one's had expired) is left alone."""
+        mine = (
+            f"#{CALL_IN_PROGRESS_UNTIL} = :mine"
+            if in_progress_until_ms is not None
+            else f"attribute_not_exists(#{CALL_IN_PROGRESS_UNTIL})"
+        )
+        ok, _ = self._write(
+            execution_id,
+            f"#{CALL_STATUS} = :in_progress AND {mine}",
+            {},
+            removes=(CALL_STATUS, CALL_EXPIRES_AT, CALL_IN_PROGRESS_UNTIL),
+            values={":in_progress": HandlerCallRecord.IN_PROGRESS, ":mine": in_progress_until_ms},
         )
         return ok
 

@@ -56,6 +56,27 @@ class ResultSummary:
 
 
 @dataclass(frozen=True)
+class HandlerCallRecord:
+    """The idempotency record of an execution's handler call (Powertools' record,
+    kept on the execution item: decision 0016).
+
+    IN_PROGRESS while a call runs: no other call starts until it ends or
+    ``in_progress_until_ms`` passes. COMPLETED once a call succeeded: ``response``
+    is its answer, replayed instead of calling again. Neither counts after
+    ``expires_at``. Times are epoch seconds and milliseconds of the wall clock,
+    as Powertools keeps them.
+    """
+
+    IN_PROGRESS = "INPROGRESS"
+    COMPLETED = "COMPLETED"
+
+    status: str
+    expires_at: int
+    in_progress_until_ms: int | None = None
+    response: ResultSummary | None = None
+
+
+@dataclass(frozen=True)
 class Upstream:
     """The upstream execution whose success started a dependent task's execution."""
 

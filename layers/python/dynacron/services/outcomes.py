@@ -8,6 +8,7 @@ from a failed condition and changes nothing.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
@@ -16,6 +17,7 @@ from dynacron.domain.executions import (
     Dispatch,
     Execution,
     ExecutionStatus,
+    HandlerCallRecord,
     LeaseTerms,
     ResultSummary,
     new_token,
@@ -46,6 +48,18 @@ class Outcome(StrEnum):
     POSTPONED = "POSTPONED"
     # Someone else (the reaper, a callback) acted on the execution first.
     LEASE_LOST = "LEASE_LOST"
+
+
+@dataclass(frozen=True)
+class Ended:
+    """An attempt's end, written: what remains is what the end owes, if anything."""
+
+    execution: Execution
+    follow_up_token: str | None
+
+    @property
+    def outcome(self) -> Outcome:
+        return Outcome(self.execution.status.value)
 
 
 class Unread:
@@ -103,6 +117,22 @@ class AttemptOutcomes:
         error: str | None = None,
         result: ResultSummary | None = None,
     ) -> Outcome:
+        ended = self.end(execution, lease_token, status, task, error=error, result=result)
+        return self.follow_through(ended) if ended else Outcome.LEASE_LOST
+
+    def end(
+        self,
+        execution: Execution,
+        lease_token: str,
+        status: ExecutionStatus,
+        task: Task | Unread | None,
+        *,
+        error: str | None = None,
+        result: ResultSummary | None = None,
+        call: HandlerCallRecord | None = None,
+    ) -> Ended | None:
+        """The end's one write (with ``call``, the handler's success saved in it too);
+        None if the lease was lost. ``follow_through`` does what the end owes."""
         now = self._clock.now()
         ended = dataclasses.replace(
             execution, status=status, completed_at=now, error=error, result=result
@@ -119,13 +149,15 @@ class AttemptOutcomes:
             follow_up_until=now + self._terms.running,
             error=error,
             result=result,
+            call=call,
         )
-        if not done:
-            return Outcome.LEASE_LOST
-        if follow_up_token is not None:
+        return Ended(ended, follow_up_token) if done else None
+
+    def follow_through(self, ended: Ended) -> Outcome:
+        if ended.follow_up_token is not None:
             self._faults.reached(Boundary.ENDED_NOT_FOLLOWED_UP)
-            self.follow_up(ended, follow_up_token)
-        return Outcome(status.value)
+            self.follow_up(ended.execution, ended.follow_up_token)
+        return ended.outcome
 
     def follow_up(self, execution: Execution, lease_token: str) -> None:
         """Do what an ended execution owes, then drop the lease that guaranteed it."""

@@ -20,9 +20,12 @@ queue; if the lease was already taken, the reaper takes over when it runs out.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime
 from types import TracebackType
 from typing import Protocol
 
@@ -33,6 +36,7 @@ from dynacron.domain.executions import (
     Execution,
     ExecutionStatus,
     HandlerAnswer,
+    HandlerCallRecord,
     LeaseTerms,
     new_token,
     scheduling_lag,
@@ -42,12 +46,17 @@ from dynacron.domain.retry import AttemptFailure, RetryPolicy
 from dynacron.domain.tasks import SKIPPED_PAUSED, Task, TaskStatus
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.faults import NO_FAULTS, Boundary, Faults
-from dynacron.idempotency import GuardedResult, IdempotentHandlerCalls, RemainingTime
+from dynacron.idempotency import (
+    AttemptRefused,
+    GuardedResult,
+    IdempotentHandlerCalls,
+    RemainingTime,
+)
 from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import DispatchQueue
 from dynacron.services.limits import LimitGate, Pass, Wait
-from dynacron.services.outcomes import AttemptOutcomes, Outcome
-from dynacron.store import ExecutionStore, TaskStore
+from dynacron.services.outcomes import AttemptOutcomes, Ended, Outcome
+from dynacron.store import BeginResult, ExecutionStore, TaskStore
 
 logger = logging.getLogger("dynacron")
 
@@ -99,7 +108,8 @@ class ExecutionRunner:
             self._queue.send_later(later, (admitted.until - now).total_seconds())
             return Outcome.WAITING
         lease_token, callback_token = new_token(), new_token()
-        begun = self._executions.begin(
+        begin = functools.partial(
+            self._executions.begin,
             dispatch,
             now=now,
             lease_until=now + self._terms.running,
@@ -108,32 +118,69 @@ class ExecutionRunner:
             retry=task.retry if task is not None else RetryPolicy(),
             tenant_id=task.tenant_id if task is not None else DEFAULT_TENANT,
         )
-        if not begun.began or begun.current is None:
+        if task is None or task.status is TaskStatus.PAUSED:
             self._report_limits(admitted, None)
+            return self._skip(begin(), lease_token, task)
+        # The attempt begins in the write that saves the in-progress record of its
+        # handler call, and ends in the write that saves its success (decision 0016).
+        records = AttemptRecords(
+            dispatch.execution_id,
+            begin=begin,
+            lease_token=lease_token,
+            task=task,
+            executions=self._executions,
+            outcomes=self._outcomes,
+            faults=self._faults,
+        )
+        guarded = self._handler_calls.call(
+            dispatch.execution_id,
+            records,
+            lambda: self._call_handler(task, dispatch, lease_token, callback_token, now),
+            invocation,
+        )
+        if records.begun is None:
+            self._report_limits(admitted, None)
+            return self._not_begun(records.refused)
+        if guarded.result is None:
+            # Begun, then taken over before the handler was called (Powertools
+            # asked to save its record again, and the lease was gone).
+            self._report_limits(admitted, None)
+            return Outcome.LEASE_LOST
+        called = not (guarded.replayed or guarded.in_progress)
+        self._report_limits(admitted, guarded.result if called else None)
+        return self._record(records, records.begun, lease_token, guarded.result, guarded, task)
+
+    def _skip(self, begun: BeginResult, lease_token: str, task: Task | None) -> Outcome:
+        """A message whose task was deleted or paused: the attempt begins and is
+        SKIPPED at once, without a handler call."""
+        if not begun.began or begun.current is None:
             return self._not_begun(begun.current)
-        execution = begun.current
         self._faults.reached(Boundary.WORKER_BEGAN)
         if task is None:
             return self._outcomes.skipped(
-                execution, lease_token, "the task was deleted before this execution ran", task
+                begun.current, lease_token, "the task was deleted before this execution ran", task
             )
-        if task.status is TaskStatus.PAUSED:
-            # Sent before the pause, or a dependent of a paused task: not run, and
-            # not lost from sight either. Resume applies the catch-up policy.
-            return self._outcomes.skipped(execution, lease_token, SKIPPED_PAUSED, task)
+        # Sent before the pause, or a dependent of a paused task: not run, and
+        # not lost from sight either. Resume applies the catch-up policy.
+        return self._outcomes.skipped(begun.current, lease_token, SKIPPED_PAUSED, task)
+
+    def _call_handler(
+        self,
+        task: Task,
+        dispatch: Dispatch,
+        lease_token: str,
+        callback_token: str,
+        began_at: datetime,
+    ) -> DeliveryResult:
+        """The handler call, run by Powertools once the attempt has begun."""
+        self._faults.reached(Boundary.WORKER_BEGAN)
         if dispatch.attempt == 1:
-            self._metrics.scheduling_lag(scheduling_lag(dispatch.scheduled_at, now).total_seconds())
+            lag = scheduling_lag(dispatch.scheduled_at, began_at)
+            self._metrics.scheduling_lag(lag.total_seconds())
         with Heartbeat(
             self._executions, dispatch.execution_id, lease_token, self._terms, self._clock
         ):
-            guarded = self._handler_calls.call(
-                dispatch.execution_id,
-                lambda: self._delivery.deliver(task, dispatch, callback_token),
-                invocation,
-            )
-        called = not (guarded.replayed or guarded.in_progress)
-        self._report_limits(admitted, guarded.result if called else None)
-        return self._record(execution, lease_token, guarded, task)
+            return self._delivery.deliver(task, dispatch, callback_token)
 
     def _not_begun(self, current: Execution | None) -> Outcome:
         """The message may not begin an attempt: a duplicate, or stale.
@@ -175,7 +222,13 @@ class ExecutionRunner:
             self._limits.report(admitted, result)
 
     def _record(
-        self, execution: Execution, lease_token: str, guarded: GuardedResult, task: Task
+        self,
+        records: AttemptRecords,
+        execution: Execution,
+        lease_token: str,
+        result: DeliveryResult,
+        guarded: GuardedResult,
+        task: Task,
     ) -> Outcome:
         """Write what the handler call came to, under the attempt's lease token."""
         if guarded.replayed or guarded.in_progress:
@@ -186,10 +239,13 @@ class ExecutionRunner:
             return self._outcomes.postpone(
                 execution, lease_token, self._handler_calls.in_progress_limit_seconds
             )
-        self._faults.reached(Boundary.WORKER_OUTCOME_NOT_RECORDED)
-        result = guarded.result
+        if records.success_saved:
+            # Saving the success ended the attempt, unless the lease was lost.
+            ended = records.ended
+            return self._outcomes.follow_through(ended) if ended else Outcome.LEASE_LOST
         if result.answer is HandlerAnswer.SUCCEEDED:
-            # The task as read before the call: a slot is named before the send.
+            # Replayed: a late worker saved this success after its lease was taken
+            # over. The task as read before the call: a slot is named before the send.
             return self._outcomes.succeeded(execution, lease_token, result.summary, task)
         if result.answer is HandlerAnswer.ACCEPTED:
             accepted_at = self._clock.now()
@@ -202,6 +258,83 @@ class ExecutionRunner:
             return Outcome.ACCEPTED if waiting else Outcome.LEASE_LOST
         failure = result.failure or AttemptFailure("the handler failed")
         return self._outcomes.failed(execution, lease_token, failure)
+
+
+class AttemptRecords:
+    """The execution item as the keeper of one attempt's handler-call record
+    (``idempotency.CallRecords``, decision 0016).
+
+    Saving the in-progress record is the write that begins the attempt (``begin``,
+    refused for a duplicate or stale message); saving the success is the write that
+    ends it, SUCCEEDED. If the lease was lost while the handler ran, the success is
+    still kept, for the attempt that took over to replay.
+    """
+
+    def __init__(
+        self,
+        execution_id: str,
+        *,
+        begin: Callable[..., BeginResult],
+        lease_token: str,
+        task: Task,
+        executions: ExecutionStore,
+        outcomes: AttemptOutcomes,
+        faults: Faults,
+    ) -> None:
+        self._execution_id = execution_id
+        self._begin = begin
+        self._lease_token = lease_token
+        self._task = task
+        self._executions = executions
+        self._outcomes = outcomes
+        self._faults = faults
+        # The execution as this attempt began it; None until then.
+        self.begun: Execution | None = None
+        # Refused: the execution as it was, which says why.
+        self.refused: Execution | None = None
+        self.success_saved = False
+        # The end written with the success; None if the lease was lost first.
+        self.ended: Ended | None = None
+        self._saved: HandlerCallRecord | None = None
+
+    def save_in_progress(self, record: HandlerCallRecord, now_ms: int) -> HandlerCallRecord | None:
+        if self.begun is None:
+            begun = self._begin(call=record, call_now_ms=now_ms)
+        else:  # Powertools asks again after a record expired meanwhile
+            begun = self._executions.save_call(
+                self._execution_id, self._lease_token, record, now_ms
+            )
+        if not begun.began or begun.current is None:
+            self.refused = begun.current
+            raise AttemptRefused
+        self.begun = self.begun or begun.current
+        if begun.held_call is None:
+            self._saved = record
+        return begun.held_call
+
+    def save_success(self, record: HandlerCallRecord) -> None:
+        assert self.begun is not None
+        self.ended = self._outcomes.end(
+            self.begun,
+            self._lease_token,
+            ExecutionStatus.SUCCEEDED,
+            self._task,
+            result=record.response,
+            call=record,
+        )
+        self.success_saved = True
+        if self.ended is None:
+            # Taken over while the handler ran: the success must not be lost, nor
+            # called again. The attempt that took over replays it.
+            self._executions.keep_call(self._execution_id, record)
+            self._faults.reached(Boundary.WORKER_OUTCOME_NOT_RECORDED)
+
+    def delete(self) -> None:
+        if self._saved is not None:
+            self._executions.clear_call(self._execution_id, self._saved.in_progress_until_ms)
+
+    def load(self) -> HandlerCallRecord | None:
+        return self._executions.held_call(self._execution_id)
 
 
 class Heartbeat:
