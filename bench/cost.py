@@ -29,7 +29,7 @@ from dynacron.local.aws import REGION
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
 from dynacron.models import TaskCreate
-from dynacron.resources import COORDINATION, EXECUTIONS, IDEMPOTENCY, TASKS
+from dynacron.resources import COORDINATION, EXECUTIONS, TASKS
 from tests.support import Delivery, Sink
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -203,7 +203,6 @@ def fresh_bench(sink: Sink) -> Iterator[Bench]:
             settings.tasks_table: TASKS,
             settings.executions_table: EXECUTIONS,
             settings.coordination_table: COORDINATION,
-            IDEMPOTENCY.default_name("dynacron"): IDEMPOTENCY,
         }
         meter = Meter(tables=tables, raw_dynamodb=raw_dynamodb)
         dynamodb = meter.attach(boto3.client("dynamodb", region_name=REGION))

@@ -133,8 +133,11 @@ def cost_section(result: dict[str, Any]) -> list[str]:
         "the worker's retry succeeds (two attempts); `duplicate` = the message is "
         "redelivered after success.",
         "",
-        f"Goal: at most {goal} write units per recurring fire including history: {units} → "
-        f"{verdict(units <= goal)} (no idempotency record is written yet; see the note below).",
+        f"Goal: at most {goal} write units per recurring fire including history and "
+        f"idempotency: {units} → {verdict(units <= goal)}. The execution item is both the "
+        "history and the Powertools idempotency record (docs/decisions/0016), and a running "
+        "attempt's lease is guarded by its SQS message rather than the lease index "
+        "(docs/decisions/0015).",
         "",
         table(
             [

@@ -14,7 +14,7 @@ TARGET_UTILIZATION_PERCENT = 70
 
 
 class Storage(Construct):
-    """Tasks, executions, coordination and idempotency tables.
+    """Tasks, executions and coordination tables.
 
     On-demand by default (idle costs nothing but storage); provisioned with auto
     scaling as an option for steady, predictable load. Point-in-time recovery on,

@@ -15,7 +15,6 @@ from dynacron.resources import (
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     EXECUTIONS,
-    IDEMPOTENCY,
     LIMIT_KEY_PREFIXES,
     TASKS,
     TENANT_KEY_PREFIX,
@@ -66,15 +65,15 @@ class Worker(Construct):
                 report_batch_item_failures=True,
             )
         )
-        # Reads the task it runs, records the execution, and keeps the Powertools
-        # idempotency record of it (the event source grants the queue's receive).
+        # Reads the task it runs and records the execution, with the Powertools
+        # idempotency record of its handler call on the same item (decision 0016;
+        # the event source grants the queue's receive).
         allow(self.function, ["dynamodb:GetItem"], [storage.table(TASKS).table_arn])
         allow(
             self.function,
             ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
             [storage.table(EXECUTIONS).table_arn],
         )
-        allow(self.function, ITEM_READ_WRITE, [storage.table(IDEMPOTENCY).table_arn])
         # Limits, breakers and pauses shared by every worker: only those records of
         # the coordination table, never the tick's leases and cursors.
         self.function.add_to_role_policy(

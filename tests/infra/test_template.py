@@ -14,7 +14,6 @@ from dynacron.resources import (
     DISPATCH_QUEUE,
     DUE_INDEX,
     EXECUTIONS,
-    IDEMPOTENCY,
     LIMIT_KEY_PREFIXES,
     QUEUES,
     TABLES,
@@ -414,7 +413,6 @@ EXPECTED_ACCESS = {
     "Worker": {
         "own logs": LOGS,
         **FOLLOW_UPS,
-        "Idempotency": ITEM_READ_WRITE,
         "Coordination": ITEM_READ_WRITE,
         "DispatchQueue": {
             # what the event source mapping needs, and sending follow-up runs
@@ -513,7 +511,6 @@ def test_task_writers_are_known_and_nothing_grants_a_wildcard(
         "dynamodb:DeleteItem": {f"{p}*" for p in LIMIT_KEY_PREFIXES},
     }
     assert access_of(template, "Tick")[EXECUTIONS.logical_id] == {"dynamodb:PutItem"}
-    assert IDEMPOTENCY.logical_id not in access_of(template, "Api")
     document = json.dumps(resources_of(template, "AWS::IAM::Policy"))
     assert '"*"' not in document
     assert ':*"' not in document

@@ -20,7 +20,6 @@ from dynacron.resources import (
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     EXECUTIONS,
-    IDEMPOTENCY,
     TASKS,
     WORKER_TIMEOUT_SECONDS,
 )
@@ -50,7 +49,6 @@ class Settings:
     executions_table: str
     coordination_table: str
     dispatch_queue_url: str
-    idempotency_table: str
     dead_letter_queue_url: str
     shard_count: int = 4
     # Width of a due-index time bucket. Wide buckets mean few queries per tick;
@@ -148,7 +146,6 @@ class Settings:
             executions_table=environ[EXECUTIONS.env_var],
             coordination_table=environ[COORDINATION.env_var],
             dispatch_queue_url=environ[DISPATCH_QUEUE.env_var],
-            idempotency_table=environ[IDEMPOTENCY.env_var],
             dead_letter_queue_url=environ[DEAD_LETTER_QUEUE.env_var],
             shard_count=int(environ.get(SHARD_COUNT_VAR, cls.shard_count)),
             bucket_seconds=int(environ.get(BUCKET_SECONDS_VAR, cls.bucket_seconds)),
@@ -176,7 +173,6 @@ class Settings:
             EXECUTIONS.env_var: self.executions_table,
             COORDINATION.env_var: self.coordination_table,
             DISPATCH_QUEUE.env_var: self.dispatch_queue_url,
-            IDEMPOTENCY.env_var: self.idempotency_table,
             DEAD_LETTER_QUEUE.env_var: self.dead_letter_queue_url,
             SHARD_COUNT_VAR: str(self.shard_count),
             BUCKET_SECONDS_VAR: str(self.bucket_seconds),

@@ -149,17 +149,6 @@ LIMIT_KEY_PREFIXES = (HOST_KEY_PREFIX, RATE_KEY_PREFIX, SLOT_KEY_PREFIX)
 # A tenant's record: its task count and signing secrets (workers only read it).
 TENANT_KEY_PREFIX = "tenant#"
 
-# Powertools idempotency records, keyed by execution id: a duplicate enqueue or
-# SQS delivery of one execution runs its handler once. Attribute names are
-# Powertools' defaults.
-IDEMPOTENCY = TableDefinition(
-    logical_id="Idempotency",
-    suffix="idempotency",
-    env_var="DYNACRON_IDEMPOTENCY_TABLE",
-    partition_key=Key("id"),
-    ttl_attribute="expiration",
-)
-
 DEAD_LETTER_QUEUE = QueueDefinition(
     logical_id="DeadLetterQueue",
     suffix="dead-letters",
@@ -181,7 +170,9 @@ DISPATCH_QUEUE = QueueDefinition(
     max_receive_count=5,
 )
 
-TABLES = (TASKS, EXECUTIONS, COORDINATION, IDEMPOTENCY)
+# The Powertools idempotency record of a handler call is kept on its execution's
+# item, not in a table of its own (decision 0016).
+TABLES = (TASKS, EXECUTIONS, COORDINATION)
 QUEUES = (DEAD_LETTER_QUEUE, DISPATCH_QUEUE)
 
 

@@ -28,7 +28,6 @@ from dynacron.resources import (
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     EXECUTIONS,
-    IDEMPOTENCY,
     TABLES,
     TASKS,
     QueueDefinition,
@@ -273,7 +272,6 @@ def provision(
         executions_table=EXECUTIONS.default_name(prefix),
         coordination_table=COORDINATION.default_name(prefix),
         dispatch_queue_url=dispatch_url,
-        idempotency_table=IDEMPOTENCY.default_name(prefix),
         dead_letter_queue_url=dead_letter_url,
         **overrides,
     )
