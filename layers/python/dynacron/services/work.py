@@ -10,12 +10,14 @@
    guard; coming back to a running attempt, it takes over a lease that ran out,
    or hands a live one to the reaper, before it is dropped (decision 0015).
 3. The handler is called inside Powertools idempotency keyed by execution id,
-   while a heartbeat thread extends the lease.
+   while a heartbeat thread extends the lease. The record is kept on the
+   execution item (decision 0016): the ``begin`` above is the write that saves
+   it in progress, and the write that ends the attempt SUCCEEDED saves the success.
 4. The outcome is written with the lease token: SUCCEEDED; a 202 waits for the
    handler's callbacks; a failure is retried after a backoff or dead-lettered.
 
 Infrastructure errors (DynamoDB, SQS) propagate, so the message returns to the
-queue; if the lease was already taken, the reaper takes over when it runs out.
+queue and, coming back, finds the lease it began as step 2 says.
 """
 
 from __future__ import annotations
