@@ -888,7 +888,11 @@ class ExecutionStore:
         )
         if not (began and new):
             return BeginResult(False, current)
-        held = call_from_item(new) if call is not None else None
+        if call is None:
+            return BeginResult(True, execution_from_item(new))
+        held = call_from_item(new)
+        if held is None:  # deleted in between: save this call's record after all
+            return self.save_call(dispatch.execution_id, lease_token, call, call_now_ms)
         return BeginResult(True, execution_from_item(new), held)
 
     def enqueue(
