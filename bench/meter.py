@@ -249,11 +249,13 @@ def _value_size(value: dict[str, Any]) -> int:
 
 
 def _caller() -> str:
-    """The dynacron method that made the call: where each unit goes."""
+    """The public dynacron method that made the call: where each unit goes (a private
+    helper such as ``ExecutionStore._write`` is named by the method that called it)."""
     frame = sys._getframe(2)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
-        if module.startswith("dynacron.") and not module.startswith("dynacron.local"):
+        public = not frame.f_code.co_name.startswith("_")
+        if public and module.startswith("dynacron.") and not module.startswith("dynacron.local"):
             owner = frame.f_locals.get("self")
             prefix = f"{type(owner).__name__}." if owner is not None else ""
             return prefix + frame.f_code.co_name
