@@ -389,7 +389,7 @@ def test_the_reaper_and_a_late_worker_cannot_both_win(pipeline: Pipeline, sink: 
     pipeline.tick()
     sink.gate = threading.Event()  # the handler runs until the reaper has acted
     outcomes: list[Any] = []
-    late = threading.Thread(target=lambda: outcomes.append(pipeline.work()))
+    late = threading.Thread(target=lambda: outcomes.append(pipeline.work(batches=1)))
     late.start()
     assert wait_until(sink.snapshot, timeout=30)
     # The handler is running; time jumps past the lease and its margin

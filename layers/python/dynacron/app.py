@@ -167,7 +167,8 @@ class Dynacron:
                 metrics=self.metrics,
                 clock=clock,
                 breaker=settings.breaker_policy,
-                slot_lease=timedelta(seconds=settings.http_timeout_seconds) + 2 * terms.clock_skew,
+                call_timeout=timedelta(seconds=settings.http_timeout_seconds),
+                clock_skew=terms.clock_skew,
             ),
         )
         self.lease_reaper = Reaper(

@@ -7,7 +7,9 @@
    is a duplicate (SQS delivered twice, two ticks sent it) or a stale attempt:
    the message is dropped, and nothing runs twice.
 3. The handler is called inside Powertools idempotency keyed by execution id,
-   while a heartbeat thread extends the lease.
+   while a heartbeat thread extends the lease. Right before the call, the limit
+   slots taken at admission must still be held with time to spare; if one was
+   lost, the attempt is postponed without calling (it uses no attempt).
 4. The outcome is written with the lease token: SUCCEEDED; a 202 waits for the
    handler's callbacks; a failure is retried after a backoff or dead-lettered.
 
@@ -120,17 +122,33 @@ class ExecutionRunner:
             return self._outcomes.skipped(execution, lease_token, SKIPPED_PAUSED, task)
         if dispatch.attempt == 1:
             self._metrics.scheduling_lag(scheduling_lag(dispatch.scheduled_at, now).total_seconds())
-        with Heartbeat(
-            self._executions, dispatch.execution_id, lease_token, self._terms, self._clock
-        ):
-            guarded = self._handler_calls.call(
-                dispatch.execution_id,
-                lambda: self._delivery.deliver(task, dispatch, callback_token),
-                invocation,
-            )
+        try:
+            with Heartbeat(
+                self._executions, dispatch.execution_id, lease_token, self._terms, self._clock
+            ):
+                guarded = self._handler_calls.call(
+                    dispatch.execution_id,
+                    lambda: self._call(task, dispatch, callback_token, admitted),
+                    invocation,
+                )
+        except _HeldBack as held_back:
+            # The idempotency record was deleted on the way out: nothing was called.
+            self._report_limits(admitted, None)
+            delay = (held_back.wait.until - self._clock.now()).total_seconds()
+            return self._outcomes.postpone(execution, lease_token, delay)
         called = not (guarded.replayed or guarded.in_progress)
         self._report_limits(admitted, guarded.result if called else None)
         return self._record(execution, lease_token, guarded, task)
+
+    def _call(
+        self, task: Task, dispatch: Dispatch, callback_token: str, admitted: Pass | None
+    ) -> DeliveryResult:
+        # As late as possible: the slots must outlast the call itself.
+        if self._limits is not None and admitted is not None:
+            wait = self._limits.before_call(admitted)
+            if wait is not None:
+                raise _HeldBack(wait)
+        return self._delivery.deliver(task, dispatch, callback_token)
 
     def _report_limits(self, admitted: Pass | None, result: DeliveryResult | None) -> None:
         if self._limits is not None and admitted is not None:
@@ -164,6 +182,15 @@ class ExecutionRunner:
             return Outcome.ACCEPTED if waiting else Outcome.LEASE_LOST
         failure = result.failure or AttemptFailure("the handler failed")
         return self._outcomes.failed(execution, lease_token, failure)
+
+
+class _HeldBack(Exception):
+    """A limit slot was lost before the call: carried out of the idempotent call,
+    which deletes its in-progress record, so that the attempt can be postponed."""
+
+    def __init__(self, wait: Wait) -> None:
+        super().__init__(wait.reason)
+        self.wait = wait
 
 
 class Heartbeat:
