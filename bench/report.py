@@ -285,44 +285,145 @@ def lateness_section(result: dict[str, Any]) -> list[str]:
 def throughput_section(result: dict[str, Any]) -> list[str]:
     runs = result["runs"]
     goal = result["goal_claims_per_second_per_shard"]
+    target = result["target_fires_per_second"]
+    simulation = result["latency_simulation"]
+    check = result["double_checked_against_moto"]
+
+    def rate(r: dict[str, Any]) -> str:
+        low, high = r["claims_per_second_range"]
+        spread = f" ({low}-{high})" if r["repeats"] > 1 else ""
+        return f"{r['claims_per_second']}{spread}"
+
     rows = [
         [
+            r["simulation"],
             r["tick_concurrency"],
             r["latency_ms"],
             r["claimed"],
+            r["repeats"],
             r["seconds"],
-            r["claims_per_second"],
+            rate(r),
+            r["latency_bound_claims_per_second"] or "",
+            r["cpu_ms_per_claim"],
+            r["tick_cpu_ms_per_claim"] if r["tick_cpu_ms_per_claim"] is not None else "",
+            r["requests_per_claim"] or "",
             r["shards_for_10k_fires_per_second"],
         ]
         for r in runs
     ]
-    best = max(r["claims_per_second"] for r in runs if r["latency_ms"] == 10)
-    figure, axis = plt.subplots(figsize=(6, 4))
-    axis.bar(
-        [f"{r['tick_concurrency']} threads\n{r['latency_ms']} ms" for r in runs],
-        [r["claims_per_second"] for r in runs],
+    doubled = [r for r in runs if r["simulation"] == "double" and r["latency_ms"] == 10]
+    best = max(doubled, key=lambda r: r["claims_per_second"])
+    idle = next(r for r in runs if r["simulation"] == "double" and r["latency_ms"] == 0)
+    moto_best = max(
+        r["claims_per_second"] for r in runs if r["simulation"] == "moto" and r["latency_ms"] == 10
+    )
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    threads = [r["tick_concurrency"] for r in doubled]
+    axis.errorbar(
+        threads,
+        [r["claims_per_second"] for r in doubled],
+        yerr=[
+            [r["claims_per_second"] - r["claims_per_second_range"][0] for r in doubled],
+            [r["claims_per_second_range"][1] - r["claims_per_second"] for r in doubled],
+        ],
+        marker="o",
+        capsize=3,
+        label="tick + AWS double, 10 ms per call",
+    )
+    axis.plot(
+        threads,
+        [r["latency_bound_claims_per_second"] for r in doubled],
+        linestyle="--",
+        color="grey",
+        label="latency alone (CPU free)",
+    )
+    axis.axhline(
+        idle["claims_per_second"],
+        linestyle=":",
+        color="purple",
+        label="CPU alone (double, 0 ms)",
+    )
+    moto = [r for r in runs if r["simulation"] == "moto" and r["latency_ms"] == 10]
+    axis.plot(
+        [r["tick_concurrency"] for r in moto],
+        [r["claims_per_second"] for r in moto],
+        marker="s",
+        label="tick + in-process moto, 10 ms per call",
     )
     axis.axhline(goal, color="red", linestyle="--", label=f"goal {goal}/s")
+    axis.set_xscale("log", base=2)
+    axis.set_yscale("log")
+    axis.set_xticks(threads, [str(t) for t in threads])
+    axis.set_xlabel("tick_concurrency (threads)")
     axis.set_ylabel("claims per second, one shard")
-    axis.legend()
+    axis.set_title("Tick throughput per shard")
+    axis.legend(fontsize=7)
     image = save(figure, "throughput.png")
+    shards = best["shards_for_10k_fires_per_second"]
     return [
         "## 4. Tick throughput per shard",
         "",
         context_line(result),
         "",
-        f"Latency simulation: {result['latency_simulation']}, on the tick's DynamoDB and SQS "
-        "clients, in front of in-process moto. One shard, all tasks due, one `tick_shard`. "
-        f"Best with 10 ms: {best} claims/s (goal ≥ {goal}: {verdict(best >= goal)}).",
+        "One shard holds every task, all due; one `Ticker.tick_shard` (the real tick, with its "
+        "pool of `tick_concurrency` threads and real boto3 clients) claims and sends them; "
+        "claims/s = tasks / wall time of the tick, median of the repeats (range in brackets), "
+        "fresh tables each time. Two simulations of the 10 ms per call:",
+        "",
+        f"- **{simulation['double']}** (`bench/aws_double.py`). botocore still validates, "
+        "serialises and signs each request and parses each answer, so the tick pays its real "
+        "client CPU; only the network and the service are replaced. The model is what a tick "
+        "touches: Query on the due index in sort-key order with `Limit` and "
+        "`LastEvaluatedKey`, consistent BatchGetItem, GetItem, PutItem and UpdateItem with real "
+        "condition checks (`ConditionalCheckFailedException`), SendMessageBatch, "
+        "GetQueueAttributes; anything else fails the run. Its own work (about 0.2 ms of CPU "
+        "per call) is taken out of the 10 ms wait, as a real service's is part of the round "
+        "trip, but it still holds the GIL, so it slightly slows the tick.",
+        f"- **{simulation['moto']}**. moto spends some 20 ms of CPU per call here, under the "
+        "GIL, so these rows measure the emulator (the 0 ms row is no faster); kept for comparison.",
+        "",
+        f"Checked before measuring: the same tick over the same {check['tasks']} tasks (on "
+        "time, in an older bucket, one-time, run_all catch-up, overlap skip, fixed delay, "
+        "catch-up skip, not yet due; pages of 7, 4 threads) against moto and against the double "
+        f"claims the same {check['claimed']} occurrences, sends the same {check['messages']} "
+        f"messages, records the same {check['skipped_executions']} SKIPPED executions, moves "
+        "the cursor alike, refuses a stale claim in both, and leaves every item equal "
+        f"(`identical`: {check['identical']}; also `tests/integration/test_aws_double.py`).",
+        "",
+        f"Best with 10 ms per call: **{best['claims_per_second']} claims/s** at "
+        f"`tick_concurrency` {best['tick_concurrency']} (goal ≥ {goal}: "
+        f"{verdict(best['claims_per_second'] >= goal)}), so **{shards} shards** for "
+        f"{target:,} fires/s on this machine's CPU. Against moto the best was {moto_best}/s.",
+        "",
+        "How to read it: `latency bound` is what the page structure allows if the CPU were "
+        "free (per page of 100: one Query, then one BatchGetItem, then the sends, then the "
+        "claims, each group waiting for the one before and issued `tick_concurrency` calls at "
+        "a time). `CPU ms/claim` is `time.process_time` over the tick divided by the claims; "
+        "the tick's own leaves out the double's model. Python runs all of it on one core (the "
+        f"GIL): at {best['cpu_ms_per_claim']} ms per claim one core allows about "
+        f"{round(1000 / best['cpu_ms_per_claim'])} claims/s, and with no latency at all the "
+        f"tick reached {idle['claims_per_second']}/s. So from some 16 threads on, more threads "
+        "do not help: a page costs its CPU plus the Query, BatchGetItem and send round trips "
+        "that nothing overlaps. A profile (cProfile, one thread, no latency) puts about 83 % "
+        "of the tick's own CPU in botocore (validating, serialising and signing each request, "
+        "parsing each answer, its event hooks) and 5 % in reading task items; "
+        "the HTTP and TLS work of a real connection is not in these figures, so a deployed "
+        "tick spends somewhat more per claim.",
         "",
         table(
             [
+                "simulation",
                 "tick_concurrency",
                 "latency ms",
                 "claimed",
+                "repeats",
                 "seconds",
                 "claims/s",
-                f"shards for {result['target_fires_per_second']}/s",
+                "latency bound",
+                "CPU ms/claim",
+                "tick's own CPU ms/claim",
+                "requests/claim",
+                f"shards for {target}/s",
             ],
             rows,
         ),

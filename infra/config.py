@@ -47,6 +47,8 @@ class SchedulerConfig:
     oldest_message_alarm_seconds: int = 300
     scheduling_lag_alarm_seconds: float = 10.0
     expired_leases_alarm_threshold: int = 0
+    # Seconds of waiting that limits, breakers and pauses add in 5 minutes, in all.
+    limit_lateness_alarm_seconds: float = 3600.0
 
     def __post_init__(self) -> None:
         checks = {

@@ -35,33 +35,41 @@ QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:dispatch"
 class VirtualDelayQueue(DispatchQueue):
     """SQS delays run on the wall clock, which a test clock cannot move: this queue
     holds delayed messages back until the *test* clock reaches their time, then
-    sends them. It remembers every delay asked for."""
+    sends them. It remembers every delay asked for. Safe to share between threads:
+    workers may hold messages back while another thread releases them."""
 
     def __init__(self, client: Any, queue_url: str, clock: SettableClock) -> None:
         super().__init__(client, queue_url)
         self._clock = clock
+        self._held_lock = threading.Lock()
         self.delays: list[tuple[Dispatch, float]] = []
         self.held: list[tuple[datetime, Dispatch]] = []
 
     def send_later(self, dispatch: Dispatch, delay_seconds: float) -> None:
-        self.delays.append((dispatch, delay_seconds))
         if delay_seconds <= 0:
+            with self._held_lock:
+                self.delays.append((dispatch, delay_seconds))
             super().send_later(dispatch, 0)
-        else:
+            return
+        with self._held_lock:
+            self.delays.append((dispatch, delay_seconds))
             self.held.append((self._clock.now() + timedelta(seconds=delay_seconds), dispatch))
 
     def release_due(self) -> None:
         now = self._clock.now()
-        due = [d for at, d in self.held if at <= now]
-        self.held[:] = [(at, d) for at, d in self.held if at > now]
+        with self._held_lock:
+            due = [d for at, d in self.held if at <= now]
+            self.held[:] = [(at, d) for at, d in self.held if at > now]
         for dispatch in due:
             super().send_later(dispatch, 0)
 
 
 class AtomicClient:
-    """In-process moto's DynamoDB takes no lock: two conditional writes racing from
-    two threads can both succeed, which DynamoDB never allows. One call at a time
-    here, as ``local.aws.AtomicDynamoDB`` does for the embedded server."""
+    """In-process moto takes no lock. In DynamoDB two conditional writes racing from
+    two threads can both succeed, which DynamoDB never allows; in SQS a receive
+    racing a send can fail ("set changed size during iteration"). One call at a
+    time per service here, as ``local.aws.AtomicDynamoDB`` does for the embedded
+    server's DynamoDB."""
 
     def __init__(self, client: Any) -> None:
         self._client = client
@@ -87,7 +95,7 @@ class Pipeline:
         clock: SettableClock,
         handlers: HandlerRegistry | None = None,
     ) -> None:
-        self.dynamodb, self.sqs = AtomicClient(aws[0]), aws[1]
+        self.dynamodb, self.sqs = AtomicClient(aws[0]), AtomicClient(aws[1])
         self.settings = settings
         self.clock = clock
         self.handlers = handlers
@@ -107,6 +115,7 @@ class Pipeline:
             dynamodb, sqs = chaotic_clients(dynamodb, sqs, chaos)
             queue = VirtualDelayQueue(sqs, self.settings.dispatch_queue_url, self.clock)
             queue.delays, queue.held = self.queue.delays, self.queue.held
+            queue._held_lock = self.queue._held_lock
         return Dynacron(
             self.settings,
             dynamodb=dynamodb,

@@ -133,6 +133,12 @@ class Sink:
             self._server.shutdown()
             self._server.server_close()
 
+    @property
+    def concurrent(self) -> int:
+        """Requests being answered right now."""
+        with self._lock:
+            return self._concurrent
+
     def snapshot(self) -> list[Delivery]:
         with self._lock:
             return list(self.deliveries)

@@ -19,6 +19,24 @@ from infra.constructs.queues import Queues
 
 ONE_MINUTE = Duration.minutes(1)
 FIVE_MINUTES = Duration.minutes(5)
+WAITING = (
+    metric_names.WAITING_ON_CONCURRENCY,
+    metric_names.WAITING_ON_RATE,
+    metric_names.WAITING_ON_BREAKER,
+    metric_names.WAITING_ON_PAUSE,
+)
+# Each host's breaker, from the worker's "breaker open|closed" and "breaker
+# half-open: probing" log lines (with the host): one row per host, no metric per
+# host to pay for.
+BREAKERS_BY_HOST_QUERY = "\n".join(
+    [
+        "fields @timestamp, host, message",
+        "filter ispresent(host) and message like /^breaker /",
+        "stats latest(message) as state, max(@timestamp) as since by host",
+        "sort since desc",
+        "limit 100",
+    ]
+)
 
 
 def dynacron_metric(
@@ -107,6 +125,21 @@ class Monitoring(Construct):
             dynacron_metric(metric_names.BREAKER_OPENED, "Sum"),
             threshold=0,
         )
+        self._alarm(
+            "DispatchPaced",
+            "For 15 minutes the dispatch queue held as much as the tick may enqueue: "
+            "due work waits to be dispatched (workers cannot keep up)",
+            dynacron_metric(metric_names.DISPATCH_PACED, "Sum"),
+            threshold=0,
+            periods=3,
+        )
+        self._alarm(
+            "LimitLateness",
+            f"Limits, open breakers and paused hosts made executions wait more than "
+            f"{config.limit_lateness_alarm_seconds:g} s in all in 5 minutes",
+            dynacron_metric(metric_names.LIMIT_LATENESS, "Sum"),
+            threshold=config.limit_lateness_alarm_seconds,
+        )
         self.dashboard = self._dashboard(dispatch, dead_letters, functions)
 
     def _alarm(
@@ -167,24 +200,44 @@ class Monitoring(Construct):
         )
         dashboard.add_widgets(
             cloudwatch.GraphWidget(
-                title="Limits and breakers",
+                title="Executions waiting on a limit, breaker or pause",
+                left=[dynacron_metric(name, "Sum", ONE_MINUTE) for name in WAITING],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Lateness caused by limits (s)",
+                left=[dynacron_metric(metric_names.LIMIT_LATENESS, "Sum", ONE_MINUTE)],
+                right=[dynacron_metric(metric_names.LIMIT_LATENESS, "Maximum", ONE_MINUTE)],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Dispatch queue depth seen by the tick",
+                left=[dynacron_metric(metric_names.QUEUE_DEPTH, "Maximum", ONE_MINUTE)],
+                right=[dynacron_metric(metric_names.DISPATCH_PACED, "Sum", ONE_MINUTE)],
+                width=8,
+            ),
+        )
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Breaker changes",
                 left=[
                     dynacron_metric(name, "Sum", ONE_MINUTE)
                     for name in (
-                        metric_names.WAITING_ON_CONCURRENCY,
-                        metric_names.WAITING_ON_RATE,
-                        metric_names.WAITING_ON_BREAKER,
-                        metric_names.WAITING_ON_PAUSE,
                         metric_names.BREAKER_OPENED,
+                        metric_names.BREAKER_HALF_OPENED,
                         metric_names.BREAKER_CLOSED,
+                        metric_names.HOSTS_PAUSED,
                     )
                 ],
-                right=[
-                    dynacron_metric(metric_names.LIMIT_LATENESS, "Sum", ONE_MINUTE),
-                    dynacron_metric(metric_names.QUEUE_DEPTH, "Maximum", ONE_MINUTE),
-                ],
-                width=24,
-            )
+                width=8,
+            ),
+            cloudwatch.LogQueryWidget(
+                title="Breaker state per host (last change)",
+                log_group_names=[functions["worker"].log_group.log_group_name],
+                query_string=BREAKERS_BY_HOST_QUERY,
+                view=cloudwatch.LogQueryVisualizationType.TABLE,
+                width=16,
+            ),
         )
         dashboard.add_widgets(
             cloudwatch.GraphWidget(

@@ -25,6 +25,7 @@ from dynacron.resources import (
     QueueDefinition,
     TableDefinition,
 )
+from infra.config import SchedulerConfig
 from tests.infra.conftest import (
     ALARM_EMAIL,
     USER_CONFIG,
@@ -541,8 +542,16 @@ def test_alarms_watch_what_the_issue_asks_for_and_notify_the_topic(
         (metric_names.NAMESPACE, metric_names.SCHEDULING_LAG, None),
         (metric_names.NAMESPACE, metric_names.LEASES_REAPED, None),
         (metric_names.NAMESPACE, metric_names.BREAKER_OPENED, None),
+        (metric_names.NAMESPACE, metric_names.DISPATCH_PACED, None),
+        (metric_names.NAMESPACE, metric_names.LIMIT_LATENESS, None),
     ]
     assert set(watched) == {(ns, name, json.dumps(subject)) for ns, name, subject in expected}
+    paced = watched[(metric_names.NAMESPACE, metric_names.DISPATCH_PACED, "null")]
+    assert paced["EvaluationPeriods"] == 3
+    assert paced["Threshold"] == 0
+    lateness = watched[(metric_names.NAMESPACE, metric_names.LIMIT_LATENESS, "null")]
+    assert lateness["Statistic"] == "Sum"
+    assert lateness["Threshold"] == SchedulerConfig().limit_lateness_alarm_seconds
     lag = watched[(metric_names.NAMESPACE, metric_names.SCHEDULING_LAG, "null")]
     assert lag["ExtendedStatistic"] == "p99"
     assert lag["Threshold"] == 10
@@ -562,6 +571,29 @@ def test_alarms_reach_the_configured_email_and_the_dashboard_shows_them(
     body = json.dumps(dashboard["DashboardBody"])
     for name in (metric_names.SCHEDULING_LAG, metric_names.LEASES_REAPED, "Throttles"):
         assert name in body
+
+
+def test_the_dashboard_shows_waiting_lateness_queue_depth_and_each_hosts_breaker(
+    template: dict[str, Any],
+) -> None:
+    (dashboard,) = resources_of(template, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["DashboardBody"])
+    for name in (
+        metric_names.WAITING_ON_CONCURRENCY,
+        metric_names.WAITING_ON_RATE,
+        metric_names.WAITING_ON_BREAKER,
+        metric_names.WAITING_ON_PAUSE,
+        metric_names.LIMIT_LATENESS,
+        metric_names.QUEUE_DEPTH,
+        metric_names.DISPATCH_PACED,
+        metric_names.BREAKER_HALF_OPENED,
+    ):
+        assert f'\\"{name}\\"' in body, name
+    # Breaker state per host: a Logs Insights table over the worker's own log group.
+    worker_logs = function(template, "Worker")["LoggingConfig"]["LogGroup"]
+    assert json.dumps(worker_logs) in body
+    assert "stats latest(message) as state, max(@timestamp) as since by host" in body
+    assert "filter ispresent(host) and message like /^breaker /" in body
 
 
 def test_every_acknowledged_cdk_nag_finding_gives_its_reason(synthesized: Synthesized) -> None:

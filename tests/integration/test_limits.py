@@ -4,6 +4,7 @@ writes, and the worker waiting on them without using an attempt."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -12,9 +13,10 @@ from botocore.exceptions import ClientError
 from dynacron import metric_names
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import Dispatch
+from dynacron.domain.executions import Dispatch, ExecutionStatus
 from dynacron.domain.limits import RateLimit, after_failure
 from dynacron.domain.tasks import execution_id_for, jitter_offset
+from dynacron.faults import Boundary
 from dynacron.limits import LimitStore
 from dynacron.metrics import MetricTotals
 from dynacron.models import RateLimitModel, TaskCreate
@@ -108,6 +110,116 @@ def test_an_execution_over_its_tasks_concurrency_waits_without_using_an_attempt(
     assert later.not_before is not None
     assert 1 <= delay <= 3
     assert later.not_before >= clock.now() + timedelta(seconds=1)
+
+
+class AfterBegin:
+    """Faults that run ``step`` once the attempt has begun: time passing (the writes
+    before the call were slow) and another worker acting meanwhile."""
+
+    def __init__(self, step: Callable[[], None]) -> None:
+        self._step = step
+
+    def reached(self, boundary: Boundary) -> None:
+        if boundary is Boundary.WORKER_BEGAN:
+            self._step()
+
+
+def test_a_slot_taken_over_before_the_call_holds_the_call_back_without_using_an_attempt(
+    aws: tuple[Any, Any], settings: Any, clock: SettableClock, sink: Sink
+) -> None:
+    # Given a task allowed one execution at a time, and a worker that admits its
+    # execution, then stalls past the slot's lease while another worker takes it
+    queue = VirtualDelayQueue(aws[1], settings.dispatch_queue_url, clock)
+    store = LimitStore(aws[0], settings.coordination_table)
+    slot_lease = timedelta(seconds=settings.http_timeout_seconds + 2 * settings.clock_skew_seconds)
+    taken: list[str | None] = []
+
+    def stall_while_another_takes_the_slot() -> None:
+        now = clock.advance(slot_lease + timedelta(seconds=1))
+        taken.append(store.acquire_slot(scope, 1, "other", now, now + slot_lease))
+
+    system = Dynacron(
+        settings,
+        dynamodb=aws[0],
+        sqs=aws[1],
+        clock=clock,
+        dispatch_queue=queue,
+        faults=AfterBegin(stall_while_another_takes_the_slot),
+    )
+    task = system.task_service.register(
+        ALICE, TaskCreate(rate="1 minute", handler_url=f"{sink.url}/hook", max_concurrency=1)
+    )
+    scope = f"task#{task.task_id}"
+    assert task.next_run_at is not None
+    clock.set(task.next_run_at)
+    dispatch = Dispatch(execution_id_for(task.task_id, clock.now()), task.task_id, clock.now())
+
+    # When the worker reaches the call
+    outcome = system.runner.run(dispatch)
+
+    # Then it does not call (two would run at once): the same attempt waits, the
+    # other worker keeps its slot
+    assert taken != [None], "the other worker took the slot"
+    assert outcome is Outcome.POSTPONED
+    assert sink.snapshot() == []
+    execution = system.executions.get(dispatch.execution_id)
+    assert execution is not None
+    assert execution.status is ExecutionStatus.QUEUED
+    assert execution.attempt == 1
+    ((later, delay),) = queue.delays
+    assert later.attempt == 1
+    assert 1 <= delay <= 3
+    assert store.acquire_slot(scope, 1, "a third", clock.now(), clock.now() + slot_lease) is None
+
+    # And once the other worker is done, the attempt runs, still the first
+    assert taken[0] is not None
+    assert store.release_slot(taken[0], "other")
+    clock.advance(timedelta(seconds=delay))
+    rerun = Dynacron(settings, dynamodb=aws[0], sqs=aws[1], clock=clock, dispatch_queue=queue)
+    assert rerun.runner.run(later) is Outcome.SUCCEEDED
+    assert len(sink.snapshot()) == 1
+    assert sink.snapshot()[0].body["attempt"] == 1
+
+
+def test_a_slot_lease_run_short_before_the_call_is_extended_and_the_call_goes(
+    aws: tuple[Any, Any], settings: Any, clock: SettableClock, sink: Sink
+) -> None:
+    # Given a worker whose writes before the call took most of its slot's lease
+    store = LimitStore(aws[0], settings.coordination_table)
+    slot_lease = timedelta(seconds=settings.http_timeout_seconds + 2 * settings.clock_skew_seconds)
+    system = Dynacron(
+        settings,
+        dynamodb=aws[0],
+        sqs=aws[1],
+        clock=clock,
+        faults=AfterBegin(lambda: clock.advance(slot_lease - timedelta(seconds=1))),
+    )
+    task = system.task_service.register(
+        ALICE, TaskCreate(rate="1 minute", handler_url=f"{sink.url}/hook", max_concurrency=1)
+    )
+    assert task.next_run_at is not None
+    clock.set(task.next_run_at)
+    dispatch = Dispatch(execution_id_for(task.task_id, clock.now()), task.task_id, clock.now())
+    taken_during_call: list[str | None] = []
+
+    def answer(_: Any) -> tuple[int, dict[str, str]]:
+        # Another worker, its clock a skew ahead, at the end of the longest call.
+        late = clock.now() + timedelta(
+            seconds=settings.http_timeout_seconds + settings.clock_skew_seconds
+        )
+        taken_during_call.append(
+            store.acquire_slot(f"task#{task.task_id}", 1, "other", late, late + slot_lease)
+        )
+        return 200, {}
+
+    sink.answer = answer
+
+    # When the worker reaches the call
+    outcome = system.runner.run(dispatch)
+
+    # Then the lease was extended first: nobody could take the slot during the call
+    assert outcome is Outcome.SUCCEEDED
+    assert taken_during_call == [None]
 
 
 def test_retry_after_from_one_task_slows_every_task_on_that_host(

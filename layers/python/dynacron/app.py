@@ -24,6 +24,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.config import Config
 
 from dynacron.api.routes import build_api, unsupported_body
 from dynacron.config import Settings
@@ -165,7 +166,8 @@ class Dynacron:
                 metrics=self.metrics,
                 clock=clock,
                 breaker=settings.breaker_policy,
-                slot_lease=timedelta(seconds=settings.http_timeout_seconds) + 2 * terms.clock_skew,
+                call_timeout=timedelta(seconds=settings.http_timeout_seconds),
+                clock_skew=terms.clock_skew,
             ),
         )
         self.lease_reaper = Reaper(
@@ -285,11 +287,23 @@ class Dynacron:
 
     @classmethod
     def from_environment(cls) -> Dynacron:
+        settings = Settings.from_env(os.environ)
+        config = aws_client_config(settings)
         return cls(
-            Settings.from_env(os.environ),
-            dynamodb=boto3.client("dynamodb"),
-            sqs=boto3.client("sqs"),
+            settings,
+            dynamodb=boto3.client("dynamodb", config=config),
+            sqs=boto3.client("sqs", config=config),
         )
+
+
+def aws_client_config(settings: Settings) -> Config:
+    """A pooled connection for every tick thread.
+
+    botocore pools 10 connections by default; the tick issues up to
+    ``tick_concurrency`` calls at once, and each call beyond the pool would open
+    a new TLS connection and drop it afterwards.
+    """
+    return Config(max_pool_connections=max(10, settings.tick_concurrency))
 
 
 def default_delivery(

@@ -108,6 +108,15 @@ def show(target: Target, value: BaseModel, table: Callable[[Any], Table] | None 
         out.print(table(value))
 
 
+def answer(
+    ctx: typer.Context, call: Callable[[Client], BaseModel], table: Callable[[Any], Table]
+) -> None:
+    """Make one API call for the command's target, and show what it answered."""
+    target = _target(ctx)
+    with api(target) as client:
+        show(target, call(client), table)
+
+
 def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
     table = Table(title=title, title_justify="left")
     for column in columns:
@@ -213,17 +222,13 @@ def tasks_create(
 @tasks_app.command("list")
 def tasks_list(ctx: typer.Context, limit: LimitOption = 50, next_token: TokenOption = None) -> None:
     """Your tasks, oldest first, one page at a time."""
-    target = _target(ctx)
-    with api(target) as client:
-        show(target, client.list_tasks(limit, next_token), _tasks_table)
+    answer(ctx, lambda client: client.list_tasks(limit, next_token), _tasks_table)
 
 
 @tasks_app.command("get")
 def tasks_get(ctx: typer.Context, task_id: str) -> None:
     """One task."""
-    target = _target(ctx)
-    with api(target) as client:
-        show(target, client.get_task(task_id), _tasks_table)
+    answer(ctx, lambda client: client.get_task(task_id), _tasks_table)
 
 
 @tasks_app.command("pause")
@@ -233,25 +238,19 @@ def tasks_pause(
     note: Annotated[str | None, typer.Option(help="Why, for whoever resumes it")] = None,
 ) -> None:
     """Stop a task firing until it is resumed."""
-    target = _target(ctx)
-    with api(target) as client:
-        show(target, client.pause_task(task_id, note), _tasks_table)
+    answer(ctx, lambda client: client.pause_task(task_id, note), _tasks_table)
 
 
 @tasks_app.command("resume")
 def tasks_resume(ctx: typer.Context, task_id: str) -> None:
-    """Let a paused task fire again, from its next occurrence."""
-    target = _target(ctx)
-    with api(target) as client:
-        show(target, client.resume_task(task_id), _tasks_table)
+    """Let a paused task fire again; what it missed follows its catch-up policy."""
+    answer(ctx, lambda client: client.resume_task(task_id), _tasks_table)
 
 
 @tasks_app.command("trigger")
 def tasks_trigger(ctx: typer.Context, task_id: str) -> None:
     """Run a task once now, outside its schedule."""
-    target = _target(ctx)
-    with api(target) as client:
-        show(target, client.trigger_task(task_id), _executions_table)
+    answer(ctx, lambda client: client.trigger_task(task_id), _executions_table)
 
 
 @tasks_app.command("delete")
@@ -271,9 +270,9 @@ def executions_list(
     ctx: typer.Context, task_id: str, limit: LimitOption = 50, next_token: TokenOption = None
 ) -> None:
     """A task's executions, newest first."""
-    target = _target(ctx)
-    with api(target) as client:
-        show(target, client.list_executions(task_id, limit, next_token), _executions_table)
+    answer(
+        ctx, lambda client: client.list_executions(task_id, limit, next_token), _executions_table
+    )
 
 
 @dead_letters_app.command("list")
@@ -281,17 +280,13 @@ def dead_letters_list(
     ctx: typer.Context, limit: LimitOption = 50, next_token: TokenOption = None
 ) -> None:
     """Executions that failed every attempt."""
-    target = _target(ctx)
-    with api(target) as client:
-        show(target, client.list_dead_letters(limit, next_token), _executions_table)
+    answer(ctx, lambda client: client.list_dead_letters(limit, next_token), _executions_table)
 
 
 @dead_letters_app.command("redrive")
 def dead_letters_redrive(ctx: typer.Context, execution_id: str) -> None:
     """Run a dead-lettered execution again."""
-    target = _target(ctx)
-    with api(target) as client:
-        show(target, client.redrive(execution_id), _executions_table)
+    answer(ctx, lambda client: client.redrive(execution_id), _executions_table)
 
 
 @app.command()

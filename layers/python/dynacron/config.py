@@ -10,6 +10,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 from dynacron.domain.executions import LeaseTerms
 from dynacron.domain.limits import BreakerPolicy
@@ -39,6 +40,11 @@ CALLBACK_LEASE_VAR = "DYNACRON_CALLBACK_LEASE_SECONDS"
 PICKUP_GRACE_VAR = "DYNACRON_PICKUP_GRACE_SECONDS"
 API_URL_VAR = "DYNACRON_API_URL"
 HANDLER_MODULES_VAR = "DYNACRON_HANDLER_MODULES"
+BREAKER_FAILURE_THRESHOLD_VAR = "DYNACRON_BREAKER_FAILURE_THRESHOLD"
+BREAKER_COOL_DOWN_VAR = "DYNACRON_BREAKER_COOL_DOWN_SECONDS"
+MAX_QUEUED_DISPATCHES_VAR = "DYNACRON_MAX_QUEUED_DISPATCHES"
+FORECAST_MAX_TASKS_VAR = "DYNACRON_FORECAST_MAX_TASKS"
+FORECAST_MAX_OCCURRENCES_VAR = "DYNACRON_FORECAST_MAX_OCCURRENCES"
 LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
 __all__ = ["DEFAULT_TENANT", "LOOPBACK_NETWORKS", "Settings", "parse_api_keys"]
 
@@ -152,10 +158,12 @@ class Settings:
             delivery_allow_networks=_split(environ.get(ALLOW_NETWORKS_VAR, "")),
             http_timeout_seconds=float(environ.get(HTTP_TIMEOUT_VAR, cls.http_timeout_seconds)),
             api_keys=parse_api_keys(environ.get(API_KEYS_VAR, "")),
-            min_interval_seconds=int(environ.get(MIN_INTERVAL_VAR, cls.min_interval_seconds)),
-            max_tasks_per_tenant=int(environ.get(MAX_TASKS_VAR, cls.max_tasks_per_tenant)),
-            tenant_rate_per_second=float(environ.get(RATE_LIMIT_VAR, cls.tenant_rate_per_second)),
-            tenant_rate_burst=int(environ.get(RATE_BURST_VAR, cls.tenant_rate_burst)),
+            min_interval_seconds=_at_least(1, environ, MIN_INTERVAL_VAR, cls.min_interval_seconds),
+            max_tasks_per_tenant=_at_least(1, environ, MAX_TASKS_VAR, cls.max_tasks_per_tenant),
+            tenant_rate_per_second=_at_least(
+                0.0, environ, RATE_LIMIT_VAR, cls.tenant_rate_per_second
+            ),
+            tenant_rate_burst=_at_least(1, environ, RATE_BURST_VAR, cls.tenant_rate_burst),
             lease_seconds=float(environ.get(LEASE_SECONDS_VAR, cls.lease_seconds)),
             clock_skew_seconds=float(environ.get(CLOCK_SKEW_VAR, cls.clock_skew_seconds)),
             callback_lease_seconds=float(
@@ -164,6 +172,21 @@ class Settings:
             pickup_grace_seconds=float(environ.get(PICKUP_GRACE_VAR, cls.pickup_grace_seconds)),
             api_base_url=environ.get(API_URL_VAR) or None,
             handler_modules=_split(environ.get(HANDLER_MODULES_VAR, "")),
+            breaker_failure_threshold=_at_least(
+                1, environ, BREAKER_FAILURE_THRESHOLD_VAR, cls.breaker_failure_threshold
+            ),
+            breaker_cool_down_seconds=_at_least(
+                0.0, environ, BREAKER_COOL_DOWN_VAR, cls.breaker_cool_down_seconds
+            ),
+            max_queued_dispatches=_at_least(
+                1, environ, MAX_QUEUED_DISPATCHES_VAR, cls.max_queued_dispatches
+            ),
+            forecast_max_tasks=_at_least(
+                1, environ, FORECAST_MAX_TASKS_VAR, cls.forecast_max_tasks
+            ),
+            forecast_max_occurrences=_at_least(
+                1, environ, FORECAST_MAX_OCCURRENCES_VAR, cls.forecast_max_occurrences
+            ),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -189,7 +212,29 @@ class Settings:
             PICKUP_GRACE_VAR: str(self.pickup_grace_seconds),
             API_URL_VAR: self.api_base_url or "",
             HANDLER_MODULES_VAR: ",".join(self.handler_modules),
+            BREAKER_FAILURE_THRESHOLD_VAR: str(self.breaker_failure_threshold),
+            BREAKER_COOL_DOWN_VAR: str(self.breaker_cool_down_seconds),
+            MAX_QUEUED_DISPATCHES_VAR: str(self.max_queued_dispatches),
+            FORECAST_MAX_TASKS_VAR: str(self.forecast_max_tasks),
+            FORECAST_MAX_OCCURRENCES_VAR: str(self.forecast_max_occurrences),
         }
+
+
+Number = TypeVar("Number", int, float)
+
+
+def _at_least(minimum: Number, environ: Mapping[str, str], var: str, default: Number) -> Number:
+    """``var`` as a number of ``default``'s type, at least ``minimum``; errors name ``var``."""
+    raw = environ.get(var)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = type(default)(raw)
+    except ValueError:
+        raise ValueError(f"{var} must be a number, not {raw!r}") from None
+    if value < minimum:
+        raise ValueError(f"{var} must be at least {minimum}, not {raw!r}")
+    return value
 
 
 def _split(text: str) -> tuple[str, ...]:

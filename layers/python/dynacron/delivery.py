@@ -117,14 +117,26 @@ class PinnedBackend(httpcore.NetworkBackend):
         self._inner.sleep(seconds)
 
 
+# Connections to handlers at once per worker process: as many as local mode's
+# worker threads could want (a deployed worker calls one handler at a time).
+DELIVERY_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+
+
 class PinnedTransport(httpx.HTTPTransport):
-    def __init__(self, policy: UrlPolicy, resolver: Resolver) -> None:
-        super().__init__(trust_env=False)
+    def __init__(
+        self, policy: UrlPolicy, resolver: Resolver, limits: httpx.Limits = DELIVERY_LIMITS
+    ) -> None:
+        super().__init__(trust_env=False, limits=limits)
         # httpx exposes no network backend option; its pool is rebuilt around ours,
-        # with the TLS settings the transport just made.
+        # with the TLS settings the transport just made and the same limits (the
+        # pool's own default would allow 10 connections: 10 calls at once).
         ssl_context = self._pool._ssl_context
         self._pool = httpcore.ConnectionPool(
-            ssl_context=ssl_context, network_backend=PinnedBackend(policy, resolver)
+            ssl_context=ssl_context,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=PinnedBackend(policy, resolver),
         )
 
 

@@ -7,7 +7,8 @@ Every worker reads and writes the same few items, each change one conditional wr
   only while it stays within the bucket: no read on the way to a token;
 - ``slot#<scope>#<i>``: slot ``i`` of a concurrency limit, a lease held by one
   execution until it releases it or ``lease_until`` passes (a dead worker's slot
-  frees itself, as a dead worker's execution lease does).
+  frees itself, as a dead worker's execution lease does); its holder extends it
+  if it runs short before the handler call.
 """
 
 from __future__ import annotations
@@ -165,6 +166,23 @@ class LimitStore:
             ):
                 return slot
         return None
+
+    def extend_slot(self, slot: str, holder: str, until: datetime) -> bool:
+        """Hold a slot we hold until ``until``; False if someone else holds it now."""
+        return self._conditional(
+            self._client.update_item,
+            Key=_key(slot),
+            UpdateExpression="SET #until = :until, #expires = :expires",
+            ConditionExpression="#holder = :holder",
+            ExpressionAttributeNames={
+                "#until": "lease_until",
+                "#expires": EXPIRES_AT,
+                "#holder": "holder",
+            },
+            ExpressionAttributeValues=_to_item(
+                {":until": format_instant(until), ":expires": _expiry(until), ":holder": holder}
+            ),
+        )
 
     def release_slot(self, slot: str, holder: str) -> bool:
         """Free a slot we hold; False if its lease ran out and someone else took it."""

@@ -56,7 +56,7 @@ class AtomicDynamoDB:
             return list(self._app(environ, start_response))
 
 
-def _speed_up_moto_sqs() -> None:
+def speed_up_moto_sqs() -> None:
     """Keep moto's SQS fast when a queue holds thousands of messages.
 
     moto recomputes every queue attribute, counting visible, delayed and
@@ -202,7 +202,7 @@ class EmbeddedAws:
         # (``dynacron local --aws-endpoint``) start faster without moto.
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-        _speed_up_moto_sqs()
+        speed_up_moto_sqs()
         speed_up_moto_transactions()
         app = AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(

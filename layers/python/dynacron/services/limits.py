@@ -2,8 +2,10 @@
 
 ``admit`` runs before an attempt begins; a ``Wait`` answer means the worker sends
 the message on with a delay: the attempt has not started, so no attempt is used,
-and the wait is counted as lateness. ``report`` runs after the handler answered,
-frees the slots and tells the host's breaker how the call went.
+and the wait is counted as lateness. ``before_call`` runs just before the handler
+is called and makes sure the slots held will outlast the call. ``report`` runs
+after the handler answered, frees the slots and tells the host's breaker how the
+call went.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class Pass:
     state: HostState | None = None
     probe: bool = False
     slots: list[str] = field(default_factory=list)
+    # When the leases of ``slots`` run out.
+    slots_until: datetime | None = None
 
 
 class LimitGate:
@@ -73,13 +77,17 @@ class LimitGate:
         metrics: ReliabilityMetrics,
         clock: Clock,
         breaker: BreakerPolicy,
-        slot_lease: timedelta,
+        call_timeout: timedelta,
+        clock_skew: timedelta,
     ) -> None:
         self._store = store
         self._metrics = metrics
         self._clock = clock
         self._breaker = breaker
-        self._slot_lease = slot_lease
+        # A slot's lease covers one handler call and twice the clock skew; a call
+        # goes only while at least a call and one skew of it are left.
+        self._slot_lease = call_timeout + 2 * clock_skew
+        self._lease_left_to_call = call_timeout + clock_skew
         self._lock = threading.Lock()
         self._hosts: dict[str, tuple[datetime, HostState]] = {}
 
@@ -97,38 +105,64 @@ class LimitGate:
             if admission.verdict is Verdict.WAIT and admission.wait_until is not None:
                 # Spread over a second, so the host is not met by everyone at once.
                 return self._wait(
-                    dispatch, admission.wait_until + _seconds(spread(seed, 1)), admission.reason
+                    admission.wait_until + _seconds(spread(seed, 1)), admission.reason
                 )
             granted.probe = admission.verdict is Verdict.PROBE
         limits = task.limits
         scopes = [(f"task#{task.task_id}", limits.max_concurrency)]
         if host is not None:
             scopes.append((f"host#{host}", limits.host_max_concurrency))
-        until = now + self._slot_lease
+        granted.slots_until = now + self._slot_lease
         for scope, limit in scopes:
             if limit is None:
                 continue
-            slot = self._store.acquire_slot(scope, limit, granted.holder, now, until)
+            slot = self._store.acquire_slot(scope, limit, granted.holder, now, granted.slots_until)
             if slot is None:
                 self._give_back(granted)
-                wait = SLOT_WAIT + _seconds(spread(seed, SLOT_SPREAD_SECONDS))
-                return self._wait(dispatch, now + wait, "concurrency")
+                return self._wait(now + _slot_wait(seed), "concurrency")
             granted.slots.append(slot)
         if host is not None and limits.rate_limit is not None:
             wait_seconds = self._store.take_token(host, limits.rate_limit, now)
             if wait_seconds > 0:
                 self._give_back(granted)
-                return self._wait(dispatch, now + _seconds(wait_seconds + spread(seed, 1)), "rate")
+                return self._wait(now + _seconds(wait_seconds + spread(seed, 1)), "rate")
         if granted.probe and state is not None:
             # One probe at a time: whoever writes HALF_OPEN first goes, the rest wait.
             probing = after_probe_taken(state, now, self._breaker)
             if not self._store.replace_host(probing, now):
                 self._give_back(granted)
-                return self._wait(dispatch, now + self._breaker.cool_down, "breaker")
+                return self._wait(now + self._breaker.cool_down, "breaker")
             self._remember(probing, now)
             logger.info("breaker half-open: probing", extra={"host": host})
             self._metrics.breaker_changed("HALF_OPEN")
         return granted
+
+    def before_call(self, granted: Pass) -> Wait | None:
+        """Just before the handler is called: do the slots held outlast the call?
+
+        Their leases ran from admission, and the writes since (``begin``, the
+        idempotency record) take milliseconds, or seconds when DynamoDB throttles
+        and the SDK retries. A call that outlived its slot's lease would let another
+        worker take the slot and make N+1 calls at once, so a lease with less than a
+        call and one clock skew left is extended first (one conditional write, rare);
+        a slot another execution took meanwhile means this call must not go: wait.
+        """
+        if not granted.slots or granted.slots_until is None:
+            return None
+        now = self._clock.now()
+        if granted.slots_until - now >= self._lease_left_to_call:
+            return None
+        until = now + self._slot_lease
+        for slot in list(granted.slots):
+            if not self._store.extend_slot(slot, granted.holder, until):
+                granted.slots.remove(slot)  # no longer ours: nothing to give back
+                self._give_back(granted)
+                logger.info("slot lost before the call", extra={"slot": slot})
+                return self._wait(
+                    now + _slot_wait(f"{granted.holder}#{now.timestamp()}"), "concurrency"
+                )
+        granted.slots_until = until
+        return None
 
     def report(self, granted: Pass, result: DeliveryResult | None) -> None:
         """Free the slots; tell the breaker how the call went (None: not called)."""
@@ -190,10 +224,15 @@ class LimitGate:
             self._store.release_slot(slot, granted.holder)
         granted.slots.clear()
 
-    def _wait(self, dispatch: Dispatch, until: datetime, reason: str) -> Wait:
+    def _wait(self, until: datetime, reason: str) -> Wait:
         self._metrics.limit_wait(reason, (until - self._clock.now()).total_seconds())
         return Wait(until, reason)
 
 
 def _seconds(value: float) -> timedelta:
     return timedelta(seconds=value)
+
+
+def _slot_wait(seed: str) -> timedelta:
+    """How long a full concurrency limit waits: 1 s, and up to 2 s spread by ``seed``."""
+    return SLOT_WAIT + _seconds(spread(seed, SLOT_SPREAD_SECONDS))

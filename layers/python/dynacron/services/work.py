@@ -13,6 +13,9 @@
    while a heartbeat thread extends the lease. The record is kept on the
    execution item (decision 0016): the ``begin`` above is the write that saves
    it in progress, and the write that ends the attempt SUCCEEDED saves the success.
+   Right before the call, the limit slots taken at admission must still be held
+   with time to spare; if one was lost, the attempt is postponed without calling
+   (it uses no attempt).
 4. The outcome is written with the lease token: SUCCEEDED; a 202 waits for the
    handler's callbacks; a failure is retried after a backoff or dead-lettered.
 
@@ -134,12 +137,21 @@ class ExecutionRunner:
             outcomes=self._outcomes,
             faults=self._faults,
         )
-        guarded = self._handler_calls.call(
-            dispatch.execution_id,
-            records,
-            lambda: self._call_handler(task, dispatch, lease_token, callback_token, now),
-            invocation,
-        )
+        try:
+            guarded = self._handler_calls.call(
+                dispatch.execution_id,
+                records,
+                lambda: self._call_handler(
+                    task, dispatch, lease_token, callback_token, now, admitted
+                ),
+                invocation,
+            )
+        except _HeldBack as held_back:
+            # The idempotency record was deleted on the way out: nothing was called.
+            assert records.begun is not None
+            self._report_limits(admitted, None)
+            delay = (held_back.wait.until - self._clock.now()).total_seconds()
+            return self._outcomes.postpone(records.begun, lease_token, delay)
         if records.begun is None:
             self._report_limits(admitted, None)
             return self._not_begun(records.refused)
@@ -173,6 +185,7 @@ class ExecutionRunner:
         lease_token: str,
         callback_token: str,
         began_at: datetime,
+        admitted: Pass | None,
     ) -> DeliveryResult:
         """The handler call, run by Powertools once the attempt has begun."""
         self._faults.reached(Boundary.WORKER_BEGAN)
@@ -182,6 +195,11 @@ class ExecutionRunner:
         with Heartbeat(
             self._executions, dispatch.execution_id, lease_token, self._terms, self._clock
         ):
+            # As late as possible: the slots must outlast the call itself.
+            if self._limits is not None and admitted is not None:
+                wait = self._limits.before_call(admitted)
+                if wait is not None:
+                    raise _HeldBack(wait)
             return self._delivery.deliver(task, dispatch, callback_token)
 
     def _not_begun(self, current: Execution | None) -> Outcome:
@@ -260,6 +278,15 @@ class ExecutionRunner:
             return Outcome.ACCEPTED if waiting else Outcome.LEASE_LOST
         failure = result.failure or AttemptFailure("the handler failed")
         return self._outcomes.failed(execution, lease_token, failure)
+
+
+class _HeldBack(Exception):
+    """A limit slot was lost before the call: carried out of the idempotent call,
+    which deletes its in-progress record, so that the attempt can be postponed."""
+
+    def __init__(self, wait: Wait) -> None:
+        super().__init__(wait.reason)
+        self.wait = wait
 
 
 class AttemptRecords:

@@ -1,0 +1,50 @@
+"""The deployed functions' boto3 clients: enough pooled connections for the tick's threads."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import boto3
+import pytest
+
+from dynacron.app import Dynacron, aws_client_config
+from dynacron.config import Settings
+from dynacron.resources import QUEUES, TABLES
+
+
+def test_the_pool_holds_a_connection_per_tick_thread() -> None:
+    settings = Settings(
+        tasks_table="tasks",
+        executions_table="executions",
+        coordination_table="coordination",
+        dispatch_queue_url="https://queue.invalid/dispatch",
+        dead_letter_queue_url="https://queue.invalid/dead-letter",
+    )
+    for threads, pooled in ((1, 10), (16, 16), (64, 64)):
+        config = aws_client_config(dataclasses.replace(settings, tick_concurrency=threads))
+        assert config.max_pool_connections == pooled
+
+
+def test_lambda_clients_are_made_with_that_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("DYNACRON_"):
+            monkeypatch.delenv(name)
+    for table in TABLES:
+        monkeypatch.setenv(table.env_var, table.logical_id)
+    for queue in QUEUES:
+        monkeypatch.setenv(queue.env_var, f"https://queue.invalid/{queue.logical_id}")
+    made: dict[str, Any] = {}
+    real_client = boto3.client
+
+    def client(service: str, **kwargs: Any) -> Any:
+        made[service] = kwargs["config"]
+        return real_client(service, region_name="us-east-1", **kwargs)
+
+    monkeypatch.setattr("dynacron.app.boto3.client", client)
+
+    Dynacron.from_environment()
+
+    assert made["dynamodb"].max_pool_connections >= Settings.tick_concurrency
+    assert made["sqs"].max_pool_connections >= Settings.tick_concurrency
