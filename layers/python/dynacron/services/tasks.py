@@ -145,7 +145,7 @@ class TaskService:
         ``next_run_at`` recomputed so that no occurrence is lost or doubled: an
         occurrence already due keeps its place (it runs, under the new handler and
         payload), otherwise the new schedule's first occurrence from now on that is
-        later than the last one dispatched. See docs/decisions/0011.
+        later than the last one dispatched. See docs/decisions/0011-patch-semantics.md.
         """
         task = self.get(tenant_id, task_id)
         if patch.version is not None and patch.version != task.version:
