@@ -21,8 +21,10 @@ from bench.common import QUICK, distribution, write_result
 from dynacron.domain.instants import parse_instant
 from dynacron.domain.schedules import OneTimeSchedule
 from dynacron.domain.tasks import Task, TaskStatus
+from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.local.aws import aws_clients, provision
-from dynacron.store import chunks, task_to_item
+from dynacron.services.tasks import new_signing_secret
+from dynacron.store import TenantStore, chunks, task_to_item
 from tests.support import Service, Sink, free_port, wait_until
 
 WRITE_BATCH = 25
@@ -49,6 +51,11 @@ def write_due_tasks(dynamodb: Any, settings: Any, count: int, due: datetime, url
         request = {settings.tasks_table: [{"PutRequest": {"Item": i}} for i in batch]}
         while request:
             request = dynamodb.batch_write_item(RequestItems=request).get("UnprocessedItems")
+    # Registering through the API gives the tenant its signing secret; written
+    # directly, the tasks need it given (a worker refuses to send unsigned).
+    TenantStore(dynamodb, settings.coordination_table).ensure_secret(
+        DEFAULT_TENANT, new_signing_secret()
+    )
 
 
 def run_burst(count: int, workers: int = 8) -> dict[str, Any]:
