@@ -503,21 +503,27 @@ class TaskStore:
             raise
         return True
 
-    def mark_has_dependents(self, task_id: str) -> None:
+    def mark_has_dependents(self, tenant_id: str, task_id: str) -> bool:
         """Note that some task runs after ``task_id``; a new version, so that a whole-item
-        write based on an older read cannot erase the mark. Nothing if it does not exist."""
+        write based on an older read cannot erase the mark. False (and nothing
+        written) if ``tenant_id`` has no such task."""
         try:
             self._client.update_item(
                 TableName=self._table,
                 Key=_to_item({"task_id": task_id}),
                 UpdateExpression="SET has_dependents = :yes, #version = #version + :one",
-                ConditionExpression="attribute_exists(task_id)",
-                ExpressionAttributeNames={"#version": "version"},
-                ExpressionAttributeValues=_to_item({":yes": True, ":one": 1}),
+                ConditionExpression="#tenant = :tenant",
+                ExpressionAttributeNames={
+                    "#version": "version",
+                    "#tenant": TENANT_INDEX.partition_key.name,
+                },
+                ExpressionAttributeValues=_to_item({":yes": True, ":one": 1, ":tenant": tenant_id}),
             )
         except ClientError as error:
             if not _is_condition_failure(error):
                 raise
+            return False
+        return True
 
     def dependents(self, task_id: str) -> list[str]:
         """Ids of the tasks set to run after ``task_id`` (``after``), from the sparse index."""

@@ -276,10 +276,10 @@ class TaskService:
     def _check_chain(self, tenant_id: str, task_id: str, schedule: Schedule) -> dict[str, int]:
         if isinstance(schedule, AfterSchedule):
             upstream_id = schedule.upstream_task_id
-            if self._tasks.get_owned(tenant_id, upstream_id) is None:
-                raise InvalidRequest("after", f"no task {upstream_id!r} exists")
             # Marked first: a dependent never exists while its upstream is unmarked.
-            self._tasks.mark_has_dependents(upstream_id)
+            # The mark is conditional on the owner: another tenant's task is "missing".
+            if not self._tasks.mark_has_dependents(tenant_id, upstream_id):
+                raise InvalidRequest("after", f"no task {upstream_id!r} exists")
         return self._chain_versions(tenant_id, task_id, schedule)
 
     def _chain_versions(self, tenant_id: str, task_id: str, schedule: Schedule) -> dict[str, int]:
