@@ -194,10 +194,12 @@ class Dynacron:
             tasks=self.tasks,
             executions=self.executions,
             outcomes=self.outcomes,
+            dead_letter_queue=self.dead_letter_queue,
             metrics=self.metrics,
             clock=clock,
             lease_terms=terms,
             max_receive_count=DISPATCH_QUEUE.max_receive_count or 0,
+            faults=faults,
         )
         self.forecast = HerdForecast(
             self.tasks,
@@ -298,12 +300,12 @@ class Dynacron:
 
     def undelivered(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Settle the dispatch messages SQS gave up on (see services/undelivered.py);
-        a record that fails is reported back, and after a few tries SQS moves it on
-        to the dead-letter queue, as it is."""
+        a record that fails (DynamoDB or SQS unreachable) is reported back and read
+        again after the queue's visibility timeout."""
         processor = BatchProcessor(event_type=EventType.SQS)
 
         def settle_record(record: SQSRecord) -> None:
-            self.undelivered_dispatches.settle(dispatch_from_body(record.body))
+            self.undelivered_dispatches.settle_message(record.body)
 
         try:
             response = process_partial_response(

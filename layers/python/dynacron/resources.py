@@ -164,15 +164,15 @@ UNDELIVERED_TIMEOUT_SECONDS = 30
 # being deleted (decision 0022). A small function reads it: a message whose
 # attempt never began becomes a dead-letter record (listed, redriven) and a copy in
 # the dead-letter queue. Apart from the dead-letter queue, so that reading one
-# never disturbs the other's copies; what it cannot read goes on to the copies.
+# never disturbs the other's copies. No redrive policy of its own: a moved message
+# may keep its receive count, and a body that cannot be read is forwarded to the
+# dead-letter queue by the function itself.
 UNDELIVERED_QUEUE = QueueDefinition(
     logical_id="UndeliveredQueue",
     suffix="undelivered",
     env_var="DYNACRON_UNDELIVERED_QUEUE_URL",
     visibility_timeout_seconds=6 * UNDELIVERED_TIMEOUT_SECONDS,
     retention_seconds=14 * 24 * 3600,
-    dead_letter=DEAD_LETTER_QUEUE,
-    max_receive_count=3,
 )
 
 # AWS advises a visibility timeout of at least six times the consumer's timeout.

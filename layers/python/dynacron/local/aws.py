@@ -283,7 +283,7 @@ def provision(
                 TimeToLiveSpecification={"Enabled": True, "AttributeName": table.ttl_attribute},
             )
     dead_letter_url = _create_queue(sqs, DEAD_LETTER_QUEUE, prefix, None)
-    undelivered_url = _create_queue(sqs, UNDELIVERED_QUEUE, prefix, _arn(sqs, dead_letter_url))
+    undelivered_url = _create_queue(sqs, UNDELIVERED_QUEUE, prefix, None)
     dispatch_url = _create_queue(sqs, DISPATCH_QUEUE, prefix, _arn(sqs, undelivered_url))
     settings = Settings(
         tasks_table=TASKS.default_name(prefix),

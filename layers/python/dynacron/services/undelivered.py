@@ -19,6 +19,9 @@ its execution's record says:
 - anything else: the attempt moved on (a copy of the message began it, the reaper
   resent it) and owes nothing here.
 
+A body that is not a dispatch names no execution to record: it is passed on to
+the dead-letter queue as it is, for the queue's alarm and an operator.
+
 Every write is conditional, so reading one message twice records it once; a crash
 between the record and its copy leaves a lease the reaper finds (decision 0008).
 """
@@ -30,6 +33,7 @@ import logging
 from enum import StrEnum
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.errors import DynacronError
 from dynacron.domain.executions import (
     Dispatch,
     Execution,
@@ -37,7 +41,10 @@ from dynacron.domain.executions import (
     LeaseTerms,
     new_token,
 )
+from dynacron.domain.tasks import task_id_of
+from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.metrics import ReliabilityMetrics
+from dynacron.queue import DeadLetterQueue, dispatch_from_body
 from dynacron.services.outcomes import AttemptOutcomes
 from dynacron.store import ExecutionStore, TaskStore
 
@@ -54,6 +61,11 @@ class Settled(StrEnum):
     MOVED_ON = "MOVED_ON"
     # No record and no task: nobody is owed a run or a dead letter.
     TASK_DELETED = "TASK_DELETED"
+    # Not a dispatch: passed on to the dead-letter queue as it was.
+    FORWARDED = "FORWARDED"
+
+
+NOT_A_DISPATCH = "an undelivered message that is not a dispatch"
 
 
 def never_began(receives: int) -> str:
@@ -71,18 +83,33 @@ class UndeliveredDispatches:
         tasks: TaskStore,
         executions: ExecutionStore,
         outcomes: AttemptOutcomes,
+        dead_letter_queue: DeadLetterQueue,
         metrics: ReliabilityMetrics,
         clock: Clock,
         lease_terms: LeaseTerms,
         max_receive_count: int,
+        faults: Faults = NO_FAULTS,
     ) -> None:
+        self._faults = faults
         self._tasks = tasks
         self._executions = executions
         self._outcomes = outcomes
+        self._dead_letter_queue = dead_letter_queue
         self._metrics = metrics
         self._clock = clock
         self._terms = lease_terms
         self._reason = never_began(max_receive_count)
+
+    def settle_message(self, body: str) -> Settled:
+        """Settle one message of the undelivered queue, whatever its body."""
+        try:
+            dispatch = dispatch_from_body(body)
+            if task_id_of(dispatch.execution_id) != dispatch.task_id:
+                raise ValueError("the execution id is not one of the task's")
+        except (ValueError, KeyError, TypeError, AttributeError, DynacronError):
+            self._dead_letter_queue.forward(body, NOT_A_DISPATCH)
+            return Settled.FORWARDED
+        return self.settle(dispatch)
 
     def settle(self, dispatch: Dispatch) -> Settled:
         """Make sure the undelivered ``dispatch`` is seen: see the module's docstring.
@@ -128,6 +155,7 @@ class UndeliveredDispatches:
             # Recorded meanwhile: by a copy of this message that began, or by an
             # earlier reading of this one (whose copy the reaper sends if need be).
             return Settled.MOVED_ON
+        self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
         failed = Execution(
             execution_id=dispatch.execution_id,
             task_id=dispatch.task_id,
@@ -160,6 +188,7 @@ class UndeliveredDispatches:
         )
         if not listed:
             return Settled.MOVED_ON
+        self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
         failed = dataclasses.replace(
             queued,
             status=ExecutionStatus.FAILED,
