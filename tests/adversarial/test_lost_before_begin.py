@@ -318,3 +318,52 @@ def test_a_queued_attempt_whose_message_never_began_becomes_a_dead_letter(
     pipeline.reap()
     pipeline.work()
     assert sink.snapshot() == []
+
+
+def test_a_message_that_guarded_a_running_attempt_takes_it_over(
+    pipeline: Pipeline, sink: Sink
+) -> None:
+    """Finding 2 (and decision 0015's gap): the message of an attempt whose worker
+    died after ``begin`` runs out of receives; the attempt is retried, not stranded
+    RUNNING outside the reaper's index."""
+    task_id = pipeline.register(at="2026-11-30T12:00:00Z", handler_url=f"{sink.url}/hook")
+    execution_id = execution_id_for(task_id, START)
+    pipeline.tick()
+    # Given a worker that dies right after beginning, then workers that fail earlier
+    pipeline.work(pipeline.component(faults=CrashAt([Boundary.WORKER_BEGAN])), batches=1)
+    pipeline.clock.advance(VISIBILITY)
+    began = execution(pipeline, execution_id)
+    assert began.status is ExecutionStatus.RUNNING
+    assert not began.lease_indexed
+    fail_before_begin(pipeline, RECEIVES - 1)
+    moved_on_by_sqs(pipeline)
+    # When the undelivered message is settled, the lease (long run out) is taken over
+    message = dispatch_to_body(Dispatch(execution_id, task_id, START))
+    assert settle(pipeline) == 1
+    retried = execution(pipeline, execution_id)
+    assert retried.status is ExecutionStatus.QUEUED
+    assert retried.attempt == 2
+    assert "lease ran out" in (retried.error or "")
+    # Then the retry runs, once; the same message read again changes nothing
+    assert pipeline.app.undelivered_dispatches.settle_message(message) is Settled.MOVED_ON
+    (done,) = pipeline.settle([execution_id])
+    assert done.status is ExecutionStatus.SUCCEEDED
+    assert sink.calls_by_key() == {execution_id: 1}
+
+
+def test_a_body_that_is_not_a_dispatch_goes_on_to_the_dead_letter_queue(
+    pipeline: Pipeline,
+) -> None:
+    """Finding 2: nothing read from the undelivered queue is dropped unseen."""
+    for body in ("{}", "not json", json.dumps({"execution_id": "x", "task_id": "y"})):
+        pipeline.sqs.send_message(QueueUrl=undelivered(pipeline), MessageBody=body)
+    assert settle(pipeline) == 3
+    messages = pipeline.sqs.receive_message(
+        QueueUrl=pipeline.settings.dead_letter_queue_url,
+        MaxNumberOfMessages=10,
+        MessageAttributeNames=["All"],
+    )["Messages"]
+    assert sorted(m["Body"] for m in messages) == sorted(
+        ["{}", "not json", json.dumps({"execution_id": "x", "task_id": "y"})]
+    )
+    assert waiting(pipeline, undelivered(pipeline)) == 0
