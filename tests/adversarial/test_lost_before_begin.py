@@ -248,7 +248,9 @@ def test_an_overlap_skip_task_whose_message_never_began_runs_again_within_the_bo
     fail_before_begin(pipeline)
     # Meanwhile later occurrences are skipped: the slot names the lost one
     step(pipeline, pipeline.clock.now())
-    skipped = execution_id_for(task_id, task(pipeline, task_id).next_run_at - timedelta(minutes=1))  # type: ignore[operator]
+    due = task(pipeline, task_id).next_run_at
+    assert due is not None
+    skipped = execution_id_for(task_id, due - timedelta(minutes=1))
     assert execution(pipeline, skipped).status is ExecutionStatus.SKIPPED
     assert first in (execution(pipeline, skipped).error or "")
     moved_on_by_sqs(pipeline)
@@ -260,6 +262,29 @@ def test_an_overlap_skip_task_whose_message_never_began_runs_again_within_the_bo
     assert next_run <= first_at + BOUND
     step(pipeline, next_run)
     assert sink.calls_by_key() == {execution_id_for(task_id, next_run): 1}
+
+
+def test_a_buffer_one_task_whose_message_never_began_runs_its_buffered_occurrence(
+    pipeline: Pipeline, sink: Sink
+) -> None:
+    """Finding 2: buffer_one held its buffered occurrence behind the lost one forever;
+    now it starts as soon as the lost one is dead-lettered."""
+    task_id = pipeline.register(rate="1 minute", overlap="buffer_one", handler_url=f"{sink.url}/h")
+    first_at = START + timedelta(minutes=1)
+    pipeline.clock.set(first_at)
+    pipeline.tick()
+    fail_before_begin(pipeline)
+    step(pipeline, pipeline.clock.now())
+    buffered_at = task(pipeline, task_id).buffered_at
+    assert buffered_at is not None
+    moved_on_by_sqs(pipeline)
+    settle(pipeline)
+    buffered = execution_id_for(task_id, buffered_at)
+    assert task(pipeline, task_id).running_execution == buffered
+    pipeline.work()
+    assert sink.calls_by_key() == {buffered: 1}
+    assert execution(pipeline, buffered).status is ExecutionStatus.SUCCEEDED
+    assert task(pipeline, task_id).running_execution is None
 
 
 def test_a_crash_between_the_record_and_its_copy_is_finished_by_the_reaper(
