@@ -212,8 +212,14 @@ class LocalRuntime:
         if "tick" in options.components:
             self._spawn("tick", lambda: self._tick_loop(app))
         if "reaper" in options.components:
-            undelivered = undelivered_queue_url(sqs, options.prefix)
-            self._spawn("reaper", lambda: self._reaper_loop(app, sqs, undelivered))
+            undelivered_url = undelivered_queue_url(sqs, options.prefix)
+            undelivered_arn = sqs.get_queue_attributes(
+                QueueUrl=undelivered_url, AttributeNames=["QueueArn"]
+            )["Attributes"]["QueueArn"]
+            self._spawn(
+                "reaper",
+                lambda: self._reaper_loop(app, sqs, undelivered_url, undelivered_arn),
+            )
         if "worker" in options.components:
             queue_arn = sqs.get_queue_attributes(
                 QueueUrl=settings.dispatch_queue_url, AttributeNames=["QueueArn"]
@@ -265,14 +271,16 @@ class LocalRuntime:
             # so an occurrence due on a whole second is found a few ms after it.
             self._stopping.wait(interval - time.time() % interval + 0.005)
 
-    def _reaper_loop(self, app: Dynacron, sqs: Any, undelivered_url: str) -> None:
+    def _reaper_loop(
+        self, app: Dynacron, sqs: Any, undelivered_url: str, undelivered_arn: str
+    ) -> None:
         while not self._stopping.wait(self.options.reaper_interval):
             try:
                 app.reaper({}, LocalContext("dynacron-reaper"))
             except Exception:
                 logger.exception("reaper failed; the next run retries")
             try:
-                settle_undelivered(app, sqs, undelivered_url)
+                settle_undelivered(app, sqs, undelivered_url, undelivered_arn)
             except Exception:
                 logger.exception("settling undelivered dispatches failed; the next run retries")
 
@@ -322,13 +330,16 @@ class LocalRuntime:
                     logger.exception("delete failed")
 
 
-def settle_undelivered(app: Dynacron, sqs: Any, queue_url: str, batches: int = 10) -> int:
+def settle_undelivered(
+    app: Dynacron, sqs: Any, queue_url: str, queue_arn: str | None = None, batches: int = 10
+) -> int:
     """Feed the undelivered queue to ``app.undelivered`` as its event source mapping
     would: batches of 10, each record deleted unless reported back. Returns how many
     messages were received."""
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
+    if queue_arn is None:
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
     received = 0
     for _ in range(batches):
         messages = sqs.receive_message(
