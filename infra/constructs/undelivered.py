@@ -15,7 +15,7 @@ from dynacron.resources import (
     UNDELIVERED_TIMEOUT_SECONDS,
 )
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import allow, allow_follow_ups
+from infra.constructs.functions import allow
 
 # Undelivered messages are rare; two concurrent invocations (the least an SQS
 # event source allows) keep this function from ever competing with the workers.
@@ -50,20 +50,19 @@ class Undelivered(Construct):
         dispatch = queues.queue(DISPATCH_QUEUE)
         # Reads the task (its tenant and retry policy) and the execution, records the
         # dead letter or takes a running lease over (the event source grants the
-        # queue's receive and delete).
-        allow(self.function, ["dynamodb:GetItem"], [tasks.table_arn])
+        # queue's receive and delete). Freeing the run slot is a versioned put of the
+        # task (fixed_delay files its next run); buffer_one's waiting occurrence is
+        # recorded and sent. A dead letter starts no dependents: no index query.
+        allow(self.function, ["dynamodb:GetItem", "dynamodb:PutItem"], [tasks.table_arn])
         allow(
             self.function,
             ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
             [executions.table_arn],
         )
         # The dead letter's copy, or a body that is not a dispatch, as it was; a
-        # running attempt taken over may be retried.
+        # running attempt taken over may be retried, a buffered occurrence started.
         allow(
             self.function,
             ["sqs:SendMessage"],
             [queues.queue(DEAD_LETTER_QUEUE).queue_arn, dispatch.queue_arn],
         )
-        # Freeing the run slot: fixed_delay files its next run, buffer_one starts
-        # the occurrence waiting.
-        allow_follow_ups(self.function, tasks, executions, dispatch.queue_arn)

@@ -496,7 +496,9 @@ EXPECTED_ACCESS = {
     # over the running attempt it guarded), frees the run slot, sends the copy.
     "Undelivered": {
         "own logs": LOGS,
-        **FOLLOW_UPS,
+        "Tasks": {"dynamodb:GetItem", "dynamodb:PutItem"},
+        "Executions": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+        "DispatchQueue": {"sqs:SendMessage"},
         "UndeliveredQueue": {
             # what the event source mapping needs
             "sqs:ReceiveMessage",
