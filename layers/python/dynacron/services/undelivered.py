@@ -90,7 +90,6 @@ class UndeliveredDispatches:
         max_receive_count: int,
         faults: Faults = NO_FAULTS,
     ) -> None:
-        self._faults = faults
         self._tasks = tasks
         self._executions = executions
         self._outcomes = outcomes
@@ -99,6 +98,7 @@ class UndeliveredDispatches:
         self._clock = clock
         self._terms = lease_terms
         self._reason = never_began(max_receive_count)
+        self._faults = faults
 
     def settle_message(self, body: str) -> Settled:
         """Settle one message of the undelivered queue, whatever its body."""
