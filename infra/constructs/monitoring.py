@@ -12,13 +12,15 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from dynacron import metric_names
-from dynacron.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE
+from dynacron.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from infra.config import SchedulerConfig
 from infra.constructs.nag import acknowledge
 from infra.constructs.queues import Queues
 
 ONE_MINUTE = Duration.minutes(1)
 FIVE_MINUTES = Duration.minutes(5)
+# Read within seconds normally; older means its function keeps failing.
+UNDELIVERED_ALARM_SECONDS = 600
 WAITING = (
     metric_names.WAITING_ON_CONCURRENCY,
     metric_names.WAITING_ON_RATE,
@@ -139,6 +141,16 @@ class Monitoring(Construct):
             f"{config.limit_lateness_alarm_seconds:g} s in all in 5 minutes",
             dynacron_metric(metric_names.LIMIT_LATENESS, "Sum"),
             threshold=config.limit_lateness_alarm_seconds,
+        )
+        self._alarm(
+            "UndeliveredNotSettled",
+            "Dispatch messages that never began wait to be recorded as dead letters "
+            "(the undelivered queue's function fails)",
+            queues.queue(UNDELIVERED_QUEUE).metric_approximate_age_of_oldest_message(
+                statistic="Maximum", period=ONE_MINUTE
+            ),
+            threshold=UNDELIVERED_ALARM_SECONDS,
+            periods=3,
         )
         self.dashboard = self._dashboard(dispatch, dead_letters, functions)
 

@@ -6,7 +6,14 @@ from aws_cdk import Duration
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from dynacron.resources import DISPATCH_QUEUE, QUEUES, WORKER_TIMEOUT_SECONDS, QueueDefinition
+from dynacron.resources import (
+    DEAD_LETTER_QUEUE,
+    DISPATCH_QUEUE,
+    QUEUES,
+    UNDELIVERED_QUEUE,
+    WORKER_TIMEOUT_SECONDS,
+    QueueDefinition,
+)
 from infra.config import SchedulerConfig
 from infra.constructs.nag import acknowledge
 
@@ -44,18 +51,20 @@ class Queues(Construct):
                 enforce_ssl=True,
                 dead_letter_queue=dead_letter,
             )
-        for definition in QUEUES:
-            if _is_dead_letter_queue(definition):
-                acknowledge(
-                    self.queue(definition),
-                    "AwsSolutions-SQS3",
-                    "This is the dead-letter queue: nothing redrives from it automatically; "
-                    "operators replay its messages on purpose.",
-                )
+        # The end of the line: neither has a dead-letter queue of its own (0022).
+        acknowledge(
+            self.queue(DEAD_LETTER_QUEUE),
+            "AwsSolutions-SQS3",
+            "This is the dead-letter queue: copies of dead letters, for its alarm and for "
+            "operators; nothing redrives from it automatically.",
+        )
+        acknowledge(
+            self.queue(UNDELIVERED_QUEUE),
+            "AwsSolutions-SQS3",
+            "This is the dispatch queue's dead-letter queue: its function records each "
+            "message as a dead letter, and forwards a body it cannot read to the "
+            "dead-letter queue itself.",
+        )
 
     def queue(self, definition: QueueDefinition) -> sqs.Queue:
         return self.queues[definition.logical_id]
-
-
-def _is_dead_letter_queue(definition: QueueDefinition) -> bool:
-    return any(q.dead_letter == definition for q in QUEUES)

@@ -14,12 +14,14 @@ from infra.constructs.monitoring import Monitoring
 from infra.constructs.queues import Queues
 from infra.constructs.storage import Storage
 from infra.constructs.tick import Tick
+from infra.constructs.undelivered import Undelivered
 from infra.constructs.worker import Worker
 from infra.layer import LayerAssets
 
 
 class DynacronScheduler(Construct):
-    """Tables, queues, tick, worker and reaper, API, and monitoring.
+    """Tables, queues, tick, worker and reaper, API, the undelivered queue's reader,
+    and monitoring.
 
     Add it to your own stack; to run your own Python handlers, pass their code as
     ``worker_code`` with a ``worker_handler`` module that imports them and exposes
@@ -63,6 +65,7 @@ class DynacronScheduler(Construct):
             worker_handler=worker_handler,
         )
         self.api = Api(self, "Api", foundation=foundation)
+        self.undelivered = Undelivered(self, "Undelivered", foundation=foundation)
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -73,5 +76,6 @@ class DynacronScheduler(Construct):
                 "tick": self.tick.function,
                 "worker": self.worker.function,
                 "reaper": self.worker.reaper,
+                "undelivered": self.undelivered.function,
             },
         )

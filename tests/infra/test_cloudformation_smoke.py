@@ -24,7 +24,7 @@ from dynacron.domain.tasks import shard_for
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import LocalContext, proxy_event
 from dynacron.local.runtime import sqs_event
-from dynacron.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE
+from dynacron.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from tests.conftest import sleep_moving
 from tests.infra.test_template import function
 from tests.integration.api_client import ALICE
@@ -130,11 +130,12 @@ def test_a_task_runs_end_to_end_on_the_resources_the_template_created(
     assert [e.status for e in page.items] == [ExecutionStatus.SUCCEEDED]
 
 
-def test_a_message_that_keeps_failing_lands_in_the_template_s_dead_letter_queue(
-    aws: tuple[Any, Any], created_stack: CreatedStack
+def test_a_message_that_keeps_failing_lands_in_the_template_s_undelivered_queue(
+    aws: tuple[Any, Any], created_stack: CreatedStack, deployed: Dynacron
 ) -> None:
     _, sqs = aws
     dispatch_url = created_stack.function_environment[DISPATCH_QUEUE.env_var]
+    undelivered_url = created_stack.function_environment[UNDELIVERED_QUEUE.env_var]
     dead_letter_url = created_stack.function_environment[DEAD_LETTER_QUEUE.env_var]
     sqs.send_message(QueueUrl=dispatch_url, MessageBody="{}")
     assert DISPATCH_QUEUE.max_receive_count is not None
@@ -145,5 +146,13 @@ def test_a_message_that_keeps_failing_lands_in_the_template_s_dead_letter_queue(
             QueueUrl=dispatch_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
         )
     assert "Messages" not in sqs.receive_message(QueueUrl=dispatch_url)
+    # SQS moved it to the undelivered queue, whose function (decision 0022) passes a
+    # body that is not a dispatch on to the dead-letter queue, as it was
+    messages = sqs.receive_message(QueueUrl=undelivered_url)["Messages"]
+    arn = sqs.get_queue_attributes(QueueUrl=undelivered_url, AttributeNames=["QueueArn"])
+    result = deployed.undelivered(
+        sqs_event(messages, arn["Attributes"]["QueueArn"]), LocalContext("undelivered")
+    )
+    assert result == {"batchItemFailures": []}
     (dead,) = sqs.receive_message(QueueUrl=dead_letter_url)["Messages"]
     assert dead["Body"] == "{}"

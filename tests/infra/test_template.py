@@ -20,6 +20,8 @@ from dynacron.resources import (
     TASKS,
     TENANT_INDEX,
     TENANT_KEY_PREFIX,
+    UNDELIVERED_QUEUE,
+    UNDELIVERED_TIMEOUT_SECONDS,
     WORKER_TIMEOUT_SECONDS,
     Key,
     QueueDefinition,
@@ -34,7 +36,7 @@ from tests.infra.conftest import (
     resources_of,
 )
 
-FUNCTIONS = ("Tick", "Worker", "Api", "Reaper")
+FUNCTIONS = ("Tick", "Worker", "Api", "Reaper", "Undelivered")
 DYNAMODB_ITEM_WRITES = {
     "dynamodb:DeleteItem",
     "dynamodb:PutItem",
@@ -152,14 +154,18 @@ def test_production_tables_are_protected_and_provisioned_ones_scale(
 # --- queues ----------------------------------------------------------------------------
 
 
-def test_the_dispatch_queue_redrives_to_the_dead_letter_queue(template: dict[str, Any]) -> None:
+def test_the_dispatch_queue_redrives_to_the_undelivered_queue(template: dict[str, Any]) -> None:
     queues = resources_of(template, "AWS::SQS::Queue")
     assert len(queues) == len(QUEUES)
     dispatch = queues[referenced(template, DISPATCH_QUEUE)]
     assert dispatch["RedrivePolicy"] == {
-        "deadLetterTargetArn": {"Fn::GetAtt": [referenced(template, DEAD_LETTER_QUEUE), "Arn"]},
+        "deadLetterTargetArn": {"Fn::GetAtt": [referenced(template, UNDELIVERED_QUEUE), "Arn"]},
         "maxReceiveCount": DISPATCH_QUEUE.max_receive_count,
     }
+    # Decision 0022: the undelivered queue's function forwards what it cannot read
+    # itself; a redrive policy there could count the receives of the dispatch queue.
+    assert "RedrivePolicy" not in queues[referenced(template, UNDELIVERED_QUEUE)]
+    assert "RedrivePolicy" not in queues[referenced(template, DEAD_LETTER_QUEUE)]
     for definition in QUEUES:
         queue = queues[referenced(template, definition)]
         assert queue["SqsManagedSseEnabled"] is True
@@ -221,7 +227,7 @@ def test_every_function_is_told_every_name_through_the_variables_settings_read(
 def test_the_worker_reports_batch_item_failures_with_bounded_concurrency(
     template: dict[str, Any], user_template: dict[str, Any]
 ) -> None:
-    (mapping,) = resources_of(template, "AWS::Lambda::EventSourceMapping").values()
+    (mapping,) = event_source_mappings(template, "Worker")
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["EventSourceArn"] == {
         "Fn::GetAtt": [referenced(template, DISPATCH_QUEUE), "Arn"]
@@ -230,13 +236,34 @@ def test_the_worker_reports_batch_item_failures_with_bounded_concurrency(
     assert mapping["BatchSize"] == 10
     assert mapping["MaximumBatchingWindowInSeconds"] == 0
     assert mapping["ScalingConfig"] == {"MaximumConcurrency": 50}
-    (user_mapping,) = resources_of(user_template, "AWS::Lambda::EventSourceMapping").values()
+    (user_mapping,) = event_source_mappings(user_template, "Worker")
     assert user_mapping["ScalingConfig"] == {
         "MaximumConcurrency": USER_CONFIG.worker_max_concurrency
     }
     assert user_mapping["MaximumBatchingWindowInSeconds"] == (
         USER_CONFIG.worker_batch_window_seconds
     )
+
+
+def event_source_mappings(template: dict[str, Any], concern: str) -> list[dict[str, Any]]:
+    return [
+        mapping
+        for mapping in resources_of(template, "AWS::Lambda::EventSourceMapping").values()
+        if mapping["FunctionName"] == {"Ref": function_id(template, concern)}
+    ]
+
+
+def test_the_undelivered_queue_feeds_its_own_small_function(template: dict[str, Any]) -> None:
+    assert len(resources_of(template, "AWS::Lambda::EventSourceMapping")) == 2
+    (mapping,) = event_source_mappings(template, "Undelivered")
+    assert mapping["EventSourceArn"] == {
+        "Fn::GetAtt": [referenced(template, UNDELIVERED_QUEUE), "Arn"]
+    }
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": 2}
+    assert function(template, "Undelivered")["Timeout"] == UNDELIVERED_TIMEOUT_SECONDS
+    queue = resources_of(template, "AWS::SQS::Queue")[referenced(template, UNDELIVERED_QUEUE)]
+    assert queue["VisibilityTimeout"] >= 6 * UNDELIVERED_TIMEOUT_SECONDS
 
 
 def test_a_user_runs_their_own_worker_code(
@@ -465,6 +492,23 @@ EXPECTED_ACCESS = {
         },
         "DeadLetterQueue": {"sqs:SendMessage"},
     },
+    # Decision 0022: records a dispatch that never began as a dead letter (or takes
+    # over the running attempt it guarded), frees the run slot, sends the copy.
+    "Undelivered": {
+        "own logs": LOGS,
+        "Tasks": {"dynamodb:GetItem", "dynamodb:PutItem"},
+        "Executions": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+        "DispatchQueue": {"sqs:SendMessage"},
+        "UndeliveredQueue": {
+            # what the event source mapping needs
+            "sqs:ReceiveMessage",
+            "sqs:ChangeMessageVisibility",
+            "sqs:GetQueueUrl",
+            "sqs:DeleteMessage",
+            "sqs:GetQueueAttributes",
+        },
+        "DeadLetterQueue": {"sqs:SendMessage"},
+    },
 }
 
 
@@ -502,7 +546,7 @@ def test_task_writers_are_known_and_nothing_grants_a_wildcard(
         if access_of(template, concern).get(TASKS.logical_id, set()) & DYNAMODB_ITEM_WRITES
     }
     # The worker and the reaper write a task only to free its run slot.
-    assert writers == {"Tick", "Api", "Worker", "Reaper"}
+    assert writers == {"Tick", "Api", "Worker", "Reaper", "Undelivered"}
     # In the coordination table the worker touches limit records, and reads
     # tenant records (signing secrets); never the tick's leases and cursors.
     assert worker_coordination_keys(template) == {
@@ -538,6 +582,7 @@ def test_alarms_watch_what_the_issue_asks_for_and_notify_the_topic(
     expected = [
         ("AWS/SQS", "ApproximateNumberOfMessagesVisible", queue_name[DEAD_LETTER_QUEUE]),
         ("AWS/SQS", "ApproximateAgeOfOldestMessage", queue_name[DISPATCH_QUEUE]),
+        ("AWS/SQS", "ApproximateAgeOfOldestMessage", queue_name[UNDELIVERED_QUEUE]),
         *(("AWS/Lambda", m, functions[c]) for c in functions for m in ("Errors", "Throttles")),
         (metric_names.NAMESPACE, metric_names.SCHEDULING_LAG, None),
         (metric_names.NAMESPACE, metric_names.LEASES_REAPED, None),

@@ -1,6 +1,6 @@
 """The composition root: settings and AWS clients in, the Lambda entry points out.
 
-Lambda calls ``api``, ``tick``, ``worker`` and ``reaper`` below through
+Lambda calls ``api``, ``tick``, ``worker``, ``reaper`` and ``undelivered`` below through
 ``functions/*/handler.py``; local mode builds a ``Dynacron`` from explicit
 settings and calls the same methods.
 """
@@ -46,6 +46,7 @@ from dynacron.leases import ShardLeases
 from dynacron.limits import LimitStore
 from dynacron.metrics import Emit, ReliabilityMetrics, print_emf
 from dynacron.queue import DeadLetterQueue, DispatchQueue, dispatch_from_body
+from dynacron.resources import DISPATCH_QUEUE
 from dynacron.services.aftermath import Aftermath, RunStarter
 from dynacron.services.executions import ExecutionService
 from dynacron.services.forecast import HerdForecast
@@ -55,6 +56,7 @@ from dynacron.services.reap import Reaper
 from dynacron.services.tasks import TaskService
 from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import ShardTickLoop
+from dynacron.services.undelivered import UndeliveredDispatches
 from dynacron.services.work import Delivery, ExecutionRunner
 from dynacron.store import CursorStore, ExecutionStore, TaskStore, TenantStore
 
@@ -188,6 +190,17 @@ class Dynacron:
             clock=clock,
             lease_terms=terms,
         )
+        self.undelivered_dispatches = UndeliveredDispatches(
+            tasks=self.tasks,
+            executions=self.executions,
+            outcomes=self.outcomes,
+            dead_letter_queue=self.dead_letter_queue,
+            metrics=self.metrics,
+            clock=clock,
+            lease_terms=terms,
+            max_receive_count=DISPATCH_QUEUE.max_receive_count or 0,
+            faults=faults,
+        )
         self.forecast = HerdForecast(
             self.tasks,
             clock,
@@ -285,6 +298,23 @@ class Dynacron:
             logger.info("reaper took over expired leases", extra={"reaped": report.reaped})
         return {"expired": report.expired, "reaped": report.reaped, **report.outcomes}
 
+    def undelivered(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """Settle the dispatch messages SQS gave up on (see services/undelivered.py);
+        a record that fails (DynamoDB or SQS unreachable) is reported back and read
+        again after the queue's visibility timeout."""
+        processor = BatchProcessor(event_type=EventType.SQS)
+
+        def settle_record(record: SQSRecord) -> None:
+            self.undelivered_dispatches.settle_message(record.body)
+
+        try:
+            response = process_partial_response(
+                event=event, record_handler=settle_record, processor=processor, context=context
+            )
+        finally:
+            self.metrics.flush()
+        return dict(response)
+
     @classmethod
     def from_environment(cls) -> Dynacron:
         settings = Settings.from_env(os.environ)
@@ -360,3 +390,8 @@ def worker(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 @logger.inject_lambda_context
 def reaper(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return _deployed().reaper(event, context)
+
+
+@logger.inject_lambda_context
+def undelivered(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return _deployed().undelivered(event, context)

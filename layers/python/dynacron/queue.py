@@ -12,6 +12,8 @@ SEND_BATCH_LIMIT = 10
 # SQS delays one message by at most 15 minutes; longer waits take several hops.
 MAX_DELAY_SECONDS = 900
 EXECUTION_ID_ATTRIBUTE = "execution_id"
+# On a message passed on to the dead-letter queue as it was: why it was not recorded.
+FORWARD_REASON_ATTRIBUTE = "reason"
 
 
 def dispatch_to_body(dispatch: Dispatch) -> str:
@@ -123,6 +125,17 @@ class DeadLetterQueue:
             MessageBody=json.dumps({**json.loads(dispatch_to_body(dispatch)), "error": error}),
             MessageAttributes={
                 EXECUTION_ID_ATTRIBUTE: {"DataType": "String", "StringValue": dispatch.execution_id}
+            },
+        )
+
+    def forward(self, body: str, reason: str) -> None:
+        """Pass on a message nothing can be recorded for (a body that is not a
+        dispatch), as it is, for the queue's alarm and an operator."""
+        self._client.send_message(
+            QueueUrl=self._url,
+            MessageBody=body,
+            MessageAttributes={
+                FORWARD_REASON_ATTRIBUTE: {"DataType": "String", "StringValue": reason}
             },
         )
 

@@ -158,6 +158,22 @@ DEAD_LETTER_QUEUE = QueueDefinition(
 )
 
 WORKER_TIMEOUT_SECONDS = 60
+UNDELIVERED_TIMEOUT_SECONDS = 30
+
+# Where SQS moves a dispatch message received ``max_receive_count`` times without
+# being deleted (decision 0022). A small function reads it: a message whose
+# attempt never began becomes a dead-letter record (listed, redriven) and a copy in
+# the dead-letter queue. Apart from the dead-letter queue, so that reading one
+# never disturbs the other's copies. No redrive policy of its own: a moved message
+# may keep its receive count, and a body that cannot be read is forwarded to the
+# dead-letter queue by the function itself.
+UNDELIVERED_QUEUE = QueueDefinition(
+    logical_id="UndeliveredQueue",
+    suffix="undelivered",
+    env_var="DYNACRON_UNDELIVERED_QUEUE_URL",
+    visibility_timeout_seconds=6 * UNDELIVERED_TIMEOUT_SECONDS,
+    retention_seconds=14 * 24 * 3600,
+)
 
 # AWS advises a visibility timeout of at least six times the consumer's timeout.
 DISPATCH_QUEUE = QueueDefinition(
@@ -166,14 +182,14 @@ DISPATCH_QUEUE = QueueDefinition(
     env_var="DYNACRON_DISPATCH_QUEUE_URL",
     visibility_timeout_seconds=6 * WORKER_TIMEOUT_SECONDS,
     retention_seconds=4 * 24 * 3600,
-    dead_letter=DEAD_LETTER_QUEUE,
+    dead_letter=UNDELIVERED_QUEUE,
     max_receive_count=5,
 )
 
 # The Powertools idempotency record of a handler call is kept on its execution's
 # item, not in a table of its own (decision 0016).
 TABLES = (TASKS, EXECUTIONS, COORDINATION)
-QUEUES = (DEAD_LETTER_QUEUE, DISPATCH_QUEUE)
+QUEUES = (DEAD_LETTER_QUEUE, UNDELIVERED_QUEUE, DISPATCH_QUEUE)
 
 
 def create_table_request(table: TableDefinition, name: str) -> dict[str, Any]:

@@ -1083,6 +1083,86 @@ class ExecutionStore:
             removes=("callback_digest", "accepted_at", "next_attempt_at"),
         )
 
+    def record_undelivered(
+        self,
+        dispatch: Dispatch,
+        *,
+        now: datetime,
+        error: str,
+        retry: RetryPolicy,
+        tenant_id: str,
+        lease_until: datetime,
+        lease_token: str,
+    ) -> bool:
+        """A dispatch whose attempt never began, recorded FAILED and listed as a dead
+        letter of ``tenant_id`` (decision 0022); False if the execution has a record.
+
+        One conditional put, so reading the same message twice records it once. As
+        with ``dead_letter``, a short lease stays until the copy for the dead-letter
+        queue is sent and the task's run slot freed; if that is cut short, the reaper
+        does it.
+        """
+        return self._put_new(
+            {
+                "task_id": dispatch.task_id,
+                "execution_id": dispatch.execution_id,
+                "scheduled_at": format_instant(dispatch.scheduled_at),
+                "status": ExecutionStatus.FAILED.value,
+                "attempt": dispatch.attempt,
+                "first_attempt": dispatch.attempt,
+                "retry": _retry_to_map(retry),
+                "tenant_id": tenant_id,
+                "completed_at": format_instant(now),
+                "error": error[:ERROR_LIMIT],
+                DEAD_LETTER_INDEX.partition_key.name: dead_letter_partition(tenant_id),
+                DEAD_LETTER_INDEX.sort_key.name: format_instant(now),
+                "lease_token": lease_token,
+                "lease_until": format_instant(lease_until),
+                "lease_shard": self._lease_shard(dispatch.execution_id),
+                # From when the record stops mattering, never from the occurrence.
+                "expires_at": int((now + self._retention).timestamp()),
+                "upstream": upstream_to_map(dispatch.upstream) if dispatch.upstream else None,
+            }
+        )
+
+    def dead_letter_queued(
+        self,
+        execution_id: str,
+        seen_token: str,
+        *,
+        attempt: int,
+        now: datetime,
+        error: str,
+        lease_until: datetime,
+        new_token: str,
+        tenant_id: str,
+    ) -> bool:
+        """A QUEUED attempt whose message SQS gave up on before it began: FAILED and
+        listed, as ``dead_letter`` does for a running one. Only while it is still
+        queued for that ``attempt`` under ``seen_token`` (the reaper resending it, or
+        its message beginning, makes this fail)."""
+        ok, _ = self._write(
+            execution_id,
+            "#status = :queued AND #attempt = :attempt AND #lease_token = :seen",
+            {
+                "status": ExecutionStatus.FAILED.value,
+                "completed_at": format_instant(now),
+                "error": error[:ERROR_LIMIT],
+                DEAD_LETTER_INDEX.partition_key.name: dead_letter_partition(tenant_id),
+                DEAD_LETTER_INDEX.sort_key.name: format_instant(now),
+                "lease_until": format_instant(lease_until),
+                "lease_shard": self._lease_shard(execution_id),
+                "lease_token": new_token,
+            },
+            removes=("next_attempt_at",),
+            values={
+                ":queued": ExecutionStatus.QUEUED.value,
+                ":attempt": attempt,
+                ":seen": seen_token,
+            },
+        )
+        return ok
+
     def release(self, execution_id: str, lease_token: str) -> bool:
         """Drop a lease whose obligation is met, leaving the execution out of the lease index."""
         ok, _ = self._write(

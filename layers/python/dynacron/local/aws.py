@@ -30,6 +30,7 @@ from dynacron.resources import (
     EXECUTIONS,
     TABLES,
     TASKS,
+    UNDELIVERED_QUEUE,
     QueueDefinition,
     create_table_request,
 )
@@ -282,10 +283,8 @@ def provision(
                 TimeToLiveSpecification={"Enabled": True, "AttributeName": table.ttl_attribute},
             )
     dead_letter_url = _create_queue(sqs, DEAD_LETTER_QUEUE, prefix, None)
-    dead_letter_arn = sqs.get_queue_attributes(
-        QueueUrl=dead_letter_url, AttributeNames=["QueueArn"]
-    )["Attributes"]["QueueArn"]
-    dispatch_url = _create_queue(sqs, DISPATCH_QUEUE, prefix, dead_letter_arn)
+    undelivered_url = _create_queue(sqs, UNDELIVERED_QUEUE, prefix, None)
+    dispatch_url = _create_queue(sqs, DISPATCH_QUEUE, prefix, _arn(sqs, undelivered_url))
     settings = Settings(
         tasks_table=TASKS.default_name(prefix),
         executions_table=EXECUTIONS.default_name(prefix),
@@ -302,6 +301,20 @@ def provision(
         for shard in range(settings.shard_count):
             cursors.advance(shard, start)
     return settings
+
+
+def _arn(sqs: Any, queue_url: str) -> str:
+    arn: str = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    return arn
+
+
+def undelivered_queue_url(sqs: Any, prefix: str = "dynacron") -> str:
+    """The queue SQS moves undeliverable dispatch messages to (not in ``Settings``:
+    deployed, its function is fed by an event source and never names it)."""
+    url: str = sqs.get_queue_url(QueueName=UNDELIVERED_QUEUE.default_name(prefix))["QueueUrl"]
+    return url
 
 
 def _create_queue(

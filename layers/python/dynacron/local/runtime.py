@@ -4,7 +4,9 @@
 - a tick of every shard each second, at the top of the second, as deployed;
 - worker threads that long-poll SQS, call the worker handler with SQS batch
   events and delete only the records it did not report as failed;
-- the reaper, every second (every minute when deployed).
+- the reaper, every second (every minute when deployed), which also settles the
+  dispatch messages SQS moved to the undelivered queue (deployed, a function fed
+  by that queue does: decision 0022).
 
 Each of these can run alone (``components``), in its own process, against an AWS
 endpoint that is already running, so that a test can kill one with SIGKILL while
@@ -31,7 +33,13 @@ from dynacron.domain.executions import DeliveryResult, Dispatch
 from dynacron.domain.tasks import Task
 from dynacron.faults import NO_FAULTS, Faults
 from dynacron.handlers import default_registry
-from dynacron.local.aws import REGION, EmbeddedAws, aws_clients, provision
+from dynacron.local.aws import (
+    REGION,
+    EmbeddedAws,
+    aws_clients,
+    provision,
+    undelivered_queue_url,
+)
 from dynacron.local.chaos import ChaosSettings, CrashAt, SeededChance, chaotic_clients
 from dynacron.local.chaos import kill_this_process as _kill
 from dynacron.local.gateway import ApiGateway, LocalContext
@@ -204,7 +212,14 @@ class LocalRuntime:
         if "tick" in options.components:
             self._spawn("tick", lambda: self._tick_loop(app))
         if "reaper" in options.components:
-            self._spawn("reaper", lambda: self._reaper_loop(app))
+            undelivered_url = undelivered_queue_url(sqs, options.prefix)
+            undelivered_arn = sqs.get_queue_attributes(
+                QueueUrl=undelivered_url, AttributeNames=["QueueArn"]
+            )["Attributes"]["QueueArn"]
+            self._spawn(
+                "reaper",
+                lambda: self._reaper_loop(app, sqs, undelivered_url, undelivered_arn),
+            )
         if "worker" in options.components:
             queue_arn = sqs.get_queue_attributes(
                 QueueUrl=settings.dispatch_queue_url, AttributeNames=["QueueArn"]
@@ -256,12 +271,18 @@ class LocalRuntime:
             # so an occurrence due on a whole second is found a few ms after it.
             self._stopping.wait(interval - time.time() % interval + 0.005)
 
-    def _reaper_loop(self, app: Dynacron) -> None:
+    def _reaper_loop(
+        self, app: Dynacron, sqs: Any, undelivered_url: str, undelivered_arn: str
+    ) -> None:
         while not self._stopping.wait(self.options.reaper_interval):
             try:
                 app.reaper({}, LocalContext("dynacron-reaper"))
             except Exception:
                 logger.exception("reaper failed; the next run retries")
+            try:
+                settle_undelivered(app, sqs, undelivered_url, undelivered_arn)
+            except Exception:
+                logger.exception("settling undelivered dispatches failed; the next run retries")
 
     def _worker_loop(self, app: Dynacron, sqs: Any, queue_arn: str) -> None:
         queue_url = app.settings.dispatch_queue_url
@@ -307,6 +328,39 @@ class LocalRuntime:
                 except Exception:
                     # Undeleted messages come back and are dropped as duplicates.
                     logger.exception("delete failed")
+
+
+def settle_undelivered(
+    app: Dynacron, sqs: Any, queue_url: str, queue_arn: str | None = None, batches: int = 10
+) -> int:
+    """Feed the undelivered queue to ``app.undelivered`` as its event source mapping
+    would: batches of 10, each record deleted unless reported back. Returns how many
+    messages were received."""
+    if queue_arn is None:
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+    received = 0
+    for _ in range(batches):
+        messages = sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"]
+        ).get("Messages", [])
+        if not messages:
+            break
+        received += len(messages)
+        result = app.undelivered(
+            sqs_event(messages, queue_arn), LocalContext("dynacron-undelivered")
+        )
+        failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            sqs.delete_message_batch(
+                QueueUrl=queue_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)
+                ],
+            )
+    return received
 
 
 def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:

@@ -1,0 +1,223 @@
+"""Dispatch messages SQS gave up on before their attempt began (decision 0022).
+
+A dispatch message has no execution record until a worker begins it. If it is
+received ``maxReceiveCount`` times without being deleted (a worker that crashed or
+timed out before ``begin``, an infrastructure error, a Lambda timeout in the middle
+of a batch), SQS moves it to the undelivered queue, where this settles it by what
+its execution's record says:
+
+- no record: the attempt never began. It is recorded FAILED, a dead letter of its
+  task's tenant, so ``GET /dead-letters`` lists it and a redrive replays it; then,
+  as for every dead letter, the task's run slot is freed (fixed_delay files its
+  next run, buffer_one starts the occurrence waiting) and a copy goes to the
+  dead-letter queue;
+- QUEUED for this attempt (a retry, a trigger, a buffered run): the same, by a
+  write conditional on the lease it holds;
+- RUNNING outside the lease index: this message was the attempt's guard (decision
+  0015). As a redelivery would, it takes the lease over if it ran out (the attempt
+  failed; retried or dead-lettered by the task's policy) or hands it to the reaper;
+- anything else: the attempt moved on (a copy of the message began it, the reaper
+  resent it) and owes nothing here.
+
+A body that is not a dispatch names no execution to record: it is passed on to
+the dead-letter queue as it is, for the queue's alarm and an operator.
+
+Every write is conditional, so reading one message twice records it once; a crash
+between the record and its copy leaves a lease the reaper finds (decision 0008).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from enum import StrEnum
+
+from dynacron.domain.clock import Clock
+from dynacron.domain.errors import DynacronError
+from dynacron.domain.executions import (
+    Dispatch,
+    Execution,
+    ExecutionStatus,
+    LeaseTerms,
+    new_token,
+)
+from dynacron.domain.tasks import task_id_of
+from dynacron.faults import NO_FAULTS, Boundary, Faults
+from dynacron.metrics import ReliabilityMetrics
+from dynacron.queue import DeadLetterQueue, dispatch_from_body
+from dynacron.services.outcomes import AttemptOutcomes
+from dynacron.store import ExecutionStore, TaskStore
+
+logger = logging.getLogger("dynacron")
+
+
+class Settled(StrEnum):
+    # Recorded as a dead letter (listed, redrivable) and its slot freed.
+    DEAD_LETTERED = "DEAD_LETTERED"
+    # The message guarded a running attempt: taken over, or handed to the reaper.
+    TAKEN_OVER = "TAKEN_OVER"
+    WATCHED = "WATCHED"
+    # The execution moved on without this message; nothing to do.
+    MOVED_ON = "MOVED_ON"
+    # No record and no task: nobody is owed a run or a dead letter.
+    TASK_DELETED = "TASK_DELETED"
+    # Not a dispatch: passed on to the dead-letter queue as it was.
+    FORWARDED = "FORWARDED"
+
+
+NOT_A_DISPATCH = "an undelivered message that is not a dispatch"
+
+
+def never_began(receives: int) -> str:
+    """The dead letter's reason, as ``GET /dead-letters`` shows it."""
+    return (
+        f"never began: the dispatch message was received {receives} times without "
+        "starting (a worker crash, timeout or error before the attempt began)"
+    )
+
+
+class UndeliveredDispatches:
+    def __init__(
+        self,
+        *,
+        tasks: TaskStore,
+        executions: ExecutionStore,
+        outcomes: AttemptOutcomes,
+        dead_letter_queue: DeadLetterQueue,
+        metrics: ReliabilityMetrics,
+        clock: Clock,
+        lease_terms: LeaseTerms,
+        max_receive_count: int,
+        faults: Faults = NO_FAULTS,
+    ) -> None:
+        self._tasks = tasks
+        self._executions = executions
+        self._outcomes = outcomes
+        self._dead_letter_queue = dead_letter_queue
+        self._metrics = metrics
+        self._clock = clock
+        self._terms = lease_terms
+        self._reason = never_began(max_receive_count)
+        self._faults = faults
+
+    def settle_message(self, body: str) -> Settled:
+        """Settle one message of the undelivered queue, whatever its body."""
+        try:
+            dispatch = dispatch_from_body(body)
+            if task_id_of(dispatch.execution_id) != dispatch.task_id:
+                raise ValueError("the execution id is not one of the task's")
+        except (ValueError, KeyError, TypeError, AttributeError, DynacronError):
+            self._dead_letter_queue.forward(body, NOT_A_DISPATCH)
+            return Settled.FORWARDED
+        return self.settle(dispatch)
+
+    def settle(self, dispatch: Dispatch) -> Settled:
+        """Make sure the undelivered ``dispatch`` is seen: see the module's docstring.
+        Raises only on infrastructure errors (the message is then read again)."""
+        current = self._executions.get(dispatch.execution_id)
+        if current is None:
+            return self._record(dispatch)
+        if (
+            current.status is ExecutionStatus.QUEUED
+            and current.attempt == dispatch.attempt
+            and current.lease_token is not None
+        ):
+            return self._dead_letter_queued(current, current.lease_token)
+        if (
+            current.status is ExecutionStatus.RUNNING
+            and not current.lease_indexed
+            and current.lease_token is not None
+            and current.lease_until is not None
+        ):
+            return self._guarded(current, current.lease_token)
+        return Settled.MOVED_ON
+
+    def _record(self, dispatch: Dispatch) -> Settled:
+        task = self._tasks.get(dispatch.task_id)
+        if task is None:
+            logger.warning(
+                "an undelivered dispatch of a deleted task is dropped",
+                extra={"execution_id": dispatch.execution_id},
+            )
+            return Settled.TASK_DELETED
+        now = self._clock.now()
+        token = new_token()
+        recorded = self._executions.record_undelivered(
+            dispatch,
+            now=now,
+            error=self._reason,
+            retry=task.retry,
+            tenant_id=task.tenant_id,
+            lease_until=now + self._terms.running,
+            lease_token=token,
+        )
+        if not recorded:
+            # Recorded meanwhile: by a copy of this message that began, or by an
+            # earlier reading of this one (whose copy the reaper sends if need be).
+            return Settled.MOVED_ON
+        self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
+        failed = Execution(
+            execution_id=dispatch.execution_id,
+            task_id=dispatch.task_id,
+            scheduled_at=dispatch.scheduled_at,
+            status=ExecutionStatus.FAILED,
+            attempt=dispatch.attempt,
+            first_attempt=dispatch.attempt,
+            completed_at=now,
+            error=self._reason,
+            retry=task.retry,
+            upstream=dispatch.upstream,
+            tenant_id=task.tenant_id,
+        )
+        self._outcomes.send_dead_letter_copy(failed, self._reason, token)
+        self._metrics.dead_lettered()
+        return Settled.DEAD_LETTERED
+
+    def _dead_letter_queued(self, queued: Execution, seen_token: str) -> Settled:
+        now = self._clock.now()
+        token = new_token()
+        listed = self._executions.dead_letter_queued(
+            queued.execution_id,
+            seen_token,
+            attempt=queued.attempt,
+            now=now,
+            error=self._reason,
+            lease_until=now + self._terms.running,
+            new_token=token,
+            tenant_id=queued.tenant_id,
+        )
+        if not listed:
+            return Settled.MOVED_ON
+        self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
+        failed = dataclasses.replace(
+            queued,
+            status=ExecutionStatus.FAILED,
+            completed_at=now,
+            error=self._reason,
+            next_attempt_at=None,
+        )
+        self._outcomes.send_dead_letter_copy(failed, self._reason, token)
+        self._metrics.dead_lettered()
+        return Settled.DEAD_LETTERED
+
+    def _guarded(self, running: Execution, seen_token: str) -> Settled:
+        """The worker's rule for a message that comes back to its running attempt
+        (``ExecutionRunner._not_begun``): take a lease that ran out over, else let the
+        reaper watch it. Either way the lease is indexed before the message goes."""
+        assert running.lease_until is not None
+        now = self._clock.now()
+        cutoff = self._terms.abandoned_before(now)
+        if running.lease_until < cutoff:
+            token = new_token()
+            if self._executions.take_over(
+                running.execution_id,
+                seen_token,
+                cutoff=cutoff,
+                new_token=token,
+                lease_until=now + self._terms.running,
+            ):
+                self._metrics.lease_reaped()
+                self._outcomes.lease_ran_out(running, token)
+                return Settled.TAKEN_OVER
+        self._executions.watch(running.execution_id, seen_token)
+        return Settled.WATCHED
