@@ -9,6 +9,7 @@ the value is parsed safely and capped, and host state is kept per tenant and hos
 
 from __future__ import annotations
 
+import dataclasses
 import string
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -75,6 +76,23 @@ def test_a_huge_retry_after_is_capped_and_the_outcome_written(
         host_scope(ALICE, sink.url)
     )
     assert paused.paused_until == clock.now() + timedelta(seconds=600)
+
+
+def test_the_global_cap_bounds_a_task_that_allows_long_delays(
+    aws: tuple[Any, Any], settings: Any, clock: SettableClock, sink: Sink
+) -> None:
+    """Finding 5: a task whose retries may wait a day is still paused at most
+    ``max_retry_after_seconds``."""
+    capped = dataclasses.replace(settings, max_retry_after_seconds=120)
+    system = Dynacron(capped, dynamodb=aws[0], sqs=aws[1], clock=clock)
+    sink.answer = answering({"/a": (429, {"Retry-After": "999999999"})})
+    task_id = one_time(system, clock, ALICE, f"{sink.url}/a", retry={"max_delay_seconds": 86400})
+    clock.advance(timedelta(seconds=1))
+    assert first_attempt(system, task_id) is Outcome.RETRY_SCHEDULED
+    (execution,) = system.executions.list_for_task(task_id, 10, None).items
+    assert execution.next_attempt_at == clock.now() + timedelta(seconds=120)
+    paused = LimitStore(aws[0], capped.coordination_table).host(host_scope(ALICE, sink.url))
+    assert paused.paused_until == clock.now() + timedelta(seconds=120)
 
 
 def test_one_tenants_retry_after_does_not_pause_a_shared_host_for_another(
