@@ -346,14 +346,16 @@ class InvocationBudget:
         self._invocation = invocation
         self._needed_ms = (call + margin) / timedelta(milliseconds=1)
         self._taken = 0
+        self._out_of_time = False
 
     def take_one(self) -> bool:
-        """True if the next record may run now (and counts it); False: return it."""
+        """True if the next record may run now (and counts it); False: return it.
+        Once False, False for the rest of the batch: its order is kept."""
         invocation = self._invocation
-        if self._taken and invocation is not None:
-            left_ms = invocation.get_remaining_time_in_millis()
-            if left_ms < self._needed_ms:
-                return False
+        if self._taken and invocation is not None and not self._out_of_time:
+            self._out_of_time = invocation.get_remaining_time_in_millis() < self._needed_ms
+        if self._out_of_time:
+            return False
         self._taken += 1
         return True
 
