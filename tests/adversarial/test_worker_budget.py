@@ -248,22 +248,30 @@ def test_a_python_handler_that_overruns_fails_as_timed_out() -> None:
     registry = HandlerRegistry()
     release = threading.Event()
     finished = threading.Event()
+    calls: list[int] = []
 
     def stuck(run: ExecutionContext) -> None:
+        calls.append(run.attempt)
         release.wait(30)
         finished.set()
 
     registry.register("stuck", stuck)
-    result = PythonDelivery(registry, timeout_seconds=0.2).deliver(
-        a_task(handler="stuck"), DISPATCH, "token"
-    )
+    delivery = PythonDelivery(registry, timeout_seconds=0.2)
+    result = delivery.deliver(a_task(handler="stuck"), DISPATCH, "token")
     assert not result.ok
     assert "timed out after 0.2 s" in error_of(result)
     assert result.failure is not None
     assert result.failure.retryable
     assert not finished.is_set()  # the worker did not wait for it
+    # A retry in this process while it still runs does not run it a second time at once
+    again = delivery.deliver(a_task(handler="stuck"), DISPATCH, "token")
+    assert "still running from an earlier attempt" in error_of(again)
+    assert calls == [1]
     release.set()
     assert finished.wait(5)
+    # Once it returned, the next attempt calls it again
+    assert delivery.deliver(a_task(handler="stuck"), DISPATCH, "token").ok
+    assert calls == [1, 1]
 
 
 def test_a_python_handler_within_its_deadline_still_answers() -> None:

@@ -415,12 +415,17 @@ class PythonDelivery:
     ``timeout_seconds``: then the attempt fails as timed out. Python cannot stop a
     thread, so a handler that overruns goes on in the background until it returns
     (its work may still happen: ``execution_id`` is the key that makes a later
-    attempt's effect happen once). A worker process may hold several such threads.
+    attempt's effect happen once). A worker process may hold several such threads;
+    while one runs, this process does not call the handler again for the same
+    execution (that attempt fails, to be retried), so it never runs twice at once
+    here. Another process cannot know: the handler's own key must hold.
     """
 
     def __init__(self, registry: HandlerRegistry, timeout_seconds: float | None = None) -> None:
         self._registry = registry
         self._timeout_seconds = timeout_seconds
+        self._overrunning: dict[str, _HandlerRun] = {}
+        self._lock = threading.Lock()
 
     def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
         assert task.handler_name is not None, "a Python delivery needs a handler name"
@@ -439,6 +444,13 @@ class PythonDelivery:
             payload=task.payload,
             upstream=upstream_to_map(dispatch.upstream) if dispatch.upstream else None,
         )
+        with self._lock:
+            earlier = self._overrunning.get(dispatch.execution_id)
+            if earlier is not None and not earlier.done.is_set():
+                return DeliveryResult.failed(
+                    AttemptFailure("the handler is still running from an earlier attempt")
+                )
+            self._overrunning.pop(dispatch.execution_id, None)
         run = _HandlerRun(function, context)
         thread = threading.Thread(
             target=contextvars.copy_context().run,
@@ -448,6 +460,13 @@ class PythonDelivery:
         )
         thread.start()
         if not run.done.wait(self._timeout_seconds):
+            with self._lock:
+                self._overrunning = {
+                    key: other
+                    for key, other in self._overrunning.items()
+                    if not other.done.is_set()
+                }
+                self._overrunning[dispatch.execution_id] = run
             logger.warning(
                 "python handler overran its timeout; left running in the background",
                 extra={"execution_id": dispatch.execution_id, "handler": task.handler_name},
