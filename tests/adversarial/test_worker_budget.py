@@ -282,3 +282,31 @@ def test_a_python_handler_within_its_deadline_still_answers() -> None:
     )
     assert result.ok
     assert result.excerpt == '{"n":1}'
+
+
+def test_a_handler_host_whose_dns_answers_slowly_is_cut_off_at_the_calls_deadline() -> None:
+    """Finding 3 (same class): a tenant controls its handler's DNS; a lookup that
+    takes longer than the call may is cut off at the deadline, as a timeout."""
+    answer = threading.Event()
+    looked_up: list[str] = []
+
+    def slow_dns(host: str, port: int) -> list[str]:
+        looked_up.append(host)
+        answer.wait(5)
+        return ["127.0.0.1"]  # refused by the public-only policy: no call goes anywhere
+
+    delivery = HttpDelivery(
+        UrlPolicy(),
+        0.3,
+        SettableClock(NOW),
+        secrets_of=lambda _: ["s"],
+        resolver=slow_dns,
+    )
+    result = delivery.deliver(a_task("http://slow-dns.test:9/h"), DISPATCH, "token")
+    answer.set()
+    assert looked_up == ["slow-dns.test"]
+    assert not result.ok
+    assert "timed out" in error_of(result)
+    assert result.failure is not None
+    assert result.failure.retryable
+    delivery.close()

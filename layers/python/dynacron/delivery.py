@@ -18,6 +18,7 @@ thread of its own, and the worker stops waiting for it at the same deadline.
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import logging
 import socket
@@ -85,6 +86,38 @@ def _time_left(
     if left <= 0:
         raise late("the call's deadline passed")
     return left if timeout is None else min(timeout, left)
+
+
+def _resolve_by_deadline(resolver: Resolver, host: str, port: int) -> list[str]:
+    """``resolver(host, port)``, given no longer than the current call's deadline.
+
+    A tenant controls its handler's DNS, and a lookup can take as long as the
+    system resolver's retries. The lookup runs in a thread that is left to finish
+    on its own when the deadline comes first (it cannot be stopped).
+    """
+    deadline = _call_deadline.get()
+    if deadline is None:
+        return resolver(host, port)
+    answer: list[list[str]] = []
+    error: list[OSError] = []
+    done = threading.Event()
+
+    def look_up() -> None:
+        try:
+            answer.append(resolver(host, port))
+        except OSError as failure:
+            error.append(failure)
+        finally:
+            done.set()
+
+    threading.Thread(target=look_up, name=f"resolve-{host}", daemon=True).start()
+    if not done.wait(max(0.0, deadline - time.monotonic())):
+        raise httpcore.ConnectTimeout(f"resolving {host!r} outlasted the call's deadline")
+    if error:
+        raise error[0]
+    if not answer:
+        raise OSError(f"resolving {host!r} failed")
+    return answer[0]
 
 
 class DeadlineStream(httpcore.NetworkStream):
@@ -190,7 +223,8 @@ class PinnedBackend(httpcore.NetworkBackend):
         socket_options: Any = None,
     ) -> httpcore.NetworkStream:
         host = host.strip("[]")
-        address = allowed_addresses(self._policy, self._resolver, host, port)[0]
+        resolver = functools.partial(_resolve_by_deadline, self._resolver)
+        address = allowed_addresses(self._policy, resolver, host, port)[0]
         left = _time_left(timeout, _call_deadline.get(), httpcore.ConnectTimeout)
         return DeadlineStream(
             self._inner.connect_tcp(str(address), port, left, local_address, socket_options)
