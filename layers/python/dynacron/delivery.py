@@ -7,7 +7,7 @@ lookup between the check and the connect, so DNS rebinding has no window, and
 TLS still verifies the certificate against the host name (SNI), because httpcore
 starts TLS with the URL's host after our backend returns the socket.
 
-One deadline bounds a whole call, from the connect to the last byte read, every
+One deadline bounds a whole call, from the DNS lookup to the last byte read, every
 redirect included: httpx's timeout bounds each socket operation, so a handler that
 sends a byte now and then would hold a call for ever. ``DeadlineStream`` gives
 every read and write on the connection at most the time left before the call's
