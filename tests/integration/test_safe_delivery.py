@@ -17,7 +17,7 @@ import pytest
 
 from dynacron.app import Dynacron
 from dynacron.config import Settings
-from dynacron.delivery import HttpDelivery
+from dynacron.delivery import CALLBACK_TOKEN_HEADER, HttpDelivery
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import DeliveryResult, Dispatch
 from dynacron.domain.signing import SIGNATURE_HEADER, verify
@@ -246,3 +246,34 @@ def test_the_worker_signs_with_the_tenants_secret(
 
     body = json.dumps(received.body, separators=(",", ":")).encode()
     assert verify(received.headers[SIGNATURE_HEADER], secret, body, now=int(time.time()))
+
+
+def test_a_redirect_to_another_host_carries_neither_the_callback_token_nor_the_signature(
+    system: Dynacron, sink: Sink, redirector: Redirector
+) -> None:
+    """Finding 8: with cross-host redirects allowed, the callback token (which lets its
+    holder complete the execution) and the tenant's signature went to the new host."""
+    follow = HttpDelivery(
+        UrlPolicy(("127.0.0.0/8",)),
+        2.0,
+        CLOCK,
+        secrets_of=lambda _: ["s"],
+        resolver=FakeDns({}),
+        follow_cross_host=True,
+    )
+    redirector.location = f"{sink.url}/elsewhere"
+    # When the task's host sends the call on to another host
+    result = follow.deliver(task_for(system.settings, redirector.url + "/h"), DISPATCH, TOKEN)
+    # Then the other host got the call, without the tenant's secrets
+    assert result.ok
+    (received,) = sink.snapshot()
+    assert CALLBACK_TOKEN_HEADER not in received.headers
+    assert SIGNATURE_HEADER not in received.headers
+    assert received.headers["Idempotency-Key"] == DISPATCH.execution_id
+    # And a 202 from there fails: it has no token to call back with
+    sink.status = 202
+    accepted = follow.deliver(task_for(system.settings, redirector.url + "/h"), DISPATCH, TOKEN)
+    assert not accepted.ok
+    assert "was not given the callback token" in error_of(accepted)
+    assert accepted.failure is not None
+    assert not accepted.failure.retryable

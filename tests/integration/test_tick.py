@@ -59,6 +59,7 @@ def test_a_due_task_is_sent_once_and_moved_to_its_next_occurrence(
         "task_id": task_id,
         "scheduled_at": "2026-11-30T12:00:10.000Z",
         "attempt": 1,
+        "tenant_id": "default",
     }
     task = system.tasks.get(task_id)
     assert task is not None

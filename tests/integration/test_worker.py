@@ -7,7 +7,7 @@ from typing import Any
 
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import Execution, ExecutionStatus
+from dynacron.domain.executions import Dispatch, Execution, ExecutionStatus
 from dynacron.domain.tasks import execution_id_for
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
@@ -295,3 +295,45 @@ def test_the_thin_lambda_handlers_work_from_the_environment(
     assert result == {"batchItemFailures": []}
     assert len(sink.snapshot()) == claimed
     composition._deployed.cache_clear()
+
+
+BOB = "arn:aws:iam::000000000000:user/bob"
+
+
+def test_an_execution_of_a_task_deleted_before_it_began_is_its_tenants(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    """Finding 8: it was recorded under the ``default`` tenant, where its owner never
+    sees it (and another tenant named ``default`` would)."""
+    # Given Bob's task, sent to the queue, then deleted before a worker began it
+    task = system.task_service.register(BOB, TaskCreate(handler_url=sink.url, rate="1 minute"))
+    assert task.next_run_at is not None
+    clock.set(task.next_run_at)
+    assert sum(r.claimed for r in system.ticker.tick()) == 1
+    assert call(system, "DELETE", f"/tasks/{task.task_id}", principal=BOB) == (204, None)
+    # When the worker gets to it
+    assert run_batch(system, receive(system, aws)) == {"batchItemFailures": []}
+    # Then it is skipped, unsent, and Bob's
+    execution = only_execution(system, task.task_id)
+    assert execution.status is ExecutionStatus.SKIPPED
+    assert execution.tenant_id == BOB
+    assert sink.snapshot() == []
+
+
+def test_a_message_without_its_tenant_finds_it_in_the_tasks_earlier_executions(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    """Finding 8, for a message sent before messages named their tenant."""
+    task = system.task_service.register(BOB, TaskCreate(handler_url=sink.url, rate="1 minute"))
+    assert task.next_run_at is not None
+    clock.set(task.next_run_at)
+    system.ticker.tick()
+    run_batch(system, receive(system, aws))
+    system.task_service.delete(BOB, task.task_id)
+    later = task.next_run_at + timedelta(minutes=1)
+    old_message = Dispatch(execution_id_for(task.task_id, later), task.task_id, later)
+    assert old_message.tenant_id is None
+    system.runner.run(old_message)
+    skipped = system.executions.get(old_message.execution_id)
+    assert skipped is not None
+    assert (skipped.status, skipped.tenant_id) == (ExecutionStatus.SKIPPED, BOB)

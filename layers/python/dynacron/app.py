@@ -57,7 +57,7 @@ from dynacron.services.tasks import TaskService
 from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import ShardTickLoop
 from dynacron.services.undelivered import UndeliveredDispatches
-from dynacron.services.work import Delivery, ExecutionRunner
+from dynacron.services.work import Delivery, ExecutionRunner, InvocationBudget
 from dynacron.store import CursorStore, ExecutionStore, TaskStore, TenantStore
 
 logger = Logger(service="dynacron")
@@ -170,6 +170,7 @@ class Dynacron:
                 breaker=settings.breaker_policy,
                 call_timeout=timedelta(seconds=settings.http_timeout_seconds),
                 clock_skew=terms.clock_skew,
+                max_pause=timedelta(seconds=settings.max_retry_after_seconds),
             ),
         )
         self.lease_reaper = Reaper(
@@ -273,11 +274,27 @@ class Dynacron:
         }
 
     def worker(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        """Run an SQS batch; failed records are reported back for redelivery."""
+        """Run an SQS batch; failed records are reported back for redelivery.
+
+        Records one after another, each only while a whole handler call and the
+        margin still fit in the invocation; the others go back unbegun.
+        """
         processor = BatchProcessor(event_type=EventType.SQS)
+        budget = InvocationBudget(
+            context,
+            call=timedelta(seconds=self.settings.http_timeout_seconds),
+            margin=timedelta(seconds=self.settings.worker_margin_seconds),
+        )
+        returned = 0
 
         def run_record(record: SQSRecord) -> None:
-            self.runner.run(dispatch_from_body(record.body), context)
+            nonlocal returned
+            dispatch = dispatch_from_body(record.body)
+            if not budget.take_one():
+                self.runner.return_unbegun(dispatch)
+                returned += 1
+                return
+            self.runner.run(dispatch, context)
             self.faults.reached(Boundary.WORKER_RECORD_DONE)
 
         try:
@@ -286,6 +303,8 @@ class Dynacron:
             )
         finally:
             self.metrics.flush()
+        if returned:
+            logger.info("out of time: records sent back unbegun", extra={"returned": returned})
         return dict(response)
 
     def reaper(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -355,8 +374,9 @@ def default_delivery(
             secrets_of=secrets_of,
             resolver=resolver,
             follow_cross_host=settings.follow_cross_host_redirects,
+            max_retry_after_seconds=settings.max_retry_after_seconds,
         ),
-        PythonDelivery(handlers),
+        PythonDelivery(handlers, timeout_seconds=settings.http_timeout_seconds),
     )
 
 

@@ -45,6 +45,8 @@ BREAKER_COOL_DOWN_VAR = "DYNACRON_BREAKER_COOL_DOWN_SECONDS"
 MAX_QUEUED_DISPATCHES_VAR = "DYNACRON_MAX_QUEUED_DISPATCHES"
 FORECAST_MAX_TASKS_VAR = "DYNACRON_FORECAST_MAX_TASKS"
 FORECAST_MAX_OCCURRENCES_VAR = "DYNACRON_FORECAST_MAX_OCCURRENCES"
+MAX_RETRY_AFTER_VAR = "DYNACRON_MAX_RETRY_AFTER_SECONDS"
+WORKER_MARGIN_VAR = "DYNACRON_WORKER_MARGIN_SECONDS"
 LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
 __all__ = ["DEFAULT_TENANT", "LOOPBACK_NETWORKS", "Settings", "parse_api_keys"]
 
@@ -123,6 +125,13 @@ class Settings:
     # GET /forecast reads at most this many tasks and counts this many executions.
     forecast_max_tasks: int = 20_000
     forecast_max_occurrences: int = 1_000_000
+    # A handler's Retry-After pauses its host (for its tenant) and delays its retry
+    # by at most this long, and at most the task's retry.max_delay_seconds.
+    max_retry_after_seconds: int = 3600
+    # A worker takes the next record of its batch only while a whole handler call
+    # (http_timeout_seconds) and this margin, to begin and record it, fit in what
+    # is left of its invocation; the rest go back to the queue unbegun.
+    worker_margin_seconds: float = 5.0
 
     @property
     def breaker_policy(self) -> BreakerPolicy:
@@ -187,6 +196,12 @@ class Settings:
             forecast_max_occurrences=_at_least(
                 1, environ, FORECAST_MAX_OCCURRENCES_VAR, cls.forecast_max_occurrences
             ),
+            max_retry_after_seconds=_at_least(
+                0, environ, MAX_RETRY_AFTER_VAR, cls.max_retry_after_seconds
+            ),
+            worker_margin_seconds=_at_least(
+                0.0, environ, WORKER_MARGIN_VAR, cls.worker_margin_seconds
+            ),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -217,6 +232,8 @@ class Settings:
             MAX_QUEUED_DISPATCHES_VAR: str(self.max_queued_dispatches),
             FORECAST_MAX_TASKS_VAR: str(self.forecast_max_tasks),
             FORECAST_MAX_OCCURRENCES_VAR: str(self.forecast_max_occurrences),
+            MAX_RETRY_AFTER_VAR: str(self.max_retry_after_seconds),
+            WORKER_MARGIN_VAR: str(self.worker_margin_seconds),
         }
 
 

@@ -2,6 +2,8 @@
 
 Every worker reads and writes the same few items, each change one conditional write:
 
+(``<host>`` is a host as one tenant sees it, ``<tenant>/<host>``: decision 0020)
+
 - ``host#<host>``: the host's breaker and Retry-After pause, guarded by ``version``;
 - ``rate#<host>``: the host's token bucket, one number (GCRA's ``tat``), moved on
   only while it stays within the bucket: no read on the way to a token;

@@ -27,6 +27,8 @@ def dispatch_to_body(dispatch: Dispatch) -> str:
         body["not_before"] = format_instant(dispatch.not_before)
     if dispatch.upstream is not None:
         body["upstream"] = upstream_to_map(dispatch.upstream)
+    if dispatch.tenant_id is not None:
+        body["tenant_id"] = dispatch.tenant_id
     return json.dumps(body)
 
 
@@ -61,6 +63,7 @@ def dispatch_from_body(body: str) -> Dispatch:
         attempt=int(values.get("attempt", 1)),
         not_before=parse_instant(not_before) if not_before else None,
         upstream=upstream_from_map(values.get("upstream")),
+        tenant_id=values.get("tenant_id"),
     )
 
 

@@ -102,6 +102,9 @@ class Dispatch:
     delay_seconds: int = 0
     not_before: datetime | None = None
     upstream: Upstream | None = None
+    # The task's tenant when it was sent: whose execution it is even if the task
+    # is deleted before it begins. None in messages sent before messages said.
+    tenant_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,7 @@ class Execution:
             attempt=self.attempt,
             not_before=self.next_attempt_at,
             upstream=self.upstream,
+            tenant_id=self.tenant_id,
         )
 
 

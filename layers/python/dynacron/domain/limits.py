@@ -9,7 +9,12 @@
 - **Circuit breaker** per host: CLOSED; OPEN after ``failure_threshold``
   consecutive failures, for ``cool_down``; then HALF_OPEN, where one probe runs and
   everyone else waits; the probe's success closes it, its failure opens it again.
-- **Host pause**: a 429 or 503 with ``Retry-After`` pauses the host for everyone.
+- **Host pause**: a 429 or 503 with ``Retry-After`` pauses the host for the tenant
+  whose call got it (decision 0020), for at most the task's ``max_delay_seconds``
+  and a global cap.
+
+Host state (breaker, pause, rate, host concurrency) is kept per tenant and host:
+``host_scope``. One tenant's calls cannot pause, trip or use up a host for another.
 
 Work over a limit waits (is sent again later); it never fails an attempt.
 """
@@ -18,8 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,6 +35,10 @@ from dynacron.domain.errors import InvalidRequest
 
 MAX_RATE_PER_SECOND = 10_000.0
 MAX_CONCURRENCY = 1000
+# Retry-After as delay-seconds with more digits than this is past any cap (and
+# int() of thousands of digits is refused by Python itself).
+_MAX_DELAY_DIGITS = 12
+_ASCII_BLANKS = " \t"
 
 
 @dataclass(frozen=True)
@@ -83,7 +94,8 @@ def check_concurrency(value: int | None, field: str) -> int | None:
 class TaskLimits:
     """A task's limits. ``max_concurrency``: its executions delivering at once.
     ``rate_limit`` and ``host_max_concurrency``: for its handler host, shared with
-    every task calling that host (each execution is held to its own task's numbers)."""
+    every task of the same tenant calling that host (each execution is held to its
+    own task's numbers); other tenants' calls to the host do not count."""
 
     max_concurrency: int | None = None
     rate_limit: RateLimit | None = None
@@ -194,6 +206,39 @@ def host_of(handler_url: str) -> str:
     """The host (and port, if any) a handler URL calls: the unit of host limits."""
     parts = urlsplit(handler_url)
     return (parts.netloc.rpartition("@")[2] or parts.path).lower()
+
+
+def host_scope(tenant_id: str, handler_url: str) -> str:
+    """The unit of host state: one tenant's view of one handler host (decision 0020).
+
+    ``/`` never occurs in a host, so the host is what follows the last one.
+    """
+    return f"{tenant_id}/{host_of(handler_url)}"
+
+
+def parse_retry_after(value: str, now: datetime, cap_seconds: int) -> int | None:
+    """``Retry-After`` as whole seconds from ``now``, at most ``cap_seconds``; None when
+    the value is neither form. Never raises, whatever the handler sent.
+
+    Delay-seconds is ASCII digits only (a superscript or an Arabic-Indic digit is
+    not a number here); an HTTP-date is GMT (RFC 9110), so a date without a zone
+    (asctime) is read as UTC.
+    A date in the past means now: 0.
+    """
+    cap = max(0, cap_seconds)
+    text = value.strip(_ASCII_BLANKS)
+    if text.isascii() and text.isdigit():
+        return cap if len(text) > _MAX_DELAY_DIGITS else min(int(text), cap)
+    if not text.isascii() or not text:
+        return None
+    try:
+        when = parsedate_to_datetime(text)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = math.ceil((when - now).total_seconds())
+    except (TypeError, ValueError, IndexError, OverflowError, AttributeError):
+        return None
+    return min(max(0, seconds), cap)
 
 
 def spread(seed: str, seconds: float) -> float:

@@ -254,6 +254,7 @@ class Claim:
             task_id=self.task.task_id,
             scheduled_at=self.scheduled_at,
             delay_seconds=self.start_delay_seconds(now),
+            tenant_id=self.task.tenant_id,
         )
 
     def start_delay_seconds(self, now: datetime) -> int:

@@ -6,6 +6,10 @@ and the wait is counted as lateness. ``before_call`` runs just before the handle
 is called and makes sure the slots held will outlast the call. ``report`` runs
 after the handler answered, frees the slots and tells the host's breaker how the
 call went.
+
+Host state is kept per tenant and host (``host_scope``, decision 0020): a
+tenant's 429s, failures, rate and host concurrency pause, trip or fill only its
+own view of a host, never another tenant's.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from dynacron.domain.limits import (
     after_probe_taken,
     after_retry_after,
     after_success,
-    host_of,
+    host_scope,
     spread,
 )
 from dynacron.domain.tasks import Task
@@ -60,6 +64,7 @@ class Pass:
     """Admitted: what to give back once the handler has answered."""
 
     holder: str
+    # The host as this task's tenant sees it (``host_scope``).
     host: str | None = None
     # The host as read at admission: a success that changes nothing is not re-read.
     state: HostState | None = None
@@ -79,6 +84,7 @@ class LimitGate:
         breaker: BreakerPolicy,
         call_timeout: timedelta,
         clock_skew: timedelta,
+        max_pause: timedelta = timedelta(hours=1),
     ) -> None:
         self._store = store
         self._metrics = metrics
@@ -88,6 +94,9 @@ class LimitGate:
         # goes only while at least a call and one skew of it are left.
         self._slot_lease = call_timeout + 2 * clock_skew
         self._lease_left_to_call = call_timeout + clock_skew
+        # The longest a Retry-After pauses a host (delivery caps it already; this
+        # keeps any other source from writing a date past what a datetime holds).
+        self._max_pause_seconds = max_pause.total_seconds()
         self._lock = threading.Lock()
         self._hosts: dict[str, tuple[datetime, HostState]] = {}
 
@@ -96,7 +105,7 @@ class LimitGate:
         now = self._clock.now()
         granted = Pass(holder=f"{dispatch.execution_id}#{dispatch.attempt}")
         seed = f"{granted.holder}#{now.timestamp()}"
-        host = host_of(task.handler_url) if task.handler_url else None
+        host = host_scope(task.tenant_id, task.handler_url) if task.handler_url else None
         state: HostState | None = None
         if host is not None:
             granted.host = host
@@ -192,9 +201,10 @@ class LimitGate:
     def _after(self, state: HostState, result: DeliveryResult, now: datetime) -> HostState | None:
         failure = result.failure
         if failure is not None and failure.retry_after_seconds is not None:
-            # 429/503 with Retry-After: the host is alive and asks everyone to slow down.
+            # 429/503 with Retry-After: the host is alive and asks this tenant to slow down.
             self._metrics.host_paused()
-            return after_retry_after(state, now + timedelta(seconds=failure.retry_after_seconds))
+            pause = min(max(0, failure.retry_after_seconds), self._max_pause_seconds)
+            return after_retry_after(state, now + timedelta(seconds=pause))
         if failure is not None and result.status_code is None and not failure.retryable:
             return None  # refused before any call (URL policy): says nothing of the host
         unhealthy = result.answer is HandlerAnswer.FAILED and (

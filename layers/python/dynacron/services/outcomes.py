@@ -229,6 +229,7 @@ class AttemptOutcomes:
                 attempt=attempt,
                 not_before=due,
                 upstream=execution.upstream,
+                tenant_id=execution.tenant_id,
             ),
             delay_seconds,
         )

@@ -21,6 +21,12 @@
 
 Infrastructure errors (DynamoDB, SQS) propagate, so the message returns to the
 queue and, coming back, finds the lease it began as step 2 says.
+
+A batch shares one invocation's time: ``InvocationBudget`` says whether a whole
+handler call and the margin to record it still fit. A record that does not is
+not begun; it is sent again as a fresh message (``return_unbegun``) and the one
+received counts as done, so it uses neither an attempt nor one of SQS's receives
+toward the dead-letter queue.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Protocol
 
@@ -109,6 +115,7 @@ class ExecutionRunner:
         # attempt that must wait is sent on unchanged and uses up nothing.
         admitted = self._limits.admit(task, dispatch) if self._limits and task else None
         if isinstance(admitted, Wait):
+            self._keep_pickup_lease(dispatch, admitted.until)
             later = replace(dispatch, not_before=admitted.until)
             self._queue.send_later(later, (admitted.until - now).total_seconds())
             return Outcome.WAITING
@@ -121,7 +128,7 @@ class ExecutionRunner:
             lease_token=lease_token,
             callback_digest=token_digest(callback_token),
             retry=task.retry if task is not None else RetryPolicy(),
-            tenant_id=task.tenant_id if task is not None else DEFAULT_TENANT,
+            tenant_id=task.tenant_id if task is not None else self._owner_of_deleted(dispatch),
         )
         if task is None or task.status is TaskStatus.PAUSED:
             self._report_limits(admitted, None)
@@ -163,6 +170,52 @@ class ExecutionRunner:
         called = not (guarded.replayed or guarded.in_progress)
         self._report_limits(admitted, guarded.result if called else None)
         return self._record(records, records.begun, lease_token, guarded.result, guarded, task)
+
+    def return_unbegun(self, dispatch: Dispatch) -> None:
+        """Give back a message this invocation has no time for, as a fresh message.
+
+        Nothing began, so no attempt is used; the copy sent starts SQS's receive
+        count afresh, so running short of time never pushes a message toward the
+        dead-letter queue. The caller reports the received one as done.
+        """
+        self._queue.send_later(dispatch, 0)
+
+    def _keep_pickup_lease(self, dispatch: Dispatch, until: datetime) -> None:
+        """A queued attempt that waits past its pickup lease would be resent by the
+        reaper every ``pickup_grace``: move its due time and lease to the wait's end.
+
+        Only a wait that ends after the lease could run out pays the read; an
+        attempt with no record yet (a first attempt from the tick) has no lease.
+        """
+        due = dispatch.not_before or dispatch.scheduled_at
+        if until < self._terms.pickup_deadline(due) - self._terms.clock_skew:
+            return
+        queued = self._executions.get(dispatch.execution_id)
+        if (
+            queued is None
+            or queued.status is not ExecutionStatus.QUEUED
+            or queued.attempt != dispatch.attempt
+            or queued.lease_token is None
+        ):
+            return
+        self._executions.requeue(
+            dispatch.execution_id,
+            queued.lease_token,
+            expected=ExecutionStatus.QUEUED,
+            attempt=dispatch.attempt,
+            not_before=until,
+            lease_until=self._terms.pickup_deadline(until),
+            new_token=new_token(),
+        )
+
+    def _owner_of_deleted(self, dispatch: Dispatch) -> str:
+        """The tenant of a task deleted before this execution began: as the message
+        says, or as another execution of the task recorded it (a message sent
+        before messages said)."""
+        if dispatch.tenant_id is not None:
+            return dispatch.tenant_id
+        recorded = self._executions.list_for_task(dispatch.task_id, 1, None).items
+        return recorded[0].tenant_id if recorded else DEFAULT_TENANT
 
     def _skip(self, begun: BeginResult, lease_token: str, task: Task | None) -> Outcome:
         """A message whose task was deleted or paused: the attempt begins and is
@@ -278,6 +331,33 @@ class ExecutionRunner:
             return Outcome.ACCEPTED if waiting else Outcome.LEASE_LOST
         failure = result.failure or AttemptFailure("the handler failed")
         return self._outcomes.failed(execution, lease_token, failure)
+
+
+class InvocationBudget:
+    """Whether one invocation has time left for one more record.
+
+    One more record needs a whole handler call (its deadline) and ``margin`` to
+    admit, begin and record it. The first record is always taken: an invocation
+    too short for even one call is a misconfiguration, and returning everything
+    would run nothing, for ever.
+    """
+
+    def __init__(self, invocation: RemainingTime | None, call: timedelta, margin: timedelta):
+        self._invocation = invocation
+        self._needed_ms = (call + margin) / timedelta(milliseconds=1)
+        self._taken = 0
+        self._out_of_time = False
+
+    def take_one(self) -> bool:
+        """True if the next record may run now (and counts it); False: return it.
+        Once False, False for the rest of the batch: its order is kept."""
+        invocation = self._invocation
+        if self._taken and invocation is not None and not self._out_of_time:
+            self._out_of_time = invocation.get_remaining_time_in_millis() < self._needed_ms
+        if self._out_of_time:
+            return False
+        self._taken += 1
+        return True
 
 
 class _HeldBack(Exception):
