@@ -10,8 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from dynacron.domain.executions import Execution
 from dynacron.domain.forecast import Forecast
 from dynacron.domain.instants import format_instant
-from dynacron.domain.limits import RateLimit, TaskLimits
+from dynacron.domain.limits import MAX_CONCURRENCY, MAX_RATE_PER_SECOND, RateLimit, TaskLimits
+from dynacron.domain.retry import MAX_ATTEMPTS_LIMIT, MAX_DELAY_LIMIT_SECONDS
 from dynacron.domain.tasks import MAX_CATCHUP_WINDOW_SECONDS, MAX_JITTER_SECONDS, CatchUp, Task
+from dynacron.domain.urls import MAX_URL_LENGTH
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
 
 
@@ -43,9 +45,15 @@ class RetryCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    max_attempts: int = Field(default=5, description="Attempts in all, the first included")
-    base_delay_seconds: int = Field(default=5, description="Ceiling of the first backoff")
-    max_delay_seconds: int = Field(default=600, description="Ceiling of any backoff")
+    max_attempts: int = Field(
+        default=5, ge=1, le=MAX_ATTEMPTS_LIMIT, description="Attempts in all, the first included"
+    )
+    base_delay_seconds: int = Field(
+        default=5, ge=1, le=MAX_DELAY_LIMIT_SECONDS, description="Ceiling of the first backoff"
+    )
+    max_delay_seconds: int = Field(
+        default=600, ge=1, le=MAX_DELAY_LIMIT_SECONDS, description="Ceiling of any backoff"
+    )
 
 
 class RateLimitModel(BaseModel):
@@ -54,11 +62,16 @@ class RateLimitModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     per_second: float | None = Field(
-        default=None, gt=0, description="Executions per second to the host (token bucket)"
+        default=None,
+        gt=0,
+        le=MAX_RATE_PER_SECOND,
+        description="Executions per second to the host (token bucket)",
     )
-    burst: int = Field(default=1, ge=1, description="How many may start at once")
+    burst: int = Field(
+        default=1, ge=1, le=MAX_CONCURRENCY, description="How many may start at once"
+    )
     max_in_flight: int | None = Field(
-        default=None, ge=1, description="Deliveries to the host at once"
+        default=None, ge=1, le=MAX_CONCURRENCY, description="Deliveries to the host at once"
     )
 
     @classmethod
@@ -145,7 +158,9 @@ class TaskCreate(BaseModel):
         "skip it (recorded as SKIPPED), or run it when the previous one ends (at most one waits)",
     )
     handler_url: str | None = Field(
-        default=None, description="http(s) URL that receives a POST per execution"
+        default=None,
+        max_length=MAX_URL_LENGTH,
+        description="http(s) URL that receives a POST per execution",
     )
     handler: str | None = Field(
         default=None, max_length=128, description="Name of a registered Python handler"
@@ -153,7 +168,10 @@ class TaskCreate(BaseModel):
     payload: dict[str, Any] = Field(default_factory=dict)
     retry: RetryCreate | None = None
     max_concurrency: int | None = Field(
-        default=None, ge=1, description="Executions of this task delivering at once"
+        default=None,
+        ge=1,
+        le=MAX_CONCURRENCY,
+        description="Executions of this task delivering at once",
     )
     rate_limit: RateLimitModel | None = None
 

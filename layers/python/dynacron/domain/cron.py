@@ -15,7 +15,7 @@ both. ``H`` picks a value by hashing the schedule's seed (the task id): ``H``,
 ``H/STEP``, ``H(A-B)`` and ``H(A-B)/STEP``.
 
 An expression is ASCII: fields are separated by ASCII whitespace and numbers are
-written with the digits 0-9 (``str.isdigit`` would take ``²`` and ``٥`` too).
+written with the digits 0-9 (``str.isdigit`` would take ``²`` and the Arabic-Indic five too).
 """
 
 from __future__ import annotations

@@ -65,4 +65,3 @@ def parse_instant(text: str) -> datetime:
         raise InvalidRequest(
             "instant", f"{text!r} is not an ISO 8601 instant with a UTC offset"
         ) from None
-

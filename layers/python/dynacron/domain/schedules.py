@@ -15,7 +15,7 @@ after ``end_at``.
 answers None, as it does for a schedule that has ended. Whatever a caller sends is
 bounded first (``MAX_DURATION_SECONDS``, ``instants.EARLIEST``/``LATEST``), and
 every parser reads ASCII digits and ASCII whitespace only: a ``²`` or an Arabic-Indic
-``٥`` is an ``InvalidSchedule``, never a ``ValueError`` and never a silent 5.
+five is an ``InvalidSchedule``, never a ``ValueError`` and never a silent 5.
 """
 
 from __future__ import annotations

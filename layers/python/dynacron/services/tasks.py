@@ -29,6 +29,7 @@ from dynacron.domain.schedules import (
     AfterSchedule,
     Schedule,
     Window,
+    check_computable,
     load_zone,
     parse_at,
     parse_cron,
@@ -111,6 +112,9 @@ class TaskService:
         retry = RetryPolicy(**request.retry.model_dump()) if request.retry else RetryPolicy()
         self._check_payload_size(request.payload)
         next_run_at = _first_run(schedule, request, now)
+        # The tick computes each next occurrence with this same code: a schedule it
+        # could not follow is refused here, not discovered when it falls due.
+        check_computable(schedule, now)
         task = Task(
             task_id=task_id,
             name=request.name or task_id,
@@ -161,6 +165,7 @@ class TaskService:
             schedule = self._schedule_of(request, now, seed=task_id)
             chain = self._check_chain(tenant_id, task_id, schedule)
             check_min_interval(schedule, now, self._settings.min_interval_seconds)
+            check_computable(schedule, now)
             changed = _rescheduled(task, schedule, request, now)
         self._check_handler(request)
         self._check_payload_size(request.payload)
