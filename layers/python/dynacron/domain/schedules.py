@@ -253,11 +253,12 @@ def check_computable(schedule: Schedule, now: datetime, count: int = 3) -> None:
             schedule.kind, f"its occurrences cannot be computed ({error})"
         ) from None
     ends = schedule.window.end_at is not None or schedule.kind not in ("cron", "rate")
-    if found and len(found) < count and not ends:
+    if len(found) < count and not ends:
+        since = f" after {format_instant(found[-1])}" if found else ""
         raise InvalidSchedule(
             schedule.kind,
-            f"has no occurrence after {format_instant(found[-1])}; "
-            f"occurrences must fall before {format_instant(LATEST)}",
+            f"has no further occurrence{since}; a recurring schedule without end_at "
+            "must keep having occurrences (none can be computed past the year 9999)",
         )
 
 
