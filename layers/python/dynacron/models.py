@@ -40,19 +40,31 @@ class DstPolicyModel(BaseModel):
         return DstPolicy(Nonexistent(self.nonexistent), Ambiguous(self.ambiguous))
 
 
+def _bounds(minimum: int, maximum: int) -> dict[str, Any]:
+    return {"minimum": minimum, "maximum": maximum}
+
+
 class RetryCreate(BaseModel):
     """A task's retry policy; every field has a default."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    # The bounds are stated in the schema and checked by ``RetryPolicy``, whose
+    # messages say the whole range ("must be between 1 and 100").
     max_attempts: int = Field(
-        default=5, ge=1, le=MAX_ATTEMPTS_LIMIT, description="Attempts in all, the first included"
+        default=5,
+        description="Attempts in all, the first included",
+        json_schema_extra=_bounds(1, MAX_ATTEMPTS_LIMIT),
     )
     base_delay_seconds: int = Field(
-        default=5, ge=1, le=MAX_DELAY_LIMIT_SECONDS, description="Ceiling of the first backoff"
+        default=5,
+        description="Ceiling of the first backoff",
+        json_schema_extra=_bounds(1, MAX_DELAY_LIMIT_SECONDS),
     )
     max_delay_seconds: int = Field(
-        default=600, ge=1, le=MAX_DELAY_LIMIT_SECONDS, description="Ceiling of any backoff"
+        default=600,
+        description="Ceiling of any backoff (at least base_delay_seconds)",
+        json_schema_extra=_bounds(1, MAX_DELAY_LIMIT_SECONDS),
     )
 
 
@@ -61,17 +73,25 @@ class RateLimitModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    # The maxima are stated in the schema and checked by the domain (``RateLimit``,
+    # ``TaskLimits``), whose messages say the whole range.
     per_second: float | None = Field(
         default=None,
         gt=0,
-        le=MAX_RATE_PER_SECOND,
         description="Executions per second to the host (token bucket)",
+        json_schema_extra={"maximum": MAX_RATE_PER_SECOND},
     )
     burst: int = Field(
-        default=1, ge=1, le=MAX_CONCURRENCY, description="How many may start at once"
+        default=1,
+        ge=1,
+        description="How many may start at once",
+        json_schema_extra={"maximum": MAX_CONCURRENCY},
     )
     max_in_flight: int | None = Field(
-        default=None, ge=1, le=MAX_CONCURRENCY, description="Deliveries to the host at once"
+        default=None,
+        ge=1,
+        description="Deliveries to the host at once",
+        json_schema_extra={"maximum": MAX_CONCURRENCY},
     )
 
     @classmethod
@@ -170,8 +190,8 @@ class TaskCreate(BaseModel):
     max_concurrency: int | None = Field(
         default=None,
         ge=1,
-        le=MAX_CONCURRENCY,
         description="Executions of this task delivering at once",
+        json_schema_extra={"maximum": MAX_CONCURRENCY},
     )
     rate_limit: RateLimitModel | None = None
 
