@@ -286,6 +286,13 @@ def test_durations_and_instants_with_non_ascii_characters_are_a_422_naming_the_f
     assert refused_on(*register(system, **fields)) == field
 
 
+@pytest.mark.parametrize("zone", ["Europe", "America", "Europe/Be\u0155lin", "A" * 64])
+def test_a_time_zone_that_names_no_zone_is_a_422_on_timezone(system: Dynacron, zone: str) -> None:
+    """Found on the way (finding 8's class): ``"timezone": "Europe"`` names a directory
+    of the zone database, and ``ZoneInfo`` raised IsADirectoryError: a 500."""
+    assert refused_on(*register(system, cron="0 9 * * *", timezone=zone)) == "timezone"
+
+
 def test_a_signature_header_with_a_non_ascii_timestamp_does_not_verify() -> None:
     """Finding 8: ``Dynacron-Signature: t=²`` raised a bare ValueError in ``verify``,
     and a non-ASCII ``v1`` made ``hmac.compare_digest`` raise TypeError."""

@@ -24,6 +24,7 @@ from dynacron.domain.schedules import (
     CronSchedule,
     RateSchedule,
     Window,
+    load_zone,
     parse_cron,
     parse_duration,
     parse_local_instant,
@@ -240,6 +241,15 @@ def test_a_handler_url_is_allowed_or_refused_as_invalid_request(url: str, public
         address = policy.literal_address(policy.check_url(url)[0])
         assert address is not None
         assert policy.allows(address)
+
+
+@PROPERTY
+@given(name=hostile_text | st.sampled_from(["Europe", "America/", "posixrules", "Etc/GMT+5"]))
+def test_a_time_zone_loads_or_raises_invalid_schedule(name: str) -> None:
+    """Found on the way: a directory of the zone database ('Europe') raised
+    IsADirectoryError, a 500."""
+    zone = attempt(lambda: load_zone(name))
+    assert isinstance(zone, InvalidRequest) or zone.key == name
 
 
 def test_the_strategies_reach_both_outcomes() -> None:

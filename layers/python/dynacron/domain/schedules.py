@@ -49,8 +49,11 @@ _JUST_BEFORE = timedelta(microseconds=1)
 def load_zone(name: str) -> ZoneInfo:
     """An IANA time zone, or InvalidSchedule naming the field."""
     try:
+        if not name.isascii():
+            raise ValueError(name)
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
+    # OSError: a directory of the database ('Europe') or a name too long for a path.
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
         raise InvalidSchedule(
             "timezone",
             f"unknown time zone {name!r}; use an IANA name such as 'UTC' or 'Europe/Berlin'",
