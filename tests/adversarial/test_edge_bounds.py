@@ -293,6 +293,22 @@ def test_a_time_zone_that_names_no_zone_is_a_422_on_timezone(system: Dynacron, z
     assert refused_on(*register(system, cron="0 9 * * *", timezone=zone)) == "timezone"
 
 
+def test_a_payload_nested_past_32_levels_is_a_422_on_payload(
+    system: Dynacron, clock: SettableClock
+) -> None:
+    """Found on the way (a bound on what a caller sends): a payload nested 900 deep
+    was accepted, stored, and then failed to serialise in the response (500)."""
+    for depth, status in ((31, 201), (32, 422), (900, 422)):
+        clock.advance(timedelta(seconds=5))  # clear of the tenant's request rate
+        nested = '{"a":' * depth + "{}" + "}" * depth
+        raw = f'{{"handler_url": "{HOOK}", "rate": "1 hour", "payload": {nested}}}'
+        got, body = call(system, "POST", "/tasks", raw=raw)
+        assert got == status, body
+        if status == 422:
+            assert refused_on(got, body) == "payload"
+    assert len(stored_tasks(system)) == 1
+
+
 def test_a_signature_header_with_a_non_ascii_timestamp_does_not_verify() -> None:
     """Finding 8: ``Dynacron-Signature: t=²`` raised a bare ValueError in ``verify``,
     and a non-ASCII ``v1`` made ``hmac.compare_digest`` raise TypeError."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dynacron.domain.executions import Execution
 from dynacron.domain.forecast import Forecast
@@ -38,6 +38,24 @@ class DstPolicyModel(BaseModel):
 
     def to_domain(self) -> DstPolicy:
         return DstPolicy(Nonexistent(self.nonexistent), Ambiguous(self.ambiguous))
+
+
+# Objects and arrays within objects and arrays (DynamoDB's own limit for a
+# document is 32); deeper ones fail to serialise, far deeper ones to parse.
+MAX_PAYLOAD_DEPTH = 32
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests objects and arrays, without recursing."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        current, level = pending.pop()
+        deepest = max(deepest, level)
+        if deepest > MAX_PAYLOAD_DEPTH:
+            break
+        children = current.values() if isinstance(current, dict) else current
+        pending.extend((c, level + 1) for c in children if isinstance(c, dict | list))
+    return deepest
 
 
 def _bounds(minimum: int, maximum: int) -> dict[str, Any]:
@@ -185,7 +203,10 @@ class TaskCreate(BaseModel):
     handler: str | None = Field(
         default=None, max_length=128, description="Name of a registered Python handler"
     )
-    payload: dict[str, Any] = Field(default_factory=dict)
+    payload: dict[str, Any] = Field(
+        default_factory=dict,
+        description=f"JSON object sent to the handler; nested at most {MAX_PAYLOAD_DEPTH} levels",
+    )
     retry: RetryCreate | None = None
     max_concurrency: int | None = Field(
         default=None,
@@ -194,6 +215,13 @@ class TaskCreate(BaseModel):
         json_schema_extra={"maximum": MAX_CONCURRENCY},
     )
     rate_limit: RateLimitModel | None = None
+
+    @field_validator("payload", check_fields=False)
+    @classmethod
+    def _payload_not_too_deep(cls, payload: dict[str, Any] | None) -> dict[str, Any] | None:
+        if payload is not None and _depth(payload) > MAX_PAYLOAD_DEPTH:
+            raise ValueError(f"is nested more than {MAX_PAYLOAD_DEPTH} levels deep")
+        return payload
 
     def limits(self) -> TaskLimits:
         if self.rate_limit is None:
