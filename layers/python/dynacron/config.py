@@ -121,9 +121,10 @@ class Settings:
     # The tick enqueues nothing more while the dispatch queue holds this many messages.
     max_queued_dispatches: int = 20_000
     # GET /forecast reads at most this many tasks and computes this many executions
-    # (some 100 µs each for a per-second cron: 100,000 stay well inside 29 s).
+    # (a per-second cron costs 50-100 µs an occurrence on a whole vCPU, and the API
+    # function has some 0.15 vCPU at 256 MB: 30,000 stay inside its 29 s).
     forecast_max_tasks: int = 20_000
-    forecast_max_occurrences: int = 100_000
+    forecast_max_occurrences: int = 30_000
 
     @property
     def breaker_policy(self) -> BreakerPolicy:

@@ -4,8 +4,8 @@ Pure: tasks in, counts out. Each occurrence is counted at the minute it starts,
 jitter included (the same fixed offset the tick gives it), so a user can see what
 spreading with ``H`` or ``jitter_seconds`` does to a midnight peak.
 
-The work is bounded, because a per-second cron costs some 100 µs an occurrence
-and 86,400 of them a day: every occurrence computed counts against the budget,
+The work is bounded, because a per-second cron costs 50-100 µs an occurrence
+and has 86,400 of them a day: every occurrence computed counts against the budget,
 and one task counts at most ``MAX_PER_TASK``, so that a few per-second tasks
 neither use up the budget nor hide everyone else's. Either cap makes the
 forecast ``complete=False``: its counts are then a lower bound.
@@ -21,8 +21,8 @@ from datetime import datetime, timedelta
 from dynacron.domain.tasks import Task, TaskStatus, execution_id_for, jitter_offset
 
 MINUTE = timedelta(minutes=1)
-# Occurrences one task may add to a forecast: every 9 s over 24 hours fits.
-MAX_PER_TASK = 10_000
+# Occurrences one task may add to a forecast: one every 18 s over 24 hours fits.
+MAX_PER_TASK = 5_000
 
 
 @dataclass(frozen=True)
