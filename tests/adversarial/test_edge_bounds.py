@@ -444,3 +444,28 @@ def test_a_cron_with_seconds_is_bounded_by_the_forecast_budget() -> None:
     result = forecast(tasks, now, 60, 5000)
     assert not result.complete
     assert sum(result.per_minute.values()) == 5000
+
+
+def test_patch_of_a_task_stored_before_the_bounds_is_a_422_naming_the_stored_field(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    """Found on the way: PATCH validates the stored fields overlaid with the patch; a
+    stored value over today's bounds (a payload nested 40 deep, written before the
+    bound) raised a bare pydantic ValidationError inside the service: a 500."""
+    status, task = register(system, rate="1 hour")
+    assert status == 201, task
+    dynamodb, _ = aws
+    deep = '{"a":' * 40 + "{}" + "}" * 40
+    dynamodb.update_item(
+        TableName=system.settings.tasks_table,
+        Key={"task_id": {"S": task["task_id"]}},
+        UpdateExpression="SET payload = :p",
+        ExpressionAttributeValues={":p": {"S": deep}},
+    )
+    path = f"/tasks/{task['task_id']}"
+    assert refused_on(*call(system, "PATCH", path, {"name": "renamed"})) == "payload"
+    # The patch that replaces the value goes through.
+    clock.advance(timedelta(seconds=5))
+    status, patched = call(system, "PATCH", path, {"name": "renamed", "payload": {"ok": 1}})
+    assert status == 200, patched
+    assert patched["payload"] == {"ok": 1}

@@ -10,6 +10,8 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
+
 from dynacron.config import Settings
 from dynacron.delivery import Resolver, check_handler_url
 from dynacron.domain.clock import Clock
@@ -158,7 +160,7 @@ class TaskService:
             )
         now = to_utc_ms(self._clock.now())
         given = patch.model_dump(exclude_unset=True, exclude={"version"})
-        request = TaskCreate.model_validate(_overlaid(_request_of(task), given))
+        request = _validated(_overlaid(_request_of(task), given))
         changed = task
         chain: dict[str, int] = {}
         if any(name in given for name in SCHEDULE_FIELDS):
@@ -525,6 +527,20 @@ def _request_of(task: Task) -> dict[str, Any]:
         case "after":
             fields["after"] = schedule.upstream_task_id
     return {name: value for name, value in fields.items() if value is not None}
+
+
+def _validated(fields: dict[str, Any]) -> TaskCreate:
+    """The stored task overlaid with a patch, validated as a new one would be.
+
+    A stored value that today's bounds refuse (written before they existed) is a
+    422 naming its field, as it would be if sent; the patch can replace it.
+    """
+    try:
+        return TaskCreate.model_validate(fields)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "body"
+        raise InvalidRequest(field, f"the stored value is refused now: {first['msg']}") from None
 
 
 def _overlaid(stored: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
