@@ -15,7 +15,9 @@ from typing import TypeVar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dynacron.app import Dynacron
 from dynacron.delivery import check_handler_url
+from dynacron.domain.clock import SettableClock
 from dynacron.domain.cron import compile_cron
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.instants import EARLIEST, LATEST, format_instant, parse_instant
@@ -32,12 +34,23 @@ from dynacron.domain.schedules import (
 )
 from dynacron.domain.signing import parse_timestamp, verify
 from dynacron.domain.urls import UrlPolicy
+from tests.integration.api_client import call
 
 NON_ASCII_DIGITS = "²³¹\u0660\u0665\u06f5\u0966\u096b\uff10\uff15\U0001d7d8\u2155\u2164"
 UNICODE_SPACES = "\u00a0\u1680\u2000\u2003\u2009\u200b\u202f\u205f\u3000\u0085\u2028\x1c\x1f"
 ASCII_SPACES = " \t\n\r\x0b\x0c"
 CRON_SYNTAX = "0123456789*/,-?LW#H() "
 T = TypeVar("T")
+# Values each schedule field accepts (on 2026-11-30, the tests' clock), among the hostile ones.
+VALID = {
+    "cron": ["0 9 * * MON-FRI", "H * * * *", "@daily", "0 0 L * *", "0 30 9 * * 1#2"],
+    "rate": ["5 minutes", "1 second", "366 days", " 2 HOURS "],
+    "fixed_delay": ["30 seconds", "1 day", "8784 hours"],
+    "at": ["2026-12-01T09:00:00Z", "2999-12-31T23:59:59.999Z", "2027-03-28T02:30:00"],
+    "start_at": ["2026-12-01T00:00:00Z", "2999-01-01T00:00:00+14:00"],
+    "anchor": ["2026-12-01T00:07:00Z", "1970-01-01T00:00:00Z"],
+    "timezone": ["Europe/Berlin", "Asia/Kathmandu", "UTC"],
+}
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Pacific/Kiritimati"]
 
 PROPERTY = settings(
@@ -250,6 +263,36 @@ def test_a_time_zone_loads_or_raises_invalid_schedule(name: str) -> None:
     IsADirectoryError, a 500."""
     zone = attempt(lambda: load_zone(name))
     assert isinstance(zone, InvalidRequest) or zone.key == name
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(kind=st.sampled_from(sorted(VALID)), data=st.data())
+def test_registration_answers_201_or_a_422_naming_the_field_never_a_500(
+    system: Dynacron, clock: SettableClock, kind: str, data: st.DataObject
+) -> None:
+    """Finding 1 and 8 end to end: whatever text a schedule field carries, the API
+    stores a task or refuses it naming that field; nothing else."""
+    text = data.draw(
+        st.sampled_from(VALID[kind])
+        | hostile_text
+        | _cron_like()
+        | _duration_like()
+        | _instant_like()
+    )
+    clock.advance(timedelta(seconds=5))  # clear of the tenant's request rate
+    body: dict[str, str] = {"handler_url": "http://127.0.0.1:9/hook"}
+    if kind in ("start_at", "anchor", "timezone"):
+        body["rate"] = "1 hour"
+    body[kind] = text
+    status, answer = call(system, "POST", "/tasks", body)
+    assert status in (201, 422), answer
+    if status == 422:
+        assert {e["field"] for e in answer["errors"]} == {kind}, answer
 
 
 def test_the_strategies_reach_both_outcomes() -> None:
