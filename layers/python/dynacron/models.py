@@ -5,13 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dynacron.domain.executions import Execution
 from dynacron.domain.forecast import Forecast
 from dynacron.domain.instants import format_instant
-from dynacron.domain.limits import RateLimit, TaskLimits
+from dynacron.domain.limits import MAX_CONCURRENCY, MAX_RATE_PER_SECOND, RateLimit, TaskLimits
+from dynacron.domain.retry import MAX_ATTEMPTS_LIMIT, MAX_DELAY_LIMIT_SECONDS
 from dynacron.domain.tasks import MAX_CATCHUP_WINDOW_SECONDS, MAX_JITTER_SECONDS, CatchUp, Task
+from dynacron.domain.urls import MAX_URL_LENGTH
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
 
 
@@ -38,14 +40,50 @@ class DstPolicyModel(BaseModel):
         return DstPolicy(Nonexistent(self.nonexistent), Ambiguous(self.ambiguous))
 
 
+# Objects and arrays within objects and arrays (DynamoDB's own limit for a
+# document is 32); deeper ones fail to serialise, far deeper ones to parse.
+MAX_PAYLOAD_DEPTH = 32
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests objects and arrays, without recursing."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        current, level = pending.pop()
+        deepest = max(deepest, level)
+        if deepest > MAX_PAYLOAD_DEPTH:
+            break
+        children = current.values() if isinstance(current, dict) else current
+        pending.extend((c, level + 1) for c in children if isinstance(c, dict | list))
+    return deepest
+
+
+def _bounds(minimum: int, maximum: int) -> dict[str, Any]:
+    return {"minimum": minimum, "maximum": maximum}
+
+
 class RetryCreate(BaseModel):
     """A task's retry policy; every field has a default."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    max_attempts: int = Field(default=5, description="Attempts in all, the first included")
-    base_delay_seconds: int = Field(default=5, description="Ceiling of the first backoff")
-    max_delay_seconds: int = Field(default=600, description="Ceiling of any backoff")
+    # The bounds are stated in the schema and checked by ``RetryPolicy``, whose
+    # messages say the whole range ("must be between 1 and 100").
+    max_attempts: int = Field(
+        default=5,
+        description="Attempts in all, the first included",
+        json_schema_extra=_bounds(1, MAX_ATTEMPTS_LIMIT),
+    )
+    base_delay_seconds: int = Field(
+        default=5,
+        description="Ceiling of the first backoff",
+        json_schema_extra=_bounds(1, MAX_DELAY_LIMIT_SECONDS),
+    )
+    max_delay_seconds: int = Field(
+        default=600,
+        description="Ceiling of any backoff (at least base_delay_seconds)",
+        json_schema_extra=_bounds(1, MAX_DELAY_LIMIT_SECONDS),
+    )
 
 
 class RateLimitModel(BaseModel):
@@ -53,12 +91,25 @@ class RateLimitModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    # The maxima are stated in the schema and checked by the domain (``RateLimit``,
+    # ``TaskLimits``), whose messages say the whole range.
     per_second: float | None = Field(
-        default=None, gt=0, description="Executions per second to the host (token bucket)"
+        default=None,
+        gt=0,
+        description="Executions per second to the host (token bucket)",
+        json_schema_extra={"maximum": MAX_RATE_PER_SECOND},
     )
-    burst: int = Field(default=1, ge=1, description="How many may start at once")
+    burst: int = Field(
+        default=1,
+        ge=1,
+        description="How many may start at once",
+        json_schema_extra={"maximum": MAX_CONCURRENCY},
+    )
     max_in_flight: int | None = Field(
-        default=None, ge=1, description="Deliveries to the host at once"
+        default=None,
+        ge=1,
+        description="Deliveries to the host at once",
+        json_schema_extra={"maximum": MAX_CONCURRENCY},
     )
 
     @classmethod
@@ -145,17 +196,32 @@ class TaskCreate(BaseModel):
         "skip it (recorded as SKIPPED), or run it when the previous one ends (at most one waits)",
     )
     handler_url: str | None = Field(
-        default=None, description="http(s) URL that receives a POST per execution"
+        default=None,
+        max_length=MAX_URL_LENGTH,
+        description="http(s) URL that receives a POST per execution",
     )
     handler: str | None = Field(
         default=None, max_length=128, description="Name of a registered Python handler"
     )
-    payload: dict[str, Any] = Field(default_factory=dict)
+    payload: dict[str, Any] = Field(
+        default_factory=dict,
+        description=f"JSON object sent to the handler; nested at most {MAX_PAYLOAD_DEPTH} levels",
+    )
     retry: RetryCreate | None = None
     max_concurrency: int | None = Field(
-        default=None, ge=1, description="Executions of this task delivering at once"
+        default=None,
+        ge=1,
+        description="Executions of this task delivering at once",
+        json_schema_extra={"maximum": MAX_CONCURRENCY},
     )
     rate_limit: RateLimitModel | None = None
+
+    @field_validator("payload", check_fields=False)
+    @classmethod
+    def _payload_not_too_deep(cls, payload: dict[str, Any] | None) -> dict[str, Any] | None:
+        if payload is not None and _depth(payload) > MAX_PAYLOAD_DEPTH:
+            raise ValueError(f"is nested more than {MAX_PAYLOAD_DEPTH} levels deep")
+        return payload
 
     def limits(self) -> TaskLimits:
         if self.rate_limit is None:

@@ -13,6 +13,9 @@ day N) and ``?``; day-of-week takes ``NL`` (last N-day of the month), ``N#K``
 restricted a day matches either; when one starts with ``*`` or ``?`` it must match
 both. ``H`` picks a value by hashing the schedule's seed (the task id): ``H``,
 ``H/STEP``, ``H(A-B)`` and ``H(A-B)/STEP``.
+
+An expression is ASCII: fields are separated by ASCII whitespace and numbers are
+written with the digits 0-9 (``str.isdigit`` would take ``²`` and the Arabic-Indic five too).
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ import calendar
 import functools
 import hashlib
 import re
+import string
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import MAXYEAR, date, datetime
 
 from dynacron.domain.errors import InvalidSchedule
 
@@ -41,6 +45,9 @@ DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 # A schedule with no occurrence in this many years never fires (a 30 February);
 # every calendar pattern, leap years included, repeats well within it.
 SEARCH_YEARS = 100
+# No cron value has more digits than this; a longer number is refused before int().
+_MAX_DIGITS = 6
+_ASCII_WHITESPACE = re.compile(f"[{re.escape(string.whitespace)}]+")
 
 
 @dataclass(frozen=True)
@@ -151,7 +158,7 @@ class CronSpec:
         """
         first_day = start.date()
         day = first_day
-        while day.year <= start.year + SEARCH_YEARS:
+        while day.year <= min(start.year + SEARCH_YEARS, MAXYEAR):
             if day.month in self.months:
                 for day_of_month in self.day_rule.days(day.year, day.month):
                     if day_of_month < day.day:
@@ -165,6 +172,8 @@ class CronSpec:
                         yield datetime(  # noqa: DTZ001
                             current.year, current.month, current.day, hour, minute, second
                         )
+            if (day.year, day.month) == (MAXYEAR, 12):
+                return  # the end of time: no later month to look in
             day = _first_of_next_month(day)
 
     def _times_of_day(self, after: tuple[int, int, int] | None) -> Iterator[tuple[int, int, int]]:
@@ -190,8 +199,12 @@ def _first_of_next_month(day: date) -> date:
 
 
 def normalize(expression: str) -> str:
-    """Collapse whitespace and expand macros (``@daily`` is ``0 0 * * *``)."""
-    text = " ".join(expression.split())
+    """Collapse ASCII whitespace and expand macros (``@daily`` is ``0 0 * * *``).
+
+    Other whitespace (a no-break space, an em space) is left in place, so that
+    ``compile_cron`` refuses it rather than reading it as a field separator.
+    """
+    text = _ASCII_WHITESPACE.sub(" ", expression).strip(" ")
     return MACROS.get(text.lower(), text)
 
 
@@ -200,6 +213,12 @@ def compile_cron(expression: str, seed: str | None = None) -> CronSpec:
 
     ``seed`` (the task id) resolves ``H``; an expression with ``H`` needs one.
     """
+    if not expression.isascii():
+        raise InvalidSchedule(
+            "cron",
+            f"{expression!r} has characters outside ASCII; write numbers with the digits "
+            "0-9 and separate fields with plain spaces",
+        )
     text = normalize(expression)
     if text.startswith("@"):
         raise InvalidSchedule(
@@ -368,7 +387,7 @@ def _hash(seed: str, field: str, index: int) -> int:
 def _value(text: str, spec: FieldSpec) -> int:
     if text in spec.names:
         return spec.names.index(text) + spec.name_base
-    if not text.isdigit():
+    if not _is_number(text):
         kind = "name or number" if spec.names else "number"
         raise FieldError(f"{text!r} is not a {kind}")
     value = int(text)
@@ -378,6 +397,13 @@ def _value(text: str, spec: FieldSpec) -> int:
 
 
 def _number(text: str, what: str) -> int:
-    if not text.isdigit():
+    if not _is_number(text):
         raise FieldError(f"expected {what}, found {text!r}")
     return int(text)
+
+
+def _is_number(text: str) -> bool:
+    """ASCII digits only, and not absurdly many of them."""
+    if text.isascii() and text.isdigit() and len(text) > _MAX_DIGITS:
+        raise FieldError(f"{text!r} has more than {_MAX_DIGITS} digits")
+    return text.isascii() and text.isdigit()

@@ -10,6 +10,12 @@ UTC by an explicit ``DstPolicy`` (see ``wallclock``). Rates count elapsed time o
 a fixed grid from their anchor, so daylight saving never touches them. Any
 schedule may be bounded by a ``Window``: no occurrence before ``start_at`` or
 after ``end_at``.
+
+``next_after`` never raises: past the last instant ``datetime`` can hold it
+answers None, as it does for a schedule that has ended. Whatever a caller sends is
+bounded first (``MAX_DURATION_SECONDS``, ``instants.EARLIEST``/``LATEST``), and
+every parser reads ASCII digits and ASCII whitespace only: a ``²`` or an Arabic-Indic
+five is an ``InvalidSchedule``, never a ``ValueError`` and never a silent 5.
 """
 
 from __future__ import annotations
@@ -24,11 +30,18 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dynacron.domain.cron import CronSpec, compile_cron, normalize
 from dynacron.domain.errors import InvalidSchedule
-from dynacron.domain.instants import to_utc_ms
+from dynacron.domain.instants import EARLIEST, LATEST, format_instant, to_utc_ms
 from dynacron.domain.wallclock import DstPolicy, Nonexistent, instants_of, next_in_zone
 
 RATE_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
-_RATE_PATTERN = re.compile(r"^\s*(\d+)\s+(second|minute|hour|day)s?\s*$", re.IGNORECASE)
+# re.ASCII: \d is 0-9 and \s is ASCII whitespace, and IGNORECASE does not let the
+# long s or the Kelvin sign stand in for 's' and 'k'.
+_RATE_PATTERN = re.compile(r"\s*(\d+)\s+(second|minute|hour|day)s?\s*", re.IGNORECASE | re.ASCII)
+# The longest rate or fixed delay: a year, leap day included (EventBridge
+# Scheduler's longest rate unit is days; nothing useful waits longer).
+MAX_DURATION_SECONDS = 366 * 86400
+# Enough digits for any count up to the maximum; more is refused before int().
+_MAX_COUNT_DIGITS = 9
 # Occurrences are whole milliseconds; this is "just before" one.
 _JUST_BEFORE = timedelta(microseconds=1)
 
@@ -36,8 +49,11 @@ _JUST_BEFORE = timedelta(microseconds=1)
 def load_zone(name: str) -> ZoneInfo:
     """An IANA time zone, or InvalidSchedule naming the field."""
     try:
+        if not name.isascii():
+            raise ValueError(name)
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
+    # OSError: a directory of the database ('Europe') or a name too long for a path.
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
         raise InvalidSchedule(
             "timezone",
             f"unknown time zone {name!r}; use an IANA name such as 'UTC' or 'Europe/Berlin'",
@@ -54,9 +70,14 @@ class Window:
     def next_within(
         self, instant: datetime, next_after: Callable[[datetime], datetime | None]
     ) -> datetime | None:
-        if self.start_at is not None and instant < self.start_at:
-            instant = self.start_at - _JUST_BEFORE
-        following = next_after(instant)
+        try:
+            if self.start_at is not None and instant < self.start_at:
+                instant = self.start_at - _JUST_BEFORE
+            following = next_after(instant)
+        except OverflowError:
+            # Past the end of time (year 9999): a schedule built around the edge
+            # API (a stored item, a migration) has no further occurrence.
+            return None
         if following is None or (self.end_at is not None and following > self.end_at):
             return None
         return following
@@ -146,7 +167,11 @@ class OneTimeSchedule:
 
     def first_run(self, now: datetime) -> datetime | None:
         # A one-time task registered slightly late still fires, at once.
-        return self.window.next_within(self.at - _JUST_BEFORE, self._next_unbounded)
+        try:
+            just_before = self.at - _JUST_BEFORE
+        except OverflowError:  # at the very start of time: nothing before it
+            return None
+        return self.window.next_within(just_before, self._next_unbounded)
 
     def next_after(self, instant: datetime) -> datetime | None:
         return self.window.next_within(instant, self._next_unbounded)
@@ -173,7 +198,10 @@ class FixedDelaySchedule:
         first = max(now, self.window.start_at or now)
         if self.window.end_at is not None and first > self.window.end_at:
             return None
-        return to_utc_ms(first)
+        try:
+            return to_utc_ms(first)
+        except OverflowError:
+            return None
 
     def next_after(self, instant: datetime) -> datetime | None:
         """The next occurrence once an execution finished at ``instant``."""
@@ -209,6 +237,32 @@ class AfterSchedule:
 Schedule = CronSchedule | RateSchedule | OneTimeSchedule | FixedDelaySchedule | AfterSchedule
 # Kinds whose occurrences the tick finds in the due index on a grid known in advance.
 GRID_KINDS = frozenset({"cron", "rate", "at"})
+
+
+def check_computable(schedule: Schedule, now: datetime, count: int = 3) -> None:
+    """Compute the first ``count`` occurrences as the tick will; refuse a schedule
+    whose next occurrence cannot be computed, naming its field.
+
+    A grid schedule (cron, rate) without ``end_at`` must keep having occurrences;
+    with one, or for ``at`` and ``fixed_delay``, ending early is allowed.
+    """
+    try:
+        first = schedule.first_run(now)
+        found = [first] if first is not None else []
+        if first is not None:
+            found += upcoming(schedule, first, count - 1)
+    except (ArithmeticError, ValueError) as error:
+        raise InvalidSchedule(
+            schedule.kind, f"its occurrences cannot be computed ({error})"
+        ) from None
+    ends = schedule.window.end_at is not None or schedule.kind not in ("cron", "rate")
+    if len(found) < count and not ends:
+        since = f" after {format_instant(found[-1])}" if found else ""
+        raise InvalidSchedule(
+            schedule.kind,
+            f"has no further occurrence{since}; a recurring schedule without end_at "
+            "must keep having occurrences (none can be computed past the year 9999)",
+        )
 
 
 def upcoming(schedule: Schedule, after: datetime, count: int) -> list[datetime]:
@@ -252,7 +306,7 @@ def parse_expression(
     seed: str | None = None,
 ) -> CronSchedule | RateSchedule:
     """A rate (``"5 minutes"``) or else a cron expression, as the command line takes them."""
-    if _RATE_PATTERN.match(expression):
+    if _RATE_PATTERN.fullmatch(expression):
         load_zone(timezone)
         return parse_rate(expression, anchor)
     return parse_cron(expression, timezone, dst=dst, seed=seed)
@@ -275,8 +329,14 @@ def parse_fixed_delay(expression: str, window: Window | None = None) -> FixedDel
 
 
 def parse_duration(field_name: str, expression: str) -> int:
-    """Whole seconds from ``"N seconds|minutes|hours|days"``."""
-    match = _RATE_PATTERN.match(expression)
+    """Whole seconds from ``"N seconds|minutes|hours|days"``, 1 s to ``MAX_DURATION_SECONDS``."""
+    if not expression.isascii():
+        raise InvalidSchedule(
+            field_name,
+            f"{expression!r} has characters outside ASCII; "
+            "write the number with the digits 0-9, such as '30 seconds'",
+        )
+    match = _RATE_PATTERN.fullmatch(expression)
     if match is None:
         raise InvalidSchedule(
             field_name,
@@ -284,10 +344,19 @@ def parse_duration(field_name: str, expression: str) -> int:
             "write a whole number and a unit, "
             "such as '30 seconds', '5 minutes', '1 hour' or '2 days'",
         )
-    count, unit = int(match.group(1)), match.group(2).lower()
-    if count < 1:
+    digits, unit = match.group(1).lstrip("0") or "0", match.group(2).lower()
+    seconds = (
+        int(digits) * RATE_UNITS[unit]
+        if len(digits) <= _MAX_COUNT_DIGITS
+        else MAX_DURATION_SECONDS + 1
+    )
+    if seconds < 1:
         raise InvalidSchedule(field_name, "must be at least 1 second")
-    return count * RATE_UNITS[unit]
+    if seconds > MAX_DURATION_SECONDS:
+        raise InvalidSchedule(
+            field_name, f"{expression.strip()!r} is longer than the maximum, 366 days"
+        )
+    return seconds
 
 
 def parse_at(
@@ -319,19 +388,36 @@ def parse_local_instants(
     field_name: str, text: str, timezone: str = "UTC", dst: DstPolicy | None = None
 ) -> tuple[datetime, ...]:
     zone = load_zone(timezone)
+    not_an_instant = InvalidSchedule(
+        field_name, f"{text!r} is not an ISO 8601 instant such as '2026-12-01T09:00:00Z'"
+    )
+    if not text.isascii():
+        raise not_an_instant
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
-        raise InvalidSchedule(
-            field_name, f"{text!r} is not an ISO 8601 instant such as '2026-12-01T09:00:00Z'"
-        ) from None
+        raise not_an_instant from None
+    # The year first: converting an instant near datetime's ends to UTC overflows.
+    if not EARLIEST.year - 1 <= parsed.year <= LATEST.year + 1:
+        raise _out_of_range(field_name, text)
     if parsed.tzinfo is not None:
-        return (to_utc_ms(parsed.astimezone(UTC)),)
-    instants = instants_of(parsed, zone, dst or DstPolicy())
+        instants: tuple[datetime, ...] = (parsed.astimezone(UTC),)
+    else:
+        instants = instants_of(parsed, zone, dst or DstPolicy())
     if not instants:
         raise InvalidSchedule(
             field_name,
             f"{text!r} does not exist in {timezone} (the clocks skip it) and "
             f"dst.nonexistent is {Nonexistent.SKIP.value!r}",
         )
+    if any(not EARLIEST <= i <= LATEST for i in instants):
+        raise _out_of_range(field_name, text)
     return tuple(to_utc_ms(i) for i in instants)
+
+
+def _out_of_range(field_name: str, text: str) -> InvalidSchedule:
+    return InvalidSchedule(
+        field_name,
+        f"{text!r} is outside the supported range, "
+        f"{format_instant(EARLIEST)} to {format_instant(LATEST)}",
+    )

@@ -3,6 +3,12 @@
 A scheduler that POSTs to URLs its users give it must not become a way into the
 network it runs in. The policy is checked at registration and again at delivery,
 against the addresses the host name resolves to.
+
+"Public" means global unicast, and none of the IPv6 ranges that carry or
+translate an IPv4 address (NAT64, 6to4, Teredo, IPv4-compatible and -mapped):
+a gateway on the way would turn ``64:ff9b::a00:1`` into ``10.0.0.1``, and Python's
+``is_global`` calls several of them global. A URL is ASCII: an internationalised
+host name is written in its ``xn--`` form.
 """
 
 from __future__ import annotations
@@ -15,6 +21,21 @@ from dynacron.domain.errors import InvalidRequest
 
 MAX_URL_LENGTH = 2048
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+# IPv6 ranges that embed an IPv4 address or tunnel to one, or are deprecated
+# site-local: never "public", whatever the address inside.
+TRANSLATION_NETWORKS = tuple(
+    ipaddress.IPv6Network(net)
+    for net in (
+        "::/96",  # IPv4-compatible (::a.b.c.d), RFC 4291 (deprecated)
+        "::ffff:0:0/96",  # IPv4-mapped, RFC 4291
+        "::ffff:0:0:0/96",  # IPv4-translated, RFC 2765
+        "64:ff9b::/96",  # NAT64 well-known prefix, RFC 6052
+        "64:ff9b:1::/48",  # NAT64 local-use prefix, RFC 8215
+        "2001::/32",  # Teredo, RFC 4380
+        "2002::/16",  # 6to4, RFC 3056
+        "fec0::/10",  # site-local, RFC 3879 (deprecated)
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -27,7 +48,18 @@ class UrlPolicy:
         """Validate the form of ``url``; returns its host and port."""
         if len(url) > MAX_URL_LENGTH:
             raise InvalidRequest("handler_url", f"is longer than {MAX_URL_LENGTH} characters")
-        parts = urlsplit(url)
+        if not url.isascii():
+            raise InvalidRequest(
+                "handler_url",
+                "must be ASCII: percent-encode the path and write an international "
+                "host name in its 'xn--' form",
+            )
+        if any(c.isspace() or not c.isprintable() for c in url):
+            raise InvalidRequest("handler_url", "must not contain whitespace or control characters")
+        try:
+            parts = urlsplit(url)
+        except ValueError:  # an unbalanced '[' in the host, for one
+            raise InvalidRequest("handler_url", f"{url!r} is not a valid URL") from None
         if parts.scheme not in ("http", "https"):
             raise InvalidRequest("handler_url", f"must be an http:// or https:// URL, not {url!r}")
         if not parts.hostname:
@@ -49,6 +81,10 @@ class UrlPolicy:
     def allows(self, address: IpAddress) -> bool:
         if self.allow_networks:
             return any(address in ipaddress.ip_network(net) for net in self.allow_networks)
+        if isinstance(address, ipaddress.IPv6Address) and any(
+            address in net for net in TRANSLATION_NETWORKS
+        ):
+            return False
         return address.is_global and not address.is_multicast
 
     def check_host(self, host: str) -> None:

@@ -10,6 +10,8 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
+
 from dynacron.config import Settings
 from dynacron.delivery import Resolver, check_handler_url
 from dynacron.domain.clock import Clock
@@ -29,6 +31,7 @@ from dynacron.domain.schedules import (
     AfterSchedule,
     Schedule,
     Window,
+    check_computable,
     load_zone,
     parse_at,
     parse_cron,
@@ -111,6 +114,9 @@ class TaskService:
         retry = RetryPolicy(**request.retry.model_dump()) if request.retry else RetryPolicy()
         self._check_payload_size(request.payload)
         next_run_at = _first_run(schedule, request, now)
+        # The tick computes each next occurrence with this same code: a schedule it
+        # could not follow is refused here, not discovered when it falls due.
+        check_computable(schedule, now)
         task = Task(
             task_id=task_id,
             name=request.name or task_id,
@@ -154,13 +160,14 @@ class TaskService:
             )
         now = to_utc_ms(self._clock.now())
         given = patch.model_dump(exclude_unset=True, exclude={"version"})
-        request = TaskCreate.model_validate(_overlaid(_request_of(task), given))
+        request = _validated(_overlaid(_request_of(task), given))
         changed = task
         chain: dict[str, int] = {}
         if any(name in given for name in SCHEDULE_FIELDS):
             schedule = self._schedule_of(request, now, seed=task_id)
             chain = self._check_chain(tenant_id, task_id, schedule)
             check_min_interval(schedule, now, self._settings.min_interval_seconds)
+            check_computable(schedule, now)
             changed = _rescheduled(task, schedule, request, now)
         self._check_handler(request)
         self._check_payload_size(request.payload)
@@ -520,6 +527,20 @@ def _request_of(task: Task) -> dict[str, Any]:
         case "after":
             fields["after"] = schedule.upstream_task_id
     return {name: value for name, value in fields.items() if value is not None}
+
+
+def _validated(fields: dict[str, Any]) -> TaskCreate:
+    """The stored task overlaid with a patch, validated as a new one would be.
+
+    A stored value that today's bounds refuse (written before they existed) is a
+    422 naming its field, as it would be if sent; the patch can replace it.
+    """
+    try:
+        return TaskCreate.model_validate(fields)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "body"
+        raise InvalidRequest(field, f"the stored value is refused now: {first['msg']}") from None
 
 
 def _overlaid(stored: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
