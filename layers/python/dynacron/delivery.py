@@ -27,7 +27,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -39,8 +38,7 @@ from dynacron.domain.clock import Clock
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions import DeliveryResult, Dispatch
 from dynacron.domain.instants import format_instant
-from dynacron.domain.limits import parse_retry_after
-from dynacron.domain.retry import RETRY_AFTER_STATUSES, AttemptFailure, failure_for_status
+from dynacron.domain.retry import AttemptFailure, failure_for_status
 from dynacron.domain.signing import SIGNATURE_HEADER, signature_header
 from dynacron.domain.tasks import Task
 from dynacron.domain.urls import IpAddress, UrlPolicy
@@ -413,14 +411,10 @@ class HttpDelivery:
         failure = failure_for_status(
             response.status_code,
             f"handler answered HTTP {response.status_code}: {excerpt[:500]}",
-            None,
+            response.headers.get("Retry-After"),
             self._clock.now(),
+            min(self._max_retry_after_seconds, task.retry.max_delay_seconds),
         )
-        retry_after = response.headers.get("Retry-After")
-        if retry_after is not None and response.status_code in RETRY_AFTER_STATUSES:
-            cap = min(self._max_retry_after_seconds, task.retry.max_delay_seconds)
-            wait = parse_retry_after(retry_after, self._clock.now(), cap)
-            failure = replace(failure, retry_after_seconds=wait)
         return DeliveryResult.failed(failure, response.status_code)
 
     def _redirect_target(self, url: str, location: str) -> tuple[str, bool, str | None]:

@@ -10,13 +10,12 @@ which makes retries reproducible in tests and explainable in production.
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from datetime import datetime
-from email.utils import parsedate_to_datetime
 
 from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.limits import parse_retry_after
 
 MAX_ATTEMPTS_LIMIT = 100
 MAX_DELAY_LIMIT_SECONDS = 24 * 3600
@@ -104,29 +103,20 @@ def decide(
 
 
 def failure_for_status(
-    status_code: int, error: str, retry_after: str | None, now: datetime
+    status_code: int,
+    error: str,
+    retry_after: str | None,
+    now: datetime,
+    max_retry_after_seconds: int,
 ) -> AttemptFailure:
     """Classify a non-success HTTP answer.
 
     5xx and 408/425/429 may succeed later; every other answer (other 4xx, and 3xx,
-    since redirects are not followed) will not, so it fails at once.
+    since redirects are not followed) will not, so it fails at once. A
+    ``Retry-After`` on a 429 or 503 is honoured up to ``max_retry_after_seconds``.
     """
     retryable = status_code >= 500 or status_code in RETRYABLE_CLIENT_ERRORS
     wait = None
     if retry_after is not None and status_code in RETRY_AFTER_STATUSES:
-        wait = parse_retry_after(retry_after, now)
+        wait = parse_retry_after(retry_after, now, max_retry_after_seconds)
     return AttemptFailure(error=error, retryable=retryable, retry_after_seconds=wait)
-
-
-def parse_retry_after(value: str, now: datetime) -> int | None:
-    """``Retry-After`` as whole seconds from ``now``: delay-seconds or an HTTP date."""
-    text = value.strip()
-    if text.isdigit():
-        return int(text)
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:  # RFC 9110 dates are GMT; an obsolete form may lack the zone
-        return None
-    return max(0, math.ceil((when - now).total_seconds()))
