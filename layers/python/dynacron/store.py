@@ -579,7 +579,30 @@ class TaskStore:
                 request = response.get("UnprocessedKeys") or {}
         return tasks, unreadable
 
-    def set_aside(
+    def set_aside(self, task: Task | UnreadableTask, reason: str, now: datetime) -> bool:
+        """Mark a task ERROR with ``reason``, out of the due index, if it is still at the
+        version read: nothing else of it is needed, so an item that cannot be decoded
+        is set aside too. False if it changed meanwhile."""
+        seen = _serializer.serialize(task.version) if isinstance(task, Task) else task.seen_version
+        return self._set_aside(task.task_id, reason, now, seen_version=seen)
+
+    def set_aside_by_id(
+        self, task_id: str, reason: str, now: datetime, *, release_slot_of: str | None = None
+    ) -> bool:
+        """``set_aside`` for a task not read yet, conditional on its version as stored now.
+
+        With ``release_slot_of``, the run slot that execution holds is freed too (its
+        end could not be handled, so nothing else would ever free it), if it still
+        holds it; otherwise the slot is left as it is.
+        """
+        seen = self.stored_version(task_id)
+        if release_slot_of is not None and self._set_aside(
+            task_id, reason, now, seen_version=seen, release_slot_of=release_slot_of
+        ):
+            return True
+        return self._set_aside(task_id, reason, now, seen_version=seen)
+
+    def _set_aside(
         self,
         task_id: str,
         reason: str,
@@ -588,10 +611,6 @@ class TaskStore:
         seen_version: dict[str, Any] | None,
         release_slot_of: str | None = None,
     ) -> bool:
-        """Mark a task ERROR with ``reason`` and take it out of the due index, without
-        decoding it: nothing of the item but its ``version`` (as read, the condition)
-        is needed. With ``release_slot_of``, also free the run slot that execution
-        holds (its end could not be handled). False if the item changed meanwhile."""
         names = {
             "#status": "status",
             "#version": "version",
