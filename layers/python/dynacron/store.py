@@ -7,8 +7,8 @@ the state it expects, so concurrent ticks, workers and API calls cannot both win
 from __future__ import annotations
 
 import base64
-import contextlib
 import binascii
+import contextlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
