@@ -1,0 +1,185 @@
+"""Finding 1, as a hostile tenant: a poison task must not stop a shard.
+
+Tenant A's poison items are written straight into the tasks table with boto3
+(as a bug, a hand edit or a future migration could): a year without its
+leading zero, a rate whose next occurrence overflows, a schedule kind nobody
+knows, garbage fields. They sit in the same shards and the same page as tenant
+B's tasks, and sort ahead of them. B's tasks all fire on time; A's are ERROR
+with a reason their owner can read; the tick loop and the reaper go on.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from dynacron import metric_names
+from dynacron.domain.instants import format_instant
+from dynacron.domain.tasks import TaskStatus, due_bucket_key, shard_for
+from dynacron.models import TaskCreate
+from dynacron.resources import DUE_INDEX
+from tests.conftest import START
+from tests.integration.api_client import ALICE, call
+from tests.pipeline import Pipeline
+from tests.support import Sink
+
+BOB = "arn:aws:iam::000000000000:user/bob"
+B_TASKS = 30
+B_DUE = START + timedelta(seconds=30)
+# A's poison falls due first, so it sorts ahead of B's tasks in the due index.
+POISON_DUE = START + timedelta(seconds=20)
+
+
+def raw(pipeline: Pipeline, task_id: str) -> dict[str, Any]:
+    item = pipeline.dynamodb.get_item(
+        TableName=pipeline.settings.tasks_table, Key={"task_id": {"S": task_id}}
+    ).get("Item")
+    assert item is not None
+    return dict(item)
+
+
+def ids_in_shard(shard: int, shard_count: int, prefix: str) -> Any:
+    for n in itertools.count():
+        task_id = f"{prefix}{n:04d}"
+        if shard_for(task_id, shard_count) == shard:
+            yield task_id
+
+
+def rate_schedule(**fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "M": {
+            "kind": {"S": "rate"},
+            "expression": {"S": "1 minute"},
+            "every_seconds": {"N": "60"},
+            "anchor": {"S": format_instant(POISON_DUE)},
+            **fields,
+        }
+    }
+
+
+# Each variant: the attributes that replace a valid item's.
+POISON: dict[str, dict[str, Any]] = {
+    # "0999-01-01T00:00:00Z" was once stored as "999-01-01T…": unreadable ever after.
+    "bad-year": {"schedule": rate_schedule(start_at={"S": "999-01-01T00:00:00.000Z"})},
+    # 3,000,000 days on: computing the next occurrence overflows (past year 9999).
+    "overflow": {
+        "schedule": rate_schedule(
+            expression={"S": "3000000 days"}, every_seconds={"N": str(3_000_000 * 86400)}
+        )
+    },
+    "unknown-kind": {"schedule": {"M": {"kind": {"S": "lunar"}, "phase": {"S": "full"}}}},
+    "garbage": {"payload": {"S": "{not json"}, "version": {"S": "seven"}, "retry": {"L": []}},
+}
+
+
+def write_poison(
+    pipeline: Pipeline, template: dict[str, Any], variants: list[str] | None = None
+) -> dict[str, str]:
+    """Poison variants (default: all), once in each shard; returns task id -> variant."""
+    written: dict[str, str] = {}
+    count = pipeline.settings.shard_count
+    for shard in range(count):
+        ids = ids_in_shard(shard, count, "poison")
+        for variant in variants or list(POISON):
+            fields = POISON[variant]
+            task_id = f"{next(ids)}-{variant}"
+            while shard_for(task_id, count) != shard:
+                task_id = f"{next(ids)}-{variant}"
+            item = copy.deepcopy(template) | copy.deepcopy(fields)
+            item["task_id"] = {"S": task_id}
+            item["next_run_at"] = {"S": format_instant(POISON_DUE)}
+            bucket = pipeline.settings.sharding.bucket(POISON_DUE)
+            item[DUE_INDEX.partition_key.name] = {"S": due_bucket_key(bucket, shard)}
+            pipeline.dynamodb.put_item(TableName=pipeline.settings.tasks_table, Item=item)
+            written[task_id] = variant
+    return written
+
+
+def register_b(pipeline: Pipeline, sink: Sink, count: int = B_TASKS) -> list[str]:
+    return [
+        pipeline.app.task_service.register(
+            BOB,
+            TaskCreate(name=f"b-{n}", at=format_instant(B_DUE), handler_url=f"{sink.url}/b/{n}"),
+        ).task_id
+        for n in range(count)
+    ]
+
+
+def poison_beside_b(
+    pipeline: Pipeline, sink: Sink, variants: list[str] | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """B's on-time tasks, and A's poison items in every shard, ahead of B's."""
+    a_task = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/a")
+    b_tasks = register_b(pipeline, sink)
+    return b_tasks, write_poison(pipeline, raw(pipeline, a_task), variants)
+
+
+@pytest.fixture(params=["all", *POISON])
+def poisoned(
+    request: pytest.FixtureRequest, pipeline: Pipeline, sink: Sink
+) -> tuple[list[str], dict[str, str]]:
+    """Each variant alone, then all of them at once."""
+    return poison_beside_b(pipeline, sink, None if request.param == "all" else [request.param])
+
+
+def test_poison_items_are_set_aside_and_every_other_task_fires_on_time(
+    pipeline: Pipeline, sink: Sink, poisoned: tuple[list[str], dict[str, str]]
+) -> None:
+    """Finding 1: one poison task stopped its whole shard, every tick."""
+    b_tasks, poison = poisoned
+    # Given A's poison sorted ahead of B's tasks in both shards
+    pipeline.clock.set(B_DUE)
+    # When the tick runs (it raises nothing: the pipeline would fail the test)
+    reports = pipeline.app.ticker.tick()
+    # Then every B task was claimed, on time, in this one tick
+    assert sum(r.claimed for r in reports) == B_TASKS
+    assert all(late == 0 for r in reports for late in r.lateness_seconds)
+    assert sum(r.set_aside for r in reports) == len(poison)
+    for task_id in b_tasks:
+        task = pipeline.app.tasks.get(task_id)
+        assert task is not None and task.last_scheduled_at == B_DUE
+    # And each ran once
+    pipeline.work()
+    assert sorted(d.path for d in sink.snapshot()) == sorted(f"/b/{n}" for n in range(B_TASKS))
+    # And each poison item is ERROR, with a reason, out of the due index
+    for task_id, variant in poison.items():
+        item = raw(pipeline, task_id)
+        assert item["status"] == {"S": TaskStatus.ERROR.value}, variant
+        assert item["status_reason"]["S"], variant
+        assert DUE_INDEX.partition_key.name not in item, variant
+    assert pipeline.metrics.total(metric_names.TASKS_SET_ASIDE) == len(poison)
+    # And the next ticks find nothing more to do, and raise nothing
+    pipeline.clock.advance(timedelta(seconds=1))
+    assert pipeline.tick() == 0
+    assert pipeline.metrics.total(metric_names.TASKS_SET_ASIDE) == len(poison)
+
+
+def test_the_owner_sees_why_each_poison_task_was_set_aside(pipeline: Pipeline, sink: Sink) -> None:
+    """Finding 1: the reason is where the owner looks, GET /tasks/{id} and GET /tasks."""
+    _, poison = poison_beside_b(pipeline, sink)
+    pipeline.clock.set(B_DUE)
+    pipeline.tick()
+    app = pipeline.app
+    reasons = {
+        "bad-year": "999-01-01",
+        "overflow": "Overflow",
+        "unknown-kind": "lunar",
+        "garbage": "cannot be read",
+    }
+    for task_id, variant in poison.items():
+        status, body = call(app, "GET", f"/tasks/{task_id}")
+        assert status == 200, body
+        assert body["status"] == "ERROR"
+        assert reasons[variant] in body["status_reason"], body["status_reason"]
+    # A's listing shows them too (one unreadable item does not break the page)
+    status, page = call(app, "GET", "/tasks", limit=100)
+    assert status == 200, page
+    listed = {t["task_id"]: t for t in page["items"]}
+    assert {listed[t]["status"] for t in poison} == {"ERROR"}
+    # B never sees A's tasks
+    status, page = call(app, "GET", "/tasks", principal=BOB, limit=100)
+    assert status == 200 and not set(poison) & {t["task_id"] for t in page["items"]}
