@@ -23,7 +23,7 @@ from dynacron.domain.tasks import TaskStatus, due_bucket_key, shard_for
 from dynacron.models import TaskCreate
 from dynacron.resources import DUE_INDEX
 from tests.conftest import START
-from tests.integration.api_client import ALICE, call
+from tests.integration.api_client import call
 from tests.pipeline import Pipeline
 from tests.support import Sink
 
@@ -141,7 +141,8 @@ def test_poison_items_are_set_aside_and_every_other_task_fires_on_time(
     assert sum(r.set_aside for r in reports) == len(poison)
     for task_id in b_tasks:
         task = pipeline.app.tasks.get(task_id)
-        assert task is not None and task.last_scheduled_at == B_DUE
+        assert task is not None
+        assert task.last_scheduled_at == B_DUE
     # And each ran once
     pipeline.work()
     assert sorted(d.path for d in sink.snapshot()) == sorted(f"/b/{n}" for n in range(B_TASKS))
@@ -182,4 +183,5 @@ def test_the_owner_sees_why_each_poison_task_was_set_aside(pipeline: Pipeline, s
     assert {listed[t]["status"] for t in poison} == {"ERROR"}
     # B never sees A's tasks
     status, page = call(app, "GET", "/tasks", principal=BOB, limit=100)
-    assert status == 200 and not set(poison) & {t["task_id"] for t in page["items"]}
+    assert status == 200
+    assert not set(poison) & {t["task_id"] for t in page["items"]}
