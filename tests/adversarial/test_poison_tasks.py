@@ -19,11 +19,11 @@ import pytest
 
 from dynacron import metric_names
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tasks import TaskStatus, due_bucket_key, shard_for
+from dynacron.domain.tasks import TaskStatus, due_bucket_key, execution_id_for, shard_for
 from dynacron.models import TaskCreate
 from dynacron.resources import DUE_INDEX
 from tests.conftest import START
-from tests.integration.api_client import call
+from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline
 from tests.support import Sink
 
@@ -185,3 +185,120 @@ def test_the_owner_sees_why_each_poison_task_was_set_aside(pipeline: Pipeline, s
     status, page = call(app, "GET", "/tasks", principal=BOB, limit=100)
     assert status == 200
     assert not set(poison) & {t["task_id"] for t in page["items"]}
+
+
+def lease_shard_of(pipeline: Pipeline, execution_id: str) -> int:
+    return shard_for(execution_id, pipeline.app.executions.lease_shards)
+
+
+def write_poison_lease(
+    pipeline: Pipeline, task_id: str, lease_shard: int, *, holds_slot: bool = False
+) -> str:
+    """A SUCCEEDED execution of ``task_id`` whose follow-up lease ran out long ago,
+    in ``lease_shard``: the reaper must do what its end owed."""
+    for second in itertools.count():
+        scheduled_at = START - timedelta(hours=1, seconds=-second)
+        execution_id = execution_id_for(task_id, scheduled_at)
+        if lease_shard_of(pipeline, execution_id) == lease_shard:
+            break
+    pipeline.dynamodb.put_item(
+        TableName=pipeline.settings.executions_table,
+        Item={
+            "task_id": {"S": task_id},
+            "execution_id": {"S": execution_id},
+            "tenant_id": {"S": ALICE},
+            "scheduled_at": {"S": format_instant(scheduled_at)},
+            "completed_at": {"S": format_instant(START - timedelta(minutes=30))},
+            "status": {"S": "SUCCEEDED"},
+            "attempt": {"N": "1"},
+            "lease_token": {"S": "follow-up"},
+            "lease_until": {"S": format_instant(START - timedelta(minutes=20))},
+            "lease_shard": {"S": str(lease_shard)},
+        },
+    )
+    if holds_slot:
+        pipeline.dynamodb.update_item(
+            TableName=pipeline.settings.tasks_table,
+            Key={"task_id": {"S": task_id}},
+            UpdateExpression="SET running_execution = :id REMOVE next_run_at, #bucket",
+            ExpressionAttributeNames={"#bucket": DUE_INDEX.partition_key.name},
+            ExpressionAttributeValues={":id": {"S": execution_id}},
+        )
+    return execution_id
+
+
+def test_the_reaper_sweeps_past_a_poison_lease(pipeline: Pipeline, sink: Sink) -> None:
+    """Finding 1: a lease whose handling raised crashed the reaper every minute, and
+    no lease behind it in that shard was ever reaped."""
+    app = pipeline.app
+    lease_shards = app.executions.lease_shards
+    # Given B's executions whose messages were lost, in every lease shard
+    b_tasks = [
+        app.task_service.register(
+            BOB, TaskCreate(rate="1 hour", handler_url=f"{sink.url}/b/{n}")
+        ).task_id
+        for n in range(16)
+    ]
+    b_runs = [app.task_service.trigger(BOB, task_id).execution_id for task_id in b_tasks]
+    assert {lease_shard_of(pipeline, e) for e in b_runs} == set(range(lease_shards))
+    pipeline.sqs.purge_queue(QueueUrl=pipeline.settings.dispatch_queue_url)
+    # And, ahead of them in every lease shard, follow-up leases the reaper cannot handle:
+    # one of a fixed_delay task whose next run overflows a date once its run ends
+    overflowing = pipeline.register(fixed_delay="1 hour", handler_url=f"{sink.url}/a")
+    pipeline.dynamodb.update_item(
+        TableName=pipeline.settings.tasks_table,
+        Key={"task_id": {"S": overflowing}},
+        UpdateExpression="SET #schedule.delay_seconds = :huge",
+        ExpressionAttributeNames={"#schedule": "schedule"},
+        ExpressionAttributeValues={":huge": {"N": str(3_000_000 * 86400)}},
+    )
+    slot_holder = write_poison_lease(pipeline, overflowing, 0, holds_slot=True)
+    # and, in every shard, one of a task that cannot even be read
+    unreadable = pipeline.register(rate="1 hour", handler_url=f"{sink.url}/a")
+    pipeline.dynamodb.update_item(
+        TableName=pipeline.settings.tasks_table,
+        Key={"task_id": {"S": unreadable}},
+        UpdateExpression="SET #schedule.kind = :lunar",
+        ExpressionAttributeNames={"#schedule": "schedule"},
+        ExpressionAttributeValues={":lunar": {"S": "lunar"}},
+    )
+    poison = [slot_holder] + [
+        write_poison_lease(pipeline, unreadable, shard) for shard in range(lease_shards)
+    ]
+    terms = pipeline.settings.lease_terms
+    pipeline.clock.advance(terms.pickup_grace + terms.clock_skew + timedelta(seconds=1))
+    # When the reaper runs (raising nothing: the pipeline would fail the test)
+    report = pipeline.reap()
+    # Then every one of B's lost executions was sent again, and ran
+    assert report["RESENT"] == len(b_runs)
+    assert report["set_aside"] == len(poison)
+    pipeline.work()
+    assert sorted(d.path for d in sink.snapshot()) == sorted(f"/b/{n}" for n in range(16))
+    # And each poison lease is out of the sweep, with the reason on it
+    for execution_id in poison:
+        item = pipeline.dynamodb.get_item(
+            TableName=pipeline.settings.executions_table,
+            Key={
+                "task_id": {"S": execution_id.rpartition("_")[0]},
+                "execution_id": {"S": execution_id},
+            },
+        )["Item"]
+        assert "lease_shard" not in item
+        assert item["set_aside_reason"]["S"]
+    assert pipeline.metrics.total(metric_names.LEASES_SET_ASIDE) == len(poison)
+    # And the owner sees why: the tasks are ERROR, the slot holder's slot is free
+    held = app.task_service.get(ALICE, overflowing)
+    assert held.status is TaskStatus.ERROR
+    assert slot_holder in (held.status_reason or "")
+    assert "Overflow" in (held.status_reason or "")
+    assert held.running_execution is None
+    assert app.task_service.get(ALICE, unreadable).status is TaskStatus.ERROR
+    # And the next runs meet none of them again
+    pipeline.clock.advance(timedelta(minutes=1))
+    assert pipeline.reap() == {"expired": 0, "reaped": 0}
+    # And a PATCH with a sane schedule brings the task back
+    status, body = call(app, "PATCH", f"/tasks/{overflowing}", {"fixed_delay": "1 hour"})
+    assert status == 200, body
+    assert body["status"] == "ACTIVE"
+    assert body["status_reason"] is None
+    assert body["next_run_at"] is not None

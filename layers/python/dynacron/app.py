@@ -179,6 +179,7 @@ class Dynacron:
             lease_terms=terms,
             max_per_run=settings.reaper_max_per_run,
             faults=faults,
+            tasks=self.tasks,
         )
         self.execution_service = ExecutionService(
             executions=self.executions,
@@ -283,7 +284,8 @@ class Dynacron:
             self.metrics.flush()
         if report.reaped:
             logger.info("reaper took over expired leases", extra={"reaped": report.reaped})
-        return {"expired": report.expired, "reaped": report.reaped, **report.outcomes}
+        set_aside = {"set_aside": report.set_aside} if report.set_aside else {}
+        return {"expired": report.expired, "reaped": report.reaped, **report.outcomes, **set_aside}
 
     @classmethod
     def from_environment(cls) -> Dynacron:

@@ -1284,6 +1284,17 @@ class ExecutionStore:
             removes=("callback_digest", "accepted_at", "next_attempt_at"),
         )
 
+    def set_aside(self, execution_id: str, reason: str, now: datetime) -> bool:
+        """Take an execution out of the lease index for good, saying why: handling its
+        expired lease raised, and would again every time. Its status is left as it is."""
+        ok, _ = self._write(
+            execution_id,
+            "attribute_exists(execution_id)",
+            {"set_aside_reason": reason[:ERROR_LIMIT], "set_aside_at": format_instant(now)},
+            removes=("lease_shard",),
+        )
+        return ok
+
     def release(self, execution_id: str, lease_token: str) -> bool:
         """Drop a lease whose obligation is met, leaving the execution out of the lease index."""
         ok, _ = self._write(
