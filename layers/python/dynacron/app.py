@@ -238,6 +238,7 @@ class Dynacron:
             shard=shard,
             owner=context.aws_request_id,
             deadline=self.clock.now() + budget - TICK_LOOP_MARGIN,
+            metrics=self.metrics,
         )
         report = loop.run(self._sleep)
         ended = report.ended.value if report.ended else None

@@ -107,6 +107,10 @@ class TickReport:
     # Claims this tick may make: the configured cap, less whatever the queue
     # already holds beyond its bound (dispatch pacing).
     claim_budget: int = 0
+    # The tick stops starting new pages at this instant (the looping tick's lease
+    # must outlast the tick); whatever is left stays due for the next tick.
+    deadline: datetime | None = None
+    cut_short: bool = False
 
     @property
     def claim_writes(self) -> int:
@@ -151,9 +155,10 @@ class Ticker:
         """Tick every shard once (local mode); deployed, each shard has its own tick."""
         return [self.tick_shard(shard) for shard in range(self._settings.shard_count)]
 
-    def tick_shard(self, shard: int) -> TickReport:
+    def tick_shard(self, shard: int, deadline: datetime | None = None) -> TickReport:
+        """One tick of ``shard``; with ``deadline``, no page is started after it."""
         now = self._clock.now()
-        report = TickReport(shard=shard, claim_budget=self._claim_budget())
+        report = TickReport(shard=shard, claim_budget=self._claim_budget(), deadline=deadline)
         if report.claim_budget <= 0:
             # The workers have enough to do: what is due stays due for a later tick.
             self._metrics.dispatch_paced()
@@ -169,7 +174,7 @@ class Ticker:
             # buckets starting at the cursor: never over one not yet queried.
             if drained and bucket == new_cursor and bucket + self._width <= settled_before:
                 new_cursor = bucket + self._width
-            if report.claim_writes >= report.claim_budget:
+            if report.claim_writes >= report.claim_budget or report.cut_short:
                 break
         if new_cursor > cursor:
             self._cursors.advance(shard, new_cursor)
@@ -221,7 +226,7 @@ class Ticker:
         drained = True
         while True:
             budget = report.claim_budget - report.claim_writes
-            if budget <= 0:
+            if budget <= 0 or self._past_deadline(report):
                 return False
             task_ids, start_key = self._tasks.due_task_ids(
                 key, now, min(self._settings.tick_page_size, budget), start_key
@@ -233,6 +238,8 @@ class Ticker:
                     self._set_aside(item, None, now, report)
                 claims = self._claims_of(tasks, now, report)
                 while claims:
+                    if self._past_deadline(report):
+                        return False
                     budget = report.claim_budget - report.claim_writes
                     if len(claims) > budget:
                         claims, drained = claims[:budget], False
@@ -244,6 +251,12 @@ class Ticker:
                     claims = self._claims_of([advanced(c.task, c, now) for c in won], now, report)
             if start_key is None:
                 return drained
+
+    def _past_deadline(self, report: TickReport) -> bool:
+        if report.deadline is None or self._clock.now() < report.deadline:
+            return False
+        report.cut_short = True
+        return True
 
     def _claims_of(self, tasks: list[Task], now: datetime, report: TickReport) -> list[Claim]:
         claims: list[Claim] = []
