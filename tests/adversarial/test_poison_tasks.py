@@ -12,22 +12,30 @@ from __future__ import annotations
 
 import copy
 import itertools
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from dynacron import metric_names
+from dynacron.app import Dynacron
+from dynacron.config import LOOPBACK_NETWORKS
+from dynacron.domain.clock import SettableClock
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks import TaskStatus, due_bucket_key, execution_id_for, shard_for
+from dynacron.faults import Boundary, Faults
+from dynacron.local.aws import provision
+from dynacron.metrics import MetricTotals
 from dynacron.models import TaskCreate
 from dynacron.resources import DUE_INDEX
-from tests.conftest import START
+from dynacron.services.tick_loop import LoopEnd, LoopTiming, ShardTickLoop
+from tests.conftest import START, sleep_moving
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline
-from tests.support import Sink
+from tests.support import FakeLambdaContext, Sink
 
 BOB = "arn:aws:iam::000000000000:user/bob"
+HOOK = "http://127.0.0.1:9/hook"
 B_TASKS = 30
 B_DUE = START + timedelta(seconds=30)
 # A's poison falls due first, so it sorts ahead of B's tasks in the due index.
@@ -302,3 +310,119 @@ def test_the_reaper_sweeps_past_a_poison_lease(pipeline: Pipeline, sink: Sink) -
     assert body["status"] == "ACTIVE"
     assert body["status_reason"] is None
     assert body["next_run_at"] is not None
+
+
+def looping_system(
+    aws: tuple[Any, Any], clock: SettableClock, faults: Faults, **overrides: Any
+) -> tuple[Dynacron, MetricTotals, list[dict[str, Any]]]:
+    """One shard, worked by the deployed tick loop; metrics and their documents kept."""
+    dynamodb, sqs = aws
+    settings = provision(
+        dynamodb,
+        sqs,
+        clock=clock,
+        shard_count=1,
+        delivery_allow_networks=LOOPBACK_NETWORKS,
+        **overrides,
+    )
+    totals, documents = MetricTotals(), []
+
+    def emit(document: dict[str, Any]) -> None:
+        documents.append(document)
+        totals(document)
+
+    system = Dynacron(
+        settings,
+        dynamodb=dynamodb,
+        sqs=sqs,
+        clock=clock,
+        sleep=sleep_moving(clock),
+        faults=faults,
+        emit_metrics=emit,
+    )
+    return system, totals, documents
+
+
+class RaiseAt:
+    """A fault that raises a plain exception (a bug stand-in) at a boundary, ``times`` times."""
+
+    def __init__(self, boundary: Boundary, times: int) -> None:
+        self._boundary = boundary
+        self.left = times
+
+    def reached(self, boundary: Boundary) -> None:
+        if boundary is self._boundary and self.left > 0:
+            self.left -= 1
+            raise RuntimeError("a bug in the tick")
+
+
+def test_the_tick_loop_survives_ticks_that_raise(
+    aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    """Finding 1: the deployed tick loop ended on the first exception of a tick, so
+    the shard idled until the next minute's invocation, which failed the same way."""
+    faults = RaiseAt(Boundary.TICK_SENT_NOT_CLAIMED, times=3)
+    system, totals, documents = looping_system(aws, clock, faults)
+    # Given a task every 10 s, and a tick whose first three sends end in an exception
+    system.task_service.register(BOB, TaskCreate(handler_url=HOOK, rate="10 seconds"))
+    clock.advance(timedelta(milliseconds=300))
+    context = FakeLambdaContext(aws_request_id="invocation-1", remaining_millis=120_000)
+    # When the invocation runs to its deadline
+    result = system.tick({"shard": 0, "loop": True}, context)
+    # Then it kept ticking to the end, every occurrence claimed in the end
+    assert faults.left == 0
+    assert result["ended"] == LoopEnd.DEADLINE.value
+    assert result["ticks"] >= 90
+    assert result["claimed"] == 10
+    # And each failure was counted, and metrics reached CloudWatch while it ran
+    assert totals.total(metric_names.TICK_FAILURES) == 3
+    assert len(documents) > 50
+
+
+def test_a_long_tick_stops_before_its_lease_runs_out(
+    aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    """Finding 1: a tick of tick_max_claims claims at 50 claims/s lasts 40 s, longer
+    than the 30 s lease it runs under: another invocation could take the shard over
+    in the middle of it. Every claim must be made while the lease is held."""
+    timing = LoopTiming()
+    seconds_per_claim = 0.2
+    due = int(timing.lease_seconds / seconds_per_claim) + 30  # more than one lease's worth
+
+    claims_at: list[tuple[datetime, datetime]] = []
+
+    class SlowClaims:
+        """Each claim takes 0.2 s of the test clock; notes the lease's end at each."""
+
+        def reached(self, boundary: Boundary) -> None:
+            if boundary is Boundary.TICK_CLAIMED_ONE:
+                now = clock.advance(timedelta(seconds=seconds_per_claim))
+                lease = system.leases.get(0)
+                assert lease is not None
+                claims_at.append((now, lease.lease_until))
+
+    system, _, _ = looping_system(aws, clock, SlowClaims(), tick_concurrency=1, tick_page_size=10)
+    # Given more tasks due at once than one lease's worth of claims
+    at = format_instant(clock.now() + timedelta(seconds=1))
+    for n in range(due):
+        system.task_service.register(BOB, TaskCreate(handler_url=HOOK, at=at, name=f"t{n}"))
+    clock.advance(timedelta(seconds=1, milliseconds=300))
+    loop = ShardTickLoop(
+        ticker=system.ticker,
+        leases=system.leases,
+        clock=clock,
+        shard=0,
+        owner="holder",
+        deadline=clock.now() + timedelta(minutes=5),
+        timing=timing,
+    )
+    # When the loop steps until everything due is claimed
+    while loop.report.claimed < due:
+        pause = loop.step()
+        assert pause is not None
+        clock.advance(timedelta(seconds=pause))
+    # Then every claim was made under a held lease: the first tick stopped short
+    assert len(claims_at) == due
+    late = [(now, until) for now, until in claims_at if now >= until]
+    assert not late, f"{len(late)} claims after the lease ended, first {late[0]}"
+    assert loop.report.cut_short >= 1
