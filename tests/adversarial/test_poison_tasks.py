@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -426,3 +427,38 @@ def test_a_long_tick_stops_before_its_lease_runs_out(
     late = [(now, until) for now, until in claims_at if now >= until]
     assert not late, f"{len(late)} claims after the lease ended, first {late[0]}"
     assert loop.report.cut_short >= 1
+
+
+def test_the_owner_repairs_or_retries_a_task_set_aside(pipeline: Pipeline, sink: Sink) -> None:
+    """Finding 1: what the owner can do with an ERROR task (README, HTTP API)."""
+    app = pipeline.app
+    _, poison = poison_beside_b(pipeline, sink, ["unknown-kind", "overflow"])
+    pipeline.clock.set(B_DUE)
+    pipeline.tick()
+    unreadable = next(t for t, v in poison.items() if v == "unknown-kind")
+    overflowing = next(t for t, v in poison.items() if v == "overflow")
+    # An unreadable schedule is shown as such, and only a new one repairs it
+    status, body = call(app, "GET", f"/tasks/{unreadable}")
+    assert body["schedule"] == {"kind": "unreadable", "expression": ""}
+    status, body = call(app, "PATCH", f"/tasks/{unreadable}", {"timezone": "Europe/Berlin"})
+    assert status == 422, body
+    assert "schedule" in json.dumps(body)
+    assert call(app, "POST", f"/tasks/{unreadable}/resume")[0] == 422
+    # pause and trigger refuse an ERROR task
+    assert call(app, "POST", f"/tasks/{overflowing}/pause")[0] == 409
+    assert call(app, "POST", f"/tasks/{overflowing}/trigger")[0] == 409
+    status, body = call(app, "PATCH", f"/tasks/{unreadable}", {"rate": "1 minute"})
+    assert status == 200, body
+    assert (body["status"], body["status_reason"]) == ("ACTIVE", None)
+    assert body["schedule"]["kind"] == "rate"
+    # resume tries the overflowing task again as it is: it is set aside again
+    status, body = call(app, "POST", f"/tasks/{overflowing}/resume")
+    assert status == 200, body
+    assert body["status"] == "ACTIVE"
+    # And the repaired task fires at its next occurrence, the other is ERROR again
+    pipeline.clock.advance(timedelta(minutes=1))
+    pipeline.tick()
+    repaired = app.tasks.get(unreadable)
+    assert repaired is not None
+    assert repaired.last_scheduled_at is not None
+    assert app.task_service.get(ALICE, overflowing).status is TaskStatus.ERROR

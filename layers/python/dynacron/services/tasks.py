@@ -155,6 +155,8 @@ class TaskService:
             )
         now = to_utc_ms(self._clock.now())
         given = patch.model_dump(exclude_unset=True, exclude={"version"})
+        if task.schedule is UNREADABLE_SCHEDULE and not any(k in given for k in SCHEDULE_KINDS):
+            raise InvalidRequest("schedule", "the stored schedule cannot be read; give a new one")
         request = TaskCreate.model_validate(_overlaid(_request_of(task), given))
         changed = task
         chain: dict[str, int] = {}
@@ -163,8 +165,6 @@ class TaskService:
             chain = self._check_chain(tenant_id, task_id, schedule)
             check_min_interval(schedule, now, self._settings.min_interval_seconds)
             changed = _rescheduled(task, schedule, request, now)
-        elif task.schedule is UNREADABLE_SCHEDULE:
-            raise InvalidRequest("schedule", "the stored schedule cannot be read; give a new one")
         self._check_handler(request)
         self._check_payload_size(request.payload)
         changed = dataclasses.replace(
