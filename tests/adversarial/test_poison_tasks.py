@@ -11,6 +11,7 @@ with a reason their owner can read; the tick loop and the reaper go on.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import json
 from datetime import datetime, timedelta
@@ -29,7 +30,9 @@ from dynacron.local.aws import provision
 from dynacron.metrics import MetricTotals
 from dynacron.models import TaskCreate
 from dynacron.resources import DUE_INDEX
+from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import LoopEnd, LoopTiming, ShardTickLoop
+from dynacron.store import TaskStore
 from tests.conftest import START, sleep_moving
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline
@@ -462,3 +465,43 @@ def test_the_owner_repairs_or_retries_a_task_set_aside(pipeline: Pipeline, sink:
     assert repaired is not None
     assert repaired.last_scheduled_at is not None
     assert app.task_service.get(ALICE, overflowing).status is TaskStatus.ERROR
+
+
+class OneClaimRaises(TaskStore):
+    """A claim write that raises for one task only (not an infrastructure error)."""
+
+    def __init__(self, client: Any, table: str, failing_task_id: str) -> None:
+        super().__init__(client, table)
+        self._failing = failing_task_id
+
+    def claim(self, claim: Any, *args: Any, **kwargs: Any) -> bool:
+        if claim.task.task_id == self._failing:
+            raise ValueError("cannot write this task's claim")
+        return super().claim(claim, *args, **kwargs)
+
+
+@pytest.mark.parametrize("concurrency", [1, 16])
+def test_a_claim_that_raises_sets_its_task_aside_and_the_page_goes_on(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, concurrency: int
+) -> None:
+    """Finding 1: an exception from one claim ended the page (and the next ticks)."""
+    at = format_instant(clock.now() + timedelta(seconds=1))
+    task_ids = [
+        system.task_service.register(BOB, TaskCreate(handler_url=HOOK, at=at)).task_id
+        for _ in range(20)
+    ]
+    clock.advance(timedelta(seconds=2))
+    ticker = Ticker(
+        tasks=OneClaimRaises(aws[0], system.settings.tasks_table, task_ids[7]),
+        executions=system.executions,
+        queue=system.queue,
+        cursors=system.cursors,
+        settings=dataclasses.replace(system.settings, tick_concurrency=concurrency),
+        clock=clock,
+    )
+    reports = ticker.tick()
+    assert sum(r.claimed for r in reports) == 19
+    assert sum(r.set_aside for r in reports) == 1
+    tasks = {t.task_id: t for t in system.tasks.get_many(task_ids)}
+    assert tasks.pop(task_ids[7]).status is TaskStatus.ERROR
+    assert {t.status for t in tasks.values()} == {TaskStatus.COMPLETED}
