@@ -18,9 +18,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from dynacron import metric_names
 from dynacron.app import Dynacron
+from dynacron.cli import _tasks_table
 from dynacron.config import LOOPBACK_NETWORKS
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.instants import format_instant
@@ -28,7 +30,7 @@ from dynacron.domain.tasks import TaskStatus, due_bucket_key, execution_id_for, 
 from dynacron.faults import Boundary, Faults
 from dynacron.local.aws import provision
 from dynacron.metrics import MetricTotals
-from dynacron.models import TaskCreate
+from dynacron.models import TaskCreate, TaskView
 from dynacron.resources import DUE_INDEX
 from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import LoopEnd, LoopTiming, ShardTickLoop
@@ -188,6 +190,11 @@ def test_the_owner_sees_why_each_poison_task_was_set_aside(pipeline: Pipeline, s
         assert status == 200, body
         assert body["status"] == "ERROR"
         assert reasons[variant] in body["status_reason"], body["status_reason"]
+    # And the CLI's table shows the reason beside the status
+    table = _tasks_table(TaskView.model_validate(body))
+    console = Console(width=400, record=True)
+    console.print(table)
+    assert "ERROR: " in console.export_text()
     # A's listing shows them too (one unreadable item does not break the page)
     status, page = call(app, "GET", "/tasks", limit=100)
     assert status == 200, page
@@ -378,6 +385,7 @@ def test_the_tick_loop_survives_ticks_that_raise(
     assert result["ended"] == LoopEnd.DEADLINE.value
     assert result["ticks"] >= 90
     assert result["claimed"] == 10
+    assert result["failed_ticks"] == 3
     # And each failure was counted, and metrics reached CloudWatch while it ran
     assert totals.total(metric_names.TICK_FAILURES) == 3
     assert len(documents) > 50

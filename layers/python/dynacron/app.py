@@ -251,6 +251,7 @@ class Dynacron:
                 "ended": ended,
                 "ticks": report.ticks,
                 "claimed": report.claimed,
+                "failed_ticks": report.failed_ticks,
             },
         )
         return {
@@ -258,6 +259,7 @@ class Dynacron:
             "shards": [shard],
             "ticks": report.ticks,
             "ended": ended,
+            "failed_ticks": report.failed_ticks,
             "max_lateness_seconds": max(report.lateness_seconds, default=0.0),
         }
 
