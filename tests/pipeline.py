@@ -4,6 +4,10 @@ with a clock the test moves.
 A component built with faults stops where they say (``InjectedCrash``), like a
 killed process: its SQS messages become visible again, as they would after the
 visibility timeout, and its leases and idempotency records stay as they were.
+
+Only what a test injected is absorbed: an ``InjectedCrash``, or throttling from a
+component built with chaos that throttles. Any other exception from the tick or
+the reaper fails the test, so a real bug cannot hide behind "nothing was lost".
 """
 
 from __future__ import annotations
@@ -15,13 +19,15 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from dynacron.app import Dynacron
 from dynacron.config import Settings
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import Dispatch, Execution
 from dynacron.faults import NO_FAULTS, Faults
 from dynacron.handlers import HandlerRegistry
-from dynacron.local.chaos import ChaosSettings, InjectedCrash, chaotic_clients
+from dynacron.local.chaos import THROTTLED, ChaosSettings, InjectedCrash, chaotic_clients
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
 from dynacron.metrics import MetricTotals
@@ -103,6 +109,9 @@ class Pipeline:
         self.queue = VirtualDelayQueue(self.sqs, settings.dispatch_queue_url, clock)
         self.crashes = 0
         self.record_failures = 0  # SQS records a worker reported back as failed
+        self.injected_errors = 0  # throttling a chaotic component was asked to inject
+        # Components whose DynamoDB calls the test asked to throttle.
+        self._throttled: list[Dynacron] = []
         self.app = self.component()
 
     def component(
@@ -116,7 +125,7 @@ class Pipeline:
             queue = VirtualDelayQueue(sqs, self.settings.dispatch_queue_url, self.clock)
             queue.delays, queue.held = self.queue.delays, self.queue.held
             queue._held_lock = self.queue._held_lock
-        return Dynacron(
+        app = Dynacron(
             self.settings,
             dynamodb=dynamodb,
             sqs=sqs,
@@ -126,18 +135,34 @@ class Pipeline:
             faults=faults,
             dispatch_queue=queue,
         )
+        if chaos is not None and chaos.throttle_rate > 0:
+            self._throttled.append(app)
+        return app
+
+    def _injected(self, app: Dynacron, error: Exception) -> bool:
+        """Whether ``error`` is one the test asked for: throttling, from a component
+        built to throttle (moto itself never throttles)."""
+        return (
+            any(app is throttled for throttled in self._throttled)
+            and isinstance(error, ClientError)
+            and error.response.get("Error", {}).get("Code") == THROTTLED
+        )
 
     def register(self, **fields: Any) -> str:
         return self.app.task_service.register(ALICE, TaskCreate(**fields)).task_id
 
     def tick(self, app: Dynacron | None = None) -> int:
-        """One tick of every shard; a failed tick is left for the next, as deployed."""
+        """One tick of every shard; a tick failed by an injected fault is left for
+        the next, as deployed. Any other exception is raised."""
+        app = app or self.app
         try:
-            return sum(r.claimed for r in (app or self.app).ticker.tick())
+            return sum(r.claimed for r in app.ticker.tick())
         except InjectedCrash:
             self.crashes += 1
-        except Exception:
-            pass
+        except Exception as error:
+            if not self._injected(app, error):
+                raise
+            self.injected_errors += 1
         return 0
 
     def work(self, app: Dynacron | None = None, *, batches: int = 1000, sqs: Any = None) -> int:
@@ -177,12 +202,16 @@ class Pipeline:
         return received
 
     def reap(self, app: Dynacron | None = None) -> dict[str, Any]:
+        """One reaper run; as ``tick``, only an injected fault is absorbed."""
+        app = app or self.app
         try:
-            return (app or self.app).reaper({}, LocalContext("test-reaper"))
+            return app.reaper({}, LocalContext("test-reaper"))
         except InjectedCrash:
             self.crashes += 1
-        except Exception:
-            pass
+        except Exception as error:
+            if not self._injected(app, error):
+                raise
+            self.injected_errors += 1
         return {}
 
     def settle(

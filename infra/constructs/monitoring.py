@@ -152,6 +152,28 @@ class Monitoring(Construct):
             threshold=UNDELIVERED_ALARM_SECONDS,
             periods=3,
         )
+        self._alarm(
+            "TasksSetAside",
+            "A task made the tick or the reaper raise and was set aside (ERROR, with the "
+            "reason on the task): its owner must fix it, or a scheduler bug hit it",
+            dynacron_metric(metric_names.TASKS_SET_ASIDE, "Sum", ONE_MINUTE),
+            threshold=0,
+        )
+        self._alarm(
+            "LeasesSetAside",
+            "An expired lease made the reaper raise and was taken out of the sweep "
+            "(reason on the execution)",
+            dynacron_metric(metric_names.LEASES_SET_ASIDE, "Sum", ONE_MINUTE),
+            threshold=0,
+        )
+        self._alarm(
+            "TickFailures",
+            "Ticks of the looping tick raised (the loop backs off and goes on); "
+            "for 3 minutes in a row",
+            dynacron_metric(metric_names.TICK_FAILURES, "Sum", ONE_MINUTE),
+            threshold=0,
+            periods=3,
+        )
         self.dashboard = self._dashboard(dispatch, dead_letters, functions)
 
     def _alarm(
@@ -227,6 +249,20 @@ class Monitoring(Construct):
                 left=[dynacron_metric(metric_names.QUEUE_DEPTH, "Maximum", ONE_MINUTE)],
                 right=[dynacron_metric(metric_names.DISPATCH_PACED, "Sum", ONE_MINUTE)],
                 width=8,
+            ),
+        )
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Set aside: tasks and leases that raised, and failed ticks",
+                left=[
+                    dynacron_metric(name, "Sum", ONE_MINUTE)
+                    for name in (
+                        metric_names.TASKS_SET_ASIDE,
+                        metric_names.LEASES_SET_ASIDE,
+                        metric_names.TICK_FAILURES,
+                    )
+                ],
+                width=24,
             ),
         )
         dashboard.add_widgets(

@@ -589,6 +589,9 @@ def test_alarms_watch_what_the_issue_asks_for_and_notify_the_topic(
         (metric_names.NAMESPACE, metric_names.BREAKER_OPENED, None),
         (metric_names.NAMESPACE, metric_names.DISPATCH_PACED, None),
         (metric_names.NAMESPACE, metric_names.LIMIT_LATENESS, None),
+        (metric_names.NAMESPACE, metric_names.TASKS_SET_ASIDE, None),
+        (metric_names.NAMESPACE, metric_names.LEASES_SET_ASIDE, None),
+        (metric_names.NAMESPACE, metric_names.TICK_FAILURES, None),
     ]
     assert set(watched) == {(ns, name, json.dumps(subject)) for ns, name, subject in expected}
     paced = watched[(metric_names.NAMESPACE, metric_names.DISPATCH_PACED, "null")]
@@ -597,6 +600,10 @@ def test_alarms_watch_what_the_issue_asks_for_and_notify_the_topic(
     lateness = watched[(metric_names.NAMESPACE, metric_names.LIMIT_LATENESS, "null")]
     assert lateness["Statistic"] == "Sum"
     assert lateness["Threshold"] == SchedulerConfig().limit_lateness_alarm_seconds
+    set_aside = watched[(metric_names.NAMESPACE, metric_names.TASKS_SET_ASIDE, "null")]
+    assert (set_aside["Statistic"], set_aside["Threshold"]) == ("Sum", 0)
+    tick_failures = watched[(metric_names.NAMESPACE, metric_names.TICK_FAILURES, "null")]
+    assert tick_failures["EvaluationPeriods"] == 3
     lag = watched[(metric_names.NAMESPACE, metric_names.SCHEDULING_LAG, "null")]
     assert lag["ExtendedStatistic"] == "p99"
     assert lag["Threshold"] == 10

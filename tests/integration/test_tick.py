@@ -11,6 +11,7 @@ from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.tasks import TaskStatus, execution_id_for
 from dynacron.domain.tenants import DEFAULT_TENANT
+from dynacron.local.chaos import InjectedCrash
 from dynacron.models import TaskCreate
 from dynacron.services.tick import Ticker
 from dynacron.store import TaskStore
@@ -186,10 +187,11 @@ def test_a_large_due_set_is_taken_in_bounded_pages_and_budgets(
 
 
 class CrashBeforeClaim(TaskStore):
-    """Fault injection: the process dies after sending and before claiming."""
+    """Fault injection: the process dies after sending and before claiming (a crash,
+    not an exception: one raised by a task's claim would set that task aside)."""
 
     def claim(self, *args: Any, **kwargs: Any) -> bool:
-        raise RuntimeError("process killed")
+        raise InjectedCrash("process killed")
 
 
 def test_a_crash_between_send_and_claim_loses_nothing(
@@ -205,7 +207,7 @@ def test_a_crash_between_send_and_claim_loses_nothing(
         settings=system.settings,
         clock=clock,
     )
-    with pytest.raises(RuntimeError):
+    with pytest.raises(InjectedCrash):
         crashing.tick()
     # The occurrence was sent but not claimed: the next tick sends it again.
     assert sum(r.claimed for r in system.ticker.tick()) == 1

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
@@ -46,7 +47,11 @@ class OneClaimFails(TaskStore):
 
     def claim(self, claim: Any, *args: Any, **kwargs: Any) -> bool:
         if claim.task.task_id == self._failing:
-            raise RuntimeError("DynamoDB is unavailable")
+            # An infrastructure error: it ends the tick (a task's own error sets it aside).
+            raise ClientError(
+                {"Error": {"Code": "ServiceUnavailable", "Message": "DynamoDB is unavailable"}},
+                "UpdateItem",
+            )
         return super().claim(claim, *args, **kwargs)
 
 
@@ -108,7 +113,7 @@ def test_a_claim_failing_mid_page_loses_nothing(
     task_ids = [register(system, at=DUE_AT) for _ in range(TASKS)]
     clock.advance(timedelta(seconds=2))
     failing = OneClaimFails(aws[0], system.settings.tasks_table, failing_task_id=task_ids[7])
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ClientError):
         ticker_with(system, clock, failing, tick_concurrency=16).tick()
 
     # When the next tick runs against a healthy store

@@ -182,6 +182,7 @@ class Dynacron:
             lease_terms=terms,
             max_per_run=settings.reaper_max_per_run,
             faults=faults,
+            tasks=self.tasks,
         )
         self.execution_service = ExecutionService(
             executions=self.executions,
@@ -251,6 +252,7 @@ class Dynacron:
             shard=shard,
             owner=context.aws_request_id,
             deadline=self.clock.now() + budget - TICK_LOOP_MARGIN,
+            metrics=self.metrics,
         )
         report = loop.run(self._sleep)
         ended = report.ended.value if report.ended else None
@@ -263,6 +265,7 @@ class Dynacron:
                 "ended": ended,
                 "ticks": report.ticks,
                 "claimed": report.claimed,
+                "failed_ticks": report.failed_ticks,
             },
         )
         return {
@@ -270,6 +273,7 @@ class Dynacron:
             "shards": [shard],
             "ticks": report.ticks,
             "ended": ended,
+            "failed_ticks": report.failed_ticks,
             "max_lateness_seconds": max(report.lateness_seconds, default=0.0),
         }
 
@@ -315,7 +319,8 @@ class Dynacron:
             self.metrics.flush()
         if report.reaped:
             logger.info("reaper took over expired leases", extra={"reaped": report.reaped})
-        return {"expired": report.expired, "reaped": report.reaped, **report.outcomes}
+        set_aside = {"set_aside": report.set_aside} if report.set_aside else {}
+        return {"expired": report.expired, "reaped": report.reaped, **report.outcomes, **set_aside}
 
     def undelivered(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Settle the dispatch messages SQS gave up on (see services/undelivered.py);

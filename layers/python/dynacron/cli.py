@@ -136,7 +136,7 @@ def _tasks_table(page: TaskPage | TaskView) -> Table:
                 t.task_id,
                 t.name,
                 f"{t.schedule.kind} {t.schedule.expression}",
-                t.status,
+                f"{t.status}: {t.status_reason}" if t.status_reason else t.status,
                 t.next_run_at,
                 t.handler_url,
             ]

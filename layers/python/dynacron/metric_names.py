@@ -35,3 +35,9 @@ HOSTS_PAUSED = "HostsPaused"
 QUEUE_DEPTH = "QueueDepth"
 # Ticks that stopped enqueueing because the queue held enough.
 DISPATCH_PACED = "DispatchPaced"
+# Tasks set aside (ERROR) because claiming them, or handling an execution's end, raised.
+TASKS_SET_ASIDE = "TasksSetAside"
+# Expired leases whose handling raised, taken out of the lease index by the reaper.
+LEASES_SET_ASIDE = "LeasesSetAside"
+# Ticks of the looping tick that raised; the loop backs off and goes on.
+TICK_FAILURES = "TickFailures"

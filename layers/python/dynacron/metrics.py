@@ -99,6 +99,15 @@ class ReliabilityMetrics:
     def dispatch_paced(self) -> None:
         self._add(metric_names.DISPATCH_PACED, MetricUnit.Count, 1)
 
+    def task_set_aside(self) -> None:
+        self._add(metric_names.TASKS_SET_ASIDE, MetricUnit.Count, 1)
+
+    def lease_set_aside(self) -> None:
+        self._add(metric_names.LEASES_SET_ASIDE, MetricUnit.Count, 1)
+
+    def tick_failed(self) -> None:
+        self._add(metric_names.TICK_FAILURES, MetricUnit.Count, 1)
+
     def flush(self) -> None:
         """Hand what was recorded since the last flush to ``emit``, as one EMF document."""
         with self._lock:

@@ -12,7 +12,13 @@ from dynacron.domain.forecast import Forecast
 from dynacron.domain.instants import format_instant
 from dynacron.domain.limits import MAX_CONCURRENCY, MAX_RATE_PER_SECOND, RateLimit, TaskLimits
 from dynacron.domain.retry import MAX_ATTEMPTS_LIMIT, MAX_DELAY_LIMIT_SECONDS
-from dynacron.domain.tasks import MAX_CATCHUP_WINDOW_SECONDS, MAX_JITTER_SECONDS, CatchUp, Task
+from dynacron.domain.tasks import (
+    MAX_CATCHUP_WINDOW_SECONDS,
+    MAX_JITTER_SECONDS,
+    UNREADABLE_SCHEDULE,
+    CatchUp,
+    Task,
+)
 from dynacron.domain.urls import MAX_URL_LENGTH
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
 
@@ -284,7 +290,8 @@ class RetryView(BaseModel):
 
 
 class ScheduleView(BaseModel):
-    kind: Literal["cron", "rate", "at", "fixed_delay", "after"]
+    # "unreadable": the stored schedule cannot be read (the task is ERROR; PATCH a new one).
+    kind: Literal["cron", "rate", "at", "fixed_delay", "after", "unreadable"]
     expression: str
 
 
@@ -312,6 +319,8 @@ class TaskView(BaseModel):
     rate_limit: RateLimitModel | None = None
     payload: dict[str, Any]
     status: str
+    # ERROR only: why the scheduler set the task aside.
+    status_reason: str | None = None
     next_run_at: str | None
     last_scheduled_at: str | None
     version: int
@@ -322,11 +331,16 @@ class TaskView(BaseModel):
     def of(cls, task: Task) -> TaskView:
         schedule = task.schedule
         expression = format_instant(schedule.at) if schedule.kind == "at" else schedule.expression
+        shown = (
+            ScheduleView(kind="unreadable", expression="")
+            if schedule is UNREADABLE_SCHEDULE
+            else ScheduleView(kind=schedule.kind, expression=expression)
+        )
         catchup = task.catchup
         return cls(
             task_id=task.task_id,
             name=task.name,
-            schedule=ScheduleView(kind=schedule.kind, expression=expression),
+            schedule=shown,
             timezone=task.timezone,
             dst=DstPolicyModel.of(schedule.dst) if schedule.kind == "cron" else None,
             anchor=format_instant(schedule.anchor) if schedule.kind == "rate" else None,
@@ -338,7 +352,7 @@ class TaskView(BaseModel):
                 catchup.window_seconds if catchup.policy is CatchUp.RUN_ALL else None
             ),
             overlap=task.overlap.value,
-            after=task.upstream_task_id,
+            after=task.upstream_task_id or None,
             pause_note=task.pause_note,
             running_execution=task.running_execution,
             buffered_at=_optional_instant(task.buffered_at),
@@ -353,6 +367,7 @@ class TaskView(BaseModel):
             rate_limit=RateLimitModel.of(task.limits),
             payload=task.payload,
             status=task.status.value,
+            status_reason=task.status_reason,
             next_run_at=_optional_instant(task.next_run_at),
             last_scheduled_at=_optional_instant(task.last_scheduled_at),
             version=task.version,

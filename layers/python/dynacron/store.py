@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
@@ -41,6 +42,7 @@ from dynacron.domain.schedules import (
 )
 from dynacron.domain.tasks import (
     DEFAULT_CATCHUP_WINDOW_SECONDS,
+    UNREADABLE_SCHEDULE,
     CatchUp,
     CatchUpPolicy,
     Claim,
@@ -283,6 +285,7 @@ def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
             TENANT_INDEX.partition_key.name: task.tenant_id,
             "overlap": task.overlap.value,
             "pause_note": task.pause_note,
+            "status_reason": task.status_reason,
             "running_execution": task.running_execution,
             "buffered_at": _optional_instant(task.buffered_at),
             "has_dependents": task.has_dependents or None,
@@ -322,7 +325,105 @@ def task_from_item(item: dict[str, Any]) -> Task:
         buffered_at=_instant_or_none(values.get("buffered_at")),
         limits=limits_from_map(values.get("limits")),
         has_dependents=bool(values.get("has_dependents", False)),
+        status_reason=values.get("status_reason"),
     )
+
+
+# A reason is kept short: it is shown to the owner and stored on the item.
+REASON_LIMIT = 500
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class UnreadableTaskError(ValueError):
+    """A stored task item that cannot be decoded into a ``Task``."""
+
+
+@dataclass(frozen=True)
+class UnreadableTask:
+    """A stored task that cannot be decoded: written around the API (by hand, a bug,
+    a migration). What the tick needs to set it aside without decoding it."""
+
+    task_id: str
+    reason: str
+    # The stored ``version`` attribute as it was read (None if missing): the
+    # set-aside write is conditional on it.
+    seen_version: dict[str, Any] | None
+
+
+def reason_of(error: BaseException) -> str:
+    """An exception as a short, readable reason."""
+    return f"{type(error).__name__}: {error}"[:REASON_LIMIT]
+
+
+def read_task_item(item: dict[str, Any]) -> Task | UnreadableTask:
+    """The task an item holds, or why it cannot be read.
+
+    Any exception counts: an item written around the API can break decoding
+    anywhere (a bad instant, an unknown kind, a missing or mistyped field).
+    """
+    try:
+        return task_from_item(item)
+    except Exception as error:
+        return UnreadableTask(
+            task_id=str(item.get("task_id", {}).get("S", "")),
+            reason=f"the stored task cannot be read ({reason_of(error)})"[:REASON_LIMIT],
+            seen_version=item.get("version"),
+        )
+
+
+def shown_task_item(item: dict[str, Any]) -> Task:
+    """The task an item holds, for its owner to see: an unreadable item is shown as
+    an ERROR task with what could be read, every other field at its default."""
+    read = read_task_item(item)
+    if isinstance(read, Task):
+        return read
+    values: dict[str, Any] = {}
+    for name, value in item.items():
+        # Each attribute alone: one that is not even a DynamoDB value hides no other.
+        with contextlib.suppress(Exception):
+            values[name] = _deserializer.deserialize(value)
+
+    unreadable_schedule: Schedule = UNREADABLE_SCHEDULE
+
+    def text(name: str) -> str | None:
+        value = values.get(name)
+        return value if isinstance(value, str) else None
+
+    return Task(
+        task_id=read.task_id,
+        name=text("name") or read.task_id,
+        schedule=_or(unreadable_schedule, lambda: _schedule_from_map(values["schedule"])),
+        handler_url=text("handler_url"),
+        handler_name=text("handler"),
+        payload=_or({}, lambda: dict(json.loads(values["payload"]))),
+        status=TaskStatus.ERROR,
+        status_reason=text("status_reason") or read.reason,
+        next_run_at=_or(None, lambda: _instant_or_none(values.get("next_run_at"))),
+        created_at=_or(_EPOCH, lambda: parse_instant(values["created_at"])),
+        updated_at=_or(_EPOCH, lambda: parse_instant(values["updated_at"])),
+        version=_or(0, lambda: int(values["version"])),
+        tenant_id=text(TENANT_INDEX.partition_key.name) or DEFAULT_TENANT,
+    )
+
+
+def _or(default: T, read: Callable[[], T]) -> T:
+    try:
+        return read()
+    except Exception:
+        return default
+
+
+def _readable(read: Task | UnreadableTask) -> Task:
+    if isinstance(read, UnreadableTask):
+        raise UnreadableTaskError(f"task {read.task_id}: {read.reason}")
+    return read
+
+
+def _next_version(seen: dict[str, Any] | None) -> int:
+    try:
+        return int((seen or {})["N"]) + 1
+    except (KeyError, TypeError, ValueError):
+        return 1
 
 
 class TaskStore:
@@ -390,7 +491,8 @@ class TaskStore:
 
     def get_owned(self, tenant_id: str, task_id: str) -> Task | None:
         """The task if it exists and belongs to ``tenant_id``, else None (either way)."""
-        task = self.get(task_id)
+        item = self._get_item(task_id)
+        task = shown_task_item(item) if item else None
         # GetItem takes no condition: the owner is checked here, the one place
         # every tenant-scoped read goes through.
         return task if task is not None and task.tenant_id == tenant_id else None
@@ -402,7 +504,7 @@ class TaskStore:
             PartitionQuery(self._table, TENANT_INDEX.partition_key.name, tenant_id, TENANT_INDEX),
             limit,
             token,
-            task_from_item,
+            shown_task_item,
         )
 
     def delete_owned(self, tenant_id: str, task_id: str) -> bool:
@@ -438,25 +540,124 @@ class TaskStore:
             raise
         return True
 
-    def get(self, task_id: str) -> Task | None:
+    def _get_item(self, task_id: str) -> dict[str, Any] | None:
         response = self._client.get_item(
             TableName=self._table, Key=_to_item({"task_id": task_id}), ConsistentRead=True
         )
-        item = response.get("Item")
-        return task_from_item(item) if item else None
+        item: dict[str, Any] | None = response.get("Item")
+        return item
+
+    def get(self, task_id: str) -> Task | None:
+        """The task, or None if missing; ``UnreadableTaskError`` if it cannot be decoded."""
+        item = self._get_item(task_id)
+        return _readable(read_task_item(item)) if item else None
 
     def get_many(self, task_ids: Iterable[str]) -> list[Task]:
-        """Strongly consistent reads of up to any number of tasks; missing ones are left out."""
+        """Strongly consistent reads of up to any number of tasks; missing ones are left
+        out; ``UnreadableTaskError`` if one cannot be decoded."""
+        tasks, unreadable = self.read_many(task_ids)
+        if unreadable:
+            raise UnreadableTaskError(f"task {unreadable[0].task_id}: {unreadable[0].reason}")
+        return tasks
+
+    def read_many(self, task_ids: Iterable[str]) -> tuple[list[Task], list[UnreadableTask]]:
+        """As ``get_many``, with the tasks that cannot be decoded apart, not raised."""
         ids = list(dict.fromkeys(task_ids))
         tasks: list[Task] = []
+        unreadable: list[UnreadableTask] = []
         for start in range(0, len(ids), BATCH_GET_LIMIT):
             keys = [_to_item({"task_id": i}) for i in ids[start : start + BATCH_GET_LIMIT]]
             request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
             while request:
                 response = self._client.batch_get_item(RequestItems=request)
-                tasks += [task_from_item(i) for i in response["Responses"].get(self._table, [])]
+                for item in response["Responses"].get(self._table, []):
+                    read = read_task_item(item)
+                    if isinstance(read, Task):
+                        tasks.append(read)
+                    else:
+                        unreadable.append(read)
                 request = response.get("UnprocessedKeys") or {}
-        return tasks
+        return tasks, unreadable
+
+    def set_aside(self, task: Task | UnreadableTask, reason: str, now: datetime) -> bool:
+        """Mark a task ERROR with ``reason``, out of the due index, if it is still at the
+        version read: nothing else of it is needed, so an item that cannot be decoded
+        is set aside too. False if it changed meanwhile."""
+        seen = _serializer.serialize(task.version) if isinstance(task, Task) else task.seen_version
+        return self._set_aside(task.task_id, reason, now, seen_version=seen)
+
+    def set_aside_by_id(
+        self, task_id: str, reason: str, now: datetime, *, release_slot_of: str | None = None
+    ) -> bool:
+        """``set_aside`` for a task not read yet, conditional on its version as stored now.
+
+        With ``release_slot_of``, the run slot that execution holds is freed too (its
+        end could not be handled, so nothing else would ever free it), if it still
+        holds it; otherwise the slot is left as it is.
+        """
+        seen = self.stored_version(task_id)
+        if release_slot_of is not None and self._set_aside(
+            task_id, reason, now, seen_version=seen, release_slot_of=release_slot_of
+        ):
+            return True
+        return self._set_aside(task_id, reason, now, seen_version=seen)
+
+    def _set_aside(
+        self,
+        task_id: str,
+        reason: str,
+        now: datetime,
+        *,
+        seen_version: dict[str, Any] | None,
+        release_slot_of: str | None = None,
+    ) -> bool:
+        names = {
+            "#status": "status",
+            "#version": "version",
+            "#bucket": DUE_INDEX.partition_key.name,
+        }
+        values = _to_item(
+            {
+                ":error": TaskStatus.ERROR.value,
+                ":reason": reason[:REASON_LIMIT],
+                ":now": format_instant(now),
+                ":next": _next_version(seen_version),
+            }
+        )
+        condition = "attribute_exists(task_id) AND "
+        if seen_version is None:
+            condition += "attribute_not_exists(#version)"
+        else:
+            condition += "#version = :seen"
+            values[":seen"] = seen_version
+        removes = ["#bucket"]
+        if release_slot_of is not None:
+            condition += " AND running_execution = :slot"
+            values[":slot"] = _serializer.serialize(release_slot_of)
+            removes += ["running_execution", "buffered_at"]
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=_to_item({"task_id": task_id}),
+                UpdateExpression=(
+                    "SET #status = :error, status_reason = :reason, updated_at = :now, "
+                    "#version = :next REMOVE " + ", ".join(removes)
+                ),
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    def stored_version(self, task_id: str) -> dict[str, Any] | None:
+        """The ``version`` attribute as stored, undecoded (None if missing)."""
+        item = self._get_item(task_id) or {}
+        version: dict[str, Any] | None = item.get("version")
+        return version
 
     def replace(
         self,
@@ -1160,6 +1361,17 @@ class ExecutionStore:
                 ":attempt": attempt,
                 ":seen": seen_token,
             },
+        )
+        return ok
+
+    def set_aside(self, execution_id: str, reason: str, now: datetime) -> bool:
+        """Take an execution out of the lease index for good, saying why: handling its
+        expired lease raised, and would again every time. Its status is left as it is."""
+        ok, _ = self._write(
+            execution_id,
+            "attribute_exists(execution_id)",
+            {"set_aside_reason": reason[:ERROR_LIMIT], "set_aside_at": format_instant(now)},
+            removes=("lease_shard",),
         )
         return ok
 

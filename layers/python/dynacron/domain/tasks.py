@@ -15,7 +15,7 @@ from dynacron.domain.executions import Dispatch
 from dynacron.domain.instants import compact_instant, to_utc_ms
 from dynacron.domain.limits import TaskLimits
 from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.schedules import FixedDelaySchedule, Schedule
+from dynacron.domain.schedules import AfterSchedule, FixedDelaySchedule, Schedule
 from dynacron.domain.tenants import DEFAULT_TENANT
 
 # An occurrence claimed less than this late is on time and always runs; a later
@@ -33,6 +33,10 @@ class TaskStatus(StrEnum):
     ACTIVE = "ACTIVE"
     PAUSED = "PAUSED"
     COMPLETED = "COMPLETED"
+    # Set aside: claiming it, or handling the end of one of its executions, raised.
+    # Out of the due index like PAUSED; ``status_reason`` says why. PATCH with a
+    # schedule, or resume, makes it ACTIVE again.
+    ERROR = "ERROR"
 
 
 class CatchUp(StrEnum):
@@ -95,6 +99,8 @@ class Task:
     # Set once some task was registered to run after this one; saves the
     # dependents lookup on every success of a task nobody follows.
     has_dependents: bool = False
+    # ERROR only: what raised, for the owner to read.
+    status_reason: str | None = None
 
     @property
     def timezone(self) -> str:
@@ -108,6 +114,11 @@ class Task:
     @property
     def upstream_task_id(self) -> str | None:
         return getattr(self.schedule, "upstream_task_id", None)
+
+
+# The schedule of a stored task whose own schedule cannot be read (an item written
+# around the API): shown as "unreadable", never claimed (such a task is ERROR).
+UNREADABLE_SCHEDULE = AfterSchedule(upstream_task_id="")
 
 
 def execution_id_for(task_id: str, scheduled_at: datetime) -> str:

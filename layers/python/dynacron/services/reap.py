@@ -19,19 +19,34 @@ Then, by status:
 - FAILED: the dead-letter copy was never sent; it is sent now (and the run slot freed);
 - SUCCEEDED or SKIPPED: what its end owed (dependents, the run slot; see
   ``aftermath``) may not have happened; it is done now.
+
+A lease whose handling raises (its task cannot be read, its fixed delay overflows
+a date) would raise again every run, and stop the sweep at that lease each time.
+It is set aside instead: out of the lease index, the reason on the execution, and
+its task ERROR with the reason (its run slot freed if this execution held it,
+since nothing else ever will). The sweep goes on. Infrastructure errors still end
+the run: the next one tries again. See decision 0021.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import ExecutionStatus, LeaseTerms, new_token
+from dynacron.domain.tasks import task_id_of
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import DispatchQueue
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
-from dynacron.store import ExecutionStore
+from dynacron.store import ExecutionStore, TaskStore, reason_of
+
+logger = logging.getLogger("dynacron")
+# Errors of the infrastructure, not of one lease: they end the run, as they always did.
+INFRASTRUCTURE_ERRORS = (ClientError, BotoCoreError)
 
 
 @dataclass
@@ -39,6 +54,8 @@ class ReapReport:
     expired: int = 0
     reaped: int = 0
     lost_races: int = 0
+    # Leases whose handling raised, taken out of the lease index.
+    set_aside: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
 
     def add(self, outcome: str) -> None:
@@ -57,7 +74,9 @@ class Reaper:
         lease_terms: LeaseTerms,
         max_per_run: int = 1000,
         faults: Faults = NO_FAULTS,
+        tasks: TaskStore | None = None,
     ) -> None:
+        self._tasks = tasks
         self._executions = executions
         self._queue = queue
         self._outcomes = outcomes
@@ -77,8 +96,40 @@ class Reaper:
             cutoff = self._terms.abandoned_before(now)
             for execution_id in self._executions.expired_leases(shard, cutoff, budget):
                 report.expired += 1
-                self._reap_one(execution_id, report)
+                try:
+                    self._reap_one(execution_id, report)
+                except INFRASTRUCTURE_ERRORS:
+                    raise
+                except Exception as error:
+                    self._set_aside(execution_id, error, report)
         return report
+
+    def _set_aside(self, execution_id: str, error: Exception, report: ReapReport) -> None:
+        """Take a lease whose handling raised out of the sweep, and tell its task's owner."""
+        logger.warning(
+            "expired lease set aside",
+            extra={"execution_id": execution_id, "reason": reason_of(error)},
+            exc_info=error,
+        )
+        now = self._clock.now()
+        reason = f"handling its expired lease raised {reason_of(error)}"
+        try:
+            if self._executions.set_aside(execution_id, reason, now):
+                report.set_aside += 1
+                self._metrics.lease_set_aside()
+            if self._tasks is not None and self._tasks.set_aside_by_id(
+                task_id_of(execution_id),
+                f"the end of execution {execution_id} could not be handled: {reason_of(error)}",
+                now,
+                release_slot_of=execution_id,
+            ):
+                self._metrics.task_set_aside()
+        except INFRASTRUCTURE_ERRORS:
+            raise
+        except Exception:
+            # Not even that (an id the index holds but no key can be made of): the
+            # lease stays, and is met again next run; the sweep still goes on.
+            logger.exception("could not set the lease aside", extra={"execution_id": execution_id})
 
     def _reap_one(self, execution_id: str, report: ReapReport) -> None:
         now = self._clock.now()

@@ -41,6 +41,7 @@ from dynacron.domain.schedules import (
     upcoming,
 )
 from dynacron.domain.tasks import (
+    UNREADABLE_SCHEDULE,
     CatchUp,
     CatchUpPolicy,
     Overlap,
@@ -160,6 +161,8 @@ class TaskService:
             )
         now = to_utc_ms(self._clock.now())
         given = patch.model_dump(exclude_unset=True, exclude={"version"})
+        if task.schedule is UNREADABLE_SCHEDULE and not any(k in given for k in SCHEDULE_KINDS):
+            raise InvalidRequest("schedule", "the stored schedule cannot be read; give a new one")
         request = _validated(_overlaid(_request_of(task), given))
         changed = task
         chain: dict[str, int] = {}
@@ -189,22 +192,33 @@ class TaskService:
     def pause(self, tenant_id: str, task_id: str, note: str | None) -> Task:
         """The task leaves the due index; ``next_run_at`` stays, for resume."""
         task = self.get(tenant_id, task_id)
-        if task.status is TaskStatus.COMPLETED:
-            raise Conflict(f"task {task_id!r} is COMPLETED; there is nothing to pause")
+        if task.status in (TaskStatus.COMPLETED, TaskStatus.ERROR):
+            raise Conflict(f"task {task_id!r} is {task.status}; there is nothing to pause")
         return self._set_status(task, TaskStatus.PAUSED, note)
 
     def resume(self, tenant_id: str, task_id: str) -> Task:
         """Back in the due index where it left off: occurrences missed while paused
-        are late, so the tick applies the task's catch-up policy to them."""
+        are late, so the tick applies the task's catch-up policy to them.
+
+        An ERROR task is tried again as it is (after a fix to the scheduler, say);
+        if it still makes the tick raise, the tick sets it aside again.
+        """
         task = self.get(tenant_id, task_id)
-        if task.status is not TaskStatus.PAUSED:
+        if task.status is TaskStatus.ERROR and task.schedule is UNREADABLE_SCHEDULE:
+            raise InvalidRequest("schedule", "the stored schedule cannot be read; PATCH a new one")
+        if task.status not in (TaskStatus.PAUSED, TaskStatus.ERROR):
             return task
         return self._set_status(task, TaskStatus.ACTIVE, None)
 
     def _set_status(self, task: Task, status: TaskStatus, note: str | None) -> Task:
         now = to_utc_ms(self._clock.now())
         changed = dataclasses.replace(
-            task, status=status, pause_note=note, version=task.version + 1, updated_at=now
+            task,
+            status=status,
+            pause_note=note,
+            status_reason=None,
+            version=task.version + 1,
+            updated_at=now,
         )
         return self._replace(task, changed, now)
 
@@ -263,8 +277,8 @@ class TaskService:
 
     def _runnable(self, tenant_id: str, task_id: str) -> Task:
         task = self.get(tenant_id, task_id)
-        if task.status is TaskStatus.PAUSED:
-            raise Conflict(f"task {task_id!r} is PAUSED; resume it first")
+        if task.status in (TaskStatus.PAUSED, TaskStatus.ERROR):
+            raise Conflict(f"task {task_id!r} is {task.status}; resume it first")
         return task
 
     def _started(self, execution_id: str) -> Execution:
@@ -482,10 +496,23 @@ def _rescheduled(task: Task, schedule: Schedule, request: TaskCreate, now: datet
                     schedule.kind,
                     f"has no occurrence after {format_instant(last)}, the last one dispatched",
                 )
-    status = task.status
+    status, reason = task.status, task.status_reason
+    slot, buffered = task.running_execution, task.buffered_at
     if status is TaskStatus.COMPLETED and next_run_at is not None:
         status = TaskStatus.ACTIVE
-    return dataclasses.replace(task, schedule=schedule, next_run_at=next_run_at, status=status)
+    if status is TaskStatus.ERROR:
+        # A new schedule revives a task set aside. Its run slot is let go: the
+        # execution holding it may be the very one whose end could not be handled.
+        status, reason, slot, buffered = TaskStatus.ACTIVE, None, None, None
+    return dataclasses.replace(
+        task,
+        schedule=schedule,
+        next_run_at=next_run_at,
+        status=status,
+        status_reason=reason,
+        running_execution=slot,
+        buffered_at=buffered,
+    )
 
 
 def _request_of(task: Task) -> dict[str, Any]:

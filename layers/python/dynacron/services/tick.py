@@ -23,6 +23,13 @@ Order of steps, and why:
    the previous one still holds the task's run slot is skipped (recorded as a
    SKIPPED execution) or buffered.
 
+5. A task that makes any of this raise (it cannot be decoded, computing its
+   next occurrence overflows, its claim cannot be built) is set aside: ERROR
+   with the reason, out of the due index, in a write conditional on the version
+   read. The rest of the page goes on. Infrastructure errors (throttling that
+   outlasts the retries, a DynamoDB or SQS error) still end the tick: they are
+   no task's fault, and the next tick tries again. See decision 0021.
+
 A per-shard cursor remembers the oldest bucket that may still hold work, so an
 item in an older bucket (the scheduler was down, a tick fell behind) is never
 missed, and buckets already drained are not queried again.
@@ -30,6 +37,7 @@ missed, and buckets already drained are not queried again.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -37,10 +45,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock
+from dynacron.domain.executions import Dispatch
 from dynacron.domain.tasks import (
     Claim,
     DuePlacement,
@@ -53,10 +62,20 @@ from dynacron.domain.tasks import (
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import SEND_BATCH_LIMIT, DispatchQueue
-from dynacron.store import CursorStore, ExecutionStore, TaskStore, chunks
+from dynacron.store import (
+    CursorStore,
+    ExecutionStore,
+    TaskStore,
+    UnreadableTask,
+    chunks,
+    reason_of,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
+logger = logging.getLogger("dynacron")
+# Errors of the infrastructure, not of one task: they end the tick as they always did.
+INFRASTRUCTURE_ERRORS = (ClientError, BotoCoreError)
 
 # The newest buckets are queried on every tick even when a long backlog of old
 # buckets is being walked, so a catch-up never delays what is due now.
@@ -81,11 +100,17 @@ class TickReport:
     # Claims that ran nothing: every due occurrence was missed and skipped.
     rescheduled: int = 0
     lost_races: int = 0
+    # Tasks that made the tick raise, marked ERROR and left out of the due index.
+    set_aside: int = 0
     cursor: datetime | None = None
     lateness_seconds: list[float] = field(default_factory=list)
     # Claims this tick may make: the configured cap, less whatever the queue
     # already holds beyond its bound (dispatch pacing).
     claim_budget: int = 0
+    # The tick stops starting new pages at this instant (the looping tick's lease
+    # must outlast the tick); whatever is left stays due for the next tick.
+    deadline: datetime | None = None
+    cut_short: bool = False
 
     @property
     def claim_writes(self) -> int:
@@ -130,9 +155,10 @@ class Ticker:
         """Tick every shard once (local mode); deployed, each shard has its own tick."""
         return [self.tick_shard(shard) for shard in range(self._settings.shard_count)]
 
-    def tick_shard(self, shard: int) -> TickReport:
+    def tick_shard(self, shard: int, deadline: datetime | None = None) -> TickReport:
+        """One tick of ``shard``; with ``deadline``, no page is started after it."""
         now = self._clock.now()
-        report = TickReport(shard=shard, claim_budget=self._claim_budget())
+        report = TickReport(shard=shard, claim_budget=self._claim_budget(), deadline=deadline)
         if report.claim_budget <= 0:
             # The workers have enough to do: what is due stays due for a later tick.
             self._metrics.dispatch_paced()
@@ -148,7 +174,7 @@ class Ticker:
             # buckets starting at the cursor: never over one not yet queried.
             if drained and bucket == new_cursor and bucket + self._width <= settled_before:
                 new_cursor = bucket + self._width
-            if report.claim_writes >= report.claim_budget:
+            if report.claim_writes >= report.claim_budget or report.cut_short:
                 break
         if new_cursor > cursor:
             self._cursors.advance(shard, new_cursor)
@@ -200,15 +226,20 @@ class Ticker:
         drained = True
         while True:
             budget = report.claim_budget - report.claim_writes
-            if budget <= 0:
+            if budget <= 0 or self._past_deadline(report):
                 return False
             task_ids, start_key = self._tasks.due_task_ids(
                 key, now, min(self._settings.tick_page_size, budget), start_key
             )
             report.candidates += len(task_ids)
             if task_ids:
-                claims = self._claims_of(self._tasks.get_many(task_ids), now)
+                tasks, unreadable = self._tasks.read_many(task_ids)
+                for item in unreadable:
+                    self._set_aside(item, None, now, report)
+                claims = self._claims_of(tasks, now, report)
                 while claims:
+                    if self._past_deadline(report):
+                        return False
                     budget = report.claim_budget - report.claim_writes
                     if len(claims) > budget:
                         claims, drained = claims[:budget], False
@@ -217,16 +248,51 @@ class Ticker:
                     # A task still due after its claim (run_all catching up, or
                     # on-time occurrences queued behind a late one) is claimed
                     # again now, from the state just written.
-                    claims = self._claims_of([advanced(c.task, c, now) for c in won], now)
+                    claims = self._claims_of([advanced(c.task, c, now) for c in won], now, report)
             if start_key is None:
                 return drained
 
-    def _claims_of(self, tasks: list[Task], now: datetime) -> list[Claim]:
-        return [
-            claim
-            for task in tasks
-            if (claim := claim_occurrence(task, now, self._misfire_grace)) is not None
-        ]
+    def _past_deadline(self, report: TickReport) -> bool:
+        if report.deadline is None or self._clock.now() < report.deadline:
+            return False
+        report.cut_short = True
+        return True
+
+    def _claims_of(self, tasks: list[Task], now: datetime, report: TickReport) -> list[Claim]:
+        claims: list[Claim] = []
+        for task in tasks:
+            try:
+                claim = claim_occurrence(task, now, self._misfire_grace)
+            except INFRASTRUCTURE_ERRORS:
+                raise
+            except Exception as error:
+                self._set_aside(task, error, now, report)
+                continue
+            if claim is not None:
+                claims.append(claim)
+        return claims
+
+    def _set_aside(
+        self,
+        task: Task | UnreadableTask,
+        error: Exception | None,
+        now: datetime,
+        report: TickReport,
+    ) -> None:
+        """Mark a task that made the tick raise (``error``, or it cannot be read) ERROR,
+        so it never stops the shard again."""
+        if isinstance(task, UnreadableTask):
+            reason = task.reason
+        else:
+            reason = "claiming it raised" + (f" {reason_of(error)}" if error else "")
+        logger.warning(
+            "task set aside",
+            extra={"task_id": task.task_id, "reason": reason},
+            exc_info=error,
+        )
+        if self._tasks.set_aside(task, reason, now):
+            report.set_aside += 1
+            self._metrics.task_set_aside()
 
     def _dispatch(
         self, claims: list[Claim], now: datetime, report: TickReport
@@ -236,22 +302,36 @@ class Ticker:
         A claim that runs nothing (its missed occurrences are skipped) is only
         claimed. A run the queue did not accept is not claimed, so it stays due.
         """
-        runs = {
-            dispatch.execution_id: dispatch
-            for claim in claims
-            if (dispatch := claim.dispatch(now)) is not None
-        }
+        runs: dict[str, Dispatch] = {}
+        ready: list[Claim] = []
+        for claim in claims:
+            try:
+                dispatch = claim.dispatch(now)
+            except INFRASTRUCTURE_ERRORS:
+                raise
+            except Exception as error:
+                self._set_aside(claim.task, error, now, report)
+                continue
+            ready.append(claim)
+            if dispatch is not None:
+                runs[dispatch.execution_id] = dispatch
         batches = list(chunks(list(runs.values()), SEND_BATCH_LIMIT))
         accepted = self._concurrently(self._queue.send, batches)
         sent = {dispatch.execution_id for batch in accepted for dispatch in batch}
         report.sent += len(sent)
         self._faults.reached(Boundary.TICK_SENT_NOT_CLAIMED)
         # A run the queue did not accept is not claimed: it stays due.
-        to_claim = [c for c in claims if c.execution_id is None or c.execution_id in sent]
+        to_claim = [c for c in ready if c.execution_id is None or c.execution_id in sent]
 
-        def claim_one(claim: Claim) -> bool:
-            placement = self._sharding.place(claim.task.task_id, claim.next_run_at, now)
-            claimed = self._claim(claim, placement, now)
+        def claim_one(claim: Claim) -> bool | Exception:
+            try:
+                placement = self._sharding.place(claim.task.task_id, claim.next_run_at, now)
+                claimed = self._claim(claim, placement, now)
+            except INFRASTRUCTURE_ERRORS:
+                raise
+            except Exception as error:
+                # Set aside by the caller, on this thread, after the others' claims.
+                return error
             if claimed:
                 self._record_overlap_skip(claim, now)
             self._faults.reached(Boundary.TICK_CLAIMED_ONE)
@@ -259,6 +339,9 @@ class Ticker:
 
         won: list[Claim] = []
         for claim, claimed in zip(to_claim, self._concurrently(claim_one, to_claim), strict=True):
+            if isinstance(claimed, Exception):
+                self._set_aside(claim.task, claimed, now, report)
+                continue
             if not claimed:
                 report.lost_races += 1
                 continue

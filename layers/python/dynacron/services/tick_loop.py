@@ -10,10 +10,21 @@ worked by two invocations at once, and never idle while its successor waits.
 If no successor arrives (EventBridge is late), the holder keeps ticking until
 its own deadline; if the holder dies, its lease expires and the next invocation
 takes it. Local mode does not need any of this: it ticks every shard itself.
+
+Two things keep one bad tick from costing the shard (decision 0021):
+
+- a tick that raises is logged with its stack and counted (``TickFailures``);
+  the loop backs off briefly and goes on, never ending on one tick's exception;
+- each tick is bounded by the lease: it starts no page after
+  ``lease_seconds - tick_margin_seconds`` from the last renewal (nor after the
+  loop's deadline), so a tick of ``tick_max_claims`` claims can never outlast
+  the lease it runs under. What it left is still due, for the next tick, which
+  comes after a renewal.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,7 +32,10 @@ from enum import Enum
 
 from dynacron.domain.clock import Clock
 from dynacron.leases import ShardLeases
+from dynacron.metrics import ReliabilityMetrics
 from dynacron.services.tick import Ticker
+
+logger = logging.getLogger("dynacron")
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,12 @@ class LoopTiming:
     renew_every_seconds: float = 5.0
     # How often a waiting invocation looks whether the lease is now its own.
     poll_seconds: float = 0.25
+    # A tick starts no page later than this before its lease ends: one page
+    # (``tick_page_size`` claims, 2 s at 50 claims/s) must fit, with room to spare.
+    tick_margin_seconds: float = 10.0
+    # After a tick that raised, wait this long, doubled at each failure in a row.
+    failure_backoff_seconds: float = 1.0
+    max_failure_backoff_seconds: float = 8.0
 
 
 class LoopEnd(Enum):
@@ -56,6 +76,10 @@ class TickLoopReport:
     took_over_expired: bool = False
     ended: LoopEnd | None = None
     lateness_seconds: list[float] = field(default_factory=list)
+    # Ticks that raised; the loop went on after each.
+    failed_ticks: int = 0
+    # Ticks that stopped at their lease-bound deadline with work left.
+    cut_short: int = 0
 
 
 class ShardTickLoop:
@@ -71,7 +95,10 @@ class ShardTickLoop:
         owner: str,
         deadline: datetime,
         timing: LoopTiming | None = None,
+        metrics: ReliabilityMetrics | None = None,
     ) -> None:
+        self._metrics = metrics or ReliabilityMetrics(lambda document: None)
+        self._failures_in_a_row = 0
         self._ticker = ticker
         self._leases = leases
         self._clock = clock
@@ -88,17 +115,47 @@ class ShardTickLoop:
         return self._holding
 
     def run(self, sleep: Callable[[float], None]) -> TickLoopReport:
-        """Step until the loop ends, sleeping between steps."""
-        while (pause := self.step()) is not None:
-            sleep(pause)
+        """Step until the loop ends, sleeping between steps; metrics are flushed
+        after every step, so they reach CloudWatch while the loop runs."""
+        try:
+            while (pause := self.step()) is not None:
+                self._metrics.flush()
+                sleep(pause)
+        finally:
+            self._metrics.flush()
         return self.report
 
     def step(self) -> float | None:
         """Do the next thing: wait for the lease, renew it, or tick.
 
         Returns how many seconds to wait before the next step, or None once the
-        loop has ended (see ``report.ended``).
+        loop has ended (see ``report.ended``). An exception (of a tick, or of a
+        lease call) is logged and counted, and the next step comes after a short
+        backoff: the loop only ends at its deadline or when the lease is gone.
         """
+        try:
+            pause = self._step()
+        except Exception:
+            self._failures_in_a_row += 1
+            self.report.failed_ticks += 1
+            self._metrics.tick_failed()
+            logger.exception(
+                "tick failed; backing off",
+                extra={"shard": self._shard, "in_a_row": self._failures_in_a_row},
+            )
+            if self._clock.now() >= self._deadline:
+                # Past the deadline nothing is retried (releasing the lease may be
+                # what failed): the lease runs out by itself.
+                self._holding = False
+                self.report.ended = LoopEnd.DEADLINE
+                return None
+            backoff = self._timing.failure_backoff_seconds * 2.0 ** (self._failures_in_a_row - 1)
+            return min(self._timing.max_failure_backoff_seconds, backoff)
+        if pause is not None and self._holding:
+            self._failures_in_a_row = 0
+        return pause
+
+    def _step(self) -> float | None:
         now = self._clock.now()
         if now >= self._deadline:
             self._leases.release(self._shard, self._owner)
@@ -116,8 +173,9 @@ class ShardTickLoop:
                 self.report.ended = LoopEnd.HANDED_OVER if handed else LoopEnd.LOST
                 return None
             self._renewed_at = now
-        tick = self._ticker.tick_shard(self._shard)
+        tick = self._ticker.tick_shard(self._shard, deadline=self._tick_deadline())
         self.report.ticks += 1
+        self.report.cut_short += tick.cut_short
         self.report.claimed += tick.claimed
         self.report.lost_races += tick.lost_races
         self.report.lateness_seconds += tick.lateness_seconds
@@ -136,6 +194,14 @@ class ShardTickLoop:
         elif lease.successor != self._owner:
             self._leases.request_handover(self._shard, self._owner)
         return False
+
+    def _tick_deadline(self) -> datetime:
+        """No page starts after this: the lease, as last renewed, outlasts the tick."""
+        assert self._renewed_at is not None
+        lease_bound = self._renewed_at + timedelta(
+            seconds=self._timing.lease_seconds - self._timing.tick_margin_seconds
+        )
+        return min(lease_bound, self._deadline)
 
     def _renewal_due(self, now: datetime) -> bool:
         assert self._renewed_at is not None
