@@ -2,7 +2,7 @@
 
 Tenant A's poison items are written straight into the tasks table with boto3
 (as a bug, a hand edit or a future migration could): a year without its
-leading zero, a rate whose next occurrence overflows, a schedule kind nobody
+leading zero, a cron stored before parsers took ASCII only, a schedule kind nobody
 knows, garbage fields. They sit in the same shards and the same page as tenant
 B's tasks, and sort ahead of them. B's tasks all fire on time; A's are ERROR
 with a reason their owner can read; the tick loop and the reaper go on.
@@ -79,11 +79,15 @@ def rate_schedule(**fields: dict[str, Any]) -> dict[str, Any]:
 POISON: dict[str, dict[str, Any]] = {
     # "0999-01-01T00:00:00Z" was once stored as "999-01-01T…": unreadable ever after.
     "bad-year": {"schedule": rate_schedule(start_at={"S": "999-01-01T00:00:00.000Z"})},
-    # 3,000,000 days on: computing the next occurrence overflows (past year 9999).
-    "overflow": {
-        "schedule": rate_schedule(
-            expression={"S": "3000000 days"}, every_seconds={"N": str(3_000_000 * 86400)}
-        )
+    # A cron stored before the parsers took ASCII digits only: it no longer compiles.
+    "non-ascii-cron": {
+        "schedule": {
+            "M": {
+                "kind": {"S": "cron"},
+                "expression": {"S": "\u00b2 * * * *"},
+                "timezone": {"S": "UTC"},
+            }
+        }
     },
     "unknown-kind": {"schedule": {"M": {"kind": {"S": "lunar"}, "phase": {"S": "full"}}}},
     "garbage": {"payload": {"S": "{not json"}, "version": {"S": "seven"}, "retry": {"L": []}},
@@ -181,7 +185,7 @@ def test_the_owner_sees_why_each_poison_task_was_set_aside(pipeline: Pipeline, s
     app = pipeline.app
     reasons = {
         "bad-year": "999-01-01",
-        "overflow": "Overflow",
+        "non-ascii-cron": "ASCII",
         "unknown-kind": "lunar",
         "garbage": "cannot be read",
     }
@@ -262,16 +266,16 @@ def test_the_reaper_sweeps_past_a_poison_lease(pipeline: Pipeline, sink: Sink) -
         b_runs.append(app.task_service.trigger(BOB, task.task_id).execution_id)
     pipeline.sqs.purge_queue(QueueUrl=pipeline.settings.dispatch_queue_url)
     # And, ahead of them in every lease shard, follow-up leases the reaper cannot handle:
-    # one of a fixed_delay task whose next run overflows a date once its run ends
-    overflowing = pipeline.register(fixed_delay="1 hour", handler_url=f"{sink.url}/a")
+    # one of a fixed_delay task whose delay became unreadable while its run was out
+    broken = pipeline.register(fixed_delay="1 hour", handler_url=f"{sink.url}/a")
     pipeline.dynamodb.update_item(
         TableName=pipeline.settings.tasks_table,
-        Key={"task_id": {"S": overflowing}},
-        UpdateExpression="SET #schedule.delay_seconds = :huge",
+        Key={"task_id": {"S": broken}},
+        UpdateExpression="SET #schedule.delay_seconds = :seven",
         ExpressionAttributeNames={"#schedule": "schedule"},
-        ExpressionAttributeValues={":huge": {"N": str(3_000_000 * 86400)}},
+        ExpressionAttributeValues={":seven": {"S": "seven"}},
     )
-    slot_holder = write_poison_lease(pipeline, overflowing, 0, holds_slot=True)
+    slot_holder = write_poison_lease(pipeline, broken, 0, holds_slot=True)
     # and, in every shard, one of a task that cannot even be read
     unreadable = pipeline.register(rate="1 hour", handler_url=f"{sink.url}/a")
     pipeline.dynamodb.update_item(
@@ -306,17 +310,17 @@ def test_the_reaper_sweeps_past_a_poison_lease(pipeline: Pipeline, sink: Sink) -
         assert item["set_aside_reason"]["S"]
     assert pipeline.metrics.total(metric_names.LEASES_SET_ASIDE) == len(poison)
     # And the owner sees why: the tasks are ERROR, the slot holder's slot is free
-    held = app.task_service.get(ALICE, overflowing)
+    held = app.task_service.get(ALICE, broken)
     assert held.status is TaskStatus.ERROR
     assert slot_holder in (held.status_reason or "")
-    assert "Overflow" in (held.status_reason or "")
+    assert "seven" in (held.status_reason or "")
     assert held.running_execution is None
     assert app.task_service.get(ALICE, unreadable).status is TaskStatus.ERROR
     # And the next runs meet none of them again
     pipeline.clock.advance(timedelta(minutes=1))
     assert pipeline.reap() == {"expired": 0, "reaped": 0}
     # And a PATCH with a sane schedule brings the task back
-    status, body = call(app, "PATCH", f"/tasks/{overflowing}", {"fixed_delay": "1 hour"})
+    status, body = call(app, "PATCH", f"/tasks/{broken}", {"fixed_delay": "1 hour"})
     assert status == 200, body
     assert body["status"] == "ACTIVE"
     assert body["status_reason"] is None
@@ -443,11 +447,11 @@ def test_a_long_tick_stops_before_its_lease_runs_out(
 def test_the_owner_repairs_or_retries_a_task_set_aside(pipeline: Pipeline, sink: Sink) -> None:
     """Finding 1: what the owner can do with an ERROR task (README, HTTP API)."""
     app = pipeline.app
-    _, poison = poison_beside_b(pipeline, sink, ["unknown-kind", "overflow"])
+    _, poison = poison_beside_b(pipeline, sink, ["unknown-kind", "non-ascii-cron"])
     pipeline.clock.set(B_DUE)
     pipeline.tick()
     unreadable = next(t for t, v in poison.items() if v == "unknown-kind")
-    overflowing = next(t for t, v in poison.items() if v == "overflow")
+    broken = next(t for t, v in poison.items() if v == "non-ascii-cron")
     # An unreadable schedule is shown as such, and only a new one repairs it
     status, body = call(app, "GET", f"/tasks/{unreadable}")
     assert body["schedule"] == {"kind": "unreadable", "expression": ""}
@@ -456,14 +460,14 @@ def test_the_owner_repairs_or_retries_a_task_set_aside(pipeline: Pipeline, sink:
     assert "schedule" in json.dumps(body)
     assert call(app, "POST", f"/tasks/{unreadable}/resume")[0] == 422
     # pause and trigger refuse an ERROR task
-    assert call(app, "POST", f"/tasks/{overflowing}/pause")[0] == 409
-    assert call(app, "POST", f"/tasks/{overflowing}/trigger")[0] == 409
+    assert call(app, "POST", f"/tasks/{broken}/pause")[0] == 409
+    assert call(app, "POST", f"/tasks/{broken}/trigger")[0] == 409
     status, body = call(app, "PATCH", f"/tasks/{unreadable}", {"rate": "1 minute"})
     assert status == 200, body
     assert (body["status"], body["status_reason"]) == ("ACTIVE", None)
     assert body["schedule"]["kind"] == "rate"
-    # resume tries the overflowing task again as it is: it is set aside again
-    status, body = call(app, "POST", f"/tasks/{overflowing}/resume")
+    # resume tries the non-ASCII cron again as it is: it is set aside again
+    status, body = call(app, "POST", f"/tasks/{broken}/resume")
     assert status == 200, body
     assert body["status"] == "ACTIVE"
     # And the repaired task fires at its next occurrence, the other is ERROR again
@@ -472,7 +476,7 @@ def test_the_owner_repairs_or_retries_a_task_set_aside(pipeline: Pipeline, sink:
     repaired = app.tasks.get(unreadable)
     assert repaired is not None
     assert repaired.last_scheduled_at is not None
-    assert app.task_service.get(ALICE, overflowing).status is TaskStatus.ERROR
+    assert app.task_service.get(ALICE, broken).status is TaskStatus.ERROR
 
 
 class OneClaimRaises(TaskStore):
