@@ -187,17 +187,25 @@ class TaskService:
         return self._set_status(task, TaskStatus.PAUSED, note)
 
     def resume(self, tenant_id: str, task_id: str) -> Task:
-        """Back in the due index where it left off: occurrences missed while paused
-        are late, so the tick applies the task's catch-up policy to them."""
+        """Back in the due index where it left off: occurrences that fell due before
+        now were missed while paused, so the tick applies the task's catch-up policy
+        to them (``resumed_at``)."""
         task = self.get(tenant_id, task_id)
         if task.status is not TaskStatus.PAUSED:
             return task
-        return self._set_status(task, TaskStatus.ACTIVE, None)
+        return self._set_status(task, TaskStatus.ACTIVE, None, resumed=True)
 
-    def _set_status(self, task: Task, status: TaskStatus, note: str | None) -> Task:
+    def _set_status(
+        self, task: Task, status: TaskStatus, note: str | None, *, resumed: bool = False
+    ) -> Task:
         now = to_utc_ms(self._clock.now())
         changed = dataclasses.replace(
-            task, status=status, pause_note=note, version=task.version + 1, updated_at=now
+            task,
+            status=status,
+            pause_note=note,
+            version=task.version + 1,
+            updated_at=now,
+            resumed_at=now if resumed else task.resumed_at,
         )
         return self._replace(task, changed, now)
 
