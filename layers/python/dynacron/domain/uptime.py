@@ -53,9 +53,11 @@ class ShardHistory:
         if became_due < self.ticking_since:
             return self.ticking_since
         for outage in self.outages:
+            # A tick after ``last_tick + heartbeat`` would have recorded itself; the
+            # tick at ``next_tick`` still finds on time what fell due a grace before.
             down_from = outage.last_tick + self.heartbeat
             down_until = outage.next_tick - grace
-            if down_from < became_due < down_until:
+            if down_from <= became_due < down_until:
                 return down_until
         return None
 
