@@ -259,8 +259,7 @@ class Ticker:
             open_ids = [i for i in task_ids if self._has_share(i, report)]
             drained &= len(open_ids) == len(task_ids)
             tasks = self._tasks.get_many(open_ids) if open_ids else []
-            while tasks:
-                claims = self._claims_of(tasks, now, history)
+            while claims := self._claims_of(tasks, now, history):
                 budget = report.claim_budget - report.claim_writes
                 if len(claims) > budget:
                     claims, drained = claims[:budget], False
