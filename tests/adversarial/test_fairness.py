@@ -11,7 +11,6 @@ the test moves.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -50,7 +49,7 @@ class RecordingQueue(DispatchQueue):
 
 
 @pytest.fixture
-def one_shard(aws: tuple[Any, Any], clock: SettableClock) -> Iterator[Dynacron]:
+def one_shard(aws: tuple[Any, Any], clock: SettableClock) -> Dynacron:
     """A system whose every task lives in one shard, so tenants share it."""
     dynamodb, sqs = aws
     settings = provision(
@@ -61,7 +60,7 @@ def one_shard(aws: tuple[Any, Any], clock: SettableClock) -> Iterator[Dynacron]:
         delivery_allow_networks=LOOPBACK_NETWORKS,
         tick_concurrency=1,
     )
-    yield Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock, sleep=sleep_moving(clock))
+    return Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock, sleep=sleep_moving(clock))
 
 
 def recording(
@@ -81,9 +80,7 @@ def recording(
 
 
 def register(system: Dynacron, tenant_id: str, **fields: Any) -> str:
-    return system.task_service.register(
-        tenant_id, TaskCreate(handler_url=HOOK, **fields)
-    ).task_id
+    return system.task_service.register(tenant_id, TaskCreate(handler_url=HOOK, **fields)).task_id
 
 
 def tick(ticker: Ticker) -> TickReport:
@@ -113,9 +110,7 @@ def flood_and_on_time(
     ``with_flood``), and tenant B's 100 tasks due at the returned instant."""
     flood: list[str] = []
     if with_flood:
-        flood = [
-            register(system, TENANT_A, rate="1 second", catchup="run_all") for _ in range(100)
-        ]
+        flood = [register(system, TENANT_A, rate="1 second", catchup="run_all") for _ in range(100)]
         for task_id in flood:
             system.task_service.pause(TENANT_A, task_id, "paused for a day")
     # A day passes (the shard ticks now and then; nothing is due)
@@ -303,9 +298,7 @@ def test_a_backfilled_occurrence_200_days_old_is_not_born_expired(
     )
     assert began.began
     clock.advance(timedelta(hours=2))
-    assert system.executions.finish(
-        execution_id, "token-1", ExecutionStatus.SUCCEEDED, clock.now()
-    )
+    assert system.executions.finish(execution_id, "token-1", ExecutionStatus.SUCCEEDED, clock.now())
     # Then it expires the retention after its end
     assert stored_expiry(aws, system, execution_id) == clock.now() + EXECUTION_RETENTION
 
