@@ -104,20 +104,29 @@ def stored_expiry(aws: tuple[Any, Any], system: Dynacron, execution_id: str) -> 
 
 
 def flood_and_on_time(
-    system: Dynacron, ticker: Ticker, clock: SettableClock, *, with_flood: bool
+    system: Dynacron,
+    ticker: Ticker,
+    clock: SettableClock,
+    *,
+    with_flood: bool,
+    flood_tasks: int = 100,
+    on_time_tasks: int = 100,
 ) -> tuple[list[str], list[str], datetime]:
     """Tenant A's 100 per-second run_all tasks paused for a day and resumed (if
     ``with_flood``), and tenant B's 100 tasks due at the returned instant."""
     flood: list[str] = []
     if with_flood:
-        flood = [register(system, TENANT_A, rate="1 second", catchup="run_all") for _ in range(100)]
+        flood = [
+            register(system, TENANT_A, rate="1 second", catchup="run_all")
+            for _ in range(flood_tasks)
+        ]
         for task_id in flood:
             system.task_service.pause(TENANT_A, task_id, "paused for a day")
     # A day passes (the shard ticks now and then; nothing is due)
     for _ in range(24):
         clock.advance(timedelta(hours=1))
         tick(ticker)
-    on_time = [register(system, TENANT_B, rate="1 minute") for _ in range(100)]
+    on_time = [register(system, TENANT_B, rate="1 minute") for _ in range(on_time_tasks)]
     for task_id in flood:
         system.task_service.resume(TENANT_A, task_id)
     clock.advance(timedelta(minutes=1))
@@ -176,6 +185,57 @@ def test_on_time_lateness_is_the_same_with_and_without_a_flood(
     assert len(alone) == len(on_time)
     assert alone == [0.0] * 100
     assert {d.scheduled_at for d in queue.accepted} == {due}
+
+
+class SteppingClock(SettableClock):
+    """Once ``stepping``, each reading moves it on by ``step``: a tick that takes time."""
+
+    def __init__(self, start: datetime, step: timedelta) -> None:
+        super().__init__(start)
+        self.step = step
+        self.stepping = False
+
+    def now(self) -> datetime:
+        current = super().now()
+        if self.stepping:
+            self.advance(self.step)
+        return current
+
+
+def test_a_backlog_is_worked_for_a_bounded_time_per_tick(
+    aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    """Finding 4: a tick worked a backlog until its claim budget was spent (2,000
+    claims, seconds against DynamoDB), so the next tick, and what is due in it,
+    waited for the flood; now the backlog gets tick_backlog_seconds of each tick."""
+    dynamodb, sqs = aws
+    stepping = SteppingClock(clock.now(), step=timedelta(milliseconds=300))
+    settings = provision(
+        dynamodb,
+        sqs,
+        clock=stepping,
+        shard_count=1,
+        delivery_allow_networks=LOOPBACK_NETWORKS,
+        tick_concurrency=1,
+        tick_page_size=10,
+    )
+    system = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=stepping)
+    ticker, queue = recording(system, aws)
+    # Given tenant A's 30 resumed per-second run_all tasks and B's 10 on-time ones
+    flood, on_time, _ = flood_and_on_time(
+        system, ticker, stepping, with_flood=True, flood_tasks=30, on_time_tasks=10
+    )
+    # When a tick runs whose every reading of the clock takes 0.3 s
+    stepping.stepping = True
+    report = tick(ticker)
+    stepping.stepping = False
+    # Then B's tasks were all sent first, and A's backlog stopped 0.8 s after the
+    # tick began: three rounds of a page (10 claims each), not 10 claims of each
+    # of A's 30 tasks
+    assert {d.task_id for d in queue.accepted[:10]} == set(on_time)
+    sent_a = [d for d in queue.accepted if d.task_id in set(flood)]
+    assert len(sent_a) == 3 * 10
+    assert report.claim_writes == 10 + 3 * 10
 
 
 # Finding 6 -----------------------------------------------------------------------

@@ -87,6 +87,9 @@ class Settings:
     # One task gets at most this many claims in one tick; the rest of its
     # backlog waits for the next tick, so it cannot fill the claim budget.
     tick_max_claims_per_task: int = 10
+    # After what is on time, the backlog is worked for at most this long per
+    # tick (after its first page), so the next tick starts on time.
+    tick_backlog_seconds: float = 0.8
     # run_all runs at most this many missed occurrences of one downtime (the
     # latest); older ones are skipped, and one SKIPPED execution says so.
     catchup_max_runs: int = 100

@@ -107,6 +107,9 @@ class TickReport:
     # beyond ``catchup_max_runs``); each leaves one SKIPPED execution saying so.
     catchup_cut: int = 0
     claims_by_task: dict[str, int] = field(default_factory=dict, repr=False)
+    # The backlog pass stops at this instant (of the tick's clock), after its first round.
+    backlog_until: datetime | None = None
+    backlog_rounds: int = 0
 
     @property
     def claim_writes(self) -> int:
@@ -170,7 +173,10 @@ class Ticker:
         while bucket <= self._sharding.bucket(now) and report.claim_writes < report.claim_budget:
             self._drain_bucket(bucket, shard, now, report, history, due_from=on_time_from)
             bucket += self._width
-        # ...then the backlog, oldest bucket first.
+        # ...then the backlog, oldest bucket first, until tick_backlog_seconds after
+        # the tick began (so that a long backlog cannot hold back the next tick's
+        # on-time work), but always one round of it.
+        report.backlog_until = now + timedelta(seconds=self._settings.tick_backlog_seconds)
         settled_before = now - timedelta(seconds=self._settings.cursor_grace_seconds)
         new_cursor = cursor
         for bucket in self._buckets_to_query(cursor, now):
@@ -249,7 +255,7 @@ class Ticker:
         drained = True
         while True:
             budget = report.claim_budget - report.claim_writes
-            if budget <= 0:
+            if budget <= 0 or self._backlog_time_spent(report, due_from):
                 return False
             task_ids, start_key = self._tasks.due_task_ids(
                 key, now, min(self._settings.tick_page_size, budget), start_key, due_from
@@ -261,10 +267,14 @@ class Ticker:
             tasks = self._tasks.get_many(open_ids) if open_ids else []
             while claims := self._claims_of(tasks, now, history):
                 budget = report.claim_budget - report.claim_writes
+                if self._backlog_time_spent(report, due_from):
+                    return False
                 if len(claims) > budget:
                     claims, drained = claims[:budget], False
                 won, all_sent = self._dispatch(claims, now, report)
                 drained &= all_sent
+                if due_from is None:
+                    report.backlog_rounds += 1
                 for claim in won:
                     task_id = claim.task.task_id
                     report.claims_by_task[task_id] = report.claims_by_task.get(task_id, 0) + 1
@@ -281,6 +291,13 @@ class Ticker:
                     tasks.append(advanced(claim.task, claim, now))
             if start_key is None:
                 return drained
+
+    def _backlog_time_spent(self, report: TickReport, due_from: datetime | None) -> bool:
+        """Whether the backlog pass has had its time (by the tick's clock), after its
+        first round of claims."""
+        if due_from is not None or report.backlog_until is None or not report.backlog_rounds:
+            return False
+        return self._clock.now() >= report.backlog_until
 
     def _has_share(self, task_id: str, report: TickReport) -> bool:
         """Whether ``task_id`` may be claimed again in this tick (``tick_max_claims_per_task``)."""
