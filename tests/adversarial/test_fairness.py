@@ -375,3 +375,23 @@ def test_a_skipped_record_of_an_old_occurrence_counts_from_when_it_was_written(
     execution_id = execution_id_for(task_id, old)
     assert system.executions.record_skipped(task, execution_id, old, "why", clock.now())
     assert stored_expiry(aws, system, execution_id) == clock.now() + EXECUTION_RETENTION
+
+
+def test_two_ticks_of_one_shard_record_an_outage_once(
+    one_shard: Dynacron, clock: SettableClock
+) -> None:
+    """Finding 6: the shard's heartbeat is one conditional write on what was read, so
+    two ticks of one shard (a lease handover) neither lose nor double an outage."""
+    cursors = one_shard.cursors
+    grace = timedelta(seconds=one_shard.settings.misfire_grace_seconds)
+    first = cursors.read(0).history.record(clock.now(), grace)
+    assert cursors.record_tick(0, first, cursors.read(0).history)
+    clock.advance(timedelta(minutes=5))
+    seen = cursors.read(0).history
+    mine, theirs = seen.record(clock.now(), grace), seen.record(clock.now() + SECOND, grace)
+    assert cursors.record_tick(0, mine, seen)
+    assert not cursors.record_tick(0, theirs, seen)
+    stored = cursors.read(0).history
+    assert stored.outages == mine.outages
+    assert len(stored.outages) == 1
+    assert stored.last_tick == clock.now()
