@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dynacron.domain.schedules import parse_cron, parse_rate, upcoming
+from dynacron.domain.schedules import Window, parse_cron, parse_rate, upcoming
 from dynacron.domain.tasks import (
     CatchUp,
     CatchUpPolicy,
     Task,
     TaskStatus,
+    _latest_runs,
     advanced,
     claim_occurrence,
 )
@@ -180,3 +182,19 @@ def test_run_all_keeps_the_latest_occurrences_of_a_cron_schedule_exactly() -> No
     assert len(every) > 10
     assert [o for o in ran if o < now - GRACE] == every[-10:]
     assert [o for o in ran if o >= now - GRACE] == [now]  # 13:00 in Berlin, on time
+
+
+def test_the_latest_runs_of_a_rate_grid_match_a_brute_force_count() -> None:
+    rng = random.Random(20261201)
+    for _ in range(300):
+        every = rng.choice([1, 7, 60, 3600])
+        anchor = T0 + timedelta(milliseconds=rng.randrange(0, 10_000_000))
+        end_at = anchor + timedelta(seconds=rng.randrange(every, 500 * every))
+        schedule = parse_rate(f"{every} seconds", anchor, Window(end_at=end_at))
+        first = schedule.next_after(anchor + timedelta(seconds=rng.randrange(0, 100 * every)))
+        if first is None:
+            continue
+        end = first + timedelta(milliseconds=rng.randrange(1, 400_000 * every))
+        limit = rng.randrange(1, 50)
+        grid = [o for o in upcoming(schedule, first - timedelta(microseconds=1), 1000) if o < end]
+        assert _latest_runs(schedule, first, end, limit) == grid[-limit:][0]

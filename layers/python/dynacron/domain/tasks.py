@@ -15,7 +15,7 @@ from dynacron.domain.executions import Dispatch
 from dynacron.domain.instants import compact_instant, to_utc_ms
 from dynacron.domain.limits import TaskLimits
 from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.schedules import FixedDelaySchedule, Schedule
+from dynacron.domain.schedules import FixedDelaySchedule, RateSchedule, Schedule
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.domain.uptime import UNKNOWN, ShardHistory
 
@@ -437,9 +437,12 @@ _MILLISECOND = timedelta(milliseconds=1)
 def _latest_runs(schedule: Schedule, first: datetime, end: datetime, limit: int) -> datetime:
     """The first of the latest ``limit`` occurrences in ``[first, end)`` (``first`` is one).
 
-    Counting costs at most ``limit + 1`` steps; only a longer run is searched, by
-    halving the time range (occurrences are whole milliseconds), once per downtime.
+    A rate's grid is arithmetic. Otherwise counting costs at most ``limit + 1``
+    steps; only a longer run is searched, by halving the time range (occurrences
+    are whole milliseconds), once per downtime.
     """
+    if isinstance(schedule, RateSchedule):
+        return _latest_on_rate(schedule, first, end, limit)
 
     def more_than_limit_after(instant: datetime) -> bool:
         occurrence = schedule.next_after(instant)
@@ -462,6 +465,17 @@ def _latest_runs(schedule: Schedule, first: datetime, end: datetime, limit: int)
     kept = schedule.next_after(high)
     assert kept is not None
     return kept
+
+
+def _latest_on_rate(schedule: RateSchedule, first: datetime, end: datetime, limit: int) -> datetime:
+    """``_latest_runs`` on a rate's grid: ``anchor + k * period``, ``k >= 0``, up to ``end_at``."""
+    period = timedelta(seconds=schedule.every_seconds)
+    # The last occurrence before ``end`` (and not after ``end_at``), as a period count.
+    last = -((schedule.anchor - end) // period) - 1
+    if schedule.window.end_at is not None:
+        last = min(last, (schedule.window.end_at - schedule.anchor) // period)
+    kept = schedule.anchor + (last - limit + 1) * period
+    return max(first, to_utc_ms(kept))
 
 
 def advanced(task: Task, claim: Claim, now: datetime) -> Task:
