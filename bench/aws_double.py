@@ -229,7 +229,11 @@ class AwsDouble:
         names = params.get("ExpressionAttributeNames", {})
         values = params.get("ExpressionAttributeValues", {})
         conditions = params["KeyConditionExpression"].split(" AND ")
-        if len(conditions) > 2:
+        between = _BETWEEN.match(" AND ".join(conditions[1:]))
+        if between is not None:  # ``k BETWEEN :a AND :b`` is ``k >= :a AND k <= :b``
+            key, low, high = between.groups()
+            conditions = [conditions[0], f"{key} >= {low}", f"{key} <= {high}"]
+        elif len(conditions) > 2:
             raise NotImplementedError(params["KeyConditionExpression"])
         partition, operator, partition_value = _comparison(conditions[0])
         if names.get(partition, partition) != keys[0].name or operator != "=":
@@ -408,6 +412,7 @@ def _ordered(value: dict[str, Any]) -> Any:
     raise NotImplementedError(f"ordering of type {kind}")
 
 
+_BETWEEN = re.compile(r"^\s*(\S+) BETWEEN (\S+) AND (\S+)\s*$")
 _COMPARISON = re.compile(r"^\s*(\S+)\s*(=|<>|<=|>=|<|>)\s*(\S+)\s*$")
 _FUNCTION = re.compile(r"^\s*(attribute_exists|attribute_not_exists)\((\S+)\)\s*$")
 

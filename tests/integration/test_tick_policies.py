@@ -70,7 +70,8 @@ def test_run_all_sends_every_missed_occurrence_once_in_one_tick(
 ) -> None:
     # Given an every-minute task with run_all, and a scheduler down for 30 minutes
     task_id = register(system, cron="* * * * *", catchup="run_all")
-    ticker, queue = recording_ticker(system, aws)
+    # (and more claims per task and tick than the 10 of the default)
+    ticker, queue = recording_ticker(system, aws, tick_max_claims_per_task=30)
     clock.advance(timedelta(minutes=30, seconds=5))
     # When one tick runs
     reports = ticker.tick()

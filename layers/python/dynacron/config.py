@@ -79,9 +79,22 @@ class Settings:
     # a round trip of ~10 ms to DynamoDB, so one at a time caps a shard near
     # 100 claims/s. Distinct tasks, distinct items: no claim waits on another.
     tick_concurrency: int = 16
-    # An occurrence claimed later than this was missed; each task's catch-up
-    # policy decides what happens to it.
+    # An occurrence claimed later than this is late; it was missed (and its
+    # task's catch-up policy decides) only if no tick of its shard ran while it
+    # was on time, or the task was paused. Lateness from load runs late.
     misfire_grace_seconds: int = 60
+    # A tick records that its shard ran at most this often (one write on the
+    # cursor item); keep it well under the misfire grace.
+    tick_heartbeat_seconds: int = 10
+    # One task gets at most this many claims in one tick; the rest of its
+    # backlog waits for the next tick, so it cannot fill the claim budget.
+    tick_max_claims_per_task: int = 10
+    # After what is on time, the backlog is worked for at most this long per
+    # tick (after its first page), so the next tick starts on time.
+    tick_backlog_seconds: float = 0.8
+    # run_all runs at most this many missed occurrences of one downtime (the
+    # latest); older ones are skipped, and one SKIPPED execution says so.
+    catchup_max_runs: int = 100
     # API keys mapped to tenants, as (key, tenant) pairs; a key given with a
     # request wins over the caller's IAM principal.
     api_keys: tuple[tuple[str, str], ...] = ()

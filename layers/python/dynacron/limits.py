@@ -66,7 +66,10 @@ class LimitStore:
             "breaker_until": _optional(state.breaker_until),
             "paused_until": _optional(state.paused_until),
             "version": state.version,
-            EXPIRES_AT: _expiry(now),
+            # Kept while a pause or an open breaker still matters, then a day more.
+            EXPIRES_AT: _expiry(
+                max(t for t in (now, state.paused_until, state.breaker_until) if t is not None)
+            ),
         }
         return self._conditional(
             self._client.put_item,

@@ -54,12 +54,14 @@ from dynacron.domain.tasks import (
     task_id_of,
 )
 from dynacron.domain.tenants import DEFAULT_TENANT
+from dynacron.domain.uptime import Outage, ShardHistory
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.queue import upstream_from_map, upstream_to_map
 from dynacron.resources import (
     DEAD_LETTER_INDEX,
     DEPENDENTS_INDEX,
     DUE_INDEX,
+    EXECUTIONS,
     LEASE_INDEX,
     LEASE_SHARDS,
     TENANT_INDEX,
@@ -291,6 +293,7 @@ def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
             "has_dependents": task.has_dependents or None,
             DEPENDENTS_INDEX.partition_key.name: task.upstream_task_id,
             "limits": limits_to_map(task.limits),
+            "resumed_at": _optional_instant(task.resumed_at),
         }
     )
 
@@ -326,6 +329,7 @@ def task_from_item(item: dict[str, Any]) -> Task:
         limits=limits_from_map(values.get("limits")),
         has_dependents=bool(values.get("has_dependents", False)),
         status_reason=values.get("status_reason"),
+        resumed_at=_instant_or_none(values.get("resumed_at")),
     )
 
 
@@ -744,20 +748,29 @@ class TaskStore:
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def due_task_ids(
-        self, bucket_key: str, now: datetime, limit: int, start_key: dict[str, Any] | None
+        self,
+        bucket_key: str,
+        now: datetime,
+        limit: int,
+        start_key: dict[str, Any] | None,
+        due_from: datetime | None = None,
     ) -> tuple[list[str], dict[str, Any] | None]:
-        """One bounded page of task ids due by ``now`` in one bucket of one shard."""
+        """One bounded page of task ids due by ``now`` in one bucket of one shard;
+        with ``due_from``, only those due from then on (the sort key's range)."""
+        values = {":bucket": bucket_key, ":now": format_instant(now)}
+        due = "#next <= :now"
+        if due_from is not None:
+            due = "#next BETWEEN :from AND :now"
+            values[":from"] = format_instant(due_from)
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": DUE_INDEX.name,
-            "KeyConditionExpression": "#bucket = :bucket AND #next <= :now",
+            "KeyConditionExpression": f"#bucket = :bucket AND {due}",
             "ExpressionAttributeNames": {
                 "#bucket": DUE_INDEX.partition_key.name,
                 "#next": DUE_INDEX.sort_key.name,
             },
-            "ExpressionAttributeValues": _to_item(
-                {":bucket": bucket_key, ":now": format_instant(now)}
-            ),
+            "ExpressionAttributeValues": _to_item(values),
             "Limit": limit,
         }
         if start_key:
@@ -887,6 +900,11 @@ class BeginResult:
     held_call: HandlerCallRecord | None = None
 
 
+# The executions table's TTL attribute: DynamoDB deletes an item some time after it.
+if EXECUTIONS.ttl_attribute is None:
+    raise RuntimeError("executions expire through the executions table's TTL attribute")
+EXPIRES_AT: str = EXECUTIONS.ttl_attribute
+
 # The handler-call record's attributes on the execution item (its answer is ``result``).
 CALL_STATUS = "call_status"
 CALL_EXPIRES_AT = "call_expires_at"
@@ -960,6 +978,16 @@ class ExecutionStore:
 
     def _lease_shard(self, execution_id: str) -> str:
         return str(shard_for(execution_id, self._lease_shards))
+
+    def _expiry(self, *ends: datetime | None) -> int:
+        """The TTL (epoch seconds): ``retention`` after the latest of ``ends``.
+
+        Each write that starts, moves on or ends an execution passes the moment it
+        matters until (now, its lease's end, its next attempt), never its
+        scheduled time: a backfilled or caught-up occurrence may be years old,
+        and must not be born expired (with its lease and idempotency record).
+        """
+        return int((max(end for end in ends if end is not None) + self._retention).timestamp())
 
     def _write(
         self,
@@ -1043,6 +1071,7 @@ class ExecutionStore:
             "lease_token": lease_token,
             "lease_until": format_instant(lease_until),
             "callback_digest": callback_digest,
+            EXPIRES_AT: self._expiry(lease_until),
         }
         item = {
             "task_id": dispatch.task_id,
@@ -1051,7 +1080,6 @@ class ExecutionStore:
             "first_attempt": dispatch.attempt,
             "retry": _retry_to_map(retry),
             "tenant_id": tenant_id,
-            "expires_at": int((dispatch.scheduled_at + self._retention).timestamp()),
             "upstream": upstream_to_map(dispatch.upstream) if dispatch.upstream else None,
             **running,
             **(_call_sets(call) if call is not None else {}),
@@ -1131,7 +1159,7 @@ class ExecutionStore:
             "lease_until": format_instant(lease_until),
             "lease_shard": self._lease_shard(dispatch.execution_id),
             "tenant_id": tenant_id,
-            "expires_at": int((dispatch.scheduled_at + self._retention).timestamp()),
+            EXPIRES_AT: self._expiry(lease_until, dispatch.not_before),
             "upstream": upstream_to_map(dispatch.upstream) if dispatch.upstream else None,
         }
         return self._put_new(item)
@@ -1150,7 +1178,7 @@ class ExecutionStore:
                 "attempt": 0,
                 "completed_at": format_instant(now),
                 "error": reason[:ERROR_LIMIT],
-                "expires_at": int((scheduled_at + self._retention).timestamp()),
+                EXPIRES_AT: self._expiry(now),
             }
         )
 
@@ -1176,7 +1204,10 @@ class ExecutionStore:
     ) -> bool:
         """Extend a running lease (a heartbeat); ``accepted_at`` marks a 202 answer,
         whose lease outlives the worker's message and so joins the lease index."""
-        sets: dict[str, Any] = {"lease_until": format_instant(lease_until)}
+        sets: dict[str, Any] = {
+            "lease_until": format_instant(lease_until),
+            EXPIRES_AT: self._expiry(lease_until),
+        }
         if accepted_at is not None:
             sets["accepted_at"] = format_instant(accepted_at)
             sets["lease_shard"] = self._lease_shard(execution_id)
@@ -1202,7 +1233,11 @@ class ExecutionStore:
         If the finisher dies first, the reaper does it. Without, the lease goes.
         With ``call`` (completed), the same write saves the handler-call record.
         """
-        sets: dict[str, Any] = {"status": status.value, "completed_at": format_instant(now)}
+        sets: dict[str, Any] = {
+            "status": status.value,
+            "completed_at": format_instant(now),
+            EXPIRES_AT: self._expiry(now, follow_up_until),
+        }
         removes: tuple[str, ...] = ("callback_digest", "accepted_at")
         if call is not None:
             sets |= _call_sets(call)
@@ -1241,6 +1276,7 @@ class ExecutionStore:
             "lease_until": format_instant(lease_until),
             "lease_shard": self._lease_shard(execution_id),
             "lease_token": new_token,
+            EXPIRES_AT: self._expiry(not_before, lease_until),
         }
         if error is not None:
             sets["error"] = error[:ERROR_LIMIT]
@@ -1274,6 +1310,7 @@ class ExecutionStore:
             {
                 "status": ExecutionStatus.FAILED.value,
                 "completed_at": format_instant(now),
+                EXPIRES_AT: self._expiry(now, lease_until),
                 "error": error[:ERROR_LIMIT],
                 DEAD_LETTER_INDEX.partition_key.name: dead_letter_partition(tenant_id),
                 DEAD_LETTER_INDEX.sort_key.name: format_instant(now),
@@ -1467,6 +1504,7 @@ class ExecutionStore:
                 "lease_token": new_token,
                 "lease_until": format_instant(lease_until),
                 "lease_shard": self._lease_shard(execution_id),
+                EXPIRES_AT: self._expiry(lease_until),
             },
             values={":seen": seen_token, ":cutoff": format_instant(cutoff)},
         )
@@ -1507,6 +1545,7 @@ class ExecutionStore:
                 "lease_until": format_instant(lease_until),
                 "lease_shard": self._lease_shard(execution_id),
                 "lease_token": new_token,
+                EXPIRES_AT: self._expiry(now, lease_until),
             },
             computed=("#attempt = #attempt + :one", "#first_attempt = #attempt + :one"),
             removes=(
@@ -1589,8 +1628,26 @@ class ExecutionStore:
         return query_page(self._client, query, limit, token, execution_from_item)
 
 
+@dataclass(frozen=True)
+class ShardCursor:
+    """What one shard's tick reads first: where to start, and when it last ran."""
+
+    bucket: datetime | None
+    history: ShardHistory
+
+
+def _outage_to_text(outage: Outage) -> str:
+    return f"{format_instant(outage.last_tick)}/{format_instant(outage.next_tick)}"
+
+
+def _outage_from_text(text: str) -> Outage:
+    last_tick, _, next_tick = text.partition("/")
+    return Outage(last_tick=parse_instant(last_tick), next_tick=parse_instant(next_tick))
+
+
 class CursorStore:
-    """Per-shard tick cursors: the oldest due-index bucket that may still hold work."""
+    """Per-shard tick cursors: the oldest due-index bucket that may still hold work,
+    and the shard's heartbeat (``last_tick_at``, ``ticking_since``, ``outages``)."""
 
     def __init__(self, client: Any, table_name: str) -> None:
         self._client = client
@@ -1601,11 +1658,58 @@ class CursorStore:
         return _to_item({"key": f"tick-cursor#{shard}"})
 
     def get(self, shard: int) -> datetime | None:
+        return self.read(shard).bucket
+
+    def read(self, shard: int, heartbeat: timedelta = timedelta(0)) -> ShardCursor:
+        """The shard's cursor and tick history, in one strongly consistent read."""
         response = self._client.get_item(
             TableName=self._table, Key=self._key(shard), ConsistentRead=True
         )
-        item = response.get("Item")
-        return parse_instant(_from_item(item)["bucket"]) if item else None
+        values = _from_item(response.get("Item") or {})
+        bucket = values.get("bucket")
+        return ShardCursor(
+            bucket=parse_instant(bucket) if bucket else None,
+            history=ShardHistory(
+                ticking_since=_instant_or_none(values.get("ticking_since")),
+                last_tick=_instant_or_none(values.get("last_tick_at")),
+                outages=tuple(_outage_from_text(o) for o in values.get("outages", [])),
+                heartbeat=heartbeat,
+            ),
+        )
+
+    def record_tick(self, shard: int, history: ShardHistory, seen: ShardHistory) -> bool:
+        """Store ``history`` (``seen`` recorded after one more tick), if the stored one
+        is still ``seen``: of two ticks of one shard, one records an outage, once."""
+        assert history.last_tick is not None
+        assert history.ticking_since is not None
+        values: dict[str, Any] = {
+            ":last": format_instant(history.last_tick),
+            ":since": format_instant(history.ticking_since),
+            ":outages": [_outage_to_text(o) for o in history.outages],
+        }
+        if seen.last_tick is None:
+            condition = "attribute_not_exists(#last)"
+        else:
+            condition = "#last = :seen"
+            values[":seen"] = format_instant(seen.last_tick)
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=self._key(shard),
+                UpdateExpression="SET #last = :last, #since = :since, #outages = :outages",
+                ConditionExpression=condition,
+                ExpressionAttributeNames={
+                    "#last": "last_tick_at",
+                    "#since": "ticking_since",
+                    "#outages": "outages",
+                },
+                ExpressionAttributeValues=_to_item(values),
+            )
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False
+            raise
+        return True
 
     def advance(self, shard: int, bucket: datetime) -> bool:
         """Move the cursor forward to ``bucket``; never backwards."""

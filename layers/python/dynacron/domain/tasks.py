@@ -15,14 +15,18 @@ from dynacron.domain.executions import Dispatch
 from dynacron.domain.instants import compact_instant, to_utc_ms
 from dynacron.domain.limits import TaskLimits
 from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.schedules import AfterSchedule, FixedDelaySchedule, Schedule
+from dynacron.domain.schedules import AfterSchedule, FixedDelaySchedule, RateSchedule, Schedule
 from dynacron.domain.tenants import DEFAULT_TENANT
+from dynacron.domain.uptime import UNKNOWN, ShardHistory
 
-# An occurrence claimed less than this late is on time and always runs; a later
-# one was missed (the scheduler was down, the task paused) and its task's
-# catch-up policy decides. The tick runs every second, so only an outage is late.
+# An occurrence claimed less than this late is on time and always runs. A later
+# one is missed only if the scheduler was down while it was due (no tick of its
+# shard ran, see ``uptime``) or the task was paused; then its task's catch-up
+# policy decides. One held back by the scheduler's own load runs late.
 DEFAULT_MISFIRE_GRACE = timedelta(seconds=60)
 DEFAULT_CATCHUP_WINDOW_SECONDS = 24 * 3600
+# run_all runs at most this many missed occurrences of one downtime: the latest.
+DEFAULT_CATCHUP_MAX_RUNS = 100
 MAX_CATCHUP_WINDOW_SECONDS = 366 * 24 * 3600
 # SQS DelaySeconds is at most 15 minutes, and jitter is applied as that delay.
 MAX_JITTER_SECONDS = 900
@@ -44,7 +48,9 @@ class CatchUp(StrEnum):
 
     SKIP = "skip"  # none of them runs; the task resumes with the next on-time one
     RUN_ONCE = "run_once"  # the earliest runs, once, standing in for all of them
-    RUN_ALL = "run_all"  # each runs, with its own execution, within the catch-up window
+    # each runs, with its own execution, within the catch-up window; at most the
+    # latest ``catchup_max_runs`` of one downtime
+    RUN_ALL = "run_all"
 
 
 class Overlap(StrEnum):
@@ -59,6 +65,10 @@ class Overlap(StrEnum):
 SKIPPED_OVERLAP = "overlap: the previous execution {running} was still running"
 SKIPPED_BUFFER_FULL = "overlap: {buffered} was already waiting for {running} to finish"
 SKIPPED_PAUSED = "the task was paused when this execution was due to run"
+SKIPPED_CATCHUP = (
+    "catch-up: the occurrences from this one until before {kept} were missed and not run"
+    " (run_all runs missed occurrences inside catchup_window_seconds, at most the latest {limit})"
+)
 
 
 @dataclass(frozen=True)
@@ -101,6 +111,9 @@ class Task:
     has_dependents: bool = False
     # ERROR only: what raised, for the owner to read.
     status_reason: str | None = None
+    # When the task was last resumed: an occurrence that fell due before it was
+    # missed (the task was paused), whatever the scheduler did meanwhile.
+    resumed_at: datetime | None = None
 
     @property
     def timezone(self) -> str:
@@ -241,6 +254,9 @@ class Claim:
     overlap_reason: str | None = None
     # buffer_one: the occurrence waits for the running execution to finish.
     buffered: datetime | None = None
+    # run_all passed over missed occurrences (outside its window, or beyond its
+    # most recent ``catchup_max_runs``): from ``skipped_since`` on.
+    catchup_cut: bool = False
 
     @property
     def execution_id(self) -> str | None:
@@ -293,18 +309,26 @@ def jitter_offset(execution_id: str, jitter_seconds: int) -> int:
 
 
 def claim_occurrence(
-    task: Task, now: datetime, grace: timedelta = DEFAULT_MISFIRE_GRACE
+    task: Task,
+    now: datetime,
+    grace: timedelta = DEFAULT_MISFIRE_GRACE,
+    *,
+    history: ShardHistory = UNKNOWN,
+    catchup_max_runs: int = DEFAULT_CATCHUP_MAX_RUNS,
 ) -> Claim | None:
     """Decide what claiming ``task`` at ``now`` means, or None if nothing is due.
 
     The next occurrence is always computed from a scheduled time, never from
     ``now``, so recurring tasks stay on their grid. An occurrence less than
-    ``grace`` late is on time and runs. Older ones were missed, and the task's
-    catch-up policy decides: ``run_once`` runs the earliest missed one and skips
-    the rest, ``skip`` runs none, ``run_all`` runs each one inside its window.
-    ``next_run_at`` may still be due (run_all, or on-time occurrences queued up):
-    the tick claims again, and an occurrence counts as claimed once
-    ``next_run_at`` has moved past it.
+    ``grace`` late is on time and runs. A later one runs late, unless it was
+    missed: the task was paused when it fell due, or ``history`` says no tick of
+    its shard ran while it was on time (by default nothing is known, and every
+    late occurrence was missed). Missed ones go by the task's catch-up policy:
+    ``run_once`` runs the earliest of a downtime and skips the rest, ``skip``
+    runs none, ``run_all`` runs each one inside its window, at most the latest
+    ``catchup_max_runs``. ``next_run_at`` may still be due (run_all, or on-time
+    occurrences queued up): the tick claims again, and an occurrence counts as
+    claimed once ``next_run_at`` has moved past it.
     """
     if task.status is not TaskStatus.ACTIVE or task.next_run_at is None:
         return None
@@ -320,7 +344,8 @@ def claim_occurrence(
         return Claim(
             task=task, scheduled_at=None if running else due, next_run_at=None, awaits_finish=True
         )
-    claim = _claim_on_grid(task, schedule, due, now, grace)
+    rules = _MissRules(now=now, grace=grace, history=history, resumed_at=task.resumed_at)
+    claim = _claim_on_grid(task, schedule, due, rules, catchup_max_runs)
     if claim.scheduled_at is None or task.running_execution is None or not task.holds_slot:
         return claim
     return _overlapping(claim, task.running_execution)
@@ -342,16 +367,42 @@ def _overlapping(claim: Claim, running: str) -> Claim:
     )
 
 
+@dataclass(frozen=True)
+class _MissRules:
+    """Whether an occurrence claimed at ``now`` was missed, and until when its downtime ran."""
+
+    now: datetime
+    grace: timedelta
+    history: ShardHistory
+    resumed_at: datetime | None
+
+    @property
+    def on_time_from(self) -> datetime:
+        return self.now - self.grace
+
+    def missed_until(self, became_due: datetime) -> datetime | None:
+        """None if the occurrence runs (on time, or late by load); else the instant
+        up to which every occurrence from it was missed (never later than on time)."""
+        if became_due >= self.on_time_from:
+            return None
+        if self.resumed_at is not None and became_due < self.resumed_at:
+            until: datetime | None = self.resumed_at
+        else:
+            until = self.history.missed_until(became_due, self.grace)
+        return None if until is None else min(until, self.on_time_from)
+
+
 def _claim_on_grid(
-    task: Task, schedule: Schedule, due: datetime, now: datetime, grace: timedelta
+    task: Task, schedule: Schedule, due: datetime, rules: _MissRules, max_runs: int
 ) -> Claim:
-    on_time_from = now - grace
     # Nothing is missed before the task existed: a one-time task registered a
     # little late is on time.
-    if max(due, task.created_at) >= on_time_from:
+    missed_until = rules.missed_until(max(due, task.created_at))
+    if missed_until is None:
         return Claim(task=task, scheduled_at=due, next_run_at=schedule.next_after(due))
+    # Every occurrence in [due, missed_until) was missed; the next one is not.
+    following = schedule.next_after(missed_until - _JUST_BEFORE)
     if task.catchup.policy is CatchUp.RUN_ONCE:
-        following = schedule.next_after(on_time_from - _JUST_BEFORE)
         after_due = schedule.next_after(due)
         return Claim(
             task=task,
@@ -359,21 +410,84 @@ def _claim_on_grid(
             next_run_at=following,
             skipped_since=after_due if after_due != following else None,
         )
-    # skip keeps only on-time occurrences; run_all every one inside its window.
-    keep_from = on_time_from
-    if task.catchup.policy is CatchUp.RUN_ALL:
-        keep_from = now - timedelta(seconds=task.catchup.window_seconds)
-        if due >= keep_from:
-            return Claim(task=task, scheduled_at=due, next_run_at=schedule.next_after(due))
-    first_kept = schedule.next_after(keep_from - _JUST_BEFORE)
-    if first_kept is None or first_kept > now:
-        return Claim(task=task, scheduled_at=None, next_run_at=first_kept, skipped_since=due)
+    if task.catchup.policy is CatchUp.SKIP:
+        runs_now = following is not None and following <= rules.now
+        if runs_now and following is not None and rules.missed_until(following) is None:
+            return Claim(
+                task=task,
+                scheduled_at=following,
+                next_run_at=schedule.next_after(following),
+                skipped_since=due,
+            )
+        return Claim(task=task, scheduled_at=None, next_run_at=following, skipped_since=due)
+    # run_all: every missed occurrence inside the window, at most the latest max_runs.
+    keep_from = rules.now - timedelta(seconds=task.catchup.window_seconds)
+    first_kept = due if due >= keep_from else schedule.next_after(keep_from - _JUST_BEFORE)
+    if first_kept is not None and first_kept < missed_until:
+        first_kept = _latest_runs(schedule, first_kept, missed_until, max_runs)
+    if first_kept is None or first_kept > rules.now:
+        return Claim(
+            task=task,
+            scheduled_at=None,
+            next_run_at=first_kept,
+            skipped_since=due,
+            catchup_cut=True,
+        )
+    cut = first_kept != due
     return Claim(
         task=task,
         scheduled_at=first_kept,
         next_run_at=schedule.next_after(first_kept),
-        skipped_since=due,
+        skipped_since=due if cut else None,
+        catchup_cut=cut,
     )
+
+
+_MILLISECOND = timedelta(milliseconds=1)
+
+
+def _latest_runs(schedule: Schedule, first: datetime, end: datetime, limit: int) -> datetime:
+    """The first of the latest ``limit`` occurrences in ``[first, end)`` (``first`` is one).
+
+    A rate's grid is arithmetic. Otherwise counting costs at most ``limit + 1``
+    steps; only a longer run is searched, by halving the time range (occurrences
+    are whole milliseconds), once per downtime.
+    """
+    if isinstance(schedule, RateSchedule):
+        return _latest_on_rate(schedule, first, end, limit)
+
+    def more_than_limit_after(instant: datetime) -> bool:
+        occurrence = schedule.next_after(instant)
+        for _ in range(limit):
+            if occurrence is None or occurrence >= end:
+                return False
+            occurrence = schedule.next_after(occurrence)
+        return occurrence is not None and occurrence < end
+
+    if not more_than_limit_after(first - _JUST_BEFORE):
+        return first
+    # More than ``limit`` occurrences after ``low``, at most ``limit`` after ``high``.
+    low, high = first - _MILLISECOND, end
+    while high - low > _MILLISECOND:
+        middle = low + max(1, (high - low) // _MILLISECOND // 2) * _MILLISECOND
+        if more_than_limit_after(middle):
+            low = middle
+        else:
+            high = middle
+    kept = schedule.next_after(high)
+    assert kept is not None
+    return kept
+
+
+def _latest_on_rate(schedule: RateSchedule, first: datetime, end: datetime, limit: int) -> datetime:
+    """``_latest_runs`` on a rate's grid: ``anchor + k * period``, ``k >= 0``, up to ``end_at``."""
+    period = timedelta(seconds=schedule.every_seconds)
+    # The last occurrence before ``end`` (and not after ``end_at``), as a period count.
+    last = -((schedule.anchor - end) // period) - 1
+    if schedule.window.end_at is not None:
+        last = min(last, (schedule.window.end_at - schedule.anchor) // period)
+    kept = schedule.anchor + (last - limit + 1) * period
+    return max(first, to_utc_ms(kept))
 
 
 def advanced(task: Task, claim: Claim, now: datetime) -> Task:

@@ -197,8 +197,9 @@ class TaskService:
         return self._set_status(task, TaskStatus.PAUSED, note)
 
     def resume(self, tenant_id: str, task_id: str) -> Task:
-        """Back in the due index where it left off: occurrences missed while paused
-        are late, so the tick applies the task's catch-up policy to them.
+        """Back in the due index where it left off: occurrences that fell due before
+        now were missed while paused, so the tick applies the task's catch-up policy
+        to them (``resumed_at``).
 
         An ERROR task is tried again as it is (after a fix to the scheduler, say);
         if it still makes the tick raise, the tick sets it aside again.
@@ -208,9 +209,11 @@ class TaskService:
             raise InvalidRequest("schedule", "the stored schedule cannot be read; PATCH a new one")
         if task.status not in (TaskStatus.PAUSED, TaskStatus.ERROR):
             return task
-        return self._set_status(task, TaskStatus.ACTIVE, None)
+        return self._set_status(task, TaskStatus.ACTIVE, None, resumed=True)
 
-    def _set_status(self, task: Task, status: TaskStatus, note: str | None) -> Task:
+    def _set_status(
+        self, task: Task, status: TaskStatus, note: str | None, *, resumed: bool = False
+    ) -> Task:
         now = to_utc_ms(self._clock.now())
         changed = dataclasses.replace(
             task,
@@ -219,6 +222,7 @@ class TaskService:
             status_reason=None,
             version=task.version + 1,
             updated_at=now,
+            resumed_at=now if resumed else task.resumed_at,
         )
         return self._replace(task, changed, now)
 

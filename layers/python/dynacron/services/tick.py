@@ -4,7 +4,12 @@ Order of steps, and why:
 
 1. Query the due index for one (time bucket, shard) partition, bounded pages,
    sort key ``next_run_at <= now``. Never a Scan: the cost follows what is due,
-   not how many tasks exist.
+   not how many tasks exist. What is due *now* comes first: the buckets that
+   can hold on-time occurrences are queried for the sort-key range
+   ``[now - misfire grace, now]`` before any backlog (the sort key is
+   ``next_run_at``, so a task resumed with an old ``next_run_at``, filed in the
+   current bucket, sorts first but is outside that range). Then the backlog,
+   oldest bucket first.
 2. Re-read the candidates with a strongly consistent BatchGetItem. The index is
    eventually consistent; a stale entry for a task another tick just advanced
    must not be sent again.
@@ -17,11 +22,18 @@ Order of steps, and why:
    a duplicate, never a loss. The opposite order could lose an occurrence.
 4. A task still due after its claim (catch-up ``run_all``, or on-time
    occurrences behind a late one) is claimed again in the same pass, from the
-   state just written, until nothing is due or the claim budget is spent. Which
-   missed occurrences run at all is the task's catch-up policy, decided in
-   ``claim_occurrence``, and so is the overlap policy: an occurrence due while
-   the previous one still holds the task's run slot is skipped (recorded as a
-   SKIPPED execution) or buffered.
+   state just written, until nothing is due, the task has had
+   ``tick_max_claims_per_task`` claims in this tick, or the claim budget is
+   spent; the rest waits for the next tick. Which missed occurrences run at
+   all is the task's catch-up policy, decided in ``claim_occurrence``, and so
+   is the overlap policy: an occurrence due while the previous one still holds
+   the task's run slot is skipped (recorded as a SKIPPED execution) or buffered.
+
+Misfires mean downtime, not load: every tick records a heartbeat on its shard's
+cursor item (at most every ``tick_heartbeat_seconds``), and a gap of more than
+the misfire grace is stored as an outage. An occurrence later than the grace is
+*missed* only if it fell due in an outage (or before the shard's first tick, or
+while its task was paused); one held back by pacing or a backlog runs late.
 
 5. A task that makes any of this raise (it cannot be decoded, computing its
    next occurrence overflows, its claim cannot be built) is set aside: ERROR
@@ -50,7 +62,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import Dispatch
+from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks import (
+    SKIPPED_CATCHUP,
     Claim,
     DuePlacement,
     Task,
@@ -59,6 +73,7 @@ from dynacron.domain.tasks import (
     due_bucket_key,
     execution_id_for,
 )
+from dynacron.domain.uptime import ShardHistory
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import SEND_BATCH_LIMIT, DispatchQueue
@@ -78,7 +93,7 @@ logger = logging.getLogger("dynacron")
 INFRASTRUCTURE_ERRORS = (ClientError, BotoCoreError)
 
 # The newest buckets are queried on every tick even when a long backlog of old
-# buckets is being walked, so a catch-up never delays what is due now.
+# buckets is being walked; what is due now is queried before any of it.
 ALWAYS_QUERIED_BUCKETS = 2
 MAX_OLD_BUCKETS_PER_TICK = 48
 # DynamoDB throttling a burst of claims: wait 50 ms, 100 ms, ... (at most 2 s) and retry.
@@ -111,6 +126,15 @@ class TickReport:
     # must outlast the tick); whatever is left stays due for the next tick.
     deadline: datetime | None = None
     cut_short: bool = False
+    # Claims of tasks that had had ``tick_max_claims_per_task`` this tick: due, left for later.
+    held_back: int = 0
+    # run_all claims that passed over missed occurrences (outside the window or
+    # beyond ``catchup_max_runs``); each leaves one SKIPPED execution saying so.
+    catchup_cut: int = 0
+    claims_by_task: dict[str, int] = field(default_factory=dict, repr=False)
+    # The backlog pass stops at this instant (of the tick's clock), after its first round.
+    backlog_until: datetime | None = None
+    backlog_rounds: int = 0
 
     @property
     def claim_writes(self) -> int:
@@ -144,6 +168,7 @@ class Ticker:
         self._sharding = settings.sharding
         self._width = timedelta(seconds=settings.bucket_seconds)
         self._misfire_grace = timedelta(seconds=settings.misfire_grace_seconds)
+        self._heartbeat = timedelta(seconds=settings.tick_heartbeat_seconds)
         # Created once and kept: a warm Lambda reuses its threads between ticks.
         self._pool = (
             ThreadPoolExecutor(settings.tick_concurrency, thread_name_prefix="dynacron-tick")
@@ -158,28 +183,55 @@ class Ticker:
     def tick_shard(self, shard: int, deadline: datetime | None = None) -> TickReport:
         """One tick of ``shard``; with ``deadline``, no page is started after it."""
         now = self._clock.now()
+        cursor, history = self._read_cursor(shard, now)
         report = TickReport(shard=shard, claim_budget=self._claim_budget(), deadline=deadline)
         if report.claim_budget <= 0:
-            # The workers have enough to do: what is due stays due for a later tick.
+            # The workers have enough to do: what is due stays due for a later
+            # tick, and runs late (the heartbeat above says the shard was up).
             self._metrics.dispatch_paced()
             return report
-        cursor = self._cursors.get(shard) or self._sharding.bucket(
+        cursor = cursor or self._sharding.bucket(
             now - timedelta(seconds=self._settings.initial_lookback_seconds)
         )
+        # What is due now first, wherever it is filed...
+        on_time_from = now - self._misfire_grace
+        bucket = self._sharding.bucket(on_time_from)
+        while (
+            bucket <= self._sharding.bucket(now)
+            and report.claim_writes < report.claim_budget
+            and not report.cut_short
+        ):
+            self._drain_bucket(bucket, shard, now, report, history, due_from=on_time_from)
+            bucket += self._width
+        # ...then the backlog, oldest bucket first, until tick_backlog_seconds after
+        # the tick began (so that a long backlog cannot hold back the next tick's
+        # on-time work), but always one round of it.
+        report.backlog_until = now + timedelta(seconds=self._settings.tick_backlog_seconds)
         settled_before = now - timedelta(seconds=self._settings.cursor_grace_seconds)
         new_cursor = cursor
         for bucket in self._buckets_to_query(cursor, now):
-            drained = self._drain_bucket(bucket, shard, now, report)
+            if report.claim_writes >= report.claim_budget or report.cut_short:
+                break
+            drained = self._drain_bucket(bucket, shard, now, report, history)
             # The cursor only moves over a contiguous run of drained, settled
             # buckets starting at the cursor: never over one not yet queried.
             if drained and bucket == new_cursor and bucket + self._width <= settled_before:
                 new_cursor = bucket + self._width
-            if report.claim_writes >= report.claim_budget or report.cut_short:
-                break
         if new_cursor > cursor:
             self._cursors.advance(shard, new_cursor)
         report.cursor = new_cursor
         return report
+
+    def _read_cursor(self, shard: int, now: datetime) -> tuple[datetime | None, ShardHistory]:
+        """The shard's cursor, and its tick history with this tick recorded in it."""
+        cursor = self._cursors.read(shard, self._heartbeat)
+        history = cursor.history
+        if history.needs_heartbeat(now, self._misfire_grace):
+            recorded = history.record(now, self._misfire_grace)
+            # Refused: another tick of this shard recorded meanwhile; it counts as ours.
+            self._cursors.record_tick(shard, recorded, history)
+            history = recorded
+        return cursor.bucket, history
 
     def _claim_budget(self) -> int:
         """Never more in flight than ``max_queued_dispatches``: the rest waits, due."""
@@ -217,38 +269,64 @@ class Ticker:
         return buckets
 
     def _drain_bucket(
-        self, bucket: datetime, shard: int, now: datetime, report: TickReport
+        self,
+        bucket: datetime,
+        shard: int,
+        now: datetime,
+        report: TickReport,
+        history: ShardHistory,
+        due_from: datetime | None = None,
     ) -> bool:
-        """Dispatch everything due in one bucket; True if nothing due was left behind."""
+        """Dispatch everything due in one bucket (from ``due_from`` on, if given);
+        True if nothing due was left behind."""
         key = due_bucket_key(bucket, shard)
         report.buckets_queried += 1
         start_key = None
         drained = True
         while True:
             budget = report.claim_budget - report.claim_writes
-            if budget <= 0 or self._past_deadline(report):
+            if (
+                budget <= 0
+                or self._past_deadline(report)
+                or self._backlog_time_spent(report, due_from)
+            ):
                 return False
             task_ids, start_key = self._tasks.due_task_ids(
-                key, now, min(self._settings.tick_page_size, budget), start_key
+                key, now, min(self._settings.tick_page_size, budget), start_key, due_from
             )
             report.candidates += len(task_ids)
-            if task_ids:
-                tasks, unreadable = self._tasks.read_many(task_ids)
+            # A task that had its share of this tick is not even read again.
+            open_ids = [i for i in task_ids if self._has_share(i, report)]
+            drained &= len(open_ids) == len(task_ids)
+            tasks: list[Task] = []
+            if open_ids:
+                tasks, unreadable = self._tasks.read_many(open_ids)
                 for item in unreadable:
                     self._set_aside(item, None, now, report)
-                claims = self._claims_of(tasks, now, report)
-                while claims:
-                    if self._past_deadline(report):
-                        return False
-                    budget = report.claim_budget - report.claim_writes
-                    if len(claims) > budget:
-                        claims, drained = claims[:budget], False
-                    won, all_sent = self._dispatch(claims, now, report)
-                    drained &= all_sent
-                    # A task still due after its claim (run_all catching up, or
-                    # on-time occurrences queued behind a late one) is claimed
-                    # again now, from the state just written.
-                    claims = self._claims_of([advanced(c.task, c, now) for c in won], now, report)
+            while claims := self._claims_of(tasks, now, history, report):
+                if self._past_deadline(report) or self._backlog_time_spent(report, due_from):
+                    return False
+                budget = report.claim_budget - report.claim_writes
+                if len(claims) > budget:
+                    claims, drained = claims[:budget], False
+                won, all_sent = self._dispatch(claims, now, report)
+                drained &= all_sent
+                if due_from is None:
+                    report.backlog_rounds += 1
+                for claim in won:
+                    task_id = claim.task.task_id
+                    report.claims_by_task[task_id] = report.claims_by_task.get(task_id, 0) + 1
+                # A task still due after its claim (run_all catching up, or
+                # on-time occurrences queued behind a late one) is claimed
+                # again now, from the state just written, up to its share.
+                tasks = []
+                for claim in won:
+                    if not self._has_share(claim.task.task_id, report):
+                        if claim.next_run_at is not None and claim.next_run_at <= now:
+                            report.held_back += 1
+                            drained = False
+                        continue
+                    tasks.append(advanced(claim.task, claim, now))
             if start_key is None:
                 return drained
 
@@ -258,11 +336,30 @@ class Ticker:
         report.cut_short = True
         return True
 
-    def _claims_of(self, tasks: list[Task], now: datetime, report: TickReport) -> list[Claim]:
+    def _backlog_time_spent(self, report: TickReport, due_from: datetime | None) -> bool:
+        """Whether the backlog pass has had its time (by the tick's clock), after its
+        first round of claims."""
+        if due_from is not None or report.backlog_until is None or not report.backlog_rounds:
+            return False
+        return self._clock.now() >= report.backlog_until
+
+    def _has_share(self, task_id: str, report: TickReport) -> bool:
+        """Whether ``task_id`` may be claimed again in this tick (``tick_max_claims_per_task``)."""
+        return report.claims_by_task.get(task_id, 0) < self._settings.tick_max_claims_per_task
+
+    def _claims_of(
+        self, tasks: list[Task], now: datetime, history: ShardHistory, report: TickReport
+    ) -> list[Claim]:
         claims: list[Claim] = []
         for task in tasks:
             try:
-                claim = claim_occurrence(task, now, self._misfire_grace)
+                claim = claim_occurrence(
+                    task,
+                    now,
+                    self._misfire_grace,
+                    history=history,
+                    catchup_max_runs=self._settings.catchup_max_runs,
+                )
             except INFRASTRUCTURE_ERRORS:
                 raise
             except Exception as error:
@@ -334,6 +431,7 @@ class Ticker:
                 return error
             if claimed:
                 self._record_overlap_skip(claim, now)
+                self._record_catchup_cut(claim, now)
             self._faults.reached(Boundary.TICK_CLAIMED_ONE)
             return claimed
 
@@ -346,6 +444,8 @@ class Ticker:
                 report.lost_races += 1
                 continue
             won.append(claim)
+            if claim.catchup_cut:
+                report.catchup_cut += 1
             if claim.scheduled_at is None:
                 report.rescheduled += 1
             else:
@@ -378,5 +478,23 @@ class Ticker:
             execution_id_for(task_id, claim.overlap_skipped),
             claim.overlap_skipped,
             claim.overlap_reason,
+            now,
+        )
+
+    def _record_catchup_cut(self, claim: Claim, now: datetime) -> None:
+        """Missed occurrences run_all passed over leave one SKIPPED execution saying so,
+        under the first of them (their owner asked for every one)."""
+        if not claim.catchup_cut or claim.skipped_since is None:
+            return
+        kept = claim.scheduled_at or claim.next_run_at
+        reason = SKIPPED_CATCHUP.format(
+            kept=format_instant(kept) if kept is not None else "the schedule ended",
+            limit=self._settings.catchup_max_runs,
+        )
+        self._executions.record_skipped(
+            claim.task,
+            execution_id_for(claim.task.task_id, claim.skipped_since),
+            claim.skipped_since,
+            reason,
             now,
         )
