@@ -104,6 +104,9 @@ class Worker(Construct):
         allow_follow_ups(
             self.function, storage.table(TASKS), storage.table(EXECUTIONS), dispatch.queue_arn
         )
+        # The tenant of a task deleted before its execution began, for a message sent
+        # before messages named it: read from the task's earlier executions.
+        allow(self.function, ["dynamodb:Query"], [storage.table(EXECUTIONS).table_arn])
 
         self.reaper = kit.function(
             self,

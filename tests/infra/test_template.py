@@ -441,6 +441,8 @@ EXPECTED_ACCESS = {
     "Worker": {
         "own logs": LOGS,
         **FOLLOW_UPS,
+        # the tenant of a deleted task, from its earlier executions (an old message)
+        "Executions": FOLLOW_UPS["Executions"] | {"dynamodb:Query"},
         "Coordination": ITEM_READ_WRITE,
         "DispatchQueue": {
             # what the event source mapping needs, and sending follow-up runs
