@@ -17,6 +17,9 @@ from typing import Any
 
 import httpx
 
+from dynacron.domain.executions import Dispatch
+from dynacron.queue import DispatchQueue
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -237,3 +240,16 @@ class FakeLambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return self.remaining_millis
+
+
+class RecordingQueue(DispatchQueue):
+    """The real SQS adapter, remembering what SQS accepted, in order."""
+
+    def __init__(self, client: Any, queue_url: str) -> None:
+        super().__init__(client, queue_url)
+        self.accepted: list[Dispatch] = []
+
+    def send(self, dispatches: list[Dispatch]) -> list[Dispatch]:
+        accepted = super().send(dispatches)
+        self.accepted += accepted
+        return accepted

@@ -25,27 +25,14 @@ from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.tasks import TaskStatus, execution_id_for
 from dynacron.local.aws import provision
 from dynacron.models import TaskCreate
-from dynacron.queue import DispatchQueue
 from dynacron.services.tick import Ticker, TickReport
 from tests.conftest import sleep_moving
+from tests.support import RecordingQueue
 
 HOOK = "http://127.0.0.1:9/hook"
 TENANT_A = "tenant-a"
 TENANT_B = "tenant-b"
 SECOND = timedelta(seconds=1)
-
-
-class RecordingQueue(DispatchQueue):
-    """The real SQS adapter, remembering what SQS accepted, in order."""
-
-    def __init__(self, client: Any, queue_url: str) -> None:
-        super().__init__(client, queue_url)
-        self.accepted: list[Dispatch] = []
-
-    def send(self, dispatches: list[Dispatch]) -> list[Dispatch]:
-        accepted = super().send(dispatches)
-        self.accepted += accepted
-        return accepted
 
 
 @pytest.fixture

@@ -12,25 +12,12 @@ from dynacron.domain.executions import Dispatch
 from dynacron.domain.tasks import TaskStatus, execution_id_for, jitter_offset
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.models import TaskCreate
-from dynacron.queue import DispatchQueue
 from dynacron.services.tick import Ticker
 from tests.conftest import START
+from tests.support import RecordingQueue
 
 HOOK = "http://127.0.0.1:9/hook"
 MINUTE = timedelta(minutes=1)
-
-
-class RecordingQueue(DispatchQueue):
-    """The real SQS adapter, remembering what SQS accepted."""
-
-    def __init__(self, client: Any, queue_url: str) -> None:
-        super().__init__(client, queue_url)
-        self.accepted: list[Dispatch] = []
-
-    def send(self, dispatches: list[Dispatch]) -> list[Dispatch]:
-        accepted = super().send(dispatches)
-        self.accepted += accepted
-        return accepted
 
 
 def recording_ticker(
