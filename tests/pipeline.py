@@ -23,6 +23,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyPersistenceLayerError,
+)
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from dynacron.app import Dynacron
@@ -168,7 +171,10 @@ class Pipeline:
     def _injected(self, app: Dynacron, error: BaseException | None) -> bool:
         """Whether ``error`` is one the test asked for: throttling, from a component
         built to throttle (moto itself never throttles), or an endpoint that cannot
-        be reached (in-process moto always can: a test pointed a component at one)."""
+        be reached (in-process moto always can: a test pointed a component at one).
+        Powertools' idempotency wraps what the store raised: its cause counts."""
+        while isinstance(error, IdempotencyPersistenceLayerError) and error.__cause__:
+            error = error.__cause__
         if isinstance(error, EndpointConnectionError):
             return True
         return (
