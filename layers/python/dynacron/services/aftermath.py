@@ -124,7 +124,8 @@ class Aftermath:
         dependents, unreadable = self._tasks.read_many(self._tasks.dependents(upstream.task_id))
         for poison in unreadable:
             logger.warning(
-                "dependent task set aside", extra={"task_id": poison.task_id, "reason": poison.reason}
+                "dependent task set aside",
+                extra={"task_id": poison.task_id, "reason": poison.reason},
             )
             self._tasks.set_aside(poison, poison.reason, self._clock.now())
         for task in dependents:
