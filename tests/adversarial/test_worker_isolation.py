@@ -291,3 +291,4 @@ def test_an_unreadable_dependent_is_set_aside_and_its_upstream_goes_on(
     assert status == 200, body
     assert body["status"] == "ERROR"
     assert "lunar" in body["status_reason"]
+    assert pipeline.metrics.total(metric_names.TASKS_SET_ASIDE) == 1

@@ -41,6 +41,7 @@ from dynacron.domain.tasks import (
     execution_id_for,
     skipped_reason,
 )
+from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import DispatchQueue
 from dynacron.store import ExecutionStore, TaskStore
 
@@ -91,7 +92,9 @@ class Aftermath:
         starter: RunStarter,
         settings: Settings,
         clock: Clock,
+        metrics: ReliabilityMetrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._tasks = tasks
         self._executions = executions
         self._starter = starter
@@ -127,7 +130,8 @@ class Aftermath:
                 "dependent task set aside",
                 extra={"task_id": poison.task_id, "reason": poison.reason},
             )
-            self._tasks.set_aside(poison, poison.reason, self._clock.now())
+            if self._tasks.set_aside(poison, poison.reason, self._clock.now()) and self._metrics:
+                self._metrics.task_set_aside()
         for task in dependents:
             if task.upstream_task_id != upstream.task_id:
                 continue  # the index lags behind a PATCH of ``after``
