@@ -292,3 +292,51 @@ def test_an_unreadable_dependent_is_set_aside_and_its_upstream_goes_on(
     assert body["status"] == "ERROR"
     assert "lunar" in body["status_reason"]
     assert pipeline.metrics.total(metric_names.TASKS_SET_ASIDE) == 1
+
+
+class BrokenDelivery:
+    """Delivery code with a bug: it raises instead of answering a ``DeliveryResult``
+    (not the handler's failure, which is an answer)."""
+
+    def deliver(self, task: Any, dispatch: Any, callback_token: str) -> Any:
+        raise RuntimeError("a bug in the delivery code")
+
+
+def test_an_error_after_begin_fails_the_attempt_and_never_loops(
+    pipeline: Pipeline, sink: Sink
+) -> None:
+    """Gap 3, after ``begin``: the record fails, and its message, coming back to the
+    running attempt, hands the lease to the reaper, which fails the attempt once it runs
+    out; the next attempt runs on a healthy worker. Nothing goes round for ever."""
+    task_id = register(pipeline, ALICE, "a-unlucky", sink)
+    pipeline.clock.set(DUE)
+    assert pipeline.tick() == 1
+    buggy = Dynacron(
+        pipeline.settings,
+        dynamodb=pipeline.dynamodb,
+        sqs=pipeline.sqs,
+        clock=pipeline.clock,
+        delivery=BrokenDelivery(),
+        emit_metrics=pipeline.metrics,
+        dispatch_queue=pipeline.queue,
+    )
+    # Given a worker whose delivery raised after the attempt began
+    messages = receive_batch(pipeline)
+    assert len(run_batch(buggy, messages)) == 1
+    execution_id = execution_id_for(task_id, DUE)
+    began = pipeline.execution(execution_id)
+    assert began is not None
+    assert began.status is ExecutionStatus.RUNNING
+    pipeline.sqs.change_message_visibility(
+        QueueUrl=pipeline.settings.dispatch_queue_url,
+        ReceiptHandle=messages[0]["ReceiptHandle"],
+        VisibilityTimeout=0,
+    )
+    # When healthy workers and the reaper go on (the pipeline raises on any record
+    # that raises: none does)
+    settled = pipeline.settle([execution_id])
+    # Then the attempt failed, the next one ran once, and the message is gone
+    assert settled[0].status is ExecutionStatus.SUCCEEDED
+    assert settled[0].attempt == 2
+    assert [d.path for d in sink.snapshot()] == ["/a-unlucky"]
+    assert pipeline.work() == 0
