@@ -5,9 +5,12 @@ A component built with faults stops where they say (``InjectedCrash``), like a
 killed process: its SQS messages become visible again, as they would after the
 visibility timeout, and its leases and idempotency records stay as they were.
 
-Only what a test injected is absorbed: an ``InjectedCrash``, or throttling from a
-component built with chaos that throttles. Any other exception from the tick or
-the reaper fails the test, so a real bug cannot hide behind "nothing was lost".
+Only what a test injected is absorbed: an ``InjectedCrash``, throttling from a
+component built with chaos that throttles, or an endpoint a test made unreachable
+(in-process moto is never out of reach). Any other exception from the tick, the
+reaper or a worker fails the test, so a real bug cannot hide behind "nothing was
+lost": a worker's record that raised is reported back as failed by the batch
+processor, and is raised here all the same.
 """
 
 from __future__ import annotations
@@ -19,7 +22,11 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from botocore.exceptions import ClientError
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyPersistenceLayerError,
+)
+from botocore.exceptions import ClientError, EndpointConnectionError
 
 from dynacron.app import Dynacron
 from dynacron.config import Settings
@@ -33,6 +40,8 @@ from dynacron.local.runtime import sqs_event
 from dynacron.metrics import MetricTotals
 from dynacron.models import TaskCreate
 from dynacron.queue import DispatchQueue
+from dynacron.services.outcomes import Outcome
+from dynacron.services.work import ExecutionRunner
 from tests.integration.api_client import ALICE
 
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:dispatch"
@@ -93,6 +102,26 @@ class AtomicClient:
         return call
 
 
+class WatchedRunner:
+    """A worker's runner that notes what each record raised before the batch
+    processor turns it into a batch item failure, so that the pipeline can tell
+    an injected failure from a bug."""
+
+    def __init__(self, runner: ExecutionRunner) -> None:
+        self._runner = runner
+        self.raised: list[Exception] = []
+
+    def run(self, dispatch: Dispatch, invocation: Any = None) -> Outcome:
+        try:
+            return self._runner.run(dispatch, invocation)
+        except Exception as error:
+            self.raised.append(error)
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+
 class Pipeline:
     def __init__(
         self,
@@ -139,14 +168,32 @@ class Pipeline:
             self._throttled.append(app)
         return app
 
-    def _injected(self, app: Dynacron, error: Exception) -> bool:
+    def _injected(self, app: Dynacron, error: BaseException | None) -> bool:
         """Whether ``error`` is one the test asked for: throttling, from a component
-        built to throttle (moto itself never throttles)."""
+        built to throttle (moto itself never throttles), or an endpoint that cannot
+        be reached (in-process moto always can: a test pointed a component at one).
+        Powertools' idempotency wraps what the store raised: its cause counts."""
+        while isinstance(error, IdempotencyPersistenceLayerError) and error.__cause__:
+            error = error.__cause__
+        if isinstance(error, EndpointConnectionError):
+            return True
         return (
             any(app is throttled for throttled in self._throttled)
             and isinstance(error, ClientError)
             and error.response.get("Error", {}).get("Code") == THROTTLED
         )
+
+    def _raise_unless_injected(self, app: Dynacron, raised: list[BaseException | None]) -> None:
+        for error in raised:
+            if not self._injected(app, error):
+                raise AssertionError(f"a worker's record raised {error!r}") from error
+        self.injected_errors += len(raised)
+
+    @staticmethod
+    def _watched(app: Dynacron) -> WatchedRunner:
+        if not isinstance(app.runner, WatchedRunner):
+            app.runner = WatchedRunner(app.runner)  # type: ignore[assignment]
+        return app.runner
 
     def register(self, **fields: Any) -> str:
         return self.app.task_service.register(ALICE, TaskCreate(**fields)).task_id
@@ -169,6 +216,7 @@ class Pipeline:
         """Receive and run batches until the queue is empty; returns messages received."""
         app = app or self.app
         sqs = sqs or self.sqs
+        runner = self._watched(app)
         received = 0
         for _ in range(batches):
             self.queue.release_due()
@@ -179,15 +227,21 @@ class Pipeline:
                 break
             received += len(messages)
             context = LocalContext("test-worker", timeout_seconds=60)
+            runner.raised.clear()
             try:
                 result = app.worker(sqs_event(messages, QUEUE_ARN), context)
             except InjectedCrash:
                 self.crashes += 1
                 self._visible_again(messages)
                 break
-            except Exception:
-                self._visible_again(messages)  # the whole batch failed
+            except BatchProcessingError as every_record_failed:
+                self._raise_unless_injected(
+                    app, [raised for _, raised, _ in every_record_failed.child_exceptions]
+                )
+                self.record_failures += len(messages)
+                self._visible_again(messages)
                 continue
+            self._raise_unless_injected(app, list(runner.raised))
             failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
             self.record_failures += len(failed)
             self._visible_again([m for m in messages if m["MessageId"] in failed])

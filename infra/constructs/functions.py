@@ -153,7 +153,8 @@ def allow_follow_ups(
 ) -> None:
     """What ending an execution (``services/aftermath.py``) and starting a run outside
     the tick (trigger, backfill, dependents, a buffered occurrence) need: read the
-    task and its dependents, free its run slot (a versioned put), record the new
+    task and its dependents, free its run slot (a versioned put), set aside a
+    dependent that cannot be read (an update, decision 0021), record the new
     execution, send it."""
     allow(
         function,
@@ -161,6 +162,7 @@ def allow_follow_ups(
             "dynamodb:GetItem",
             "dynamodb:BatchGetItem",
             "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
         ],
         [tasks.table_arn],
     )

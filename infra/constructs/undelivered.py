@@ -54,6 +54,11 @@ class Undelivered(Construct):
         # task (fixed_delay files its next run); buffer_one's waiting occurrence is
         # recorded and sent. A dead letter starts no dependents: no index query.
         allow(self.function, ["dynamodb:GetItem", "dynamodb:PutItem"], [tasks.table_arn])
+        # A task that cannot be read, or whose message cannot be settled, is set aside
+        # (decision 0021); the tenant of an old message that did not name it is read
+        # from the task's earlier executions.
+        allow(self.function, ["dynamodb:UpdateItem"], [tasks.table_arn])
+        allow(self.function, ["dynamodb:Query"], [executions.table_arn])
         allow(
             self.function,
             ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],

@@ -422,8 +422,14 @@ ITEM_READ_WRITE = {
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
 # Ending an execution frees its task's run slot and starts its dependents
 # (services/aftermath.py); the worker, the reaper and the API (callbacks) all may.
+# An unreadable dependent is set aside (an update, decision 0021).
 FOLLOW_UPS = {
-    "Tasks": {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem"},
+    "Tasks": {
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+    },
     "Tasks/index/dependents-index": {"dynamodb:Query"},
     "Executions": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
     "DispatchQueue": {"sqs:SendMessage"},
@@ -464,6 +470,7 @@ EXPECTED_ACCESS = {
             "dynamodb:BatchGetItem",
             "dynamodb:DeleteItem",
             "dynamodb:ConditionCheckItem",
+            "dynamodb:UpdateItem",  # a follow-up's (a callback's): FOLLOW_UPS
         },
         "Tasks/index/tenant-index": {"dynamodb:Query"},
         "Coordination": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
@@ -500,8 +507,15 @@ EXPECTED_ACCESS = {
     # over the running attempt it guarded), frees the run slot, sends the copy.
     "Undelivered": {
         "own logs": LOGS,
-        "Tasks": {"dynamodb:GetItem", "dynamodb:PutItem"},
-        "Executions": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+        # UpdateItem: a task that cannot be read is set aside (decision 0021)
+        "Tasks": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+        # Query: the tenant of an old message, from the task's earlier executions
+        "Executions": {
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:Query",
+        },
         "DispatchQueue": {"sqs:SendMessage"},
         "UndeliveredQueue": {
             # what the event source mapping needs
@@ -549,7 +563,8 @@ def test_task_writers_are_known_and_nothing_grants_a_wildcard(
         for concern in FUNCTIONS
         if access_of(template, concern).get(TASKS.logical_id, set()) & DYNAMODB_ITEM_WRITES
     }
-    # The worker and the reaper write a task only to free its run slot.
+    # The worker and the reaper write a task only to free its run slot, or to set
+    # aside one that makes them raise (decision 0021).
     assert writers == {"Tick", "Api", "Worker", "Reaper", "Undelivered"}
     # In the coordination table the worker touches limit records, and reads
     # tenant records (signing secrets); never the tick's leases and cursors.

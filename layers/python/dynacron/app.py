@@ -130,6 +130,7 @@ class Dynacron:
             starter=self.starter,
             settings=settings,
             clock=clock,
+            metrics=self.metrics,
         )
         self.outcomes = AttemptOutcomes(
             executions=self.executions,

@@ -65,6 +65,7 @@ class Overlap(StrEnum):
 SKIPPED_OVERLAP = "overlap: the previous execution {running} was still running"
 SKIPPED_BUFFER_FULL = "overlap: {buffered} was already waiting for {running} to finish"
 SKIPPED_PAUSED = "the task was paused when this execution was due to run"
+SKIPPED_SET_ASIDE = "the task was set aside (ERROR) when this execution was due to run: {reason}"
 SKIPPED_CATCHUP = (
     "catch-up: the occurrences from this one until before {kept} were missed and not run"
     " (run_all runs missed occurrences inside catchup_window_seconds, at most the latest {limit})"
@@ -502,3 +503,10 @@ def advanced(task: Task, claim: Claim, now: datetime) -> Task:
         version=task.version + 1,
         updated_at=to_utc_ms(now),
     )
+
+
+def skipped_reason(task: Task) -> str:
+    """Why an execution of ``task``, which is not running executions now, is SKIPPED."""
+    if task.status is TaskStatus.ERROR:
+        return SKIPPED_SET_ASIDE.format(reason=task.status_reason or "no reason was recorded")
+    return SKIPPED_PAUSED

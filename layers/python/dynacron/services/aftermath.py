@@ -10,11 +10,15 @@ out and runs this again. Everything here is therefore safe to repeat:
   recorded with a conditional put, so a second success signal starts nothing;
 - the run slot is freed by a write conditional on the task's version, and only
   while the task still names this execution as the one running.
+
+A dependent that cannot be read is set aside (ERROR with the reason; decision
+0021) and the other dependents are started: the upstream is not at fault.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from datetime import datetime
 
 from dynacron.config import Settings
@@ -31,14 +35,17 @@ from dynacron.domain.executions import (
 from dynacron.domain.instants import to_utc_ms
 from dynacron.domain.schedules import FixedDelaySchedule
 from dynacron.domain.tasks import (
-    SKIPPED_PAUSED,
     Task,
     TaskStatus,
     downstream_execution_id,
     execution_id_for,
+    skipped_reason,
 )
+from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import DispatchQueue
 from dynacron.store import ExecutionStore, TaskStore
+
+logger = logging.getLogger("dynacron")
 
 # Version races on one task are short-lived (a tick's claim, an API change);
 # after this many the reaper's later pass finishes the job.
@@ -85,7 +92,9 @@ class Aftermath:
         starter: RunStarter,
         settings: Settings,
         clock: Clock,
+        metrics: ReliabilityMetrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._tasks = tasks
         self._executions = executions
         self._starter = starter
@@ -115,13 +124,21 @@ class Aftermath:
 
     def _start_dependents(self, upstream: Execution) -> None:
         ended_at = upstream.completed_at or self._clock.now()
-        for task in self._tasks.get_many(self._tasks.dependents(upstream.task_id)):
+        dependents, unreadable = self._tasks.read_many(self._tasks.dependents(upstream.task_id))
+        for poison in unreadable:
+            logger.warning(
+                "dependent task set aside",
+                extra={"task_id": poison.task_id, "reason": poison.reason},
+            )
+            if self._tasks.set_aside(poison, poison.reason, self._clock.now()) and self._metrics:
+                self._metrics.task_set_aside()
+        for task in dependents:
             if task.upstream_task_id != upstream.task_id:
                 continue  # the index lags behind a PATCH of ``after``
             execution_id = downstream_execution_id(task.task_id, upstream.execution_id)
             if task.status is not TaskStatus.ACTIVE:
                 self._executions.record_skipped(
-                    task, execution_id, ended_at, SKIPPED_PAUSED, self._clock.now()
+                    task, execution_id, ended_at, skipped_reason(task), self._clock.now()
                 )
                 continue
             self._starter.start(

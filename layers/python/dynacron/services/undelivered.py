@@ -19,11 +19,22 @@ its execution's record says:
 - anything else: the attempt moved on (a copy of the message began it, the reaper
   resent it) and owes nothing here.
 
+A task that cannot be read (written around the API) is set aside, as the tick and
+the worker do (decision 0021), its slot freed in the same write; the dead letter is
+recorded under the message's tenant, without the task's follow-up, which would
+read it again.
+
 A body that is not a dispatch names no execution to record: it is passed on to
 the dead-letter queue as it is, for the queue's alarm and an operator.
 
 Every write is conditional, so reading one message twice records it once; a crash
 between the record and its copy leaves a lease the reaper finds (decision 0008).
+
+Nothing but an infrastructure error fails a message here: this queue has no
+redrive policy, so a message that raised every time would come back for the
+queue's whole retention. Anything else raised while settling one sets its task
+aside with the reason (the reaper meets what is left of its execution, and does
+the same if it raises again), and the message is done.
 """
 
 from __future__ import annotations
@@ -31,6 +42,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 from enum import StrEnum
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import DynacronError
@@ -41,14 +54,18 @@ from dynacron.domain.executions import (
     LeaseTerms,
     new_token,
 )
-from dynacron.domain.tasks import task_id_of
+from dynacron.domain.retry import RetryPolicy
+from dynacron.domain.tasks import Task, task_id_of
+from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import DeadLetterQueue, dispatch_from_body
 from dynacron.services.outcomes import AttemptOutcomes
-from dynacron.store import ExecutionStore, TaskStore
+from dynacron.store import ExecutionStore, TaskStore, UnreadableTaskError, reason_of
 
 logger = logging.getLogger("dynacron")
+# Errors of the infrastructure, not of one message: the message is read again later.
+INFRASTRUCTURE_ERRORS = (ClientError, BotoCoreError)
 
 
 class Settled(StrEnum):
@@ -63,6 +80,8 @@ class Settled(StrEnum):
     TASK_DELETED = "TASK_DELETED"
     # Not a dispatch: passed on to the dead-letter queue as it was.
     FORWARDED = "FORWARDED"
+    # Settling it raised (not an infrastructure error): its task was set aside.
+    SET_ASIDE = "SET_ASIDE"
 
 
 NOT_A_DISPATCH = "an undelivered message that is not a dispatch"
@@ -109,7 +128,34 @@ class UndeliveredDispatches:
         except (ValueError, KeyError, TypeError, AttributeError, DynacronError):
             self._dead_letter_queue.forward(body, NOT_A_DISPATCH)
             return Settled.FORWARDED
-        return self.settle(dispatch)
+        try:
+            return self.settle(dispatch)
+        except INFRASTRUCTURE_ERRORS:
+            raise
+        except Exception as error:
+            return self._set_aside(dispatch, error)
+
+    def _set_aside(self, dispatch: Dispatch, error: Exception) -> Settled:
+        """Settling ``dispatch`` raised: its task pays, not this queue (decision 0021)."""
+        logger.warning(
+            "settling an undelivered dispatch raised: its task is set aside",
+            extra={"execution_id": dispatch.execution_id, "reason": reason_of(error)},
+            exc_info=error,
+        )
+        reason = f"settling undelivered execution {dispatch.execution_id} raised {reason_of(error)}"
+        try:
+            if self._tasks.set_aside_by_id(
+                dispatch.task_id,
+                reason,
+                self._clock.now(),
+                release_slot_of=dispatch.execution_id,
+            ):
+                self._metrics.task_set_aside()
+        except INFRASTRUCTURE_ERRORS:
+            raise
+        except Exception:
+            logger.exception("could not set the task aside", extra={"task_id": dispatch.task_id})
+        return Settled.SET_ASIDE
 
     def settle(self, dispatch: Dispatch) -> Settled:
         """Make sure the undelivered ``dispatch`` is seen: see the module's docstring.
@@ -133,14 +179,21 @@ class UndeliveredDispatches:
         return Settled.MOVED_ON
 
     def _record(self, dispatch: Dispatch) -> Settled:
-        task = self._tasks.get(dispatch.task_id)
+        now = self._clock.now()
+        try:
+            task: Task | None = self._tasks.get(dispatch.task_id)
+        except UnreadableTaskError as error:
+            if self._tasks.set_aside_by_id(
+                dispatch.task_id, str(error), now, release_slot_of=dispatch.execution_id
+            ):
+                self._metrics.task_set_aside()
+            return self._record_unreadable(dispatch, str(error))
         if task is None:
             logger.warning(
                 "an undelivered dispatch of a deleted task is dropped",
                 extra={"execution_id": dispatch.execution_id},
             )
             return Settled.TASK_DELETED
-        now = self._clock.now()
         token = new_token()
         recorded = self._executions.record_undelivered(
             dispatch,
@@ -172,6 +225,48 @@ class UndeliveredDispatches:
         self._outcomes.send_dead_letter_copy(failed, self._reason, token)
         self._metrics.dead_lettered()
         return Settled.DEAD_LETTERED
+
+    def _record_unreadable(self, dispatch: Dispatch, why: str) -> Settled:
+        """As ``_record``, for a task that cannot be read and was just set aside: the
+        slot was freed by that write, so only the copy is owed. A redrive after the
+        owner fixed the task (PATCH) runs it."""
+        now = self._clock.now()
+        token = new_token()
+        reason = f"{self._reason}; the task was set aside: {why}"
+        tenant_id = dispatch.tenant_id or self._owner_of_message(dispatch)
+        if not self._executions.record_undelivered(
+            dispatch,
+            now=now,
+            error=reason,
+            retry=RetryPolicy(),
+            tenant_id=tenant_id,
+            lease_until=now + self._terms.running,
+            lease_token=token,
+        ):
+            return Settled.MOVED_ON
+        self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
+        failed = Execution(
+            execution_id=dispatch.execution_id,
+            task_id=dispatch.task_id,
+            scheduled_at=dispatch.scheduled_at,
+            status=ExecutionStatus.FAILED,
+            attempt=dispatch.attempt,
+            first_attempt=dispatch.attempt,
+            completed_at=now,
+            error=reason,
+            upstream=dispatch.upstream,
+            tenant_id=tenant_id,
+        )
+        self._dead_letter_queue.send(failed.as_dispatch(), reason)
+        self._executions.release(dispatch.execution_id, token)
+        self._metrics.dead_lettered()
+        return Settled.DEAD_LETTERED
+
+    def _owner_of_message(self, dispatch: Dispatch) -> str:
+        """A message sent before messages named their tenant: as another execution
+        of the task recorded it."""
+        recorded = self._executions.list_for_task(dispatch.task_id, 1, None).items
+        return recorded[0].tenant_id if recorded else DEFAULT_TENANT
 
     def _dead_letter_queued(self, queued: Execution, seen_token: str) -> Settled:
         now = self._clock.now()

@@ -22,6 +22,16 @@
 Infrastructure errors (DynamoDB, SQS) propagate, so the message returns to the
 queue and, coming back, finds the lease it began as step 2 says.
 
+A task that makes the worker raise before the attempt begins (it cannot be read,
+or admitting it raises) is set aside as the tick does (decision 0021): ERROR with
+the reason, its run slot freed if this execution held it; the execution is
+recorded SKIPPED with the reason under the message's tenant, and the rest of the
+batch goes on. An execution of a task already set aside (ERROR) is not run either:
+SKIPPED, as for a paused task. Anything else raised fails the record: before
+``begin`` it ends, after ``maxReceiveCount`` receives, as a listed dead letter
+(decision 0022); after ``begin`` the message guards a lease, and the attempt
+fails when the lease runs out.
+
 A batch shares one invocation's time: ``InvocationBudget`` says whether a whole
 handler call and the margin to record it still fit. A record that does not is
 not begun; it is sent again as a fresh message (``return_unbegun``) and the one
@@ -40,6 +50,8 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Protocol
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import (
     DeliveryResult,
@@ -54,7 +66,7 @@ from dynacron.domain.executions import (
     token_digest,
 )
 from dynacron.domain.retry import AttemptFailure, RetryPolicy
-from dynacron.domain.tasks import SKIPPED_PAUSED, Task, TaskStatus
+from dynacron.domain.tasks import Task, TaskStatus, skipped_reason
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.idempotency import (
@@ -67,9 +79,19 @@ from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import DispatchQueue
 from dynacron.services.limits import LimitGate, Pass, Wait
 from dynacron.services.outcomes import AttemptOutcomes, Ended, Outcome
-from dynacron.store import BeginResult, ExecutionStore, TaskStore
+from dynacron.store import (
+    BeginResult,
+    ExecutionStore,
+    TaskStore,
+    UnreadableTaskError,
+    reason_of,
+)
 
 logger = logging.getLogger("dynacron")
+# Errors of the infrastructure, not of one task: the record fails and comes back.
+INFRASTRUCTURE_ERRORS = (ClientError, BotoCoreError)
+# A task in these states runs none of its executions: they are recorded SKIPPED.
+NOT_RUNNING = (TaskStatus.PAUSED, TaskStatus.ERROR)
 
 
 class Delivery(Protocol):
@@ -110,10 +132,19 @@ class ExecutionRunner:
         if dispatch.not_before is not None and dispatch.not_before - self._terms.clock_skew > now:
             self._queue.send_later(dispatch, (dispatch.not_before - now).total_seconds())
             return Outcome.DEFERRED
-        task = self._tasks.get(dispatch.task_id)
-        # Limits, breaker and pauses are checked before the attempt begins: an
-        # attempt that must wait is sent on unchanged and uses up nothing.
-        admitted = self._limits.admit(task, dispatch) if self._limits and task else None
+        try:
+            task = self._tasks.get(dispatch.task_id)
+            # Limits, breaker and pauses are checked before the attempt begins: an
+            # attempt that must wait is sent on unchanged and uses up nothing.
+            admitted = (
+                self._limits.admit(task, dispatch)
+                if self._limits and task and task.status not in NOT_RUNNING
+                else None
+            )
+        except INFRASTRUCTURE_ERRORS:
+            raise
+        except Exception as error:
+            return self._set_aside(dispatch, error, now)
         if isinstance(admitted, Wait):
             self._keep_pickup_lease(dispatch, admitted.until)
             later = replace(dispatch, not_before=admitted.until)
@@ -128,9 +159,9 @@ class ExecutionRunner:
             lease_token=lease_token,
             callback_digest=token_digest(callback_token),
             retry=task.retry if task is not None else RetryPolicy(),
-            tenant_id=task.tenant_id if task is not None else self._owner_of_deleted(dispatch),
+            tenant_id=task.tenant_id if task is not None else self._owner_of_message(dispatch),
         )
-        if task is None or task.status is TaskStatus.PAUSED:
+        if task is None or task.status in NOT_RUNNING:
             self._report_limits(admitted, None)
             return self._skip(begin(), lease_token, task)
         # The attempt begins in the write that saves the in-progress record of its
@@ -208,18 +239,54 @@ class ExecutionRunner:
             new_token=new_token(),
         )
 
-    def _owner_of_deleted(self, dispatch: Dispatch) -> str:
-        """The tenant of a task deleted before this execution began: as the message
-        says, or as another execution of the task recorded it (a message sent
-        before messages said)."""
+    def _owner_of_message(self, dispatch: Dispatch) -> str:
+        """The tenant of a task deleted (or unreadable) before this execution began: as
+        the message says, or as another execution of the task recorded it (a message
+        sent before messages said)."""
         if dispatch.tenant_id is not None:
             return dispatch.tenant_id
         recorded = self._executions.list_for_task(dispatch.task_id, 1, None).items
         return recorded[0].tenant_id if recorded else DEFAULT_TENANT
 
+    def _set_aside(self, dispatch: Dispatch, error: Exception, now: datetime) -> Outcome:
+        """The task made the worker raise before the attempt began: it is set aside
+        (ERROR with the reason, and the run slot freed if this execution holds it:
+        nothing else would free it), and this execution is recorded SKIPPED with the
+        reason, so that its owner sees both and the batch goes on (decision 0021)."""
+        if isinstance(error, UnreadableTaskError):
+            reason = str(error)
+        else:
+            reason = f"running execution {dispatch.execution_id} raised {reason_of(error)}"
+        logger.warning(
+            "task set aside by the worker",
+            extra={"task_id": dispatch.task_id, "reason": reason},
+            exc_info=error,
+        )
+        if self._tasks.set_aside_by_id(
+            dispatch.task_id, reason, now, release_slot_of=dispatch.execution_id
+        ):
+            self._metrics.task_set_aside()
+        lease_token = new_token()
+        begun = self._executions.begin(
+            dispatch,
+            now=now,
+            lease_until=now + self._terms.running,
+            lease_token=lease_token,
+            callback_digest=token_digest(new_token()),
+            retry=RetryPolicy(),
+            tenant_id=self._owner_of_message(dispatch),
+        )
+        if not begun.began or begun.current is None:
+            return self._not_begun(begun.current)
+        # No task to hand the end to: its slot was freed above, and a SKIPPED
+        # execution starts no dependents.
+        return self._outcomes.skipped(
+            begun.current, lease_token, f"the task was set aside: {reason}", None
+        )
+
     def _skip(self, begun: BeginResult, lease_token: str, task: Task | None) -> Outcome:
-        """A message whose task was deleted or paused: the attempt begins and is
-        SKIPPED at once, without a handler call."""
+        """A message whose task was deleted, paused or set aside: the attempt begins
+        and is SKIPPED at once, without a handler call."""
         if not begun.began or begun.current is None:
             return self._not_begun(begun.current)
         self._faults.reached(Boundary.WORKER_BEGAN)
@@ -227,9 +294,10 @@ class ExecutionRunner:
             return self._outcomes.skipped(
                 begun.current, lease_token, "the task was deleted before this execution ran", task
             )
-        # Sent before the pause, or a dependent of a paused task: not run, and
-        # not lost from sight either. Resume applies the catch-up policy.
-        return self._outcomes.skipped(begun.current, lease_token, SKIPPED_PAUSED, task)
+        # Sent before the pause (or before the task was set aside), or a dependent
+        # of such a task: not run, and not lost from sight either. Resume applies
+        # the catch-up policy.
+        return self._outcomes.skipped(begun.current, lease_token, skipped_reason(task), task)
 
     def _call_handler(
         self,
