@@ -123,13 +123,7 @@ class Worker(Construct):
             [executions.table_arn, *index_arns(executions, EXECUTIONS)],
         )
         allow(self.reaper, ["dynamodb:GetItem", "dynamodb:UpdateItem"], [executions.table_arn])
-        # GetItem to read a task; UpdateItem to set aside one whose execution's end
-        # could not be handled (decision 0021).
-        allow(
-            self.reaper,
-            ["dynamodb:GetItem", "dynamodb:UpdateItem"],
-            [storage.table(TASKS).table_arn],
-        )
+        allow(self.reaper, ["dynamodb:GetItem"], [storage.table(TASKS).table_arn])
         allow(self.reaper, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
         allow_follow_ups(self.reaper, storage.table(TASKS), executions, dispatch.queue_arn)
         self.reaper_rule = events.Rule(

@@ -491,8 +491,6 @@ EXPECTED_ACCESS = {
     "Reaper": {
         "own logs": LOGS,
         **FOLLOW_UPS,
-        # setting aside a task whose execution's end could not be handled (decision 0021)
-        "Tasks": FOLLOW_UPS["Tasks"] | {"dynamodb:UpdateItem"},
         "Executions/index/lease-index": {"dynamodb:Query"},
         "Executions/index/dead-letter-index": {"dynamodb:Query"},
         "Executions": {
