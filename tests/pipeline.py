@@ -110,6 +110,9 @@ class Pipeline:
         self.crashes = 0
         self.record_failures = 0  # SQS records a worker reported back as failed
         self.injected_errors = 0  # throttling a chaotic component was asked to inject
+        # Worker invocations that raised (the whole batch went back): Powertools raises
+        # when every record of a batch failed. A test that injects no failure expects none.
+        self.worker_errors: list[Exception] = []
         # Components whose DynamoDB calls the test asked to throttle.
         self._throttled: list[Dynacron] = []
         self.app = self.component()
@@ -185,7 +188,8 @@ class Pipeline:
                 self.crashes += 1
                 self._visible_again(messages)
                 break
-            except Exception:
+            except Exception as error:
+                self.worker_errors.append(error)
                 self._visible_again(messages)  # the whole batch failed
                 continue
             failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
