@@ -52,23 +52,31 @@ from tests.pipeline import Pipeline
 from tests.support import Sink
 
 B_TASKS = 100
-FLOOD_TASKS = 10
-# run_all runs at most this many occurrences of a downtime, as in test_fairness.py:
-# the flood's backlog is then 5 + 1 claims per task in the first tick (600 in all),
-# and 100 a second after it; the default (100) would be 10,000 executions to run.
+# A's per-second run_all tasks. Resumed after a day, each has a backlog of 65
+# occurrences (the last 5 of the pause, as run_all's cap below says, and the 60
+# within the misfire grace) and one more a second: every tick gives each of them
+# its whole share (tick_max_claims_per_task, 10), 200 claims against B's 50 or so.
+# Each claim costs moto some 50 ms: the issue's 100 tasks would take minutes.
+FLOOD_TASKS = 20
+# run_all runs at most this many missed occurrences of one downtime, as in
+# test_fairness.py (the default, 100, only lengthens a backlog already longer
+# than the window).
 CATCHUP_MAX_RUNS = 5
 # B's tasks fall due 20 ms apart from the moment A's poison falls due, over two
 # seconds; the steps are a second apart, so B's lateness runs from 0 to 0.98 s.
 B_FIRST_DUE = POISON_DUE
 B_SPACING = timedelta(milliseconds=20)
-# Every step: set the clock, tick every shard, work the queue dry, reap.
-STEPS = [B_FIRST_DUE + timedelta(seconds=s) for s in range(-1, 4)]
+# Every step: set the clock, tick every shard, work the queue dry, reap. In the
+# first, A's 429 handler pauses the shared host for A; in the second A's flood is
+# resumed, and its drip, lost and edge tasks fall due; then B's.
+STEPS = [B_FIRST_DUE + timedelta(seconds=s) for s in range(-2, 3)]
 # The clock starts a day before: A's flood is paused for that day.
 DAY_BEFORE = START - timedelta(days=1)
 # Stored instants have millisecond precision: no more than that may separate B's
 # lateness with A from B's lateness without A.
 TOLERANCE_SECONDS = 0.001
 RECEIVES = DISPATCH_QUEUE.max_receive_count or 0
+SECOND = timedelta(seconds=1)
 BUSY = "/a/busy"
 
 
@@ -124,21 +132,24 @@ def in_shards(task_ids: list[str], pipeline: Pipeline) -> set[int]:
     return {shard_for(t, pipeline.settings.shard_count) for t in task_ids}
 
 
-def register_flood(pipeline: Pipeline, a: TenantA) -> None:
-    """A's per-second run_all tasks, paused until the window (finding 4)."""
+def register_flood(pipeline: Pipeline, shared: Sink) -> list[str]:
+    """A's per-second run_all tasks, paused until the window (finding 4), on B's
+    host: once A's 429 paused it for A, the flood waits there, cheaply."""
+    flood = []
     service = pipeline.app.task_service
     for n in range(FLOOD_TASKS):
         task_id = pipeline.register(
-            rate="1 second", catchup="run_all", handler_url=f"{a.sink.url}/flood/{n}"
+            rate="1 second", catchup="run_all", handler_url=f"{shared.url}/a/flood/{n}"
         )
         service.pause(ALICE, task_id, "paused for a day")
-        a.flood.append(task_id)
+        flood.append(task_id)
+    return flood
 
 
 def register_the_rest_of_a(pipeline: Pipeline, a: TenantA, shared: Sink) -> None:
     """Everything else A does, ten seconds before the window."""
     app = pipeline.app
-    due = format_instant(STEPS[0])
+    due = format_instant(STEPS[1])
     # Finding 1's poison through the API: each refused, naming its field...
     for fields, named in (
         ({"rate": "3000000 days", "anchor": format_instant(B_FIRST_DUE)}, "rate"),
@@ -170,7 +181,9 @@ def register_the_rest_of_a(pipeline: Pipeline, a: TenantA, shared: Sink) -> None
     )
     a.poison_lease = write_poison_lease(pipeline, a.broken_delay, 0, holds_slot=True)
     # A handler on B's host that answers 429, Retry-After: 999999999 (finding 5)
-    a.busy = pipeline.register(rate="1 second", anchor=due, handler_url=f"{shared.url}{BUSY}")
+    a.busy = pipeline.register(
+        rate="1 second", anchor=format_instant(STEPS[0]), handler_url=f"{shared.url}{BUSY}"
+    )
     # A handler that drips its answer a byte every 0.25 s (finding 3)
     a.dripping = pipeline.register(at=due, handler_url=a.drip.url)
     # A dispatch that no worker will ever begin (finding 2)
@@ -185,7 +198,7 @@ def scenario(
     clock.set(DAY_BEFORE)
     pipeline = build_pipeline(aws, clock, prefix=prefix, catchup_max_runs=CATCHUP_MAX_RUNS)
     if a is not None:
-        register_flood(pipeline, a)
+        a.flood = register_flood(pipeline, shared)
     # A day passes; the shards tick now and then, and ten seconds before the window
     for _ in range(24):
         clock.advance(timedelta(hours=1))
@@ -218,7 +231,7 @@ def scenario(
         )
     for at in STEPS:
         clock.set(at)
-        if a is not None and at == STEPS[0]:
+        if a is not None and at == STEPS[1]:
             for task_id in a.flood:
                 pipeline.app.task_service.resume(ALICE, task_id)
         pipeline.tick()
@@ -299,13 +312,21 @@ def test_tenant_b_does_not_notice_a_hostile_tenant_a(
         # And A's poison is ERROR with a reason its owner reads (finding 1)
         assert_poison_set_aside(pipeline, a)
         # And A's drip was cut off at the call's deadline, as a retryable failure (3)
-        dripped = pipeline.execution(execution_id_for(a.dripping, STEPS[0]))
+        dripped = pipeline.execution(execution_id_for(a.dripping, STEPS[1]))
         assert dripped is not None
         assert "timed out" in (dripped.error or ""), dripped
         assert drip.sent < len(DripServer.RESPONSE)
-        # And A's flood ran, after B: its backlog capped, its tasks served (finding 4)
-        flood_calls = [d for d in a_sink.snapshot() if d.path.startswith("/flood/")]
-        assert len(flood_calls) >= FLOOD_TASKS * (CATCHUP_MAX_RUNS + len(STEPS))
+        # And A's flood was sent after B's, capped per task and tick (its backlog of
+        # 65 occurrences each outlasts the window), and waited on the host A paused
+        flood = set(a.flood)
+        flood_waits = [d for d, _ in pipeline.queue.delays if d.task_id in flood]
+        per_tick = pipeline.settings.tick_max_claims_per_task
+        assert len(flood_waits) == FLOOD_TASKS * per_tick * (len(STEPS) - 1)
+        assert all(
+            d.not_before is not None and a_paused <= d.not_before < a_paused + SECOND
+            for d in flood_waits
+        )
+        assert not [d for d in sink.snapshot() if d.path.startswith("/a/flood/")]
         # And A's lost message is in A's dead letters, not in B's (finding 2)
         lost_id = assert_lost_is_a_dead_letter_of_a(pipeline, a)
         # And nothing failed but what was injected: the lost message's receives
@@ -314,7 +335,7 @@ def test_tenant_b_does_not_notice_a_hostile_tenant_a(
         summary = (
             f"hostile tenant: B {len(run.lateness)}/{B_TASKS} fired once; lateness alone "
             f"{figures(alone.lateness)}, with A {figures(run.lateness)}; A: "
-            f"{len(flood_calls)} flood calls, {len(a.poison)} poison items + 1 poison lease "
+            f"{len(flood_waits)} flood dispatches, {len(a.poison)} poison items + 1 poison lease "
             f"set aside, host paused for A until {format_instant(a_paused)}, "
             f"drip cut at {drip.sent}/{len(DripServer.RESPONSE)} bytes, "
             f"lost {lost_id} dead-lettered after {RECEIVES} receives"
@@ -360,7 +381,7 @@ def assert_poison_set_aside(pipeline: Pipeline, a: TenantA) -> None:
 
 
 def assert_lost_is_a_dead_letter_of_a(pipeline: Pipeline, a: TenantA) -> str:
-    lost_id = execution_id_for(a.lost, STEPS[0])
+    lost_id = execution_id_for(a.lost, STEPS[1])
     assert pipeline.execution(lost_id) is None  # never began
     undelivered = undelivered_queue_url(pipeline.sqs)
     assert settle_undelivered(pipeline.app, pipeline.sqs, undelivered) == 1
