@@ -264,7 +264,7 @@ def figures(lateness: list[float]) -> str:
 def test_tenant_b_does_not_notice_a_hostile_tenant_a(
     aws: tuple[Any, Any], clock: SettableClock, sink: Sink
 ) -> None:
-    """Findings 1, 2, 3, 4, 5 at once: a poison task stopped its shard (1), a message
+    """Finding 1, 2, 3, 4, 5 at once: a poison task stopped its shard (1), a message
     lost before begin vanished (2), a slow handler held the worker (3), a resumed
     run_all flood took every claim (4), and one tenant's Retry-After paused a shared
     host for all (5). Tenant B's 100 tasks in the same shards now all fire once, no
