@@ -388,6 +388,7 @@ def assert_lost_is_a_dead_letter_of_a(pipeline: Pipeline, a: TenantA) -> str:
     status, page = call(pipeline.app, "GET", "/dead-letters")
     assert status == 200, page
     listed = {e["execution_id"]: e for e in page["items"]}
+    assert lost_id in listed, sorted(listed)
     assert "never began" in listed[lost_id]["error"]
     status, page = call(pipeline.app, "GET", "/dead-letters", principal=BOB)
     assert status == 200, page
