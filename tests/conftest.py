@@ -85,17 +85,26 @@ def sink() -> Iterator[Sink]:
 
 
 def build_pipeline(
-    aws: tuple[Any, Any], clock: SettableClock, *, http_timeout_seconds: float = 0.5
+    aws: tuple[Any, Any],
+    clock: SettableClock,
+    *,
+    http_timeout_seconds: float = 0.5,
+    prefix: str = "dynacron",
+    **overrides: Any,
 ) -> Pipeline:
+    """``prefix`` names the tables and queues (two pipelines can share one moto);
+    ``overrides`` replace settings."""
     dynamodb, sqs = aws
     settings = provision(
         dynamodb,
         sqs,
+        prefix,
         shard_count=2,
         delivery_allow_networks=LOOPBACK_NETWORKS,
         http_timeout_seconds=http_timeout_seconds,
         # A fresh shard walks back this far; a week (the default) is many empty buckets.
         initial_lookback_seconds=2 * 3600,
+        **overrides,
     )
     return Pipeline(aws, settings, clock)
 

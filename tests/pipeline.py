@@ -139,6 +139,8 @@ class Pipeline:
         self.crashes = 0
         self.record_failures = 0  # SQS records a worker reported back as failed
         self.injected_errors = 0  # throttling a chaotic component was asked to inject
+        # Worker invocations that raised (the whole batch went back): Powertools raises
+        # when every record of a batch failed. A test that injects no failure expects none.
         # Components whose DynamoDB calls the test asked to throttle.
         self._throttled: list[Dynacron] = []
         self.app = self.component()
