@@ -19,6 +19,7 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 from dynacron import __version__
 from dynacron.api.identity import tenant_of
+from dynacron.api.json_body import parse_json_body
 from dynacron.api.problems import PROBLEM_JSON, describe_validation_errors, problem
 from dynacron.config import Settings
 from dynacron.delivery import CALLBACK_TOKEN_HEADER
@@ -106,7 +107,7 @@ def build_api(
     rate_limiter: TenantRateLimiter,
     forecast: HerdForecast | None = None,
 ) -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver(enable_validation=True)
+    app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json_body)
 
     def authenticate(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
         if app.current_event.path not in PUBLIC_PATHS:
@@ -316,7 +317,18 @@ def build_api(
     @app.not_found
     def route_not_found(error: NotFoundError) -> Response[str]:
         event = app.current_event
-        return problem(404, "Not found", f"no route for {event.http_method} {event.path}")
+        method = event.http_method.upper()
+        allowed = allowed_methods(app, event.path)
+        if not allowed:
+            return problem(404, "Not found", f"no route for {method} {event.path}")
+        # RFC 9110: a known resource answers a method it does not support with 405
+        # and the methods it does support; OPTIONS asks for exactly that list.
+        allow = ", ".join(allowed)
+        if method == "OPTIONS":
+            return Response(status_code=204, headers={"Allow": allow})
+        response = problem(405, "Method not allowed", f"{event.path} answers {allow}, not {method}")
+        response.headers["Allow"] = allow
+        return response
 
     @app.exception_handler(Exception)
     def unexpected(error: Exception) -> Response[str]:
@@ -324,6 +336,16 @@ def build_api(
         return problem(500, "Internal error", "the request failed on our side; it is safe to retry")
 
     return app
+
+
+def allowed_methods(app: APIGatewayRestResolver, path: str) -> list[str]:
+    """The methods routed for ``path``, as an ``Allow`` header lists them; none if it is unknown.
+
+    Matched with the resolver's own compiled routes, so a path is "known" exactly
+    when some method would reach a route with it.
+    """
+    routes = app._static_routes + app._dynamic_routes
+    return sorted({route.method for route in routes if route.rule.match(path)})
 
 
 def unsupported_body(event: dict[str, Any]) -> dict[str, Any] | None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 ProxyHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 MAX_BODY_BYTES = 1024 * 1024  # well above any limit of ours, below API Gateway's 10 MB
@@ -39,13 +39,18 @@ class LocalContext:
 def proxy_event(
     method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str
 ) -> dict[str, Any]:
-    """An API Gateway REST (v1) proxy event for one HTTP request."""
+    """An API Gateway REST (v1) proxy event for one HTTP request.
+
+    As API Gateway does, ``path`` is percent-decoded: a route sees ``/tasks/a b``,
+    and a length bound on a path parameter counts characters, not escapes.
+    """
     parts = urlsplit(target)
+    path = unquote(parts.path, errors="replace")
     query = parse_qs(parts.query, keep_blank_values=True)
     request_id = str(uuid.uuid4())
     return {
-        "resource": parts.path,
-        "path": parts.path,
+        "resource": path,
+        "path": path,
         "httpMethod": method,
         "headers": headers,
         "multiValueHeaders": {k: [v] for k, v in headers.items()},
@@ -54,9 +59,9 @@ def proxy_event(
         "pathParameters": None,
         "stageVariables": None,
         "requestContext": {
-            "resourcePath": parts.path,
+            "resourcePath": path,
             "httpMethod": method,
-            "path": parts.path,
+            "path": path,
             "stage": "local",
             "requestId": request_id,
             "requestTimeEpoch": int(time.time() * 1000),
@@ -105,9 +110,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self.send_header(name, value)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
-        self.wfile.write(payload)
+        if self.command != "HEAD":  # a HEAD response has the headers of a GET, no body
+            self.wfile.write(payload)
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+    # Every method a resource may have goes to the API, which answers one that no
+    # route declares with 405 and an Allow header (QUERY is the draft safe method
+    # with a body). Any other method gets 501 from the server, as RFC 9110 says;
+    # CONNECT is for proxies. Deployed, API Gateway passes DELETE, GET, HEAD,
+    # OPTIONS, PATCH, POST and PUT on, and answers TRACE and QUERY itself.
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+    do_OPTIONS = do_TRACE = do_QUERY = _forward
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the runtime prints its own activity line
