@@ -266,3 +266,32 @@ def test_numbers_are_read_as_json_numbers(system: Dynacron, task_id: str) -> Non
         assert status == 400, problem
         assert problem["errors"][0]["field"] == "body"
         assert reason in problem["detail"]
+
+
+def test_every_operation_declares_the_problems_any_request_may_meet(system: Dynacron) -> None:
+    """Finding 8: 413 (from the gateway, on any route) and 429 were answered where
+    the document did not declare them; each is problem+json, 429 with Retry-After."""
+    doc = document(system)
+    operations = [op for item in doc["paths"].values() for op in item.values()]
+    assert len(operations) >= 19
+    for operation in operations:
+        responses = operation["responses"]
+        for status in ("400", "401", "413", "415", "422", "429"):
+            content = responses[status]["content"]
+            assert list(content) == [PROBLEM_JSON], (operation["operationId"], status)
+        assert "Retry-After" in responses["429"]["headers"]
+
+
+def test_a_body_over_the_gateway_limit_is_a_413_problem(gateway: tuple[str, int]) -> None:
+    """Finding 8: local mode's 413 was ``{"message": "too large"}`` as JSON, not the
+    problem+json the document declares."""
+    connection = http.client.HTTPConnection(*gateway, timeout=10)
+    body = b"[" + b"0," * (600 * 1024) + b"0]"
+    connection.request("POST", "/tasks", body, {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    problem = json.loads(response.read())
+    connection.close()
+
+    assert response.status == 413
+    assert response.getheader("Content-Type") == PROBLEM_JSON
+    assert (problem["status"], problem["title"]) == (413, "Payload too large")

@@ -15,7 +15,10 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.event_handler.openapi.types import (
+    OpenAPIResponse,
+    OpenAPIResponseHeader,
+)
 
 from dynacron import __version__
 from dynacron.api.identity import tenant_of
@@ -79,25 +82,35 @@ _PROBLEM_DESCRIPTIONS = {
     403: "The callback token is not the current attempt's",
     404: "Not found for this tenant (another tenant's id looks exactly like a missing one)",
     409: "The state moved on concurrently; retry",
-    413: "The payload is over the size limit",
+    413: "The body or its payload is over the size limit",
     415: "The body was not sent as JSON",
     422: "A field is invalid or a limit is exceeded (the problem names it)",
     429: "Too many requests from this tenant; see Retry-After",
 }
-_COMMON = (400, 401, 415, 422, 429)
+# Any request may meet these: the gateway refuses a body over its size limit on
+# every route (413), and every route authenticates and rate-limits (401, 429).
+_COMMON = (400, 401, 413, 415, 422, 429)
+
+
+_RETRY_AFTER: OpenAPIResponseHeader = {
+    "description": "Seconds until this tenant may send again",
+    "schema": {"type": "integer", "minimum": 1},
+}
 
 
 def problems(*statuses: int, ok: tuple[int, str] = (200, "OK")) -> dict[int, OpenAPIResponse]:
     """OpenAPI responses: the success ``ok`` (status, description; its body is the
     route's return type) and the problem+json errors the route can answer with."""
     success: dict[int, OpenAPIResponse] = {ok[0]: {"description": ok[1]}}
-    return success | {
+    errors: dict[int, OpenAPIResponse] = {
         status: {
             "description": _PROBLEM_DESCRIPTIONS[status],
             "content": {PROBLEM_JSON: {"model": Problem}},
         }
         for status in sorted({*_COMMON, *statuses})
     }
+    errors[429]["headers"] = {"Retry-After": _RETRY_AFTER}
+    return success | errors
 
 
 def build_api(

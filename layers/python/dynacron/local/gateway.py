@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -12,6 +13,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 ProxyHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 MAX_BODY_BYTES = 1024 * 1024  # well above any limit of ours, below API Gateway's 10 MB
+GATEWAY_BODY_LIMIT = 10 * 1024 * 1024
+PROBLEM_JSON = "application/problem+json"
 
 
 @dataclass
@@ -90,7 +93,19 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def _forward(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY_BYTES:
-            self._reply(413, {"Content-Type": "application/json"}, b'{"message":"too large"}')
+            # Read what the client sends (up to API Gateway's own limit) and drop it:
+            # a client still sending would otherwise meet a reset, not this answer.
+            remaining = min(length, GATEWAY_BODY_LIMIT)
+            while remaining > 0 and (chunk := self.rfile.read(min(remaining, 65536))):
+                remaining -= len(chunk)
+            # As the API answers its own 413s (problem+json), so the document holds.
+            problem = {
+                "type": "about:blank",
+                "title": "Payload too large",
+                "status": 413,
+                "detail": f"the body is {length} bytes; at most {MAX_BODY_BYTES} are read",
+            }
+            self._reply(413, {"Content-Type": PROBLEM_JSON}, json.dumps(problem).encode())
             self.close_connection = True
             return
         body = self.rfile.read(length) if length else b""
