@@ -28,7 +28,7 @@ from dynacron.local.runtime import LocalOptions, LocalRuntime
 pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 # Cases per operation in each phase that generates them: bounds the run to about a minute.
-EXAMPLES = 40
+EXAMPLES = 80
 LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "ip6-localhost"}
 
 # A request valid by the document must not be refused: schemathesis's
