@@ -28,7 +28,8 @@ from dynacron.local.runtime import LocalOptions, LocalRuntime
 pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 # Cases per operation in each phase that generates them: bounds the run to about a minute.
-EXAMPLES = 80
+EXAMPLES = 60
+API_KEY = "fuzz-key-0123456789"
 LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "ip6-localhost"}
 
 # A request valid by the document must not be refused: schemathesis's
@@ -111,7 +112,10 @@ def audit() -> Iterator[SocketAudit]:
 
 @pytest.fixture(scope="module")
 def api(audit: SocketAudit) -> Iterator[str]:
-    runtime = LocalRuntime(LocalOptions(port=0, shards=2, workers=2)).start()
+    # With an API key, the document declares it and ignored_auth has something to check:
+    # each operation refuses a request without the key, or with another one (401).
+    options = LocalOptions(port=0, shards=2, workers=2, api_keys=((API_KEY, "fuzz-tenant"),))
+    runtime = LocalRuntime(options).start()
     yield runtime.api_url
     runtime.stop()
 
@@ -151,6 +155,7 @@ def schemathesis_config(seed: int) -> SchemathesisConfig:
             "continue-on-failure": True,
             "suppress-health-check": ["all"],
             "generation": {"max-examples": EXAMPLES, "database": "none"},
+            "auth": {"openapi": {"apiKey": {"api_key": API_KEY}}},
             "phases": {"stateful": {"max-steps": 20}},
             "checks": {
                 # Every check is on, the one above included. positive_data_acceptance
@@ -173,6 +178,7 @@ def test_the_api_passes_every_schemathesis_check(
     cases: Counter[str] = Counter()
     failures: list[str] = []
     failing_checks: Counter[str] = Counter()
+    checks_run: Counter[str] = Counter()
     errors: list[str] = []
     for event in from_schema(schema).execute():
         if isinstance(event, events.ScenarioFinished):
@@ -180,6 +186,7 @@ def test_the_api_passes_every_schemathesis_check(
             cases[event.phase.value] += len(recorder.cases)
             for checks in recorder.checks.values():
                 for check in checks:
+                    checks_run[check.name] += 1
                     if check.status is Status.FAILURE and check.failure_info is not None:
                         failure = check.failure_info.failure
                         failing_checks[check.name] += 1
@@ -200,6 +207,19 @@ def test_the_api_passes_every_schemathesis_check(
             print(f"  {count:5d}  failed {name}")
     assert errors == []
     assert sorted(set(failures)) == []
+    # The checks that need a phase, a security scheme or a configuration did run.
+    print_checks = ", ".join(f"{name} {count}" for name, count in sorted(checks_run.items()))
+    for name in (
+        "unsupported_method",
+        "missing_required_header",
+        "ignored_auth",
+        "positive_data_acceptance",
+        "negative_data_rejection",
+        "use_after_free",
+        "ensure_resource_availability",
+        "refused_only_for_what_the_document_cannot_state",
+    ):
+        assert checks_run[name] > 0, f"{name} never ran; ran: {print_checks}"
     assert cases["coverage"] > 0
     assert cases["fuzzing"] > 0
     assert cases["stateful"] > 0

@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import (
     OpenAPIResponse,
@@ -21,7 +22,7 @@ from aws_lambda_powertools.event_handler.openapi.types import (
 )
 
 from dynacron import __version__
-from dynacron.api.identity import tenant_of
+from dynacron.api.identity import API_KEY_HEADER, tenant_of
 from dynacron.api.json_body import parse_json_body
 from dynacron.api.problems import PROBLEM_JSON, describe_validation_errors, problem
 from dynacron.config import Settings
@@ -276,11 +277,15 @@ def build_api(
         return Response(
             status_code=200,
             content_type="application/json",
-            body=app.get_openapi_json_schema(title="dynacron", version=__version__),
+            body=app.get_openapi_json_schema(
+                title="dynacron", version=__version__, **security_of(settings)
+            ),
         )
 
     # Swagger UI with its script and styles inlined: the page fetches nothing else.
-    app.enable_swagger(path=DOCS_PATH, title="dynacron", version=__version__)
+    app.enable_swagger(
+        path=DOCS_PATH, title="dynacron", version=__version__, **security_of(settings)
+    )
 
     @app.exception_handler(RequestValidationError)
     def invalid_request_shape(error: RequestValidationError) -> Response[str]:
@@ -349,6 +354,32 @@ def build_api(
         return problem(500, "Internal error", "the request failed on our side; it is safe to retry")
 
     return app
+
+
+def security_of(settings: Settings) -> dict[str, Any]:
+    """How callers authenticate, as the OpenAPI document states it: an API key where
+    keys are configured, else a SigV4 signature where there is no default tenant
+    (deployed: API Gateway checks it), else nothing (local mode: one tenant)."""
+    if settings.api_keys:
+        scheme = "apiKey"
+        schemes = {scheme: APIKey(name=API_KEY_HEADER, in_=APIKeyIn.header)}
+    elif settings.default_tenant is None:
+        scheme = "sigv4"
+        # API Gateway's own name for IAM authorisation, as its OpenAPI import reads it.
+        schemes = {
+            scheme: APIKey.model_validate(
+                {
+                    "type": "apiKey",
+                    "name": "Authorization",
+                    "in": "header",
+                    "description": "AWS Signature Version 4 (IAM)",
+                    "x-amazon-apigateway-authtype": "awsSigv4",
+                }
+            )
+        }
+    else:
+        return {}
+    return {"security_schemes": schemes, "security": [{scheme: []}]}
 
 
 def allowed_methods(app: APIGatewayRestResolver, path: str) -> list[str]:
