@@ -9,6 +9,7 @@ schemathesis with every check; this module pins each class on its own.
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import threading
@@ -19,6 +20,7 @@ from urllib.parse import quote
 import pytest
 from jsonschema import Draft202012Validator
 
+from dynacron.api.routes import security_of
 from dynacron.app import Dynacron
 from dynacron.local.gateway import ApiGateway, LocalContext, proxy_event
 
@@ -295,3 +297,17 @@ def test_a_body_over_the_gateway_limit_is_a_413_problem(gateway: tuple[str, int]
     assert response.status == 413
     assert response.getheader("Content-Type") == PROBLEM_JSON
     assert (problem["status"], problem["title"]) == (413, "Payload too large")
+
+
+def test_the_document_states_how_callers_authenticate(system: Dynacron) -> None:
+    """Finding 8: the document declared no security, so schemathesis's ignored_auth
+    had nothing to check although every operation needs a caller identity."""
+    doc = document(system)
+    assert doc["security"] == [{"sigv4": []}]
+    assert doc["components"]["securitySchemes"]["sigv4"]["name"] == "Authorization"
+
+    with_keys = security_of(dataclasses.replace(system.settings, api_keys=(("k", "t"),)))
+    assert with_keys["security"] == [{"apiKey": []}]
+    assert with_keys["security_schemes"]["apiKey"].name == "x-api-key"
+    local = dataclasses.replace(system.settings, default_tenant="local")
+    assert security_of(local) == {}  # local mode: every caller is the one tenant
