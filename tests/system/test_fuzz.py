@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import schemathesis
+from jsonschema import Draft202012Validator
 from schemathesis.config import SchemathesisConfig
 from schemathesis.core.failures import Failure
 from schemathesis.engine import Status, events, from_schema
@@ -59,6 +60,33 @@ DOCUMENT_CANNOT_STATE = {
     "next_token": "opaque: only the API knows which tokens it issued",
     "from": "an instant's grammar",
     "to": "an instant's grammar, not before from, not in the future, at most 100 occurrences",
+}
+MEANINGFUL: dict[str, list[Any]] = {
+    "crons": ["*/5 * * * *", "0 9 * * MON-FRI", "H H * * *", "30 2 L * *"],
+    "durations": ["30 seconds", "5 minutes", "1 hour", "1 day"],
+    "zones": ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"],
+    "instants": ["2027-01-01T00:00:00Z", "2027-03-28T02:30:00+01:00", "2026-12-24T18:00:00"],
+    "hooks": ["http://127.0.0.1:9/hook"],
+    "attempts": [1, 3, 5],
+    "delays": [5, 60, 600],
+    "counts": [1, 2, 10],
+}
+DRAWN_FROM = {
+    "cron": "crons",
+    "rate": "durations",
+    "fixed_delay": "durations",
+    "timezone": "zones",
+    "at": "instants",
+    "anchor": "instants",
+    "start_at": "instants",
+    "end_at": "instants",
+    "handler_url": "hooks",
+    "retry.max_attempts": "attempts",
+    "retry.base_delay_seconds": "delays",
+    "retry.max_delay_seconds": "delays",
+    "max_concurrency": "counts",
+    "rate_limit.burst": "counts",
+    "rate_limit.max_in_flight": "counts",
 }
 # Only on backfill: the task has a grid of occurrences (not at, fixed_delay or after).
 BACKFILL_TASK_KIND = ("POST /tasks/{task_id}/backfill", "task_id")
@@ -129,6 +157,8 @@ def refused_only_for_what_the_document_cannot_state(
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive or response.status_code != 422:
         return None
+    if not body_is_valid_by_the_document(case):
+        return None  # a value drawn from MEANINGFUL broke a rule between fields
     problem = json.loads(response.content)
     if "limit" in problem:
         return None
@@ -147,6 +177,18 @@ def refused_only_for_what_the_document_cannot_state(
     return None
 
 
+def body_is_valid_by_the_document(case: Case) -> bool:
+    """Whether the body sent is valid by the document's request schema, rules between
+    fields included (schemathesis checks a drawn value against its field only)."""
+    if not isinstance(case.body, dict):
+        return True
+    document = case.operation.schema.raw_schema
+    content = document["paths"][case.operation.path][case.method.lower()]["requestBody"]
+    schema = content["content"]["application/json"]["schema"]
+    validator = Draft202012Validator({**schema, "components": document["components"]})
+    return validator.is_valid(case.body)
+
+
 def schemathesis_config(seed: int) -> SchemathesisConfig:
     return SchemathesisConfig.from_dict(
         {
@@ -156,6 +198,13 @@ def schemathesis_config(seed: int) -> SchemathesisConfig:
             "suppress-health-check": ["all"],
             "generation": {"max-examples": EXAMPLES, "database": "none"},
             "auth": {"openapi": {"apiKey": {"api_key": API_KEY}}},
+            # Values that mean something, drawn often, so that tasks get registered and
+            # the stateful phase follows them (read, patch, pause, trigger, delete).
+            "dictionaries": {name: {"values": values} for name, values in MEANINGFUL.items()},
+            "parameters": {
+                f"body.{field}": {"dictionary": name, "probability": 0.8}
+                for field, name in DRAWN_FROM.items()
+            },
             "phases": {"stateful": {"max-steps": 20}},
             "checks": {
                 # Every check is on, the one above included. positive_data_acceptance
@@ -179,11 +228,17 @@ def test_the_api_passes_every_schemathesis_check(
     failures: list[str] = []
     failing_checks: Counter[str] = Counter()
     checks_run: Counter[str] = Counter()
+    answered: Counter[tuple[str, int]] = Counter()
     errors: list[str] = []
     for event in from_schema(schema).execute():
         if isinstance(event, events.ScenarioFinished):
             recorder = event.recorder
             cases[event.phase.value] += len(recorder.cases)
+            for node in recorder.cases.values():
+                interaction = recorder.interactions.get(node.value.id)
+                if interaction is not None and interaction.response is not None:
+                    operation = f"{node.value.method.upper()} {node.value.operation.path}"
+                    answered[operation, interaction.response.status_code] += 1
             for checks in recorder.checks.values():
                 for check in checks:
                     checks_run[check.name] += 1
@@ -203,8 +258,11 @@ def test_the_api_passes_every_schemathesis_check(
         print(f"\nschemathesis (seed {seed}): {total} cases, {len(failures)} failures")
         for phase, count in sorted(cases.items()):
             print(f"  {count:5d}  {phase}")
+        print(f"  {answered['POST /tasks', 201]:5d}  tasks registered")
         for name, count in failing_checks.most_common():
             print(f"  {count:5d}  failed {name}")
+        for failure in sorted(set(failures)):
+            print(failure)
     assert errors == []
     assert sorted(set(failures)) == []
     # The checks that need a phase, a security scheme or a configuration did run.
@@ -220,6 +278,10 @@ def test_the_api_passes_every_schemathesis_check(
         "refused_only_for_what_the_document_cannot_state",
     ):
         assert checks_run[name] > 0, f"{name} never ran; ran: {print_checks}"
+    # Tasks were registered, and the stateful phase followed them to other operations.
+    assert answered["POST /tasks", 201] > 0
+    assert answered["GET /tasks/{task_id}", 200] > 0
+    assert answered["DELETE /tasks/{task_id}", 204] > 0
     assert cases["coverage"] > 0
     assert cases["fuzzing"] > 0
     assert cases["stateful"] > 0

@@ -103,24 +103,26 @@ def _task_create_rules(schema: dict[str, Any]) -> None:
     ]
 
 
+def _missing(name: str) -> dict[str, Any]:
+    return {"properties": {name: False}}
+
+
 def _task_patch_rules(schema: dict[str, Any]) -> None:
-    """At most one schedule kind and one handler, never null (a patch cannot remove
-    the task's kind or handler, only replace it); the rules of ``TaskCreate`` that
-    hold whatever the stored task is. The rest depend on it: ``anchor`` alone fits
-    a rate task only, ``catchup_window_seconds`` alone a ``run_all`` task only."""
-    for name in (*SCHEDULE_KINDS, "handler_url", "handler"):
-        field = schema["properties"][name]
-        field.update(next(s for s in field.pop("anyOf") if s.get("type") == "string"))
-        del field["default"]  # null, which a patch may not give
+    """A patch that names a schedule kind (even as null) gives exactly one, which
+    replaces the task's; the same for the handler. The rules of ``TaskCreate`` that
+    hold whatever the stored task is; the rest depend on it (``anchor`` alone fits a
+    rate task only, ``catchup_window_seconds`` alone a ``run_all`` task only)."""
     other_kinds = [_absent(kind) for kind in SCHEDULE_KINDS if kind != "rate"]
     schema["allOf"] = [
         {
-            "oneOf": [{"allOf": [_absent(k) for k in SCHEDULE_KINDS]}]
-            + [_given(kind) for kind in SCHEDULE_KINDS]
+            "oneOf": [
+                {"allOf": [_missing(kind) for kind in SCHEDULE_KINDS]},
+                *[_given(kind) for kind in SCHEDULE_KINDS],
+            ]
         },
         {
             "oneOf": [
-                {"allOf": [_absent("handler_url"), _absent("handler")]},
+                {"allOf": [_missing("handler_url"), _missing("handler")]},
                 _given("handler_url"),
                 _given("handler"),
             ]

@@ -103,6 +103,8 @@ def problems(*statuses: int, ok: tuple[int, str] = (200, "OK")) -> dict[int, Ope
     """OpenAPI responses: the success ``ok`` (status, description; its body is the
     route's return type) and the problem+json errors the route can answer with."""
     success: dict[int, OpenAPIResponse] = {ok[0]: {"description": ok[1]}}
+    if ok[0] == 204:
+        success[204]["content"] = {}  # no body (else the return type's JSON is declared)
     errors: dict[int, OpenAPIResponse] = {
         status: {
             "description": _PROBLEM_DESCRIPTIONS[status],
