@@ -202,7 +202,7 @@ def schemathesis_config(seed: int) -> SchemathesisConfig:
             # the stateful phase follows them (read, patch, pause, trigger, delete).
             "dictionaries": {name: {"values": values} for name, values in MEANINGFUL.items()},
             "parameters": {
-                f"body.{field}": {"dictionary": name, "probability": 0.8}
+                f"body.{field}": {"dictionary": name, "probability": 0.95}
                 for field, name in DRAWN_FROM.items()
             },
             "phases": {"stateful": {"max-steps": 20}},
