@@ -61,11 +61,15 @@ DOCUMENT_CANNOT_STATE = {
     "from": "an instant's grammar",
     "to": "an instant's grammar, not before from, not in the future, at most 100 occurrences",
 }
+# Values that mean something, drawn for these fields most of the time: random text
+# is almost never a cron expression or a loopback URL, and without registered tasks
+# the stateful phase (and use_after_free, ensure_resource_availability) would only
+# ever meet 404s.
 MEANINGFUL: dict[str, list[Any]] = {
     "crons": ["*/5 * * * *", "0 9 * * MON-FRI", "H H * * *", "30 2 L * *"],
     "durations": ["30 seconds", "5 minutes", "1 hour", "1 day"],
     "zones": ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"],
-    "instants": ["2027-01-01T00:00:00Z", "2027-03-28T02:30:00+01:00", "2026-12-24T18:00:00"],
+    "instants": ["2027-01-01T00:00:00Z", "2027-03-28T02:30:00+01:00", "2027-06-01T09:00:00"],
     "hooks": ["http://127.0.0.1:9/hook"],
     "attempts": [1, 3, 5],
     "delays": [5, 60, 600],
@@ -198,8 +202,6 @@ def schemathesis_config(seed: int) -> SchemathesisConfig:
             "suppress-health-check": ["all"],
             "generation": {"max-examples": EXAMPLES, "database": "none"},
             "auth": {"openapi": {"apiKey": {"api_key": API_KEY}}},
-            # Values that mean something, drawn often, so that tasks get registered and
-            # the stateful phase follows them (read, patch, pause, trigger, delete).
             "dictionaries": {name: {"values": values} for name, values in MEANINGFUL.items()},
             "parameters": {
                 f"body.{field}": {"dictionary": name, "probability": 0.95}
@@ -208,7 +210,12 @@ def schemathesis_config(seed: int) -> SchemathesisConfig:
             "phases": {"stateful": {"max-steps": 20}},
             "checks": {
                 # Every check is on, the one above included. positive_data_acceptance
-                # lets 422 through to it, which lets through only what it can explain.
+                # lets 422 through to it, which lets through only what it can explain,
+                # and 413, the payload limit (an operator limit, named in the problem).
+                # Two have nothing to do here: object_level_authorization needs several
+                # identities from a WFC auth file (tenant isolation is tested in
+                # tests/integration/test_tenancy.py), and max_response_time is off,
+                # as speed is measured in benchmarks, not in tests.
                 "enabled": True,
                 "positive_data_acceptance": {
                     "expected-statuses": ["2xx", "3xx", 401, 403, 404, 409, 413, 422, 429, "5xx"]
@@ -266,7 +273,7 @@ def test_the_api_passes_every_schemathesis_check(
     assert errors == []
     assert sorted(set(failures)) == []
     # The checks that need a phase, a security scheme or a configuration did run.
-    print_checks = ", ".join(f"{name} {count}" for name, count in sorted(checks_run.items()))
+    ran = ", ".join(f"{name} {count}" for name, count in sorted(checks_run.items()))
     for name in (
         "unsupported_method",
         "missing_required_header",
@@ -277,7 +284,7 @@ def test_the_api_passes_every_schemathesis_check(
         "ensure_resource_availability",
         "refused_only_for_what_the_document_cannot_state",
     ):
-        assert checks_run[name] > 0, f"{name} never ran; ran: {print_checks}"
+        assert checks_run[name] > 0, f"{name} never ran; ran: {ran}"
     # Tasks were registered, and the stateful phase followed them to other operations.
     assert answered["POST /tasks", 201] > 0
     assert answered["GET /tasks/{task_id}", 200] > 0
