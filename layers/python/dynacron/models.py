@@ -88,7 +88,8 @@ def _absent(name: str) -> dict[str, Any]:
     return {"properties": {name: {"type": "null"}}}
 
 
-_RUN_ALL = {"required": ["catchup"], "properties": {"catchup": {"const": "run_all"}}}
+def _run_all() -> dict[str, Any]:
+    return {"required": ["catchup"], "properties": {"catchup": {"const": "run_all"}}}
 
 
 def _task_create_rules(schema: dict[str, Any]) -> None:
@@ -99,7 +100,7 @@ def _task_create_rules(schema: dict[str, Any]) -> None:
         {"oneOf": [_given("handler_url"), _given("handler")]},
         {"anyOf": [_absent("anchor"), _given("rate")]},
         {"anyOf": [_absent("dst"), _absent("rate")]},
-        {"anyOf": [_absent("catchup_window_seconds"), _RUN_ALL]},
+        {"anyOf": [_absent("catchup_window_seconds"), _run_all()]},
     ]
 
 
@@ -129,13 +130,13 @@ def _task_patch_rules(schema: dict[str, Any]) -> None:
         },
         {"anyOf": [_absent("anchor"), {"allOf": other_kinds}]},
         {"anyOf": [_absent("dst"), _absent("rate")]},
-        {"anyOf": [_absent("catchup_window_seconds"), _absent("catchup"), _RUN_ALL]},
+        {"anyOf": [_absent("catchup_window_seconds"), _absent("catchup"), _run_all()]},
     ]
 
 
 class TaskCreate(BaseModel):
-    """Body of ``POST /tasks``: exactly one of ``cron``, ``rate`` or ``at``, and
-    exactly one of ``handler_url`` or ``handler``."""
+    """Body of ``POST /tasks``: exactly one of ``cron``, ``rate``, ``at``,
+    ``fixed_delay`` or ``after``, and exactly one of ``handler_url`` or ``handler``."""
 
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_task_create_rules)
 
