@@ -323,3 +323,21 @@ def test_the_document_states_how_callers_authenticate(system: Dynacron) -> None:
     assert with_keys["security_schemes"]["apiKey"].name == "x-api-key"
     local = dataclasses.replace(system.settings, default_tenant="local")
     assert security_of(local) == {}  # local mode: every caller is the one tenant
+
+
+def test_a_page_token_from_another_listing_is_a_422_not_a_500(system: Dynacron) -> None:
+    """Found by the deeper fuzz (finding 8): GET /tasks's token names a task, so given
+    to that task's executions it passed the partition check, and the query with the
+    tasks index's key failed with a 500 (moto; DynamoDB would refuse the start key)."""
+    for _ in range(2):
+        send(system, "POST", "/tasks", {"rate": "1 hour", "handler_url": HOOK})
+    status, _, page = send(system, "GET", "/tasks?limit=1")
+    assert status == 200
+    token, task_id = page["next_token"], page["items"][0]["task_id"]
+
+    status, _, problem = send(system, "GET", f"/tasks/{task_id}/executions?next_token={token}")
+
+    assert status == 422, problem
+    assert problem["errors"][0]["field"] == "next_token"
+    status, _, page = send(system, "GET", f"/tasks?limit=1&next_token={token}")
+    assert (status, len(page["items"])) == (200, 1)  # where it came from, it still works
