@@ -208,6 +208,8 @@ def schemathesis_config(seed: int) -> SchemathesisConfig:
             "workers": 1,
             "continue-on-failure": True,
             "suppress-health-check": ["all"],
+            # Each run starts afresh, and writes nothing into the working tree.
+            "cache": {"enabled": False},
             # Show page tokens and keys in failures: they are this test's own.
             "output": {"sanitization": {"enabled": False}},
             "generation": {"max-examples": EXAMPLES, "database": "none"},
