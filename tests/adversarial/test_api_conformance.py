@@ -341,3 +341,23 @@ def test_a_page_token_from_another_listing_is_a_422_not_a_500(system: Dynacron) 
     assert problem["errors"][0]["field"] == "next_token"
     status, _, page = send(system, "GET", f"/tasks?limit=1&next_token={token}")
     assert (status, len(page["items"])) == (200, 1)  # where it came from, it still works
+
+
+def test_a_body_is_a_json_object_never_a_list_of_one(system: Dynacron, task_id: str) -> None:
+    """Found by the deeper fuzz (finding 8): ``[{}]`` paused a task, the resolver
+    taking the list's first object for the body the document declares an object."""
+    for path, raw in (
+        (f"/tasks/{task_id}/pause", "[{}]"),
+        (f"/tasks/{task_id}/pause", '[{"note": "x"}, []]'),
+        ("/tasks", json.dumps([{"rate": "1 hour", "handler_url": HOOK}])),
+        (f"/tasks/{task_id}", '[{"name": "renamed"}]'),
+    ):
+        method = "PATCH" if path == f"/tasks/{task_id}" else "POST"
+        status, _, problem = send(system, method, path, raw=raw)
+        assert status == 400, (path, raw, problem)
+        assert problem["errors"] == [{"field": "body", "message": "must be a JSON object"}]
+
+    status, _, task = send(system, "GET", f"/tasks/{task_id}")
+    assert (task["status"], task["name"]) == ("ACTIVE", task_id)
+    status, _, task = send(system, "POST", f"/tasks/{task_id}/pause", raw="null")
+    assert (status, task["status"]) == (200, "PAUSED")  # an optional body may be null

@@ -262,15 +262,23 @@ def test_the_api_passes_every_schemathesis_check(
                 if interaction is not None and interaction.response is not None:
                     operation = f"{node.value.method.upper()} {node.value.operation.path}"
                     answered[operation, interaction.response.status_code] += 1
-            for checks in recorder.checks.values():
+            for case_id, checks in recorder.checks.items():
                 for check in checks:
                     checks_run[check.name] += 1
                     if check.status is Status.FAILURE and check.failure_info is not None:
                         failure = check.failure_info.failure
                         failing_checks[check.name] += 1
+                        interaction = recorder.interactions.get(case_id)
+                        response = interaction.response if interaction else None
+                        answer = (
+                            f"{response.status_code} {response.content[:300]!r}"
+                            if response
+                            else "-"
+                        )
                         failures.append(
                             f"{check.name} ({event.phase.value}): {failure.title}: "
-                            f"{failure.message}\n  {check.failure_info.code_sample}"
+                            f"{failure.message}\n  answered {answer}\n"
+                            f"  {check.failure_info.code_sample}"
                         )
         elif isinstance(event, events.NonFatalError):
             errors.append(f"{event.label}: {event.value!r}")

@@ -19,11 +19,20 @@ MAX_NUMBER_DIGITS = 100
 _EXACT_INTEGERS = 2**53
 
 
+# Every body of this API is an object (or, where it is optional, null): the resolver
+# would otherwise take a list's first object for the body ([{}] paused a task).
+NOT_AN_OBJECT = "must be a JSON object"
+
+
 def parse_json_body(text: str) -> Any:
-    """The body as JSON; ``json.JSONDecodeError`` for anything that is not JSON."""
-    return json.loads(
+    """The body as JSON; ``json.JSONDecodeError`` for anything that is not JSON,
+    or not a JSON object (``NOT_AN_OBJECT``)."""
+    body = json.loads(
         text, parse_int=_integer, parse_float=_number, parse_constant=_not_a_json_number
     )
+    if body is not None and not isinstance(body, dict):
+        raise json.JSONDecodeError(NOT_AN_OBJECT, text, 0)
+    return body
 
 
 def _integer(text: str) -> int:
