@@ -37,6 +37,12 @@ PROBLEM_TEMPLATE = json.dumps(
         "detail": "$context.error.validationErrorString",
     }
 )
+# What API Gateway answers itself, before the function, as the problem+json the
+# OpenAPI document declares for these statuses (its default is {"message": ...}).
+GATEWAY_PROBLEMS = {
+    "THROTTLED": (429, "Too many requests", "this API's request rate is exceeded; retry later"),
+    "REQUEST_TOO_LARGE": (413, "Payload too large", "the body is over API Gateway's 10 MB"),
+}
 
 
 class Api(Construct):
@@ -147,6 +153,20 @@ class Api(Construct):
             response_headers={"Content-Type": "'application/problem+json'"},
             templates={"application/json": PROBLEM_TEMPLATE},
         )
+        for response_type, (status, title, detail) in GATEWAY_PROBLEMS.items():
+            self.rest_api.add_gateway_response(
+                response_type.title().replace("_", ""),
+                type=getattr(apigateway.ResponseType, response_type),
+                status_code=str(status),
+                response_headers={"Content-Type": "'application/problem+json'"}
+                # The document promises Retry-After with every 429.
+                | ({"Retry-After": "'1'"} if status == 429 else {}),
+                templates={
+                    "application/json": json.dumps(
+                        {"type": "about:blank", "title": title, "status": status, "detail": detail}
+                    )
+                },
+            )
         integration = apigateway.LambdaIntegration(self.function)
         iam_auth = apigateway.AuthorizationType.IAM
         # Routes live in the API function; the gateway passes every path on,
@@ -158,9 +178,12 @@ class Api(Construct):
             parent.add_resource("{proxy+}").add_method(
                 "ANY", integration, authorization_type=iam_auth, request_validator=validator
             )
-        tasks_path.add_method(
-            "GET", integration, authorization_type=iam_auth, request_validator=validator
-        )
+        # Any other method on /tasks reaches the function too, which answers 405
+        # with Allow (API Gateway's own answer to an unrouted method is a 403).
+        for method in ("GET", "ANY"):
+            tasks_path.add_method(
+                method, integration, authorization_type=iam_auth, request_validator=validator
+            )
         tasks_path.add_method(
             "POST",
             integration,

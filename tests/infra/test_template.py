@@ -363,11 +363,28 @@ def test_the_api_stage_is_throttled_and_logs_every_request(template: dict[str, A
 
 
 def test_a_body_refused_by_the_gateway_is_still_problem_json(template: dict[str, Any]) -> None:
-    (response,) = resources_of(template, "AWS::ApiGateway::GatewayResponse").values()
-    assert response["ResponseType"] == "BAD_REQUEST_BODY"
-    assert response["ResponseParameters"] == {
-        "gatewayresponse.header.Content-Type": "'application/problem+json'"
+    responses = {
+        r["ResponseType"]: r
+        for r in resources_of(template, "AWS::ApiGateway::GatewayResponse").values()
     }
+    assert sorted(responses) == ["BAD_REQUEST_BODY", "REQUEST_TOO_LARGE", "THROTTLED"]
+    for response in responses.values():
+        headers = response["ResponseParameters"]
+        assert headers["gatewayresponse.header.Content-Type"] == "'application/problem+json'"
+    # The OpenAPI document declares 413 and 429 as problem+json, 429 with Retry-After.
+    assert responses["THROTTLED"]["StatusCode"] == "429"
+    assert "gatewayresponse.header.Retry-After" in responses["THROTTLED"]["ResponseParameters"]
+    assert responses["REQUEST_TOO_LARGE"]["StatusCode"] == "413"
+
+
+def test_every_method_on_tasks_reaches_the_function(template: dict[str, Any]) -> None:
+    """An undeclared method on /tasks is answered by the function (405 with Allow),
+    not by API Gateway, as on every other path (finding 8)."""
+    resources = resources_of(template, "AWS::ApiGateway::Resource")
+    (tasks,) = [k for k, r in resources.items() if r["PathPart"] == "tasks"]
+    methods = resources_of(template, "AWS::ApiGateway::Method").values()
+    on_tasks = {m["HttpMethod"] for m in methods if m["ResourceId"] == {"Ref": tasks}}
+    assert on_tasks == {"ANY", "GET", "POST"}
 
 
 # --- least privilege -------------------------------------------------------------------

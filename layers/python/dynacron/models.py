@@ -134,11 +134,68 @@ class RateLimitModel(BaseModel):
         return TaskLimits(max_concurrency, rate, self.max_in_flight)
 
 
-class TaskCreate(BaseModel):
-    """Body of ``POST /tasks``: exactly one of ``cron``, ``rate`` or ``at``, and
-    exactly one of ``handler_url`` or ``handler``."""
+# The rules between fields of a task body that the service enforces, stated in
+# the OpenAPI document (JSON Schema) so that a body valid by the document is not
+# refused for breaking one of them. "Given" is present and not null.
+def _given(name: str) -> dict[str, Any]:
+    return {"required": [name], "properties": {name: {"type": "string"}}}
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+
+def _absent(name: str) -> dict[str, Any]:
+    return {"properties": {name: {"type": "null"}}}
+
+
+def _run_all() -> dict[str, Any]:
+    return {"required": ["catchup"], "properties": {"catchup": {"const": "run_all"}}}
+
+
+def _task_create_rules(schema: dict[str, Any]) -> None:
+    """Exactly one schedule kind and one handler; ``anchor`` with ``rate`` only,
+    ``dst`` never with ``rate``; ``catchup_window_seconds`` with ``run_all`` only."""
+    schema["allOf"] = [
+        {"oneOf": [_given(kind) for kind in SCHEDULE_KINDS]},
+        {"oneOf": [_given("handler_url"), _given("handler")]},
+        {"anyOf": [_absent("anchor"), _given("rate")]},
+        {"anyOf": [_absent("dst"), _absent("rate")]},
+        {"anyOf": [_absent("catchup_window_seconds"), _run_all()]},
+    ]
+
+
+def _missing(name: str) -> dict[str, Any]:
+    return {"properties": {name: False}}
+
+
+def _task_patch_rules(schema: dict[str, Any]) -> None:
+    """A patch that names a schedule kind (even as null) gives exactly one, which
+    replaces the task's; the same for the handler. The rules of ``TaskCreate`` that
+    hold whatever the stored task is; the rest depend on it (``anchor`` alone fits a
+    rate task only, ``catchup_window_seconds`` alone a ``run_all`` task only)."""
+    other_kinds = [_absent(kind) for kind in SCHEDULE_KINDS if kind != "rate"]
+    schema["allOf"] = [
+        {
+            "oneOf": [
+                {"allOf": [_missing(kind) for kind in SCHEDULE_KINDS]},
+                *[_given(kind) for kind in SCHEDULE_KINDS],
+            ]
+        },
+        {
+            "oneOf": [
+                {"allOf": [_missing("handler_url"), _missing("handler")]},
+                _given("handler_url"),
+                _given("handler"),
+            ]
+        },
+        {"anyOf": [_absent("anchor"), {"allOf": other_kinds}]},
+        {"anyOf": [_absent("dst"), _absent("rate")]},
+        {"anyOf": [_absent("catchup_window_seconds"), _absent("catchup"), _run_all()]},
+    ]
+
+
+class TaskCreate(BaseModel):
+    """Body of ``POST /tasks``: exactly one of ``cron``, ``rate``, ``at``,
+    ``fixed_delay`` or ``after``, and exactly one of ``handler_url`` or ``handler``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_task_create_rules)
 
     name: str | None = Field(default=None, min_length=1, max_length=200)
     cron: str | None = Field(
@@ -246,6 +303,8 @@ class TaskPatch(TaskCreate):
 
     ``version``, when given, must be the task's current version (else 409).
     """
+
+    model_config = ConfigDict(json_schema_extra=_task_patch_rules)
 
     version: int | None = Field(default=None, ge=1)
     # Every field is optional here: a default must not overwrite a stored value.

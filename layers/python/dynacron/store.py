@@ -122,20 +122,25 @@ def conditional_write(write: Any, table: str, **request: Any) -> bool:
     return True
 
 
-def encode_page_token(last_key: dict[str, Any] | None) -> str | None:
+def encode_page_token(last_key: dict[str, Any] | None, listing: str) -> str | None:
     if not last_key:
         return None
-    return base64.urlsafe_b64encode(json.dumps(last_key).encode()).decode()
+    return base64.urlsafe_b64encode(
+        json.dumps({"listing": listing, "key": last_key}).encode()
+    ).decode()
 
 
-def decode_page_token(token: str | None) -> dict[str, Any] | None:
+def decode_page_token(token: str | None, listing: str) -> dict[str, Any] | None:
+    """The start key in ``token``, which must come from ``listing``: another listing's
+    key (GET /tasks's, given to a task's executions) is not a key of this one."""
     if not token:
         return None
     try:
-        key = json.loads(base64.urlsafe_b64decode(token.encode()))
+        page = json.loads(base64.urlsafe_b64decode(token.encode()))
     except (binascii.Error, ValueError, UnicodeDecodeError):
-        key = None
-    if not isinstance(key, dict):
+        page = None
+    key = page.get("key") if isinstance(page, dict) else None
+    if not isinstance(key, dict) or page.get("listing") != listing:
         raise InvalidRequest("next_token", "is not a token this API returned")
     return key
 
@@ -1762,7 +1767,8 @@ def query_page(
     }
     if query.index is not None:
         kwargs["IndexName"] = query.index.name
-    start_key = decode_page_token(token)
+    listing = f"{query.table}/{query.index.name if query.index else ''}"
+    start_key = decode_page_token(token, listing)
     if start_key:
         if start_key.get(query.key_name) != {"S": query.key_value}:
             raise InvalidRequest("next_token", "is not a token this API returned")
@@ -1775,7 +1781,7 @@ def query_page(
         raise
     return Page(
         items=[parse(i) for i in response.get("Items", [])],
-        next_token=encode_page_token(response.get("LastEvaluatedKey")),
+        next_token=encode_page_token(response.get("LastEvaluatedKey"), listing),
     )
 
 

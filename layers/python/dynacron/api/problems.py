@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
+from dynacron.api.json_body import NOT_AN_OBJECT
 from dynacron.models import Problem
 
 PROBLEM_JSON = "application/problem+json"
@@ -50,7 +51,8 @@ def describe_validation_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
         message = _PYDANTIC_MESSAGES.get(kind, error.get("msg", "is invalid"))
         if kind == "json_invalid":
             reason = error.get("ctx", {}).get("error", "invalid JSON")
-            described.append({"field": "body", "message": f"is not valid JSON ({reason})"})
+            message = reason if reason == NOT_AN_OBJECT else f"is not valid JSON ({reason})"
+            described.append({"field": "body", "message": message})
             continue
         described.append({"field": field_name(error.get("loc", ())), "message": message})
     return described

@@ -14,11 +14,16 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.event_handler.openapi.types import (
+    OpenAPIResponse,
+    OpenAPIResponseHeader,
+)
 
 from dynacron import __version__
-from dynacron.api.identity import tenant_of
+from dynacron.api.identity import API_KEY_HEADER, tenant_of
+from dynacron.api.json_body import parse_json_body
 from dynacron.api.problems import PROBLEM_JSON, describe_validation_errors, problem
 from dynacron.config import Settings
 from dynacron.delivery import CALLBACK_TOKEN_HEADER
@@ -78,25 +83,37 @@ _PROBLEM_DESCRIPTIONS = {
     403: "The callback token is not the current attempt's",
     404: "Not found for this tenant (another tenant's id looks exactly like a missing one)",
     409: "The state moved on concurrently; retry",
-    413: "The payload is over the size limit",
+    413: "The body or its payload is over the size limit",
     415: "The body was not sent as JSON",
     422: "A field is invalid or a limit is exceeded (the problem names it)",
     429: "Too many requests from this tenant; see Retry-After",
 }
-_COMMON = (400, 401, 415, 422, 429)
+# Any request may meet these: the gateway refuses a body over its size limit on
+# every route (413), and every route authenticates and rate-limits (401, 429).
+_COMMON = (400, 401, 413, 415, 422, 429)
+
+
+_RETRY_AFTER: OpenAPIResponseHeader = {
+    "description": "Seconds until this tenant may send again",
+    "schema": {"type": "integer", "minimum": 1},
+}
 
 
 def problems(*statuses: int, ok: tuple[int, str] = (200, "OK")) -> dict[int, OpenAPIResponse]:
     """OpenAPI responses: the success ``ok`` (status, description; its body is the
     route's return type) and the problem+json errors the route can answer with."""
     success: dict[int, OpenAPIResponse] = {ok[0]: {"description": ok[1]}}
-    return success | {
+    if ok[0] == 204:
+        success[204]["content"] = {}  # no body (else the return type's JSON is declared)
+    errors: dict[int, OpenAPIResponse] = {
         status: {
             "description": _PROBLEM_DESCRIPTIONS[status],
             "content": {PROBLEM_JSON: {"model": Problem}},
         }
         for status in sorted({*_COMMON, *statuses})
     }
+    errors[429]["headers"] = {"Retry-After": _RETRY_AFTER}
+    return success | errors
 
 
 def build_api(
@@ -106,7 +123,7 @@ def build_api(
     rate_limiter: TenantRateLimiter,
     forecast: HerdForecast | None = None,
 ) -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver(enable_validation=True)
+    app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json_body)
 
     def authenticate(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
         if app.current_event.path not in PUBLIC_PATHS:
@@ -262,11 +279,15 @@ def build_api(
         return Response(
             status_code=200,
             content_type="application/json",
-            body=app.get_openapi_json_schema(title="dynacron", version=__version__),
+            body=app.get_openapi_json_schema(
+                title="dynacron", version=__version__, **security_of(settings)
+            ),
         )
 
     # Swagger UI with its script and styles inlined: the page fetches nothing else.
-    app.enable_swagger(path=DOCS_PATH, title="dynacron", version=__version__)
+    app.enable_swagger(
+        path=DOCS_PATH, title="dynacron", version=__version__, **security_of(settings)
+    )
 
     @app.exception_handler(RequestValidationError)
     def invalid_request_shape(error: RequestValidationError) -> Response[str]:
@@ -316,7 +337,18 @@ def build_api(
     @app.not_found
     def route_not_found(error: NotFoundError) -> Response[str]:
         event = app.current_event
-        return problem(404, "Not found", f"no route for {event.http_method} {event.path}")
+        method = event.http_method.upper()
+        allowed = allowed_methods(app, event.path)
+        if not allowed:
+            return problem(404, "Not found", f"no route for {method} {event.path}")
+        # RFC 9110: a known resource answers a method it does not support with 405
+        # and the methods it does support; OPTIONS asks for exactly that list.
+        allow = ", ".join(allowed)
+        if method == "OPTIONS":
+            return Response(status_code=204, headers={"Allow": allow})
+        response = problem(405, "Method not allowed", f"{event.path} answers {allow}, not {method}")
+        response.headers["Allow"] = allow
+        return response
 
     @app.exception_handler(Exception)
     def unexpected(error: Exception) -> Response[str]:
@@ -324,6 +356,42 @@ def build_api(
         return problem(500, "Internal error", "the request failed on our side; it is safe to retry")
 
     return app
+
+
+def security_of(settings: Settings) -> dict[str, Any]:
+    """How callers authenticate, as the OpenAPI document states it: an API key where
+    keys are configured, else a SigV4 signature where there is no default tenant
+    (deployed: API Gateway checks it), else nothing (local mode: one tenant)."""
+    if settings.api_keys:
+        scheme = "apiKey"
+        schemes = {scheme: APIKey(name=API_KEY_HEADER, in_=APIKeyIn.header)}
+    elif settings.default_tenant is None:
+        scheme = "sigv4"
+        # API Gateway's own name for IAM authorisation, as its OpenAPI import reads it.
+        schemes = {
+            scheme: APIKey.model_validate(
+                {
+                    "type": "apiKey",
+                    "name": "Authorization",
+                    "in": "header",
+                    "description": "AWS Signature Version 4 (IAM)",
+                    "x-amazon-apigateway-authtype": "awsSigv4",
+                }
+            )
+        }
+    else:
+        return {}
+    return {"security_schemes": schemes, "security": [{scheme: []}]}
+
+
+def allowed_methods(app: APIGatewayRestResolver, path: str) -> list[str]:
+    """The methods routed for ``path``, as an ``Allow`` header lists them; none if it is unknown.
+
+    Matched with the resolver's own compiled routes, so a path is "known" exactly
+    when some method would reach a route with it.
+    """
+    routes = app._static_routes + app._dynamic_routes
+    return sorted({route.method for route in routes if route.rule.match(path)})
 
 
 def unsupported_body(event: dict[str, Any]) -> dict[str, Any] | None:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 ProxyHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 MAX_BODY_BYTES = 1024 * 1024  # well above any limit of ours, below API Gateway's 10 MB
+GATEWAY_BODY_LIMIT = 10 * 1024 * 1024
+PROBLEM_JSON = "application/problem+json"
 
 
 @dataclass
@@ -39,13 +42,18 @@ class LocalContext:
 def proxy_event(
     method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str
 ) -> dict[str, Any]:
-    """An API Gateway REST (v1) proxy event for one HTTP request."""
+    """An API Gateway REST (v1) proxy event for one HTTP request.
+
+    As API Gateway does, ``path`` is percent-decoded: a route sees ``/tasks/a b``,
+    and a length bound on a path parameter counts characters, not escapes.
+    """
     parts = urlsplit(target)
+    path = unquote(parts.path, errors="replace")
     query = parse_qs(parts.query, keep_blank_values=True)
     request_id = str(uuid.uuid4())
     return {
-        "resource": parts.path,
-        "path": parts.path,
+        "resource": path,
+        "path": path,
         "httpMethod": method,
         "headers": headers,
         "multiValueHeaders": {k: [v] for k, v in headers.items()},
@@ -54,9 +62,9 @@ def proxy_event(
         "pathParameters": None,
         "stageVariables": None,
         "requestContext": {
-            "resourcePath": parts.path,
+            "resourcePath": path,
             "httpMethod": method,
-            "path": parts.path,
+            "path": path,
             "stage": "local",
             "requestId": request_id,
             "requestTimeEpoch": int(time.time() * 1000),
@@ -85,7 +93,19 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def _forward(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY_BYTES:
-            self._reply(413, {"Content-Type": "application/json"}, b'{"message":"too large"}')
+            # Read what the client sends (up to API Gateway's own limit) and drop it:
+            # a client still sending would otherwise meet a reset, not this answer.
+            remaining = min(length, GATEWAY_BODY_LIMIT)
+            while remaining > 0 and (chunk := self.rfile.read(min(remaining, 65536))):
+                remaining -= len(chunk)
+            # As the API answers its own 413s (problem+json), so the document holds.
+            problem = {
+                "type": "about:blank",
+                "title": "Payload too large",
+                "status": 413,
+                "detail": f"the body is {length} bytes; at most {MAX_BODY_BYTES} are read",
+            }
+            self._reply(413, {"Content-Type": PROBLEM_JSON}, json.dumps(problem).encode())
             self.close_connection = True
             return
         body = self.rfile.read(length) if length else b""
@@ -105,9 +125,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self.send_header(name, value)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
-        self.wfile.write(payload)
+        if self.command != "HEAD":  # a HEAD response has the headers of a GET, no body
+            self.wfile.write(payload)
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+    # Every method a resource may have goes to the API, which answers one that no
+    # route declares with 405 and an Allow header (QUERY is the draft safe method
+    # with a body). Any other method gets 501 from the server, as RFC 9110 says;
+    # CONNECT is for proxies. Deployed, API Gateway passes DELETE, GET, HEAD,
+    # OPTIONS, PATCH, POST and PUT on, and answers TRACE and QUERY itself.
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+    do_OPTIONS = do_TRACE = do_QUERY = _forward
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the runtime prints its own activity line
