@@ -282,6 +282,21 @@ def test_numbers_are_read_as_json_numbers(system: Dynacron, task_id: str) -> Non
         assert reason in problem["detail"]
 
 
+def test_a_body_nested_past_the_parsers_stack_is_a_400_not_a_500(system: Dynacron) -> None:
+    """Found while merging (finding 8 class): a payload nested some thousand levels
+    deep made ``json.loads`` raise RecursionError, answered 500; a shallower one is
+    the payload's own 422 (at most 32 levels)."""
+    for depth, expected in ((40, 422), (5_000, 400), (200_000, 400)):
+        nested = '{"a":' * depth + "1" + "}" * depth
+        raw = f'{{"rate": "1 hour", "handler_url": "{HOOK}", "payload": {nested}}}'
+        status, _, problem = send(system, "POST", "/tasks", raw=raw)
+        assert status == expected, (depth, problem)
+        if expected == 400:
+            assert "nested too deeply" in problem["detail"]
+    status, _, listing = send(system, "GET", "/tasks")
+    assert (status, listing["items"]) == (200, [])
+
+
 def test_every_operation_declares_the_problems_any_request_may_meet(system: Dynacron) -> None:
     """Finding 8: 413 (from the gateway, on any route) and 429 were answered where
     the document did not declare them; each is problem+json, 429 with Retry-After."""

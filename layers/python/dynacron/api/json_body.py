@@ -27,9 +27,14 @@ NOT_AN_OBJECT = "must be a JSON object"
 def parse_json_body(text: str) -> Any:
     """The body as JSON; ``json.JSONDecodeError`` for anything that is not JSON,
     or not a JSON object (``NOT_AN_OBJECT``)."""
-    body = json.loads(
-        text, parse_int=_integer, parse_float=_number, parse_constant=_not_a_json_number
-    )
+    try:
+        body = json.loads(
+            text, parse_int=_integer, parse_float=_number, parse_constant=_not_a_json_number
+        )
+    except RecursionError:
+        # Some thousand levels deep: the parser's own stack ends before any bound of
+        # ours is checked (payloads may nest 32 levels).
+        raise json.JSONDecodeError("the body is nested too deeply", text, 0) from None
     if body is not None and not isinstance(body, dict):
         raise json.JSONDecodeError(NOT_AN_OBJECT, text, 0)
     return body
