@@ -1632,6 +1632,15 @@ class ExecutionStore:
         query = PartitionQuery(self._table, "task_id", task_id, newest_first=True)
         return query_page(self._client, query, limit, token, execution_from_item)
 
+    def owner_of(self, dispatch: Dispatch) -> str:
+        """The tenant of a dispatch whose task is gone or cannot be read: as the message
+        says, or, for a message sent before messages said, as another execution of
+        the task recorded it."""
+        if dispatch.tenant_id is not None:
+            return dispatch.tenant_id
+        recorded = self.list_for_task(dispatch.task_id, 1, None).items
+        return recorded[0].tenant_id if recorded else DEFAULT_TENANT
+
 
 @dataclass(frozen=True)
 class ShardCursor:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from datetime import datetime
 from enum import StrEnum
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -56,7 +57,6 @@ from dynacron.domain.executions import (
 )
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.tasks import Task, task_id_of
-from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.metrics import ReliabilityMetrics
 from dynacron.queue import DeadLetterQueue, dispatch_from_body
@@ -209,19 +209,7 @@ class UndeliveredDispatches:
             # earlier reading of this one (whose copy the reaper sends if need be).
             return Settled.MOVED_ON
         self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
-        failed = Execution(
-            execution_id=dispatch.execution_id,
-            task_id=dispatch.task_id,
-            scheduled_at=dispatch.scheduled_at,
-            status=ExecutionStatus.FAILED,
-            attempt=dispatch.attempt,
-            first_attempt=dispatch.attempt,
-            completed_at=now,
-            error=self._reason,
-            retry=task.retry,
-            upstream=dispatch.upstream,
-            tenant_id=task.tenant_id,
-        )
+        failed = _never_began(dispatch, now, self._reason, task.retry, task.tenant_id)
         self._outcomes.send_dead_letter_copy(failed, self._reason, token)
         self._metrics.dead_lettered()
         return Settled.DEAD_LETTERED
@@ -233,7 +221,7 @@ class UndeliveredDispatches:
         now = self._clock.now()
         token = new_token()
         reason = f"{self._reason}; the task was set aside: {why}"
-        tenant_id = dispatch.tenant_id or self._owner_of_message(dispatch)
+        tenant_id = self._executions.owner_of(dispatch)
         if not self._executions.record_undelivered(
             dispatch,
             now=now,
@@ -245,28 +233,11 @@ class UndeliveredDispatches:
         ):
             return Settled.MOVED_ON
         self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
-        failed = Execution(
-            execution_id=dispatch.execution_id,
-            task_id=dispatch.task_id,
-            scheduled_at=dispatch.scheduled_at,
-            status=ExecutionStatus.FAILED,
-            attempt=dispatch.attempt,
-            first_attempt=dispatch.attempt,
-            completed_at=now,
-            error=reason,
-            upstream=dispatch.upstream,
-            tenant_id=tenant_id,
-        )
+        failed = _never_began(dispatch, now, reason, RetryPolicy(), tenant_id)
         self._dead_letter_queue.send(failed.as_dispatch(), reason)
         self._executions.release(dispatch.execution_id, token)
         self._metrics.dead_lettered()
         return Settled.DEAD_LETTERED
-
-    def _owner_of_message(self, dispatch: Dispatch) -> str:
-        """A message sent before messages named their tenant: as another execution
-        of the task recorded it."""
-        recorded = self._executions.list_for_task(dispatch.task_id, 1, None).items
-        return recorded[0].tenant_id if recorded else DEFAULT_TENANT
 
     def _dead_letter_queued(self, queued: Execution, seen_token: str) -> Settled:
         now = self._clock.now()
@@ -316,3 +287,22 @@ class UndeliveredDispatches:
                 return Settled.TAKEN_OVER
         self._executions.watch(running.execution_id, seen_token)
         return Settled.WATCHED
+
+
+def _never_began(
+    dispatch: Dispatch, now: datetime, reason: str, retry: RetryPolicy, tenant_id: str
+) -> Execution:
+    """The dead letter of a dispatch that never began, as ``record_undelivered`` stored it."""
+    return Execution(
+        execution_id=dispatch.execution_id,
+        task_id=dispatch.task_id,
+        scheduled_at=dispatch.scheduled_at,
+        status=ExecutionStatus.FAILED,
+        attempt=dispatch.attempt,
+        first_attempt=dispatch.attempt,
+        completed_at=now,
+        error=reason,
+        retry=retry,
+        upstream=dispatch.upstream,
+        tenant_id=tenant_id,
+    )

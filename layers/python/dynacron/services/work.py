@@ -67,7 +67,6 @@ from dynacron.domain.executions import (
 )
 from dynacron.domain.retry import AttemptFailure, RetryPolicy
 from dynacron.domain.tasks import Task, TaskStatus, skipped_reason
-from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.idempotency import (
     AttemptRefused,
@@ -159,7 +158,7 @@ class ExecutionRunner:
             lease_token=lease_token,
             callback_digest=token_digest(callback_token),
             retry=task.retry if task is not None else RetryPolicy(),
-            tenant_id=task.tenant_id if task is not None else self._owner_of_message(dispatch),
+            tenant_id=task.tenant_id if task is not None else self._executions.owner_of(dispatch),
         )
         if task is None or task.status in NOT_RUNNING:
             self._report_limits(admitted, None)
@@ -239,15 +238,6 @@ class ExecutionRunner:
             new_token=new_token(),
         )
 
-    def _owner_of_message(self, dispatch: Dispatch) -> str:
-        """The tenant of a task deleted (or unreadable) before this execution began: as
-        the message says, or as another execution of the task recorded it (a message
-        sent before messages said)."""
-        if dispatch.tenant_id is not None:
-            return dispatch.tenant_id
-        recorded = self._executions.list_for_task(dispatch.task_id, 1, None).items
-        return recorded[0].tenant_id if recorded else DEFAULT_TENANT
-
     def _set_aside(self, dispatch: Dispatch, error: Exception, now: datetime) -> Outcome:
         """The task made the worker raise before the attempt began: it is set aside
         (ERROR with the reason, and the run slot freed if this execution holds it:
@@ -274,7 +264,7 @@ class ExecutionRunner:
             lease_token=lease_token,
             callback_digest=token_digest(new_token()),
             retry=RetryPolicy(),
-            tenant_id=self._owner_of_message(dispatch),
+            tenant_id=self._executions.owner_of(dispatch),
         )
         if not begun.began or begun.current is None:
             return self._not_begun(begun.current)
