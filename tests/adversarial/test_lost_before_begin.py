@@ -20,8 +20,8 @@ from botocore.exceptions import EndpointConnectionError
 
 from dynacron import metric_names
 from dynacron.app import Dynacron
-from dynacron.domain.executions import Dispatch, Execution, ExecutionStatus
-from dynacron.domain.tasks import Task, TaskStatus, execution_id_for
+from dynacron.domain.executions import Dispatch, ExecutionStatus
+from dynacron.domain.tasks import TaskStatus, execution_id_for
 from dynacron.faults import Boundary
 from dynacron.local.aws import undelivered_queue_url
 from dynacron.local.chaos import CrashAt, InjectedCrash
@@ -31,6 +31,7 @@ from dynacron.resources import DISPATCH_QUEUE
 from dynacron.services.undelivered import Settled
 from tests.conftest import START
 from tests.integration.api_client import ALICE, call
+from tests.integration.test_control import execution, task
 from tests.pipeline import Pipeline
 from tests.support import Sink
 
@@ -104,18 +105,6 @@ def dead_letter_copies(pipeline: Pipeline) -> list[dict[str, Any]]:
         {**json.loads(m["Body"]), "attribute": m["MessageAttributes"]["execution_id"]}
         for m in messages
     ]
-
-
-def task(pipeline: Pipeline, task_id: str) -> Task:
-    found = pipeline.app.tasks.get(task_id)
-    assert found is not None
-    return found
-
-
-def execution(pipeline: Pipeline, execution_id: str) -> Execution:
-    found = pipeline.execution(execution_id)
-    assert found is not None, execution_id
-    return found
 
 
 def step(pipeline: Pipeline, when: datetime) -> None:
