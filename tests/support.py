@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -17,8 +18,10 @@ from typing import Any
 
 import httpx
 
+from dynacron.app import Dynacron
 from dynacron.domain.executions import Dispatch
 from dynacron.queue import DispatchQueue
+from dynacron.services.tick import Ticker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -253,3 +256,19 @@ class RecordingQueue(DispatchQueue):
         accepted = super().send(dispatches)
         self.accepted += accepted
         return accepted
+
+
+def recording_ticker(
+    system: Dynacron, aws: tuple[Any, Any], **settings: Any
+) -> tuple[Ticker, RecordingQueue]:
+    """The real tick over a recording queue; ``settings`` override the system's."""
+    queue = RecordingQueue(aws[1], system.settings.dispatch_queue_url)
+    ticker = Ticker(
+        tasks=system.tasks,
+        executions=system.executions,
+        queue=queue,
+        cursors=system.cursors,
+        settings=dataclasses.replace(system.settings, **settings),
+        clock=system.clock,
+    )
+    return ticker, queue

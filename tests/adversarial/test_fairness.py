@@ -10,7 +10,6 @@ the test moves.
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,7 +26,7 @@ from dynacron.local.aws import provision
 from dynacron.models import TaskCreate
 from dynacron.services.tick import Ticker, TickReport
 from tests.conftest import sleep_moving
-from tests.support import RecordingQueue
+from tests.support import recording_ticker
 
 HOOK = "http://127.0.0.1:9/hook"
 TENANT_A = "tenant-a"
@@ -48,22 +47,6 @@ def one_shard(aws: tuple[Any, Any], clock: SettableClock) -> Dynacron:
         tick_concurrency=1,
     )
     return Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock, sleep=sleep_moving(clock))
-
-
-def recording(
-    system: Dynacron, aws: tuple[Any, Any], **settings: Any
-) -> tuple[Ticker, RecordingQueue]:
-    """The real tick over a recording queue; ``settings`` override the system's."""
-    queue = RecordingQueue(aws[1], system.settings.dispatch_queue_url)
-    ticker = Ticker(
-        tasks=system.tasks,
-        executions=system.executions,
-        queue=queue,
-        cursors=system.cursors,
-        settings=dataclasses.replace(system.settings, **settings),
-        clock=system.clock,
-    )
-    return ticker, queue
 
 
 def register(system: Dynacron, tenant_id: str, **fields: Any) -> str:
@@ -128,7 +111,7 @@ def test_a_resumed_run_all_flood_never_delays_what_is_due_now(
     else); tenant B's on-time tasks in the same shard never fired."""
     system = one_shard
     # Given tenant A's flood and tenant B's 100 tasks, all due now, in one shard
-    ticker, queue = recording(system, aws, catchup_max_runs=5)
+    ticker, queue = recording_ticker(system, aws, catchup_max_runs=5)
     flood, on_time, due = flood_and_on_time(system, ticker, clock, with_flood=True)
     # When one tick runs
     report = tick(ticker)
@@ -165,7 +148,7 @@ def test_on_time_lateness_is_the_same_with_and_without_a_flood(
     """Finding 4: tenant B's lateness with tenant A's flood in the shard is no worse
     than without it (the injected clock: 0 s in both; figures in the report)."""
     system = one_shard
-    ticker, queue = recording(system, aws)
+    ticker, queue = recording_ticker(system, aws)
     _, on_time, due = flood_and_on_time(system, ticker, clock, with_flood=False)
     tick(ticker)
     alone = sorted((clock.now() - d.scheduled_at).total_seconds() for d in queue.accepted)
@@ -207,7 +190,7 @@ def test_a_backlog_is_worked_for_a_bounded_time_per_tick(
         tick_page_size=10,
     )
     system = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=stepping)
-    ticker, queue = recording(system, aws)
+    ticker, queue = recording_ticker(system, aws)
     # Given tenant A's 30 resumed per-second run_all tasks and B's 10 on-time ones
     flood, on_time, _ = flood_and_on_time(
         system, ticker, stepping, with_flood=True, flood_tasks=30, on_time_tasks=10
@@ -248,7 +231,7 @@ def test_an_occurrence_held_back_by_pacing_runs_late_never_skipped(
     """Finding 6: an occurrence held back by dispatch pacing for 5 minutes was
     counted as missed, and a catchup: skip task dropped it silently."""
     system = one_shard
-    ticker, queue = recording(system, aws, max_queued_dispatches=1)
+    ticker, queue = recording_ticker(system, aws, max_queued_dispatches=1)
     task_id, due = hourly_skip_task(system, ticker, clock)
     # Given a full dispatch queue (pacing) while the shard keeps ticking
     sqs = aws[1]
@@ -277,7 +260,7 @@ def test_an_occurrence_due_in_a_real_outage_is_still_skipped(
     """Finding 6: downtime (no tick of the shard for 5 minutes) is still a misfire,
     and catchup: skip still skips it."""
     system = one_shard
-    ticker, queue = recording(system, aws)
+    ticker, queue = recording_ticker(system, aws)
     task_id, due = hourly_skip_task(system, ticker, clock)
     # Given no tick of the shard from 10 s before it was due until 5 minutes after
     clock.advance(timedelta(minutes=5, seconds=10))
@@ -297,7 +280,7 @@ def test_an_occurrence_due_while_its_task_was_paused_is_missed(
 ) -> None:
     """Finding 6: a pause is a misfire even though the shard kept ticking."""
     system = one_shard
-    ticker, queue = recording(system, aws)
+    ticker, queue = recording_ticker(system, aws)
     task_id, due = hourly_skip_task(system, ticker, clock)
     system.task_service.pause(TENANT_B, task_id, None)
     for _ in range(31):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -12,28 +11,11 @@ from dynacron.domain.executions import Dispatch
 from dynacron.domain.tasks import TaskStatus, execution_id_for, jitter_offset
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.models import TaskCreate
-from dynacron.services.tick import Ticker
 from tests.conftest import START
-from tests.support import RecordingQueue
+from tests.support import recording_ticker
 
 HOOK = "http://127.0.0.1:9/hook"
 MINUTE = timedelta(minutes=1)
-
-
-def recording_ticker(
-    system: Dynacron, aws: tuple[Any, Any], **settings: Any
-) -> tuple[Ticker, RecordingQueue]:
-    """The real tick over a recording queue; ``settings`` override the system's."""
-    queue = RecordingQueue(aws[1], system.settings.dispatch_queue_url)
-    ticker = Ticker(
-        executions=system.executions,
-        tasks=system.tasks,
-        queue=queue,
-        cursors=system.cursors,
-        settings=dataclasses.replace(system.settings, **settings),
-        clock=system.clock,
-    )
-    return ticker, queue
 
 
 def register(system: Dynacron, **fields: Any) -> str:
