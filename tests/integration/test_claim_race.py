@@ -25,7 +25,7 @@ from tests.support import Service
 
 DUE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CLAIMERS = 8
-TASKS = 1000
+TASKS = 400
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_eight_concurrent_claimers_claim_each_due_item_exactly_once(endpoint: st
         clock=SettableClock(DUE),
         shard_count=1,
     )
-    # Given 1,000 one-time tasks due at the same instant, all in one shard
+    # Given 400 one-time tasks due at the same instant, all in one shard
     for _start in range(0, TASKS, 25):
         items = []
         for _ in range(25):
@@ -94,7 +94,7 @@ def test_eight_concurrent_claimers_claim_each_due_item_exactly_once(endpoint: st
     for thread in threads:
         thread.join(timeout=120)
 
-    # Then exactly 1,000 claims were counted, and every execution was sent
+    # Then exactly as many claims as tasks were counted, and every execution was sent
     assert sum(r.claimed for r in reports) == TASKS
     contested = sum(r.lost_races for r in reports)
     execution_ids: set[str] = set()
