@@ -241,7 +241,7 @@ class Monitoring(Construct):
         )
         self._blind_spot_alarms(config, functions, api_stage)
         self.dashboard = self._dashboard(dispatch, dead_letters, functions)
-        self._add_issue_13_widgets(config)
+        self._totals_and_timings_widgets(config)
 
     def _blind_spot_alarms(
         self,
@@ -294,7 +294,7 @@ class Monitoring(Construct):
             threshold=config.queue_latency_alarm_seconds,
         )
 
-    def _add_issue_13_widgets(self, config: SchedulerConfig) -> None:
+    def _totals_and_timings_widgets(self, config: SchedulerConfig) -> None:
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="Ticks per minute, by shard (none: the shard is not ticked)",

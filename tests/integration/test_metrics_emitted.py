@@ -29,31 +29,15 @@ from dynacron.services.tick_loop import LoopEnd
 from tests.conftest import sleep_moving
 from tests.integration.api_client import ALICE
 from tests.support import FakeLambdaContext
+from tests.unit.test_metrics_emitted import emitted, shard, units
 
 DISPATCH_ARN = "arn:aws:sqs:us-east-1:123456789012:dynacron-dispatch"
 HOOK = "http://127.0.0.1:9/hook"
 
 
 def values_of(documents: list[EmfDocument], name: str, **dimensions: str) -> list[float]:
-    """Every value of ``name`` in documents whose extra dimensions are ``dimensions``."""
-    found: list[float] = []
-    for document in documents:
-        (directive,) = document["_aws"]["CloudWatchMetrics"]
-        names = {m["Name"] for m in directive["Metrics"]}
-        extra = {d: document[d] for d in directive["Dimensions"][0]}
-        extra.pop(metric_names.SERVICE_DIMENSION)
-        if name in names and extra == dimensions:
-            found += document[name]
-    return found
-
-
-def units_of(documents: list[EmfDocument]) -> dict[str, str]:
-    return {
-        metric["Name"]: metric["Unit"]
-        for document in documents
-        for directive in document["_aws"]["CloudWatchMetrics"]
-        for metric in directive["Metrics"]
-    }
+    """Every value of ``name`` emitted with exactly these dimensions besides service."""
+    return emitted(documents).get((name, frozenset(dimensions.items())), [])
 
 
 def dimensions_of(documents: list[EmfDocument], name: str) -> list[list[str]]:
@@ -86,17 +70,15 @@ def system_with(
 # --- the looping tick -------------------------------------------------------------------
 
 
-def test_every_step_of_the_looping_tick_flushes_its_shards_heartbeat(
+def test_every_step_of_the_looping_tick_flushes_one_line_with_its_shards_heartbeat(
     aws: tuple[Any, Any], settings: Settings, clock: SettableClock
 ) -> None:
     documents: list[EmfDocument] = []
-    heartbeats_at_each_sleep: list[int] = []
+    lines_at_each_sleep: list[int] = []
 
     def sleep(seconds: float) -> None:
         # What had reached stdout (CloudWatch) when the loop went to sleep.
-        heartbeats_at_each_sleep.append(
-            len(values_of(documents, metric_names.TICK_HEARTBEAT, shard="1"))
-        )
+        lines_at_each_sleep.append(len(documents))
         clock.advance(timedelta(seconds=seconds))
 
     system = system_with(aws, settings, clock, documents, sleep=sleep)
@@ -104,20 +86,23 @@ def test_every_step_of_the_looping_tick_flushes_its_shards_heartbeat(
     context = FakeLambdaContext(aws_request_id="invocation-1", remaining_millis=30_000)
     # When it runs its loop to the deadline
     result = system.tick({"shard": 1, "loop": True}, context)
-    # Then each tick was followed by one heartbeat of shard 1, flushed before the
-    # loop slept: a loop that flushed only at its end would show zeros here
+    ticks = result["ticks"]
     assert result["ended"] == LoopEnd.DEADLINE.value
-    assert result["ticks"] >= 10
-    assert heartbeats_at_each_sleep == list(range(1, result["ticks"] + 1))
-    assert values_of(documents, metric_names.TICK_HEARTBEAT, shard="1") == [1.0] * result["ticks"]
-    # And the heartbeat carries the shard as a dimension, and no other metric does
-    assert set(map(tuple, dimensions_of(documents, metric_names.TICK_HEARTBEAT))) == {
-        (metric_names.SERVICE_DIMENSION, metric_names.SHARD_DIMENSION)
-    }
+    assert ticks >= 10
+    # Then each step printed exactly one line before the loop slept: a loop that
+    # flushed only at its end would show zeros here, one printing more, more
+    assert lines_at_each_sleep == list(range(1, ticks + 1))
+    # And each line carries one heartbeat of shard 1, with the shard as dimension
     for document in documents:
-        if metric_names.TICK_HEARTBEAT not in document:
-            assert metric_names.SHARD_DIMENSION not in document
-    assert units_of(documents)[metric_names.TICK_HEARTBEAT] == "Count"
+        assert emitted([document])[(metric_names.TICK_HEARTBEAT, shard(1))] == [1.0]
+    assert values_of(documents, metric_names.TICK_HEARTBEAT, shard="1") == [1.0] * ticks
+    assert (
+        dimensions_of(documents, metric_names.TICK_HEARTBEAT)
+        == [[metric_names.SERVICE_DIMENSION, metric_names.SHARD_DIMENSION]] * ticks
+    )
+    assert units(documents)[metric_names.TICK_HEARTBEAT] == "Count"
+    # And the tick's own metric keeps the service dimension alone
+    assert values_of(documents, metric_names.QUEUE_DEPTH) == [0.0] * ticks
 
 
 class RaiseAt:
@@ -227,9 +212,9 @@ def test_the_worker_emits_the_handler_calls_duration_and_the_queue_latency(
     assert values_of(documents, metric_names.QUEUE_LATENCY) == [3.0]
     assert values_of(documents, metric_names.HANDLER_DURATION) == [2.5]
     assert values_of(documents, metric_names.SCHEDULING_LAG) == [4.0]
-    units = units_of(documents)
-    assert units[metric_names.QUEUE_LATENCY] == "Seconds"
-    assert units[metric_names.HANDLER_DURATION] == "Seconds"
+    unit_of = units(documents)
+    assert unit_of[metric_names.QUEUE_LATENCY] == "Seconds"
+    assert unit_of[metric_names.HANDLER_DURATION] == "Seconds"
     # With the service dimension alone, which is what the alarms ask for
     for name in (metric_names.QUEUE_LATENCY, metric_names.HANDLER_DURATION):
         assert dimensions_of(documents, name) == [[metric_names.SERVICE_DIMENSION]]

@@ -12,13 +12,68 @@ from dynacron.metrics import FLUSH_AT_VALUES, EmfDocument, MetricTotals, Reliabi
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
-def extra_dimensions(document: EmfDocument) -> dict[str, str]:
-    (directive,) = document["_aws"]["CloudWatchMetrics"]
-    (dimension_set,) = directive["Dimensions"]
-    return {name: document[name] for name in dimension_set if name != "service"}
+def emitted(
+    documents: list[EmfDocument],
+) -> dict[tuple[str, frozenset[tuple[str, str]]], list[float]]:
+    """(metric, its dimensions other than service) -> every value, as CloudWatch
+    reads the documents: each directive names its metrics and their dimensions."""
+    found: dict[tuple[str, frozenset[tuple[str, str]]], list[float]] = {}
+    for document in documents:
+        assert document[metric_names.SERVICE_DIMENSION] == metric_names.SERVICE
+        for directive in document["_aws"]["CloudWatchMetrics"]:
+            assert directive["Namespace"] == metric_names.NAMESPACE
+            (dimension_set,) = directive["Dimensions"]
+            assert metric_names.SERVICE_DIMENSION in dimension_set
+            extra = frozenset(
+                (name, document[name])
+                for name in dimension_set
+                if name != metric_names.SERVICE_DIMENSION
+            )
+            for metric in directive["Metrics"]:
+                found.setdefault((metric["Name"], extra), []).extend(document[metric["Name"]])
+    return found
 
 
-def test_each_shards_heartbeat_is_a_document_of_its_own_with_the_shard_dimension() -> None:
+def units(documents: list[EmfDocument]) -> dict[str, str]:
+    return {
+        metric["Name"]: metric["Unit"]
+        for document in documents
+        for directive in document["_aws"]["CloudWatchMetrics"]
+        for metric in directive["Metrics"]
+    }
+
+
+def shard(number: int) -> frozenset[tuple[str, str]]:
+    return frozenset({(metric_names.SHARD_DIMENSION, str(number))})
+
+
+NONE: frozenset[tuple[str, str]] = frozenset()
+
+
+def test_a_shards_heartbeat_rides_in_the_flushs_one_document_with_its_own_dimension() -> None:
+    documents: list[EmfDocument] = []
+    metrics = ReliabilityMetrics(documents.append)
+    # Given what one step of the looping tick records
+    metrics.queue_depth(7)
+    metrics.tick_heartbeat(3)
+    # When it is flushed
+    metrics.flush()
+    # Then one line carries both, each metric with exactly its own dimensions
+    (document,) = documents
+    assert emitted(documents) == {
+        (metric_names.QUEUE_DEPTH, NONE): [7.0],
+        (metric_names.TICK_HEARTBEAT, shard(3)): [1.0],
+    }
+    assert len(document["_aws"]["CloudWatchMetrics"]) == 2
+    # And nothing new emits nothing; a heartbeat alone is a document too
+    metrics.flush()
+    metrics.tick_heartbeat(3)
+    metrics.flush()
+    assert len(documents) == 2
+    assert emitted(documents[1:]) == {(metric_names.TICK_HEARTBEAT, shard(3)): [1.0]}
+
+
+def test_two_values_of_one_dimension_cannot_share_a_document() -> None:
     documents: list[EmfDocument] = []
     metrics = ReliabilityMetrics(documents.append)
     metrics.tick_heartbeat(0)
@@ -26,24 +81,13 @@ def test_each_shards_heartbeat_is_a_document_of_its_own_with_the_shard_dimension
     metrics.tick_heartbeat(3)
     metrics.queue_depth(7)
     metrics.flush()
-    by_dimensions = {tuple(sorted(extra_dimensions(d).items())): d for d in documents}
-    assert set(by_dimensions) == {(), (("shard", "0"),), (("shard", "3"),)}
-    assert by_dimensions[(("shard", "3"),)][metric_names.TICK_HEARTBEAT] == [1.0, 1.0]
-    assert by_dimensions[(("shard", "0"),)][metric_names.TICK_HEARTBEAT] == [1.0]
-    # The service-wide document keeps the service dimension alone: the alarms on
-    # its metrics match only those exact dimensions
-    plain = by_dimensions[()]
-    assert metric_names.TICK_HEARTBEAT not in plain
-    assert plain[metric_names.QUEUE_DEPTH] == [7.0]
-    for document in documents:
-        assert document[metric_names.SERVICE_DIMENSION] == metric_names.SERVICE
-    # Nothing new: nothing more is emitted, and the shard documents start afresh
-    metrics.flush()
-    assert len(documents) == 3
-    metrics.tick_heartbeat(3)
-    metrics.flush()
-    assert extra_dimensions(documents[-1]) == {"shard": "3"}
-    assert documents[-1][metric_names.TICK_HEARTBEAT] == [1.0]
+    # A document holds one value of "shard": two shards need two documents
+    assert len(documents) == 2
+    assert emitted(documents) == {
+        (metric_names.QUEUE_DEPTH, NONE): [7.0],
+        (metric_names.TICK_HEARTBEAT, shard(0)): [1.0],
+        (metric_names.TICK_HEARTBEAT, shard(3)): [1.0, 1.0],
+    }
 
 
 def test_executions_finish_by_outcome_and_every_ended_attempt_is_counted() -> None:
@@ -62,10 +106,11 @@ def test_executions_finish_by_outcome_and_every_ended_attempt_is_counted() -> No
     metrics.flush()
     assert totals.total(metric_names.ATTEMPTS) == 2
     assert totals.total(metric_names.FAILURES) == 1
+    assert totals.total(metric_names.EXECUTIONS_FINISHED) == 3
     finished = {
-        extra_dimensions(d)["outcome"]: d[metric_names.EXECUTIONS_FINISHED]
-        for d in documents
-        if metric_names.EXECUTIONS_FINISHED in d
+        dict(dimensions)[metric_names.OUTCOME_DIMENSION]: values
+        for (name, dimensions), values in emitted(documents).items()
+        if name == metric_names.EXECUTIONS_FINISHED
     }
     assert finished == {"SUCCEEDED": [1.0], "SKIPPED": [1.0], "FAILED": [1.0]}
 
@@ -76,15 +121,14 @@ def test_durations_and_latencies_are_seconds_never_negative() -> None:
     metrics.handler_duration(0.25)
     metrics.queue_latency(-0.1)  # the worker's clock a little behind SQS's
     metrics.flush()
-    (document,) = documents
-    (directive,) = document["_aws"]["CloudWatchMetrics"]
-    units = {m["Name"]: m["Unit"] for m in directive["Metrics"]}
-    assert units == {
+    assert units(documents) == {
         metric_names.HANDLER_DURATION: "Seconds",
         metric_names.QUEUE_LATENCY: "Seconds",
     }
-    assert document[metric_names.HANDLER_DURATION] == [0.25]
-    assert document[metric_names.QUEUE_LATENCY] == [0.0]
+    assert emitted(documents) == {
+        (metric_names.HANDLER_DURATION, NONE): [0.25],
+        (metric_names.QUEUE_LATENCY, NONE): [0.0],
+    }
 
 
 def test_a_shard_document_is_flushed_before_powertools_would_print_it() -> None:

@@ -146,11 +146,16 @@ class ReliabilityMetrics:
         self._add(metric_names.TICK_FAILURES, MetricUnit.Count, 1)
 
     def flush(self) -> None:
-        """Hand what was recorded since the last flush to ``emit``: one EMF document,
-        and one more for each extra dimension value recorded (a shard's heartbeat)."""
+        """Hand what was recorded since the last flush to ``emit``, as one EMF
+        document: a metric with a dimension of its own rides in it as a directive
+        of its own. A second value of one dimension (two outcomes) cannot share a
+        document with the first, and goes in one more."""
         with self._lock:
-            providers = [self._provider, *self._dimensioned.values()]
-            documents = [d for d in map(self._take, providers) if d is not None]
+            documents: list[EmfDocument] = []
+            for provider in (self._provider, *self._dimensioned.values()):
+                document = self._take(provider)
+                if document is not None:
+                    _merge_into(documents, document)
         for document in documents:
             self._emit(document)
 
@@ -188,6 +193,19 @@ class ReliabilityMetrics:
         document = dict(provider.serialize_metric_set())
         provider.clear_metrics()
         return document
+
+
+def _merge_into(documents: list[EmfDocument], document: EmfDocument) -> None:
+    """Add ``document``'s directives and values to the first of ``documents`` that
+    holds none of its members, or append it. One line per flush: each line printed
+    by a looping tick every second is ingested by CloudWatch Logs, and billed."""
+    members = document.keys() - {"_aws", metric_names.SERVICE_DIMENSION}
+    for host in documents:
+        if members.isdisjoint(host):
+            host["_aws"]["CloudWatchMetrics"] += document["_aws"]["CloudWatchMetrics"]
+            host.update((member, document[member]) for member in members)
+            return
+    documents.append(document)
 
 
 class MetricTotals:
