@@ -49,6 +49,12 @@ class SchedulerConfig:
     expired_leases_alarm_threshold: int = 0
     # Seconds of waiting that limits, breakers and pauses add in 5 minutes, in all.
     limit_lateness_alarm_seconds: float = 3600.0
+    # Alarm when more than this share of attempts fail in 5 minutes, once at least
+    # ``failure_rate_alarm_min_attempts`` ended in them.
+    failure_rate_alarm_percent: float = 10.0
+    failure_rate_alarm_min_attempts: int = 20
+    # Alarm when p99 queue latency (a due message's wait for a worker) exceeds this.
+    queue_latency_alarm_seconds: float = 30.0
 
     def __post_init__(self) -> None:
         checks = {
@@ -63,6 +69,8 @@ class SchedulerConfig:
             "provisioned_max_capacity": 1
             <= self.provisioned_min_capacity
             <= self.provisioned_max_capacity,
+            "failure_rate_alarm_percent": 0 <= self.failure_rate_alarm_percent < 100,
+            "failure_rate_alarm_min_attempts": self.failure_rate_alarm_min_attempts >= 1,
         }
         wrong = [name for name, ok in checks.items() if not ok]
         if wrong:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_lambda as lambda_
@@ -27,6 +28,12 @@ WAITING = (
     metric_names.WAITING_ON_BREAKER,
     metric_names.WAITING_ON_PAUSE,
 )
+# A shard without a heartbeat for this many minutes in a row is not being ticked.
+# Heartbeats come every second; even a tick cut at its lease bound (20 s) leaves
+# some in each minute, and 3 minutes ride out a late EventBridge invocation.
+TICK_STOPPED_MINUTES = 3
+# A metric math alarm reads at most 10 metrics: one alarm per 10 shards.
+SHARDS_PER_TICK_ALARM = 10
 # Each host's breaker, from the worker's "breaker open|closed" and "breaker
 # half-open: probing" log lines (with the host): one row per host, no metric per
 # host to pay for.
@@ -54,6 +61,63 @@ def dynacron_metric(
     )
 
 
+def shard_heartbeat(shard: int, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    """Ticks of one shard (its looping tick emits one after every tick)."""
+    return cloudwatch.Metric(
+        namespace=metric_names.NAMESPACE,
+        metric_name=metric_names.TICK_HEARTBEAT,
+        dimensions_map={
+            metric_names.SERVICE_DIMENSION: metric_names.SERVICE,
+            metric_names.SHARD_DIMENSION: str(shard),
+        },
+        statistic="Sum",
+        period=period,
+        label=f"shard {shard}",
+    )
+
+
+def finished(outcome: str) -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace=metric_names.NAMESPACE,
+        metric_name=metric_names.EXECUTIONS_FINISHED,
+        dimensions_map={
+            metric_names.SERVICE_DIMENSION: metric_names.SERVICE,
+            metric_names.OUTCOME_DIMENSION: outcome,
+        },
+        statistic="Sum",
+        period=ONE_MINUTE,
+        label=outcome,
+    )
+
+
+def ticked_shards(shards: range) -> cloudwatch.MathExpression:
+    """The fewest ticks any of ``shards`` had in a minute: 0 when one stopped.
+
+    A shard with no data at all (its tick never ran) counts as 0, not as missing.
+    """
+    using = {f"shard{shard}": shard_heartbeat(shard) for shard in shards}
+    return cloudwatch.MathExpression(
+        expression=f"MIN([{', '.join(f'FILL({name}, 0)' for name in using)}])",
+        using_metrics=using,
+        period=ONE_MINUTE,
+        label="fewest ticks of one shard in a minute",
+    )
+
+
+def failure_rate(min_attempts: int, period: Duration = FIVE_MINUTES) -> cloudwatch.MathExpression:
+    """Failed attempts as a percentage of ended ones, and 0 below ``min_attempts``
+    (one failure among two is not a page). No attempts at all: no data."""
+    return cloudwatch.MathExpression(
+        expression=f"IF(attempts >= {min_attempts}, 100 * FILL(failures, 0) / attempts, 0)",
+        using_metrics={
+            "attempts": dynacron_metric(metric_names.ATTEMPTS, "Sum", period),
+            "failures": dynacron_metric(metric_names.FAILURES, "Sum", period),
+        },
+        period=period,
+        label="failed attempts (%)",
+    )
+
+
 class Monitoring(Construct):
     def __init__(
         self,
@@ -63,6 +127,7 @@ class Monitoring(Construct):
         config: SchedulerConfig,
         queues: Queues,
         functions: dict[str, lambda_.Function],
+        api_stage: apigateway.Stage | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "AlarmTopic", display_name="dynacron alarms", enforce_ssl=True)
@@ -174,26 +239,126 @@ class Monitoring(Construct):
             threshold=0,
             periods=3,
         )
+        self._blind_spot_alarms(config, functions, api_stage)
         self.dashboard = self._dashboard(dispatch, dead_letters, functions)
+        self._totals_and_timings_widgets(config)
+
+    def _blind_spot_alarms(
+        self,
+        config: SchedulerConfig,
+        functions: dict[str, lambda_.Function],
+        api_stage: apigateway.Stage | None,
+    ) -> None:
+        """A shard whose tick stopped, the reaper and the API failing, too many
+        attempts failing, executions waiting too long for a worker (issue 13)."""
+        for first in range(0, config.shard_count, SHARDS_PER_TICK_ALARM):
+            shards = range(first, min(first + SHARDS_PER_TICK_ALARM, config.shard_count))
+            self._alarm(
+                f"TickStoppedShards{shards[0]}To{shards[-1]}",
+                f"A shard among {shards[0]}-{shards[-1]} was not ticked for "
+                f"{TICK_STOPPED_MINUTES} minutes (no TickHeartbeat): its tick never "
+                "started, crashes, or lost its schedule; its tasks do not fire",
+                ticked_shards(shards),
+                threshold=1,
+                periods=TICK_STOPPED_MINUTES,
+                comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                # A heartbeat that stops is the failure itself: no data breaches.
+                missing=cloudwatch.TreatMissingData.BREACHING,
+            )
+        for name in ("reaper", "api"):
+            self._alarm(
+                f"{name.title()}Errors",
+                f"The {name} function fails (Lambda Errors)",
+                functions[name].metric_errors(statistic="Sum", period=ONE_MINUTE),
+                threshold=0,
+            )
+        if api_stage is not None:
+            self._alarm(
+                "ApiServerErrors",
+                "The API answered 5XX (its function raised, timed out or was throttled)",
+                api_stage.metric_server_error(statistic="Sum", period=ONE_MINUTE),
+                threshold=0,
+            )
+        self._alarm(
+            "FailureRate",
+            f"More than {config.failure_rate_alarm_percent:g}% of attempts failed in 5 "
+            f"minutes (with at least {config.failure_rate_alarm_min_attempts} attempts)",
+            failure_rate(config.failure_rate_alarm_min_attempts),
+            threshold=config.failure_rate_alarm_percent,
+        )
+        self._alarm(
+            "QueueLatencyP99",
+            f"p99 queue latency above {config.queue_latency_alarm_seconds:g} s: "
+            "executions wait for a worker",
+            dynacron_metric(metric_names.QUEUE_LATENCY, "p99"),
+            threshold=config.queue_latency_alarm_seconds,
+        )
+
+    def _totals_and_timings_widgets(self, config: SchedulerConfig) -> None:
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Ticks per minute, by shard (none: the shard is not ticked)",
+                left=[shard_heartbeat(shard) for shard in range(config.shard_count)],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Attempts and failed attempts (%)",
+                left=[
+                    dynacron_metric(metric_names.ATTEMPTS, "Sum", ONE_MINUTE),
+                    dynacron_metric(metric_names.FAILURES, "Sum", ONE_MINUTE),
+                ],
+                right=[failure_rate(config.failure_rate_alarm_min_attempts)],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Executions finished, by outcome",
+                left=[finished(outcome) for outcome in ("SUCCEEDED", "FAILED", "SKIPPED")],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Handler call duration (s)",
+                left=[
+                    dynacron_metric(metric_names.HANDLER_DURATION, statistic, ONE_MINUTE)
+                    for statistic in ("p50", "p99", "Maximum")
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Queue latency: sent or due to a worker's start (s)",
+                left=[
+                    dynacron_metric(metric_names.QUEUE_LATENCY, statistic, ONE_MINUTE)
+                    for statistic in ("p50", "p99", "Maximum")
+                ],
+                width=8,
+            ),
+        )
 
     def _alarm(
         self,
         construct_id: str,
         description: str,
-        metric: cloudwatch.Metric,
+        metric: cloudwatch.IMetric,
         *,
         threshold: float,
         periods: int = 1,
+        comparison: cloudwatch.ComparisonOperator = (
+            cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
+        ),
+        # For counts of trouble, no data means nothing happened: no errors, no lag,
+        # no dead letters. A heartbeat's alarm says otherwise.
+        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
     ) -> None:
-        alarm = metric.create_alarm(
+        alarm = cloudwatch.Alarm(
             self,
             construct_id,
+            metric=metric,
             alarm_description=description,
             threshold=threshold,
             evaluation_periods=periods,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            # No data means nothing happened: no errors, no lag, no dead letters.
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            comparison_operator=comparison,
+            treat_missing_data=missing,
         )
         alarm.add_alarm_action(actions.SnsAction(self.topic))
         alarm.add_ok_action(actions.SnsAction(self.topic))

@@ -78,4 +78,5 @@ class DynacronScheduler(Construct):
                 "reaper": self.worker.reaper,
                 "undelivered": self.undelivered.function,
             },
+            api_stage=self.api.rest_api.deployment_stage,
         )

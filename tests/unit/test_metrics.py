@@ -17,7 +17,9 @@ def test_metrics_become_one_emf_document_per_flush(capsys: pytest.CaptureFixture
     metrics.flush()
     metrics.flush()  # nothing new: nothing emitted
     (document,) = documents
-    (directive,) = document["_aws"]["CloudWatchMetrics"]
+    # The first directive; a dead letter's ExecutionsFinished has one of its own
+    # (its outcome dimension): tests/unit/test_metrics_emitted.py
+    directive = document["_aws"]["CloudWatchMetrics"][0]
     assert directive["Namespace"] == metric_names.NAMESPACE
     assert directive["Dimensions"] == [[metric_names.SERVICE_DIMENSION]]
     assert document[metric_names.SERVICE_DIMENSION] == metric_names.SERVICE

@@ -12,7 +12,7 @@ import importlib
 import os
 import time
 from collections.abc import Callable, Iterable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -37,6 +37,7 @@ from dynacron.delivery import (
     system_resolver,
 )
 from dynacron.domain.clock import Clock, SystemClock
+from dynacron.domain.executions import Dispatch, queue_latency
 from dynacron.domain.quotas import TenantRateLimiter
 from dynacron.domain.urls import UrlPolicy
 from dynacron.faults import NO_FAULTS, Boundary, Faults
@@ -299,6 +300,7 @@ class Dynacron:
                 self.runner.return_unbegun(dispatch)
                 returned += 1
                 return
+            self._record_queue_latency(record, dispatch)
             self.runner.run(dispatch, context)
             self.faults.reached(Boundary.WORKER_RECORD_DONE)
 
@@ -311,6 +313,17 @@ class Dynacron:
         if returned:
             logger.info("out of time: records sent back unbegun", extra={"returned": returned})
         return dict(response)
+
+    def _record_queue_latency(self, record: SQSRecord, dispatch: Dispatch) -> None:
+        """``QueueLatency``, from SQS's ``SentTimestamp`` (epoch milliseconds)."""
+        sent_ms = record.attributes.get("SentTimestamp")
+        if sent_ms is None:
+            return
+        sent_at = datetime.fromtimestamp(int(sent_ms) / 1000, UTC)
+        due_at = dispatch.not_before or dispatch.scheduled_at
+        latency = queue_latency(sent_at, due_at, self.clock.now())
+        if latency is not None:
+            self.metrics.queue_latency(latency.total_seconds())
 
     def reaper(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Make executions whose lease ran out move again (see services/reap.py)."""

@@ -41,3 +41,18 @@ TASKS_SET_ASIDE = "TasksSetAside"
 LEASES_SET_ASIDE = "LeasesSetAside"
 # Ticks of the looping tick that raised; the loop backs off and goes on.
 TICK_FAILURES = "TickFailures"
+
+# Totals, so that failures and retries have a denominator (issue 13). An attempt
+# counts once it ends, succeeded or failed: ``Failures / Attempts`` is the failure rate.
+ATTEMPTS = "Attempts"
+# Executions that reached a final status (SUCCEEDED, FAILED, SKIPPED), by outcome.
+EXECUTIONS_FINISHED = "ExecutionsFinished"
+OUTCOME_DIMENSION = "outcome"
+# Seconds a handler call took (the HTTP delivery or the Python handler).
+HANDLER_DURATION = "HandlerDuration"
+# Seconds from a dispatch message's send (or its due time, if later) to a worker
+# starting it: how long executions wait in the queue for a worker.
+QUEUE_LATENCY = "QueueLatency"
+# One for each tick of the looping tick, by shard: a shard without one is not ticked.
+TICK_HEARTBEAT = "TickHeartbeat"
+SHARD_DIMENSION = "shard"

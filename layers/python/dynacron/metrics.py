@@ -1,9 +1,10 @@
 """Reliability metrics, as CloudWatch Embedded Metric Format built by Powertools.
 
 Each component records into its own ``ReliabilityMetrics`` and flushes at the end
-of an invocation. Where the documents go is injected: on Lambda they are printed
-(CloudWatch Logs turns EMF lines into metrics); local mode and tests add them up
-in memory instead of printing them, so a running scheduler does not flood stdout.
+of an invocation (the looping tick: after every step). Where the documents go is
+injected: on Lambda they are printed (CloudWatch Logs turns EMF lines into
+metrics); local mode and tests add them up in memory instead of printing them, so
+a running scheduler does not flood stdout.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
 
 from dynacron import metric_names
 
+# A metric with one more dimension than ``service``: (dimension name, value).
+ExtraDimension = tuple[str, str]
 EmfDocument = dict[str, Any]
 _WAITING = {
     "concurrency": metric_names.WAITING_ON_CONCURRENCY,
@@ -53,15 +56,24 @@ class ReliabilityMetrics:
     ) -> None:
         self._emit = emit
         self._lock = threading.Lock()
+        self._namespace = namespace
+        self._service = service
+        self._provider = self._new_provider({})
+        # EMF gives every metric of a document the document's dimensions: a metric
+        # with a dimension of its own (a shard, an outcome) goes in a document of
+        # its own, one provider per dimension value.
+        self._dimensioned: dict[ExtraDimension, AmazonCloudWatchEMFProvider] = {}
+
+    def _new_provider(self, dimensions: dict[str, str]) -> AmazonCloudWatchEMFProvider:
         # A provider of our own: ``Metrics()`` would share its metric set with every
         # other instance in the process.
-        self._provider = AmazonCloudWatchEMFProvider(
-            namespace=namespace,
-            service=service,
+        return AmazonCloudWatchEMFProvider(
+            namespace=self._namespace,
+            service=self._service,
             metric_set={},
             dimension_set={},
             metadata_set={},
-            default_dimensions={},
+            default_dimensions=dimensions,
         )
 
     def retry_scheduled(self) -> None:
@@ -69,9 +81,34 @@ class ReliabilityMetrics:
 
     def attempt_failed(self) -> None:
         self._add(metric_names.FAILURES, MetricUnit.Count, 1)
+        self._add(metric_names.ATTEMPTS, MetricUnit.Count, 1)
 
     def dead_lettered(self) -> None:
+        """An execution ended FAILED, listed as a dead letter (began or not)."""
         self._add(metric_names.DEAD_LETTERS, MetricUnit.Count, 1)
+        self._finished("FAILED")
+
+    def execution_ended(self, status: str) -> None:
+        """An execution ended ``status`` (SUCCEEDED or SKIPPED; FAILED is
+        ``dead_lettered``). A success also ends an attempt."""
+        if status == "SUCCEEDED":
+            self._add(metric_names.ATTEMPTS, MetricUnit.Count, 1)
+        self._finished(status)
+
+    def handler_duration(self, seconds: float) -> None:
+        self._add(metric_names.HANDLER_DURATION, MetricUnit.Seconds, max(0.0, seconds))
+
+    def queue_latency(self, seconds: float) -> None:
+        self._add(metric_names.QUEUE_LATENCY, MetricUnit.Seconds, max(0.0, seconds))
+
+    def tick_heartbeat(self, shard: int) -> None:
+        """The looping tick ticked ``shard``: its alarm breaches when these stop."""
+        self._add(
+            metric_names.TICK_HEARTBEAT,
+            MetricUnit.Count,
+            1,
+            (metric_names.SHARD_DIMENSION, str(shard)),
+        )
 
     def lease_reaped(self) -> None:
         self._add(metric_names.LEASES_REAPED, MetricUnit.Count, 1)
@@ -109,26 +146,66 @@ class ReliabilityMetrics:
         self._add(metric_names.TICK_FAILURES, MetricUnit.Count, 1)
 
     def flush(self) -> None:
-        """Hand what was recorded since the last flush to ``emit``, as one EMF document."""
+        """Hand what was recorded since the last flush to ``emit``, as one EMF
+        document: a metric with a dimension of its own rides in it as a directive
+        of its own. A second value of one dimension (two outcomes) cannot share a
+        document with the first, and goes in one more."""
         with self._lock:
-            document = self._take()
+            documents: list[EmfDocument] = []
+            for provider in (self._provider, *self._dimensioned.values()):
+                document = self._take(provider)
+                if document is not None:
+                    _merge_into(documents, document)
+        for document in documents:
+            self._emit(document)
+
+    def _finished(self, status: str) -> None:
+        self._add(
+            metric_names.EXECUTIONS_FINISHED,
+            MetricUnit.Count,
+            1,
+            (metric_names.OUTCOME_DIMENSION, status),
+        )
+
+    def _add(
+        self,
+        name: str,
+        unit: MetricUnit,
+        value: float,
+        dimension: ExtraDimension | None = None,
+    ) -> None:
+        with self._lock:
+            provider = self._provider
+            if dimension is not None:
+                provider = self._dimensioned.get(dimension) or self._dimensioned.setdefault(
+                    dimension, self._new_provider(dict([dimension]))
+                )
+            provider.add_metric(name=name, unit=unit, value=value)
+            full = len(provider.metric_set[name]["Value"]) >= FLUSH_AT_VALUES
+            document = self._take(provider) if full else None
         if document is not None:
             self._emit(document)
 
-    def _add(self, name: str, unit: MetricUnit, value: float) -> None:
-        with self._lock:
-            self._provider.add_metric(name=name, unit=unit, value=value)
-            full = len(self._provider.metric_set[name]["Value"]) >= FLUSH_AT_VALUES
-            document = self._take() if full else None
-        if document is not None:
-            self._emit(document)
-
-    def _take(self) -> EmfDocument | None:
-        if not self._provider.metric_set:
+    @staticmethod
+    def _take(provider: AmazonCloudWatchEMFProvider) -> EmfDocument | None:
+        if not provider.metric_set:
             return None
-        document = dict(self._provider.serialize_metric_set())
-        self._provider.clear_metrics()
+        document = dict(provider.serialize_metric_set())
+        provider.clear_metrics()
         return document
+
+
+def _merge_into(documents: list[EmfDocument], document: EmfDocument) -> None:
+    """Add ``document``'s directives and values to the first of ``documents`` that
+    holds none of its members, or append it. One line per flush: each line printed
+    by a looping tick every second is ingested by CloudWatch Logs, and billed."""
+    members = document.keys() - {"_aws", metric_names.SERVICE_DIMENSION}
+    for host in documents:
+        if members.isdisjoint(host):
+            host["_aws"]["CloudWatchMetrics"] += document["_aws"]["CloudWatchMetrics"]
+            host.update((member, document[member]) for member in members)
+            return
+    documents.append(document)
 
 
 class MetricTotals:

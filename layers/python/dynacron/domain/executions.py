@@ -203,6 +203,14 @@ def scheduling_lag(scheduled_at: datetime, started_at: datetime) -> timedelta:
     return started_at - scheduled_at
 
 
+def queue_latency(sent_at: datetime, due_at: datetime, started_at: datetime) -> timedelta | None:
+    """How long a dispatch message waited for a worker: from when it could first run
+    (its send, or its due time if it was sent to wait) to ``started_at``. None if
+    it is not due yet: the worker sends it on, it does not start it."""
+    available_at = max(sent_at, due_at)
+    return started_at - available_at if started_at >= available_at else None
+
+
 class HandlerAnswer(StrEnum):
     SUCCEEDED = "SUCCEEDED"
     # 202: the handler took the job and reports back through heartbeat/complete.

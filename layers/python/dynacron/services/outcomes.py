@@ -151,6 +151,8 @@ class AttemptOutcomes:
             result=result,
             call=call,
         )
+        if done:
+            self._metrics.execution_ended(status.value)
         return Ended(ended, follow_up_token) if done else None
 
     def follow_through(self, ended: Ended) -> Outcome:

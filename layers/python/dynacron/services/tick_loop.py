@@ -15,6 +15,8 @@ Two things keep one bad tick from costing the shard (decision 0021):
 
 - a tick that raises is logged with its stack and counted (``TickFailures``);
   the loop backs off briefly and goes on, never ending on one tick's exception;
+  only a tick that returned counts as the shard's heartbeat (``TickHeartbeat``),
+  whose alarm treats no data as breaching;
 - each tick is bounded by the lease: it starts no page after
   ``lease_seconds - tick_margin_seconds`` from the last renewal (nor after the
   loop's deadline), so a tick of ``tick_max_claims`` claims can never outlast
@@ -174,6 +176,9 @@ class ShardTickLoop:
                 return None
             self._renewed_at = now
         tick = self._ticker.tick_shard(self._shard, deadline=self._tick_deadline())
+        # What the shard's alarm watches: no heartbeat for minutes, whatever the
+        # cause (no invocation, a crash, every tick raising), breaches.
+        self._metrics.tick_heartbeat(self._shard)
         self.report.ticks += 1
         self.report.cut_short += tick.cut_short
         self.report.claimed += tick.claimed

@@ -311,7 +311,12 @@ class ExecutionRunner:
                 wait = self._limits.before_call(admitted)
                 if wait is not None:
                     raise _HeldBack(wait)
-            return self._delivery.deliver(task, dispatch, callback_token)
+            called_at = self._clock.now()
+            try:
+                return self._delivery.deliver(task, dispatch, callback_token)
+            finally:
+                duration = self._clock.now() - called_at
+                self._metrics.handler_duration(duration.total_seconds())
 
     def _not_begun(self, current: Execution | None) -> Outcome:
         """The message may not begin an attempt: a duplicate, or stale.
