@@ -323,3 +323,25 @@ def _serve(gateway: ApiGateway) -> threading.Thread:
 def _after_answer(work: Any) -> None:
     """Run ``work`` shortly, in its own thread: after the 202 has gone back."""
     threading.Timer(0.05, work).start()
+
+
+def test_the_document_states_the_callbacks_take_the_token_not_iam(pipeline: Pipeline) -> None:
+    status, doc = call(pipeline.app, "GET", "/openapi.json", principal=None)
+    assert status == 200
+    # Every operation is SigV4-signed (the document's default)...
+    assert doc["security"] == [{"sigv4": []}]
+    scheme = doc["components"]["securitySchemes"]["callbackToken"]
+    assert (scheme["type"], scheme["in"], scheme["name"]) == ("apiKey", "header", TOKEN_HEADER)
+    overridden = {
+        (path, method): operation["security"]
+        for path, operations in doc["paths"].items()
+        for method, operation in operations.items()
+        if "security" in operation
+    }
+    # ...but the two callbacks, which take the token instead
+    assert overridden == {
+        ("/callbacks/{execution_id}/heartbeat", "post"): [{"callbackToken": []}],
+        ("/callbacks/{execution_id}/complete", "post"): [{"callbackToken": []}],
+    }
+    complete = doc["paths"]["/callbacks/{execution_id}/complete"]["post"]
+    assert {"200", "403", "409"} <= set(complete["responses"])

@@ -34,13 +34,15 @@ def runtime() -> Iterator[LocalRuntime]:
 
 
 def test_a_202_job_completes_through_its_callback_url_with_no_credentials(
-    runtime: LocalRuntime, sink: Sink
+    runtime: LocalRuntime, sink: Sink, request: pytest.FixtureRequest
 ) -> None:
     api = runtime.api_url
     assert api is not None
     assert api.startswith("http://127.0.0.1:")
     keyed = httpx.Client(base_url=api, headers={"x-api-key": API_KEY}, timeout=10, trust_env=False)
     anonymous = httpx.Client(timeout=10, trust_env=False)
+    request.addfinalizer(keyed.close)
+    request.addfinalizer(anonymous.close)
     answers: list[tuple[str, int]] = []
 
     # Given a handler that answers 202, then heartbeats and completes on the URLs
@@ -82,3 +84,22 @@ def test_a_202_job_completes_through_its_callback_url_with_no_credentials(
     )
     # The token went in a header only, never in the body or a URL
     assert delivery.headers[TOKEN_HEADER] not in json.dumps(delivery.body)
+
+
+def test_a_worker_only_process_names_the_api_it_is_told_of() -> None:
+    # `dynacron local --only worker --api-url ...`: the API runs in another process
+    options = LocalOptions(port=0, components=("worker",), api_url="http://127.0.0.1:18080")
+    running = LocalRuntime(options).start()
+    try:
+        assert running.api_url == "http://127.0.0.1:18080"
+        assert running.settings.api_base_url == "http://127.0.0.1:18080"
+    finally:
+        running.stop()
+    # With the API in this process, its own address, whatever the option says
+    both = LocalRuntime(LocalOptions(port=0, components=("api", "worker"))).start()
+    try:
+        assert both.settings.api_base_url == both.api_url
+        assert both.api_url is not None
+        assert both.api_url.startswith("http://127.0.0.1:")
+    finally:
+        both.stop()
