@@ -10,7 +10,12 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from dynacron.callbacks import CALLBACK_ACTIONS, CALLBACKS_RESOURCE, EXECUTION_ID_PARAMETER
+from dynacron.callbacks import (
+    CALLBACK_ACTIONS,
+    CALLBACKS_RESOURCE,
+    EXECUTION_ID_PARAMETER,
+    callback_gateway_paths,
+)
 from dynacron.resources import (
     COORDINATION,
     DEAD_LETTER_INDEX,
@@ -147,13 +152,11 @@ class Api(Construct):
                 throttling_burst_limit=config.api_burst_limit,
                 # The unauthenticated methods have limits of their own (decision 0023).
                 method_options={
-                    f"/{CALLBACKS_RESOURCE}/{{{EXECUTION_ID_PARAMETER}}}/{action}/POST": (
-                        apigateway.MethodDeploymentOptions(
-                            throttling_rate_limit=config.callback_rate_limit,
-                            throttling_burst_limit=config.callback_burst_limit,
-                        )
+                    f"{path}/POST": apigateway.MethodDeploymentOptions(
+                        throttling_rate_limit=config.callback_rate_limit,
+                        throttling_burst_limit=config.callback_burst_limit,
                     )
-                    for action in CALLBACK_ACTIONS
+                    for path in callback_gateway_paths()
                 },
                 access_log_destination=apigateway.LogGroupLogDestination(access_logs),
                 access_log_format=apigateway.AccessLogFormat.json_with_standard_fields(

@@ -36,7 +36,7 @@ def is_callback_path(path: str) -> bool:
     return _CALLBACK_PATH.match(path) is not None
 
 
-def gateway_paths() -> list[str]:
+def callback_gateway_paths() -> list[str]:
     """The API Gateway resource paths of the callback methods (each takes POST)."""
     return [
         f"/{CALLBACKS_RESOURCE}/{{{EXECUTION_ID_PARAMETER}}}/{action}"

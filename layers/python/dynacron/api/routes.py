@@ -258,7 +258,9 @@ def build_api(
     # Gateway lets exactly these two through without IAM (infra/constructs/api.py).
     @app.post(
         f"/{CALLBACKS_RESOURCE}/<execution_id>/heartbeat",
-        responses=problems(403, 409),
+        # 404: only for a path no route takes (an id with characters no id has);
+        # an id that may exist, or not, is the 403 of a wrong token.
+        responses=problems(403, 404, 409),
         security=CALLBACK_SECURITY,
         summary="A long job is alive: extend its lease (callback token only, no IAM)",
     )
@@ -269,7 +271,9 @@ def build_api(
 
     @app.post(
         f"/{CALLBACKS_RESOURCE}/<execution_id>/complete",
-        responses=problems(403, 409),
+        # 404: only for a path no route takes (an id with characters no id has);
+        # an id that may exist, or not, is the 403 of a wrong token.
+        responses=problems(403, 404, 409),
         security=CALLBACK_SECURITY,
         summary="A long job finished: SUCCEEDED or FAILED (callback token only, no IAM)",
     )
