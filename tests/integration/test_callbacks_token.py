@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 from datetime import timedelta
 from typing import Any
@@ -248,8 +249,13 @@ def test_the_signed_routes_still_take_a_callback(pipeline: Pipeline, sink: Sink)
 
 
 def test_the_token_is_never_logged(
-    pipeline: Pipeline, sink: Sink, capsys: pytest.CaptureFixture[str], caplog: Any
+    pipeline: Pipeline,
+    sink: Sink,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Every log record (Powertools' too: they reach caplog) and all output, at any level."""
+    caplog.set_level(logging.DEBUG)
     execution_id, delivery = accepted_run(pipeline, sink)
     token = delivery.headers[TOKEN_HEADER]
     callback(pipeline, "heartbeat", "nope_20261130T120000.000Z", token)
