@@ -430,9 +430,15 @@ def test_only_the_callbacks_take_no_iam(template: dict[str, Any]) -> None:
     (complete,) = [k for k, p in paths.items() if p.endswith("/complete")]
     model_id = methods[complete]["RequestModels"]["application/json"]["Ref"]
     schema = resources_of(template, "AWS::ApiGateway::Model")[model_id]["Schema"]
-    assert schema["additionalProperties"] is False
-    assert schema["properties"]["status"]["enum"] == ["SUCCEEDED", "FAILED"]
-    assert schema["properties"]["error"]["maxLength"] == 2000
+    # ...by the same rules as the function's model, so the two cannot disagree
+    from dynacron.models import CompleteRequest
+
+    model = CompleteRequest.model_json_schema()
+    assert schema["additionalProperties"] is model["additionalProperties"] is False
+    assert schema["required"] == model["required"]
+    assert schema["properties"]["status"]["enum"] == model["properties"]["status"]["enum"]
+    (text,) = [t for t in model["properties"]["error"]["anyOf"] if t["type"] == "string"]
+    assert schema["properties"]["error"]["maxLength"] == text["maxLength"]
 
 
 def test_the_callbacks_are_throttled_on_their_own(template: dict[str, Any]) -> None:
