@@ -36,6 +36,9 @@ class SchedulerConfig:
     worker_max_concurrency: int = 50
     api_rate_limit: float = 50.0
     api_burst_limit: int = 100
+    # Each token-authorised callback method's own throttle (decision 0023).
+    callback_rate_limit: float = 100.0
+    callback_burst_limit: int = 200
     billing: Billing = "on-demand"
     provisioned_min_capacity: int = 1
     provisioned_max_capacity: int = 100

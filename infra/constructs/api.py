@@ -1,4 +1,5 @@
-"""The HTTP API: API Gateway (REST) in front of the API function, IAM-authorised."""
+"""The HTTP API: API Gateway (REST) in front of the API function, IAM-authorised,
+but for the two callback methods a handler calls with its token alone (decision 0023)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from dynacron.callbacks import (
+    CALLBACK_ACTIONS,
+    CALLBACKS_RESOURCE,
+    EXECUTION_ID_PARAMETER,
+    callback_gateway_paths,
+)
 from dynacron.resources import (
     COORDINATION,
     DEAD_LETTER_INDEX,
@@ -36,6 +43,23 @@ PROBLEM_TEMPLATE = json.dumps(
         "status": 400,
         "detail": "$context.error.validationErrorString",
     }
+)
+# A completion's shape, checked by the gateway before an unauthenticated body costs
+# an invocation (models.CompleteRequest: the function checks it again, and the token).
+COMPLETE_SCHEMA = apigateway.JsonSchema(
+    schema=apigateway.JsonSchemaVersion.DRAFT4,
+    type=apigateway.JsonSchemaType.OBJECT,
+    additional_properties=False,
+    required=["status"],
+    properties={
+        "status": apigateway.JsonSchema(
+            type=apigateway.JsonSchemaType.STRING, enum=["SUCCEEDED", "FAILED"]
+        ),
+        "error": apigateway.JsonSchema(
+            type=[apigateway.JsonSchemaType.STRING, apigateway.JsonSchemaType.NULL],
+            max_length=2000,
+        ),
+    },
 )
 # What API Gateway answers itself, before the function, as the problem+json the
 # OpenAPI document declares for these statuses (its default is {"message": ...}).
@@ -126,6 +150,14 @@ class Api(Construct):
                 stage_name=config.stage,
                 throttling_rate_limit=config.api_rate_limit,
                 throttling_burst_limit=config.api_burst_limit,
+                # The unauthenticated methods have limits of their own (decision 0023).
+                method_options={
+                    f"{path}/POST": apigateway.MethodDeploymentOptions(
+                        throttling_rate_limit=config.callback_rate_limit,
+                        throttling_burst_limit=config.callback_burst_limit,
+                    )
+                    for path in callback_gateway_paths()
+                },
                 access_log_destination=apigateway.LogGroupLogDestination(access_logs),
                 access_log_format=apigateway.AccessLogFormat.json_with_standard_fields(
                     caller=True,
@@ -191,6 +223,7 @@ class Api(Construct):
             request_validator=validator,
             request_models={"application/json": json_object},
         )
+        self.callback_methods = self._callback_methods(integration, validator)
         acknowledge(
             self.rest_api,
             "AwsSolutions-COG4",
@@ -209,3 +242,36 @@ class Api(Construct):
             "Access logs are on; execution logs need an account-wide API Gateway role "
             "that a reusable construct must not take over.",
         )
+
+    def _callback_methods(
+        self, integration: apigateway.LambdaIntegration, validator: apigateway.RequestValidator
+    ) -> list[apigateway.Method]:
+        """``POST /callbacks/{execution_id}/heartbeat`` and ``/complete``: the only
+        methods without IAM. A handler has no AWS identity to sign with; the API
+        function authorises each call by the attempt's callback token (decision 0023).
+        Only POST: any other method on these paths is API Gateway's own 403."""
+        complete = self.rest_api.add_model(
+            "CallbackCompletion", content_type="application/json", schema=COMPLETE_SCHEMA
+        )
+        execution = self.rest_api.root.add_resource(CALLBACKS_RESOURCE).add_resource(
+            f"{{{EXECUTION_ID_PARAMETER}}}"
+        )
+        methods = []
+        for action in CALLBACK_ACTIONS:
+            method = execution.add_resource(action).add_method(
+                "POST",
+                integration,
+                authorization_type=apigateway.AuthorizationType.NONE,
+                request_validator=validator,
+                request_models={"application/json": complete} if action == "complete" else None,
+            )
+            acknowledge(
+                method,
+                "AwsSolutions-APIG4",
+                "A long job's handler calls back with no AWS identity: the per-attempt "
+                "callback token (192 bits, stored as its SHA-256) authorises the call in "
+                "the API function, and these methods are throttled on their own "
+                "(decision 0023).",
+            )
+            methods.append(method)
+        return methods

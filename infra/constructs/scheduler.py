@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from dynacron.config import API_URL_VAR
 from dynacron.resources import QUEUES, TABLES
 from infra.config import SchedulerConfig
 from infra.constructs.api import Api
@@ -65,6 +66,9 @@ class DynacronScheduler(Construct):
             worker_handler=worker_handler,
         )
         self.api = Api(self, "Api", foundation=foundation)
+        # Deliveries name the token-authorised callback URLs on this API (decision
+        # 0023). The worker depends on the API's stage, never the other way round.
+        self.worker.function.add_environment(API_URL_VAR, self.api.rest_api.url)
         self.undelivered = Undelivered(self, "Undelivered", foundation=foundation)
         self.monitoring = Monitoring(
             self,

@@ -337,7 +337,9 @@ def test_the_document_states_how_callers_authenticate(system: Dynacron) -> None:
     assert with_keys["security"] == [{"apiKey": []}]
     assert with_keys["security_schemes"]["apiKey"].name == "x-api-key"
     local = dataclasses.replace(system.settings, default_tenant="local")
-    assert security_of(local) == {}  # local mode: every caller is the one tenant
+    # local mode: every caller is the one tenant; only the callback routes name a scheme
+    assert "security" not in security_of(local)
+    assert set(security_of(local)["security_schemes"]) == {"callbackToken"}
 
 
 def test_a_page_token_from_another_listing_is_a_422_not_a_500(system: Dynacron) -> None:

@@ -42,6 +42,17 @@ class CreatedStack:
 
 def resolve(value: Any, physical_ids: dict[str, str]) -> str:
     """A template value as CloudFormation resolves it: a Ref names what it created."""
+    if isinstance(value, dict) and "Fn::Join" in value:
+        # The API's URL (the worker's DYNACRON_API_URL): the API is not created here,
+        # and the URL is only written into delivery bodies, never called.
+        separator, parts = value["Fn::Join"]
+        pseudo = {"AWS::Region": REGION, "AWS::URLSuffix": "amazonaws.com"}
+        return str(separator).join(
+            pseudo.get(p["Ref"], physical_ids.get(p["Ref"], p["Ref"]))
+            if isinstance(p, dict)
+            else str(p)
+            for p in parts
+        )
     if isinstance(value, dict):
         (kind, target), *_ = value.items()
         assert kind == "Ref", value

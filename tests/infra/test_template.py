@@ -342,10 +342,14 @@ def test_every_api_method_requires_iam_and_is_validated(template: dict[str, Any]
     assert validator["ValidateRequestBody"] is True
     assert validator["ValidateRequestParameters"] is True
     assert methods
-    for method in methods.values():
+    # ...but the token-authorised callbacks (test_only_the_callbacks_take_no_iam)
+    callbacks = {k for k, path in method_paths(template).items() if path.startswith("/callbacks/")}
+    for logical_id, method in methods.items():
+        if logical_id in callbacks:
+            continue
         assert method["AuthorizationType"] == "AWS_IAM"
         assert method["Integration"]["Type"] == "AWS_PROXY"
-    posts = [m for m in methods.values() if m["HttpMethod"] == "POST"]
+    posts = [m for k, m in methods.items() if m["HttpMethod"] == "POST" and k not in callbacks]
     assert len(posts) == 1
     assert "application/json" in posts[0]["RequestModels"]
     assert all("RequestValidatorId" in m for m in methods.values())
@@ -354,7 +358,7 @@ def test_every_api_method_requires_iam_and_is_validated(template: dict[str, Any]
 def test_the_api_stage_is_throttled_and_logs_every_request(template: dict[str, Any]) -> None:
     (stage,) = resources_of(template, "AWS::ApiGateway::Stage").values()
     assert stage["StageName"] == "test"
-    (settings,) = stage["MethodSettings"]
+    (settings,) = [m for m in stage["MethodSettings"] if m["ResourcePath"] == "/*"]
     assert settings["ThrottlingRateLimit"] == 50
     assert settings["ThrottlingBurstLimit"] == 100
     log_group = stage["AccessLogSetting"]["DestinationArn"]["Fn::GetAtt"][0]
@@ -385,6 +389,93 @@ def test_every_method_on_tasks_reaches_the_function(template: dict[str, Any]) ->
     methods = resources_of(template, "AWS::ApiGateway::Method").values()
     on_tasks = {m["HttpMethod"] for m in methods if m["ResourceId"] == {"Ref": tasks}}
     assert on_tasks == {"ANY", "GET", "POST"}
+
+
+def method_paths(template: dict[str, Any]) -> dict[str, str]:
+    """Each API method's logical id -> its resource path, e.g. ``/tasks/{proxy+}``."""
+    resources = resources_of(template, "AWS::ApiGateway::Resource")
+
+    def path_of(reference: dict[str, Any]) -> str:
+        if "Ref" not in reference:  # the root: {"Fn::GetAtt": [api, "RootResourceId"]}
+            return ""
+        resource = resources[reference["Ref"]]
+        return f"{path_of(resource['ParentId'])}/{resource['PathPart']}"
+
+    return {
+        logical_id: path_of(method["ResourceId"]) or "/"
+        for logical_id, method in resources_of(template, "AWS::ApiGateway::Method").items()
+    }
+
+
+def test_only_the_callbacks_take_no_iam(template: dict[str, Any]) -> None:
+    """Decision 0023: exactly POST heartbeat and complete under /callbacks are open to
+    a caller with no AWS identity (the function checks the token); nothing else."""
+    methods = resources_of(template, "AWS::ApiGateway::Method")
+    paths = method_paths(template)
+    unauthenticated = sorted(
+        (paths[k], m["HttpMethod"])
+        for k, m in methods.items()
+        if m["AuthorizationType"] != "AWS_IAM"
+    )
+    assert unauthenticated == [
+        ("/callbacks/{execution_id}/complete", "POST"),
+        ("/callbacks/{execution_id}/heartbeat", "POST"),
+    ]
+    for logical_id, method in methods.items():
+        if paths[logical_id].startswith("/callbacks/"):
+            assert method["AuthorizationType"] == "NONE"
+            assert method["Integration"]["Type"] == "AWS_PROXY"
+            assert "RequestValidatorId" in method
+    # A completion's body is checked by the gateway before it costs an invocation
+    (complete,) = [k for k, p in paths.items() if p.endswith("/complete")]
+    model_id = methods[complete]["RequestModels"]["application/json"]["Ref"]
+    schema = resources_of(template, "AWS::ApiGateway::Model")[model_id]["Schema"]
+    # ...by the same rules as the function's model, so the two cannot disagree
+    from dynacron.models import CompleteRequest
+
+    model = CompleteRequest.model_json_schema()
+    assert schema["additionalProperties"] is model["additionalProperties"] is False
+    assert schema["required"] == model["required"]
+    assert schema["properties"]["status"]["enum"] == model["properties"]["status"]["enum"]
+    (text,) = [t for t in model["properties"]["error"]["anyOf"] if t["type"] == "string"]
+    assert schema["properties"]["error"]["maxLength"] == text["maxLength"]
+
+
+def test_the_callbacks_are_throttled_on_their_own(template: dict[str, Any]) -> None:
+    (stage,) = resources_of(template, "AWS::ApiGateway::Stage").values()
+    by_path = {
+        (m["ResourcePath"], m["HttpMethod"]): m
+        for m in stage["MethodSettings"]
+        if m["ResourcePath"] != "/*"
+    }
+    config = SchedulerConfig()
+    assert sorted(by_path) == [
+        ("/~1callbacks~1{execution_id}~1complete", "POST"),
+        ("/~1callbacks~1{execution_id}~1heartbeat", "POST"),
+    ]
+    for settings in by_path.values():
+        assert settings["ThrottlingRateLimit"] == config.callback_rate_limit
+        assert settings["ThrottlingBurstLimit"] == config.callback_burst_limit
+
+
+def test_the_worker_is_told_the_api_url_for_callbacks(template: dict[str, Any]) -> None:
+    """Every 202-capable delivery names absolute callback URLs on this API's stage."""
+    from dynacron.config import API_URL_VAR
+
+    (rest_api,) = resources_of(template, "AWS::ApiGateway::RestApi")
+    (stage,) = resources_of(template, "AWS::ApiGateway::Stage")
+    url = environment(template, "Worker")[API_URL_VAR]
+    parts = url["Fn::Join"][1]
+    assert parts[0] == "https://"
+    assert {"Ref": rest_api} in parts
+    assert {"Ref": stage} in parts
+    # The stack's own ApiUrl output is the same URL
+    (output,) = [o for k, o in template["Outputs"].items() if k.startswith("ApiUrl")]
+    assert output["Value"] == url
+    # Only the worker delivers
+    for concern in FUNCTIONS:
+        if concern != "Worker":
+            assert API_URL_VAR not in environment(template, concern)
 
 
 # --- least privilege -------------------------------------------------------------------
@@ -698,6 +789,7 @@ def test_every_acknowledged_cdk_nag_finding_gives_its_reason(synthesized: Synthe
         "Annotation::AwsSolutions-COG4",
         "Annotation::AwsSolutions-APIG3",
         "Annotation::AwsSolutions-APIG6",
+        "Annotation::AwsSolutions-APIG4",  # the token-authorised callbacks (decision 0023)
     }
     for by_rule in acknowledged.values():
         for reason in by_rule.values():

@@ -590,8 +590,9 @@ def test_deliveries_carry_the_attempt_and_callback_urls(
     execution_id = first_attempt(pipeline, sink)
     delivery: Delivery = sink.snapshot()[0]
     assert delivery.body["callbacks"] == {
-        "heartbeat": f"http://127.0.0.1:8080/executions/{execution_id}/heartbeat",
-        "complete": f"http://127.0.0.1:8080/executions/{execution_id}/complete",
+        # The token-authorised routes (decision 0023), not the signed /executions ones
+        "heartbeat": f"http://127.0.0.1:8080/callbacks/{execution_id}/heartbeat",
+        "complete": f"http://127.0.0.1:8080/callbacks/{execution_id}/complete",
     }
     assert delivery.headers["Idempotency-Key"] == execution_id
     assert len(delivery.headers["Dynacron-Callback-Token"]) >= 32

@@ -342,6 +342,13 @@ def local(
             "without any, every caller is the one default tenant",
         ),
     ] = None,
+    api_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Where handlers call back when --only leaves the API to another process "
+            "(default: this process's API)"
+        ),
+    ] = None,
 ) -> None:
     """Run dynacron on this machine: embedded AWS, the HTTP API, tick, workers and reaper.
 
@@ -391,6 +398,7 @@ def local(
             settings_overrides=overrides,
             metrics_file=metrics_file,
             chaos=chaos,
+            api_url=api_url,
         )
     )
     try:

@@ -34,6 +34,7 @@ import httpcore
 import httpx
 
 from dynacron import __version__
+from dynacron.callbacks import CALLBACK_TOKEN_HEADER, callback_urls
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions import DeliveryResult, Dispatch
@@ -46,7 +47,6 @@ from dynacron.handlers import ExecutionContext, HandlerRegistry, PermanentFailur
 from dynacron.queue import upstream_to_map
 
 MAX_RESPONSE_BYTES = 64 * 1024
-CALLBACK_TOKEN_HEADER = "Dynacron-Callback-Token"
 ATTEMPT_HEADER = "Dynacron-Attempt"
 logger = logging.getLogger("dynacron")
 MAX_REDIRECTS = 3
@@ -282,8 +282,8 @@ def request_body(task: Task, dispatch: Dispatch, api_base_url: str | None = None
     if dispatch.upstream is not None:
         body["upstream"] = upstream_to_map(dispatch.upstream)
     if api_base_url:
-        base = f"{api_base_url.rstrip('/')}/executions/{dispatch.execution_id}"
-        body["callbacks"] = {"heartbeat": f"{base}/heartbeat", "complete": f"{base}/complete"}
+        # The token-authorised routes: a handler calls them with the token alone.
+        body["callbacks"] = callback_urls(api_base_url, dispatch.execution_id)
     return json.dumps(body, separators=(",", ":")).encode()
 
 

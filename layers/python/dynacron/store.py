@@ -1243,7 +1243,10 @@ class ExecutionStore:
             "completed_at": format_instant(now),
             EXPIRES_AT: self._expiry(now, follow_up_until),
         }
-        removes: tuple[str, ...] = ("callback_digest", "accepted_at")
+        # The callback digest stays (as it does through requeue and dead_letter):
+        # a replayed callback of this attempt is then told the execution ended
+        # (409), not that its token is wrong. The next attempt's begin replaces it.
+        removes: tuple[str, ...] = ("accepted_at",)
         if call is not None:
             sets |= _call_sets(call)
             removes += (CALL_IN_PROGRESS_UNTIL,)
@@ -1289,7 +1292,7 @@ class ExecutionStore:
             execution_id,
             lease_token,
             sets,
-            removes=("callback_digest", "accepted_at"),
+            removes=("accepted_at",),
             expected=expected,
         )
 
@@ -1323,7 +1326,7 @@ class ExecutionStore:
                 "lease_shard": self._lease_shard(execution_id),
                 "lease_token": new_token,
             },
-            removes=("callback_digest", "accepted_at", "next_attempt_at"),
+            removes=("accepted_at", "next_attempt_at"),
         )
 
     def record_undelivered(

@@ -3,6 +3,10 @@
 Every route acts for one tenant: the ``authenticate`` middleware derives it from
 the caller's identity, rate-limits it, and ``caller_tenant()`` hands it to the
 route. A route added later gets both by calling ``caller_tenant()``.
+
+The exceptions are the callback routes under ``/callbacks/``, which a handler
+calls with no identity at all: the per-attempt callback token is their whole
+authorisation (decision 0023), and the execution it opens names the tenant.
 """
 
 from __future__ import annotations
@@ -25,8 +29,13 @@ from dynacron import __version__
 from dynacron.api.identity import API_KEY_HEADER, tenant_of
 from dynacron.api.json_body import parse_json_body
 from dynacron.api.problems import PROBLEM_JSON, describe_validation_errors, problem
+from dynacron.callbacks import (
+    CALLBACK_TOKEN_HEADER,
+    CALLBACK_TOKEN_SCHEME,
+    CALLBACKS_RESOURCE,
+    is_callback_path,
+)
 from dynacron.config import Settings
-from dynacron.delivery import CALLBACK_TOKEN_HEADER
 from dynacron.domain.errors import (
     CallbackRefused,
     Conflict,
@@ -76,11 +85,13 @@ PreviewAfter = Annotated[
 ]
 TaskId = Annotated[str, Path(max_length=200, description="The id POST /tasks returned")]
 ExecutionId = Annotated[str, Path(max_length=300, description="<task_id>_<scheduled instant>")]
+# The callback routes' only authorisation: the token sent with the delivery.
+CALLBACK_SECURITY: list[dict[str, list[str]]] = [{CALLBACK_TOKEN_SCHEME: []}]
 
 _PROBLEM_DESCRIPTIONS = {
     400: "The body is not valid JSON or not the expected shape",
     401: "No tenant could be derived from the caller's identity",
-    403: "The callback token is not the current attempt's",
+    403: "The callback token is not the current attempt's (or there is no such execution)",
     404: "Not found for this tenant (another tenant's id looks exactly like a missing one)",
     409: "The state moved on concurrently; retry",
     413: "The body or its payload is over the size limit",
@@ -126,7 +137,10 @@ def build_api(
     app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json_body)
 
     def authenticate(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-        if app.current_event.path not in PUBLIC_PATHS:
+        path = app.current_event.path
+        # A callback route authorises by its token, in the route, and takes no tenant
+        # from the caller; it never reads ``caller_tenant()``.
+        if path not in PUBLIC_PATHS and not is_callback_path(path):
             tenant = tenant_of(
                 app.current_event.raw_event, settings.api_keys, settings.default_tenant
             )
@@ -141,10 +155,13 @@ def build_api(
         return str(app.context[TENANT_CONTEXT_KEY])
 
     def callback_token() -> str:
-        token = app.current_event.headers.get(CALLBACK_TOKEN_HEADER)  # case-insensitive
+        token = sent_callback_token()
         if not token:
             raise CallbackRefused(f"send the token of the delivery in {CALLBACK_TOKEN_HEADER}")
         return token
+
+    def sent_callback_token() -> str | None:
+        return app.current_event.headers.get(CALLBACK_TOKEN_HEADER)  # case-insensitive
 
     @app.post("/tasks", responses=problems(413, ok=(201, "Registered")))
     def create_task(body: TaskCreate) -> Response[TaskView]:
@@ -236,6 +253,35 @@ def build_api(
             caller_tenant(), execution_id, callback_token(), Completion(body.status), body.error
         )
         return ExecutionView.of(execution)
+
+    # The routes a handler calls back on with the token alone (decision 0023). API
+    # Gateway lets exactly these two through without IAM (infra/constructs/api.py).
+    @app.post(
+        f"/{CALLBACKS_RESOURCE}/<execution_id>/heartbeat",
+        # 404: only for a path no route takes (an id with characters no id has);
+        # an id that may exist, or not, is the 403 of a wrong token.
+        responses=problems(403, 404, 409),
+        security=CALLBACK_SECURITY,
+        summary="A long job is alive: extend its lease (callback token only, no IAM)",
+    )
+    def heartbeat_by_token(execution_id: ExecutionId) -> ExecutionView:
+        execution = executions.by_callback_token(execution_id, sent_callback_token())
+        rate_limiter.take(execution.tenant_id)
+        return ExecutionView.of(executions.heartbeat_of(execution))
+
+    @app.post(
+        f"/{CALLBACKS_RESOURCE}/<execution_id>/complete",
+        # 404: only for a path no route takes (an id with characters no id has);
+        # an id that may exist, or not, is the 403 of a wrong token.
+        responses=problems(403, 404, 409),
+        security=CALLBACK_SECURITY,
+        summary="A long job finished: SUCCEEDED or FAILED (callback token only, no IAM)",
+    )
+    def complete_by_token(execution_id: ExecutionId, body: CompleteRequest) -> ExecutionView:
+        execution = executions.by_callback_token(execution_id, sent_callback_token())
+        rate_limiter.take(execution.tenant_id)
+        completed = executions.complete_of(execution, Completion(body.status), body.error)
+        return ExecutionView.of(completed)
 
     @app.get("/dead-letters", responses=problems())
     def list_dead_letters(limit: PageLimit = 50, next_token: PageToken = None) -> ExecutionPage:
@@ -361,7 +407,17 @@ def build_api(
 def security_of(settings: Settings) -> dict[str, Any]:
     """How callers authenticate, as the OpenAPI document states it: an API key where
     keys are configured, else a SigV4 signature where there is no default tenant
-    (deployed: API Gateway checks it), else nothing (local mode: one tenant)."""
+    (deployed: API Gateway checks it), else nothing (local mode: one tenant).
+
+    The callback routes say their own: the callback token, whatever the rest needs.
+    """
+    token = {
+        CALLBACK_TOKEN_SCHEME: APIKey(
+            name=CALLBACK_TOKEN_HEADER,
+            in_=APIKeyIn.header,
+            description="The token the delivery of the execution's current attempt carried",
+        )
+    }
     if settings.api_keys:
         scheme = "apiKey"
         schemes = {scheme: APIKey(name=API_KEY_HEADER, in_=APIKeyIn.header)}
@@ -380,8 +436,8 @@ def security_of(settings: Settings) -> dict[str, Any]:
             )
         }
     else:
-        return {}
-    return {"security_schemes": schemes, "security": [{scheme: []}]}
+        return {"security_schemes": token}
+    return {"security_schemes": schemes | token, "security": [{scheme: []}]}
 
 
 def allowed_methods(app: APIGatewayRestResolver, path: str) -> list[str]:

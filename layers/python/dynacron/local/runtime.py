@@ -79,6 +79,9 @@ class LocalOptions:
     # Append every EMF document here (one JSON per line) instead of keeping totals only.
     metrics_file: Path | None = None
     chaos: ChaosSettings | None = None
+    # Where handlers call back when this process runs no API (a worker-only process
+    # next to an API in another one); with the API here, its own loopback URL.
+    api_url: str | None = None
 
 
 @dataclass
@@ -144,8 +147,9 @@ class LocalRuntime:
 
     @property
     def api_url(self) -> str | None:
+        """The API's URL: this process's gateway, else the one the options name."""
         if self._gateway is None:
-            return None
+            return self.options.api_url
         host, port = self._gateway.server_address[:2]
         return f"http://{host!s}:{port}"
 

@@ -20,6 +20,12 @@ from dynacron.queue import DeadLetterQueue, DispatchQueue
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 from dynacron.store import ExecutionStore, Page
 
+# One answer for every refusal of a token, whatever the reason.
+TOKEN_REFUSED = (
+    "the callback token is not the current one of this execution "
+    "(or there is no such execution): send the token of the delivery, unchanged"
+)
+
 
 class Completion(StrEnum):
     SUCCEEDED = "SUCCEEDED"
@@ -53,13 +59,8 @@ class ExecutionService:
         return execution
 
     def heartbeat(self, tenant_id: str, execution_id: str, callback_token: str) -> Execution:
-        """A long job is alive: its lease is extended by the callback lease."""
-        execution = self._authorised(tenant_id, execution_id, callback_token)
-        assert execution.lease_token is not None
-        lease_until = self._clock.now() + self._terms.awaiting_callback
-        if not self._executions.renew(execution_id, execution.lease_token, lease_until):
-            raise Conflict(f"execution {execution_id!r} moved on while the heartbeat arrived")
-        return dataclasses.replace(execution, lease_until=lease_until)
+        """A long job is alive (the tenant's signed route): see ``heartbeat_of``."""
+        return self.heartbeat_of(self._authorised(tenant_id, execution_id, callback_token))
 
     def complete(
         self,
@@ -69,8 +70,45 @@ class ExecutionService:
         status: Completion,
         error: str | None,
     ) -> Execution:
-        """A long job finished: SUCCEEDED, or FAILED (retried by the task's policy)."""
+        """A long job finished (the tenant's signed route): see ``complete_of``."""
         execution = self._authorised(tenant_id, execution_id, callback_token)
+        return self.complete_of(execution, status, error)
+
+    def by_callback_token(self, execution_id: str, callback_token: str | None) -> Execution:
+        """The execution whose current attempt was given ``callback_token``: the whole
+        authorisation of the token routes, which carry no caller identity.
+
+        An unknown id, a missing token and a wrong or earlier attempt's token are
+        one and the same ``CallbackRefused``, so the route reveals nothing about
+        which execution ids exist. The token is compared with the stored digest in
+        constant time; it is never logged or stored. A token stays good for its
+        attempt's execution after the attempt ended (a replay is then a
+        ``Conflict`` that changes nothing), until the next attempt begins.
+        """
+        try:
+            execution = self._executions.get(_shaped(execution_id))
+        except ExecutionNotFound:
+            execution = None
+        digest = execution.callback_digest if execution is not None else None
+        if not callback_token or not token_matches(callback_token, digest):
+            raise CallbackRefused(TOKEN_REFUSED)
+        assert execution is not None
+        return execution
+
+    def heartbeat_of(self, execution: Execution) -> Execution:
+        """A long job is alive: its lease is extended by the callback lease."""
+        _still_running(execution)
+        assert execution.lease_token is not None
+        lease_until = self._clock.now() + self._terms.awaiting_callback
+        if not self._executions.renew(execution.execution_id, execution.lease_token, lease_until):
+            raise Conflict(
+                f"execution {execution.execution_id!r} moved on while the heartbeat arrived"
+            )
+        return dataclasses.replace(execution, lease_until=lease_until)
+
+    def complete_of(self, execution: Execution, status: Completion, error: str | None) -> Execution:
+        """A long job finished: SUCCEEDED, or FAILED (retried by the task's policy)."""
+        _still_running(execution)
         assert execution.lease_token is not None
         if status is Completion.SUCCEEDED:
             outcome = self._outcomes.succeeded(execution, execution.lease_token)
@@ -78,8 +116,10 @@ class ExecutionService:
             failure = AttemptFailure(f"the handler reported failure: {error or 'no reason given'}")
             outcome = self._outcomes.failed(execution, execution.lease_token, failure)
         if outcome is Outcome.LEASE_LOST:
-            raise Conflict(f"execution {execution_id!r} moved on while the completion arrived")
-        return self.get(tenant_id, execution_id)
+            raise Conflict(
+                f"execution {execution.execution_id!r} moved on while the completion arrived"
+            )
+        return self.get(execution.tenant_id, execution.execution_id)
 
     def dead_letters(self, tenant_id: str, limit: int, token: str | None) -> Page[Execution]:
         return self._executions.dead_letters(tenant_id, limit, token)
@@ -107,16 +147,18 @@ class ExecutionService:
 
     def _authorised(self, tenant_id: str, execution_id: str, callback_token: str) -> Execution:
         execution = self.get(tenant_id, execution_id)
-        if execution.status is not ExecutionStatus.RUNNING or execution.lease_token is None:
-            raise Conflict(
-                f"execution {execution_id!r} is {execution.status.value}; "
-                "only a running execution takes heartbeats and completions"
-            )
+        _still_running(execution)
         if not token_matches(callback_token, execution.callback_digest):
-            raise CallbackRefused(
-                "the callback token does not match the execution's current attempt"
-            )
+            raise CallbackRefused(TOKEN_REFUSED)
         return execution
+
+
+def _still_running(execution: Execution) -> None:
+    if execution.status is not ExecutionStatus.RUNNING or execution.lease_token is None:
+        raise Conflict(
+            f"execution {execution.execution_id!r} is {execution.status.value}; "
+            "only a running execution takes heartbeats and completions"
+        )
 
 
 def _shaped(execution_id: str) -> str:
