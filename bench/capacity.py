@@ -1,0 +1,352 @@
+"""Tick capacity: the tick's own CPU per claim, and claims/s per shard at Lambda's CPU shares.
+
+Lambda gives a function CPU in proportion to its memory: one vCPU at 1,769 MB,
+a share of one below (128 MB: 7 %). The tick is CPU-bound (section 4), so what
+a shard claims per second follows its memory. Three measurements:
+
+1. **CPU per claim, emulator out of process.** The embedded AWS (moto in
+   server mode, ``python -m dynacron.local.aws``) runs in a child process on a
+   loopback port; this process runs the real tick over real boto3 clients and
+   real HTTP, and counts only its own CPU (``resource.getrusage``, every
+   thread) around the ticks that claim ``--tasks`` due tasks. moto's CPU is in
+   the other process, so it is not counted; TLS is not either (plain HTTP on
+   loopback). At ``tick_concurrency`` 1 and the default.
+2. **Derived claims/s per shard** at 128, 512, 1,024 and 1,769 MB, from that
+   CPU per claim and an assumed round trip (``dynacron.domain.capacity``, the
+   same model ``dynacron plan`` uses).
+3. **Measured claims/s under a CPU limit**: a child process ticks against the
+   AWS double (``bench/aws_double.py``, 10 ms per call) inside a cgroup whose
+   CPU quota is the Lambda's share (``cpu.cfs_quota_us`` of cgroup v1, or
+   ``cpu.max`` of v2). The double's model runs in that process too; its CPU is
+   measured without a limit first and the quota is raised by its share, so the
+   tick's own code gets the Lambda's share. Needs root and a writable cgroup
+   hierarchy; without them the rows say why they are missing.
+
+Run: .venv/bin/python -m bench.capacity
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench.aws_double import AwsDouble
+from bench.common import QUICK, write_result
+from bench.throughput import NOW, due_items, warm
+from dynacron.app import Dynacron
+from dynacron.config import Settings
+from dynacron.domain import capacity
+from dynacron.domain.clock import SettableClock
+from dynacron.local.aws import aws_clients, provision
+from dynacron.store import CursorStore
+
+MEMORIES_MB = (128, 512, 1024, 1769)
+CFS_PERIOD_US = 100_000
+CGROUP_NAME = "dynacron-bench-capacity"
+DOUBLE_LATENCY_MS = 10
+
+
+def process_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@contextmanager
+def emulator_process() -> Iterator[str]:
+    """The embedded AWS in a child process on a loopback port; yields its endpoint."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "dynacron.local.aws", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        if "listening on" not in line:
+            raise RuntimeError(f"the embedded AWS did not start: {line!r}")
+        yield line.rsplit(" ", 1)[-1].strip()
+    finally:
+        child.terminate()
+        child.wait(timeout=10)
+
+
+def measure_out_of_process(
+    endpoint: str, tasks: int, concurrency: int, cgroup: str | None = None
+) -> dict[str, Any]:
+    """The tick's own CPU per claim against the emulator in another process; in
+    ``cgroup`` (joined after the tasks are written), if given."""
+    dynamodb, sqs = aws_clients(endpoint)
+    clock = SettableClock(NOW)
+    prefix = f"cap{uuid.uuid4().hex[:8]}"  # fresh tables and queue for every run
+    settings = provision(
+        dynamodb,
+        sqs,
+        prefix=prefix,
+        clock=clock,
+        shard_count=1,
+        tick_concurrency=concurrency,
+        tick_max_claims=tasks,
+        tick_max_claims_per_task=1,
+    )
+    items = due_items(tasks, settings, seed=concurrency)
+    for first in range(0, len(items), 25):
+        dynamodb.batch_write_item(
+            RequestItems={
+                settings.tasks_table: [
+                    {"PutRequest": {"Item": item}} for item in items[first : first + 25]
+                ]
+            }
+        )
+    app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock)
+    warm(app)
+    if cgroup:
+        Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
+    claimed = ticks = 0
+    began, cpu = time.perf_counter(), process_cpu_seconds()
+    while claimed < tasks and ticks < 10:
+        claimed += app.ticker.tick_shard(0).claimed
+        ticks += 1
+    cpu = process_cpu_seconds() - cpu
+    seconds = time.perf_counter() - began
+    assert claimed == tasks, f"{claimed} of {tasks} claimed"
+    return {
+        "simulation": "moto server in another process, loopback HTTP",
+        "tick_concurrency": concurrency,
+        "claimed": claimed,
+        "ticks": ticks,
+        "seconds": round(seconds, 2),
+        "tick_cpu_seconds": round(cpu, 3),
+        "tick_cpu_ms_per_claim": round(1000 * cpu / claimed, 3),
+        # Unlimited, this is the emulator's pace, not the tick's: moto spends
+        # milliseconds on each call.
+        "claims_per_second": round(claimed / seconds, 1),
+    }
+
+
+# CPU-limited ticks
+
+
+def cgroup_directory() -> tuple[Path | None, str]:
+    """A cgroup this process may create and limit, and how it limits CPU ("v1"/"v2")."""
+    if os.geteuid() != 0:
+        return None, "not root: no cgroup to limit the CPU with"
+    v1 = Path("/sys/fs/cgroup/cpu")
+    if (v1 / "cpu.cfs_quota_us").exists() and os.access(v1, os.W_OK):
+        return v1 / CGROUP_NAME, "v1"
+    for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
+        controllers = root / "cgroup.controllers"
+        has_cpu = controllers.exists() and "cpu" in controllers.read_text().split()
+        if has_cpu and os.access(root, os.W_OK):
+            return root / CGROUP_NAME, "v2"
+    return None, "no writable cgroup with the cpu controller"
+
+
+def limit_cpu(directory: Path, version: str, share: float) -> None:
+    directory.mkdir(exist_ok=True)
+    quota = max(1000, round(share * CFS_PERIOD_US))
+    if version == "v1":
+        (directory / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
+        (directory / "cpu.cfs_quota_us").write_text(str(quota))
+    else:
+        (directory / "cpu.max").write_text(f"{quota} {CFS_PERIOD_US}")
+
+
+def limited_child(tasks: int, concurrency: int, cgroup: str | None) -> dict[str, Any]:
+    """In the child: fill the double, join the cgroup (if any), tick until all are claimed."""
+    double = AwsDouble(latency_seconds=0.0)
+    settings: Settings = double.settings(
+        shard_count=1,
+        tick_concurrency=concurrency,
+        tick_max_claims=tasks,
+        tick_max_claims_per_task=1,
+    )
+    dynamodb, sqs = double.clients()
+    CursorStore(dynamodb, settings.coordination_table).advance(0, settings.sharding.bucket(NOW))
+    for item in due_items(tasks, settings, seed=1):
+        double.put(settings.tasks_table, item)
+    app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=SettableClock(NOW))
+    warm(app)
+    double.latency_seconds = DOUBLE_LATENCY_MS / 1000
+    if cgroup:
+        # Setup ran at full speed; only the ticks run under the limit.
+        Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
+    claimed = ticks = 0
+    began, cpu, model = time.perf_counter(), process_cpu_seconds(), double.model_cpu_seconds
+    while claimed < tasks and ticks < 10:
+        claimed += app.ticker.tick_shard(0).claimed
+        ticks += 1
+    seconds = time.perf_counter() - began
+    cpu = process_cpu_seconds() - cpu
+    model = double.model_cpu_seconds - model
+    assert claimed == tasks, f"{claimed} of {tasks} claimed"
+    return {
+        "claimed": claimed,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "model_cpu_seconds": model,
+    }
+
+
+def run_child(
+    tasks: int, concurrency: int, cgroup: Path | None, endpoint: str | None = None
+) -> dict[str, Any]:
+    command = [sys.executable, "-m", "bench.capacity", "--child", str(tasks), str(concurrency)]
+    if endpoint is not None:
+        command += ["--endpoint", endpoint]
+    if cgroup is not None:
+        command += ["--cgroup", str(cgroup)]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure_limited_against_moto(
+    endpoint: str, concurrency: int, emulator_pace: float, seconds_each: float
+) -> list[dict[str, Any]]:
+    """claims/s under the CPU limit against moto in its own process: real HTTP, no
+    model in the tick's process. Only where the share allows well under the
+    emulator's own pace (else the row would measure moto)."""
+    directory, version = cgroup_directory()
+    if directory is None:
+        return []
+    rows = []
+    try:
+        for memory in MEMORIES_MB:
+            expected = capacity.claims_per_second_per_shard(memory, concurrency)
+            if expected > emulator_pace / 2:
+                continue
+            limit_cpu(directory, version, capacity.cpu_share(memory))
+            tasks = max(200, int(expected * seconds_each))
+            run = run_child(tasks, concurrency, directory, endpoint)
+            rows.append({"memory_mb": memory, **run})
+            print(f"  limited {memory} MB against moto: {rows[-1]}", flush=True)
+    finally:
+        if directory.exists():
+            directory.rmdir()
+    return rows
+
+
+def measure_limited(concurrency: int, seconds_each: float) -> dict[str, Any]:
+    """claims/s of one shard at each Lambda memory, the CPU limited by a cgroup."""
+    directory, version = cgroup_directory()
+    # Unlimited first: how much of the process's CPU is the double's model.
+    free = run_child(max(500, int(700 * seconds_each)), concurrency, None)
+    model_share = free["model_cpu_seconds"] / free["cpu_seconds"]
+    unlimited = {
+        "claims_per_second": round(free["claimed"] / free["seconds"], 1),
+        "tick_cpu_ms_per_claim": round(
+            1000 * (free["cpu_seconds"] - free["model_cpu_seconds"]) / free["claimed"], 3
+        ),
+        "model_share_of_cpu": round(model_share, 3),
+    }
+    if directory is None:
+        return {"possible": False, "why_not": version, "unlimited": unlimited, "rows": []}
+    rows = []
+    try:
+        for memory in MEMORIES_MB:
+            share = capacity.cpu_share(memory)
+            # The quota covers the tick and the model: the tick's part is the Lambda's share.
+            quota_share = min(1.0, share / (1 - model_share))
+            limit_cpu(directory, version, quota_share)
+            expected = capacity.claims_per_second_per_shard(memory, concurrency)
+            tasks = max(200, int(expected * seconds_each))
+            run = run_child(tasks, concurrency, directory)
+            rows.append(
+                {
+                    "memory_mb": memory,
+                    "cpu_share": round(share, 4),
+                    "quota_share_with_model": round(quota_share, 4),
+                    "claimed": run["claimed"],
+                    "seconds": round(run["seconds"], 2),
+                    "claims_per_second": round(run["claimed"] / run["seconds"], 1),
+                    "tick_cpu_ms_per_claim": round(
+                        1000 * (run["cpu_seconds"] - run["model_cpu_seconds"]) / run["claimed"], 3
+                    ),
+                }
+            )
+            print(f"  limited {memory} MB: {rows[-1]}", flush=True)
+    finally:
+        if directory.exists():
+            directory.rmdir()
+    return {
+        "possible": True,
+        "cgroup": version,
+        "cfs_period_us": CFS_PERIOD_US,
+        "latency_ms": DOUBLE_LATENCY_MS,
+        "unlimited": unlimited,
+        "rows": rows,
+    }
+
+
+def derived_rows(cpu_ms_per_claim: float, concurrency: int) -> list[dict[str, Any]]:
+    model = capacity.TickModel(tick_cpu_ms_per_claim=cpu_ms_per_claim)
+    return [
+        {
+            "memory_mb": memory,
+            "cpu_share": round(capacity.cpu_share(memory), 4),
+            "cpu_bound_claims_per_second": round(model.cpu_bound(memory), 1),
+            "io_bound_claims_per_second": round(model.io_bound(concurrency), 1),
+            "claims_per_second": round(model.claims_per_second(memory, concurrency), 1),
+        }
+        for memory in MEMORIES_MB
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tasks", type=int, default=500 if QUICK else 2000)
+    parser.add_argument("--seconds-each", type=float, default=3.0 if QUICK else 8.0)
+    parser.add_argument("--child", nargs=2, type=int, metavar=("TASKS", "CONCURRENCY"))
+    parser.add_argument("--cgroup")
+    parser.add_argument("--endpoint")
+    args = parser.parse_args()
+    if args.child and args.endpoint:
+        print(json.dumps(measure_out_of_process(args.endpoint, *args.child, args.cgroup)))
+        return
+    if args.child:
+        print(json.dumps(limited_child(*args.child, args.cgroup)))
+        return
+    default = Settings.tick_concurrency
+    measured = []
+    with emulator_process() as endpoint:
+        for concurrency in (1, default):
+            # One at a time is slow against moto: fewer tasks keep the run short.
+            tasks = args.tasks // 4 if concurrency == 1 else args.tasks
+            measured.append(measure_out_of_process(endpoint, tasks, concurrency))
+            print(f"  out of process: {measured[-1]}", flush=True)
+        full = next(m for m in measured if m["tick_concurrency"] == default)
+        against_moto = measure_limited_against_moto(
+            endpoint, default, full["claims_per_second"], args.seconds_each
+        )
+    limited = measure_limited(default, args.seconds_each)
+    limited["against_moto"] = against_moto
+    write_result(
+        "capacity",
+        {
+            "memories_mb": list(MEMORIES_MB),
+            "full_vcpu_memory_mb": capacity.FULL_VCPU_MEMORY_MB,
+            "default_tick_concurrency": default,
+            "assumed_latency_ms": {
+                "dynamodb": capacity.DYNAMODB_LATENCY_MS,
+                "sqs": capacity.SQS_LATENCY_MS,
+            },
+            "cpu_per_claim": measured,
+            "model_tick_cpu_ms_per_claim": capacity.TickModel().tick_cpu_ms_per_claim,
+            "derived": derived_rows(full["tick_cpu_ms_per_claim"], default),
+            "limited": limited,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
