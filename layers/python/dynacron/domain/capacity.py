@@ -53,6 +53,8 @@ MIN_WORKER_CONCURRENCY = 2
 WORKER_OVERHEAD_SECONDS = 0.05
 WORKER_MEMORY_MB = 256
 WORKER_HEADROOM = 1.25
+# DynamoDB's default quota of provisioned units per table (each of reads and writes).
+TABLE_UNIT_QUOTA = 40_000
 # Provisioned capacity pays from this much sustained load on: below it the
 # saving is small and on-demand absorbs bursts without throttling.
 PROVISIONED_FROM_SAVING_USD = 100.0
@@ -63,7 +65,7 @@ class Measured:
     """What ``make bench`` measured; see the module docstring."""
 
     # bench/results/capacity.json: cpu_per_claim, tick_concurrency 16, moto in another process.
-    tick_cpu_ms_per_claim: float = 2.13
+    tick_cpu_ms_per_claim: float = 2.05
     # bench/results/cost.json: the recurring fire, 100 per tick.
     write_units_per_fire: float = 5.0
     read_units_per_fire: float = 3.045
@@ -320,6 +322,7 @@ def plan(
     max_capacity = None
     if billing == "provisioned":
         busiest = fires_per_second * measured.busiest_target_units_per_fire
+        # Room above the sustained load for auto scaling to grow into during a burst.
         max_capacity = math.ceil(busiest / p.provisioned_utilisation * 1.5)
 
     busy_seconds = handler_seconds + WORKER_OVERHEAD_SECONDS
@@ -330,6 +333,11 @@ def plan(
         + measured.worker_invocations_per_fire * p.lambda_per_million_requests / 1e6
     )
     notes = []
+    if max_capacity is not None and max_capacity > TABLE_UNIT_QUOTA:
+        notes.append(
+            f"DynamoDB: {max_capacity:,} units at the peak is above the default quota of "
+            f"{TABLE_UNIT_QUOTA:,} per table; ask AWS to raise it before deploying"
+        )
     if wanted_workers > MAX_WORKER_CONCURRENCY:
         notes.append(
             f"workers: {wanted_workers} would be needed for {busy_seconds:g} s per fire; an "
