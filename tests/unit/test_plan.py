@@ -92,7 +92,8 @@ def test_workers_are_sized_by_the_handler_and_capped_by_the_event_source() -> No
 
 def test_provisioned_capacity_is_chosen_where_it_saves_and_bounded_for_bursts() -> None:
     small, large = plan(10), plan(1000)
-    assert small.billing == "on-demand" and small.provisioned_max_capacity is None
+    assert small.billing == "on-demand"
+    assert small.provisioned_max_capacity is None
     assert large.billing == "provisioned"
     # The busiest table or index takes 2 units a fire; auto scaling targets 70 %.
     assert large.provisioned_max_capacity is not None
@@ -116,7 +117,7 @@ def test_the_default_lease_fits_the_longest_tick_of_a_planned_shard() -> None:
     timing = LoopTiming()
     slowest = TickModel().claims_per_second(capacity.MIN_MEMORY_MB, 16)
     assert capacity.PAGE_SIZE / slowest < timing.tick_margin_seconds
-    assert capacity.LEASE_RENEWALS_PER_SECOND == 1 / timing.renew_every_seconds
+    assert timing.renew_every_seconds == 1 / capacity.LEASE_RENEWALS_PER_SECOND
 
 
 # Where the figures come from

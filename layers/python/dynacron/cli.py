@@ -545,7 +545,9 @@ def plan_capacity(
     table = Table(title=f"dynacron for {fires_per_second:,g} fires/s", show_header=False)
     table.add_column("")
     table.add_column("")
-    for name, value in zip(capacity.SIZING_HEADERS[1:-1], capacity.sizing_row(row)[1:-1]):
+    for name, value in zip(
+        capacity.SIZING_HEADERS[1:-1], capacity.sizing_row(row)[1:-1], strict=True
+    ):
         table.add_row(name, value)
     table.add_row(
         "handler + worker per fire",
