@@ -433,6 +433,128 @@ def throughput_section(result: dict[str, Any]) -> list[str]:
     ]
 
 
+def capacity_section(result: dict[str, Any]) -> list[str]:
+    cpu_rows = [
+        [
+            r["tick_concurrency"],
+            r["claimed"],
+            r["tick_cpu_ms_per_claim"],
+            r.get("tick_cpu_ms_per_claim_range", ""),
+            r["claims_per_second"],
+        ]
+        for r in result["cpu_per_claim"]
+    ]
+    limited = result["limited"]
+    measured = {r["memory_mb"]: r for r in limited["rows"]}
+    against_moto = limited.get("against_moto") or {}
+    latency = result["assumed_latency_ms"]
+    rows = []
+    for d in result["derived"]:
+        memory = d["memory_mb"]
+        row = measured.get(memory)
+        moto = against_moto if against_moto.get("memory_mb") == memory else None
+        rows.append(
+            [
+                f"{memory:,}",
+                d["cpu_share"],
+                d["cpu_bound_claims_per_second"],
+                d["claims_per_second"],
+                row["claims_per_second"] if row else "",
+                moto["claims_per_second"] if moto else "",
+            ]
+        )
+    figure, axis = plt.subplots(figsize=(6, 4))
+    memories = [d["memory_mb"] for d in result["derived"]]
+    axis.plot(
+        memories,
+        [d["claims_per_second"] for d in result["derived"]],
+        marker="o",
+        label="derived (real-HTTP CPU per claim)",
+    )
+    if limited["rows"]:
+        axis.plot(
+            [r["memory_mb"] for r in limited["rows"]],
+            [r["claims_per_second"] for r in limited["rows"]],
+            marker="s",
+            label="measured under a cgroup quota (AWS double)",
+        )
+    if against_moto:
+        axis.plot(
+            [against_moto["memory_mb"]],
+            [against_moto["claims_per_second"]],
+            marker="^",
+            linestyle="",
+            label="measured under a cgroup quota (moto, own process)",
+        )
+    axis.set_xlabel("tick memory (MB); 1,769 MB = one vCPU")
+    axis.set_ylabel("claims per second, one shard")
+    axis.set_title("Tick capacity per shard by Lambda memory")
+    axis.legend(fontsize=7)
+    image = save(figure, "capacity.png")
+    unlimited = limited["unlimited"]
+    if limited["possible"]:
+        how = (
+            f"cgroup {limited['cgroup']} CPU quota (period {limited['cfs_period_us']} µs), "
+            f"AWS double at {limited['latency_ms']} ms per call; the double's model used "
+            f"{round(100 * unlimited['model_share_of_cpu'])} % of the process's CPU unlimited, "
+            "so each quota is raised by that much and the tick's own code gets the Lambda's share"
+        )
+    else:
+        how = f"not possible on this machine: {limited['why_not']}"
+    return [
+        "## 7. Tick capacity by Lambda memory",
+        "",
+        context_line(result),
+        "",
+        "The tick's own CPU per claim, with the AWS stand-in in another process: the embedded "
+        "AWS (moto in server mode) runs as a child process on a loopback port, the real tick "
+        "claims every due task of one shard through real boto3 clients over HTTP, and "
+        "`resource.getrusage` counts this process's CPU (every thread) around the ticks. moto's "
+        "CPU is not in it; TLS is not either. The wall time is moto's pace, not the tick's.",
+        "",
+        table(
+            [
+                "tick_concurrency",
+                "claimed",
+                "tick CPU ms/claim",
+                "range of repeats",
+                "claims/s (moto's pace)",
+            ],
+            cpu_rows,
+        ),
+        "",
+        "Claims/s of one shard at Lambda's CPU share (memory / 1,769 MB, one thread: the GIL). "
+        "**Derived** = `dynacron.domain.capacity.TickModel` (what `dynacron plan` uses): a page "
+        "of 100 costs its CPU at that share (tick CPU per claim "
+        f"{result['model_tick_cpu_ms_per_claim']} ms) plus the round trips nothing overlaps "
+        f"(Query, BatchGetItem, sends; DynamoDB {latency['dynamodb']} ms and SQS "
+        f"{latency['sqs']} ms a call, what section 4 simulated), the claims' round trips "
+        f"overlapping the CPU ({result['default_tick_concurrency']} threads). **Measured**: {how}. "
+        "The double spends less CPU per claim than real HTTP (no sockets, no HTTP parsing), so "
+        "those rows sit above the derived ones; the moto row (smallest memory only, where the "
+        "CPU share and not moto sets the pace) carries real HTTP.",
+        "",
+        table(
+            [
+                "memory MB",
+                "CPU share",
+                "CPU bound claims/s",
+                "derived claims/s",
+                "measured (double)",
+                "measured (moto)",
+            ],
+            rows,
+        ),
+        "",
+        image,
+        "",
+        "Sizing for a rate of fires (shards, memory, workers, DynamoDB mode, monthly cost) is "
+        "`dynacron plan --fires-per-second N`; the table for 10 to 10,000 fires/s is in "
+        'docs/deploy.md, "Sizing".',
+        "",
+    ]
+
+
 def burst_section(result: dict[str, Any]) -> list[str]:
     lateness = result["lateness_seconds"]
     figure, axis = plt.subplots(figsize=(6, 4))
@@ -551,6 +673,7 @@ def main() -> None:
         ("throughput", throughput_section, "python -m bench.throughput"),
         ("burst", burst_section, "python -m bench.burst"),
         ("versus_apscheduler", versus_section, "python -m bench.versus_apscheduler"),
+        ("capacity", capacity_section, "python -m bench.capacity"),
     ]
     for name, build, command in builders:
         result = load(name)
