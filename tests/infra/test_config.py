@@ -150,3 +150,21 @@ def test_the_ticks_fairness_settings_are_context_keys_with_the_runtimes_defaults
 def test_a_bad_tick_setting_is_refused_by_name(key: str, value: str) -> None:
     with pytest.raises(ValueError, match=key):
         config_from(**{key: value})
+
+
+def test_a_whole_tick_of_the_default_stack_fits_inside_its_lease() -> None:
+    from dynacron.domain import capacity
+    from dynacron.services.tick_loop import LoopTiming
+
+    # The loop renews the lease between ticks, at most every renew_every_seconds,
+    # so a tick of tick_max_claims claims must end before lease_seconds have passed
+    # since the renewal before it; at 128 MB it took about a minute (the deadline
+    # bound of issue 12 cut it short instead).
+    config, timing = config_from(), LoopTiming()
+    rate = capacity.claims_per_second_per_shard(config.tick_memory_mb, Settings.tick_concurrency)
+    longest_tick = Settings.tick_max_claims / rate
+    assert timing.renew_every_seconds + longest_tick < timing.lease_seconds
+    # And no tick is ever cut short by its deadline: it ends before the last page may start.
+    assert timing.renew_every_seconds + longest_tick < (
+        timing.lease_seconds - timing.tick_margin_seconds
+    )
