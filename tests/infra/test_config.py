@@ -103,12 +103,17 @@ def test_the_default_stack_fires_at_least_500_a_second_at_the_least_idle_cost() 
     assert config.worker_max_concurrency == row.worker_max_concurrency
 
 
-def test_a_plans_context_is_what_the_app_reads() -> None:
+def test_a_plans_context_is_what_the_app_reads(tmp_path: Path) -> None:
     from dynacron.domain import capacity
 
+    cdk_json = tmp_path / "cdk.json"
+    cdk_json.write_text(json.dumps({"app": "x", "context": {"stage": "dev"}}))
     for rate in capacity.SIZING_RATES:
         row = capacity.plan(rate)
-        config = config_from(**row.context())  # text, as from `-c key=value`
+        # The flags `dynacron plan` prints, read as `make synth CONTEXT=...` reads them.
+        context = command_line_context(row.context_flags().split(), cdk_json)
+        assert context == {"stage": "dev", **row.context()}
+        config = config_from(**context)
         assert config.shard_count == row.shards
         assert config.tick_memory_mb == row.tick_memory_mb
         assert config.worker_max_concurrency == row.worker_max_concurrency
