@@ -109,6 +109,10 @@ def test_the_looping_tick_is_billed_all_month_loaded_or_idle() -> None:
     # arm64 at $0.0000133334 per GB-second, 730 hours, plus 2.5 s of handover a minute.
     expected = row.shards * row.tick_memory_mb / 1024 * 730 * 3600 * 62.5 / 60 * 0.0000133334
     assert row.idle.tick_lambda == pytest.approx(expected)
+    # Each looping shard prints an EMF line a second (346 bytes idle) and has its own
+    # heartbeat metric.
+    log_gb = 346 * 730 * 3600 / 1e9
+    assert row.idle.cloudwatch == pytest.approx(row.shards * (log_gb * 0.53 + 0.30))
 
 
 def test_the_default_lease_fits_the_longest_tick_of_a_planned_shard() -> None:

@@ -77,6 +77,10 @@ class Measured:
     # bench/results/cost.json: idle_tick, per shard-second.
     idle_read_units_per_shard_second: float = 1.5
     idle_sqs_requests_per_shard_second: float = 1.0
+    # bench/tick_log_bytes.py: the looping tick's EMF line each second of an idle
+    # shard, ingested by CloudWatch Logs, and its own TickHeartbeat metric.
+    idle_log_bytes_per_shard_second: float = 346.0
+    custom_metrics_per_shard: int = 1
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,10 @@ class Prices:
     # Auto scaling keeps consumed capacity near 70 % of what is provisioned.
     provisioned_utilisation: float = 0.7
     sqs_standard_per_million_requests: float = 0.40
+    cloudwatch_logs_per_gb_ingested: float = 0.50
+    # Logs kept 30 days (log_retention_days): about one month of them stored.
+    cloudwatch_logs_per_gb_month_stored: float = 0.03
+    cloudwatch_per_custom_metric_month: float = 0.30
 
 
 MEASURED = Measured()
@@ -144,10 +152,19 @@ class MonthlyCost:
     dynamodb: float
     sqs: float
     worker_lambda: float
+    # The looping ticks' log lines and heartbeat metrics.
+    cloudwatch: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.tick_lambda + self.tick_requests + self.dynamodb + self.sqs + self.worker_lambda
+        return (
+            self.tick_lambda
+            + self.tick_requests
+            + self.dynamodb
+            + self.sqs
+            + self.worker_lambda
+            + self.cloudwatch
+        )
 
 
 @dataclass(frozen=True)
@@ -202,7 +219,8 @@ def idle_usd_per_shard_month(
     memory_mb: int, measured: Measured | None = None, prices: Prices | None = None
 ) -> float:
     """What one looping shard costs a month with nothing due: its Lambda, all month,
-    and its requests (the due-index query, the queue depth, the lease renewals)."""
+    its requests (the due-index query, the queue depth, the lease renewals), its
+    log lines and its heartbeat metric."""
     m, p = measured or MEASURED, prices or PRICES
     month = MONTH_SECONDS
     billed_seconds = month * (60 + HANDOVER_OVERLAP_SECONDS) / 60
@@ -215,6 +233,17 @@ def idle_usd_per_shard_month(
         / 1e6
         + month * LEASE_RENEWALS_PER_SECOND * p.dynamodb_on_demand_per_million_write_units / 1e6
         + month * m.idle_sqs_requests_per_shard_second * p.sqs_standard_per_million_requests / 1e6
+        + cloudwatch_usd_per_shard_month(m, p)
+    )
+
+
+def cloudwatch_usd_per_shard_month(measured: Measured, prices: Prices) -> float:
+    """A looping shard's log lines (ingested and stored) and its own custom metrics."""
+    log_gb = MONTH_SECONDS * measured.idle_log_bytes_per_shard_second / 1e9
+    return (
+        log_gb
+        * (prices.cloudwatch_logs_per_gb_ingested + prices.cloudwatch_logs_per_gb_month_stored)
+        + measured.custom_metrics_per_shard * prices.cloudwatch_per_custom_metric_month
     )
 
 
@@ -224,6 +253,8 @@ def size_tick(
     model: TickModel | None = None,
     *,
     min_shards: int = 1,
+    measured: Measured | None = None,
+    prices: Prices | None = None,
 ) -> tuple[int, int]:
     """(shards, tick memory) that claim ``fires_per_second`` at ``TICK_UTILISATION``
     for the least idle cost.
@@ -244,7 +275,7 @@ def size_tick(
         memory = MIN_MEMORY_MB
         while shards * model.claims_per_second(memory, concurrency) < need:
             memory = round_memory(memory + MEMORY_STEP_MB)
-        cost = shards * idle_usd_per_shard_month(memory)
+        cost = shards * idle_usd_per_shard_month(memory, measured, prices)
         if best is None or cost < best[0] - 0.005:
             best = (cost, shards, memory)
     if best is None:
@@ -275,7 +306,14 @@ def plan(
     if fires_per_second <= 0:
         raise PlanRefused("fires per second must be more than 0")
     model = TickModel(tick_cpu_ms_per_claim=measured.tick_cpu_ms_per_claim)
-    shards, memory = size_tick(fires_per_second, tick_concurrency, model, min_shards=min_shards)
+    shards, memory = size_tick(
+        fires_per_second,
+        tick_concurrency,
+        model,
+        min_shards=min_shards,
+        measured=measured,
+        prices=prices,
+    )
     p = prices
     month = MONTH_SECONDS
     fires = fires_per_second * month
@@ -351,6 +389,7 @@ def plan(
         dynamodb=dynamodb_cost(idle_reads, idle_writes),
         sqs=sqs_idle,
         worker_lambda=0.0,
+        cloudwatch=shards * cloudwatch_usd_per_shard_month(measured, prices),
     )
     loaded = MonthlyCost(
         tick_lambda=tick_lambda,
@@ -358,6 +397,7 @@ def plan(
         dynamodb=dynamodb_cost(loaded_reads, loaded_writes),
         sqs=sqs_loaded,
         worker_lambda=worker_lambda,
+        cloudwatch=shards * cloudwatch_usd_per_shard_month(measured, prices),
     )
     return Plan(
         fires_per_second=fires_per_second,
