@@ -37,8 +37,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+import boto3
+from botocore.config import Config
 
 from bench.aws_double import AwsDouble
 from bench.common import QUICK, write_result
@@ -210,11 +215,18 @@ def limited_child(tasks: int, concurrency: int, cgroup: str | None) -> dict[str,
 
 
 def run_child(
-    tasks: int, concurrency: int, cgroup: Path | None, endpoint: str | None = None
+    tasks: int,
+    concurrency: int,
+    cgroup: Path | None,
+    endpoint: str | None = None,
+    *,
+    served: bool = False,
 ) -> dict[str, Any]:
     command = [sys.executable, "-m", "bench.capacity", "--child", str(tasks), str(concurrency)]
     if endpoint is not None:
         command += ["--endpoint", endpoint]
+    if served:
+        command += ["--served-double"]
     if cgroup is not None:
         command += ["--cgroup", str(cgroup)]
     done = subprocess.run(command, check=True, capture_output=True, text=True)
@@ -298,6 +310,144 @@ def measure_limited(concurrency: int, seconds_each: float) -> dict[str, Any]:
     }
 
 
+# The AWS double served over loopback HTTP from its own process
+
+
+@dataclass
+class _Request:
+    url: str
+    body: bytes
+
+
+def serve_double(tasks: int, latency_ms: float) -> None:
+    """In a child process: an AWS double holding ``tasks`` due tasks, answering real
+    HTTP on a loopback port ``latency_ms`` after each request arrived; prints the
+    endpoint, then serves until killed."""
+    double = AwsDouble(latency_seconds=0.0)
+    settings = double.settings(shard_count=1)
+    dynamodb, _ = double.clients()
+    CursorStore(dynamodb, settings.coordination_table).advance(0, settings.sharding.bucket(NOW))
+    for item in due_items(tasks, settings, seed=1):
+        double.put(settings.tasks_table, item)
+    double.latency_seconds = latency_ms / 1000
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: the tick's pool reuses connections
+        # One write per answer, sent at once: headers and body in two small writes
+        # would wait for the client's delayed acknowledgement (some 40 ms).
+        wbufsize = -1
+        disable_nagle_algorithm = True
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            target = self.headers.get("X-Amz-Target", "")
+            prefix, _, operation = target.partition(".")
+            service = "dynamodb" if prefix.startswith("DynamoDB") else "sqs"
+            answer = double._answer(
+                _Request(url=self.path, body=body), f"before-send.{service}.{operation}"
+            )
+            content = answer.raw.getvalue()
+            self.send_response(answer.status_code)
+            for name, value in answer.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(content)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print(f"double listening on http://127.0.0.1:{server.server_port}", flush=True)
+    server.serve_forever()
+
+
+@contextmanager
+def double_process(tasks: int) -> Iterator[str]:
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.capacity", "--serve-double", str(tasks)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        if "listening on" not in line:
+            raise RuntimeError(f"the double did not start: {line!r}")
+        yield line.rsplit(" ", 1)[-1].strip()
+    finally:
+        child.terminate()
+        child.wait(timeout=10)
+
+
+def tick_served_double(
+    endpoint: str, tasks: int, concurrency: int, cgroup: str | None
+) -> dict[str, Any]:
+    """In a child: tick the double served at ``endpoint`` until ``tasks`` are claimed,
+    in ``cgroup`` if given (joined after the clients are warm)."""
+    settings = AwsDouble(latency_seconds=0.0).settings(
+        shard_count=1,
+        tick_concurrency=concurrency,
+        tick_max_claims=tasks,
+        tick_max_claims_per_task=1,
+    )
+    config = Config(max_pool_connections=max(10, concurrency))
+    dynamodb, sqs = (
+        boto3.client(
+            service,
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="double",
+            aws_secret_access_key="double",
+            config=config,
+        )
+        for service in ("dynamodb", "sqs")
+    )
+    app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=SettableClock(NOW))
+    warm(app)
+    if cgroup:
+        Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
+    claimed = ticks = 0
+    began, cpu = time.perf_counter(), process_cpu_seconds()
+    while claimed < tasks and ticks < 10:
+        claimed += app.ticker.tick_shard(0).claimed
+        ticks += 1
+    seconds = time.perf_counter() - began
+    cpu = process_cpu_seconds() - cpu
+    assert claimed == tasks, f"{claimed} of {tasks} claimed"
+    return {
+        "claimed": claimed,
+        "seconds": round(seconds, 2),
+        "claims_per_second": round(claimed / seconds, 1),
+        "tick_cpu_ms_per_claim": round(1000 * cpu / claimed, 3),
+    }
+
+
+def measure_limited_over_http(concurrency: int, seconds_each: float) -> dict[str, Any]:
+    """claims/s at each memory's CPU share, the double in its own process over HTTP:
+    the tick pays its real client and HTTP CPU, and nothing of the stand-in's."""
+    directory, version = cgroup_directory()
+    free_tasks = max(500, int(300 * seconds_each))
+    with double_process(free_tasks) as endpoint:
+        unlimited = run_child(free_tasks, concurrency, None, endpoint, served=True)
+    print(f"  double over HTTP, unlimited: {unlimited}", flush=True)
+    if directory is None:
+        return {"possible": False, "why_not": version, "unlimited": unlimited, "rows": []}
+    rows = []
+    try:
+        for memory in MEMORIES_MB:
+            limit_cpu(directory, version, capacity.cpu_share(memory))
+            expected = capacity.claims_per_second_per_shard(memory, concurrency)
+            tasks = max(200, int(expected * seconds_each))
+            with double_process(tasks) as endpoint:
+                run = run_child(tasks, concurrency, directory, endpoint, served=True)
+            rows.append({"memory_mb": memory, **run})
+            print(f"  double over HTTP, limited {memory} MB: {rows[-1]}", flush=True)
+    finally:
+        if directory.exists():
+            directory.rmdir()
+    return {"possible": True, "latency_ms": DOUBLE_LATENCY_MS, "unlimited": unlimited, "rows": rows}
+
+
 def derived_rows(cpu_ms_per_claim: float, concurrency: int) -> list[dict[str, Any]]:
     model = capacity.TickModel(tick_cpu_ms_per_claim=cpu_ms_per_claim)
     return [
@@ -320,7 +470,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1 if QUICK else 3)
     parser.add_argument("--cgroup")
     parser.add_argument("--endpoint")
+    parser.add_argument("--served-double", action="store_true")
+    parser.add_argument("--serve-double", type=int, metavar="TASKS")
     args = parser.parse_args()
+    if args.serve_double:
+        serve_double(args.serve_double, DOUBLE_LATENCY_MS)
+        return
+    if args.child and args.served_double:
+        print(json.dumps(tick_served_double(args.endpoint, *args.child, args.cgroup)))
+        return
     if args.child and args.endpoint:
         print(json.dumps(measure_out_of_process(args.endpoint, *args.child, args.cgroup)))
         return
@@ -344,6 +502,7 @@ def main() -> None:
         )
     limited = measure_limited(default, args.seconds_each)
     limited["against_moto"] = against_moto
+    over_http = measure_limited_over_http(default, args.seconds_each)
     write_result(
         "capacity",
         {
@@ -358,6 +517,7 @@ def main() -> None:
             "model_tick_cpu_ms_per_claim": capacity.TickModel().tick_cpu_ms_per_claim,
             "derived": derived_rows(full["tick_cpu_ms_per_claim"], default),
             "limited": limited,
+            "limited_over_http": over_http,
         },
     )
 
