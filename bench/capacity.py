@@ -21,6 +21,11 @@ a shard claims per second follows its memory. Three measurements:
    measured without a limit first and the quota is raised by its share, so the
    tick's own code gets the Lambda's share. Needs root and a writable cgroup
    hierarchy; without them the rows say why they are missing.
+4. **The same, the double over HTTP in its own process**: the double's model
+   served on a loopback port by a child process (``--serve-double``), so the
+   tick in the cgroup pays its real client and HTTP CPU and none of the
+   stand-in's. The closest to a deployed tick short of TLS. At the smallest
+   memory the tick is also measured against moto in its own process.
 
 Run: .venv/bin/python -m bench.capacity
 """
@@ -449,7 +454,10 @@ def measure_limited_over_http(concurrency: int, seconds_each: float) -> dict[str
 
 
 def derived_rows(cpu_ms_per_claim: float, concurrency: int) -> list[dict[str, Any]]:
+    """The model's claims/s at each memory: from this run's CPU per claim, and from
+    the figure the plan uses (``capacity.MEASURED``)."""
     model = capacity.TickModel(tick_cpu_ms_per_claim=cpu_ms_per_claim)
+    plan_model = capacity.TickModel()
     return [
         {
             "memory_mb": memory,
@@ -457,6 +465,7 @@ def derived_rows(cpu_ms_per_claim: float, concurrency: int) -> list[dict[str, An
             "cpu_bound_claims_per_second": round(model.cpu_bound(memory), 1),
             "io_bound_claims_per_second": round(model.io_bound(concurrency), 1),
             "claims_per_second": round(model.claims_per_second(memory, concurrency), 1),
+            "plan_claims_per_second": round(plan_model.claims_per_second(memory, concurrency), 1),
         }
         for memory in MEMORIES_MB
     ]
