@@ -433,6 +433,150 @@ def throughput_section(result: dict[str, Any]) -> list[str]:
     ]
 
 
+def capacity_section(result: dict[str, Any]) -> list[str]:
+    cpu_rows = [
+        [
+            r["tick_concurrency"],
+            r["claimed"],
+            r["tick_cpu_ms_per_claim"],
+            r.get("tick_cpu_ms_per_claim_range", ""),
+            r["claims_per_second"],
+        ]
+        for r in result["cpu_per_claim"]
+    ]
+    limited = result["limited"]
+    measured = {r["memory_mb"]: r for r in limited["rows"]}
+    against_moto = limited.get("against_moto") or {}
+    over_http = result.get("limited_over_http") or {"rows": [], "possible": False}
+    served = {r["memory_mb"]: r for r in over_http["rows"]}
+    latency = result["assumed_latency_ms"]
+    rows = []
+    for d in result["derived"]:
+        memory = d["memory_mb"]
+        row = measured.get(memory)
+        moto = against_moto if against_moto.get("memory_mb") == memory else None
+        rows.append(
+            [
+                f"{memory:,}",
+                d["cpu_share"],
+                d["cpu_bound_claims_per_second"],
+                d["claims_per_second"],
+                d.get("plan_claims_per_second", ""),
+                served[memory]["claims_per_second"] if memory in served else "",
+                row["claims_per_second"] if row else "",
+                moto["claims_per_second"] if moto else "",
+            ]
+        )
+    figure, axis = plt.subplots(figsize=(6, 4))
+    memories = [d["memory_mb"] for d in result["derived"]]
+    axis.plot(
+        memories,
+        [d.get("plan_claims_per_second", d["claims_per_second"]) for d in result["derived"]],
+        marker="o",
+        label=f"derived (plan: {result['model_tick_cpu_ms_per_claim']} ms CPU per claim)",
+    )
+    if over_http["rows"]:
+        axis.plot(
+            [r["memory_mb"] for r in over_http["rows"]],
+            [r["claims_per_second"] for r in over_http["rows"]],
+            marker="D",
+            label="measured under a cgroup quota (double over HTTP, own process)",
+        )
+    if limited["rows"]:
+        axis.plot(
+            [r["memory_mb"] for r in limited["rows"]],
+            [r["claims_per_second"] for r in limited["rows"]],
+            marker="s",
+            linestyle=":",
+            label="measured under a cgroup quota (double in process)",
+        )
+    if against_moto:
+        axis.plot(
+            [against_moto["memory_mb"]],
+            [against_moto["claims_per_second"]],
+            marker="^",
+            linestyle="",
+            label="measured under a cgroup quota (moto, own process)",
+        )
+    axis.set_xlabel("tick memory (MB); 1,769 MB = one vCPU")
+    axis.set_ylabel("claims per second, one shard")
+    axis.set_title("Tick capacity per shard by Lambda memory")
+    axis.legend(fontsize=7)
+    image = save(figure, "capacity.png")
+    unlimited = limited["unlimited"]
+    if limited["possible"]:
+        how = (
+            f"cgroup {limited['cgroup']} CPU quota (period {limited['cfs_period_us']} µs), "
+            f"AWS double at {limited['latency_ms']} ms per call; the double's model used "
+            f"{round(100 * unlimited['model_share_of_cpu'])} % of the process's CPU unlimited, "
+            "so each quota is raised by that much and the tick's own code gets the Lambda's share"
+        )
+    else:
+        how = f"not possible on this machine: {limited['why_not']}"
+    return [
+        "## 7. Tick capacity by Lambda memory",
+        "",
+        context_line(result),
+        "",
+        "The tick's own CPU per claim, with the AWS stand-in in another process: the embedded "
+        "AWS (moto in server mode) runs as a child process on a loopback port, the real tick "
+        "claims every due task of one shard through real boto3 clients over HTTP, and "
+        "`resource.getrusage` counts this process's CPU (every thread) around the ticks. moto's "
+        "CPU is not in it; TLS is not either. The wall time is moto's pace, not the tick's.",
+        "",
+        table(
+            [
+                "tick_concurrency",
+                "claimed",
+                "tick CPU ms/claim",
+                "range of repeats",
+                "claims/s (moto's pace)",
+            ],
+            cpu_rows,
+        ),
+        "",
+        "Claims/s of one shard at Lambda's CPU share (memory / 1,769 MB, one thread: the GIL). "
+        "**Derived** = `dynacron.domain.capacity.TickModel` (what `dynacron plan` uses): a page "
+        "of 100 costs its CPU at that share (tick CPU per claim: this run's median above, and "
+        f"the {result['model_tick_cpu_ms_per_claim']} ms the plan holds) plus the round trips "
+        "nothing overlaps "
+        f"(Query, BatchGetItem, sends; DynamoDB {latency['dynamodb']} ms and SQS "
+        f"{latency['sqs']} ms a call, what section 4 simulated), the claims' round trips "
+        f"overlapping the CPU ({result['default_tick_concurrency']} threads). **Measured**: {how}. "
+        "Three stand-ins: **double over HTTP** = the same double served on a loopback port "
+        "by its own process (a threaded `http.server`, keep-alive, answering 10 ms after each "
+        "request arrived), so the tick pays its real client and HTTP CPU and nothing of the "
+        "stand-in's (unlimited it made "
+        f"{over_http.get('unlimited', {}).get('claims_per_second', '-')} claims/s at "
+        f"{over_http.get('unlimited', {}).get('tick_cpu_ms_per_claim', '-')} ms of tick CPU "
+        "per claim, the server's pace on this shared machine); **double in process** answers "
+        "at botocore's `before-send`, leaving out sockets and HTTP parsing, so it sits above "
+        "the rest; **moto** (smallest memory only, where the CPU share and not moto sets the "
+        "pace) carries real HTTP to the emulator in its own process.",
+        "",
+        table(
+            [
+                "memory MB",
+                "CPU share",
+                "CPU bound claims/s",
+                "derived (this run)",
+                f"derived (plan, {result['model_tick_cpu_ms_per_claim']} ms)",
+                "measured (double over HTTP)",
+                "measured (double in process)",
+                "measured (moto)",
+            ],
+            rows,
+        ),
+        "",
+        image,
+        "",
+        "Sizing for a rate of fires (shards, memory, workers, DynamoDB mode, monthly cost) is "
+        "`dynacron plan --fires-per-second N`; the table for 10 to 10,000 fires/s is in "
+        'docs/deploy.md, "Sizing".',
+        "",
+    ]
+
+
 def burst_section(result: dict[str, Any]) -> list[str]:
     lateness = result["lateness_seconds"]
     figure, axis = plt.subplots(figsize=(6, 4))
@@ -538,7 +682,7 @@ def main() -> None:
     sections: list[str] = [
         "# Benchmarks",
         "",
-        "Regenerated by `make bench` (about 15 minutes; `BENCH_QUICK=1 make bench` for a short "
+        "Regenerated by `make bench` (about 20 minutes; `BENCH_QUICK=1 make bench` for a short "
         "run) from `bench/results/*.json`; `.venv/bin/python -m bench.report` redraws this page "
         "alone. Each section names its own command, date, machine, versions and load: the "
         "machine is shared, so compare figures within a section, not across runs.",
@@ -551,6 +695,7 @@ def main() -> None:
         ("throughput", throughput_section, "python -m bench.throughput"),
         ("burst", burst_section, "python -m bench.burst"),
         ("versus_apscheduler", versus_section, "python -m bench.versus_apscheduler"),
+        ("capacity", capacity_section, "python -m bench.capacity"),
     ]
     for name, build, command in builders:
         result = load(name)

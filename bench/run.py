@@ -14,6 +14,7 @@ BENCHMARKS = (
     "bench.cost",
     "bench.scaling",
     "bench.throughput",
+    "bench.capacity",
     "bench.lateness",
     "bench.burst",
     "bench.versus_apscheduler",

@@ -12,6 +12,12 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
+from dynacron.config import (
+    CATCHUP_MAX_RUNS_VAR,
+    TICK_BACKLOG_SECONDS_VAR,
+    TICK_HEARTBEAT_SECONDS_VAR,
+    TICK_MAX_CLAIMS_PER_TASK_VAR,
+)
 from dynacron.resources import COORDINATION, DISPATCH_QUEUE, DUE_INDEX, EXECUTIONS, TASKS
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import ITEM_READ_WRITE, allow, index_arn
@@ -41,6 +47,14 @@ class Tick(Construct):
             timeout=TICK_TIMEOUT,
             description="ticks one shard each second for about a minute",
         )
+        # The fairness settings only the tick reads.
+        for name, value in (
+            (TICK_MAX_CLAIMS_PER_TASK_VAR, config.tick_max_claims_per_task),
+            (TICK_BACKLOG_SECONDS_VAR, config.tick_backlog_seconds),
+            (CATCHUP_MAX_RUNS_VAR, config.catchup_max_runs),
+            (TICK_HEARTBEAT_SECONDS_VAR, config.tick_heartbeat_seconds),
+        ):
+            self.function.add_environment(name, str(value))
         tasks, coordination = storage.table(TASKS), storage.table(COORDINATION)
         allow(self.function, ["dynamodb:Query"], [index_arn(tasks, DUE_INDEX)])
         allow(self.function, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], [tasks.table_arn])

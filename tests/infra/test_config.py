@@ -84,3 +84,92 @@ def test_command_line_flags_override_cdk_json(tmp_path: Path) -> None:
     assert context == {"stage": "prod", "shard_count": 4, "alarm_email": "a=b"}
     with pytest.raises(SystemExit):
         command_line_context(["-c", "stage"], cdk_json)
+
+
+def test_the_default_stack_fires_at_least_500_a_second_at_the_least_idle_cost() -> None:
+    from dynacron.domain import capacity
+
+    config = config_from()
+    # The tick: every shard at the default memory's CPU share, with the plan's headroom.
+    per_shard = capacity.claims_per_second_per_shard(
+        config.tick_memory_mb, Settings.tick_concurrency
+    )
+    assert config.shard_count * per_shard * capacity.TICK_UTILISATION >= 500
+    # ...and no more than the plan for 500/s (which keeps today's shard count: lowering
+    # it would strand the tasks filed under the shards dropped).
+    row = capacity.plan(500, min_shards=Settings.shard_count)
+    assert (config.shard_count, config.tick_memory_mb) == (row.shards, row.tick_memory_mb)
+    # The workers keep up with 500 fires/s of handlers answering in 0.2 s.
+    assert config.worker_max_concurrency == row.worker_max_concurrency
+
+
+def test_a_plans_context_is_what_the_app_reads(tmp_path: Path) -> None:
+    from dynacron.domain import capacity
+
+    cdk_json = tmp_path / "cdk.json"
+    cdk_json.write_text(json.dumps({"app": "x", "context": {"stage": "dev"}}))
+    for rate in capacity.SIZING_RATES:
+        row = capacity.plan(rate)
+        # The flags `dynacron plan` prints, read as `make synth CONTEXT=...` reads them.
+        context = command_line_context(row.context_flags().split(), cdk_json)
+        assert context == {"stage": "dev", **row.context()}
+        config = config_from(**context)
+        assert config.shard_count == row.shards
+        assert config.tick_memory_mb == row.tick_memory_mb
+        assert config.worker_max_concurrency == row.worker_max_concurrency
+        assert config.billing == row.billing
+        if row.provisioned_max_capacity is not None:
+            assert config.provisioned_max_capacity == row.provisioned_max_capacity
+
+
+def test_the_ticks_fairness_settings_are_context_keys_with_the_runtimes_defaults() -> None:
+    config = config_from()
+    assert config.tick_max_claims_per_task == Settings.tick_max_claims_per_task
+    assert config.tick_backlog_seconds == Settings.tick_backlog_seconds
+    assert config.catchup_max_runs == Settings.catchup_max_runs
+    assert config.tick_heartbeat_seconds == Settings.tick_heartbeat_seconds
+    custom = config_from(
+        tick_max_claims_per_task="3",
+        tick_backlog_seconds="0.5",
+        catchup_max_runs="7",
+        tick_heartbeat_seconds="20",
+    )
+    assert (
+        custom.tick_max_claims_per_task,
+        custom.tick_backlog_seconds,
+        custom.catchup_max_runs,
+        custom.tick_heartbeat_seconds,
+    ) == (3, 0.5, 7, 20)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("tick_max_claims_per_task", "0"),
+        ("tick_backlog_seconds", "-1"),
+        ("catchup_max_runs", "0"),
+        ("tick_heartbeat_seconds", "60"),
+        ("tick_memory_mb", "64"),
+    ],
+)
+def test_a_bad_tick_setting_is_refused_by_name(key: str, value: str) -> None:
+    with pytest.raises(ValueError, match=key):
+        config_from(**{key: value})
+
+
+def test_a_whole_tick_of_the_default_stack_fits_inside_its_lease() -> None:
+    from dynacron.domain import capacity
+    from dynacron.services.tick_loop import LoopTiming
+
+    # The loop renews the lease between ticks, at most every renew_every_seconds,
+    # so a tick of tick_max_claims claims must end before lease_seconds have passed
+    # since the renewal before it; at 128 MB it took about a minute (the deadline
+    # bound of issue 12 cut it short instead).
+    config, timing = config_from(), LoopTiming()
+    rate = capacity.claims_per_second_per_shard(config.tick_memory_mb, Settings.tick_concurrency)
+    longest_tick = Settings.tick_max_claims / rate
+    assert timing.renew_every_seconds + longest_tick < timing.lease_seconds
+    # And no tick is ever cut short by its deadline: it ends before the last page may start.
+    assert timing.renew_every_seconds + longest_tick < (
+        timing.lease_seconds - timing.tick_margin_seconds
+    )

@@ -235,7 +235,9 @@ def test_the_worker_reports_batch_item_failures_with_bounded_concurrency(
     assert mapping["FunctionName"] == {"Ref": function_id(template, "Worker")}
     assert mapping["BatchSize"] == 10
     assert mapping["MaximumBatchingWindowInSeconds"] == 0
-    assert mapping["ScalingConfig"] == {"MaximumConcurrency": 50}
+    assert mapping["ScalingConfig"] == {
+        "MaximumConcurrency": SchedulerConfig().worker_max_concurrency
+    }
     (user_mapping,) = event_source_mappings(user_template, "Worker")
     assert user_mapping["ScalingConfig"] == {
         "MaximumConcurrency": USER_CONFIG.worker_max_concurrency
@@ -794,3 +796,30 @@ def test_every_acknowledged_cdk_nag_finding_gives_its_reason(synthesized: Synthe
     for by_rule in acknowledged.values():
         for reason in by_rule.values():
             assert len(reason.split()) >= 8
+
+
+def test_the_tick_is_sized_and_given_its_fairness_settings(
+    template: dict[str, Any], user_template: dict[str, Any]
+) -> None:
+    from dynacron.config import (
+        CATCHUP_MAX_RUNS_VAR,
+        TICK_BACKLOG_SECONDS_VAR,
+        TICK_HEARTBEAT_SECONDS_VAR,
+        TICK_MAX_CLAIMS_PER_TASK_VAR,
+    )
+
+    default = SchedulerConfig()
+    assert function(template, "Tick")["MemorySize"] == default.tick_memory_mb
+    env = environment(template, "Tick")
+    assert env[TICK_MAX_CLAIMS_PER_TASK_VAR] == str(Settings.tick_max_claims_per_task)
+    assert env[TICK_BACKLOG_SECONDS_VAR] == str(Settings.tick_backlog_seconds)
+    assert env[CATCHUP_MAX_RUNS_VAR] == str(Settings.catchup_max_runs)
+    assert env[TICK_HEARTBEAT_SECONDS_VAR] == str(Settings.tick_heartbeat_seconds)
+    # What the tick reads back from them is what was configured.
+    resolved = {name: value for name, value in env.items() if isinstance(value, str)}
+    settings = Settings.from_env({**Settings("t", "e", "c", "d", "dl").to_env(), **resolved})
+    assert settings.tick_backlog_seconds == default.tick_backlog_seconds
+    assert settings.catchup_max_runs == default.catchup_max_runs
+    # Only the tick reads them.
+    for concern in ("Worker", "Api", "Reaper"):
+        assert TICK_BACKLOG_SECONDS_VAR not in environment(template, concern)

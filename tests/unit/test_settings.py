@@ -101,3 +101,63 @@ def test_every_variable_the_runtime_reads_is_documented() -> None:
         if name.endswith("_VAR") and isinstance(value, str)
     } | set(RESOURCES)
     assert read - documented == set()
+
+
+def test_the_ticks_fairness_settings_are_read_from_the_environment(
+    environment: pytest.MonkeyPatch,
+) -> None:
+    environment.setenv("DYNACRON_TICK_MAX_CLAIMS_PER_TASK", "3")
+    environment.setenv("DYNACRON_TICK_BACKLOG_SECONDS", "0.25")
+    environment.setenv("DYNACRON_CATCHUP_MAX_RUNS", "7")
+    environment.setenv("DYNACRON_TICK_HEARTBEAT_SECONDS", "20")
+
+    settings = Settings.from_env(os.environ)
+
+    assert settings.tick_max_claims_per_task == 3
+    assert settings.tick_backlog_seconds == 0.25
+    assert settings.catchup_max_runs == 7
+    assert settings.tick_heartbeat_seconds == 20
+
+
+def test_the_ticks_fairness_settings_round_trip_through_to_env() -> None:
+    settings = Settings(
+        tasks_table="t",
+        executions_table="e",
+        coordination_table="c",
+        dispatch_queue_url="https://queue.invalid/d",
+        dead_letter_queue_url="https://queue.invalid/dl",
+        tick_max_claims_per_task=2,
+        tick_backlog_seconds=1.5,
+        catchup_max_runs=9,
+        tick_heartbeat_seconds=30,
+    )
+    assert Settings.from_env(settings.to_env()) == settings
+
+
+def test_unset_fairness_settings_are_the_defaults(environment: pytest.MonkeyPatch) -> None:
+    environment.setenv("DYNACRON_CATCHUP_MAX_RUNS", "")
+    settings = Settings.from_env(os.environ)
+    assert settings.tick_max_claims_per_task == Settings.tick_max_claims_per_task
+    assert settings.tick_backlog_seconds == Settings.tick_backlog_seconds
+    assert settings.catchup_max_runs == Settings.catchup_max_runs
+    assert settings.tick_heartbeat_seconds == Settings.tick_heartbeat_seconds
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DYNACRON_TICK_MAX_CLAIMS_PER_TASK", "0"),
+        ("DYNACRON_TICK_MAX_CLAIMS_PER_TASK", "many"),
+        ("DYNACRON_TICK_BACKLOG_SECONDS", "-0.5"),
+        ("DYNACRON_CATCHUP_MAX_RUNS", "0"),
+        ("DYNACRON_TICK_HEARTBEAT_SECONDS", "0"),
+        # A heartbeat as rare as the misfire grace would make every quiet minute an outage.
+        ("DYNACRON_TICK_HEARTBEAT_SECONDS", "60"),
+    ],
+)
+def test_a_bad_fairness_setting_is_refused_naming_the_variable(
+    environment: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    environment.setenv(name, value)
+    with pytest.raises(ValueError, match=name):
+        Settings.from_env(os.environ)

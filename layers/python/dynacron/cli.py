@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import time
@@ -20,6 +21,7 @@ from rich.table import Table
 
 from dynacron.client import LOCAL_URL, ApiError, ApiUnreachable, Client, SigV4Auth
 from dynacron.config import parse_api_keys
+from dynacron.domain import capacity
 from dynacron.domain.describe import describe
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.instants import format_instant
@@ -498,6 +500,72 @@ def aws(
 
     _quiet_logs(False)
     serve(port)
+
+
+@app.command(name="plan")
+def plan_capacity(
+    fires_per_second: Annotated[
+        float, typer.Option("--fires-per-second", help="Fires per second to sustain")
+    ],
+    handler_seconds: Annotated[
+        float, typer.Option(min=0.0, help="How long a handler takes to answer, in seconds")
+    ] = 0.2,
+    current_shards: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=capacity.MAX_SHARDS,
+            help="The deployment's shard_count today: a plan never lowers it",
+        ),
+    ] = 1,
+    as_json: JsonOption = False,
+) -> None:
+    """Size a deployment for a rate of fires: shards, tick memory, workers, DynamoDB
+    billing, monthly cost, and the CDK context that deploys it.
+
+    From the tick's CPU per claim and the capacity units per fire that `make bench`
+    measured (docs/deploy.md, "Sizing", explains the model).
+    """
+    from dynacron.resources import TABLES
+
+    try:
+        row = capacity.plan(
+            fires_per_second,
+            handler_seconds=handler_seconds,
+            min_shards=current_shards,
+            provisioned_targets=sum(1 + len(table.indexes) for table in TABLES),
+        )
+    except capacity.PlanRefused as error:
+        console.print(f"[red]error:[/red] {error}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    flags = row.context_flags()
+    if as_json:
+        out.print_json(
+            data={
+                **dataclasses.asdict(row),
+                "tick_capacity": row.tick_capacity,
+                "idle_usd_per_month": row.idle.total,
+                "loaded_usd_per_month": row.loaded.total,
+                "context": row.context(),
+            }
+        )
+        return
+    table = Table(title=f"dynacron for {fires_per_second:,g} fires/s", show_header=False)
+    table.add_column("")
+    table.add_column("")
+    for name, value in zip(
+        capacity.SIZING_HEADERS[1:-1], capacity.sizing_row(row)[1:-1], strict=True
+    ):
+        table.add_row(name, value)
+    table.add_row(
+        "handler + worker per fire",
+        f"{handler_seconds:g} s + {capacity.WORKER_OVERHEAD_SECONDS:g} s",
+    )
+    out.print(table)
+    for note in row.notes:
+        out.print(f"note: {note}", soft_wrap=True)
+    out.print(f'make synth CONTEXT="{flags}"', soft_wrap=True)
+    out.print(f"cdk deploy {flags}", soft_wrap=True)
 
 
 def _announce(runtime: Any, components: tuple[str, ...], shards: int, workers: int) -> None:

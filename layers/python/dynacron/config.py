@@ -47,6 +47,11 @@ FORECAST_MAX_TASKS_VAR = "DYNACRON_FORECAST_MAX_TASKS"
 FORECAST_MAX_OCCURRENCES_VAR = "DYNACRON_FORECAST_MAX_OCCURRENCES"
 MAX_RETRY_AFTER_VAR = "DYNACRON_MAX_RETRY_AFTER_SECONDS"
 WORKER_MARGIN_VAR = "DYNACRON_WORKER_MARGIN_SECONDS"
+# The tick's fairness settings (read by the tick only).
+TICK_MAX_CLAIMS_PER_TASK_VAR = "DYNACRON_TICK_MAX_CLAIMS_PER_TASK"
+TICK_BACKLOG_SECONDS_VAR = "DYNACRON_TICK_BACKLOG_SECONDS"
+CATCHUP_MAX_RUNS_VAR = "DYNACRON_CATCHUP_MAX_RUNS"
+TICK_HEARTBEAT_SECONDS_VAR = "DYNACRON_TICK_HEARTBEAT_SECONDS"
 LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
 __all__ = ["DEFAULT_TENANT", "LOOPBACK_NETWORKS", "Settings", "parse_api_keys"]
 
@@ -171,6 +176,14 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        heartbeat = _at_least(1, environ, TICK_HEARTBEAT_SECONDS_VAR, cls.tick_heartbeat_seconds)
+        if heartbeat >= cls.misfire_grace_seconds:
+            # A gap longer than the grace is an outage: a heartbeat that rare would
+            # turn every quiet moment into one.
+            raise ValueError(
+                f"{TICK_HEARTBEAT_SECONDS_VAR} must be under the misfire grace "
+                f"({cls.misfire_grace_seconds} s), not {heartbeat}"
+            )
         return cls(
             tasks_table=environ[TASKS.env_var],
             executions_table=environ[EXECUTIONS.env_var],
@@ -217,6 +230,14 @@ class Settings:
             worker_margin_seconds=_at_least(
                 0.0, environ, WORKER_MARGIN_VAR, cls.worker_margin_seconds
             ),
+            tick_max_claims_per_task=_at_least(
+                1, environ, TICK_MAX_CLAIMS_PER_TASK_VAR, cls.tick_max_claims_per_task
+            ),
+            tick_backlog_seconds=_at_least(
+                0.0, environ, TICK_BACKLOG_SECONDS_VAR, cls.tick_backlog_seconds
+            ),
+            catchup_max_runs=_at_least(1, environ, CATCHUP_MAX_RUNS_VAR, cls.catchup_max_runs),
+            tick_heartbeat_seconds=heartbeat,
         )
 
     def to_env(self) -> dict[str, str]:
@@ -249,6 +270,10 @@ class Settings:
             FORECAST_MAX_OCCURRENCES_VAR: str(self.forecast_max_occurrences),
             MAX_RETRY_AFTER_VAR: str(self.max_retry_after_seconds),
             WORKER_MARGIN_VAR: str(self.worker_margin_seconds),
+            TICK_MAX_CLAIMS_PER_TASK_VAR: str(self.tick_max_claims_per_task),
+            TICK_BACKLOG_SECONDS_VAR: str(self.tick_backlog_seconds),
+            CATCHUP_MAX_RUNS_VAR: str(self.catchup_max_runs),
+            TICK_HEARTBEAT_SECONDS_VAR: str(self.tick_heartbeat_seconds),
         }
 
 

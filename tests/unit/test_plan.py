@@ -1,0 +1,197 @@
+"""The capacity plan (``dynacron.domain.capacity``, ``dynacron plan``): its model, its
+figures' sources, and the sizing table in docs/deploy.md made from it."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from dynacron.cli import app
+from dynacron.domain import capacity
+from dynacron.domain.capacity import MEASURED, PlanRefused, TickModel, plan, size_tick
+from dynacron.resources import TABLES
+from dynacron.services.tick_loop import LoopTiming
+from tests.support import ROOT
+
+RESULTS = ROOT / "bench" / "results"
+
+
+def result(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((RESULTS / f"{name}.json").read_text())
+    return loaded
+
+
+# The model
+
+
+def test_a_shards_claims_grow_with_its_cpu_share_up_to_one_vcpu() -> None:
+    model = TickModel(tick_cpu_ms_per_claim=2.0)
+    rates = [model.claims_per_second(m, 16) for m in (128, 512, 1024, 1769)]
+    assert rates == sorted(rates)
+    # 128 MB is 7 % of a vCPU: 36 claims/s of CPU, less the round trips nothing overlaps.
+    assert 30 < rates[0] < model.cpu_bound(128) == pytest.approx(1000 * 128 / 1769 / 2.0)
+    # Python's GIL: memory beyond one vCPU buys the tick nothing.
+    assert model.claims_per_second(3538, 16) == model.claims_per_second(1769, 16)
+
+
+def test_with_the_cpu_free_a_shard_is_bound_by_its_round_trips() -> None:
+    model = TickModel(tick_cpu_ms_per_claim=0.0001)
+    # A page of 100 at 16 threads: Query, BatchGetItem, one round of sends, 7 of claims.
+    assert model.io_bound(16) == pytest.approx(100 / 0.1)
+    assert model.claims_per_second(1769, 16) == pytest.approx(model.io_bound(16), rel=0.01)
+    # One thread: 10 rounds of sends and 100 of claims.
+    assert model.io_bound(1) == pytest.approx(100 / 1.12)
+
+
+def test_the_tick_is_sized_for_the_least_idle_cost_with_headroom() -> None:
+    shards, memory = size_tick(500, 16)
+    model = TickModel()
+    need = 500 / capacity.TICK_UTILISATION
+    assert shards * model.claims_per_second(memory, 16) >= need
+    cost = shards * capacity.idle_usd_per_shard_month(memory)
+    # No other shard count carries the rate for less.
+    for other in range(1, 20):
+        if other * model.claims_per_second(capacity.FULL_VCPU_MEMORY_MB, 16) < need:
+            continue
+        least = next(
+            m
+            for m in range(capacity.MIN_MEMORY_MB, capacity.FULL_VCPU_MEMORY_MB + 64, 64)
+            if other * model.claims_per_second(min(m, 1769), 16) >= need
+        )
+        assert other * capacity.idle_usd_per_shard_month(min(least, 1769)) >= cost - 0.01
+
+
+def test_a_plan_never_lowers_the_shard_count() -> None:
+    # Tasks filed under a shard the deployment drops would never be ticked again.
+    assert plan(10).shards == 1
+    assert plan(10, min_shards=6).shards == 6
+    assert plan(10, min_shards=6).tick_memory_mb == capacity.MIN_MEMORY_MB
+
+
+def test_a_rate_beyond_a_hundred_shards_of_one_vcpu_is_refused() -> None:
+    with pytest.raises(PlanRefused, match="100 shards"):
+        plan(1_000_000)
+    with pytest.raises(PlanRefused):
+        plan(0)
+
+
+def test_workers_are_sized_by_the_handler_and_capped_by_the_event_source() -> None:
+    quick, slow = plan(100, handler_seconds=0.05), plan(100, handler_seconds=1.0)
+    assert quick.worker_max_concurrency < slow.worker_max_concurrency
+    assert slow.worker_max_concurrency == math.ceil(100 * 1.05 * capacity.WORKER_HEADROOM)
+    too_many = plan(10_000, handler_seconds=0.5)
+    assert too_many.worker_max_concurrency == capacity.MAX_WORKER_CONCURRENCY
+    assert not too_many.workers_keep_up
+    assert any("event source mapping" in note for note in too_many.notes)
+
+
+def test_provisioned_capacity_is_chosen_where_it_saves_and_bounded_for_bursts() -> None:
+    small, large = plan(10), plan(1000)
+    assert small.billing == "on-demand"
+    assert small.provisioned_max_capacity is None
+    assert large.billing == "provisioned"
+    # The busiest table or index takes 2 units a fire; auto scaling targets 70 %.
+    assert large.provisioned_max_capacity is not None
+    assert large.provisioned_max_capacity >= 1000 * 2 / 0.7
+    assert "provisioned_max_capacity" in large.context()
+
+
+def test_the_looping_tick_is_billed_all_month_loaded_or_idle() -> None:
+    row = plan(100)
+    assert row.loaded.tick_lambda == row.idle.tick_lambda > 0
+    assert row.idle.worker_lambda == 0 < row.loaded.worker_lambda
+    assert row.loaded.total > row.idle.total
+    # arm64 at $0.0000133334 per GB-second, 730 hours, plus 2.5 s of handover a minute.
+    expected = row.shards * row.tick_memory_mb / 1024 * 730 * 3600 * 62.5 / 60 * 0.0000133334
+    assert row.idle.tick_lambda == pytest.approx(expected)
+    # Each looping shard prints an EMF line a second (346 bytes idle) and has its own
+    # heartbeat metric.
+    log_gb = 346 * 730 * 3600 / 1e9
+    assert row.idle.cloudwatch == pytest.approx(row.shards * (log_gb * 0.53 + 0.30))
+
+
+def test_the_default_lease_fits_the_longest_tick_of_a_planned_shard() -> None:
+    # A tick starts no page after lease - margin from its last renewal: one page
+    # must fit in the margin at every memory a plan can choose.
+    timing = LoopTiming()
+    slowest = TickModel().claims_per_second(capacity.MIN_MEMORY_MB, 16)
+    assert capacity.PAGE_SIZE / slowest < timing.tick_margin_seconds
+    assert timing.renew_every_seconds == 1 / capacity.LEASE_RENEWALS_PER_SECOND
+
+
+# Where the figures come from
+
+
+def test_the_tick_cpu_per_claim_is_the_one_make_bench_measured() -> None:
+    measured = result("capacity")
+    row = next(
+        r
+        for r in measured["cpu_per_claim"]
+        if r["tick_concurrency"] == measured["default_tick_concurrency"]
+    )
+    # Within the noise of a shared machine; a rerun that moves it moves the constant.
+    assert MEASURED.tick_cpu_ms_per_claim == pytest.approx(row["tick_cpu_ms_per_claim"], rel=0.15)
+
+
+def test_the_units_per_fire_are_the_ones_the_cost_benchmark_reports() -> None:
+    cost = result("cost")
+    recurring = next(s for s in cost["scenarios"] if s["kind"] == "recurring" and s["batch"] > 1)
+    per_fire = recurring["per_fire"]
+    assert MEASURED.write_units_per_fire == per_fire["write_units"]
+    assert MEASURED.read_units_per_fire == per_fire["rcu"]
+    assert MEASURED.sqs_requests_per_fire == per_fire["sqs_requests"]
+    assert MEASURED.worker_invocations_per_fire == per_fire["lambda_invocations"]
+    idle = cost["idle_tick"]["per_shard_second"]
+    assert MEASURED.idle_read_units_per_shard_second == idle["rcu"]
+    assert MEASURED.idle_sqs_requests_per_shard_second == idle["sqs_requests"]
+
+
+def test_the_prices_are_the_cost_benchmarks() -> None:
+    prices = result("cost")["prices_usd"]
+    for name in (
+        "dynamodb_on_demand_per_million_write_units",
+        "dynamodb_on_demand_per_million_read_units",
+        "dynamodb_provisioned_per_wcu_hour",
+        "dynamodb_provisioned_per_rcu_hour",
+        "provisioned_utilisation",
+        "sqs_standard_per_million_requests",
+    ):
+        assert getattr(capacity.PRICES, name) == prices[name], name
+
+
+# The sizing table and the command
+
+
+def test_the_sizing_table_in_the_docs_is_the_plans() -> None:
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    targets = sum(1 + len(table.indexes) for table in TABLES)
+    rows = [plan(rate, provisioned_targets=targets) for rate in capacity.SIZING_RATES]
+    assert capacity.sizing_table(rows) in deploy
+
+
+def test_plan_prints_the_row_and_the_context_that_deploys_it() -> None:
+    printed = CliRunner().invoke(app, ["plan", "--fires-per-second", "1000"])
+    assert printed.exit_code == 0, printed.output
+    row = plan(1000, provisioned_targets=sum(1 + len(t.indexes) for t in TABLES))
+    assert f'make synth CONTEXT="{row.context_flags()}"' in printed.output
+    assert f"cdk deploy {row.context_flags()}" in printed.output
+    assert re.search(rf"shards\s*│\s*{row.shards}\b", printed.output)
+
+
+def test_plan_as_json_and_plan_refused() -> None:
+    runner = CliRunner()
+    printed = runner.invoke(
+        app, ["plan", "--fires-per-second", "100", "--current-shards", "4", "--json"]
+    )
+    assert printed.exit_code == 0, printed.output
+    body = json.loads(printed.output)
+    assert body["shards"] == 4
+    assert body["context"]["shard_count"] == "4"
+    assert body["idle_usd_per_month"] < body["loaded_usd_per_month"]
+    refused = runner.invoke(app, ["plan", "--fires-per-second", "1000000"])
+    assert refused.exit_code == 2
