@@ -8,9 +8,12 @@ and moto's figure is kept beside them for reference:
 
 - a write costs 1 WCU per started KB of the larger of the item before and after;
   a failed conditional write still costs that;
-- each global secondary index whose key changed costs a delete plus a put of
-  the index entry (one each when the entry only appears or only disappears);
-  a KEYS_ONLY entry is its key attributes plus 100 bytes;
+- a global secondary index is written whenever its entry changes, following the
+  projection declared in ``dynacron.resources``: an entry that appears or
+  disappears costs one write, one whose key changed a delete plus a put, and one
+  whose key stayed but any projected attribute changed one write (so an ALL
+  index is rewritten by every change to its item, a KEYS_ONLY one only when its
+  key moves); an entry is its projected attributes plus 100 bytes;
 - a strongly consistent read costs 1 RCU per started 4 KB per item (GetItem,
   BatchGetItem); a Query costs 0.5 RCU per started 4 KB of everything it
   returned (eventually consistent, as every GSI read is);
@@ -34,7 +37,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from dynacron.resources import TableDefinition
+from dynacron.resources import IndexDefinition, TableDefinition
 
 _deserializer = TypeDeserializer()
 WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
@@ -196,31 +199,52 @@ def _sqs_billed_requests(operation: str, params: dict[str, Any]) -> int:
 def index_write_units(
     definition: TableDefinition, before: dict[str, Any] | None, after: dict[str, Any] | None
 ) -> float:
-    """Index writes for one item write: a changed index key is a delete plus a put."""
+    """The index writes AWS bills for one item write, ``before`` and ``after`` the write.
+
+    Per index: an entry put or deleted is one write each, a moved key a delete plus
+    a put, a changed projected attribute (same key) one write; an unchanged entry,
+    or no entry before or after (a sparse index), none.
+    """
     table_keys = [k.name for k in (definition.partition_key, definition.sort_key) if k]
     units = 0.0
     for index in definition.indexes:
-        names = [index.partition_key.name, index.sort_key.name]
-        old = _index_entry(before, names, table_keys, index.projection)
-        new = _index_entry(after, names, table_keys, index.projection)
-        old_key = {n: old[n] for n in names} if old else None
-        new_key = {n: new[n] for n in names} if new else None
-        if old_key == new_key:
-            continue  # KEYS_ONLY: an entry whose key is unchanged is not rewritten
-        for changed in (old, new):
-            if changed:
-                units += max(1, math.ceil((item_size(changed) + 100) / 1024))
+        old = _index_entry(before, index, table_keys)
+        new = _index_entry(after, index, table_keys)
+        if old == new:
+            continue
+        key_names = (index.partition_key.name, index.sort_key.name, *table_keys)
+        if (
+            old is not None
+            and new is not None
+            and _key_of(old, key_names) == _key_of(new, key_names)
+        ):
+            units += max(_entry_units(old), _entry_units(new))  # rewritten in place
+            continue
+        units += sum(_entry_units(entry) for entry in (old, new) if entry is not None)
     return units
 
 
+def _entry_units(entry: dict[str, Any]) -> int:
+    return max(1, math.ceil((item_size(entry) + 100) / 1024))
+
+
+def _key_of(entry: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: entry.get(name) for name in names}
+
+
 def _index_entry(
-    item: dict[str, Any] | None, names: list[str], table_keys: list[str], projection: str
+    item: dict[str, Any] | None, index: IndexDefinition, table_keys: list[str]
 ) -> dict[str, Any] | None:
+    """What ``index`` holds of ``item``: its projected attributes, or None if it has no
+    entry there (an item without the index's key attributes is not in a sparse index)."""
+    names = [index.partition_key.name, index.sort_key.name]
     if item is None or any(n not in item for n in names):
-        return None  # sparse index: no key, no entry
-    if projection == "ALL":
+        return None
+    if index.projection == "ALL":
         return item
-    return {n: item[n] for n in names + table_keys if n in item}
+    if index.projection == "KEYS_ONLY":
+        return {n: item[n] for n in names + table_keys if n in item}
+    raise ValueError(f"index {index.name}: projection {index.projection} is not metered")
 
 
 def item_size(item: dict[str, Any]) -> int:
