@@ -15,7 +15,7 @@ help:
 	@echo "make run    set up and start dynacron locally (API on http://127.0.0.1:8080)"
 	@echo "make test   set up, lint, type-check and run the whole test suite"
 	@echo "make lint   ruff + mypy only"
-	@echo "make bench  run the benchmarks and regenerate BENCHMARKS.md (BENCH_QUICK=1: shorter)"
+	@echo "make bench  run the benchmarks and regenerate BENCHMARKS.md (BENCH_QUICK=1: shorter; BENCH=cost: one section)"
 	@echo "make synth  build the Lambda layers and write the CloudFormation app to cdk.out/ (no AWS account needed)"
 	@echo "make deploy synth, then deploy with the CDK CLI (needs AWS credentials; see docs/deploy.md)"
 	@echo "make clean  remove the virtualenv and caches"
@@ -49,8 +49,10 @@ $(BENCH_STAMP): $(STAMP)
 
 # Not part of `make test`: about 15 minutes (BENCH_QUICK=1 for a short run);
 # writes bench/results/*.json and regenerates BENCHMARKS.md with its plots.
+# BENCH names the sections to run (e.g. BENCH=cost); all of them when empty.
+BENCH ?=
 bench: $(BENCH_STAMP)
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run $(BENCH)
 
 synth: $(STAMP)
 	$(BIN)/python -m infra.app $(CONTEXT)

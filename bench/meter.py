@@ -272,13 +272,18 @@ def _value_size(value: dict[str, Any]) -> int:
     raise ValueError(f"unknown attribute type {kind}")
 
 
+# Public helpers that write for many callers: the call is named by their caller.
+SHARED_HELPERS = frozenset({"conditional_write"})
+
+
 def _caller() -> str:
     """The public dynacron method that made the call: where each unit goes (a private
     helper such as ``ExecutionStore._write`` is named by the method that called it)."""
     frame = sys._getframe(2)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
-        public = not frame.f_code.co_name.startswith("_")
+        name = frame.f_code.co_name
+        public = not name.startswith("_") and name not in SHARED_HELPERS
         if public and module.startswith("dynacron.") and not module.startswith("dynacron.local"):
             owner = frame.f_locals.get("self")
             prefix = f"{type(owner).__name__}." if owner is not None else ""
