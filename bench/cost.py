@@ -22,7 +22,7 @@ from typing import Any
 import boto3
 
 from bench.common import in_process_aws, write_result
-from bench.meter import Meter, summarise
+from bench.meter import Meter, item_size, read_units, summarise
 from dynacron.app import TICK_LOOP_MARGIN, Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.instants import format_instant
@@ -265,6 +265,35 @@ def idle_shard(bench: Bench, minutes: int = 3) -> dict[str, Any]:
     }
 
 
+def listing(bench: Bench, page_size: int = 100) -> dict[str, Any]:
+    """One page of ``GET /tasks``: the keys-only tenant index, then the page's items.
+
+    Beside it, what the same page read from an all-attributes index would cost (the
+    items as the index would return them), and how many claims' tenant-index
+    rewrites, which that projection cost, pay for the difference.
+    """
+    register(bench, page_size, rate="1 minute")
+    bench.meter.reset()
+    page = bench.app.task_service.page(DEFAULT_TENANT, page_size, None)
+    assert len(page.items) == page_size
+    keys_only = summarise(bench.meter.reset(), fires=1)["per_fire"]
+    raw = bench.meter.raw_dynamodb
+    items = raw.scan(TableName=bench.app.settings.tasks_table)["Items"]
+    # Read as the meter reads an index query: each entry plus its 100 bytes.
+    all_attributes_rcu = read_units([sum(item_size(i) + 100 for i in items)], consistent=False)
+    extra_rcu = keys_only["rcu"] - all_attributes_rcu
+    prices = PRICES
+    rewrite = prices["dynamodb_on_demand_per_million_write_units"]
+    return {
+        "page_size": page_size,
+        "keys_only": keys_only,
+        "all_attributes_rcu": all_attributes_rcu,
+        "claims_paying_for_one_page": round(
+            extra_rcu * prices["dynamodb_on_demand_per_million_read_units"] / rewrite, 1
+        ),
+    }
+
+
 def idle_reaper(bench: Bench) -> dict[str, Any]:
     """One run of the reaper (deployed once a minute) with nothing to reap."""
     bench.clock.advance(timedelta(minutes=1))
@@ -331,6 +360,8 @@ def main() -> None:
         with fresh_bench(sink) as bench:
             idle = idle_shard(bench)
             reaper = idle_reaper(bench)
+        with fresh_bench(sink) as bench:
+            page = listing(bench)
     finally:
         sink.stop()
     result = {
@@ -339,11 +370,13 @@ def main() -> None:
         "scenarios": scenarios,
         "idle_shard": idle,
         "idle_reaper": reaper,
+        "listing": page,
     }
     write_result("cost", result)
     for s in scenarios:
         print(s["kind"], s["batch"], s["per_fire"], s["usd_per_million_fires"])
     print("idle shard-second", idle["per_shard_second"], idle["billed_seconds_per_invocation"])
+    print("listing", page)
 
 
 if __name__ == "__main__":

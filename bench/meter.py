@@ -15,8 +15,9 @@ and moto's figure is kept beside them for reference:
   index is rewritten by every change to its item, a KEYS_ONLY one only when its
   key moves); an entry is its projected attributes plus 100 bytes;
 - a strongly consistent read costs 1 RCU per started 4 KB per item (GetItem,
-  BatchGetItem); a Query costs 0.5 RCU per started 4 KB of everything it
-  returned (eventually consistent, as every GSI read is);
+  BatchGetItem), an eventually consistent one half that; a Query costs 0.5 RCU
+  per started 4 KB of everything it returned (eventually consistent, as every
+  GSI read is);
 - SQS bills each request per started 64 KB of payload.
 
 Optionally sleeps ``latency_seconds`` before every call: the simulated round
@@ -143,18 +144,18 @@ class Meter:
         elif call.operation == "GetItem":
             item = parsed.get("Item") or {}
             call.items_read = int(bool(item))
-            call.rcu = _read_units(
-                [item_size(item)], consistent=params.get("ConsistentRead", False)
-            )
+            call.rcu = read_units([item_size(item)], consistent=params.get("ConsistentRead", False))
         elif call.operation == "BatchGetItem":
-            items = [i for rows in parsed.get("Responses", {}).values() for i in rows]
-            call.items_read = len(items)
-            call.rcu = sum(_read_units([item_size(i)], consistent=True) for i in items)
+            requested = params.get("RequestItems", {})
+            for table, rows in parsed.get("Responses", {}).items():
+                consistent = bool(requested.get(table, {}).get("ConsistentRead", False))
+                call.items_read += len(rows)
+                call.rcu += sum(read_units([item_size(i)], consistent=consistent) for i in rows)
         elif call.operation in ("Query", "Scan"):
             items = parsed.get("Items", [])
             call.items_read = int(parsed.get("ScannedCount", len(items)))
             sizes = [item_size(i) + (100 if params.get("IndexName") else 0) for i in items]
-            call.rcu = _read_units([sum(sizes)], consistent=params.get("ConsistentRead", False))
+            call.rcu = read_units([sum(sizes)], consistent=params.get("ConsistentRead", False))
 
     def _snapshot(self, params: dict[str, Any]) -> dict[str, Any] | None:
         definition = self.tables.get(params.get("TableName", ""))
@@ -181,7 +182,7 @@ def add_latency(client: Any, seconds: float) -> Any:
     return client
 
 
-def _read_units(sizes: list[int], consistent: bool) -> float:
+def read_units(sizes: list[int], consistent: bool) -> float:
     units = sum(max(1, math.ceil(size / 4096)) for size in sizes)
     return float(units) if consistent else units / 2
 

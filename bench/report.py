@@ -204,6 +204,23 @@ def cost_section(result: dict[str, Any]) -> list[str]:
         "",
         table(["service", "caller", "operation", "requests", "WCU", "RCU"], idle_rows),
         "",
+        *listing_lines(result.get("listing")),
+    ]
+
+
+def listing_lines(page: dict[str, Any] | None) -> list[str]:
+    if page is None:
+        return []
+    keys_only = page["keys_only"]
+    return [
+        f"A page of `GET /tasks` ({page['page_size']} tasks): {keys_only['dynamodb_requests']} "
+        f"requests and {keys_only['rcu']} read units (a Query of the keys-only tenant index, "
+        "then an eventually consistent BatchGetItem of the page), against "
+        f"{page['all_attributes_rcu']} read units from an index projecting all attributes. "
+        "That projection cost every claim one more index write, so the keys-only index is "
+        f"cheaper as long as a tenant's tasks fire {page['claims_paying_for_one_page']} times "
+        "or more for each page listed.",
+        "",
     ]
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.cost import fresh_bench, scenario
+from bench.cost import fresh_bench, listing, scenario
 from tests.support import Sink
 
 WRITE_UNIT_GOAL = 5
@@ -48,3 +48,14 @@ def test_a_claim_moves_its_due_index_entry_and_rewrites_no_other_index(
     assert [(r["operation"], r["requests"], r["wcu"], r["index_wcu"]) for r in claims] == [
         ("UpdateItem", 1.0, 1.0, 2.0)
     ]
+
+
+def test_a_listing_page_is_one_query_of_keys_and_one_eventually_consistent_read() -> None:
+    sink = Sink().start()
+    try:
+        with fresh_bench(sink) as bench:
+            page = listing(bench, page_size=10)
+    finally:
+        sink.stop()
+    # Ten small items: half a unit for the index query, half a unit each after it
+    assert (page["keys_only"]["dynamodb_requests"], page["keys_only"]["rcu"]) == (2, 5.5)
