@@ -249,8 +249,15 @@ def idle_shard(bench: Bench, minutes: int = 3) -> dict[str, Any]:
     summary = summarise(metered, fires=int(seconds))
     billed = [(ended[n] - arrivals[n]).total_seconds() for n in range(1, minutes + 1)]
     emf_bytes = sum(len(json.dumps(d, separators=(",", ":"))) + 1 for d in documents)
-    metric_names = sorted(
-        {m["Name"] for d in documents for c in d["_aws"]["CloudWatchMetrics"] for m in c["Metrics"]}
+    # A custom metric is a name with a set of dimensions; one with a shard's among them
+    # is published once per shard, so it is billed once per shard.
+    metrics = sorted(
+        {
+            (m["Name"], "shard" in {name for names in c["Dimensions"] for name in names})
+            for d in documents
+            for c in d["_aws"]["CloudWatchMetrics"]
+            for m in c["Metrics"]
+        }
     )
     per_second = summary["per_fire"]
     return {
@@ -259,7 +266,7 @@ def idle_shard(bench: Bench, minutes: int = 3) -> dict[str, Any]:
         "per_shard_second": per_second,
         "billed_seconds_per_invocation": billed,
         "emf_bytes_per_shard_second": round(emf_bytes / seconds, 1),
-        "metric_names": metric_names,
+        "metrics": [{"name": name, "per_shard": per_shard} for name, per_shard in metrics],
         "usd_per_shard_month_requests": round(idle_request_dollars(per_second), 4),
         "breakdown": summary["breakdown"],
     }

@@ -207,7 +207,9 @@ def idle_rows(counts: StackCounts, cost: dict[str, Any]) -> list[Row]:
         + (invocations + runs) * LOG_BYTES_PER_INVOCATION
     )
     logs_usd = log_bytes / 1e9 * PRICES["logs_ingested_per_gb"]
-    metrics_usd = len(idle["metric_names"]) * PRICES["custom_metric_month"]
+    published = [(m["name"], shards if m["per_shard"] else 1) for m in idle["metrics"]]
+    custom_metrics = sum(count for _, count in published)
+    metrics_usd = custom_metrics * PRICES["custom_metric_month"]
     heartbeat = next(
         (b["wcu"] for b in idle["breakdown"] if b["caller"] == "CursorStore.record_tick"), 0.0
     )
@@ -233,7 +235,7 @@ def idle_rows(counts: StackCounts, cost: dict[str, Any]) -> list[Row]:
             depth_usd,
         ),
         Row(
-            f"{len(counts.other_scheduled)} other function on a one-minute schedule (the "
+            f"{len(counts.other_scheduled)} other function(s) on a one-minute schedule (the "
             f"reaper, ≈ {REAPER_SECONDS_PER_RUN} s and {reaper['dynamodb_requests']:g} queries "
             "a run)",
             reaper_usd,
@@ -249,17 +251,23 @@ def idle_rows(counts: StackCounts, cost: dict[str, Any]) -> list[Row]:
             alarms_usd,
         ),
         Row(
-            f"{counts.dashboards} CloudWatch dashboard (the first three per account are free)",
+            f"{counts.dashboards} CloudWatch dashboard{'s' if counts.dashboards != 1 else ''} "
+            "(the first three per account are free)",
             counts.dashboards * PRICES["dashboard_month"],
         ),
         Row(
             f"{counts.log_groups} log groups: the ticks' metric lines "
             f"({idle['emf_bytes_per_shard_second']:g} bytes per shard-second) and each "
-            f"invocation's own lines, {log_bytes / 1e9:.2f} GB",
+            f"invocation's own lines, {log_bytes / 1e9:.2f} GB ingested (storage, compressed, "
+            "at $0.03 per GB, left out)",
             logs_usd,
         ),
         Row(
-            f"custom metrics published at rest ({', '.join(idle['metric_names'])})",
+            f"{custom_metrics} custom metric{'s' if custom_metrics > 1 else ''} published at rest ("
+            + ", ".join(
+                f"{name}, one per shard" if count > 1 else name for name, count in published
+            )
+            + ")",
             metrics_usd,
         ),
         Row(
