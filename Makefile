@@ -4,18 +4,32 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
+# Lambda runs the functions on this Python (infra/layer.py's PYTHON_VERSION), the
+# tests on $(PYTHON): `make test` runs tests/unit and tests/deployed on it too, in
+# a venv of its own, when an interpreter of it is found (python3.12 on the PATH, or
+# pyenv's). Debian 12's packages and PyPI offer none; the machine image has pyenv's.
+LAMBDA_PYTHON := 3.12
+ifndef PYTHON312
+PYTHON312 := $(shell for candidate in python$(LAMBDA_PYTHON) \
+	$${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(LAMBDA_PYTHON).*/bin/python$(LAMBDA_PYTHON); do \
+	$$candidate -c 'import sys; print(sys.executable)' 2>/dev/null && break; done)
+endif
+VENV312  := .venv312
+STAMP312 := $(VENV312)/.installed
+LAMBDA_PYTHON_TESTS := tests/unit $(wildcard tests/deployed)
+
 # The CDK CLI, from npm, pinned; only `make deploy` and `make bootstrap` use it.
 CDK    := npx --yes aws-cdk@2.1148.1
 # Context for the CDK app, e.g. make synth CONTEXT="-c stage=prod -c shard_count=8"
 CONTEXT ?=
 
-.PHONY: run test lint format typecheck bench clean help synth deploy bootstrap
+.PHONY: run test test-lambda-python lint format typecheck bench clean help synth deploy bootstrap
 
 help:
 	@echo "make run    set up and start dynacron locally (API on http://127.0.0.1:8080)"
-	@echo "make test   set up, lint, type-check and run the whole test suite"
+	@echo "make test   set up, lint, type-check and run the whole test suite (unit and deployed tiers on Lambda's Python 3.12 too)"
 	@echo "make lint   ruff + mypy only"
-	@echo "make bench  run the benchmarks and regenerate BENCHMARKS.md (BENCH_QUICK=1: shorter)"
+	@echo "make bench  run the benchmarks and regenerate BENCHMARKS.md (BENCH_QUICK=1: shorter; BENCH=cost: one section)"
 	@echo "make synth  build the Lambda layers and write the CloudFormation app to cdk.out/ (no AWS account needed)"
 	@echo "make deploy synth, then deploy with the CDK CLI (needs AWS credentials; see docs/deploy.md)"
 	@echo "make clean  remove the virtualenv and caches"
@@ -35,6 +49,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	# Once more against Lambda's Python: typeshed knows what its stdlib removed.
+	$(BIN)/mypy --python-version $(LAMBDA_PYTHON)
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
@@ -42,6 +58,27 @@ format: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+	$(MAKE) test-lambda-python
+
+$(STAMP312): pyproject.toml
+	$(PYTHON312) -m venv $(VENV312)
+	$(VENV312)/bin/pip install --quiet --upgrade pip
+	$(VENV312)/bin/pip install --quiet -e '.[local,dev]'
+	touch $(STAMP312)
+
+ifeq ($(strip $(PYTHON312)),)
+test-lambda-python:
+	@echo "No Python $(LAMBDA_PYTHON) interpreter found, and the tests must also pass on Lambda's Python."
+	@echo "Install one (pyenv install $(LAMBDA_PYTHON), or your system's python$(LAMBDA_PYTHON) package) or name it:"
+	@echo "make test PYTHON312=/path/to/python$(LAMBDA_PYTHON); to run on $$($(PYTHON) --version) only, say so: make test PYTHON312=none"
+	@exit 1
+else ifeq ($(strip $(PYTHON312)),none)
+test-lambda-python:
+	@echo "!! PYTHON312=none: $(LAMBDA_PYTHON_TESTS) ran on $$($(PYTHON) --version) only, not on Lambda's Python $(LAMBDA_PYTHON)"
+else
+test-lambda-python: $(STAMP312)
+	$(VENV312)/bin/pytest $(LAMBDA_PYTHON_TESTS)
+endif
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e '.[local,dev,bench]'
@@ -49,8 +86,10 @@ $(BENCH_STAMP): $(STAMP)
 
 # Not part of `make test`: about 15 minutes (BENCH_QUICK=1 for a short run);
 # writes bench/results/*.json and regenerates BENCHMARKS.md with its plots.
+# BENCH names the sections to run (e.g. BENCH=cost); all of them when empty.
+BENCH ?=
 bench: $(BENCH_STAMP)
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run $(BENCH)
 
 synth: $(STAMP)
 	$(BIN)/python -m infra.app $(CONTEXT)
@@ -62,4 +101,4 @@ deploy: synth
 	$(CDK) deploy --app cdk.out --all
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache cdk.out build
+	rm -rf $(VENV) $(VENV312) .pytest_cache .mypy_cache .ruff_cache cdk.out build

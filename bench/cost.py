@@ -11,25 +11,29 @@ Run: .venv/bin/python -m bench.cost
 
 from __future__ import annotations
 
+import heapq
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 
 from bench.common import in_process_aws, write_result
-from bench.meter import Meter, summarise
-from dynacron.app import Dynacron
+from bench.meter import Meter, item_size, read_units, summarise
+from dynacron.app import TICK_LOOP_MARGIN, Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
+from dynacron.metrics import EmfDocument
 from dynacron.models import TaskCreate
 from dynacron.resources import COORDINATION, EXECUTIONS, TASKS
+from dynacron.services.tick_loop import ShardTickLoop
 from tests.support import Delivery, Sink
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -48,6 +52,11 @@ PRICES = {
     "eventbridge_scheduler_per_million_invocations": 1.00,
 }
 WORKER_BATCH = 10
+# The looping tick's Lambda timeout (infra/constructs/tick.py, TICK_TIMEOUT): the loop
+# of an invocation that nobody relieves ends this long after it started, less its margin.
+TICK_TIMEOUT = timedelta(minutes=2)
+# EventBridge starts each minute's invocation some seconds into the minute.
+TICK_ARRIVAL_OFFSET = timedelta(seconds=12)
 
 
 @dataclass
@@ -57,6 +66,8 @@ class Bench:
     clock: SettableClock
     raw_sqs: Any
     sink: Sink
+    # The EMF documents the app's metrics emitted (what CloudWatch Logs ingests).
+    metric_documents: list[EmfDocument] = field(default_factory=list)
 
 
 def dollars_per_million(per_fire: dict[str, float]) -> dict[str, float]:
@@ -177,21 +188,140 @@ def scenario(bench: Bench, kind: str, batch: int, rounds: int) -> dict[str, Any]
     return {"kind": kind, "batch": batch, "rounds": rounds, **summary}
 
 
-def idle_tick(bench: Bench) -> dict[str, Any]:
-    """One shard's tick when nothing is due: the fixed cost of each shard-second."""
-    bench.clock.advance(timedelta(seconds=1))
-    bench.meter.reset()
-    bench.app.ticker.tick_shard(0)
-    summary = summarise(bench.meter.reset(), fires=1)
+def idle_shard(bench: Bench, minutes: int = 3) -> dict[str, Any]:
+    """A shard's looping tick with nothing due, as deployed, for ``minutes`` minutes.
+
+    Each minute a new invocation arrives, asks for the shard's lease and is handed it
+    at the holder's next renewal (``services.tick_loop``); meanwhile it polls. The
+    loops are stepped in time order on the settable clock (no threads, no sleeping),
+    and every request between the second and the last arrivals is metered: ticks
+    (cursor read, due-index query, the dispatch queue's depth), heartbeats, lease
+    renewals, handovers and the successor's polls. Returns the cost of one shard-second
+    and each invocation's billed seconds.
+    """
+    clock = bench.clock
+    app = bench.app
+    first = clock.now().replace(second=0, microsecond=0) + timedelta(minutes=1)
+    arrivals = [first + timedelta(minutes=m) + TICK_ARRIVAL_OFFSET for m in range(minutes + 3)]
+    # The first invocation takes a free lease; the metered ones are each relieved.
+    window_start, window_end = arrivals[1], arrivals[minutes + 1]
+    # (instant, order, invocation number): an arrival or a loop's next step
+    steps: list[tuple[datetime, int, int]] = [(at, n, n) for n, at in enumerate(arrivals)]
+    heapq.heapify(steps)
+    loops: dict[int, ShardTickLoop] = {}
+    ended: dict[int, datetime] = {}
+    metered: list[Any] | None = None
+    documents: list[EmfDocument] = []
+    in_window = False
+    order = len(arrivals)
+    while steps:
+        at, _, number = heapq.heappop(steps)
+        if at >= arrivals[-1]:
+            break
+        if at >= window_start and not in_window:
+            in_window = True  # what came before (the first acquisition) is not steady
+            bench.meter.reset()
+            bench.metric_documents.clear()
+        if at >= window_end and metered is None:
+            metered = bench.meter.reset()
+            documents = list(bench.metric_documents)
+        clock.set(at)
+        loop = loops.get(number)
+        if loop is None:
+            loop = loops[number] = ShardTickLoop(
+                ticker=app.ticker,
+                leases=app.leases,
+                clock=clock,
+                shard=0,
+                owner=f"invocation-{number}",
+                deadline=at + TICK_TIMEOUT - TICK_LOOP_MARGIN,
+                metrics=app.metrics,
+            )
+        pause = loop.step()
+        app.metrics.flush()
+        if pause is None:
+            ended[number] = clock.now()
+            continue
+        order += 1
+        heapq.heappush(steps, (clock.now() + timedelta(seconds=pause), order, number))
+    assert metered is not None, "the simulation ended before its window"
+    seconds = (window_end - window_start).total_seconds()
+    summary = summarise(metered, fires=int(seconds))
+    billed = [(ended[n] - arrivals[n]).total_seconds() for n in range(1, minutes + 1)]
+    emf_bytes = sum(len(json.dumps(d, separators=(",", ":"))) + 1 for d in documents)
+    # A custom metric is a name with a set of dimensions; one with a shard's among them
+    # is published once per shard, so it is billed once per shard.
+    metrics = sorted(
+        {
+            (m["Name"], "shard" in {name for names in c["Dimensions"] for name in names})
+            for d in documents
+            for c in d["_aws"]["CloudWatchMetrics"]
+            for m in c["Metrics"]
+        }
+    )
     per_second = summary["per_fire"]
-    month = 30 * 24 * 3600
     return {
+        "simulated_seconds": seconds,
+        "tick_arrival_offset_seconds": TICK_ARRIVAL_OFFSET.total_seconds(),
         "per_shard_second": per_second,
-        "usd_per_shard_month_on_demand": round(
-            month * per_second["rcu"] * PRICES["dynamodb_on_demand_per_million_read_units"] / 1e6, 4
-        ),
+        "billed_seconds_per_invocation": billed,
+        "emf_bytes_per_shard_second": round(emf_bytes / seconds, 1),
+        "metrics": [{"name": name, "per_shard": per_shard} for name, per_shard in metrics],
+        "usd_per_shard_month_requests": round(idle_request_dollars(per_second), 4),
         "breakdown": summary["breakdown"],
     }
+
+
+def listing(bench: Bench, page_size: int = 100) -> dict[str, Any]:
+    """One page of ``GET /tasks``: the keys-only tenant index, then the page's items.
+
+    Beside it, what the same page read from an all-attributes index would cost (the
+    items as the index would return them), and how many claims' tenant-index
+    rewrites, which that projection cost, pay for the difference.
+    """
+    register(bench, page_size, rate="1 minute")
+    bench.meter.reset()
+    page = bench.app.task_service.page(DEFAULT_TENANT, page_size, None)
+    assert len(page.items) == page_size
+    keys_only = summarise(bench.meter.reset(), fires=1)["per_fire"]
+    raw = bench.meter.raw_dynamodb
+    items = raw.scan(TableName=bench.app.settings.tasks_table)["Items"]
+    # Read as the meter reads an index query: each entry plus its 100 bytes.
+    all_attributes_rcu = read_units([sum(item_size(i) + 100 for i in items)], consistent=False)
+    extra_rcu = keys_only["rcu"] - all_attributes_rcu
+    prices = PRICES
+    rewrite = prices["dynamodb_on_demand_per_million_write_units"]
+    return {
+        "page_size": page_size,
+        "keys_only": keys_only,
+        "all_attributes_rcu": all_attributes_rcu,
+        "claims_paying_for_one_page": round(
+            extra_rcu * prices["dynamodb_on_demand_per_million_read_units"] / rewrite, 1
+        ),
+    }
+
+
+def idle_reaper(bench: Bench) -> dict[str, Any]:
+    """One run of the reaper (deployed once a minute) with nothing to reap."""
+    bench.clock.advance(timedelta(minutes=1))
+    bench.meter.reset()
+    bench.app.reaper({}, LocalContext("reaper"))
+    summary = summarise(bench.meter.reset(), fires=1)
+    return {"per_run": summary["per_fire"], "breakdown": summary["breakdown"]}
+
+
+SECONDS_PER_MONTH = 30 * 24 * 3600
+
+
+def idle_request_dollars(per_second: dict[str, float]) -> float:
+    """USD a month of one shard's DynamoDB (on demand) and SQS requests at rest."""
+    p = PRICES
+    per_month = SECONDS_PER_MONTH / 1e6
+    return per_month * (
+        per_second["write_units"] * p["dynamodb_on_demand_per_million_write_units"]
+        + per_second["rcu"] * p["dynamodb_on_demand_per_million_read_units"]
+        + per_second["sqs_requests"] * p["sqs_standard_per_million_requests"]
+    )
 
 
 @contextmanager
@@ -207,8 +337,18 @@ def fresh_bench(sink: Sink) -> Iterator[Bench]:
         meter = Meter(tables=tables, raw_dynamodb=raw_dynamodb)
         dynamodb = meter.attach(boto3.client("dynamodb", region_name=REGION))
         sqs = meter.attach(boto3.client("sqs", region_name=REGION))
-        app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock)
-        yield Bench(app=app, meter=meter, clock=clock, raw_sqs=raw_sqs, sink=sink)
+        documents: list[EmfDocument] = []
+        app = Dynacron(
+            settings, dynamodb=dynamodb, sqs=sqs, clock=clock, emit_metrics=documents.append
+        )
+        yield Bench(
+            app=app,
+            meter=meter,
+            clock=clock,
+            raw_sqs=raw_sqs,
+            sink=sink,
+            metric_documents=documents,
+        )
 
 
 def main() -> None:
@@ -225,19 +365,25 @@ def main() -> None:
             with fresh_bench(sink) as bench:
                 scenarios.append(scenario(bench, kind, batch, rounds))
         with fresh_bench(sink) as bench:
-            idle = idle_tick(bench)
+            idle = idle_shard(bench)
+            reaper = idle_reaper(bench)
+        with fresh_bench(sink) as bench:
+            page = listing(bench)
     finally:
         sink.stop()
     result = {
         "prices_usd": PRICES,
         "write_unit_goal_per_recurring_fire": 5,
         "scenarios": scenarios,
-        "idle_tick": idle,
+        "idle_shard": idle,
+        "idle_reaper": reaper,
+        "listing": page,
     }
     write_result("cost", result)
     for s in scenarios:
         print(s["kind"], s["batch"], s["per_fire"], s["usd_per_million_fires"])
-    print("idle", idle["per_shard_second"])
+    print("idle shard-second", idle["per_shard_second"], idle["billed_seconds_per_invocation"])
+    print("listing", page)
 
 
 if __name__ == "__main__":

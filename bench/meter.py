@@ -8,12 +8,16 @@ and moto's figure is kept beside them for reference:
 
 - a write costs 1 WCU per started KB of the larger of the item before and after;
   a failed conditional write still costs that;
-- each global secondary index whose key changed costs a delete plus a put of
-  the index entry (one each when the entry only appears or only disappears);
-  a KEYS_ONLY entry is its key attributes plus 100 bytes;
+- a global secondary index is written whenever its entry changes, following the
+  projection declared in ``dynacron.resources``: an entry that appears or
+  disappears costs one write, one whose key changed a delete plus a put, and one
+  whose key stayed but any projected attribute changed one write (so an ALL
+  index is rewritten by every change to its item, a KEYS_ONLY one only when its
+  key moves); an entry is its projected attributes plus 100 bytes;
 - a strongly consistent read costs 1 RCU per started 4 KB per item (GetItem,
-  BatchGetItem); a Query costs 0.5 RCU per started 4 KB of everything it
-  returned (eventually consistent, as every GSI read is);
+  BatchGetItem), an eventually consistent one half that; a Query costs 0.5 RCU
+  per started 4 KB of everything it returned (eventually consistent, as every
+  GSI read is);
 - SQS bills each request per started 64 KB of payload.
 
 Optionally sleeps ``latency_seconds`` before every call: the simulated round
@@ -34,7 +38,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from dynacron.resources import TableDefinition
+from dynacron.resources import IndexDefinition, TableDefinition
 
 _deserializer = TypeDeserializer()
 WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
@@ -140,18 +144,18 @@ class Meter:
         elif call.operation == "GetItem":
             item = parsed.get("Item") or {}
             call.items_read = int(bool(item))
-            call.rcu = _read_units(
-                [item_size(item)], consistent=params.get("ConsistentRead", False)
-            )
+            call.rcu = read_units([item_size(item)], consistent=params.get("ConsistentRead", False))
         elif call.operation == "BatchGetItem":
-            items = [i for rows in parsed.get("Responses", {}).values() for i in rows]
-            call.items_read = len(items)
-            call.rcu = sum(_read_units([item_size(i)], consistent=True) for i in items)
+            requested = params.get("RequestItems", {})
+            for table, rows in parsed.get("Responses", {}).items():
+                consistent = bool(requested.get(table, {}).get("ConsistentRead", False))
+                call.items_read += len(rows)
+                call.rcu += sum(read_units([item_size(i)], consistent=consistent) for i in rows)
         elif call.operation in ("Query", "Scan"):
             items = parsed.get("Items", [])
             call.items_read = int(parsed.get("ScannedCount", len(items)))
             sizes = [item_size(i) + (100 if params.get("IndexName") else 0) for i in items]
-            call.rcu = _read_units([sum(sizes)], consistent=params.get("ConsistentRead", False))
+            call.rcu = read_units([sum(sizes)], consistent=params.get("ConsistentRead", False))
 
     def _snapshot(self, params: dict[str, Any]) -> dict[str, Any] | None:
         definition = self.tables.get(params.get("TableName", ""))
@@ -178,7 +182,7 @@ def add_latency(client: Any, seconds: float) -> Any:
     return client
 
 
-def _read_units(sizes: list[int], consistent: bool) -> float:
+def read_units(sizes: list[int], consistent: bool) -> float:
     units = sum(max(1, math.ceil(size / 4096)) for size in sizes)
     return float(units) if consistent else units / 2
 
@@ -196,31 +200,52 @@ def _sqs_billed_requests(operation: str, params: dict[str, Any]) -> int:
 def index_write_units(
     definition: TableDefinition, before: dict[str, Any] | None, after: dict[str, Any] | None
 ) -> float:
-    """Index writes for one item write: a changed index key is a delete plus a put."""
+    """The index writes AWS bills for one item write, ``before`` and ``after`` the write.
+
+    Per index: an entry put or deleted is one write each, a moved key a delete plus
+    a put, a changed projected attribute (same key) one write; an unchanged entry,
+    or no entry before or after (a sparse index), none.
+    """
     table_keys = [k.name for k in (definition.partition_key, definition.sort_key) if k]
     units = 0.0
     for index in definition.indexes:
-        names = [index.partition_key.name, index.sort_key.name]
-        old = _index_entry(before, names, table_keys, index.projection)
-        new = _index_entry(after, names, table_keys, index.projection)
-        old_key = {n: old[n] for n in names} if old else None
-        new_key = {n: new[n] for n in names} if new else None
-        if old_key == new_key:
-            continue  # KEYS_ONLY: an entry whose key is unchanged is not rewritten
-        for changed in (old, new):
-            if changed:
-                units += max(1, math.ceil((item_size(changed) + 100) / 1024))
+        old = _index_entry(before, index, table_keys)
+        new = _index_entry(after, index, table_keys)
+        if old == new:
+            continue
+        key_names = (index.partition_key.name, index.sort_key.name, *table_keys)
+        if (
+            old is not None
+            and new is not None
+            and _key_of(old, key_names) == _key_of(new, key_names)
+        ):
+            units += max(_entry_units(old), _entry_units(new))  # rewritten in place
+            continue
+        units += sum(_entry_units(entry) for entry in (old, new) if entry is not None)
     return units
 
 
+def _entry_units(entry: dict[str, Any]) -> int:
+    return max(1, math.ceil((item_size(entry) + 100) / 1024))
+
+
+def _key_of(entry: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: entry.get(name) for name in names}
+
+
 def _index_entry(
-    item: dict[str, Any] | None, names: list[str], table_keys: list[str], projection: str
+    item: dict[str, Any] | None, index: IndexDefinition, table_keys: list[str]
 ) -> dict[str, Any] | None:
+    """What ``index`` holds of ``item``: its projected attributes, or None if it has no
+    entry there (an item without the index's key attributes is not in a sparse index)."""
+    names = [index.partition_key.name, index.sort_key.name]
     if item is None or any(n not in item for n in names):
-        return None  # sparse index: no key, no entry
-    if projection == "ALL":
+        return None
+    if index.projection == "ALL":
         return item
-    return {n: item[n] for n in names + table_keys if n in item}
+    if index.projection == "KEYS_ONLY":
+        return {n: item[n] for n in names + table_keys if n in item}
+    raise ValueError(f"index {index.name}: projection {index.projection} is not metered")
 
 
 def item_size(item: dict[str, Any]) -> int:
@@ -248,13 +273,18 @@ def _value_size(value: dict[str, Any]) -> int:
     raise ValueError(f"unknown attribute type {kind}")
 
 
+# Public helpers that write for many callers: the call is named by their caller.
+SHARED_HELPERS = frozenset({"conditional_write"})
+
+
 def _caller() -> str:
     """The public dynacron method that made the call: where each unit goes (a private
     helper such as ``ExecutionStore._write`` is named by the method that called it)."""
     frame = sys._getframe(2)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
-        public = not frame.f_code.co_name.startswith("_")
+        name = frame.f_code.co_name
+        public = not name.startswith("_") and name not in SHARED_HELPERS
         if public and module.startswith("dynacron.") and not module.startswith("dynacron.local"):
             owner = frame.f_locals.get("self")
             prefix = f"{type(owner).__name__}." if owner is not None else ""

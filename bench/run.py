@@ -1,7 +1,8 @@
 """`make bench`: every benchmark, one after the other, then BENCHMARKS.md.
 
 One at a time, so they do not compete for the machine's CPUs. BENCH_QUICK=1
-shortens each (fewer tasks, shorter rates).
+shortens each (fewer tasks, shorter rates). Named sections run alone, e.g.
+`python -m bench.run cost`; the page is redrawn from every section's last results.
 """
 
 from __future__ import annotations
@@ -21,9 +22,14 @@ BENCHMARKS = (
 )
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
+    chosen = [f"bench.{name}" for name in argv] or list(BENCHMARKS)
+    unknown = sorted(set(chosen) - set(BENCHMARKS))
+    if unknown:
+        names = ", ".join(m.removeprefix("bench.") for m in BENCHMARKS)
+        raise SystemExit(f"no benchmark {', '.join(unknown)}; there are: {names}")
     failed = []
-    for module in BENCHMARKS:
+    for module in chosen:
         began = time.monotonic()
         print(f"== {module}", flush=True)
         if subprocess.run([sys.executable, "-m", module], check=False).returncode != 0:
@@ -35,4 +41,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

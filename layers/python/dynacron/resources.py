@@ -67,13 +67,16 @@ DUE_INDEX = IndexDefinition(
 )
 
 # A tenant's tasks, oldest first: listing is a query of one partition, so a
-# tenant never reads (and pays for) another's items. All attributes, so a page
-# needs no follow-up reads.
+# tenant never reads (and pays for) another's items. Keys only: an index entry is
+# rewritten whenever a projected attribute changes, and every claim changes most of
+# a task (``next_run_at``, ``version``, ...), so projecting all attributes cost one
+# more index write per fire. Listing reads the page's items with one BatchGetItem
+# instead: listings are rare, fires are not (BENCHMARKS.md, cost).
 TENANT_INDEX = IndexDefinition(
     name="tenant-index",
     partition_key=Key("tenant_id"),
     sort_key=Key("created_at"),
-    projection="ALL",
+    projection="KEYS_ONLY",
 )
 
 # Sparse: only tasks that run after another (``after``) carry ``after_task_id``;

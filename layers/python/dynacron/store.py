@@ -507,13 +507,28 @@ class TaskStore:
         return task if task is not None and task.tenant_id == tenant_id else None
 
     def page_owned(self, tenant_id: str, limit: int, token: str | None) -> Page[Task]:
-        """One page of a tenant's tasks, oldest first."""
-        return query_page(
+        """One page of a tenant's tasks, oldest first.
+
+        The tenant index holds keys only (``resources.TENANT_INDEX``), so the page's
+        ids come from it and the tasks from one eventually consistent BatchGetItem,
+        as current as the index itself. A task deleted in between is left out.
+        """
+        ids = query_page(
             self._client,
             PartitionQuery(self._table, TENANT_INDEX.partition_key.name, tenant_id, TENANT_INDEX),
             limit,
             token,
-            shown_task_item,
+            lambda key: str(key["task_id"]["S"]),
+        )
+        items = self._batch_items(ids.items, consistent=False)
+        owner = {"S": tenant_id}
+        return Page(
+            items=[
+                shown_task_item(items[task_id])
+                for task_id in ids.items
+                if task_id in items and items[task_id].get(TENANT_INDEX.partition_key.name) == owner
+            ],
+            next_token=ids.next_token,
         )
 
     def delete_owned(self, tenant_id: str, task_id: str) -> bool:
@@ -571,22 +586,29 @@ class TaskStore:
 
     def read_many(self, task_ids: Iterable[str]) -> tuple[list[Task], list[UnreadableTask]]:
         """As ``get_many``, with the tasks that cannot be decoded apart, not raised."""
-        ids = list(dict.fromkeys(task_ids))
         tasks: list[Task] = []
         unreadable: list[UnreadableTask] = []
+        for item in self._batch_items(task_ids, consistent=True).values():
+            read = read_task_item(item)
+            if isinstance(read, Task):
+                tasks.append(read)
+            else:
+                unreadable.append(read)
+        return tasks, unreadable
+
+    def _batch_items(self, task_ids: Iterable[str], consistent: bool) -> dict[str, dict[str, Any]]:
+        """The stored items of ``task_ids`` that exist, by id, in BatchGetItem calls."""
+        ids = list(dict.fromkeys(task_ids))
+        items: dict[str, dict[str, Any]] = {}
         for start in range(0, len(ids), BATCH_GET_LIMIT):
             keys = [_to_item({"task_id": i}) for i in ids[start : start + BATCH_GET_LIMIT]]
-            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
+            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": consistent}}
             while request:
                 response = self._client.batch_get_item(RequestItems=request)
                 for item in response["Responses"].get(self._table, []):
-                    read = read_task_item(item)
-                    if isinstance(read, Task):
-                        tasks.append(read)
-                    else:
-                        unreadable.append(read)
+                    items[str(item.get("task_id", {}).get("S", ""))] = item
                 request = response.get("UnprocessedKeys") or {}
-        return tasks, unreadable
+        return items
 
     def set_aside(self, task: Task | UnreadableTask, reason: str, now: datetime) -> bool:
         """Mark a task ERROR with ``reason``, out of the due index, if it is still at the

@@ -1,0 +1,61 @@
+"""What a fire costs, metered as AWS bills it (``bench.meter``) on the real tick and worker.
+
+The benchmark's own scenario, small: two recurring tasks fire once. Pins the
+issue-15 goal (at most 5 write units per successful recurring fire, index writes
+included) and that a claim writes no index but the due index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bench.cost import fresh_bench, listing, scenario
+from tests.support import Sink
+
+WRITE_UNIT_GOAL = 5
+
+
+@pytest.fixture(scope="module")
+def recurring() -> Iterator[dict[str, object]]:
+    sink = Sink().start()
+    try:
+        with fresh_bench(sink) as bench:
+            yield scenario(bench, "recurring", batch=2, rounds=2)
+    finally:
+        sink.stop()
+
+
+def test_a_recurring_fire_costs_at_most_five_write_units(recurring: dict) -> None:
+    # The tick's own writes (its shard's heartbeat and cursor) are shared by every
+    # task a tick claims: with two tasks a tick they would weigh as with none.
+    per_task = [r for r in recurring["breakdown"] if not r["caller"].startswith("CursorStore.")]
+    units = {
+        f"{r['caller']} {r['operation']}": r["wcu"] + r["index_wcu"]
+        for r in per_task
+        if r["wcu"] + r["index_wcu"]
+    }
+    assert sum(units.values()) <= WRITE_UNIT_GOAL, units
+
+
+def test_a_claim_moves_its_due_index_entry_and_rewrites_no_other_index(
+    recurring: dict,
+) -> None:
+    claims = [r for r in recurring["breakdown"] if r["caller"] == "TaskStore.claim"]
+    # One claim per fire: the item (1 unit), the due index's delete plus put (2);
+    # an all-attributes tenant index would add a third index write.
+    assert [(r["operation"], r["requests"], r["wcu"], r["index_wcu"]) for r in claims] == [
+        ("UpdateItem", 1.0, 1.0, 2.0)
+    ]
+
+
+def test_a_listing_page_is_one_query_of_keys_and_one_eventually_consistent_read() -> None:
+    sink = Sink().start()
+    try:
+        with fresh_bench(sink) as bench:
+            page = listing(bench, page_size=10)
+    finally:
+        sink.stop()
+    # Ten small items: half a unit for the index query, half a unit each after it
+    assert (page["keys_only"]["dynamodb_requests"], page["keys_only"]["rcu"]) == (2, 5.5)
