@@ -146,7 +146,7 @@ def test_the_units_per_fire_are_the_ones_the_cost_benchmark_reports() -> None:
     assert MEASURED.read_units_per_fire == per_fire["rcu"]
     assert MEASURED.sqs_requests_per_fire == per_fire["sqs_requests"]
     assert MEASURED.worker_invocations_per_fire == per_fire["lambda_invocations"]
-    idle = cost["idle_tick"]["per_shard_second"]
+    idle = cost["idle_shard"]["per_shard_second"]
     assert MEASURED.idle_read_units_per_shard_second == idle["rcu"]
     assert MEASURED.idle_sqs_requests_per_shard_second == idle["sqs_requests"]
 

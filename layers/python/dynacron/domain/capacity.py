@@ -67,15 +67,15 @@ class Measured:
     # bench/results/capacity.json: cpu_per_claim, tick_concurrency 16, moto in another process.
     tick_cpu_ms_per_claim: float = 2.05
     # bench/results/cost.json: the recurring fire, 100 per tick.
-    write_units_per_fire: float = 5.0
-    read_units_per_fire: float = 3.045
+    write_units_per_fire: float = 5.01
+    read_units_per_fire: float = 3.05
     sqs_requests_per_fire: float = 0.32
     worker_invocations_per_fire: float = 0.1
     # The one table or index that takes the most of a fire's units (the executions
     # table's begin and end; the due index's delete and put): provisioned capacity's bound.
     busiest_target_units_per_fire: float = 2.0
-    # bench/results/cost.json: idle_tick, per shard-second.
-    idle_read_units_per_shard_second: float = 1.5
+    # bench/results/cost.json: idle_shard, per shard-second.
+    idle_read_units_per_shard_second: float = 2.0667
     idle_sqs_requests_per_shard_second: float = 1.0
     # bench/tick_log_bytes.py: the looping tick's EMF line each second of an idle
     # shard, ingested by CloudWatch Logs, and its own TickHeartbeat metric.
