@@ -25,7 +25,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -38,12 +38,13 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.iam.access_control import IAMPolicy, PermissionResult
 
 import dynacron.app
-from dynacron.app import Dynacron, aws_client_config
+from dynacron.app import TICK_LOOP_MARGIN, Dynacron, aws_client_config
 from dynacron.config import LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import SettableClock
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import ApiGateway, LocalContext, proxy_event
 from dynacron.local.runtime import sqs_event
+from dynacron.domain.tasks import shard_for
 from dynacron.resources import QUEUES
 from tests.support import FakeLambdaContext
 
@@ -54,6 +55,7 @@ ENTRY_POINTS = ("api", "tick", "worker", "reaper", "undelivered")
 # A grant to remove while loading the roles: set by ``verify_grants.py``.
 MUTATION_VAR = "DYNACRON_GRANT_MUTATION"
 ACCESS_DENIED = "AccessDeniedException"
+TICKS_PER_INVOCATION = 3
 # IAM names a batch call by its single form.
 SQS_ACTIONS = {
     "SendMessageBatch": "sqs:SendMessage",
@@ -163,9 +165,15 @@ class Role:
     def __init__(self, name: str, statements: list[dict[str, Any]]) -> None:
         self.name = name
         self.statements = statements
+        self._decided: dict[Access, str | None] = {}
 
     def denial(self, access: Access) -> str | None:
         """None if the role allows ``access``; else AWS's message for its refusal."""
+        if access not in self._decided:
+            self._decided[access] = self._evaluate(access)
+        return self._decided[access]
+
+    def _evaluate(self, access: Access) -> str | None:
         allowed = False
         for statement in self.statements:
             # One statement at a time: moto's evaluator answers DENIED for an Allow
@@ -518,13 +526,16 @@ class Deployment:
             if self.values.resolve(target["Arn"]) == self.function_arn(tick)
         ]
         (event,) = [e for e in inputs if e.get("shard") == shard]
-        return tick.invoke(event)
+        # Deviation: the invocation has a few seconds left to loop, not its whole
+        # timeout, so that it is a few ticks rather than a hundred (the loop is the same).
+        remaining = TICK_LOOP_MARGIN + timedelta(seconds=TICKS_PER_INVOCATION)
+        context = FakeLambdaContext(
+            "tick-request", remaining_millis=int(remaining.total_seconds() * 1000)
+        )
+        return tick.invoke(event, context)
 
-    def tick_all(self) -> int:
-        claimed = 0
-        for shard in range(self.settings.shard_count):
-            claimed += int(self.tick(shard)["claimed"])
-        return claimed
+    def shards_of(self, task_ids: Iterable[str]) -> set[int]:
+        return {shard_for(t, self.settings.shard_count) for t in task_ids}
 
     def reap(self) -> dict[str, Any]:
         """The reaper, as its schedule invokes it: EventBridge's scheduled event."""
@@ -571,11 +582,12 @@ class Deployment:
             results.append(result)
         return results
 
-    def run_due(self, *, ticks: bool = True) -> None:
-        """One minute of the deployed stack: every shard ticks, the worker and the
-        undelivered function drain their queues."""
-        if ticks:
-            self.tick_all()
+    def run_due(self, *task_ids: str) -> None:
+        """The stack at work for a few seconds: the shards of ``task_ids`` tick (a
+        shard no scenario uses is left alone), the worker and the undelivered
+        function drain their queues."""
+        for shard in sorted(self.shards_of(task_ids)):
+            self.tick(shard)
         dispatch = next(q for q in QUEUES if q.logical_id == "DispatchQueue")
         undelivered = next(q for q in QUEUES if q.logical_id == "UndeliveredQueue")
         self.drain("worker", dispatch.env_var)
