@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from dynacron.config import HANDLER_MODULES_VAR
 from dynacron.resources import (
     COORDINATION,
     DEAD_LETTER_INDEX,
@@ -19,10 +22,12 @@ from dynacron.resources import (
     TENANT_INDEX,
 )
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import RETENTION, allow, allow_follow_ups, index_arn
+from infra.constructs.functions import HANDLER, RETENTION, allow, allow_follow_ups, index_arn
 from infra.constructs.nag import acknowledge
 
 API_TIMEOUT = Duration.seconds(29)  # API Gateway's own integration limit
+# With the user's code (their handlers) the entry point comes from the layer.
+API_HANDLER = "dynacron.app.api"
 # Field-level validation lives in the API function (one set of pydantic models,
 # errors as problem+json); the gateway only turns away bodies that are not a
 # JSON object before they cost an invocation.
@@ -52,7 +57,11 @@ class Api(Construct):
         construct_id: str,
         *,
         foundation: Foundation,
+        code: lambda_.Code | None = None,
+        handler_modules: Sequence[str] = (),
     ) -> None:
+        """``code`` and ``handler_modules``: the user's Python handlers, so that the
+        API accepts a task naming one (it runs ``dynacron.app.api`` from the layer)."""
         super().__init__(scope, construct_id)
         config, storage = foundation.config, foundation.storage
         self.function = foundation.kit.function(
@@ -62,7 +71,11 @@ class Api(Construct):
             memory_mb=config.api_memory_mb,
             timeout=API_TIMEOUT,
             description="the HTTP API: tasks and their executions",
+            code=code,
+            handler=API_HANDLER if code else HANDLER,
         )
+        if handler_modules:
+            self.function.add_environment(HANDLER_MODULES_VAR, ",".join(handler_modules))
         tasks, executions = storage.table(TASKS), storage.table(EXECUTIONS)
         # Creates and deletes are transactions with the tenant's record (its task
         # count and signing secrets) in the coordination table; lists query the

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
@@ -26,6 +28,10 @@ class DynacronScheduler(Construct):
     Add it to your own stack; to run your own Python handlers, pass their code as
     ``worker_code`` with a ``worker_handler`` module that imports them and exposes
     ``dynacron.app.worker`` as its handler (see docs/deploy.md).
+
+    The API gets the same code, so that it knows the handlers' names when a task is
+    registered: it imports ``handler_modules`` (default: the ``worker_handler``'s
+    module, which imports the handlers) and runs ``dynacron.app.api`` from the layer.
     """
 
     def __init__(
@@ -37,9 +43,12 @@ class DynacronScheduler(Construct):
         config: SchedulerConfig | None = None,
         worker_code: lambda_.Code | None = None,
         worker_handler: str = HANDLER,
+        handler_modules: Sequence[str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         config = config or SchedulerConfig()
+        if handler_modules is None:
+            handler_modules = [worker_handler.rsplit(".", 1)[0]] if worker_code else []
         self.storage = Storage(self, "Storage", config=config)
         self.queues = Queues(self, "Queues", config=config)
         # Every function is told every resource's name, through the variables the
@@ -63,8 +72,11 @@ class DynacronScheduler(Construct):
             foundation=foundation,
             worker_code=worker_code,
             worker_handler=worker_handler,
+            handler_modules=handler_modules,
         )
-        self.api = Api(self, "Api", foundation=foundation)
+        self.api = Api(
+            self, "Api", foundation=foundation, code=worker_code, handler_modules=handler_modules
+        )
         self.undelivered = Undelivered(self, "Undelivered", foundation=foundation)
         self.monitoring = Monitoring(
             self,

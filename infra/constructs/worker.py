@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -10,6 +12,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
+from dynacron.config import HANDLER_MODULES_VAR
 from dynacron.resources import (
     COORDINATION,
     DEAD_LETTER_QUEUE,
@@ -41,6 +44,7 @@ class Worker(Construct):
         foundation: Foundation,
         worker_code: lambda_.Code | None = None,
         worker_handler: str = HANDLER,
+        handler_modules: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         config, kit, storage = foundation.config, foundation.kit, foundation.storage
@@ -56,6 +60,8 @@ class Worker(Construct):
             code=worker_code,
             handler=worker_handler,
         )
+        if handler_modules:
+            self.function.add_environment(HANDLER_MODULES_VAR, ",".join(handler_modules))
         self.function.add_event_source(
             event_sources.SqsEventSource(
                 dispatch,

@@ -38,13 +38,15 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.iam.access_control import IAMPolicy, PermissionResult
 
 import dynacron.app
+import dynacron.handlers
 from dynacron.app import TICK_LOOP_MARGIN, Dynacron, aws_client_config
 from dynacron.config import LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import SettableClock
+from dynacron.domain.tasks import shard_for
+from dynacron.handlers import HandlerRegistry
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import ApiGateway, LocalContext, proxy_event
 from dynacron.local.runtime import sqs_event
-from dynacron.domain.tasks import shard_for
 from dynacron.resources import QUEUES
 from tests.support import FakeLambdaContext
 
@@ -206,9 +208,7 @@ def _conditions_hold(conditions: dict[str, Any], access: Access) -> bool:
         patterns = keys["dynamodb:LeadingKeys"]
         patterns = [patterns] if isinstance(patterns, str) else patterns
         # ForAllValues over no values holds, as in AWS.
-        if not all(
-            any(fnmatch.fnmatchcase(k, p) for p in patterns) for k in access.leading_keys
-        ):
+        if not all(any(fnmatch.fnmatchcase(k, p) for p in patterns) for k in access.leading_keys):
             return False
     return True
 
@@ -321,7 +321,9 @@ class AuthorisedCalls:
             ]
         if operation == "BatchGetItem":
             return [
-                Access(f"dynamodb:{operation}", table_arn(table), self._keys(table, *request["Keys"]))
+                Access(
+                    f"dynamodb:{operation}", table_arn(table), self._keys(table, *request["Keys"])
+                )
                 for table, request in params["RequestItems"].items()
             ]
         if operation == "BatchWriteItem":
@@ -372,7 +374,6 @@ class DeployedFunction:
     calls: AuthorisedCalls
     app: Dynacron
     sqs: Any
-    code_path: Path | None
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
@@ -399,14 +400,40 @@ class DeployedFunction:
         return result
 
 
+@contextlib.contextmanager
+def own_process(code_path: Path | None) -> Iterator[HandlerRegistry]:
+    """Each function is a process of its own: the modules of its code are imported
+    afresh for it, and their ``@dynacron.handler`` functions register in its own
+    registry (in one test process, one function's imports would otherwise make
+    handlers known to all)."""
+    if code_path is not None:
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if file and Path(file).is_relative_to(code_path):
+                del sys.modules[name]
+    registry = HandlerRegistry()
+    shared = dynacron.handlers.default_registry
+    dynacron.handlers.default_registry = registry
+    try:
+        yield registry
+    finally:
+        dynacron.handlers.default_registry = shared
+
+
 def _load_entry_point(code_path: Path | None, handler: str) -> str | None:
     """Which ``dynacron.app`` entry point a function's Handler names, loading its
     module from the function's own code asset as Lambda would (None: not ours)."""
     module_name, attribute = handler.rsplit(".", 1)
+    # Lambda puts the function's code first on the path (its handler modules).
+    if code_path is not None and str(code_path) not in sys.path:
+        sys.path.insert(0, str(code_path))
     candidate = code_path / (module_name.replace(".", "/") + ".py") if code_path else None
     if candidate is not None and candidate.is_file():
-        spec = importlib.util.spec_from_file_location(f"deployed_{candidate.parent.name}", candidate)
-        assert spec is not None and spec.loader is not None
+        spec = importlib.util.spec_from_file_location(
+            f"deployed_{candidate.parent.name}", candidate
+        )
+        assert spec is not None
+        assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     else:
@@ -507,7 +534,10 @@ class Deployment:
             authorization = self.authorization(event["httpMethod"], event["path"])
             if authorization == "AWS_IAM":
                 if principal is None:
-                    return {"statusCode": 403, "body": '{"message": "Missing Authentication Token"}'}
+                    return {
+                        "statusCode": 403,
+                        "body": '{"message": "Missing Authentication Token"}',
+                    }
                 event["requestContext"]["identity"]["userArn"] = principal
             return self.function("api").invoke(event, context)
 
@@ -610,8 +640,9 @@ def _path_match(pattern: list[str], segments: list[str]) -> int | None:
     return score if len(pattern) == len(segments) else None
 
 
-def create_stack(stack_name: str, template: dict[str, Any], clock: SettableClock,
-                 assembly_directory: Path) -> Deployment:
+def create_stack(
+    stack_name: str, template: dict[str, Any], clock: SettableClock, assembly_directory: Path
+) -> Deployment:
     """Create the template's tables and queues in moto, then its functions."""
     resources = {
         logical_id: resource
@@ -657,18 +688,19 @@ def create_stack(stack_name: str, template: dict[str, Any], clock: SettableClock
             continue
         properties = resource["Properties"]
         code_path = code_asset(assembly_directory, properties["Code"])
-        entry_point = _load_entry_point(code_path, properties["Handler"])
-        if entry_point is None:
-            continue
-        assert entry_point not in deployment.functions, f"two {entry_point} functions"
-        environment = {
-            name: str(values.resolve(v))
-            for name, v in properties.get("Environment", {}).get("Variables", {}).items()
-        }
-        role = roles[properties["Role"]["Fn::GetAtt"][0]]
-        deployment.functions[entry_point] = build_function(
-            logical_id, entry_point, environment, properties, role, key_names, clock, code_path
-        )
+        with own_process(code_path) as handlers:
+            entry_point = _load_entry_point(code_path, properties["Handler"])
+            if entry_point is None:
+                continue
+            assert entry_point not in deployment.functions, f"two {entry_point} functions"
+            environment = {
+                name: str(values.resolve(v))
+                for name, v in properties.get("Environment", {}).get("Variables", {}).items()
+            }
+            role = roles[properties["Role"]["Fn::GetAtt"][0]]
+            deployment.functions[entry_point] = build_function(
+                logical_id, entry_point, environment, properties, role, key_names, clock, handlers
+            )
     assert set(deployment.functions) == set(ENTRY_POINTS), set(deployment.functions)
     return deployment
 
@@ -691,13 +723,10 @@ def build_function(
     role: Role,
     key_names: dict[str, str],
     clock: SettableClock,
-    code_path: Path | None,
+    handlers: HandlerRegistry,
 ) -> DeployedFunction:
     """``Dynacron.from_environment``, with the function's own authorised clients."""
     calls = AuthorisedCalls(role, key_names)
-    # Lambda puts the function's code first on the path (its handler modules).
-    if code_path is not None and str(code_path) not in sys.path:
-        sys.path.insert(0, str(code_path))
     function = DeployedFunction(
         logical_id=logical_id,
         entry_point=entry_point,
@@ -707,7 +736,6 @@ def build_function(
         calls=calls,
         app=None,  # type: ignore[arg-type]
         sqs=None,
-        code_path=code_path,
     )
     with function.running():
         settings = Settings.from_env(environment)
@@ -724,5 +752,6 @@ def build_function(
             # Deviations: a settable clock, and a sleep that moves it.
             clock=clock,
             sleep=lambda seconds: clock.advance(timedelta(seconds=seconds)),
+            handlers=handlers,
         )
     return function

@@ -93,9 +93,7 @@ def test_cron_in_a_time_zone_rate_and_a_one_time_task_run_when_due(
 
     # Then the one-time task is done
     assert task_view(deployed, principal, once["task_id"])["status"] == "COMPLETED"
-    assert {e["status"] for e in executions(deployed, principal, rate["task_id"])} == {
-        "SUCCEEDED"
-    }
+    assert {e["status"] for e in executions(deployed, principal, rate["task_id"])} == {"SUCCEEDED"}
 
 
 def test_a_fixed_delay_task_is_due_that_long_after_its_last_run_finished(
@@ -104,7 +102,9 @@ def test_a_fixed_delay_task_is_due_that_long_after_its_last_run_finished(
     task = register(deployed, principal, fixed_delay="30 seconds", handler_url=sink.url)
     first = run_next(deployed, principal, task["task_id"])
     finished = deployed.clock.now()
-    next_run = datetime.fromisoformat(task_view(deployed, principal, task["task_id"])["next_run_at"])
+    next_run = datetime.fromisoformat(
+        task_view(deployed, principal, task["task_id"])["next_run_at"]
+    )
     assert next_run >= finished + timedelta(seconds=30) > first + timedelta(seconds=30)
     run_next(deployed, principal, task["task_id"])
     assert len(deliveries_of(sink, task["task_id"])) == 2
@@ -182,9 +182,7 @@ def test_a_paused_task_does_not_run_until_resumed(
     deployed.run_due(task["task_id"])
     assert deliveries_of(sink, task["task_id"]) == []
 
-    status, resumed = deployed.api(
-        "POST", f"/tasks/{task['task_id']}/resume", principal=principal
-    )
+    status, resumed = deployed.api("POST", f"/tasks/{task['task_id']}/resume", principal=principal)
     assert status == 200, resumed
     run_next(deployed, principal, task["task_id"])
     assert len(deliveries_of(sink, task["task_id"])) == 1
@@ -210,9 +208,7 @@ def test_a_backfill_runs_each_occurrence_of_the_range_once(
 def test_a_patch_changes_what_the_next_run_sends(
     deployed: Deployment, principal: str, sink: Sink
 ) -> None:
-    task = register(
-        deployed, principal, rate="1 minute", handler_url=sink.url, payload={"v": 1}
-    )
+    task = register(deployed, principal, rate="1 minute", handler_url=sink.url, payload={"v": 1})
     status, patched = deployed.api(
         "PATCH",
         f"/tasks/{task['task_id']}",
@@ -230,9 +226,7 @@ def test_a_rotated_secret_signs_the_next_delivery(
 ) -> None:
     # Given a tenant whose secret was rotated: two secrets sign, the new one first
     for _ in range(2):
-        status, tenant = deployed.api(
-            "POST", "/tenant/signing-secrets/rotate", principal=principal
-        )
+        status, tenant = deployed.api("POST", "/tenant/signing-secrets/rotate", principal=principal)
         assert status == 200, tenant
     assert len(tenant["signing_secrets"]) == 2
     new_secret = tenant["signing_secrets"][0]
@@ -253,12 +247,7 @@ def test_two_tenants_see_and_touch_only_their_own_tasks(
     theirs = register(deployed, other, rate="1 minute", handler_url=sink.url)
     for path in (f"/tasks/{theirs['task_id']}", f"/tasks/{theirs['task_id']}/executions"):
         assert deployed.api("GET", path, principal=principal)[0] == 404
-    assert (
-        deployed.api(
-            "DELETE", f"/tasks/{theirs['task_id']}", principal=principal
-        )[0]
-        == 404
-    )
+    assert deployed.api("DELETE", f"/tasks/{theirs['task_id']}", principal=principal)[0] == 404
     status, page = deployed.api("GET", "/tasks", principal=principal)
     assert status == 200
     assert [t["task_id"] for t in page["items"]] == [mine["task_id"]]
@@ -320,7 +309,8 @@ def test_a_dispatch_no_worker_survives_ends_as_a_dead_letter(
 
     # When SQS moves it to the undelivered queue and its function reads it
     results = deployed.drain("undelivered", UNDELIVERED_QUEUE.env_var)
-    assert results and all(r == {"batchItemFailures": []} for r in results)
+    assert results
+    assert all(r == {"batchItemFailures": []} for r in results)
 
     # Then the execution is a dead letter its tenant can see and redrive
     (execution,) = executions(deployed, principal, task["task_id"])
