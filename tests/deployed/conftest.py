@@ -1,5 +1,7 @@
-"""The deployed stack's fixtures: the session's synthesised templates (one synthesis,
-shared with tests/infra), created in moto once per test module.
+"""The deployed stack's fixtures: the session's synthesised templates (the synthesis
+tests/infra uses, or a cloud assembly named by ``DYNACRON_TIER_ASSEMBLY``, which
+``verify_grants.py`` synthesises once for all its runs), created in moto once per
+test module.
 
 A fresh shard's first tick walks back a week of due-index buckets; one stack per
 module pays that once. Scenarios sharing a stack keep to their own tasks (and
@@ -8,7 +10,10 @@ mostly their own tenants), and read time from the stack's clock.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +24,30 @@ from moto import mock_aws
 from dynacron.domain.clock import SettableClock
 from dynacron.local.aws import REGION, speed_up_moto_transactions
 from tests.conftest import START
-from tests.deployed.harness import Deployment, create_stack
-from tests.infra.conftest import Synthesized, synthesized, template, user_template
+from tests.deployed.harness import DEFAULT_STACK, USER_STACK, Deployment, create_stack
 
-__all__ = ["synthesized", "template", "user_template"]
+ASSEMBLY_VAR = "DYNACRON_TIER_ASSEMBLY"
+# The stack names synthesis gives the two stacks (tests/infra/conftest.py).
+SYNTHESIZED_STACKS = {DEFAULT_STACK: "Dynacron-test", USER_STACK: "UserApp"}
+
+
+@dataclass(frozen=True)
+class Assembly:
+    directory: Path
+
+    def template(self, stack: str) -> dict[str, Any]:
+        path = self.directory / f"{SYNTHESIZED_STACKS[stack]}.template.json"
+        return dict(json.loads(path.read_text()))
+
+
+@pytest.fixture(scope="session")
+def assembly(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
+    if os.environ.get(ASSEMBLY_VAR):
+        return Assembly(Path(os.environ[ASSEMBLY_VAR]))
+    # Imported here: aws_cdk starts a jsii runtime, which a run on a given assembly skips.
+    from tests.infra.conftest import synthesized_once
+
+    return Assembly(Path(synthesized_once(tmp_path_factory).assembly.directory))
 
 
 @pytest.fixture(scope="module")
@@ -52,26 +77,14 @@ def emulator(stack_clock: SettableClock) -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def deployed(
-    emulator: None,
-    synthesized: Synthesized,
-    template: dict[str, Any],
-    stack_clock: SettableClock,
-) -> Deployment:
+def deployed(emulator: None, assembly: Assembly, stack_clock: SettableClock) -> Deployment:
     """The stack ``make synth`` deploys."""
     return create_stack(
-        "dynacron-deployed", template, stack_clock, Path(synthesized.assembly.directory)
+        DEFAULT_STACK, assembly.template(DEFAULT_STACK), stack_clock, assembly.directory
     )
 
 
 @pytest.fixture(scope="module")
-def user_deployed(
-    emulator: None,
-    synthesized: Synthesized,
-    user_template: dict[str, Any],
-    stack_clock: SettableClock,
-) -> Deployment:
+def user_deployed(emulator: None, assembly: Assembly, stack_clock: SettableClock) -> Deployment:
     """A user's own stack: ``DynacronScheduler`` with their worker code and handlers."""
-    return create_stack(
-        "dynacron-user", user_template, stack_clock, Path(synthesized.assembly.directory)
-    )
+    return create_stack(USER_STACK, assembly.template(USER_STACK), stack_clock, assembly.directory)

@@ -51,6 +51,9 @@ from dynacron.resources import QUEUES
 from tests.support import FakeLambdaContext
 
 ACCOUNT = DEFAULT_ACCOUNT_ID
+# The names the two synthesised stacks are created under in moto.
+DEFAULT_STACK = "dynacron-deployed"
+USER_STACK = "dynacron-user"
 # What moto's CloudFormation can create, and what the code needs to run.
 DEPLOYED_TYPES = ("AWS::DynamoDB::Table", "AWS::SQS::Queue")
 ENTRY_POINTS = ("api", "tick", "worker", "reaper", "undelivered")

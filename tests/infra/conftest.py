@@ -82,7 +82,11 @@ _SYNTHESIZED: list[Synthesized] = []
 
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    # tests/deployed imports this fixture too: one synthesis serves both.
+    return synthesized_once(tmp_path_factory)
+
+
+def synthesized_once(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The session's one synthesis (tests/deployed uses it too)."""
     if not _SYNTHESIZED:
         _SYNTHESIZED.append(synthesize(tmp_path_factory))
     return _SYNTHESIZED[0]
