@@ -79,12 +79,9 @@ class Api(Construct):
         tasks, executions = storage.table(TASKS), storage.table(EXECUTIONS)
         # Creates and deletes are transactions with the tenant's record (its task
         # count and signing secrets) in the coordination table; lists query the
-        # tenant index.
-        allow(
-            self.function,
-            ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem"],
-            [tasks.table_arn],
-        )
+        # tenant index. Reads, puts and updates of tasks (an ``after`` marks its
+        # upstream: TaskStore.mark_has_dependents) are allow_follow_ups' below.
+        allow(self.function, ["dynamodb:DeleteItem"], [tasks.table_arn])
         allow(self.function, ["dynamodb:Query"], [index_arn(tasks, TENANT_INDEX)])
         allow(
             self.function,
@@ -97,12 +94,11 @@ class Api(Construct):
             ["dynamodb:Query"],
             [executions.table_arn, index_arn(executions, DEAD_LETTER_INDEX)],
         )
-        allow(self.function, ["dynamodb:GetItem", "dynamodb:UpdateItem"], [executions.table_arn])
-        # A redrive or a failed callback queues the next attempt; a redrive removes
-        # the dead-letter copy, and an exhausted callback leaves one.
-        dispatch = foundation.queues.queue(DISPATCH_QUEUE)
+        # A redrive or a failed callback queues the next attempt (allow_follow_ups'
+        # grants); a redrive removes the dead-letter copy, and an exhausted callback
+        # leaves one.
         dead_letters = foundation.queues.queue(DEAD_LETTER_QUEUE)
-        allow(self.function, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
+        allow(self.function, ["sqs:SendMessage"], [dead_letters.queue_arn])
         allow(
             self.function,
             ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"],

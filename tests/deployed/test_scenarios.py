@@ -170,6 +170,43 @@ def test_a_failing_handler_is_retried_then_dead_lettered_and_a_redrive_replays_i
     assert deployed.api("GET", "/dead-letters", principal=principal)[1]["items"] == []
 
 
+def test_a_redrive_leaves_the_other_dead_letters_where_they_are(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    # Given two executions dead-lettered at their first failure
+    sink.status = 500
+    once = {"max_attempts": 1, "base_delay_seconds": 1, "max_delay_seconds": 1}
+    first, second = (
+        register(deployed, principal, rate="1 hour", handler_url=sink.url, retry=once)
+        for _ in range(2)
+    )
+    for task in (first, second):
+        deployed.clock.set(max(deployed.clock.now(), datetime.fromisoformat(task["next_run_at"])))
+    deployed.run_due(first["task_id"], second["task_id"])
+    status, page = deployed.api("GET", "/dead-letters", principal=principal)
+    assert len(page["items"]) == 2, page
+
+    # When one is redriven (its copy is searched for among the others)
+    sink.status = 200
+    redriven, kept = page["items"]
+    status, _ = deployed.api(
+        "POST", f"/dead-letters/{redriven['execution_id']}/redrive", principal=principal
+    )
+    assert status == 202
+    deployed.run_due()
+
+    # Then only the other is still a dead letter, and it can be redriven in turn
+    status, page = deployed.api("GET", "/dead-letters", principal=principal)
+    assert [e["execution_id"] for e in page["items"]] == [kept["execution_id"]]
+    status, _ = deployed.api(
+        "POST", f"/dead-letters/{kept['execution_id']}/redrive", principal=principal
+    )
+    assert status == 202
+    deployed.run_due()
+    assert deployed.api("GET", "/dead-letters", principal=principal)[1]["items"] == []
+    assert len(sink.snapshot()) == 4
+
+
 def test_a_paused_task_does_not_run_until_resumed(
     deployed: Deployment, principal: str, sink: Sink
 ) -> None:

@@ -112,7 +112,11 @@ def run(mutation: Mutation | None, assembly: Path) -> tuple[bool, str]:
     )
     if result.returncode == 0:
         return False, ""
-    failed = [line for line in result.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    failed = [
+        line
+        for line in result.stdout.splitlines()
+        if line.startswith(("FAILED tests/", "ERROR tests/"))
+    ]
     denied = "AccessDenied" in result.stdout
     summary = failed[0].split(" - ")[0] if failed else f"exit {result.returncode}"
     return True, summary + (" (AccessDenied)" if denied else "")
