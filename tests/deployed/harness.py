@@ -376,6 +376,8 @@ class DeployedFunction:
     role: Role
     calls: AuthorisedCalls
     app: Dynacron
+    # The function's own clients, as its code has them (role-authorised).
+    dynamodb: Any
     sqs: Any
 
     @contextlib.contextmanager
@@ -644,9 +646,14 @@ def _path_match(pattern: list[str], segments: list[str]) -> int | None:
 
 
 def create_stack(
-    stack_name: str, template: dict[str, Any], clock: SettableClock, assembly_directory: Path
+    stack_name: str,
+    template: dict[str, Any],
+    clock: SettableClock,
+    assembly_directory: Path,
+    mutation: Mutation | None = None,
 ) -> Deployment:
-    """Create the template's tables and queues in moto, then its functions."""
+    """Create the template's tables and queues in moto, then its functions, with
+    ``mutation`` (default: the one ``DYNACRON_GRANT_MUTATION`` names) applied."""
     resources = {
         logical_id: resource
         for logical_id, resource in template["Resources"].items()
@@ -684,7 +691,7 @@ def create_stack(
             values.attributes[logical_id] = {
                 "Arn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
             }
-    roles = roles_of(template, values, Mutation.from_env())
+    roles = roles_of(template, values, mutation or Mutation.from_env())
     deployment = Deployment(template, values, clock)
     for logical_id, resource in template["Resources"].items():
         if resource["Type"] != "AWS::Lambda::Function":
@@ -738,6 +745,7 @@ def build_function(
         role=role,
         calls=calls,
         app=None,  # type: ignore[arg-type]
+        dynamodb=None,
         sqs=None,
     )
     with function.running():
@@ -747,7 +755,7 @@ def build_function(
         config = aws_client_config(settings)
         dynamodb = calls.attach(boto3.client("dynamodb", region_name=REGION, config=config))
         sqs = calls.attach(boto3.client("sqs", region_name=REGION, config=config))
-        function.sqs = sqs
+        function.dynamodb, function.sqs = dynamodb, sqs
         function.app = Dynacron(
             settings,
             dynamodb=dynamodb,
