@@ -487,7 +487,9 @@ EXPECTED_ACCESS = {
             "dynamodb:BatchGetItem",
             "dynamodb:DeleteItem",
             "dynamodb:ConditionCheckItem",
-            "dynamodb:UpdateItem",  # a follow-up's (a callback's): FOLLOW_UPS
+            # FOLLOW_UPS' (a callback's), and an ``after`` marks its upstream
+            # (TaskStore.mark_has_dependents): tests/deployed fails without it
+            "dynamodb:UpdateItem",
         },
         "Tasks/index/tenant-index": {"dynamodb:Query"},
         "Coordination": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
