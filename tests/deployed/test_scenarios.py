@@ -358,3 +358,42 @@ def test_a_dispatch_no_worker_survives_ends_as_a_dead_letter(
     assert status == 202
     deployed.run_due()
     assert len(deliveries_of(sink, task["task_id"])) == 1
+
+
+def test_an_occurrence_due_while_the_last_still_waits_is_skipped_when_asked(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    # Given a task that skips an occurrence due while its previous one has not run
+    task = register(deployed, principal, rate="1 minute", overlap="skip", handler_url=sink.url)
+    shard = deployed.shards_of([task["task_id"]]).pop()
+    deployed.clock.set(datetime.fromisoformat(task["next_run_at"]))
+    deployed.tick(shard)
+
+    # When the next one comes due before any worker took the first
+    deployed.clock.advance(timedelta(minutes=1))
+    deployed.tick(shard)
+    deployed.run_due()
+
+    # Then the second is recorded as skipped, and only the first ran
+    statuses = sorted(e["status"] for e in executions(deployed, principal, task["task_id"]))
+    assert statuses == ["SKIPPED", "SUCCEEDED"]
+    assert len(deliveries_of(sink, task["task_id"])) == 1
+
+
+def test_a_task_with_limits_on_its_host_runs_within_them(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    # Given a task limited to one delivery at a time, one a second, to its host
+    task = register(
+        deployed,
+        principal,
+        rate="1 minute",
+        handler_url=sink.url,
+        max_concurrency=1,
+        rate_limit={"per_second": 1, "burst": 1, "max_in_flight": 1},
+    )
+    # When two occurrences run, then they ran, one after the other
+    run_next(deployed, principal, task["task_id"])
+    run_next(deployed, principal, task["task_id"])
+    assert len(deliveries_of(sink, task["task_id"])) == 2
+    assert sink.peak_concurrent == 1
