@@ -10,14 +10,17 @@ under its own principal, and moves the stack's clock forward only.
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
+import boto3
 import pytest
 
 from dynacron.domain.signing import SIGNATURE_HEADER, verify
+from dynacron.local.aws import REGION
 from dynacron.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from tests.deployed.harness import Deployment
 from tests.support import Sink
@@ -397,3 +400,40 @@ def test_a_task_with_limits_on_its_host_runs_within_them(
     run_next(deployed, principal, task["task_id"])
     assert len(deliveries_of(sink, task["task_id"])) == 2
     assert sink.peak_concurrent == 1
+
+
+def old_dispatch(task_id: str, scheduled_at: datetime) -> str:
+    """A dispatch message as dynacron sent them before messages named the tenant."""
+    stamp = scheduled_at.strftime("%Y%m%dT%H%M%S.000Z")
+    return json.dumps(
+        {
+            "execution_id": f"{task_id}_{stamp}",
+            "task_id": task_id,
+            "scheduled_at": scheduled_at.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+            "attempt": 1,
+        }
+    )
+
+
+def test_an_old_message_for_a_deleted_task_is_recorded_for_its_tenant(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    # Given a task that ran once, then was deleted
+    task = register(deployed, principal, rate="1 hour", handler_url=sink.url)
+    run_next(deployed, principal, task["task_id"])
+    assert deployed.api("DELETE", f"/tasks/{task['task_id']}", principal=principal)[0] == 204
+
+    # When a message an earlier version sent for it (naming no tenant) reaches the worker
+    url = deployed.function("worker").environment[DISPATCH_QUEUE.env_var]
+    later = deployed.clock.now().replace(microsecond=0) + timedelta(hours=1)
+    body = old_dispatch(task["task_id"], later)
+    boto3.client("sqs", region_name=REGION).send_message(QueueUrl=url, MessageBody=body)
+    deployed.drain("worker", DISPATCH_QUEUE.env_var)
+
+    # Then it is recorded as skipped, for the tenant its earlier execution names
+    status, execution = deployed.api(
+        "GET", f"/executions/{json.loads(body)['execution_id']}", principal=principal
+    )
+    assert status == 200, execution
+    assert execution["status"] == "SKIPPED"
+    assert len(deliveries_of(sink, task["task_id"])) == 1
