@@ -309,7 +309,10 @@ def test_a_lost_retry_is_sent_again_by_the_reaper(
         handler_url=sink.url,
         retry={"max_attempts": 3, "base_delay_seconds": 1, "max_delay_seconds": 1},
     )
-    run_next(deployed, principal, task["task_id"])
+    deployed.clock.set(datetime.fromisoformat(task["next_run_at"]))
+    deployed.tick(deployed.shards_of([task["task_id"]]).pop())
+    # One batch: the retry, sent with a delay of up to a second, is not taken yet
+    deployed.drain("worker", DISPATCH_QUEUE.env_var, batches=1)
     sink.status = 200
     deployed.clock.advance(timedelta(seconds=2))
     worker = deployed.function("worker")
@@ -437,3 +440,43 @@ def test_an_old_message_for_a_deleted_task_is_recorded_for_its_tenant(
     assert status == 200, execution
     assert execution["status"] == "SKIPPED"
     assert len(deliveries_of(sink, task["task_id"])) == 1
+
+
+@pytest.mark.parametrize("reader", ["worker", "undelivered"])
+def test_a_task_written_around_the_api_that_cannot_be_read_is_set_aside(
+    deployed: Deployment, principal: str, sink: Sink, reader: str
+) -> None:
+    # Given a task that ran once, whose item was then changed by hand into nonsense
+    task = register(deployed, principal, rate="1 hour", handler_url=sink.url)
+    run_next(deployed, principal, task["task_id"])
+    boto3.client("dynamodb", region_name=REGION).update_item(
+        TableName=deployed.settings.tasks_table,
+        Key={"task_id": {"S": task["task_id"]}},
+        UpdateExpression="SET #schedule.#every = :nonsense",
+        ExpressionAttributeNames={"#schedule": "schedule", "#every": "every_seconds"},
+        ExpressionAttributeValues={":nonsense": {"S": "once in a blue moon"}},
+    )
+
+    # When a message for it (one an earlier version sent) reaches the reader
+    queue = DISPATCH_QUEUE if reader == "worker" else UNDELIVERED_QUEUE
+    url = deployed.function(reader).environment[queue.env_var]
+    later = deployed.clock.now().replace(microsecond=0) + timedelta(hours=1)
+    body = old_dispatch(task["task_id"], later)
+    boto3.client("sqs", region_name=REGION).send_message(QueueUrl=url, MessageBody=body)
+    results = deployed.drain(reader, queue.env_var)
+
+    # Then the task is set aside, saying why, and the execution is recorded for its
+    # tenant: skipped by the worker, a dead letter of the undelivered function
+    assert results == [{"batchItemFailures": []}]
+    view = task_view(deployed, principal, task["task_id"])
+    assert view["status"] == "ERROR"
+    assert "cannot be read" in view["status_reason"]
+    status, execution = deployed.api(
+        "GET", f"/executions/{json.loads(body)['execution_id']}", principal=principal
+    )
+    assert status == 200, execution
+    assert "the task was set aside" in execution["error"]
+    if reader == "worker":
+        assert execution["status"] == "SKIPPED"
+    else:
+        assert execution["dead_lettered_at"] is not None
