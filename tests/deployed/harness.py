@@ -567,7 +567,11 @@ class Deployment:
         context = FakeLambdaContext(
             "tick-request", remaining_millis=int(remaining.total_seconds() * 1000)
         )
-        return tick.invoke(event, context)
+        report = tick.invoke(event, context)
+        # A step that raised is logged and retried by the loop; on AWS an alarm
+        # sees it. Here it fails the scenario (a refused call among them).
+        assert report["failed_ticks"] == 0, report
+        return report
 
     def shards_of(self, task_ids: Iterable[str]) -> set[int]:
         return {shard_for(t, self.settings.shard_count) for t in task_ids}
@@ -585,7 +589,10 @@ class Deployment:
             "resources": [],
             "detail": {},
         }
-        return self.function("reaper").invoke(event)
+        report = self.function("reaper").invoke(event)
+        # An expired lease whose handling raised is set aside and logged: a failure.
+        assert "set_aside" not in report, report
+        return report
 
     def function_arn(self, function: DeployedFunction) -> str:
         return self.values.get_att(function.logical_id, "Arn")

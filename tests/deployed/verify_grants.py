@@ -72,16 +72,24 @@ def synthesize(root: Path) -> Path:
 
 def mutations(template: dict[str, Any]) -> Iterator[tuple[Mutation, str]]:
     """Every (policy, statement, action) of the template, with who it belongs to."""
+    resources_by_id = template["Resources"]
+    # (role, queue) of each SQS event source mapping: its poller uses the role.
     sources = {
-        json.dumps(m["Properties"]["EventSourceArn"])
-        for m in template["Resources"].values()
+        (
+            resources_by_id[m["Properties"]["FunctionName"]["Ref"]]["Properties"]["Role"][
+                "Fn::GetAtt"
+            ][0],
+            json.dumps(m["Properties"]["EventSourceArn"]),
+        )
+        for m in resources_by_id.values()
         if m["Type"] == "AWS::Lambda::EventSourceMapping"
     }
     for logical_id, resource in sorted(template["Resources"].items()):
         if resource["Type"] != "AWS::IAM::Policy":
             continue
         properties = resource["Properties"]
-        roles = ",".join(r["Ref"] for r in properties["Roles"])
+        role_ids = [r["Ref"] for r in properties["Roles"]]
+        roles = ",".join(role_ids)
         for index, statement in enumerate(properties["PolicyDocument"]["Statement"]):
             actions = statement["Action"]
             resources = statement["Resource"]
@@ -91,7 +99,7 @@ def mutations(template: dict[str, Any]) -> Iterator[tuple[Mutation, str]]:
                 if action in LAMBDA_RUNTIME_ACTIONS:
                     exempt = "Lambda's own log writes"
                 elif action in EVENT_SOURCE_ACTIONS and any(
-                    json.dumps(r) in sources for r in resources
+                    (role, json.dumps(r)) in sources for role in role_ids for r in resources
                 ):
                     exempt = "the SQS event source mapping's poller"
                 yield Mutation(DEFAULT_STACK, logical_id, index, action), f"{roles}|{exempt}"
