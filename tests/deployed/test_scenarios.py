@@ -261,6 +261,26 @@ def test_a_patch_changes_what_the_next_run_sends(
     assert delivery.body["payload"] == {"v": 2}
 
 
+def test_a_patch_moves_a_dependent_to_another_upstream(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    first, second = (
+        register(deployed, principal, rate="1 hour", handler_url=sink.url) for _ in range(2)
+    )
+    dependent = register(deployed, principal, after=first["task_id"], handler_url=sink.url)
+    status, patched = deployed.api(
+        "PATCH",
+        f"/tasks/{dependent['task_id']}",
+        {"after": second["task_id"], "version": dependent["version"]},
+        principal=principal,
+    )
+    assert status == 200, patched
+    assert patched["after"] == second["task_id"]
+    run_next(deployed, principal, second["task_id"])
+    deployed.run_due()
+    assert len(deliveries_of(sink, dependent["task_id"])) == 1
+
+
 def test_a_rotated_secret_signs_the_next_delivery(
     deployed: Deployment, principal: str, sink: Sink
 ) -> None:
@@ -337,8 +357,9 @@ def test_a_lost_retry_is_sent_again_by_the_reaper(
 def test_a_dispatch_no_worker_survives_ends_as_a_dead_letter(
     deployed: Deployment, principal: str, sink: Sink
 ) -> None:
-    # Given a due execution whose worker dies each time it takes the message
-    task = register(deployed, principal, rate="1 hour", handler_url=sink.url)
+    # Given a due execution whose worker dies each time it takes the message, of a
+    # task whose run slot it holds (no overlap)
+    task = register(deployed, principal, rate="1 hour", overlap="skip", handler_url=sink.url)
     deployed.clock.set(datetime.fromisoformat(task["next_run_at"]))
     deployed.tick(deployed.shards_of([task["task_id"]]).pop())
     worker = deployed.function("worker")
@@ -355,9 +376,11 @@ def test_a_dispatch_no_worker_survives_ends_as_a_dead_letter(
     assert results
     assert all(r == {"batchItemFailures": []} for r in results)
 
-    # Then the execution is a dead letter its tenant can see and redrive
+    # Then the execution is a dead letter its tenant can see and redrive, and the
+    # task's run slot is free again
     (execution,) = executions(deployed, principal, task["task_id"])
     assert execution["dead_lettered_at"] is not None, execution
+    assert task_view(deployed, principal, task["task_id"])["running_execution"] is None
     status, _ = deployed.api(
         "POST", f"/dead-letters/{execution['execution_id']}/redrive", principal=principal
     )
