@@ -503,3 +503,26 @@ def test_a_task_written_around_the_api_that_cannot_be_read_is_set_aside(
         assert execution["status"] == "SKIPPED"
     else:
         assert execution["dead_lettered_at"] is not None
+
+
+def test_an_occurrence_due_while_the_last_still_waits_is_buffered_when_asked(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    # Given a task that keeps one occurrence due while its previous one has not run
+    task = register(
+        deployed, principal, rate="1 minute", overlap="buffer_one", handler_url=sink.url
+    )
+    shard = deployed.shards_of([task["task_id"]]).pop()
+    deployed.clock.set(datetime.fromisoformat(task["next_run_at"]))
+    deployed.tick(shard)
+    deployed.clock.advance(timedelta(minutes=1))
+    deployed.tick(shard)
+    assert task_view(deployed, principal, task["task_id"])["buffered_at"] is not None
+
+    # When the first runs, the worker starts the buffered one after it
+    deployed.run_due()
+
+    # Then both ran, one after the other
+    assert len(deliveries_of(sink, task["task_id"])) == 2
+    statuses = [e["status"] for e in executions(deployed, principal, task["task_id"])]
+    assert statuses == ["SUCCEEDED", "SUCCEEDED"]
