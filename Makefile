@@ -23,13 +23,14 @@ CDK    := npx --yes aws-cdk@2.1148.1
 # Context for the CDK app, e.g. make synth CONTEXT="-c stage=prod -c shard_count=8"
 CONTEXT ?=
 
-.PHONY: run test test-lambda-python lint format typecheck bench clean help synth deploy bootstrap
+.PHONY: run test test-lambda-python lint format typecheck bench clean help synth deploy bootstrap verify-grants
 
 help:
 	@echo "make run    set up and start dynacron locally (API on http://127.0.0.1:8080)"
 	@echo "make test   set up, lint, type-check and run the whole test suite (unit and deployed tiers on Lambda's Python 3.12 too)"
 	@echo "make lint   ruff + mypy only"
 	@echo "make bench  run the benchmarks and regenerate BENCHMARKS.md (BENCH_QUICK=1: shorter; BENCH=cost: one section)"
+	@echo "make verify-grants  remove each IAM grant in turn; list those no deployed-tier scenario needs"
 	@echo "make synth  build the Lambda layers and write the CloudFormation app to cdk.out/ (no AWS account needed)"
 	@echo "make deploy synth, then deploy with the CDK CLI (needs AWS credentials; see docs/deploy.md)"
 	@echo "make clean  remove the virtualenv and caches"
@@ -90,6 +91,11 @@ $(BENCH_STAMP): $(STAMP)
 BENCH ?=
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.run $(BENCH)
+
+# Not part of `make test`: removes each granted action in turn and reruns
+# tests/deployed; lists every removal no scenario notices (docs/deploy.md).
+verify-grants: $(STAMP)
+	$(BIN)/python -m tests.deployed.verify_grants -j 2
 
 synth: $(STAMP)
 	$(BIN)/python -m infra.app $(CONTEXT)

@@ -32,6 +32,7 @@ class Delivery:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    raw: bytes = b""  # the body as sent: what a signature covers
 
 
 Answer = tuple[int, dict[str, str]]
@@ -78,8 +79,9 @@ class Sink:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                delivery = Delivery(time.time(), self.path, dict(self.headers.items()), body)
+                raw = self.rfile.read(length)
+                body = json.loads(raw or b"{}")
+                delivery = Delivery(time.time(), self.path, dict(self.headers.items()), body, raw)
                 status, headers = sink._handle(delivery)
                 self.send_response(status)
                 for name, value in headers.items():

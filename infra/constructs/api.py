@@ -4,9 +4,11 @@ but for the two callback methods a handler calls with its token alone (decision 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -16,6 +18,7 @@ from dynacron.callbacks import (
     EXECUTION_ID_PARAMETER,
     callback_gateway_paths,
 )
+from dynacron.config import HANDLER_MODULES_VAR
 from dynacron.resources import (
     COORDINATION,
     DEAD_LETTER_INDEX,
@@ -26,10 +29,12 @@ from dynacron.resources import (
     TENANT_INDEX,
 )
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import RETENTION, allow, allow_follow_ups, index_arn
+from infra.constructs.functions import HANDLER, RETENTION, allow, allow_follow_ups, index_arn
 from infra.constructs.nag import acknowledge
 
 API_TIMEOUT = Duration.seconds(29)  # API Gateway's own integration limit
+# With the user's code (their handlers) the entry point comes from the layer.
+API_HANDLER = "dynacron.app.api"
 # Field-level validation lives in the API function (one set of pydantic models,
 # errors as problem+json); the gateway only turns away bodies that are not a
 # JSON object before they cost an invocation.
@@ -76,7 +81,11 @@ class Api(Construct):
         construct_id: str,
         *,
         foundation: Foundation,
+        code: lambda_.Code | None = None,
+        handler_modules: Sequence[str] = (),
     ) -> None:
+        """``code`` and ``handler_modules``: the user's Python handlers, so that the
+        API accepts a task naming one (it runs ``dynacron.app.api`` from the layer)."""
         super().__init__(scope, construct_id)
         config, storage = foundation.config, foundation.storage
         self.function = foundation.kit.function(
@@ -86,16 +95,17 @@ class Api(Construct):
             memory_mb=config.api_memory_mb,
             timeout=API_TIMEOUT,
             description="the HTTP API: tasks and their executions",
+            code=code,
+            handler=API_HANDLER if code else HANDLER,
         )
+        if handler_modules:
+            self.function.add_environment(HANDLER_MODULES_VAR, ",".join(handler_modules))
         tasks, executions = storage.table(TASKS), storage.table(EXECUTIONS)
         # Creates and deletes are transactions with the tenant's record (its task
         # count and signing secrets) in the coordination table; lists query the
-        # tenant index.
-        allow(
-            self.function,
-            ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem"],
-            [tasks.table_arn],
-        )
+        # tenant index. Reads, puts and updates of tasks (an ``after`` marks its
+        # upstream: TaskStore.mark_has_dependents) are allow_follow_ups' below.
+        allow(self.function, ["dynamodb:DeleteItem"], [tasks.table_arn])
         allow(self.function, ["dynamodb:Query"], [index_arn(tasks, TENANT_INDEX)])
         allow(
             self.function,
@@ -108,12 +118,11 @@ class Api(Construct):
             ["dynamodb:Query"],
             [executions.table_arn, index_arn(executions, DEAD_LETTER_INDEX)],
         )
-        allow(self.function, ["dynamodb:GetItem", "dynamodb:UpdateItem"], [executions.table_arn])
-        # A redrive or a failed callback queues the next attempt; a redrive removes
-        # the dead-letter copy, and an exhausted callback leaves one.
-        dispatch = foundation.queues.queue(DISPATCH_QUEUE)
+        # A redrive or a failed callback queues the next attempt (allow_follow_ups'
+        # grants); a redrive removes the dead-letter copy, and an exhausted callback
+        # leaves one.
         dead_letters = foundation.queues.queue(DEAD_LETTER_QUEUE)
-        allow(self.function, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
+        allow(self.function, ["sqs:SendMessage"], [dead_letters.queue_arn])
         allow(
             self.function,
             ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"],

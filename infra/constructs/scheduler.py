@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
@@ -27,6 +29,10 @@ class DynacronScheduler(Construct):
     Add it to your own stack; to run your own Python handlers, pass their code as
     ``worker_code`` with a ``worker_handler`` module that imports them and exposes
     ``dynacron.app.worker`` as its handler (see docs/deploy.md).
+
+    The API gets the same code, so that it knows the handlers' names when a task is
+    registered: it imports ``handler_modules`` (default: the ``worker_handler``'s
+    module, which imports the handlers) and runs ``dynacron.app.api`` from the layer.
     """
 
     def __init__(
@@ -38,9 +44,12 @@ class DynacronScheduler(Construct):
         config: SchedulerConfig | None = None,
         worker_code: lambda_.Code | None = None,
         worker_handler: str = HANDLER,
+        handler_modules: Sequence[str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         config = config or SchedulerConfig()
+        if handler_modules is None:
+            handler_modules = [worker_handler.rsplit(".", 1)[0]] if worker_code else []
         self.storage = Storage(self, "Storage", config=config)
         self.queues = Queues(self, "Queues", config=config)
         # Every function is told every resource's name, through the variables the
@@ -64,8 +73,11 @@ class DynacronScheduler(Construct):
             foundation=foundation,
             worker_code=worker_code,
             worker_handler=worker_handler,
+            handler_modules=handler_modules,
         )
-        self.api = Api(self, "Api", foundation=foundation)
+        self.api = Api(
+            self, "Api", foundation=foundation, code=worker_code, handler_modules=handler_modules
+        )
         # Deliveries name the token-authorised callback URLs on this API (decision
         # 0023). The worker depends on the API's stage, never the other way round.
         self.worker.function.add_environment(API_URL_VAR, self.api.rest_api.url)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -10,6 +12,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
+from dynacron.config import HANDLER_MODULES_VAR
 from dynacron.resources import (
     COORDINATION,
     DEAD_LETTER_QUEUE,
@@ -41,6 +44,7 @@ class Worker(Construct):
         foundation: Foundation,
         worker_code: lambda_.Code | None = None,
         worker_handler: str = HANDLER,
+        handler_modules: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         config, kit, storage = foundation.config, foundation.kit, foundation.storage
@@ -56,6 +60,8 @@ class Worker(Construct):
             code=worker_code,
             handler=worker_handler,
         )
+        if handler_modules:
+            self.function.add_environment(HANDLER_MODULES_VAR, ",".join(handler_modules))
         self.function.add_event_source(
             event_sources.SqsEventSource(
                 dispatch,
@@ -66,14 +72,8 @@ class Worker(Construct):
             )
         )
         # Reads the task it runs and records the execution, with the Powertools
-        # idempotency record of its handler call on the same item (decision 0016;
-        # the event source grants the queue's receive).
-        allow(self.function, ["dynamodb:GetItem"], [storage.table(TASKS).table_arn])
-        allow(
-            self.function,
-            ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
-            [storage.table(EXECUTIONS).table_arn],
-        )
+        # idempotency record of its handler call on the same item (decision 0016):
+        # what allow_follow_ups below grants; the event source grants the receive.
         # Limits, breakers and pauses shared by every worker: only those records of
         # the coordination table, never the tick's leases and cursors.
         self.function.add_to_role_policy(
@@ -87,10 +87,11 @@ class Worker(Construct):
                 },
             )
         )
-        # A retry, or an execution waiting on a limit, is sent with a delay; an
-        # exhausted one is copied to the dead-letter queue.
+        # A retry, or an execution waiting on a limit, is sent with a delay (the
+        # dispatch queue's send is allow_follow_ups'); an exhausted one is copied to
+        # the dead-letter queue.
         dead_letters = queues.queue(DEAD_LETTER_QUEUE)
-        allow(self.function, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
+        allow(self.function, ["sqs:SendMessage"], [dead_letters.queue_arn])
         # Reads the tenant's signing secrets to sign each delivery; only those records.
         self.function.add_to_role_policy(
             iam.PolicyStatement(
@@ -122,9 +123,9 @@ class Worker(Construct):
             ["dynamodb:Query"],
             [executions.table_arn, *index_arns(executions, EXECUTIONS)],
         )
-        allow(self.reaper, ["dynamodb:GetItem", "dynamodb:UpdateItem"], [executions.table_arn])
-        allow(self.reaper, ["dynamodb:GetItem"], [storage.table(TASKS).table_arn])
-        allow(self.reaper, ["sqs:SendMessage"], [dispatch.queue_arn, dead_letters.queue_arn])
+        # Takes over an execution, reads its task and sends it again: allow_follow_ups'
+        # grants; an exhausted one is copied to the dead-letter queue.
+        allow(self.reaper, ["sqs:SendMessage"], [dead_letters.queue_arn])
         allow_follow_ups(self.reaper, storage.table(TASKS), executions, dispatch.queue_arn)
         self.reaper_rule = events.Rule(
             self,

@@ -40,6 +40,17 @@ USER_CONFIG = SchedulerConfig(
     worker_max_concurrency=5,
 )
 USER_WORKER_HANDLER = "my_worker.handler"
+# The user's Python handler: its module is what my_worker imports.
+USER_HANDLER = "my_jobs.greet"
+USER_JOBS = """import dynacron
+
+CALLS = []
+
+
+@dynacron.handler("my_jobs.greet")
+def greet(run: dynacron.ExecutionContext) -> None:
+    CALLS.append((run.execution_id, run.payload))
+"""
 
 
 @dataclass(frozen=True)
@@ -66,8 +77,22 @@ class Synthesized:
         return found
 
 
+_SYNTHESIZED: list[Synthesized] = []
+
+
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    return synthesized_once(tmp_path_factory)
+
+
+def synthesized_once(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The session's one synthesis (tests/deployed uses it too)."""
+    if not _SYNTHESIZED:
+        _SYNTHESIZED.append(synthesize(tmp_path_factory))
+    return _SYNTHESIZED[0]
+
+
+def synthesize(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     root = tmp_path_factory.mktemp("infra")
     dependencies = root / "dependencies"
     (dependencies / "python").mkdir(parents=True)
@@ -78,6 +103,7 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
         "import my_jobs  # noqa: F401  (registers the user's handlers)\n"
         "from dynacron.app import worker as handler\n"
     )
+    (user_code / "my_jobs.py").write_text(USER_JOBS)
     app = build_app(
         layers,
         context={"stage": STAGE, "alarm_email": ALARM_EMAIL},

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from dynacron import metric_names
-from dynacron.config import BUCKET_SECONDS_VAR, SHARD_COUNT_VAR, Settings
+from dynacron.config import BUCKET_SECONDS_VAR, HANDLER_MODULES_VAR, SHARD_COUNT_VAR, Settings
 from dynacron.resources import (
     COORDINATION,
     DEAD_LETTER_QUEUE,
@@ -279,6 +279,22 @@ def test_a_user_runs_their_own_worker_code(
         function(user_template, "Tick")["Code"]["S3Key"]
         == (function(template, "Tick")["Code"]["S3Key"])
     )
+
+
+def test_the_user_s_api_knows_their_handlers_as_their_worker_does(
+    template: dict[str, Any], user_template: dict[str, Any]
+) -> None:
+    # The API runs the user's code too (dynacron's entry point from the layer) and
+    # imports the module that registers their handlers, so it accepts their names.
+    user_api, user_worker = function(user_template, "Api"), function(user_template, "Worker")
+    assert user_api["Code"]["S3Key"] == user_worker["Code"]["S3Key"]
+    assert user_api["Handler"] == "dynacron.app.api"
+    modules = USER_WORKER_HANDLER.rsplit(".", 1)[0]
+    for properties in (user_api, user_worker):
+        assert properties["Environment"]["Variables"][HANDLER_MODULES_VAR] == modules
+    # A stack without user code names no handler modules.
+    for concern in FUNCTIONS:
+        assert HANDLER_MODULES_VAR not in environment(template, concern)
 
 
 # --- tick and reaper -------------------------------------------------------------------
@@ -580,7 +596,9 @@ EXPECTED_ACCESS = {
             "dynamodb:BatchGetItem",
             "dynamodb:DeleteItem",
             "dynamodb:ConditionCheckItem",
-            "dynamodb:UpdateItem",  # a follow-up's (a callback's): FOLLOW_UPS
+            # FOLLOW_UPS' (a callback's), and an ``after`` marks its upstream
+            # (TaskStore.mark_has_dependents): tests/deployed fails without it
+            "dynamodb:UpdateItem",
         },
         "Tasks/index/tenant-index": {"dynamodb:Query"},
         "Coordination": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
