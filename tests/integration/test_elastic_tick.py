@@ -195,7 +195,8 @@ def test_a_burst_of_several_pages_is_claimed_in_full_by_claim_invocations(
     assert len(sent) == len(set(sent)) == 35
     for task_id in ids[:5]:
         task = elastic.tick.tasks.get(task_id)
-        assert task is not None and task.status is TaskStatus.COMPLETED
+        assert task is not None
+        assert task.status is TaskStatus.COMPLETED
 
 
 def test_past_the_cap_and_below_the_threshold_the_tick_claims_itself(
@@ -234,7 +235,8 @@ def test_a_page_whose_invocation_never_runs_is_found_again_and_not_handed_out_wh
     assert first.pages_handed_out == 3
     # Then the cursor does not pass the bucket whose pages are out, unclaimed
     bucket = elastic.settings.sharding.bucket(DUE)
-    assert first.cursor is not None and first.cursor <= bucket
+    assert first.cursor is not None
+    assert first.cursor <= bucket
     assert len(still_due(elastic)) == 25
 
     # When the tick runs again while the hand-outs are fresh: nothing is handed
@@ -243,7 +245,8 @@ def test_a_page_whose_invocation_never_runs_is_found_again_and_not_handed_out_wh
         elastic.clock.advance(timedelta(seconds=1))
         again = tick(elastic)
         assert (again.pages_handed_out, again.claimed, again.still_handed_out) == (0, 0, 25)
-        assert again.cursor is not None and again.cursor <= bucket
+        assert again.cursor is not None
+        assert again.cursor <= bucket
     assert len(elastic.lambda_.events) == 3
 
     # When the hand-outs are stale, the tasks still due are handed out again, and
@@ -258,7 +261,8 @@ def test_a_page_whose_invocation_never_runs_is_found_again_and_not_handed_out_wh
     # ...and the next tick moves the cursor past the drained bucket
     elastic.clock.advance(timedelta(seconds=1))
     passed = tick(elastic).cursor
-    assert passed is not None and passed > bucket
+    assert passed is not None
+    assert passed > bucket
 
 
 def test_two_claimers_of_the_same_page_claim_each_task_once(elastic: Elastic) -> None:
@@ -291,7 +295,8 @@ def test_two_claimers_of_the_same_page_claim_each_task_once(elastic: Elastic) ->
     assert results[0]["claimed"] == 10
     assert (first["claimed"], first["lost_races"]) == (0, 10)
     sent = sent_execution_ids(elastic)
-    assert len(sent) == 20 and len(set(sent)) == 10
+    assert len(sent) == 20
+    assert len(set(sent)) == 10
     assert still_due(elastic) == []
 
 
@@ -332,7 +337,8 @@ def test_a_claim_of_tasks_no_longer_due_sends_nothing(elastic: Elastic) -> None:
     assert (late["claimed"], late["lost_races"]) == (0, 0)
     # Nothing new on the queue (the first 6 were received and are invisible)
     assert sent_execution_ids(elastic) == []
-    assert still_due(elastic) == [] and len(ids) == 6
+    assert still_due(elastic) == []
+    assert len(ids) == 6
 
 
 def test_a_claim_event_that_is_not_a_page_is_refused_by_name() -> None:
