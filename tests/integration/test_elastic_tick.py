@@ -122,8 +122,10 @@ def elastic(aws: tuple[Any, Any]) -> Elastic:
     return make_elastic(aws)
 
 
-def put_due_tasks(elastic: Elastic, count: int, due: datetime = DUE) -> list[str]:
-    """``count`` one-time tasks due at ``due``, written as the API would file them."""
+def put_due_tasks(
+    elastic: Elastic, count: int, due: datetime = DUE, filed_at: datetime = DUE
+) -> list[str]:
+    """``count`` one-time tasks due at ``due``, filed as the API would at ``filed_at``."""
     dynamodb, _ = elastic.aws
     settings = elastic.settings
     ids = []
@@ -141,22 +143,27 @@ def put_due_tasks(elastic: Elastic, count: int, due: datetime = DUE) -> list[str
                 created_at=due,
                 updated_at=due,
             )
-            placement = settings.sharding.place(task.task_id, due, due)
+            placement = settings.sharding.place(task.task_id, due, filed_at)
             items.append({"PutRequest": {"Item": task_to_item(task, placement)}})
             ids.append(task.task_id)
         dynamodb.batch_write_item(RequestItems={settings.tasks_table: items})
     return ids
 
 
-def still_due(elastic: Elastic, due: datetime = DUE) -> list[str]:
-    key = due_bucket_key(elastic.settings.sharding.bucket(due), 0)
+def still_due(elastic: Elastic) -> list[str]:
+    """Task ids due in the due index, in the buckets the tests file tasks in."""
+    sharding, now = elastic.settings.sharding, elastic.clock.now()
     ids: list[str] = []
-    start_key = None
-    while True:
-        page, start_key = elastic.tick.tasks.due_task_ids(key, elastic.clock.now(), 100, start_key)
-        ids += page
-        if start_key is None:
-            return ids
+    for bucket in sorted({sharding.bucket(DUE), sharding.bucket(now)}):
+        start_key = None
+        while True:
+            page, start_key = elastic.tick.tasks.due_task_ids(
+                due_bucket_key(bucket, 0), now, 100, start_key
+            )
+            ids += page
+            if start_key is None:
+                break
+    return ids
 
 
 def sent_execution_ids(elastic: Elastic) -> list[str]:
@@ -199,19 +206,27 @@ def test_a_burst_of_several_pages_is_claimed_in_full_by_claim_invocations(
         assert task.status is TaskStatus.COMPLETED
 
 
-def test_past_the_cap_and_below_the_threshold_the_tick_claims_itself(
+def test_below_the_threshold_the_tick_claims_itself_and_past_the_cap_it_waits(
     aws: tuple[Any, Any],
 ) -> None:
-    elastic = make_elastic(aws, tick_fanout_max_pages=2, tick_fanout_min_tasks=6)
-    put_due_tasks(elastic, 35)
+    elastic = make_elastic(aws, tick_fanout_max_pages=2)
+    put_due_tasks(elastic, 4)
+    # A page under the threshold (5) is claimed by the tick itself
+    small = tick(elastic)
+    assert (small.pages_handed_out, small.claimed) == (0, 4)
 
-    report = tick(elastic)
-
-    # Two pages handed out (the cap); the third claimed here, and the last (5,
-    # under the threshold) too
-    assert (report.pages_handed_out, report.handed_out, report.claimed) == (2, 20, 15)
+    put_due_tasks(elastic, 34, filed_at=elastic.clock.now())
+    elastic.clock.advance(timedelta(seconds=1))
+    first = tick(elastic)
+    # Two pages handed out (the cap); the third, large, waits for the next tick
+    assert (first.pages_handed_out, first.handed_out, first.claimed) == (2, 20, 0)
+    assert len(still_due(elastic)) == 14
+    elastic.clock.advance(timedelta(seconds=1))
+    second = tick(elastic)
+    # ...which hands it out, and claims the last page (4) itself
+    assert (second.pages_handed_out, second.handed_out, second.claimed) == (1, 10, 4)
     assert still_due(elastic) == []
-    assert len(set(sent_execution_ids(elastic))) == 35
+    assert len(set(sent_execution_ids(elastic))) == 38
 
 
 def test_a_page_whose_invocation_is_refused_is_claimed_by_the_tick(elastic: Elastic) -> None:

@@ -157,7 +157,8 @@ class Settings:
     # Elastic capacity (decision 0025): with a claim function, a tick hands a page
     # of at least ``tick_fanout_min_tasks`` due tasks (a 128 MB tick claims about
     # 20 a second) to a claim invocation, at most ``tick_fanout_max_pages`` pages a
-    # tick, and claims smaller pages itself. A task handed out is not handed out or
+    # tick (a large page beyond waits for the next tick), and claims smaller pages
+    # itself. A task handed out is not handed out or
     # claimed by the tick again for ``tick_fanout_fresh_seconds``; after that, if
     # still due (the invocation failed or never ran), the tick finds it again.
     claim_function: str | None = None

@@ -48,10 +48,11 @@ missed, and buckets already drained are not queried again.
 
 6. Elastic capacity (decision 0025): given a ``PageClaims`` port, a tick hands
    a page of at least ``tick_fanout_min_tasks`` due tasks to a claim
-   invocation instead of claiming it (at most ``tick_fanout_max_pages`` a
-   tick), and goes on to the next page. The claim invocation runs steps 2-5
-   for that page (``claim_page``), the same code, without the shard's lease:
-   the conditional claims make two claimers safe. A bucket with a page handed
+   invocation instead of claiming it, and goes on to the next page; past
+   ``tick_fanout_max_pages`` a tick, a large page waits for the next tick.
+   The claim invocation runs steps 2-5 for that page (``claim_page``), the
+   same code, without the shard's lease: the conditional claims make two
+   claimers safe. A bucket with a page handed
    out counts as not drained, so the cursor never passes it; its tasks are
    skipped for ``tick_fanout_fresh_seconds`` (their claimer is at work) and
    then, if still due, found and handed out or claimed again.
@@ -343,6 +344,10 @@ class Ticker:
             page = [i for i in task_ids if not self._still_handed_out(i, now)]
             report.still_handed_out += len(task_ids) - len(page)
             drained &= len(page) == len(task_ids)
+            if self._fanout_spent(page, report):
+                # A large page past the cap waits a second for the next tick's
+                # hand-outs: claiming it here at 128 MB would take seconds.
+                return False
             if self._hand_out(shard, page, report, now):
                 # Not claimed yet, as far as this tick knows: the cursor stays.
                 drained = False
@@ -402,17 +407,20 @@ class Ticker:
                 tasks.append(advanced(claim.task, claim, now))
         return drained, False
 
+    def _fanout_spent(self, task_ids: list[str], report: TickReport) -> bool:
+        return (
+            self._page_claims is not None
+            and len(task_ids) >= self._settings.tick_fanout_min_tasks
+            and report.pages_handed_out >= self._settings.tick_fanout_max_pages
+        )
+
     def _hand_out(self, shard: int, task_ids: list[str], report: TickReport, now: datetime) -> bool:
         """Give a large page to a claim invocation; False: the tick claims it itself.
 
         A page that could not be handed out (Lambda refused, throttled, was not
         reachable) is claimed by this tick, so nothing waits on a failed hand-out.
         """
-        if (
-            self._page_claims is None
-            or len(task_ids) < self._settings.tick_fanout_min_tasks
-            or report.pages_handed_out >= self._settings.tick_fanout_max_pages
-        ):
+        if self._page_claims is None or len(task_ids) < self._settings.tick_fanout_min_tasks:
             return False
         try:
             self._page_claims.hand_out(ClaimPage(shard=shard, task_ids=tuple(task_ids)))
