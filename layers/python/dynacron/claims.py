@@ -11,7 +11,6 @@ given. The event is the page's shard and the task ids the Query returned.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -84,17 +83,3 @@ class LambdaPageClaims:
 
 class ClaimNotQueued(RuntimeError):
     """Lambda did not queue a claim invocation."""
-
-
-class InProcessPageClaims:
-    """Runs each handed-out page with ``claim`` at once, on the caller's thread:
-    what the claim function would do, for local mode and tests."""
-
-    def __init__(self, claim: Callable[[dict[str, Any]], object]) -> None:
-        self._claim = claim
-        self.events: list[dict[str, Any]] = []
-
-    def hand_out(self, page: ClaimPage) -> None:
-        event = page_to_event(page)
-        self.events.append(event)
-        self._claim(event)
