@@ -38,6 +38,7 @@ from dynacron.domain.tasks import Task, TaskStatus, due_bucket_key
 from dynacron.faults import Boundary
 from dynacron.local.aws import REGION, provision
 from dynacron.store import task_to_item
+from tests.conftest import sleep_moving
 from tests.support import FakeLambdaContext
 
 CLAIM_FUNCTION = "arn:aws:lambda:us-east-1:123456789012:function:dynacron-claim"
@@ -113,6 +114,8 @@ def make_elastic(aws: tuple[Any, Any], **tick_settings: Any) -> Elastic:
         sqs=sqs,
         clock=clock,
         page_claims=LambdaPageClaims(stand_in, CLAIM_FUNCTION),
+        # The looping tick waits by moving the clock
+        sleep=sleep_moving(clock),
     )
     return Elastic(tick, claimer, stand_in, clock, aws)
 
@@ -227,6 +230,19 @@ def test_below_the_threshold_the_tick_claims_itself_and_past_the_cap_it_waits(
     assert (second.pages_handed_out, second.handed_out, second.claimed) == (1, 10, 4)
     assert still_due(elastic) == []
     assert len(set(sent_execution_ids(elastic))) == 38
+
+
+def test_the_deployed_looping_tick_hands_a_burst_out_and_reports_it(elastic: Elastic) -> None:
+    # Given a burst of three pages, and a looping tick invocation with 20 s left
+    # (it stops 15 s before Lambda would stop it: five ticks)
+    put_due_tasks(elastic, 25)
+
+    ended = elastic.tick.tick({"shard": 0, "loop": True}, FakeLambdaContext("loop", 20_000))
+
+    assert ended["ticks"] >= 4
+    assert (ended["handed_out"], ended["claimed"]) == (25, 0)
+    assert [len(e["task_ids"]) for e in elastic.lambda_.events] == [10, 10, 5]
+    assert still_due(elastic) == []
 
 
 def test_a_page_whose_invocation_is_refused_is_claimed_by_the_tick(elastic: Elastic) -> None:
