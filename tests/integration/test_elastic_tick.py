@@ -439,3 +439,39 @@ def test_the_deployed_tick_hands_out_through_lambda_only_when_given_a_claim_func
     monkeypatch.setenv("DYNACRON_CLAIM_FUNCTION", CLAIM_FUNCTION)
     claims = Dynacron.from_environment().ticker._page_claims
     assert isinstance(claims, LambdaPageClaims)
+
+
+def test_the_thin_claim_handler_claims_a_page_from_the_environment(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``functions/claim/handler.py`` as Lambda runs it: settings from the environment,
+    the real clock, an event as the looping tick sends it."""
+    import importlib.util
+
+    from dynacron import app as composition
+    from dynacron.domain.clock import SystemClock
+    from dynacron.local.gateway import LocalContext
+    from tests.support import ROOT
+
+    elastic = make_elastic(aws)
+    now = SystemClock().now()
+    # The claim function's environment: the tick's, without a claim function of its own
+    for name, value in elastic.claimer.settings.to_env().items():
+        monkeypatch.setenv(name, value)
+    composition._deployed.cache_clear()
+    spec = importlib.util.spec_from_file_location(
+        "handler_claim", ROOT / "functions" / "claim" / "handler.py"
+    )
+    assert spec
+    assert spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ids = put_due_tasks(elastic, 7, due=now - timedelta(seconds=2), filed_at=now)
+
+    result = module.handler({"shard": 0, "task_ids": ids}, LocalContext("dynacron-claim"))
+
+    assert result["claimed"] == 7
+    assert len(set(sent_execution_ids(elastic))) == 7
+    with pytest.raises(InvalidClaimEvent):
+        module.handler({"shard": 0}, LocalContext("dynacron-claim"))
+    composition._deployed.cache_clear()
