@@ -52,10 +52,11 @@ missed, and buckets already drained are not queried again.
    ``tick_fanout_max_pages`` a tick, a large page waits for the next tick.
    The claim invocation runs steps 2-5 for that page (``claim_page``), the
    same code, without the shard's lease: the conditional claims make two
-   claimers safe. A bucket with a page handed
-   out counts as not drained, so the cursor never passes it; its tasks are
-   skipped for ``tick_fanout_fresh_seconds`` (their claimer is at work) and
-   then, if still due, found and handed out or claimed again.
+   claimers safe. A bucket with a page handed out counts as not drained, so
+   the cursor never passes it; its tasks are skipped for
+   ``tick_fanout_fresh_seconds`` (their claimer is at work) and then, if still
+   due, found and handed out or claimed again. A page Lambda refuses, the
+   tick claims itself.
 """
 
 from __future__ import annotations
