@@ -16,6 +16,7 @@ BENCHMARKS = (
     "bench.scaling",
     "bench.throughput",
     "bench.capacity",
+    "bench.fanout",
     "bench.lateness",
     "bench.burst",
     "bench.versus_apscheduler",

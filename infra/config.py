@@ -26,10 +26,15 @@ class SchedulerConfig:
     shard_count: int = Settings.shard_count
     bucket_seconds: int = Settings.bucket_seconds
     api_memory_mb: int = 256
-    # With 4 shards, 640 MB (0.36 of a vCPU) claims about 670 fires/s in all, 500
-    # at 75 % (``dynacron plan --fires-per-second 500 --current-shards 4``; the
-    # least idle cost for it: docs/deploy.md, "Sizing").
-    tick_memory_mb: int = 640
+    # The looping tick idles small and hands large pages to the claim function
+    # (decision 0025): 4 shards x 128 MB idle, claim invocations of one vCPU
+    # (1,769 MB) under load; ``dynacron plan --fires-per-second 500 --current-shards 4``.
+    tick_memory_mb: int = 128
+    claim_memory_mb: int = 1769
+    # At most this many claim invocations at once: a burst cannot take the
+    # account's concurrency from the workers. A page takes about 0.3 s at 1,769 MB,
+    # so 20 claim some 6,000 fires/s; the rest of a burst waits a second or two.
+    claim_reserved_concurrency: int = 20
     worker_memory_mb: int = 256
     reaper_memory_mb: int = 128
     worker_batch_size: int = 10
@@ -78,6 +83,8 @@ class SchedulerConfig:
             "worker_max_concurrency": 2 <= self.worker_max_concurrency <= 1000,
             # Lambda's memory limits.
             "tick_memory_mb": 128 <= self.tick_memory_mb <= 10_240,
+            "claim_memory_mb": 128 <= self.claim_memory_mb <= 10_240,
+            "claim_reserved_concurrency": 1 <= self.claim_reserved_concurrency <= 1000,
             "tick_max_claims_per_task": self.tick_max_claims_per_task >= 1,
             "tick_backlog_seconds": self.tick_backlog_seconds >= 0,
             "catchup_max_runs": self.catchup_max_runs >= 1,

@@ -272,6 +272,16 @@ class Monitoring(Construct):
                 functions[name].metric_errors(statistic="Sum", period=ONE_MINUTE),
                 threshold=0,
             )
+        if "claim" in functions:
+            # Decision 0025: a failed claim loses nothing (the looping tick finds the
+            # page again), but claims that keep failing leave bursts to the small tick.
+            self._alarm(
+                "ClaimErrors",
+                "The claim function fails (Lambda Errors): pages handed out are claimed "
+                "late, by the looping tick",
+                functions["claim"].metric_errors(statistic="Sum", period=ONE_MINUTE),
+                threshold=0,
+            )
         if api_stage is not None:
             self._alarm(
                 "ApiServerErrors",

@@ -90,6 +90,7 @@ class DynacronScheduler(Construct):
             functions={
                 "api": self.api.function,
                 "tick": self.tick.function,
+                "claim": self.tick.claim_function,
                 "worker": self.worker.function,
                 "reaper": self.worker.reaper,
                 "undelivered": self.undelivered.function,

@@ -3,6 +3,10 @@
 EventBridge rules fire at most once a minute, so sub-minute precision comes from
 the invocation itself: it ticks its shard every second, holding the shard's
 lease, until the next minute's invocation relieves it (docs/decisions/0005-tick-design.md).
+
+The looping tick is small (128 MB by default) and hands each large page of due
+tasks to the claim function, invoked asynchronously, which claims it with a whole
+vCPU and is billed only while there is such work (decision 0025).
 """
 
 from __future__ import annotations
@@ -10,15 +14,25 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from dynacron.config import (
     CATCHUP_MAX_RUNS_VAR,
+    CLAIM_FUNCTION_VAR,
     TICK_BACKLOG_SECONDS_VAR,
     TICK_HEARTBEAT_SECONDS_VAR,
     TICK_MAX_CLAIMS_PER_TASK_VAR,
 )
-from dynacron.resources import COORDINATION, DISPATCH_QUEUE, DUE_INDEX, EXECUTIONS, TASKS
+from dynacron.resources import (
+    COORDINATION,
+    CURSOR_KEY_PREFIX,
+    DISPATCH_QUEUE,
+    DUE_INDEX,
+    EXECUTIONS,
+    TASKS,
+)
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import ITEM_READ_WRITE, allow, index_arn
 
@@ -27,6 +41,9 @@ from infra.constructs.functions import ITEM_READ_WRITE, allow, index_arn
 TICK_TIMEOUT = Duration.minutes(2)
 # EventBridge allows five targets per rule.
 TARGETS_PER_RULE = 5
+# One page of at most 100 claims takes about 0.3 s at 1,769 MB; the claim stops
+# starting rounds 5 s before this (dynacron.app.CLAIM_MARGIN).
+CLAIM_TIMEOUT = Duration.seconds(30)
 
 
 class Tick(Construct):
@@ -47,7 +64,8 @@ class Tick(Construct):
             timeout=TICK_TIMEOUT,
             description="ticks one shard each second for about a minute",
         )
-        # The fairness settings only the tick reads.
+        self.claim_function = self._claim_function(foundation)
+        # The fairness settings only the tick (and its claims) read.
         for name, value in (
             (TICK_MAX_CLAIMS_PER_TASK_VAR, config.tick_max_claims_per_task),
             (TICK_BACKLOG_SECONDS_VAR, config.tick_backlog_seconds),
@@ -55,6 +73,12 @@ class Tick(Construct):
             (TICK_HEARTBEAT_SECONDS_VAR, config.tick_heartbeat_seconds),
         ):
             self.function.add_environment(name, str(value))
+            if name != TICK_BACKLOG_SECONDS_VAR:
+                self.claim_function.add_environment(name, str(value))
+        # The looping tick hands large pages to the claim function, and may invoke
+        # nothing else.
+        self.function.add_environment(CLAIM_FUNCTION_VAR, self.claim_function.function_arn)
+        allow(self.function, ["lambda:InvokeFunction"], [self.claim_function.function_arn])
         tasks, coordination = storage.table(TASKS), storage.table(COORDINATION)
         allow(self.function, ["dynamodb:Query"], [index_arn(tasks, DUE_INDEX)])
         allow(self.function, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], [tasks.table_arn])
@@ -72,6 +96,48 @@ class Tick(Construct):
             [queues.queue(DISPATCH_QUEUE).queue_arn],
         )
         self.rules = self._schedule(config.shard_count)
+
+    def _claim_function(self, foundation: Foundation) -> lambda_.Function:
+        """The claim function: one page of due tasks a looping tick handed out.
+
+        It re-reads, sends and claims (the tick's page path), so it has the tick's
+        grants for that and nothing else: no due-index query, no lease or cursor
+        write, no queue depth. Reserved concurrency caps a burst of it.
+        """
+        config, storage, queues = foundation.config, foundation.storage, foundation.queues
+        function = foundation.kit.function(
+            self,
+            "ClaimFunction",
+            entry="claim",
+            memory_mb=config.claim_memory_mb,
+            timeout=CLAIM_TIMEOUT,
+            description="claims one page of due tasks a looping tick handed out",
+        )
+        cfn = function.node.default_child
+        assert isinstance(cfn, lambda_.CfnFunction)
+        cfn.reserved_concurrent_executions = config.claim_reserved_concurrency
+        tasks, coordination = storage.table(TASKS), storage.table(COORDINATION)
+        allow(function, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], [tasks.table_arn])
+        # Occurrences passed over by the overlap policy are recorded as SKIPPED executions.
+        allow(function, ["dynamodb:PutItem"], [storage.table(EXECUTIONS).table_arn])
+        # A shard's tick history (for misfires), from its cursor item; it writes no
+        # coordination item at all.
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem"],
+                resources=[coordination.table_arn],
+                conditions={
+                    "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{CURSOR_KEY_PREFIX}*"]}
+                },
+            )
+        )
+        allow(function, ["sqs:SendMessage"], [queues.queue(DISPATCH_QUEUE).queue_arn])
+        # No retries and no destination: a page whose claim failed is still due, and
+        # the looping tick hands it out (or claims it) again within seconds; a retry
+        # minutes later would only re-read tasks claimed meanwhile. The ClaimErrors
+        # alarm says when claims fail.
+        function.configure_async_invoke(retry_attempts=0, max_event_age=Duration.minutes(1))
+        return function
 
     def _schedule(self, shard_count: int) -> list[events.Rule]:
         rules = []

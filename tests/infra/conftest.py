@@ -38,6 +38,8 @@ USER_CONFIG = SchedulerConfig(
     billing="provisioned",
     worker_batch_window_seconds=2,
     worker_max_concurrency=5,
+    claim_memory_mb=1024,
+    claim_reserved_concurrency=7,
 )
 USER_WORKER_HANDLER = "my_worker.handler"
 # The user's Python handler: its module is what my_worker imports.

@@ -90,15 +90,24 @@ def test_the_default_stack_fires_at_least_500_a_second_at_the_least_idle_cost() 
     from dynacron.domain import capacity
 
     config = config_from()
-    # The tick: every shard at the default memory's CPU share, with the plan's headroom.
-    per_shard = capacity.claims_per_second_per_shard(
-        config.tick_memory_mb, Settings.tick_concurrency
+    # Elastic capacity (decision 0025): 128 MB looping ticks hand pages to claim
+    # invocations of one vCPU, as many at once as reserved; with the plan's headroom.
+    elastic = capacity.ElasticModel().capacity(
+        config.shard_count,
+        config.tick_memory_mb,
+        config.claim_reserved_concurrency,
+        Settings.tick_concurrency,
     )
-    assert config.shard_count * per_shard * capacity.TICK_UTILISATION >= 500
+    assert elastic * capacity.TICK_UTILISATION >= 500
     # ...and no more than the plan for 500/s (which keeps today's shard count: lowering
     # it would strand the tasks filed under the shards dropped).
     row = capacity.plan(500, min_shards=Settings.shard_count)
     assert (config.shard_count, config.tick_memory_mb) == (row.shards, row.tick_memory_mb)
+    assert (config.claim_memory_mb, config.claim_reserved_concurrency) == (
+        row.claim_memory_mb,
+        row.claim_reserved_concurrency,
+    )
+    assert config.tick_memory_mb == 128
     # The workers keep up with 500 fires/s of handlers answering in 0.2 s.
     assert config.worker_max_concurrency == row.worker_max_concurrency
 
@@ -116,6 +125,7 @@ def test_a_plans_context_is_what_the_app_reads(tmp_path: Path) -> None:
         config = config_from(**context)
         assert config.shard_count == row.shards
         assert config.tick_memory_mb == row.tick_memory_mb
+        assert config.claim_reserved_concurrency == row.claim_reserved_concurrency
         assert config.worker_max_concurrency == row.worker_max_concurrency
         assert config.billing == row.billing
         if row.provisioned_max_capacity is not None:
@@ -167,7 +177,13 @@ def test_a_whole_tick_of_the_default_stack_fits_inside_its_lease() -> None:
     # bound of issue 12 cut it short instead).
     config, timing = config_from(), LoopTiming()
     rate = capacity.claims_per_second_per_shard(config.tick_memory_mb, Settings.tick_concurrency)
-    longest_tick = Settings.tick_max_claims / rate
+    # Elastic (decision 0025): a tick hands out at most tick_fanout_max_pages pages and
+    # claims itself only pages under tick_fanout_min_tasks (one per bucket it queries:
+    # the two newest, and the backlog's first).
+    handing_out = Settings.tick_fanout_max_pages * capacity.ElasticModel().hand_out_seconds(
+        config.tick_memory_mb
+    )
+    longest_tick = handing_out + 3 * (Settings.tick_fanout_min_tasks - 1) / rate
     assert timing.renew_every_seconds + longest_tick < timing.lease_seconds
     # And no tick is ever cut short by its deadline: it ends before the last page may start.
     assert timing.renew_every_seconds + longest_tick < (

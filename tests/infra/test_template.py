@@ -36,7 +36,7 @@ from tests.infra.conftest import (
     resources_of,
 )
 
-FUNCTIONS = ("Tick", "Worker", "Api", "Reaper", "Undelivered")
+FUNCTIONS = ("Tick", "Claim", "Worker", "Api", "Reaper", "Undelivered")
 DYNAMODB_ITEM_WRITES = {
     "dynamodb:DeleteItem",
     "dynamodb:PutItem",
@@ -47,7 +47,10 @@ DYNAMODB_ITEM_WRITES = {
 
 def function_id(template: dict[str, Any], concern: str) -> str:
     """The logical id of a concern's function (construct paths name them)."""
-    prefix = {"Reaper": "SchedulerWorkerReaperFunction"}.get(concern, f"Scheduler{concern}Function")
+    prefix = {
+        "Reaper": "SchedulerWorkerReaperFunction",
+        "Claim": "SchedulerTickClaimFunction",
+    }.get(concern, f"Scheduler{concern}Function")
     (found,) = [
         logical_id
         for logical_id in resources_of(template, "AWS::Lambda::Function")
@@ -523,6 +526,10 @@ def access_of(template: dict[str, Any], concern: str) -> dict[str, set[str]]:
     role = properties["Role"]["Fn::GetAtt"][0]
     own_logs = properties["LoggingConfig"]["LogGroup"]["Ref"]
     labels[json.dumps({"Fn::GetAtt": [own_logs, "Arn"]})] = "own logs"
+    for other in FUNCTIONS:
+        labels[json.dumps({"Fn::GetAtt": [function_id(template, other), "Arn"]})] = (
+            f"{other} function"
+        )
     access: dict[str, set[str]] = {}
     for policy in resources_of(template, "AWS::IAM::Policy").values():
         if {"Ref": role} not in policy["Roles"]:
@@ -569,6 +576,17 @@ EXPECTED_ACCESS = {
         "Executions": {"dynamodb:PutItem"},  # SKIPPED records of the overlap policy
         "Coordination": ITEM_READ_WRITE,
         "DispatchQueue": {"sqs:SendMessage", "sqs:GetQueueAttributes"},
+        # Decision 0025: large pages go to the claim function, and nothing else is invoked
+        "Claim function": {"lambda:InvokeFunction"},
+    },
+    # The tick's page path for a page handed to it: no due-index query, no lease or
+    # cursor write (it reads its shard's cursor item only), no queue depth.
+    "Claim": {
+        "own logs": LOGS,
+        "Tasks": {"dynamodb:BatchGetItem", "dynamodb:UpdateItem"},
+        "Executions": {"dynamodb:PutItem"},
+        "Coordination": {"dynamodb:GetItem"},
+        "DispatchQueue": {"sqs:SendMessage"},
     },
     "Worker": {
         "own logs": LOGS,
@@ -691,7 +709,7 @@ def test_task_writers_are_known_and_nothing_grants_a_wildcard(
     }
     # The worker and the reaper write a task only to free its run slot, or to set
     # aside one that makes them raise (decision 0021).
-    assert writers == {"Tick", "Api", "Worker", "Reaper", "Undelivered"}
+    assert writers == {"Tick", "Claim", "Api", "Worker", "Reaper", "Undelivered"}
     # In the coordination table the worker touches limit records, and reads
     # tenant records (signing secrets); never the tick's leases and cursors.
     assert worker_coordination_keys(template) == {
@@ -726,7 +744,7 @@ def test_alarms_watch_what_the_issue_asks_for_and_notify_the_topic(
         watched[key] = alarm
     queue_name = {q: {"Fn::GetAtt": [referenced(template, q), "QueueName"]} for q in QUEUES}
     functions = {c: {"Ref": function_id(template, c)} for c in ("Tick", "Worker")}
-    errors_only = {c: {"Ref": function_id(template, c)} for c in ("Reaper", "Api")}
+    errors_only = {c: {"Ref": function_id(template, c)} for c in ("Reaper", "Api", "Claim")}
     expected = [
         ("AWS/SQS", "ApproximateNumberOfMessagesVisible", queue_name[DEAD_LETTER_QUEUE]),
         ("AWS/SQS", "ApproximateAgeOfOldestMessage", queue_name[DISPATCH_QUEUE]),
@@ -841,3 +859,59 @@ def test_the_tick_is_sized_and_given_its_fairness_settings(
     # Only the tick reads them.
     for concern in ("Worker", "Api", "Reaper"):
         assert TICK_BACKLOG_SECONDS_VAR not in environment(template, concern)
+
+
+def test_the_elastic_tick_idles_small_and_hands_pages_to_a_capped_claim_function(
+    template: dict[str, Any], user_template: dict[str, Any]
+) -> None:
+    from dynacron.config import CLAIM_FUNCTION_VAR, TICK_BACKLOG_SECONDS_VAR
+    from dynacron.resources import CURSOR_KEY_PREFIX
+
+    default = SchedulerConfig()
+    tick, claim = function(template, "Tick"), function(template, "Claim")
+    # Decision 0025: 128 MB looping ticks, claim invocations of one vCPU
+    assert (tick["MemorySize"], claim["MemorySize"]) == (128, 1769)
+    assert (tick["MemorySize"], claim["MemorySize"]) == (
+        default.tick_memory_mb,
+        default.claim_memory_mb,
+    )
+    assert claim["ReservedConcurrentExecutions"] == default.claim_reserved_concurrency
+    user_claim = function(user_template, "Claim")
+    assert user_claim["ReservedConcurrentExecutions"] == USER_CONFIG.claim_reserved_concurrency
+    assert user_claim["MemorySize"] == USER_CONFIG.claim_memory_mb
+    # The tick is told which function to invoke, and may invoke that one only
+    claim_id = function_id(template, "Claim")
+    assert environment(template, "Tick")[CLAIM_FUNCTION_VAR] == {"Fn::GetAtt": [claim_id, "Arn"]}
+    invokers = {
+        c for c in FUNCTIONS if any(k.endswith(" function") for k in access_of(template, c))
+    }
+    assert invokers == {"Tick"}
+    # ...and nothing else is told to hand pages out (a claim invocation claims its page)
+    for concern in FUNCTIONS:
+        if concern != "Tick":
+            assert CLAIM_FUNCTION_VAR not in environment(template, concern)
+    claim_env = environment(template, "Claim")
+    assert TICK_BACKLOG_SECONDS_VAR not in claim_env
+    assert claim_env["DYNACRON_CATCHUP_MAX_RUNS"] == str(default.catchup_max_runs)
+    # The claim role reads its shard's cursor item and nothing else of the coordination table
+    role = claim["Role"]["Fn::GetAtt"][0]
+    coordination = {"Fn::GetAtt": [referenced(template, COORDINATION), "Arn"]}
+    (statement,) = [
+        s
+        for policy in resources_of(template, "AWS::IAM::Policy").values()
+        if {"Ref": role} in policy["Roles"]
+        for s in policy["PolicyDocument"]["Statement"]
+        if s["Resource"] == coordination
+    ]
+    assert statement["Action"] == "dynamodb:GetItem"
+    assert statement["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{CURSOR_KEY_PREFIX}*"]}
+    }
+    # A failed claim is not retried by Lambda: the looping tick finds the page again
+    (invoke_config,) = [
+        c
+        for c in resources_of(template, "AWS::Lambda::EventInvokeConfig").values()
+        if c["FunctionName"] == {"Ref": claim_id}
+    ]
+    assert invoke_config["MaximumRetryAttempts"] == 0
+    assert invoke_config["MaximumEventAgeInSeconds"] == 60

@@ -12,8 +12,17 @@ import pytest
 from typer.testing import CliRunner
 
 from dynacron.cli import app
+from dynacron.config import Settings
 from dynacron.domain import capacity
-from dynacron.domain.capacity import MEASURED, PlanRefused, TickModel, plan, size_tick
+from dynacron.domain.capacity import (
+    MEASURED,
+    ElasticModel,
+    PlanRefused,
+    TickModel,
+    plan,
+    size_elastic,
+    size_tick,
+)
 from dynacron.resources import TABLES
 from dynacron.services.tick_loop import LoopTiming
 from tests.support import ROOT
@@ -73,7 +82,7 @@ def test_a_plan_never_lowers_the_shard_count() -> None:
     assert plan(10, min_shards=6).tick_memory_mb == capacity.MIN_MEMORY_MB
 
 
-def test_a_rate_beyond_a_hundred_shards_of_one_vcpu_is_refused() -> None:
+def test_a_rate_beyond_a_hundred_shards_is_refused() -> None:
     with pytest.raises(PlanRefused, match="100 shards"):
         plan(1_000_000)
     with pytest.raises(PlanRefused):
@@ -105,6 +114,7 @@ def test_the_looping_tick_is_billed_all_month_loaded_or_idle() -> None:
     row = plan(100)
     assert row.loaded.tick_lambda == row.idle.tick_lambda > 0
     assert row.idle.worker_lambda == 0 < row.loaded.worker_lambda
+    assert row.idle.claim_lambda == 0 < row.loaded.claim_lambda
     assert row.loaded.total > row.idle.total
     # arm64 at $0.0000133334 per GB-second, 730 hours, plus 2.5 s of handover a minute.
     expected = row.shards * row.tick_memory_mb / 1024 * 730 * 3600 * 62.5 / 60 * 0.0000133334
@@ -195,3 +205,80 @@ def test_plan_as_json_and_plan_refused() -> None:
     assert body["idle_usd_per_month"] < body["loaded_usd_per_month"]
     refused = runner.invoke(app, ["plan", "--fires-per-second", "1000000"])
     assert refused.exit_code == 2
+
+
+# Elastic capacity (decision 0025)
+
+
+def test_the_models_fan_out_constants_are_the_runtimes_defaults() -> None:
+    assert Settings.tick_fanout_max_pages == capacity.FANOUT_MAX_PAGES_PER_TICK
+    assert Settings.tick_fanout_min_tasks == capacity.FANOUT_MIN_TASKS
+    assert Settings.tick_page_size == capacity.PAGE_SIZE
+    assert LoopTiming().tick_interval_seconds == capacity.TICK_INTERVAL_SECONDS
+
+
+def test_the_hand_out_cpu_is_the_one_make_bench_measured() -> None:
+    measured = result("fanout")
+    assert MEASURED.hand_out_cpu_ms_per_page == pytest.approx(
+        measured["hand_out_cpu_ms_per_page"], rel=0.15
+    )
+    # Under the CPU quota of 128 MB the tick handed pages out at least as fast as the
+    # model says (the model is the plan's, so it must not promise more)
+    limited = measured["limited"]
+    assert limited["memory_mb"] == capacity.MIN_MEMORY_MB
+    assert limited["pages_per_second"] >= ElasticModel().pages_per_second(capacity.MIN_MEMORY_MB)
+
+
+def test_every_planned_looping_tick_idles_at_128_mb_and_claims_are_paid_per_page() -> None:
+    for rate in capacity.SIZING_RATES:
+        row = plan(rate)
+        assert row.tick_memory_mb == capacity.MIN_MEMORY_MB
+        assert row.claim_memory_mb == capacity.FULL_VCPU_MEMORY_MB
+        assert row.tick_capacity * capacity.TICK_UTILISATION >= rate
+    # A page of 100 at one vCPU: 100 / 425 claims/s, 1,769 MB, plus the request
+    model = ElasticModel()
+    per_million = 1e4 * (model.page_seconds() * 1769 / 1024 * 0.0000133334 + 0.2 / 1e6)
+    assert per_million == pytest.approx(0.056, abs=0.002)
+    row = plan(100)
+    fires = 100 * 730 * 3600
+    assert row.loaded.claim_lambda == pytest.approx(fires / 1e6 * per_million)
+
+
+def test_a_shard_hands_out_at_its_pace_up_to_the_cap_and_claims_are_capped_too() -> None:
+    slow = ElasticModel(hand_out_cpu_ms_per_page=20.0)
+    # 10 ms Query + 20 ms Invoke + 20 ms of CPU at 7 % of a vCPU: 0.31 s a page
+    assert slow.hand_out_seconds(128) == pytest.approx(0.03 + 0.020 / (128 / 1769))
+    assert slow.pages_per_second(128) < capacity.FANOUT_MAX_PAGES_PER_TICK
+    assert ElasticModel(hand_out_cpu_ms_per_page=0.1).pages_per_second(128) == 10
+    # Four shards handing out 1,000 claims/s each, against 2 invocations' claims
+    assert ElasticModel().capacity(4, 128, 2) == pytest.approx(
+        2 * ElasticModel().claims_per_invocation_second()
+    )
+    shards, reserved = size_elastic(5_000)
+    assert shards == math.ceil(5_000 / 0.75 / 1_000)
+    assert reserved == math.ceil(2 * 5_000 / 0.75 / ElasticModel().claims_per_invocation_second())
+    assert size_elastic(10, min_shards=4) == (4, capacity.MIN_CLAIM_CONCURRENCY)
+
+
+def test_elastic_capacity_saves_the_idle_cost_of_a_large_looping_tick() -> None:
+    # The default stack: 4 shards for 500 fires/s
+    targets = sum(1 + len(t.indexes) for t in TABLES)
+    row = plan(500, min_shards=4, provisioned_targets=targets)
+    looping = size_tick(500, 16, min_shards=4)
+    assert looping == (4, 640)
+    idle_at = capacity.idle_usd_per_shard_month
+    per_shard_saving = idle_at(640) - idle_at(128)
+    assert row.looping_only_idle - row.idle.total == pytest.approx(4 * per_shard_saving)
+    assert per_shard_saving > 18
+    # ...and the figures docs/deploy.md gives for it ("Elastic capacity") are these
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    section = deploy[deploy.index("### Elastic capacity") : deploy.index("## Idle cost")]
+    before = re.search(r"idled at about\s+\*\*\$(\d+) a month\*\*", section)
+    after = re.search(r"idles at 4 . 128 MB, about \*\*\$(\d+) a month\*\*", section)
+    saved = re.search(r"\*\*\$(\d+) a month saved\*\*", section)
+    assert before is not None
+    assert after is not None
+    assert saved is not None
+    assert int(before[1]) == pytest.approx(row.looping_only_idle, abs=1)
+    assert int(after[1]) == pytest.approx(row.idle.total, abs=1)
+    assert int(saved[1]) == pytest.approx(row.looping_only_idle - row.idle.total, abs=1)

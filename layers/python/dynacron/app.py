@@ -1,6 +1,6 @@
 """The composition root: settings and AWS clients in, the Lambda entry points out.
 
-Lambda calls ``api``, ``tick``, ``worker``, ``reaper`` and ``undelivered`` below through
+Lambda calls ``api``, ``tick``, ``claim``, ``worker``, ``reaper`` and ``undelivered`` below through
 ``functions/*/handler.py``; local mode builds a ``Dynacron`` from explicit
 settings and calls the same methods.
 """
@@ -27,6 +27,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
 from dynacron.api.routes import build_api, unsupported_body
+from dynacron.claims import LambdaPageClaims, PageClaims, page_from_event
 from dynacron.config import Settings
 from dynacron.delivery import (
     HandlerDelivery,
@@ -67,6 +68,9 @@ EXECUTION_RETENTION = timedelta(days=90)
 # A looping tick stops this long before Lambda would stop it, to finish its last
 # tick and release its lease cleanly.
 TICK_LOOP_MARGIN = timedelta(seconds=15)
+# A claim invocation starts no round of claims this long before its timeout: what
+# it leaves is still due, and the looping tick finds it again.
+CLAIM_MARGIN = timedelta(seconds=5)
 
 
 class Dynacron:
@@ -84,6 +88,7 @@ class Dynacron:
         emit_metrics: Emit = print_emf,
         faults: Faults = NO_FAULTS,
         dispatch_queue: DispatchQueue | None = None,
+        page_claims: PageClaims | None = None,
     ) -> None:
         import_handler_modules(settings.handler_modules)
         self.settings = settings
@@ -124,6 +129,7 @@ class Dynacron:
             faults=faults,
             metrics=self.metrics,
             sleep=sleep,
+            page_claims=page_claims,
         )
         self.aftermath = Aftermath(
             tasks=self.tasks,
@@ -245,6 +251,36 @@ class Dynacron:
             logger.info("tick dispatched executions", extra={"claimed": claimed})
         return {"claimed": claimed, "shards": [r.shard for r in reports]}
 
+    def claim(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """Claim the page of due tasks a looping tick handed out (decision 0025):
+        ``{"shard": N, "task_ids": [...]}``, at most one page."""
+        page = page_from_event(event)
+        remaining = timedelta(milliseconds=context.get_remaining_time_in_millis())
+        try:
+            report = self.ticker.claim_page(
+                page, deadline=self.clock.now() + remaining - CLAIM_MARGIN
+            )
+        finally:
+            self.metrics.flush()
+        logger.info(
+            "claimed a page handed out",
+            extra={
+                "shard": page.shard,
+                "tasks": len(page.task_ids),
+                "claimed": report.claimed,
+                "lost_races": report.lost_races,
+                "set_aside": report.set_aside,
+            },
+        )
+        return {
+            "shard": page.shard,
+            "claimed": report.claimed,
+            "rescheduled": report.rescheduled,
+            "lost_races": report.lost_races,
+            "set_aside": report.set_aside,
+            "cut_short": report.cut_short,
+        }
+
     def _tick_loop(self, shard: int, context: Any) -> dict[str, Any]:
         budget = timedelta(milliseconds=context.get_remaining_time_in_millis())
         loop = ShardTickLoop(
@@ -267,11 +303,13 @@ class Dynacron:
                 "ended": ended,
                 "ticks": report.ticks,
                 "claimed": report.claimed,
+                "handed_out": report.handed_out,
                 "failed_ticks": report.failed_ticks,
             },
         )
         return {
             "claimed": report.claimed,
+            "handed_out": report.handed_out,
             "shards": [shard],
             "ticks": report.ticks,
             "ended": ended,
@@ -357,11 +395,25 @@ class Dynacron:
     def from_environment(cls) -> Dynacron:
         settings = Settings.from_env(os.environ)
         config = aws_client_config(settings)
+        page_claims = None
+        if settings.claim_function:
+            # Only the looping tick is given a claim function (infra/constructs/tick.py).
+            page_claims = LambdaPageClaims(
+                boto3.client("lambda", config=CLAIM_INVOKE_CONFIG), settings.claim_function
+            )
         return cls(
             settings,
             dynamodb=boto3.client("dynamodb", config=config),
             sqs=boto3.client("sqs", config=config),
+            page_claims=page_claims,
         )
+
+
+# An asynchronous invoke answers 202 as soon as Lambda has queued the event; a
+# tick that cannot hand a page out within seconds claims it itself.
+CLAIM_INVOKE_CONFIG = Config(
+    connect_timeout=2, read_timeout=5, retries={"max_attempts": 2, "mode": "standard"}
+)
 
 
 def aws_client_config(settings: Settings) -> Config:
@@ -419,6 +471,11 @@ def api(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 @logger.inject_lambda_context
 def tick(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return _deployed().tick(event, context)
+
+
+@logger.inject_lambda_context
+def claim(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return _deployed().claim(event, context)
 
 
 @logger.inject_lambda_context

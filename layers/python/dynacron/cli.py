@@ -520,11 +520,12 @@ def plan_capacity(
     ] = 1,
     as_json: JsonOption = False,
 ) -> None:
-    """Size a deployment for a rate of fires: shards, tick memory, workers, DynamoDB
-    billing, monthly cost, and the CDK context that deploys it.
+    """Size a deployment for a rate of fires: shards, claim invocations, workers,
+    DynamoDB billing, monthly cost (and what looping ticks alone would idle at), and
+    the CDK context that deploys it.
 
-    From the tick's CPU per claim and the capacity units per fire that `make bench`
-    measured (docs/deploy.md, "Sizing", explains the model).
+    From the tick's CPU per claim and per page handed out, and the capacity units per
+    fire that `make bench` measured (docs/deploy.md, "Sizing", explains the model).
     """
     from dynacron.resources import TABLES
 

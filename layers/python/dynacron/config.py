@@ -52,6 +52,8 @@ TICK_MAX_CLAIMS_PER_TASK_VAR = "DYNACRON_TICK_MAX_CLAIMS_PER_TASK"
 TICK_BACKLOG_SECONDS_VAR = "DYNACRON_TICK_BACKLOG_SECONDS"
 CATCHUP_MAX_RUNS_VAR = "DYNACRON_CATCHUP_MAX_RUNS"
 TICK_HEARTBEAT_SECONDS_VAR = "DYNACRON_TICK_HEARTBEAT_SECONDS"
+# The claim function the looping tick hands large pages to (its ARN; decision 0025).
+CLAIM_FUNCTION_VAR = "DYNACRON_CLAIM_FUNCTION"
 LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
 __all__ = ["DEFAULT_TENANT", "LOOPBACK_NETWORKS", "Settings", "parse_api_keys"]
 
@@ -152,6 +154,17 @@ class Settings:
     # (http_timeout_seconds) and this margin, to begin and record it, fit in what
     # is left of its invocation; the rest go back to the queue unbegun.
     worker_margin_seconds: float = 5.0
+    # Elastic capacity (decision 0025): with a claim function, a tick hands a page
+    # of at least ``tick_fanout_min_tasks`` due tasks (a 128 MB tick claims about
+    # 20 a second) to a claim invocation, at most ``tick_fanout_max_pages`` pages a
+    # tick (a large page beyond waits for the next tick), and claims smaller pages
+    # itself. A task handed out is not handed out or
+    # claimed by the tick again for ``tick_fanout_fresh_seconds``; after that, if
+    # still due (the invocation failed or never ran), the tick finds it again.
+    claim_function: str | None = None
+    tick_fanout_min_tasks: int = 20
+    tick_fanout_max_pages: int = 10
+    tick_fanout_fresh_seconds: float = 10.0
 
     @property
     def breaker_policy(self) -> BreakerPolicy:
@@ -238,6 +251,7 @@ class Settings:
             ),
             catchup_max_runs=_at_least(1, environ, CATCHUP_MAX_RUNS_VAR, cls.catchup_max_runs),
             tick_heartbeat_seconds=heartbeat,
+            claim_function=environ.get(CLAIM_FUNCTION_VAR) or None,
         )
 
     def to_env(self) -> dict[str, str]:
@@ -274,6 +288,7 @@ class Settings:
             TICK_BACKLOG_SECONDS_VAR: str(self.tick_backlog_seconds),
             CATCHUP_MAX_RUNS_VAR: str(self.catchup_max_runs),
             TICK_HEARTBEAT_SECONDS_VAR: str(self.tick_heartbeat_seconds),
+            CLAIM_FUNCTION_VAR: self.claim_function or "",
         }
 
 

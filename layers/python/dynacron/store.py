@@ -58,6 +58,7 @@ from dynacron.domain.uptime import Outage, ShardHistory
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.queue import upstream_from_map, upstream_to_map
 from dynacron.resources import (
+    CURSOR_KEY_PREFIX,
     DEAD_LETTER_INDEX,
     DEPENDENTS_INDEX,
     DUE_INDEX,
@@ -1694,7 +1695,7 @@ class CursorStore:
 
     @staticmethod
     def _key(shard: int) -> dict[str, Any]:
-        return _to_item({"key": f"tick-cursor#{shard}"})
+        return _to_item({"key": f"{CURSOR_KEY_PREFIX}{shard}"})
 
     def get(self, shard: int) -> datetime | None:
         return self.read(shard).bucket

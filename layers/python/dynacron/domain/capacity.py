@@ -15,6 +15,15 @@ memory above 1,769 MB buys the tick nothing. A page of ``PAGE_SIZE`` due tasks
 costs its CPU at that share, plus the round trips nothing overlaps (the Query,
 the consistent BatchGetItem, the sends, issued ``tick_concurrency`` at a time);
 the claims' round trips overlap with the CPU of the other threads.
+
+The elastic design (decision 0025), which ``plan`` sizes: each shard's looping
+tick has 128 MB and hands every page of due tasks to a claim invocation of one
+vCPU (1,769 MB), so the shards' memory, billed all month, no longer grows with
+the rate. A shard hands out pages as fast as its Query, its ``Invoke`` and their
+CPU at 128 MB allow, at most ``FANOUT_MAX_PAGES_PER_TICK`` a tick; each page is
+claimed at the claims/s of the tick model at 1,769 MB, by at most
+``claim_reserved_concurrency`` invocations at once. The looping-only design
+(``size_tick``) is kept to show what elastic capacity saves.
 """
 
 from __future__ import annotations
@@ -81,6 +90,9 @@ class Measured:
     # shard, ingested by CloudWatch Logs, and its own TickHeartbeat metric.
     idle_log_bytes_per_shard_second: float = 346.0
     custom_metrics_per_shard: int = 1
+    # bench/results/fanout.json: the looping tick's CPU per page it hands out (the
+    # due-index Query and the asynchronous Invoke), at a whole vCPU.
+    hand_out_cpu_ms_per_page: float = 3.27
 
 
 @dataclass(frozen=True)
@@ -145,6 +157,59 @@ def claims_per_second_per_shard(memory_mb: int, concurrency: int) -> float:
     return TickModel().claims_per_second(memory_mb, concurrency)
 
 
+# Elastic capacity (decision 0025). The claim function has one vCPU: the tick model's
+# best. The next three are the runtime's defaults (Settings, LoopTiming), which
+# tests/unit/test_plan.py holds them to.
+CLAIM_MEMORY_MB = FULL_VCPU_MEMORY_MB
+FANOUT_MAX_PAGES_PER_TICK = 10
+FANOUT_MIN_TASKS = 20
+TICK_INTERVAL_SECONDS = 1.0
+# An asynchronous Invoke answers once Lambda has queued the event; assumed.
+LAMBDA_INVOKE_LATENCY_MS = 20.0
+# Claim invocations reserved: at least this many (a burst's pages, at once), and
+# twice the sustained rate's need.
+MIN_CLAIM_CONCURRENCY = 20
+CLAIM_CONCURRENCY_HEADROOM = 2.0
+# Lambda's reserved concurrency must leave an account's unreserved 100.
+MAX_CLAIM_CONCURRENCY = 900
+
+
+@dataclass(frozen=True)
+class ElasticModel:
+    tick: TickModel = field(default_factory=TickModel)
+    hand_out_cpu_ms_per_page: float = MEASURED.hand_out_cpu_ms_per_page
+    invoke_latency_ms: float = LAMBDA_INVOKE_LATENCY_MS
+    max_pages_per_tick: int = FANOUT_MAX_PAGES_PER_TICK
+
+    def hand_out_seconds(self, tick_memory_mb: int) -> float:
+        """What one page costs the looping tick: its Query and its Invoke, one after
+        the other, and their CPU at the tick's share."""
+        cpu = self.hand_out_cpu_ms_per_page / cpu_share(tick_memory_mb)
+        return (self.tick.dynamodb_latency_ms + self.invoke_latency_ms + cpu) / 1000
+
+    def pages_per_second(self, tick_memory_mb: int) -> float:
+        """Pages one shard hands out a second: its pace, at most the cap a tick."""
+        cap = self.max_pages_per_tick / TICK_INTERVAL_SECONDS
+        return min(cap, 1 / self.hand_out_seconds(tick_memory_mb))
+
+    def claims_per_invocation_second(self, concurrency: int = 16) -> float:
+        """What one claim invocation claims a second (the tick model at 1,769 MB)."""
+        return self.tick.claims_per_second(CLAIM_MEMORY_MB, concurrency)
+
+    def page_seconds(self, concurrency: int = 16) -> float:
+        """How long a claim invocation of a full page runs (billed duration)."""
+        return self.tick.page_size / self.claims_per_invocation_second(concurrency)
+
+    def capacity(
+        self, shards: int, tick_memory_mb: int, claim_concurrency: int, concurrency: int = 16
+    ) -> float:
+        """Fires/s a deployment claims at full speed: what its shards hand out, or
+        what its claim invocations claim, whichever is less."""
+        handed_out = shards * self.pages_per_second(tick_memory_mb) * self.tick.page_size
+        claimed = claim_concurrency * self.claims_per_invocation_second(concurrency)
+        return min(handed_out, claimed)
+
+
 @dataclass(frozen=True)
 class MonthlyCost:
     tick_lambda: float
@@ -154,11 +219,14 @@ class MonthlyCost:
     worker_lambda: float
     # The looping ticks' log lines and heartbeat metrics.
     cloudwatch: float = 0.0
+    # Claim invocations (decision 0025): only under load.
+    claim_lambda: float = 0.0
 
     @property
     def total(self) -> float:
         return (
-            self.tick_lambda
+            self.claim_lambda
+            + self.tick_lambda
             + self.tick_requests
             + self.dynamodb
             + self.sqs
@@ -175,7 +243,12 @@ class Plan:
     shards: int
     tick_memory_mb: int
     tick_concurrency: int
+    # Fires/s one shard hands out to claim invocations at full speed.
     claims_per_second_per_shard: float
+    claim_memory_mb: int
+    claim_reserved_concurrency: int
+    # Fires/s the claim invocations claim at full speed, all of them at once.
+    claim_capacity: float
     worker_max_concurrency: int
     # False when even MAX_WORKER_CONCURRENCY workers cannot keep up with the handler.
     workers_keep_up: bool
@@ -183,18 +256,22 @@ class Plan:
     provisioned_max_capacity: int | None
     idle: MonthlyCost
     loaded: MonthlyCost
+    # The idle cost of looping ticks sized for the rate instead (``size_tick``).
+    looping_only_idle: float = 0.0
     notes: tuple[str, ...] = field(default=())
 
     @property
     def tick_capacity(self) -> float:
-        """Fires/s the ticks can claim in all, at full speed."""
-        return self.shards * self.claims_per_second_per_shard
+        """Fires/s the deployment can claim in all, at full speed: what its shards
+        hand out or what its claim invocations claim, whichever is less."""
+        return min(self.shards * self.claims_per_second_per_shard, self.claim_capacity)
 
     def context(self) -> dict[str, str]:
         """The CDK context keys (``infra/config.py``) that deploy this plan."""
         values = {
             "shard_count": str(self.shards),
             "tick_memory_mb": str(self.tick_memory_mb),
+            "claim_reserved_concurrency": str(self.claim_reserved_concurrency),
             "worker_max_concurrency": str(self.worker_max_concurrency),
             "billing": self.billing,
         }
@@ -245,6 +322,32 @@ def cloudwatch_usd_per_shard_month(measured: Measured, prices: Prices) -> float:
         * (prices.cloudwatch_logs_per_gb_ingested + prices.cloudwatch_logs_per_gb_month_stored)
         + measured.custom_metrics_per_shard * prices.cloudwatch_per_custom_metric_month
     )
+
+
+def size_elastic(
+    fires_per_second: float, model: ElasticModel | None = None, *, min_shards: int = 1
+) -> tuple[int, int]:
+    """(shards, claim invocations reserved) that claim ``fires_per_second`` at
+    ``TICK_UTILISATION``, every looping tick at 128 MB.
+
+    A shard's idle cost is the same whatever the rate, so the fewest shards that
+    hand the rate out win; the claim invocations are reserved for twice the
+    sustained need, and at least ``MIN_CLAIM_CONCURRENCY`` for a burst.
+    """
+    model = model or ElasticModel()
+    need = fires_per_second / TICK_UTILISATION
+    per_shard = model.pages_per_second(MIN_MEMORY_MB) * model.tick.page_size
+    shards = max(min_shards, math.ceil(need / per_shard))
+    concurrency = max(
+        MIN_CLAIM_CONCURRENCY,
+        math.ceil(CLAIM_CONCURRENCY_HEADROOM * need / model.claims_per_invocation_second()),
+    )
+    if shards > MAX_SHARDS or concurrency > MAX_CLAIM_CONCURRENCY:
+        raise PlanRefused(
+            f"{fires_per_second:g} fires/s needs more than {MAX_SHARDS} shards or "
+            f"{MAX_CLAIM_CONCURRENCY} claim invocations at once, the most a deployment has"
+        )
+    return shards, concurrency
 
 
 def size_tick(
@@ -306,14 +409,9 @@ def plan(
     if fires_per_second <= 0:
         raise PlanRefused("fires per second must be more than 0")
     model = TickModel(tick_cpu_ms_per_claim=measured.tick_cpu_ms_per_claim)
-    shards, memory = size_tick(
-        fires_per_second,
-        tick_concurrency,
-        model,
-        min_shards=min_shards,
-        measured=measured,
-        prices=prices,
-    )
+    elastic = ElasticModel(tick=model, hand_out_cpu_ms_per_page=measured.hand_out_cpu_ms_per_page)
+    shards, claim_concurrency = size_elastic(fires_per_second, elastic, min_shards=min_shards)
+    memory = MIN_MEMORY_MB
     p = prices
     month = MONTH_SECONDS
     fires = fires_per_second * month
@@ -363,6 +461,14 @@ def plan(
         # Room above the sustained load for auto scaling to grow into during a burst.
         max_capacity = math.ceil(busiest / p.provisioned_utilisation * 1.5)
 
+    # Claim invocations: every fire counted in a full page, claimed at one vCPU. An
+    # upper bound: a page under FANOUT_MIN_TASKS is claimed by the looping tick.
+    pages = fires / elastic.tick.page_size
+    claim_lambda = pages * (
+        elastic.page_seconds(tick_concurrency) * CLAIM_MEMORY_MB / 1024 * p.lambda_arm_per_gb_second
+        + p.lambda_per_million_requests / 1e6
+    )
+
     busy_seconds = handler_seconds + WORKER_OVERHEAD_SECONDS
     wanted_workers = math.ceil(fires_per_second * busy_seconds * WORKER_HEADROOM)
     workers = max(MIN_WORKER_CONCURRENCY, min(MAX_WORKER_CONCURRENCY, wanted_workers))
@@ -375,6 +481,12 @@ def plan(
         notes.append(
             f"DynamoDB: {max_capacity:,} units at the peak is above the default quota of "
             f"{TABLE_UNIT_QUOTA:,} per table; ask AWS to raise it before deploying"
+        )
+    if workers + claim_concurrency > MAX_WORKER_CONCURRENCY:
+        notes.append(
+            f"concurrency: {workers} workers and {claim_concurrency} claim invocations "
+            f"reserved need more than the {MAX_WORKER_CONCURRENCY} concurrent Lambdas an "
+            "account has unless raised; ask AWS to raise it before deploying"
         )
     if wanted_workers > MAX_WORKER_CONCURRENCY:
         notes.append(
@@ -398,19 +510,42 @@ def plan(
         sqs=sqs_loaded,
         worker_lambda=worker_lambda,
         cloudwatch=shards * cloudwatch_usd_per_shard_month(measured, prices),
+        claim_lambda=claim_lambda,
     )
+    try:
+        looping_shards, looping_memory = size_tick(
+            fires_per_second,
+            tick_concurrency,
+            model,
+            min_shards=min_shards,
+            measured=measured,
+            prices=prices,
+        )
+        # The same stack with looping ticks that large: each shard's idle cost at
+        # its memory in place of the elastic shards' at 128 MB.
+        looping_only_idle = (
+            idle.total
+            - shards * idle_usd_per_shard_month(memory, measured, prices)
+            + looping_shards * idle_usd_per_shard_month(looping_memory, measured, prices)
+        )
+    except PlanRefused:
+        looping_only_idle = math.inf
     return Plan(
         fires_per_second=fires_per_second,
         shards=shards,
         tick_memory_mb=memory,
         tick_concurrency=tick_concurrency,
-        claims_per_second_per_shard=model.claims_per_second(memory, tick_concurrency),
+        claims_per_second_per_shard=elastic.pages_per_second(memory) * elastic.tick.page_size,
+        claim_memory_mb=CLAIM_MEMORY_MB,
+        claim_reserved_concurrency=claim_concurrency,
+        claim_capacity=claim_concurrency * elastic.claims_per_invocation_second(tick_concurrency),
         worker_max_concurrency=workers,
         workers_keep_up=wanted_workers <= MAX_WORKER_CONCURRENCY,
         billing=billing,
         provisioned_max_capacity=max_capacity,
         idle=idle,
         loaded=loaded,
+        looping_only_idle=looping_only_idle,
         notes=tuple(notes),
     )
 
@@ -420,10 +555,12 @@ SIZING_HEADERS = (
     "fires/s",
     "shards",
     "tick memory",
+    "claim invocations",
     "claims/s (all shards)",
     "worker concurrency",
     "DynamoDB",
     "idle $/month",
+    "idle $/month, looping only",
     "loaded $/month",
     "CDK context",
 )
@@ -434,11 +571,13 @@ def sizing_row(row: Plan) -> tuple[str, ...]:
         f"{row.fires_per_second:,.0f}",
         str(row.shards),
         f"{row.tick_memory_mb:,} MB",
+        f"up to {row.claim_reserved_concurrency:,} of {row.claim_memory_mb:,} MB",
         f"{row.tick_capacity:,.0f}",
         f"{row.worker_max_concurrency:,}" + ("" if row.workers_keep_up else " (too few)"),
         row.billing
         + (f", max {row.provisioned_max_capacity:,}" if row.provisioned_max_capacity else ""),
         f"{row.idle.total:,.0f}",
+        f"{row.looping_only_idle:,.0f}",
         f"{row.loaded.total:,.0f}",
         f"`{row.context_flags()}`",
     )

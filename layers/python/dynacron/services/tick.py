@@ -45,6 +45,18 @@ while its task was paused); one held back by pacing or a backlog runs late.
 A per-shard cursor remembers the oldest bucket that may still hold work, so an
 item in an older bucket (the scheduler was down, a tick fell behind) is never
 missed, and buckets already drained are not queried again.
+
+6. Elastic capacity (decision 0025): given a ``PageClaims`` port, a tick hands
+   a page of at least ``tick_fanout_min_tasks`` due tasks to a claim
+   invocation instead of claiming it, and goes on to the next page; past
+   ``tick_fanout_max_pages`` a tick, a large page waits for the next tick.
+   The claim invocation runs steps 2-5 for that page (``claim_page``), the
+   same code, without the shard's lease: the conditional claims make two
+   claimers safe. A bucket with a page handed out counts as not drained, so
+   the cursor never passes it; its tasks are skipped for
+   ``tick_fanout_fresh_seconds`` (their claimer is at work) and then, if still
+   due, found and handed out or claimed again. A page Lambda refuses, the
+   tick claims itself.
 """
 
 from __future__ import annotations
@@ -59,6 +71,7 @@ from typing import TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from dynacron.claims import ClaimPage, PageClaims
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import Dispatch
@@ -122,6 +135,12 @@ class TickReport:
     # Claims this tick may make: the configured cap, less whatever the queue
     # already holds beyond its bound (dispatch pacing).
     claim_budget: int = 0
+    # Tasks handed to claim invocations (each page counts against the claim
+    # budget as if claimed), in how many pages; and due tasks passed over because
+    # a claim invocation had them handed out moments ago.
+    handed_out: int = 0
+    pages_handed_out: int = 0
+    still_handed_out: int = 0
     # The tick stops starting new pages at this instant (the looping tick's lease
     # must outlast the tick); whatever is left stays due for the next tick.
     deadline: datetime | None = None
@@ -141,6 +160,11 @@ class TickReport:
         """Claims that moved a task on, whether or not they ran anything: the budget's unit."""
         return self.claimed + self.rescheduled
 
+    @property
+    def budget_left(self) -> int:
+        """Claims this tick may still make or hand out."""
+        return self.claim_budget - self.claim_writes - self.handed_out
+
 
 class Ticker:
     def __init__(
@@ -155,7 +179,12 @@ class Ticker:
         faults: Faults = NO_FAULTS,
         metrics: ReliabilityMetrics | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        page_claims: PageClaims | None = None,
     ) -> None:
+        self._page_claims = page_claims
+        # Task id -> until when its hand-out is fresh. Kept by the Ticker, so a
+        # looping tick (one Ticker, a tick a second) remembers across its ticks.
+        self._handed_out: dict[str, datetime] = {}
         self._metrics = metrics or ReliabilityMetrics(lambda document: None)
         self._sleep = sleep
         self._tasks = tasks
@@ -185,6 +214,7 @@ class Ticker:
         now = self._clock.now()
         cursor, history = self._read_cursor(shard, now)
         report = TickReport(shard=shard, claim_budget=self._claim_budget(), deadline=deadline)
+        self._forget_stale_hand_outs(now)
         if report.claim_budget <= 0:
             # The workers have enough to do: what is due stays due for a later
             # tick, and runs late (the heartbeat above says the shard was up).
@@ -197,9 +227,7 @@ class Ticker:
         on_time_from = now - self._misfire_grace
         bucket = self._sharding.bucket(on_time_from)
         while (
-            bucket <= self._sharding.bucket(now)
-            and report.claim_writes < report.claim_budget
-            and not report.cut_short
+            bucket <= self._sharding.bucket(now) and report.budget_left > 0 and not report.cut_short
         ):
             self._drain_bucket(bucket, shard, now, report, history, due_from=on_time_from)
             bucket += self._width
@@ -210,7 +238,7 @@ class Ticker:
         settled_before = now - timedelta(seconds=self._settings.cursor_grace_seconds)
         new_cursor = cursor
         for bucket in self._buckets_to_query(cursor, now):
-            if report.claim_writes >= report.claim_budget or report.cut_short:
+            if report.budget_left <= 0 or report.cut_short:
                 break
             drained = self._drain_bucket(bucket, shard, now, report, history)
             # The cursor only moves over a contiguous run of drained, settled
@@ -220,6 +248,24 @@ class Ticker:
         if new_cursor > cursor:
             self._cursors.advance(shard, new_cursor)
         report.cursor = new_cursor
+        return report
+
+    def claim_page(self, page: ClaimPage, deadline: datetime | None = None) -> TickReport:
+        """Claim one page a tick handed out (the claim function's work): the page
+        part of ``tick_shard``, with no lease, no cursor and no hand-outs of its own.
+
+        The shard's history (for misfires) is read, never written: the looping
+        tick that handed the page out keeps the heartbeat. Claims are conditional
+        on the version read, so a page also being worked elsewhere costs at most
+        duplicate messages with the same ``execution_id``.
+        """
+        now = self._clock.now()
+        history = self._cursors.read(page.shard, self._heartbeat).history
+        report = TickReport(
+            shard=page.shard, claim_budget=self._settings.tick_max_claims, deadline=deadline
+        )
+        report.candidates = len(page.task_ids)
+        self._work_page(list(page.task_ids), now, history, report, due_from=None)
         return report
 
     def _read_cursor(self, shard: int, now: datetime) -> tuple[datetime | None, ShardHistory]:
@@ -284,7 +330,7 @@ class Ticker:
         start_key = None
         drained = True
         while True:
-            budget = report.claim_budget - report.claim_writes
+            budget = report.budget_left
             if (
                 budget <= 0
                 or self._past_deadline(report)
@@ -295,40 +341,113 @@ class Ticker:
                 key, now, min(self._settings.tick_page_size, budget), start_key, due_from
             )
             report.candidates += len(task_ids)
-            # A task that had its share of this tick is not even read again.
-            open_ids = [i for i in task_ids if self._has_share(i, report)]
-            drained &= len(open_ids) == len(task_ids)
-            tasks: list[Task] = []
-            if open_ids:
-                tasks, unreadable = self._tasks.read_many(open_ids)
-                for item in unreadable:
-                    self._set_aside(item, None, now, report)
-            while claims := self._claims_of(tasks, now, history, report):
-                if self._past_deadline(report) or self._backlog_time_spent(report, due_from):
+            # Tasks a claim invocation was given moments ago are its own for now.
+            page = [i for i in task_ids if not self._still_handed_out(i, now)]
+            report.still_handed_out += len(task_ids) - len(page)
+            drained &= len(page) == len(task_ids)
+            if self._fanout_spent(page, report):
+                # A large page past the cap waits a second for the next tick's
+                # hand-outs: claiming it here at 128 MB would take seconds.
+                return False
+            if self._hand_out(shard, page, report, now):
+                # Not claimed yet, as far as this tick knows: the cursor stays.
+                drained = False
+            else:
+                page_drained, stopped = self._work_page(page, now, history, report, due_from)
+                if stopped:
                     return False
-                budget = report.claim_budget - report.claim_writes
-                if len(claims) > budget:
-                    claims, drained = claims[:budget], False
-                won, all_sent = self._dispatch(claims, now, report)
-                drained &= all_sent
-                if due_from is None:
-                    report.backlog_rounds += 1
-                for claim in won:
-                    task_id = claim.task.task_id
-                    report.claims_by_task[task_id] = report.claims_by_task.get(task_id, 0) + 1
-                # A task still due after its claim (run_all catching up, or
-                # on-time occurrences queued behind a late one) is claimed
-                # again now, from the state just written, up to its share.
-                tasks = []
-                for claim in won:
-                    if not self._has_share(claim.task.task_id, report):
-                        if claim.next_run_at is not None and claim.next_run_at <= now:
-                            report.held_back += 1
-                            drained = False
-                        continue
-                    tasks.append(advanced(claim.task, claim, now))
+                drained &= page_drained
             if start_key is None:
                 return drained
+
+    def _work_page(
+        self,
+        task_ids: list[str],
+        now: datetime,
+        history: ShardHistory,
+        report: TickReport,
+        due_from: datetime | None,
+    ) -> tuple[bool, bool]:
+        """Read, send and claim one page of due tasks (steps 2-5): the looping tick's
+        and the claim function's one code path.
+
+        Returns (whether nothing due was left behind, whether the tick must stop:
+        its deadline or the backlog's time came).
+        """
+        # A task that had its share of this tick is not even read again.
+        open_ids = [i for i in task_ids if self._has_share(i, report)]
+        drained = len(open_ids) == len(task_ids)
+        tasks: list[Task] = []
+        if open_ids:
+            tasks, unreadable = self._tasks.read_many(open_ids)
+            for item in unreadable:
+                self._set_aside(item, None, now, report)
+        while claims := self._claims_of(tasks, now, history, report):
+            if self._past_deadline(report) or self._backlog_time_spent(report, due_from):
+                return False, True
+            budget = report.budget_left
+            if len(claims) > budget:
+                claims, drained = claims[:budget], False
+            won, all_sent = self._dispatch(claims, now, report)
+            drained &= all_sent
+            if due_from is None:
+                report.backlog_rounds += 1
+            for claim in won:
+                task_id = claim.task.task_id
+                report.claims_by_task[task_id] = report.claims_by_task.get(task_id, 0) + 1
+            # A task still due after its claim (run_all catching up, or
+            # on-time occurrences queued behind a late one) is claimed
+            # again now, from the state just written, up to its share.
+            tasks = []
+            for claim in won:
+                if not self._has_share(claim.task.task_id, report):
+                    if claim.next_run_at is not None and claim.next_run_at <= now:
+                        report.held_back += 1
+                        drained = False
+                    continue
+                tasks.append(advanced(claim.task, claim, now))
+        return drained, False
+
+    def _fanout_spent(self, task_ids: list[str], report: TickReport) -> bool:
+        return (
+            self._page_claims is not None
+            and len(task_ids) >= self._settings.tick_fanout_min_tasks
+            and report.pages_handed_out >= self._settings.tick_fanout_max_pages
+        )
+
+    def _hand_out(self, shard: int, task_ids: list[str], report: TickReport, now: datetime) -> bool:
+        """Give a large page to a claim invocation; False: the tick claims it itself.
+
+        A page that could not be handed out (Lambda refused, throttled, was not
+        reachable) is claimed by this tick, so nothing waits on a failed hand-out.
+        """
+        if self._page_claims is None or len(task_ids) < self._settings.tick_fanout_min_tasks:
+            return False
+        try:
+            self._page_claims.hand_out(ClaimPage(shard=shard, task_ids=tuple(task_ids)))
+        except Exception:
+            logger.warning(
+                "could not hand a page to a claim invocation; claiming it here",
+                extra={"shard": shard, "tasks": len(task_ids)},
+                exc_info=True,
+            )
+            return False
+        fresh_until = now + timedelta(seconds=self._settings.tick_fanout_fresh_seconds)
+        for task_id in task_ids:
+            self._handed_out[task_id] = fresh_until
+        report.handed_out += len(task_ids)
+        report.pages_handed_out += 1
+        return True
+
+    def _still_handed_out(self, task_id: str, now: datetime) -> bool:
+        fresh_until = self._handed_out.get(task_id)
+        return fresh_until is not None and now < fresh_until
+
+    def _forget_stale_hand_outs(self, now: datetime) -> None:
+        """Past its freshness a hand-out is forgotten: a task still due was not
+        claimed by its invocation, and is found and handed out (or claimed) again."""
+        if self._handed_out:
+            self._handed_out = {i: t for i, t in self._handed_out.items() if now < t}
 
     def _past_deadline(self, report: TickReport) -> bool:
         if report.deadline is None or self._clock.now() < report.deadline:

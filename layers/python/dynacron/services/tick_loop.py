@@ -72,6 +72,8 @@ class TickLoopReport:
     owner: str
     ticks: int = 0
     claimed: int = 0
+    # Due tasks handed to claim invocations (decision 0025).
+    handed_out: int = 0
     lost_races: int = 0
     waited_seconds: float = 0.0
     # True if the lease was taken from a holder that had stopped renewing it.
@@ -182,6 +184,7 @@ class ShardTickLoop:
         self.report.ticks += 1
         self.report.cut_short += tick.cut_short
         self.report.claimed += tick.claimed
+        self.report.handed_out += tick.handed_out
         self.report.lost_races += tick.lost_races
         self.report.lateness_seconds += tick.lateness_seconds
         interval = self._timing.tick_interval_seconds
