@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fnmatch
+import functools
 import importlib
 import importlib.util
 import json
@@ -33,13 +34,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import boto3
+from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.iam.access_control import IAMPolicy, PermissionResult
 
 import dynacron.app
 import dynacron.handlers
-from dynacron.app import TICK_LOOP_MARGIN, Dynacron, aws_client_config
+from dynacron.app import CLAIM_INVOKE_CONFIG, TICK_LOOP_MARGIN, Dynacron, aws_client_config
+from dynacron.claims import LambdaPageClaims
 from dynacron.config import LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.tasks import shard_for
@@ -56,7 +59,7 @@ DEFAULT_STACK = "dynacron-deployed"
 USER_STACK = "dynacron-user"
 # What moto's CloudFormation can create, and what the code needs to run.
 DEPLOYED_TYPES = ("AWS::DynamoDB::Table", "AWS::SQS::Queue")
-ENTRY_POINTS = ("api", "tick", "worker", "reaper", "undelivered")
+ENTRY_POINTS = ("api", "tick", "worker", "reaper", "undelivered", "claim")
 # A grant to remove while loading the roles: set by ``verify_grants.py``.
 MUTATION_VAR = "DYNACRON_GRANT_MUTATION"
 ACCESS_DENIED = "AccessDeniedException"
@@ -282,11 +285,12 @@ class AuthorisedCalls:
 
     def _check(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         service = model.service_model.service_name
-        accesses = (
-            self._dynamodb(model.name, params)
-            if service == "dynamodb"
-            else self._sqs(model.name, params)
-        )
+        if service == "dynamodb":
+            accesses = self._dynamodb(model.name, params)
+        elif service == "lambda":
+            accesses = self._lambda(model.name, params)
+        else:
+            accesses = self._sqs(model.name, params)
         for access in accesses:
             self.calls.append(access)
             refusal = self.role.denial(access)
@@ -356,6 +360,17 @@ class AuthorisedCalls:
                 self._keys(table, params.get("Key") or params.get("Item")),
             )
         ]
+
+    def _lambda(self, operation: str, params: dict[str, Any]) -> list[Access]:
+        if operation != "Invoke":
+            raise NotImplementedError(f"which function does lambda:{operation} touch? {params}")
+        name = params["FunctionName"]
+        arn = (
+            name
+            if name.startswith("arn:")
+            else f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
+        )
+        return [Access("lambda:InvokeFunction", arn)]
 
     def _sqs(self, operation: str, params: dict[str, Any]) -> list[Access]:
         action = SQS_ACTIONS.get(operation, f"sqs:{operation}")
@@ -461,6 +476,9 @@ class Deployment:
     values: TemplateValues
     clock: SettableClock
     functions: dict[str, DeployedFunction] = field(default_factory=dict)
+    # Async invocations of the claim function the ticks made (Lambda queues them).
+    claim_events: list[dict[str, Any]] = field(default_factory=list)
+    claims_run: int = 0
 
     def function(self, entry_point: str) -> DeployedFunction:
         return self.functions[entry_point]
@@ -571,7 +589,15 @@ class Deployment:
         # A step that raised is logged and retried by the loop; on AWS an alarm
         # sees it. Here it fails the scenario (a refused call among them).
         assert report["failed_ticks"] == 0, report
+        self.run_claims()
         return report
+
+    def run_claims(self) -> None:
+        """Lambda runs the claim invocations the ticks queued (InvocationType Event),
+        each with the claim function's own environment and role."""
+        while self.claim_events:
+            self.function("claim").invoke(self.claim_events.pop(0))
+            self.claims_run += 1
 
     def shards_of(self, task_ids: Iterable[str]) -> set[int]:
         return {shard_for(t, self.settings.shard_count) for t in task_ids}
@@ -632,7 +658,7 @@ class Deployment:
             self.tick(shard)
         dispatch = next(q for q in QUEUES if q.logical_id == "DispatchQueue")
         undelivered = next(q for q in QUEUES if q.logical_id == "UndeliveredQueue")
-        self.drain("worker", dispatch.env_var)
+        self.drain("worker", dispatch.env_var, batches=100)
         self.drain("undelivered", undelivered.env_var)
 
 
@@ -716,7 +742,15 @@ def create_stack(
             }
             role = roles[properties["Role"]["Fn::GetAtt"][0]]
             deployment.functions[entry_point] = build_function(
-                logical_id, entry_point, environment, properties, role, key_names, clock, handlers
+                logical_id,
+                entry_point,
+                environment,
+                properties,
+                role,
+                key_names,
+                clock,
+                handlers,
+                deployment.claim_events,
             )
     assert set(deployment.functions) == set(ENTRY_POINTS), set(deployment.functions)
     return deployment
@@ -741,6 +775,7 @@ def build_function(
     key_names: dict[str, str],
     clock: SettableClock,
     handlers: HandlerRegistry,
+    claim_events: list[dict[str, Any]],
 ) -> DeployedFunction:
     """``Dynacron.from_environment``, with the function's own authorised clients."""
     calls = AuthorisedCalls(role, key_names)
@@ -763,6 +798,15 @@ def build_function(
         dynamodb = calls.attach(boto3.client("dynamodb", region_name=REGION, config=config))
         sqs = calls.attach(boto3.client("sqs", region_name=REGION, config=config))
         function.dynamodb, function.sqs = dynamodb, sqs
+        page_claims = None
+        if settings.claim_function:
+            invoker = calls.attach(
+                boto3.client("lambda", region_name=REGION, config=CLAIM_INVOKE_CONFIG)
+            )
+            invoker.meta.events.register(
+                "before-call.lambda.Invoke", functools.partial(_queue_claim, claim_events)
+            )
+            page_claims = LambdaPageClaims(invoker, settings.claim_function)
         function.app = Dynacron(
             settings,
             dynamodb=dynamodb,
@@ -771,5 +815,16 @@ def build_function(
             clock=clock,
             sleep=lambda seconds: clock.advance(timedelta(seconds=seconds)),
             handlers=handlers,
+            page_claims=page_claims,
         )
     return function
+
+
+def _queue_claim(
+    claim_events: list[dict[str, Any]], params: dict[str, Any], **_: Any
+) -> tuple[AWSResponse, dict[str, Any]]:
+    """Lambda's answer to an authorised asynchronous Invoke: the event is queued
+    (the deployment runs it after the tick, as Lambda would soon after) and 202."""
+    assert params["headers"]["X-Amz-Invocation-Type"] == "Event", params["headers"]
+    claim_events.append(json.loads(params["body"]))
+    return AWSResponse(params["url"], 202, {}, None), {"StatusCode": 202}

@@ -526,3 +526,33 @@ def test_an_occurrence_due_while_the_last_still_waits_is_buffered_when_asked(
     assert len(deliveries_of(sink, task["task_id"])) == 2
     statuses = [e["status"] for e in executions(deployed, principal, task["task_id"])]
     assert statuses == ["SUCCEEDED", "SUCCEEDED"]
+
+
+def test_a_burst_is_handed_out_to_the_claim_function_and_each_task_runs_once(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    # Given more one-time tasks due in the same second than a tick claims itself
+    # (a page of tick_fanout_min_tasks or more goes to the claim function)
+    at = (deployed.clock.now() + timedelta(seconds=30)).isoformat()
+    minimum = deployed.function("tick").app.settings.tick_fanout_min_tasks
+    shards = deployed.settings.shard_count
+    # (two tenants of the scenario's, each within its API rate burst)
+    owners = {
+        register(deployed, owner, at=at, handler_url=sink.url)["task_id"]: owner
+        for owner in (principal, principal + "-other")
+        for _ in range(minimum * shards)
+    }
+    ids = list(owners)
+    claims_before = deployed.claims_run
+
+    # When they fall due: each shard's looping tick, with the template's claim
+    # function named in its environment, invokes it (authorised by the tick's role),
+    # and the claim function claims with its own environment and role
+    deployed.clock.set(datetime.fromisoformat(at))
+    deployed.run_due(*ids)
+
+    # Then pages were handed out, and every task ran exactly once
+    assert deployed.claims_run > claims_before
+    delivered = [len(deliveries_of(sink, task_id)) for task_id in ids]
+    assert delivered == [1] * len(ids), sorted(delivered)
+    assert {task_view(deployed, owners[t], t)["status"] for t in ids} == {"COMPLETED"}
