@@ -41,7 +41,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -72,22 +72,24 @@ def process_cpu_seconds() -> float:
 
 
 @contextmanager
-def emulator_process() -> Iterator[str]:
-    """The embedded AWS in a child process on a loopback port; yields its endpoint."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "dynacron.local.aws", "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+def serving(*args: str) -> Iterator[str]:
+    """``python -m <args>`` in a child process on a loopback port, which prints
+    "... listening on <endpoint>" when ready; yields the endpoint."""
+    child = subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None
         line = child.stdout.readline()
         if "listening on" not in line:
-            raise RuntimeError(f"the embedded AWS did not start: {line!r}")
+            raise RuntimeError(f"{args[0]} did not start: {line!r}")
         yield line.rsplit(" ", 1)[-1].strip()
     finally:
         child.terminate()
         child.wait(timeout=10)
+
+
+def emulator_process() -> AbstractContextManager[str]:
+    """The embedded AWS in a child process on a loopback port."""
+    return serving("dynacron.local.aws", "--port", "0")
 
 
 def measure_out_of_process(
@@ -366,22 +368,9 @@ def serve_double(tasks: int, latency_ms: float) -> None:
     server.serve_forever()
 
 
-@contextmanager
-def double_process(tasks: int) -> Iterator[str]:
-    child = subprocess.Popen(
-        [sys.executable, "-m", "bench.capacity", "--serve-double", str(tasks)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        line = child.stdout.readline()
-        if "listening on" not in line:
-            raise RuntimeError(f"the double did not start: {line!r}")
-        yield line.rsplit(" ", 1)[-1].strip()
-    finally:
-        child.terminate()
-        child.wait(timeout=10)
+def double_process(tasks: int) -> AbstractContextManager[str]:
+    """The bench's AWS double, ``tasks`` due, in a child process on a loopback port."""
+    return serving("bench.capacity", "--serve-double", str(tasks))
 
 
 def tick_served_double(
