@@ -20,6 +20,7 @@ import httpx
 
 from dynacron.app import Dynacron
 from dynacron.domain.executions import Dispatch
+from dynacron.faults import Boundary
 from dynacron.queue import DispatchQueue
 from dynacron.services.tick import Ticker
 
@@ -274,3 +275,16 @@ def recording_ticker(
         clock=system.clock,
     )
     return ticker, queue
+
+
+class RaiseAt:
+    """A fault that raises a plain exception (a bug stand-in) at a boundary, ``times`` times."""
+
+    def __init__(self, boundary: Boundary, times: int) -> None:
+        self._boundary = boundary
+        self.left = times
+
+    def reached(self, boundary: Boundary) -> None:
+        if boundary is self._boundary and self.left > 0:
+            self.left -= 1
+            raise RuntimeError("a bug in the tick")

@@ -38,7 +38,7 @@ from dynacron.store import TaskStore
 from tests.conftest import START, sleep_moving
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline
-from tests.support import FakeLambdaContext, Sink
+from tests.support import FakeLambdaContext, RaiseAt, Sink
 
 BOB = "arn:aws:iam::000000000000:user/bob"
 HOOK = "http://127.0.0.1:9/hook"
@@ -356,19 +356,6 @@ def looping_system(
         emit_metrics=emit,
     )
     return system, totals, documents
-
-
-class RaiseAt:
-    """A fault that raises a plain exception (a bug stand-in) at a boundary, ``times`` times."""
-
-    def __init__(self, boundary: Boundary, times: int) -> None:
-        self._boundary = boundary
-        self.left = times
-
-    def reached(self, boundary: Boundary) -> None:
-        if boundary is self._boundary and self.left > 0:
-            self.left -= 1
-            raise RuntimeError("a bug in the tick")
 
 
 def test_the_tick_loop_survives_ticks_that_raise(

@@ -28,7 +28,7 @@ from dynacron.services.outcomes import Outcome
 from dynacron.services.tick_loop import LoopEnd
 from tests.conftest import sleep_moving
 from tests.integration.api_client import ALICE
-from tests.support import FakeLambdaContext
+from tests.support import FakeLambdaContext, RaiseAt
 from tests.unit.test_metrics_emitted import emitted, shard, units
 
 DISPATCH_ARN = "arn:aws:sqs:us-east-1:123456789012:dynacron-dispatch"
@@ -103,19 +103,6 @@ def test_every_step_of_the_looping_tick_flushes_one_line_with_its_shards_heartbe
     assert units(documents)[metric_names.TICK_HEARTBEAT] == "Count"
     # And the tick's own metric keeps the service dimension alone
     assert values_of(documents, metric_names.QUEUE_DEPTH) == [0.0] * ticks
-
-
-class RaiseAt:
-    """A tick that raises at a boundary, ``times`` times (a bug stand-in)."""
-
-    def __init__(self, boundary: Boundary, times: int) -> None:
-        self._boundary = boundary
-        self.left = times
-
-    def reached(self, boundary: Boundary) -> None:
-        if boundary is self._boundary and self.left > 0:
-            self.left -= 1
-            raise RuntimeError("a bug in the tick")
 
 
 def test_a_tick_that_raises_is_no_heartbeat(
