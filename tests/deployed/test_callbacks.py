@@ -17,11 +17,13 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+import boto3
 import httpx
 import pytest
 from botocore.exceptions import ClientError
 
 from dynacron.callbacks import CALLBACK_TOKEN_HEADER
+from dynacron.local.aws import REGION
 from dynacron.local.gateway import ApiGateway
 from dynacron.resources import DISPATCH_QUEUE
 from tests.deployed.harness import Deployment
@@ -263,6 +265,15 @@ def test_a_completion_whose_follow_up_failed_has_its_dependent_started_by_the_re
     # the dependents once the completion is recorded
     upstream = register(deployed, principal, rate="1 hour", handler_url=sink.url)
     dependent = register(deployed, principal, after=upstream["task_id"], handler_url=sink.url)
+    # ...and a second dependent whose item was changed by hand into one no reader decodes
+    unreadable = register(deployed, principal, after=upstream["task_id"], handler_url=sink.url)
+    boto3.client("dynamodb", region_name=REGION).update_item(
+        TableName=deployed.settings.tasks_table,
+        Key={"task_id": {"S": unreadable["task_id"]}},
+        UpdateExpression="SET #created = :nonsense",
+        ExpressionAttributeNames={"#created": "created_at"},
+        ExpressionAttributeValues={":nonsense": {"S": "the day before yesterday"}},
+    )
     delivery = accepted(deployed, principal, sink, upstream)
     api = deployed.function("api").dynamodb
     # The first read decides that the end owes a follow-up; the second is the
@@ -306,3 +317,7 @@ def test_a_completion_whose_follow_up_failed_has_its_dependent_started_by_the_re
     (run,) = executions(deployed, principal, dependent["task_id"])
     assert run["status"] == "SUCCEEDED", run
     assert run["upstream_execution_id"] == execution["execution_id"]
+    # ...and the unreadable one was set aside, saying why
+    view = task_view(deployed, principal, unreadable["task_id"])
+    assert view["status"] == "ERROR", view
+    assert "cannot be read" in view["status_reason"]
