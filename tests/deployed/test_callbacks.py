@@ -27,6 +27,7 @@ from dynacron.local.aws import REGION
 from dynacron.local.gateway import ApiGateway
 from dynacron.resources import DISPATCH_QUEUE
 from tests.deployed.harness import Deployment
+from tests.deployed.steps import deliveries_of, executions, register, task_view
 from tests.support import Delivery, Sink
 
 _tenants = itertools.count(1)
@@ -67,32 +68,10 @@ def call_back(gateway: ApiGateway, url: str, token: str, body: Any = None) -> ht
     )
 
 
-def register(deployed: Deployment, principal: str, **body: Any) -> dict[str, Any]:
-    status, task = deployed.api("POST", "/tasks", body, principal=principal)
-    assert status == 201, task
-    return dict(task)
-
-
-def task_view(deployed: Deployment, principal: str, task_id: str) -> dict[str, Any]:
-    status, task = deployed.api("GET", f"/tasks/{task_id}", principal=principal)
-    assert status == 200, task
-    return dict(task)
-
-
-def executions(deployed: Deployment, principal: str, task_id: str) -> list[dict[str, Any]]:
-    status, page = deployed.api("GET", f"/tasks/{task_id}/executions", principal=principal)
-    assert status == 200, page
-    return list(page["items"])
-
-
 def dead_letters(deployed: Deployment, principal: str) -> list[str]:
     status, page = deployed.api("GET", "/dead-letters", principal=principal)
     assert status == 200, page
     return [e["execution_id"] for e in page["items"]]
-
-
-def deliveries_of(sink: Sink, task_id: str) -> list[Delivery]:
-    return [d for d in sink.snapshot() if d.body.get("task_id") == task_id]
 
 
 def accepted(deployed: Deployment, principal: str, sink: Sink, task: dict[str, Any]) -> Delivery:

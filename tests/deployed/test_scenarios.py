@@ -14,7 +14,6 @@ import json
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import Any
 
 import boto3
 import pytest
@@ -23,6 +22,7 @@ from dynacron.domain.signing import SIGNATURE_HEADER, verify
 from dynacron.local.aws import REGION
 from dynacron.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from tests.deployed.harness import Deployment
+from tests.deployed.steps import deliveries_of, executions, register, task_view
 from tests.support import Sink
 
 _tenants = itertools.count(1)
@@ -39,24 +39,6 @@ def principal(deployed: Deployment) -> Iterator[str]:
             deployed.api("DELETE", f"/tasks/{task['task_id']}", principal=owner)
 
 
-def register(deployed: Deployment, principal: str, **body: Any) -> dict[str, Any]:
-    status, task = deployed.api("POST", "/tasks", body, principal=principal)
-    assert status == 201, task
-    return dict(task)
-
-
-def task_view(deployed: Deployment, principal: str, task_id: str) -> dict[str, Any]:
-    status, task = deployed.api("GET", f"/tasks/{task_id}", principal=principal)
-    assert status == 200, task
-    return dict(task)
-
-
-def executions(deployed: Deployment, principal: str, task_id: str) -> list[dict[str, Any]]:
-    status, page = deployed.api("GET", f"/tasks/{task_id}/executions", principal=principal)
-    assert status == 200, page
-    return list(page["items"])
-
-
 def run_next(deployed: Deployment, principal: str, task_id: str) -> datetime:
     """Move the clock to the task's next occurrence and let the stack run it."""
     due = datetime.fromisoformat(task_view(deployed, principal, task_id)["next_run_at"])
@@ -64,10 +46,6 @@ def run_next(deployed: Deployment, principal: str, task_id: str) -> datetime:
         deployed.clock.set(due)
     deployed.run_due(task_id)
     return due
-
-
-def deliveries_of(sink: Sink, task_id: str) -> list[Any]:
-    return [d for d in sink.snapshot() if d.body.get("task_id") == task_id]
 
 
 def test_cron_in_a_time_zone_rate_and_a_one_time_task_run_when_due(
