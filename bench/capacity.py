@@ -92,6 +92,23 @@ def emulator_process() -> AbstractContextManager[str]:
     return serving("dynacron.local.aws", "--port", "0")
 
 
+def claim_all(app: Dynacron, tasks: int, cgroup: str | None) -> tuple[int, int, float, float]:
+    """Tick shard 0 until ``tasks`` are claimed (at most 10 ticks), in ``cgroup`` if
+    given (joined after the clients are warm): claimed, ticks, seconds, CPU seconds."""
+    warm(app)
+    if cgroup:
+        Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
+    claimed = ticks = 0
+    began, cpu = time.perf_counter(), process_cpu_seconds()
+    while claimed < tasks and ticks < 10:
+        claimed += app.ticker.tick_shard(0).claimed
+        ticks += 1
+    seconds = time.perf_counter() - began
+    cpu = process_cpu_seconds() - cpu
+    assert claimed == tasks, f"{claimed} of {tasks} claimed"
+    return claimed, ticks, seconds, cpu
+
+
 def measure_out_of_process(
     endpoint: str, tasks: int, concurrency: int, cgroup: str | None = None
 ) -> dict[str, Any]:
@@ -120,17 +137,7 @@ def measure_out_of_process(
             }
         )
     app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock)
-    warm(app)
-    if cgroup:
-        Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
-    claimed = ticks = 0
-    began, cpu = time.perf_counter(), process_cpu_seconds()
-    while claimed < tasks and ticks < 10:
-        claimed += app.ticker.tick_shard(0).claimed
-        ticks += 1
-    cpu = process_cpu_seconds() - cpu
-    seconds = time.perf_counter() - began
-    assert claimed == tasks, f"{claimed} of {tasks} claimed"
+    claimed, ticks, seconds, cpu = claim_all(app, tasks, cgroup)
     return {
         "simulation": "moto server in another process, loopback HTTP",
         "tick_concurrency": concurrency,
@@ -397,17 +404,7 @@ def tick_served_double(
         for service in ("dynamodb", "sqs")
     )
     app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=SettableClock(NOW))
-    warm(app)
-    if cgroup:
-        Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
-    claimed = ticks = 0
-    began, cpu = time.perf_counter(), process_cpu_seconds()
-    while claimed < tasks and ticks < 10:
-        claimed += app.ticker.tick_shard(0).claimed
-        ticks += 1
-    seconds = time.perf_counter() - began
-    cpu = process_cpu_seconds() - cpu
-    assert claimed == tasks, f"{claimed} of {tasks} claimed"
+    claimed, _, seconds, cpu = claim_all(app, tasks, cgroup)
     return {
         "claimed": claimed,
         "seconds": round(seconds, 2),
