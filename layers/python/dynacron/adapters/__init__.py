@@ -1,0 +1,1 @@
+"""Adapters: one package per backend (``aws``, ``sqlite``), each carrying out the ports."""

@@ -1,0 +1,1 @@
+"""The embedded adapter set: every port on one SQLite file (WAL), shared by processes."""

@@ -1,0 +1,96 @@
+"""One SQLite database file shared by the threads and processes of local mode.
+
+WAL lets readers go on while one writer commits; every change is made inside
+``write()`` (``BEGIN IMMEDIATE``): the write lock is taken before the first read,
+so a read-check-write is atomic across processes, the way a conditional write is
+on DynamoDB. Each thread gets its own connection.
+
+``synchronous``: ``FULL`` (the default) syncs the WAL at every commit, so a
+committed change survives a process crash and a power loss; ``NORMAL`` survives a
+process crash, and may lose the last commits (never corrupt the file) on power loss.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+Synchronous = Literal["FULL", "NORMAL"]
+
+# How long a writer waits for another process's transaction before giving up.
+BUSY_TIMEOUT_MS = 30_000
+
+
+class Database:
+    def __init__(self, path: Path | str, synchronous: Synchronous = "FULL") -> None:
+        self.path = Path(path)
+        self.synchronous = synchronous
+        self._local = threading.local()
+        self._schema_lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection, in autocommit mode (transactions are explicit)."""
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            connection = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                check_same_thread=False,
+            )
+            connection.row_factory = sqlite3.Row
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute(f"PRAGMA synchronous = {self.synchronous}")
+            connection.execute("PRAGMA foreign_keys = ON")
+            self._local.connection = connection
+            with self._connections_lock:
+                self._connections.append(connection)
+        return connection
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One atomic change: the write lock is held from the first statement to the commit."""
+        connection = self.connection()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield connection
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent snapshot for several reads (one statement needs none)."""
+        connection = self.connection()
+        connection.execute("BEGIN")
+        try:
+            yield connection
+        finally:
+            connection.execute("COMMIT")
+
+    def ensure_schema(self, statements: Iterable[str]) -> None:
+        """Create what is missing (``CREATE ... IF NOT EXISTS``), in one transaction."""
+        with self._schema_lock, self.write() as connection:
+            for statement in statements:
+                connection.execute(statement)
+
+    def data_version(self) -> int:
+        """Changes when another connection commits: a cheap way to wait for news."""
+        row = self.connection().execute("PRAGMA data_version").fetchone()
+        return int(row[0])
+
+    def close(self) -> None:
+        with self._connections_lock:
+            for connection in self._connections:
+                connection.close()
+            self._connections.clear()
+        self._local = threading.local()
