@@ -18,13 +18,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench.common import QUICK, distribution, write_result
+from dynacron.adapters.aws.items import chunks
+from dynacron.adapters.aws.task_items import task_to_item
+from dynacron.adapters.aws.tenants import DynamoTenantStore
 from dynacron.domain.instants import parse_instant
 from dynacron.domain.schedules import OneTimeSchedule
 from dynacron.domain.tasks import Task, TaskStatus
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.local.aws import aws_clients, provision
 from dynacron.services.tasks import new_signing_secret
-from dynacron.store import TenantStore, chunks, task_to_item
 from tests.support import Service, Sink, free_port, wait_until
 
 WRITE_BATCH = 25
@@ -53,7 +55,7 @@ def write_due_tasks(dynamodb: Any, settings: Any, count: int, due: datetime, url
             request = dynamodb.batch_write_item(RequestItems=request).get("UnprocessedItems")
     # Registering through the API gives the tenant its signing secret; written
     # directly, the tasks need it given (a worker refuses to send unsigned).
-    TenantStore(dynamodb, settings.coordination_table).ensure_secret(
+    DynamoTenantStore(dynamodb, settings.coordination_table).ensure_secret(
         DEFAULT_TENANT, new_signing_secret()
     )
 

@@ -53,12 +53,12 @@ from botocore.config import Config
 from bench.aws_double import AwsDouble
 from bench.common import QUICK, write_result
 from bench.throughput import NOW, due_items, warm
+from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.app import Dynacron
 from dynacron.config import Settings
 from dynacron.domain import capacity
 from dynacron.domain.clock import SettableClock
 from dynacron.local.aws import aws_clients, provision
-from dynacron.store import CursorStore
 
 MEMORIES_MB = (128, 512, 1024, 1769)
 CFS_PERIOD_US = 100_000
@@ -202,7 +202,9 @@ def limited_child(tasks: int, concurrency: int, cgroup: str | None) -> dict[str,
         tick_max_claims_per_task=1,
     )
     dynamodb, sqs = double.clients()
-    CursorStore(dynamodb, settings.coordination_table).advance(0, settings.sharding.bucket(NOW))
+    DynamoCursorStore(dynamodb, settings.coordination_table).advance(
+        0, settings.sharding.bucket(NOW)
+    )
     for item in due_items(tasks, settings, seed=1):
         double.put(settings.tasks_table, item)
     app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=SettableClock(NOW))
@@ -340,7 +342,9 @@ def serve_double(tasks: int, latency_ms: float) -> None:
     double = AwsDouble(latency_seconds=0.0)
     settings = double.settings(shard_count=1)
     dynamodb, _ = double.clients()
-    CursorStore(dynamodb, settings.coordination_table).advance(0, settings.sharding.bucket(NOW))
+    DynamoCursorStore(dynamodb, settings.coordination_table).advance(
+        0, settings.sharding.bucket(NOW)
+    )
     for item in due_items(tasks, settings, seed=1):
         double.put(settings.tasks_table, item)
     double.latency_seconds = latency_ms / 1000

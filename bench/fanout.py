@@ -39,11 +39,11 @@ from bench.aws_double import REGION, AwsDouble, _Body
 from bench.capacity import cgroup_directory, limit_cpu, process_cpu_seconds
 from bench.common import QUICK, RESULTS, write_result
 from bench.throughput import NOW, due_items, warm
+from dynacron.adapters.aws.claims import LambdaPageClaims
+from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.app import Dynacron
-from dynacron.claims import LambdaPageClaims
 from dynacron.domain import capacity
 from dynacron.domain.clock import SettableClock
-from dynacron.store import CursorStore
 
 TICK_MEMORY_MB = 128
 DOUBLE_LATENCY_MS = 10
@@ -81,7 +81,9 @@ def hand_out_child(tasks: int, cgroup: str | None) -> dict[str, Any]:
         claim_function=CLAIM_FUNCTION,
     )
     dynamodb, sqs = double.clients()
-    CursorStore(dynamodb, settings.coordination_table).advance(0, settings.sharding.bucket(NOW))
+    DynamoCursorStore(dynamodb, settings.coordination_table).advance(
+        0, settings.sharding.bucket(NOW)
+    )
     for item in due_items(tasks, settings, seed=2):
         double.put(settings.tasks_table, item)
     answers = InvokeAnswers(INVOKE_LATENCY_MS / 1000)

@@ -25,6 +25,7 @@ from moto.dynamodb.models import dynamodb_backends
 
 from bench.common import QUICK, in_process_aws, write_result
 from bench.meter import Meter
+from dynacron.adapters.aws.task_items import task_to_item
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.instants import format_instant
@@ -32,7 +33,6 @@ from dynacron.domain.schedules import RateSchedule
 from dynacron.domain.tasks import Task, TaskStatus
 from dynacron.local.aws import REGION
 from dynacron.resources import COORDINATION, DUE_INDEX, TASKS
-from dynacron.store import task_to_item
 
 NOW = datetime(2026, 11, 30, 12, 30, tzinfo=UTC)
 DUE = 100

@@ -45,6 +45,8 @@ from bench.aws_double import AwsDouble
 from bench.common import QUICK, in_process_aws, write_result
 from bench.meter import add_latency
 from bench.scaling import task_item
+from dynacron.adapters.aws.cursors import DynamoCursorStore
+from dynacron.adapters.aws.task_items import task_from_item, task_to_item
 from dynacron.app import Dynacron
 from dynacron.config import Settings
 from dynacron.domain.clock import SettableClock
@@ -59,9 +61,8 @@ from dynacron.domain.tasks import (
     execution_id_for,
 )
 from dynacron.local.aws import REGION
-from dynacron.queue import SEND_BATCH_LIMIT
+from dynacron.messages import SEND_BATCH_LIMIT
 from dynacron.services.tick import TickReport
-from dynacron.store import CursorStore, task_from_item, task_to_item
 
 NOW = datetime(2026, 11, 30, 12, 30, tzinfo=UTC)
 TARGET_FIRES_PER_SECOND = 10_000
@@ -122,7 +123,9 @@ def measure_double(tasks: int, concurrency: int, latency_ms: float, seed: int) -
         shard_count=1, tick_concurrency=concurrency, tick_max_claims=max(tasks, 2000)
     )
     dynamodb, sqs = double.clients()
-    CursorStore(dynamodb, settings.coordination_table).advance(0, settings.sharding.bucket(NOW))
+    DynamoCursorStore(dynamodb, settings.coordination_table).advance(
+        0, settings.sharding.bucket(NOW)
+    )
     for item in due_items(tasks, settings, seed):
         double.put(settings.tasks_table, item)
     app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=SettableClock(NOW))
@@ -331,7 +334,9 @@ def verify_against_moto() -> dict[str, Any]:
     settings = _verification_settings(double.settings(shard_count=1))
     dynamodb, sqs = double.clients()
     clock = SettableClock(started)
-    CursorStore(dynamodb, settings.coordination_table).advance(0, settings.sharding.bucket(started))
+    DynamoCursorStore(dynamodb, settings.coordination_table).advance(
+        0, settings.sharding.bucket(started)
+    )
     app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock)
     double_outcome = _tick_for_verification(app, dynamodb, verification_items(settings), clock)
     double_state = {

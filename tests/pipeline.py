@@ -28,6 +28,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 from botocore.exceptions import ClientError, EndpointConnectionError
 
+from dynacron.adapters.aws.queue import SqsDispatchQueue
 from dynacron.app import Dynacron
 from dynacron.config import Settings
 from dynacron.domain.clock import SettableClock
@@ -39,7 +40,6 @@ from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
 from dynacron.metrics import MetricTotals
 from dynacron.models import TaskCreate
-from dynacron.queue import DispatchQueue
 from dynacron.services.outcomes import Outcome
 from dynacron.services.work import ExecutionRunner
 from tests.integration.api_client import ALICE
@@ -47,7 +47,7 @@ from tests.integration.api_client import ALICE
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:dispatch"
 
 
-class VirtualDelayQueue(DispatchQueue):
+class VirtualDelayQueue(SqsDispatchQueue):
     """SQS delays run on the wall clock, which a test clock cannot move: this queue
     holds delayed messages back until the *test* clock reaches their time, then
     sends them. It remembers every delay asked for. Safe to share between threads:

@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 
+from dynacron.adapters.aws.queue import SqsDispatchQueue
 from dynacron.app import Dynacron
 from dynacron.domain.executions import Dispatch
 from dynacron.faults import Boundary
-from dynacron.queue import DispatchQueue
 from dynacron.services.tick import Ticker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -248,7 +248,7 @@ class FakeLambdaContext:
         return self.remaining_millis
 
 
-class RecordingQueue(DispatchQueue):
+class RecordingQueue(SqsDispatchQueue):
     """The real SQS adapter, remembering what SQS accepted, in order."""
 
     def __init__(self, client: Any, queue_url: str) -> None:

@@ -25,13 +25,13 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 
 from dynacron import metric_names
+from dynacron.adapters.aws.limits import DynamoLimitStore
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import ExecutionStatus
 from dynacron.domain.instants import format_instant
 from dynacron.domain.limits import host_scope
 from dynacron.domain.tasks import TaskStatus, execution_id_for, shard_for
-from dynacron.limits import LimitStore
 from dynacron.local.aws import undelivered_queue_url
 from dynacron.local.runtime import settle_undelivered
 from dynacron.models import TaskCreate
@@ -311,7 +311,7 @@ def test_tenant_b_does_not_notice_a_hostile_tenant_a(
         assert held_for_b == []
         assert not paused_hosts(pipeline, BOB)
         # while A paused that host for itself, capped (finding 5)
-        limits = LimitStore(pipeline.dynamodb, pipeline.settings.coordination_table)
+        limits = DynamoLimitStore(pipeline.dynamodb, pipeline.settings.coordination_table)
         a_paused = limits.host(host_scope(ALICE, sink.url)).paused_until
         assert a_paused is not None
         assert a_paused <= STEPS[0] + timedelta(seconds=pipeline.settings.max_retry_after_seconds)

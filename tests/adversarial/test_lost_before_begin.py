@@ -26,7 +26,7 @@ from dynacron.faults import Boundary
 from dynacron.local.aws import undelivered_queue_url
 from dynacron.local.chaos import CrashAt, InjectedCrash
 from dynacron.local.runtime import settle_undelivered
-from dynacron.queue import dispatch_to_body
+from dynacron.messages import dispatch_to_body
 from dynacron.resources import DISPATCH_QUEUE
 from dynacron.services.undelivered import Settled
 from tests.conftest import START

@@ -21,6 +21,7 @@ import pytest
 from rich.console import Console
 
 from dynacron import metric_names
+from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.app import Dynacron
 from dynacron.cli import _tasks_table
 from dynacron.config import LOOPBACK_NETWORKS
@@ -34,7 +35,6 @@ from dynacron.models import TaskCreate, TaskView
 from dynacron.resources import DUE_INDEX
 from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import LoopEnd, LoopTiming, ShardTickLoop
-from dynacron.store import TaskStore
 from tests.conftest import START, sleep_moving
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline
@@ -466,7 +466,7 @@ def test_the_owner_repairs_or_retries_a_task_set_aside(pipeline: Pipeline, sink:
     assert app.task_service.get(ALICE, broken).status is TaskStatus.ERROR
 
 
-class OneClaimRaises(TaskStore):
+class OneClaimRaises(DynamoTaskStore):
     """A claim write that raises for one task only (not an infrastructure error)."""
 
     def __init__(self, client: Any, table: str, failing_task_id: str) -> None:

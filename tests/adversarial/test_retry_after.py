@@ -17,12 +17,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dynacron.adapters.aws.limits import DynamoLimitStore
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import Dispatch, ExecutionStatus
 from dynacron.domain.limits import host_scope, parse_retry_after
 from dynacron.domain.tasks import execution_id_for
-from dynacron.limits import LimitStore
 from dynacron.models import RateLimitModel, TaskCreate
 from dynacron.services.outcomes import Outcome
 from tests.integration.api_client import ALICE
@@ -72,7 +72,7 @@ def test_a_huge_retry_after_is_capped_and_the_outcome_written(
     assert execution.status is ExecutionStatus.QUEUED
     assert execution.next_attempt_at == clock.now() + timedelta(seconds=600)
     # And the host is paused for this tenant no longer than that either
-    paused = LimitStore(aws[0], system.settings.coordination_table).host(
+    paused = DynamoLimitStore(aws[0], system.settings.coordination_table).host(
         host_scope(ALICE, sink.url)
     )
     assert paused.paused_until == clock.now() + timedelta(seconds=600)
@@ -91,7 +91,7 @@ def test_the_global_cap_bounds_a_task_that_allows_long_delays(
     assert first_attempt(system, task_id) is Outcome.RETRY_SCHEDULED
     (execution,) = system.executions.list_for_task(task_id, 10, None).items
     assert execution.next_attempt_at == clock.now() + timedelta(seconds=120)
-    paused = LimitStore(aws[0], capped.coordination_table).host(host_scope(ALICE, sink.url))
+    paused = DynamoLimitStore(aws[0], capped.coordination_table).host(host_scope(ALICE, sink.url))
     assert paused.paused_until == clock.now() + timedelta(seconds=120)
 
 

@@ -23,8 +23,8 @@ from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks import TaskStatus, execution_id_for
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
+from dynacron.messages import dispatch_from_body, dispatch_to_body
 from dynacron.models import TaskCreate
-from dynacron.queue import dispatch_from_body, dispatch_to_body
 from dynacron.services.undelivered import Settled
 from tests.adversarial.test_lost_before_begin import (
     RECEIVES,

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 
+from dynacron.adapters.aws.executions import DynamoExecutionStore
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import (
@@ -20,7 +21,7 @@ from dynacron.domain.executions import (
     ResultSummary,
 )
 from dynacron.domain.retry import RetryPolicy
-from dynacron.store import BeginResult, ExecutionStore
+from dynacron.ports import BeginResult
 from tests.conftest import START
 
 EXECUTION = "task1_20261130T120000.000Z"
@@ -38,12 +39,12 @@ def in_progress(until_ms: int) -> HandlerCallRecord:
 
 
 @pytest.fixture
-def store(system: Dynacron) -> ExecutionStore:
+def store(system: Dynacron) -> DynamoExecutionStore:
     return system.executions
 
 
 def begin(
-    store: ExecutionStore, clock: SettableClock, call: HandlerCallRecord, attempt: int = 1
+    store: DynamoExecutionStore, clock: SettableClock, call: HandlerCallRecord, attempt: int = 1
 ) -> BeginResult:
     return store.begin(
         Dispatch(EXECUTION, "task1", START, attempt=attempt),
@@ -57,7 +58,7 @@ def begin(
     )
 
 
-def queue_attempt_2(store: ExecutionStore, clock: SettableClock) -> None:
+def queue_attempt_2(store: DynamoExecutionStore, clock: SettableClock) -> None:
     assert store.requeue(
         EXECUTION,
         "token-1",
@@ -70,7 +71,7 @@ def queue_attempt_2(store: ExecutionStore, clock: SettableClock) -> None:
 
 
 def test_a_new_attempt_saves_its_record_in_the_same_write(
-    store: ExecutionStore, clock: SettableClock
+    store: DynamoExecutionStore, clock: SettableClock
 ) -> None:
     call = in_progress(now_ms() + 10_000)
     begun = begin(store, clock, call)
@@ -80,7 +81,7 @@ def test_a_new_attempt_saves_its_record_in_the_same_write(
 
 
 def test_a_call_still_in_progress_is_held_and_the_attempt_begins_anyway(
-    store: ExecutionStore, clock: SettableClock
+    store: DynamoExecutionStore, clock: SettableClock
 ) -> None:
     # Given attempt 1's call in progress for 10 more seconds, and attempt 2 queued
     first = in_progress(now_ms() + 10_000)
@@ -97,7 +98,7 @@ def test_a_call_still_in_progress_is_held_and_the_attempt_begins_anyway(
 
 
 def test_a_call_in_progress_past_its_time_is_replaced(
-    store: ExecutionStore, clock: SettableClock
+    store: DynamoExecutionStore, clock: SettableClock
 ) -> None:
     begin(store, clock, in_progress(now_ms() - 1))
     queue_attempt_2(store, clock)
@@ -109,7 +110,7 @@ def test_a_call_in_progress_past_its_time_is_replaced(
 
 
 def test_a_success_kept_after_the_lease_was_lost_is_held_for_the_next_attempt(
-    store: ExecutionStore, clock: SettableClock
+    store: DynamoExecutionStore, clock: SettableClock
 ) -> None:
     first = in_progress(now_ms() + 10_000)
     begin(store, clock, first)
@@ -127,7 +128,7 @@ def test_a_success_kept_after_the_lease_was_lost_is_held_for_the_next_attempt(
 
 
 def test_a_delete_removes_only_the_record_its_call_saved(
-    store: ExecutionStore, clock: SettableClock
+    store: DynamoExecutionStore, clock: SettableClock
 ) -> None:
     mine = in_progress(now_ms() - 1)
     begin(store, clock, mine)
@@ -142,7 +143,7 @@ def test_a_delete_removes_only_the_record_its_call_saved(
 
 
 def test_a_late_success_does_not_overwrite_an_execution_that_succeeded(
-    store: ExecutionStore, clock: SettableClock
+    store: DynamoExecutionStore, clock: SettableClock
 ) -> None:
     begin(store, clock, in_progress(now_ms() + 10_000))
     done = HandlerCallRecord(HandlerCallRecord.COMPLETED, int(time.time()) + DAY)

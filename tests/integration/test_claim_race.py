@@ -14,13 +14,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from dynacron.adapters.aws.cursors import DynamoCursorStore
+from dynacron.adapters.aws.executions import DynamoExecutionStore
+from dynacron.adapters.aws.queue import SqsDispatchQueue
+from dynacron.adapters.aws.task_items import task_to_item
+from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.schedules import OneTimeSchedule
 from dynacron.domain.tasks import Task, TaskStatus
 from dynacron.local.aws import aws_clients, provision
-from dynacron.queue import DispatchQueue
 from dynacron.services.tick import Ticker, TickReport
-from dynacron.store import CursorStore, ExecutionStore, TaskStore, task_to_item
 from tests.support import Service
 
 DUE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -71,12 +74,12 @@ def test_eight_concurrent_claimers_claim_each_due_item_exactly_once(endpoint: st
     def claimer() -> None:
         client_dynamodb, client_sqs = aws_clients(endpoint)
         ticker = Ticker(
-            tasks=TaskStore(client_dynamodb, settings.tasks_table),
-            executions=ExecutionStore(
+            tasks=DynamoTaskStore(client_dynamodb, settings.tasks_table),
+            executions=DynamoExecutionStore(
                 client_dynamodb, settings.executions_table, timedelta(days=1)
             ),
-            queue=DispatchQueue(client_sqs, settings.dispatch_queue_url),
-            cursors=CursorStore(client_dynamodb, settings.coordination_table),
+            queue=SqsDispatchQueue(client_sqs, settings.dispatch_queue_url),
+            cursors=DynamoCursorStore(client_dynamodb, settings.coordination_table),
             settings=settings,
             clock=SettableClock(DUE + timedelta(seconds=1)),
         )

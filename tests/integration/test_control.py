@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import dynacron
+from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.config import LOOPBACK_NETWORKS
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.errors import Conflict
@@ -23,7 +24,6 @@ from dynacron.models import TaskPatch
 from dynacron.resources import DUE_INDEX
 from dynacron.services.executions import Completion
 from dynacron.services.tasks import TaskService
-from dynacron.store import TaskStore
 from tests.conftest import START
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline
@@ -430,7 +430,7 @@ def test_a_cycle_or_an_unknown_upstream_is_refused_naming_the_field(
     assert "cycle" in problem["detail"]
 
 
-class RacingTasks(TaskStore):
+class RacingTasks(DynamoTaskStore):
     """The real store, letting a competing change land just before the next write."""
 
     competitor: Callable[[], object] | None = None

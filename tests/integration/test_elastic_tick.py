@@ -23,21 +23,17 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
+from dynacron.adapters.aws.claims import ClaimNotQueued, LambdaPageClaims
+from dynacron.adapters.aws.task_items import task_to_item
 from dynacron.app import Dynacron
-from dynacron.claims import (
-    ClaimNotQueued,
-    ClaimPage,
-    InvalidClaimEvent,
-    LambdaPageClaims,
-    page_from_event,
-)
+from dynacron.claims import InvalidClaimEvent, page_from_event
 from dynacron.config import LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.schedules import OneTimeSchedule
 from dynacron.domain.tasks import Task, TaskStatus, due_bucket_key
 from dynacron.faults import Boundary
 from dynacron.local.aws import REGION, provision
-from dynacron.store import task_to_item
+from dynacron.ports import ClaimPage
 from tests.conftest import sleep_moving
 from tests.support import FakeLambdaContext
 

@@ -11,13 +11,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from dynacron import metric_names
+from dynacron.adapters.aws.limits import DynamoLimitStore
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import Dispatch, ExecutionStatus
 from dynacron.domain.limits import RateLimit, after_failure
 from dynacron.domain.tasks import execution_id_for, jitter_offset
 from dynacron.faults import Boundary
-from dynacron.limits import LimitStore
 from dynacron.metrics import MetricTotals
 from dynacron.models import RateLimitModel, TaskCreate
 from dynacron.services.outcomes import Outcome
@@ -26,8 +26,8 @@ from tests.pipeline import VirtualDelayQueue
 from tests.support import Sink
 
 
-def limit_store(system: Dynacron, aws: tuple[Any, Any]) -> LimitStore:
-    return LimitStore(aws[0], system.settings.coordination_table)
+def limit_store(system: Dynacron, aws: tuple[Any, Any]) -> DynamoLimitStore:
+    return DynamoLimitStore(aws[0], system.settings.coordination_table)
 
 
 def test_a_concurrency_limit_of_two_gives_out_two_slots_until_one_is_released(
@@ -130,7 +130,7 @@ def test_a_slot_taken_over_before_the_call_holds_the_call_back_without_using_an_
     # Given a task allowed one execution at a time, and a worker that admits its
     # execution, then stalls past the slot's lease while another worker takes it
     queue = VirtualDelayQueue(aws[1], settings.dispatch_queue_url, clock)
-    store = LimitStore(aws[0], settings.coordination_table)
+    store = DynamoLimitStore(aws[0], settings.coordination_table)
     slot_lease = timedelta(seconds=settings.http_timeout_seconds + 2 * settings.clock_skew_seconds)
     taken: list[str | None] = []
 
@@ -185,7 +185,7 @@ def test_a_slot_lease_run_short_before_the_call_is_extended_and_the_call_goes(
     aws: tuple[Any, Any], settings: Any, clock: SettableClock, sink: Sink
 ) -> None:
     # Given a worker whose writes before the call took most of its slot's lease
-    store = LimitStore(aws[0], settings.coordination_table)
+    store = DynamoLimitStore(aws[0], settings.coordination_table)
     slot_lease = timedelta(seconds=settings.http_timeout_seconds + 2 * settings.clock_skew_seconds)
     system = Dynacron(
         settings,

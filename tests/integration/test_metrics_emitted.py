@@ -21,9 +21,9 @@ from dynacron.faults import Boundary
 from dynacron.handlers import ExecutionContext, HandlerRegistry
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
+from dynacron.messages import dispatch_from_body, dispatch_to_body
 from dynacron.metrics import EmfDocument
 from dynacron.models import RetryCreate, TaskCreate
-from dynacron.queue import dispatch_from_body, dispatch_to_body
 from dynacron.services.outcomes import Outcome
 from dynacron.services.tick_loop import LoopEnd
 from tests.conftest import sleep_moving

@@ -14,7 +14,7 @@ from dynacron.domain.executions import Dispatch, ExecutionStatus
 from dynacron.domain.tasks import execution_id_for
 from dynacron.faults import Boundary
 from dynacron.local.chaos import CrashAt
-from dynacron.queue import dispatch_to_body
+from dynacron.messages import dispatch_to_body
 from tests.conftest import START
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.tasks import TaskStatus, execution_id_for
@@ -14,7 +15,6 @@ from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.local.chaos import InjectedCrash
 from dynacron.models import TaskCreate
 from dynacron.services.tick import Ticker
-from dynacron.store import TaskStore
 
 HOOK = "http://127.0.0.1:9/hook"
 
@@ -187,7 +187,7 @@ def test_a_large_due_set_is_taken_in_bounded_pages_and_budgets(
     assert len({b["execution_id"] for b in drain_queue(system, aws)}) == 120
 
 
-class CrashBeforeClaim(TaskStore):
+class CrashBeforeClaim(DynamoTaskStore):
     """Fault injection: the process dies after sending and before claiming (a crash,
     not an exception: one raised by a task's claim would set that task aside)."""
 

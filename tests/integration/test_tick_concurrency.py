@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.tasks import TaskStatus
 from dynacron.services.tick import Ticker
-from dynacron.store import TaskStore
 from tests.integration.test_tick import drain_queue, register
 
 DUE_AT = "2026-11-30T12:00:01Z"
 TASKS = 40
 
 
-class ClaimsMeetAtABarrier(TaskStore):
+class ClaimsMeetAtABarrier(DynamoTaskStore):
     """The first ``parties`` claims wait for each other: only concurrent claims get past."""
 
     def __init__(self, client: Any, table: str, parties: int) -> None:
@@ -38,7 +38,7 @@ class ClaimsMeetAtABarrier(TaskStore):
         return super().claim(*args, **kwargs)
 
 
-class OneClaimFails(TaskStore):
+class OneClaimFails(DynamoTaskStore):
     """Fault injection: DynamoDB fails the claim of one task, mid-page."""
 
     def __init__(self, client: Any, table: str, failing_task_id: str) -> None:
@@ -56,7 +56,7 @@ class OneClaimFails(TaskStore):
 
 
 def ticker_with(
-    system: Dynacron, clock: SettableClock, tasks: TaskStore, **settings: Any
+    system: Dynacron, clock: SettableClock, tasks: DynamoTaskStore, **settings: Any
 ) -> Ticker:
     return Ticker(
         tasks=tasks,

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from dynacron import metric_names
+from dynacron.adapters.aws.task_items import task_to_item
 from dynacron.config import LOOPBACK_NETWORKS
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import Execution, ExecutionStatus
@@ -39,7 +40,6 @@ from dynacron.local.aws import provision, speed_up_moto_sqs
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
 from dynacron.models import RateLimitModel, TaskCreate
-from dynacron.store import task_to_item
 from tests.integration.api_client import ALICE
 from tests.pipeline import QUEUE_ARN, Pipeline
 from tests.support import Sink, wait_until

@@ -16,11 +16,11 @@ from datetime import timedelta
 import pytest
 
 from dynacron import metric_names
+from dynacron.adapters.aws.limits import DynamoLimitStore
 from dynacron.domain.executions import ExecutionStatus
 from dynacron.domain.instants import format_instant
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.tasks import execution_id_for
-from dynacron.limits import LimitStore
 from tests.pipeline import Pipeline
 from tests.support import Delivery, Sink
 
@@ -58,7 +58,7 @@ def test_a_host_down_for_30_seconds_opens_its_breaker_and_everything_runs_after(
     ]
     execution_ids = [execution_id_for(task_id, due) for task_id in ids]
     host = f"127.0.0.1:{sink.url.rsplit(':', 1)[1]}"
-    store = LimitStore(pipeline.dynamodb, pipeline.settings.coordination_table)
+    store = DynamoLimitStore(pipeline.dynamodb, pipeline.settings.coordination_table)
 
     # When tick and worker run every second of the test clock for two minutes
     timeline = [f"t=  0s host down: answers 503 until t={OUTAGE.seconds}s"]

@@ -26,8 +26,16 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
+from dynacron.adapters.aws.claims import LambdaPageClaims
+from dynacron.adapters.aws.cursors import DynamoCursorStore
+from dynacron.adapters.aws.executions import DynamoExecutionStore
+from dynacron.adapters.aws.leases import DynamoShardLeases
+from dynacron.adapters.aws.limits import DynamoLimitStore
+from dynacron.adapters.aws.queue import SqsDeadLetterQueue, SqsDispatchQueue
+from dynacron.adapters.aws.tasks import DynamoTaskStore
+from dynacron.adapters.aws.tenants import DynamoTenantStore
 from dynacron.api.routes import build_api, unsupported_body
-from dynacron.claims import LambdaPageClaims, PageClaims, page_from_event
+from dynacron.claims import page_from_event
 from dynacron.config import Settings
 from dynacron.delivery import (
     HandlerDelivery,
@@ -44,10 +52,9 @@ from dynacron.domain.urls import UrlPolicy
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.handlers import HandlerRegistry, default_registry
 from dynacron.idempotency import IdempotentHandlerCalls
-from dynacron.leases import ShardLeases
-from dynacron.limits import LimitStore
+from dynacron.messages import dispatch_from_body
 from dynacron.metrics import Emit, ReliabilityMetrics, print_emf
-from dynacron.queue import DeadLetterQueue, DispatchQueue, dispatch_from_body
+from dynacron.ports import PageClaims
 from dynacron.resources import DISPATCH_QUEUE
 from dynacron.services.aftermath import Aftermath, RunStarter
 from dynacron.services.executions import ExecutionService
@@ -60,7 +67,6 @@ from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import ShardTickLoop
 from dynacron.services.undelivered import UndeliveredDispatches
 from dynacron.services.work import Delivery, ExecutionRunner, InvocationBudget
-from dynacron.store import CursorStore, ExecutionStore, TaskStore, TenantStore
 
 logger = Logger(service="dynacron")
 
@@ -87,7 +93,7 @@ class Dynacron:
         handlers: HandlerRegistry | None = None,
         emit_metrics: Emit = print_emf,
         faults: Faults = NO_FAULTS,
-        dispatch_queue: DispatchQueue | None = None,
+        dispatch_queue: SqsDispatchQueue | None = None,
         page_claims: PageClaims | None = None,
     ) -> None:
         import_handler_modules(settings.handler_modules)
@@ -99,13 +105,15 @@ class Dynacron:
         self.resolver = resolver
         self.metrics = ReliabilityMetrics(emit_metrics)
         terms = settings.lease_terms
-        self.tasks = TaskStore(dynamodb, settings.tasks_table, settings.coordination_table)
-        self.tenants = TenantStore(dynamodb, settings.coordination_table)
-        self.executions = ExecutionStore(dynamodb, settings.executions_table, EXECUTION_RETENTION)
-        self.cursors = CursorStore(dynamodb, settings.coordination_table)
-        self.leases = ShardLeases(dynamodb, settings.coordination_table)
-        self.queue = dispatch_queue or DispatchQueue(sqs, settings.dispatch_queue_url)
-        self.dead_letter_queue = DeadLetterQueue(sqs, settings.dead_letter_queue_url)
+        self.tasks = DynamoTaskStore(dynamodb, settings.tasks_table, settings.coordination_table)
+        self.tenants = DynamoTenantStore(dynamodb, settings.coordination_table)
+        self.executions = DynamoExecutionStore(
+            dynamodb, settings.executions_table, EXECUTION_RETENTION
+        )
+        self.cursors = DynamoCursorStore(dynamodb, settings.coordination_table)
+        self.leases = DynamoShardLeases(dynamodb, settings.coordination_table)
+        self.queue = dispatch_queue or SqsDispatchQueue(sqs, settings.dispatch_queue_url)
+        self.dead_letter_queue = SqsDeadLetterQueue(sqs, settings.dead_letter_queue_url)
         self.starter = RunStarter(
             executions=self.executions, queue=self.queue, clock=clock, lease_terms=terms
         )
@@ -172,7 +180,7 @@ class Dynacron:
             lease_terms=terms,
             faults=faults,
             limits=LimitGate(
-                store=LimitStore(dynamodb, settings.coordination_table),
+                store=DynamoLimitStore(dynamodb, settings.coordination_table),
                 metrics=self.metrics,
                 clock=clock,
                 breaker=settings.breaker_policy,

@@ -10,9 +10,9 @@ given. The event is the page's shard and the task ids the Query returned.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
+
+from dynacron.ports import ClaimPage
 
 # What the looping tick sends in one page, at most: the tick's own page size bounds
 # it (100); the cap keeps a bad event from making one invocation claim a bucket.
@@ -21,24 +21,6 @@ MAX_TASK_IDS = 1000
 
 class InvalidClaimEvent(ValueError):
     """A claim invocation's event is not a page (``{"shard": N, "task_ids": [...]}``)."""
-
-
-@dataclass(frozen=True)
-class ClaimPage:
-    """One page of due tasks of one shard, as the due index returned it."""
-
-    shard: int
-    task_ids: tuple[str, ...]
-
-
-class PageClaims(Protocol):
-    def hand_out(self, page: ClaimPage) -> None:
-        """Start a claim of ``page`` elsewhere, without waiting for it.
-
-        Raises when the page could not be handed out (the tick then claims it
-        itself). A page handed out and never claimed stays due: the tick finds
-        it again once the hand-out is no longer fresh.
-        """
 
 
 def page_to_event(page: ClaimPage) -> dict[str, Any]:
@@ -56,30 +38,3 @@ def page_from_event(event: dict[str, Any]) -> ClaimPage:
     ):
         raise InvalidClaimEvent(f"a claim event lists at most {MAX_TASK_IDS} task ids as strings")
     return ClaimPage(shard=shard, task_ids=tuple(task_ids))
-
-
-class LambdaPageClaims:
-    """Hands a page to the claim function: ``Invoke`` with InvocationType ``Event``.
-
-    Lambda queues the event and answers 202 at once; the looping tick goes on.
-    Any error (throttled, function missing, no permission) raises, and the tick
-    claims the page itself.
-    """
-
-    def __init__(self, client: Any, function_name: str) -> None:
-        self._client = client
-        self._function = function_name
-
-    def hand_out(self, page: ClaimPage) -> None:
-        response = self._client.invoke(
-            FunctionName=self._function,
-            InvocationType="Event",
-            Payload=json.dumps(page_to_event(page)).encode(),
-        )
-        status = response.get("StatusCode")
-        if status != 202:
-            raise ClaimNotQueued(f"the claim function answered {status}, not 202")
-
-
-class ClaimNotQueued(RuntimeError):
-    """Lambda did not queue a claim invocation."""

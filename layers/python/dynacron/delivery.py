@@ -44,7 +44,7 @@ from dynacron.domain.signing import SIGNATURE_HEADER, signature_header
 from dynacron.domain.tasks import Task
 from dynacron.domain.urls import IpAddress, UrlPolicy
 from dynacron.handlers import ExecutionContext, HandlerRegistry, PermanentFailure
-from dynacron.queue import upstream_to_map
+from dynacron.messages import upstream_to_map
 
 MAX_RESPONSE_BYTES = 64 * 1024
 ATTEMPT_HEADER = "Dynacron-Attempt"

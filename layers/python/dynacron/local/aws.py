@@ -21,6 +21,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock, SystemClock
 from dynacron.resources import (
@@ -34,7 +35,6 @@ from dynacron.resources import (
     QueueDefinition,
     create_table_request,
 )
-from dynacron.store import CursorStore
 
 REGION = "us-east-1"
 LOCAL_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
@@ -296,7 +296,7 @@ def provision(
     if TASKS.logical_id in created:
         # A new store holds no task due before now: start each shard's cursor
         # here instead of walking back through a week of empty buckets.
-        cursors = CursorStore(dynamodb, settings.coordination_table)
+        cursors = DynamoCursorStore(dynamodb, settings.coordination_table)
         start = settings.sharding.bucket((clock or SystemClock()).now())
         for shard in range(settings.shard_count):
             cursors.advance(shard, start)

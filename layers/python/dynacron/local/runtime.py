@@ -26,6 +26,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from dynacron.adapters.aws.tenants import DynamoTenantStore
 from dynacron.app import Dynacron, default_delivery
 from dynacron.config import DEFAULT_TENANT, LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import Clock, SystemClock
@@ -45,7 +46,6 @@ from dynacron.local.chaos import kill_this_process as _kill
 from dynacron.local.gateway import ApiGateway, LocalContext
 from dynacron.metrics import EmfDocument, MetricTotals
 from dynacron.services.work import Delivery
-from dynacron.store import TenantStore
 
 logger = Logger(service="dynacron-local")
 
@@ -196,7 +196,7 @@ class LocalRuntime:
                 settings,
                 self._clock,
                 default_registry,
-                secrets_of=TenantStore(dynamodb, settings.coordination_table).signing_secrets,
+                secrets_of=DynamoTenantStore(dynamodb, settings.coordination_table).signing_secrets,
             ),
             self.activity,
         )

@@ -42,8 +42,7 @@ from dynacron.domain.tasks import (
     skipped_reason,
 )
 from dynacron.metrics import ReliabilityMetrics
-from dynacron.queue import DispatchQueue
-from dynacron.store import ExecutionStore, TaskStore
+from dynacron.ports import DispatchQueue, ExecutionStore, TaskStore
 
 logger = logging.getLogger("dynacron")
 

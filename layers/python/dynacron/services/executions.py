@@ -16,9 +16,8 @@ from dynacron.domain.executions import (
 )
 from dynacron.domain.retry import AttemptFailure
 from dynacron.domain.tasks import task_id_of
-from dynacron.queue import DeadLetterQueue, DispatchQueue
+from dynacron.ports import DeadLetterQueue, DispatchQueue, ExecutionStore, Page
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
-from dynacron.store import ExecutionStore, Page
 
 # One answer for every refusal of a token, whatever the reason.
 TOKEN_REFUSED = (

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dynacron.domain.clock import Clock
 from dynacron.domain.forecast import Forecast, forecast
 from dynacron.domain.tasks import Task
-from dynacron.store import TaskStore
+from dynacron.ports import TaskStore
 
 PAGE = 100
 

@@ -34,8 +34,8 @@ from dynacron.domain.limits import (
     spread,
 )
 from dynacron.domain.tasks import Task
-from dynacron.limits import LimitStore
 from dynacron.metrics import ReliabilityMetrics
+from dynacron.ports import LimitStore
 
 logger = logging.getLogger("dynacron")
 

@@ -27,9 +27,8 @@ from dynacron.domain.retry import AttemptFailure, decide
 from dynacron.domain.tasks import Task
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.metrics import ReliabilityMetrics
-from dynacron.queue import DeadLetterQueue, DispatchQueue
+from dynacron.ports import DeadLetterQueue, DispatchQueue, ExecutionStore
 from dynacron.services.aftermath import Aftermath
-from dynacron.store import ExecutionStore
 
 
 class Outcome(StrEnum):

@@ -40,9 +40,8 @@ from dynacron.domain.executions import ExecutionStatus, LeaseTerms, new_token
 from dynacron.domain.tasks import task_id_of
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.metrics import ReliabilityMetrics
-from dynacron.queue import DispatchQueue
+from dynacron.ports import DispatchQueue, ExecutionStore, TaskStore, reason_of
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
-from dynacron.store import ExecutionStore, TaskStore, reason_of
 
 logger = logging.getLogger("dynacron")
 # Errors of the infrastructure, not of one lease: they end the run, as they always did.

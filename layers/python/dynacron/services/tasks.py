@@ -53,8 +53,8 @@ from dynacron.domain.tasks import (
 from dynacron.domain.urls import UrlPolicy
 from dynacron.handlers import HandlerRegistry
 from dynacron.models import SCHEDULE_FIELDS, SCHEDULE_KINDS, TaskCreate, TaskPatch
+from dynacron.ports import ExecutionStore, Page, TaskStore, TenantStore
 from dynacron.services.aftermath import RunStarter
-from dynacron.store import ExecutionStore, Page, TaskStore, TenantStore
 
 # A one-time task may be registered a little late (clock skew, slow clients)
 # and still fire at once; further in the past is almost surely a mistake.

@@ -71,7 +71,7 @@ from typing import TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dynacron.claims import ClaimPage, PageClaims
+from dynacron.adapters.aws.items import chunks
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import Dispatch
@@ -88,14 +88,16 @@ from dynacron.domain.tasks import (
 )
 from dynacron.domain.uptime import ShardHistory
 from dynacron.faults import NO_FAULTS, Boundary, Faults
+from dynacron.messages import SEND_BATCH_LIMIT
 from dynacron.metrics import ReliabilityMetrics
-from dynacron.queue import SEND_BATCH_LIMIT, DispatchQueue
-from dynacron.store import (
+from dynacron.ports import (
+    ClaimPage,
     CursorStore,
+    DispatchQueue,
     ExecutionStore,
+    PageClaims,
     TaskStore,
     UnreadableTask,
-    chunks,
     reason_of,
 )
 

@@ -2,7 +2,7 @@
 
 EventBridge fires at most once a minute, and not on the minute's first second.
 So each minute a tick invocation is started for each shard; it holds the shard's
-lease (see ``dynacron.leases``) and ticks the shard at the top of every second.
+lease (see ``dynacron.adapters.aws.leases``) and ticks the shard at the top of every second.
 When the next minute's invocation arrives it asks for the lease, and the holder
 hands it over at its next renewal, in one conditional write: the shard is never
 worked by two invocations at once, and never idle while its successor waits.
@@ -33,8 +33,8 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from dynacron.domain.clock import Clock
-from dynacron.leases import ShardLeases
 from dynacron.metrics import ReliabilityMetrics
+from dynacron.ports import ShardLeases
 from dynacron.services.tick import Ticker
 
 logger = logging.getLogger("dynacron")

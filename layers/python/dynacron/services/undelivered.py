@@ -58,10 +58,16 @@ from dynacron.domain.executions import (
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.tasks import Task, task_id_of
 from dynacron.faults import NO_FAULTS, Boundary, Faults
+from dynacron.messages import dispatch_from_body
 from dynacron.metrics import ReliabilityMetrics
-from dynacron.queue import DeadLetterQueue, dispatch_from_body
+from dynacron.ports import (
+    DeadLetterQueue,
+    ExecutionStore,
+    TaskStore,
+    UnreadableTaskError,
+    reason_of,
+)
 from dynacron.services.outcomes import AttemptOutcomes
-from dynacron.store import ExecutionStore, TaskStore, UnreadableTaskError, reason_of
 
 logger = logging.getLogger("dynacron")
 # Errors of the infrastructure, not of one message: the message is read again later.

@@ -75,16 +75,16 @@ from dynacron.idempotency import (
     RemainingTime,
 )
 from dynacron.metrics import ReliabilityMetrics
-from dynacron.queue import DispatchQueue
-from dynacron.services.limits import LimitGate, Pass, Wait
-from dynacron.services.outcomes import AttemptOutcomes, Ended, Outcome
-from dynacron.store import (
+from dynacron.ports import (
     BeginResult,
+    DispatchQueue,
     ExecutionStore,
     TaskStore,
     UnreadableTaskError,
     reason_of,
 )
+from dynacron.services.limits import LimitGate, Pass, Wait
+from dynacron.services.outcomes import AttemptOutcomes, Ended, Outcome
 
 logger = logging.getLogger("dynacron")
 # Errors of the infrastructure, not of one task: the record fails and comes back.

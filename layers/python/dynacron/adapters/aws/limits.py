@@ -20,11 +20,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from dynacron.adapters.aws.items import conditional_write, from_item, to_item
+from dynacron.adapters.aws.leases import EXPIRES_AT, record_expiry
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.domain.limits import BreakerState, HostState, RateLimit, take_token
-from dynacron.leases import EXPIRES_AT, _expiry
 from dynacron.resources import COORDINATION, HOST_KEY_PREFIX, RATE_KEY_PREFIX, SLOT_KEY_PREFIX
-from dynacron.store import _from_item, _to_item, conditional_write
 
 # A concurrency limit tries this many of its slots before the execution waits:
 # bounded writes per attempt, whatever the limit.
@@ -34,7 +34,7 @@ RATE_ROUNDS = 3
 KEY = COORDINATION.partition_key.name
 
 
-class LimitStore:
+class DynamoLimitStore:
     def __init__(self, client: Any, table_name: str, rng: random.Random | None = None) -> None:
         self._client = client
         self._table = table_name
@@ -48,7 +48,7 @@ class LimitStore:
         )
         if "Item" not in response:
             return HostState(host=host)
-        values = _from_item(response["Item"])
+        values = from_item(response["Item"])
         return HostState(
             host=host,
             breaker=BreakerState(values.get("breaker", BreakerState.CLOSED)),
@@ -67,16 +67,16 @@ class LimitStore:
             "paused_until": _optional(state.paused_until),
             "version": state.version,
             # Kept while a pause or an open breaker still matters, then a day more.
-            EXPIRES_AT: _expiry(
+            EXPIRES_AT: record_expiry(
                 max(t for t in (now, state.paused_until, state.breaker_until) if t is not None)
             ),
         }
         return self._conditional(
             self._client.put_item,
-            Item={**_key(f"{HOST_KEY_PREFIX}{state.host}"), **_to_item(values)},
+            Item={**_key(f"{HOST_KEY_PREFIX}{state.host}"), **to_item(values)},
             ConditionExpression="attribute_not_exists(#key) OR #version = :expected",
             ExpressionAttributeNames={"#key": KEY, "#version": "version"},
-            ExpressionAttributeValues=_to_item({":expected": state.version - 1}),
+            ExpressionAttributeValues=to_item({":expected": state.version - 1}),
         )
 
     # Token bucket ------------------------------------------------------------------
@@ -127,12 +127,12 @@ class LimitStore:
             UpdateExpression=update,
             ConditionExpression=condition,
             ExpressionAttributeNames={"#tat": "tat", "#expires": EXPIRES_AT},
-            ExpressionAttributeValues=_to_item({**values, ":expires": _expiry(now)}),
+            ExpressionAttributeValues=to_item({**values, ":expires": record_expiry(now)}),
         )
 
     def _tat(self, key: dict[str, Any]) -> float | None:
         item = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
-        tat = _from_item(item["Item"]).get("tat") if "Item" in item else None
+        tat = from_item(item["Item"]).get("tat") if "Item" in item else None
         return float(tat) if tat is not None else None
 
     # Concurrency slots ---------------------------------------------------------------
@@ -149,11 +149,11 @@ class LimitStore:
                 self._client.put_item,
                 Item={
                     **_key(slot),
-                    **_to_item(
+                    **to_item(
                         {
                             "holder": holder,
                             "lease_until": format_instant(until),
-                            EXPIRES_AT: _expiry(until),
+                            EXPIRES_AT: record_expiry(until),
                         }
                     ),
                 },
@@ -165,9 +165,7 @@ class LimitStore:
                     "#until": "lease_until",
                     "#holder": "holder",
                 },
-                ExpressionAttributeValues=_to_item(
-                    {":now": format_instant(now), ":holder": holder}
-                ),
+                ExpressionAttributeValues=to_item({":now": format_instant(now), ":holder": holder}),
             ):
                 return slot
         return None
@@ -184,8 +182,12 @@ class LimitStore:
                 "#expires": EXPIRES_AT,
                 "#holder": "holder",
             },
-            ExpressionAttributeValues=_to_item(
-                {":until": format_instant(until), ":expires": _expiry(until), ":holder": holder}
+            ExpressionAttributeValues=to_item(
+                {
+                    ":until": format_instant(until),
+                    ":expires": record_expiry(until),
+                    ":holder": holder,
+                }
             ),
         )
 
@@ -196,7 +198,7 @@ class LimitStore:
             Key=_key(slot),
             ConditionExpression="#holder = :holder",
             ExpressionAttributeNames={"#holder": "holder"},
-            ExpressionAttributeValues=_to_item({":holder": holder}),
+            ExpressionAttributeValues=to_item({":holder": holder}),
         )
 
     def _conditional(self, write: Any, **request: Any) -> bool:
@@ -204,7 +206,7 @@ class LimitStore:
 
 
 def _key(value: str) -> dict[str, Any]:
-    return _to_item({KEY: value})
+    return to_item({KEY: value})
 
 
 def _number(value: float) -> Decimal:

@@ -1,4 +1,5 @@
-"""Per-shard tick leases in the coordination table (DynamoDB adapter; the client is injected).
+"""Per-shard tick leases in the coordination table (the ``ShardLeases`` port on DynamoDB;
+the client is injected).
 
 A lease says which tick invocation works a shard, and until when. Every change
 is one conditional write naming the state it expects:
@@ -15,13 +16,13 @@ and never left without one while its successor is waiting.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from dynacron.adapters.aws.items import conditional_write, from_item, to_item
 from dynacron.domain.instants import format_instant, parse_instant
+from dynacron.ports import ShardLease
 from dynacron.resources import COORDINATION
-from dynacron.store import _from_item, _to_item, conditional_write
 
 # A lease record outlives its last holder by this long, then DynamoDB's TTL removes it.
 RECORD_RETENTION = timedelta(days=1)
@@ -30,25 +31,14 @@ if COORDINATION.ttl_attribute is None:
 EXPIRES_AT: str = COORDINATION.ttl_attribute
 
 
-@dataclass(frozen=True)
-class ShardLease:
-    owner: str
-    lease_until: datetime
-    successor: str | None = None
-
-    def is_free_for(self, owner: str, now: datetime) -> bool:
-        """True if ``owner`` may take this lease without asking anyone."""
-        return self.owner == owner or self.lease_until <= now
-
-
-class ShardLeases:
+class DynamoShardLeases:
     def __init__(self, client: Any, table_name: str) -> None:
         self._client = client
         self._table = table_name
 
     @staticmethod
     def _key(shard: int) -> dict[str, Any]:
-        return _to_item({COORDINATION.partition_key.name: f"tick-lease#{shard}"})
+        return to_item({COORDINATION.partition_key.name: f"tick-lease#{shard}"})
 
     def get(self, shard: int) -> ShardLease | None:
         response = self._client.get_item(
@@ -56,7 +46,7 @@ class ShardLeases:
         )
         if "Item" not in response:
             return None
-        values = _from_item(response["Item"])
+        values = from_item(response["Item"])
         return ShardLease(
             owner=values["owner"],
             lease_until=parse_instant(values["lease_until"]),
@@ -67,11 +57,11 @@ class ShardLeases:
         """Take the shard's lease if it is free, expired or already ours."""
         item = {
             **self._key(shard),
-            **_to_item(
+            **to_item(
                 {
                     "owner": owner,
                     "lease_until": format_instant(until),
-                    EXPIRES_AT: _expiry(until),
+                    EXPIRES_AT: record_expiry(until),
                 }
             ),
         }
@@ -84,7 +74,7 @@ class ShardLeases:
                 "#until": "lease_until",
                 "#owner": "owner",
             },
-            ExpressionAttributeValues=_to_item({":now": format_instant(now), ":owner": owner}),
+            ExpressionAttributeValues=to_item({":now": format_instant(now), ":owner": owner}),
         )
 
     def request_handover(self, shard: int, owner: str) -> bool:
@@ -102,7 +92,7 @@ class ShardLeases:
             shard,
             "SET #until = :until, #expires = :expires",
             "#owner = :owner AND attribute_not_exists(#successor)",
-            {":owner": owner, ":until": format_instant(until), ":expires": _expiry(until)},
+            {":owner": owner, ":until": format_instant(until), ":expires": record_expiry(until)},
         )
 
     def hand_over(self, shard: int, owner: str, until: datetime) -> bool:
@@ -111,7 +101,7 @@ class ShardLeases:
             shard,
             "SET #owner = #successor, #until = :until, #expires = :expires REMOVE #successor",
             "#owner = :owner AND attribute_exists(#successor)",
-            {":owner": owner, ":until": format_instant(until), ":expires": _expiry(until)},
+            {":owner": owner, ":until": format_instant(until), ":expires": record_expiry(until)},
         )
 
     def release(self, shard: int, owner: str) -> bool:
@@ -120,7 +110,7 @@ class ShardLeases:
             self._client.delete_item,
             ConditionExpression="#owner = :owner",
             ExpressionAttributeNames={"#owner": "owner"},
-            ExpressionAttributeValues=_to_item({":owner": owner}),
+            ExpressionAttributeValues=to_item({":owner": owner}),
             Key=self._key(shard),
         )
         if not released:
@@ -141,12 +131,12 @@ class ShardLeases:
             UpdateExpression=update,
             ConditionExpression=condition,
             ExpressionAttributeNames=used,
-            ExpressionAttributeValues=_to_item(values),
+            ExpressionAttributeValues=to_item(values),
         )
 
     def _conditional(self, write: Any, **request: Any) -> bool:
         return conditional_write(write, self._table, **request)
 
 
-def _expiry(until: datetime) -> int:
+def record_expiry(until: datetime) -> int:
     return int((until + RECORD_RETENTION).timestamp())

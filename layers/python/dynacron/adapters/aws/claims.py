@@ -1,0 +1,37 @@
+"""Pages of due tasks handed to the claim function with an asynchronous Lambda invoke
+(the ``PageClaims`` port, decision 0025)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dynacron.claims import page_to_event
+from dynacron.ports import ClaimPage
+
+
+class LambdaPageClaims:
+    """Hands a page to the claim function: ``Invoke`` with InvocationType ``Event``.
+
+    Lambda queues the event and answers 202 at once; the looping tick goes on.
+    Any error (throttled, function missing, no permission) raises, and the tick
+    claims the page itself.
+    """
+
+    def __init__(self, client: Any, function_name: str) -> None:
+        self._client = client
+        self._function = function_name
+
+    def hand_out(self, page: ClaimPage) -> None:
+        response = self._client.invoke(
+            FunctionName=self._function,
+            InvocationType="Event",
+            Payload=json.dumps(page_to_event(page)).encode(),
+        )
+        status = response.get("StatusCode")
+        if status != 202:
+            raise ClaimNotQueued(f"the claim function answered {status}, not 202")
+
+
+class ClaimNotQueued(RuntimeError):
+    """Lambda did not queue a claim invocation."""

@@ -1,0 +1,166 @@
+"""DynamoDB's item format and the few things every DynamoDB adapter does with it:
+encode and decode items, a conditional write that says whether it lost, pages
+of one partition with tokens bound to their listing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.instants import format_instant, parse_instant
+from dynacron.ports import (
+    Page,
+)
+from dynacron.resources import (
+    IndexDefinition,
+)
+
+T = TypeVar("T")
+
+
+serializer = TypeSerializer()
+
+
+deserializer = TypeDeserializer()
+
+
+BATCH_GET_LIMIT = 100
+
+
+def to_item(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: serializer.serialize(_without_nones(v)) for k, v in values.items() if v is not None}
+
+
+def _without_nones(value: Any) -> Any:
+    # DynamoDB stores an absent attribute better than a NULL one, nested maps too.
+    if isinstance(value, dict):
+        return {k: _without_nones(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def from_item(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: deserializer.deserialize(v) for k, v in item.items()}
+
+
+def is_condition_failure(error: ClientError) -> bool:
+    return bool(error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
+
+
+def cancelled_by(error: ClientError) -> list[str]:
+    """The failing condition of each item of a cancelled transaction ('' where none)."""
+    if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+        raise error
+    reasons = error.response.get("CancellationReasons", [])
+    return ["" if r.get("Code") in (None, "None") else str(r["Code"]) for r in reasons]
+
+
+def is_transaction_refusal(error: ClientError) -> bool:
+    return bool(error.response.get("Error", {}).get("Code") == "TransactionCanceledException")
+
+
+def conditional_write(write: Any, table: str, **request: Any) -> bool:
+    """Run one conditional write; False if its condition failed, other errors raise."""
+    try:
+        write(TableName=table, **request)
+    except ClientError as error:
+        if is_condition_failure(error):
+            return False
+        raise
+    return True
+
+
+def encode_page_token(last_key: dict[str, Any] | None, listing: str) -> str | None:
+    if not last_key:
+        return None
+    return base64.urlsafe_b64encode(
+        json.dumps({"listing": listing, "key": last_key}).encode()
+    ).decode()
+
+
+def decode_page_token(token: str | None, listing: str) -> dict[str, Any] | None:
+    """The start key in ``token``, which must come from ``listing``: another listing's
+    key (GET /tasks's, given to a task's executions) is not a key of this one."""
+    if not token:
+        return None
+    try:
+        page = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        page = None
+    key = page.get("key") if isinstance(page, dict) else None
+    if not isinstance(key, dict) or page.get("listing") != listing:
+        raise InvalidRequest("next_token", "is not a token this API returned")
+    return key
+
+
+@dataclass(frozen=True)
+class PartitionQuery:
+    """The items of one partition (``key_name`` = ``key_value``) of a table or index."""
+
+    table: str
+    key_name: str
+    key_value: str
+    index: IndexDefinition | None = None
+    newest_first: bool = False
+
+
+def query_page(
+    client: Any,
+    query: PartitionQuery,
+    limit: int,
+    token: str | None,
+    parse: Callable[[dict[str, Any]], T],
+) -> Page[T]:
+    """One page of ``query``, resumed from a caller's ``token``.
+
+    A token is only accepted for the partition it came from (a tenant's token is
+    no use in another's), and one DynamoDB rejects is the caller's mistake (4xx).
+    """
+    kwargs: dict[str, Any] = {
+        "TableName": query.table,
+        "KeyConditionExpression": "#key = :key",
+        "ExpressionAttributeNames": {"#key": query.key_name},
+        "ExpressionAttributeValues": to_item({":key": query.key_value}),
+        "ScanIndexForward": not query.newest_first,
+        "Limit": limit,
+    }
+    if query.index is not None:
+        kwargs["IndexName"] = query.index.name
+    listing = f"{query.table}/{query.index.name if query.index else ''}"
+    start_key = decode_page_token(token, listing)
+    if start_key:
+        if start_key.get(query.key_name) != {"S": query.key_value}:
+            raise InvalidRequest("next_token", "is not a token this API returned")
+        kwargs["ExclusiveStartKey"] = start_key
+    try:
+        response = client.query(**kwargs)
+    except ClientError as error:
+        if start_key and error.response.get("Error", {}).get("Code") == "ValidationException":
+            raise InvalidRequest("next_token", "is not a token this API returned") from None
+        raise
+    return Page(
+        items=[parse(i) for i in response.get("Items", [])],
+        next_token=encode_page_token(response.get("LastEvaluatedKey"), listing),
+    )
+
+
+def chunks(items: list[T], size: int) -> Iterator[list[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def instant_or_none(value: str | None) -> datetime | None:
+    return parse_instant(value) if value is not None else None
+
+
+def optional_instant(value: datetime | None) -> str | None:
+    return format_instant(value) if value is not None else None

@@ -1,0 +1,479 @@
+"""Tasks in DynamoDB (the ``TaskStore`` port). The client is injected; every
+change is one conditional write naming the version it expects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from dynacron.adapters.aws.items import (
+    BATCH_GET_LIMIT,
+    PartitionQuery,
+    cancelled_by,
+    from_item,
+    is_condition_failure,
+    is_transaction_refusal,
+    query_page,
+    serializer,
+    to_item,
+)
+from dynacron.adapters.aws.task_items import (
+    _next_version,
+    _readable,
+    read_task_item,
+    shown_task_item,
+    task_to_item,
+)
+from dynacron.adapters.aws.tenants import tenant_key
+from dynacron.domain.errors import LimitExceeded
+from dynacron.domain.instants import format_instant
+from dynacron.domain.tasks import (
+    Claim,
+    DuePlacement,
+    Task,
+    TaskStatus,
+)
+from dynacron.ports import (
+    REASON_LIMIT,
+    Page,
+    UnreadableTask,
+    UnreadableTaskError,
+)
+from dynacron.resources import (
+    DEPENDENTS_INDEX,
+    DUE_INDEX,
+    TENANT_INDEX,
+)
+
+
+class DynamoTaskStore:
+    """Tasks. The ``*_owned`` methods are the API's: each is scoped to one tenant.
+
+    A tenant's writes are conditioned on ``tenant_id`` and its listing queries the
+    tenant index, so another tenant's task is, to a caller, exactly a missing one.
+    """
+
+    def __init__(self, client: Any, table_name: str, coordination_table: str = "") -> None:
+        self._client = client
+        self._table = table_name
+        self._coordination = coordination_table
+
+    def create_within_quota(
+        self, task: Task, placement: DuePlacement | None, max_tasks: int, fresh_secret: str
+    ) -> None:
+        """Store ``task`` and count it against its tenant's quota, in one transaction.
+
+        The tenant's record gets its first signing secret here if it has none, so
+        a worker only ever reads it.
+        """
+        try:
+            self._client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": task_to_item(task, placement),
+                            "ConditionExpression": "attribute_not_exists(task_id)",
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self._coordination,
+                            "Key": tenant_key(task.tenant_id),
+                            "UpdateExpression": (
+                                "SET task_count = if_not_exists(task_count, :zero) + :one, "
+                                "signing_secrets = if_not_exists(signing_secrets, :secrets)"
+                            ),
+                            "ConditionExpression": (
+                                "attribute_not_exists(task_count) OR task_count < :max"
+                            ),
+                            "ExpressionAttributeValues": to_item(
+                                {
+                                    ":zero": 0,
+                                    ":one": 1,
+                                    ":max": max_tasks,
+                                    ":secrets": [fresh_secret],
+                                }
+                            ),
+                        }
+                    },
+                ]
+            )
+        except ClientError as error:
+            if cancelled_by(error)[1:2] == ["ConditionalCheckFailed"]:
+                raise LimitExceeded(
+                    "max_tasks_per_tenant",
+                    "tenant",
+                    f"this tenant already has {max_tasks} tasks, the most allowed; "
+                    "delete some first",
+                ) from None
+            raise
+
+    def get_owned(self, tenant_id: str, task_id: str) -> Task | None:
+        """The task if it exists and belongs to ``tenant_id``, else None (either way)."""
+        item = self._get_item(task_id)
+        task = shown_task_item(item) if item else None
+        # GetItem takes no condition: the owner is checked here, the one place
+        # every tenant-scoped read goes through.
+        return task if task is not None and task.tenant_id == tenant_id else None
+
+    def page_owned(self, tenant_id: str, limit: int, token: str | None) -> Page[Task]:
+        """One page of a tenant's tasks, oldest first.
+
+        The tenant index holds keys only (``resources.TENANT_INDEX``), so the page's
+        ids come from it and the tasks from one eventually consistent BatchGetItem,
+        as current as the index itself. A task deleted in between is left out.
+        """
+        ids = query_page(
+            self._client,
+            PartitionQuery(self._table, TENANT_INDEX.partition_key.name, tenant_id, TENANT_INDEX),
+            limit,
+            token,
+            lambda key: str(key["task_id"]["S"]),
+        )
+        items = self._batch_items(ids.items, consistent=False)
+        owner = {"S": tenant_id}
+        return Page(
+            items=[
+                shown_task_item(items[task_id])
+                for task_id in ids.items
+                if task_id in items and items[task_id].get(TENANT_INDEX.partition_key.name) == owner
+            ],
+            next_token=ids.next_token,
+        )
+
+    def delete_owned(self, tenant_id: str, task_id: str) -> bool:
+        """Delete a tenant's task and release its quota; False if it has no such task."""
+        try:
+            self._client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Delete": {
+                            "TableName": self._table,
+                            "Key": to_item({"task_id": task_id}),
+                            "ConditionExpression": "#tenant = :tenant",
+                            "ExpressionAttributeNames": {
+                                "#tenant": TENANT_INDEX.partition_key.name
+                            },
+                            "ExpressionAttributeValues": to_item({":tenant": tenant_id}),
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self._coordination,
+                            "Key": tenant_key(tenant_id),
+                            "UpdateExpression": "SET task_count = task_count - :one",
+                            "ConditionExpression": "task_count > :zero",
+                            "ExpressionAttributeValues": to_item({":zero": 0, ":one": 1}),
+                        }
+                    },
+                ]
+            )
+        except ClientError as error:
+            if cancelled_by(error)[:1] == ["ConditionalCheckFailed"]:
+                return False
+            raise
+        return True
+
+    def _get_item(self, task_id: str) -> dict[str, Any] | None:
+        response = self._client.get_item(
+            TableName=self._table, Key=to_item({"task_id": task_id}), ConsistentRead=True
+        )
+        item: dict[str, Any] | None = response.get("Item")
+        return item
+
+    def get(self, task_id: str) -> Task | None:
+        """The task, or None if missing; ``UnreadableTaskError`` if it cannot be decoded."""
+        item = self._get_item(task_id)
+        return _readable(read_task_item(item)) if item else None
+
+    def get_many(self, task_ids: Iterable[str]) -> list[Task]:
+        """Strongly consistent reads of up to any number of tasks; missing ones are left
+        out; ``UnreadableTaskError`` if one cannot be decoded."""
+        tasks, unreadable = self.read_many(task_ids)
+        if unreadable:
+            raise UnreadableTaskError(f"task {unreadable[0].task_id}: {unreadable[0].reason}")
+        return tasks
+
+    def read_many(self, task_ids: Iterable[str]) -> tuple[list[Task], list[UnreadableTask]]:
+        """As ``get_many``, with the tasks that cannot be decoded apart, not raised."""
+        tasks: list[Task] = []
+        unreadable: list[UnreadableTask] = []
+        for item in self._batch_items(task_ids, consistent=True).values():
+            read = read_task_item(item)
+            if isinstance(read, Task):
+                tasks.append(read)
+            else:
+                unreadable.append(read)
+        return tasks, unreadable
+
+    def _batch_items(self, task_ids: Iterable[str], consistent: bool) -> dict[str, dict[str, Any]]:
+        """The stored items of ``task_ids`` that exist, by id, in BatchGetItem calls."""
+        ids = list(dict.fromkeys(task_ids))
+        items: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(ids), BATCH_GET_LIMIT):
+            keys = [to_item({"task_id": i}) for i in ids[start : start + BATCH_GET_LIMIT]]
+            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": consistent}}
+            while request:
+                response = self._client.batch_get_item(RequestItems=request)
+                for item in response["Responses"].get(self._table, []):
+                    items[str(item.get("task_id", {}).get("S", ""))] = item
+                request = response.get("UnprocessedKeys") or {}
+        return items
+
+    def set_aside(self, task: Task | UnreadableTask, reason: str, now: datetime) -> bool:
+        """Mark a task ERROR with ``reason``, out of the due index, if it is still at the
+        version read: nothing else of it is needed, so an item that cannot be decoded
+        is set aside too. False if it changed meanwhile."""
+        seen = serializer.serialize(task.version) if isinstance(task, Task) else task.seen_version
+        return self._set_aside(task.task_id, reason, now, seen_version=seen)
+
+    def set_aside_by_id(
+        self, task_id: str, reason: str, now: datetime, *, release_slot_of: str | None = None
+    ) -> bool:
+        """``set_aside`` for a task not read yet, conditional on its version as stored now.
+
+        With ``release_slot_of``, the run slot that execution holds is freed too (its
+        end could not be handled, so nothing else would ever free it), if it still
+        holds it; otherwise the slot is left as it is.
+        """
+        seen = self.stored_version(task_id)
+        if release_slot_of is not None and self._set_aside(
+            task_id, reason, now, seen_version=seen, release_slot_of=release_slot_of
+        ):
+            return True
+        return self._set_aside(task_id, reason, now, seen_version=seen)
+
+    def _set_aside(
+        self,
+        task_id: str,
+        reason: str,
+        now: datetime,
+        *,
+        seen_version: dict[str, Any] | None,
+        release_slot_of: str | None = None,
+    ) -> bool:
+        names = {
+            "#status": "status",
+            "#version": "version",
+            "#bucket": DUE_INDEX.partition_key.name,
+        }
+        values = to_item(
+            {
+                ":error": TaskStatus.ERROR.value,
+                ":reason": reason[:REASON_LIMIT],
+                ":now": format_instant(now),
+                ":next": _next_version(seen_version),
+            }
+        )
+        condition = "attribute_exists(task_id) AND "
+        if seen_version is None:
+            condition += "attribute_not_exists(#version)"
+        else:
+            condition += "#version = :seen"
+            values[":seen"] = seen_version
+        removes = ["#bucket"]
+        if release_slot_of is not None:
+            condition += " AND running_execution = :slot"
+            values[":slot"] = serializer.serialize(release_slot_of)
+            removes += ["running_execution", "buffered_at"]
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=to_item({"task_id": task_id}),
+                UpdateExpression=(
+                    "SET #status = :error, status_reason = :reason, updated_at = :now, "
+                    "#version = :next REMOVE " + ", ".join(removes)
+                ),
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    def stored_version(self, task_id: str) -> dict[str, Any] | None:
+        """The ``version`` attribute as stored, undecoded (None if missing)."""
+        item = self._get_item(task_id) or {}
+        version: dict[str, Any] | None = item.get("version")
+        return version
+
+    def replace(
+        self,
+        task: Task,
+        placement: DuePlacement | None,
+        expected_version: int,
+        unchanged: dict[str, int] | None = None,
+    ) -> bool:
+        """Store ``task`` whole, if the stored one is still at ``expected_version``.
+
+        Pause, resume, PATCH and the release of a run slot all go through here: any
+        write in between (a tick's claim, another change) bumped the version, and
+        this one is refused rather than undoing it. ``unchanged`` (task id to
+        version) must also still hold, in one transaction: the tasks a dependency
+        chain was checked against.
+        """
+        put = {
+            "TableName": self._table,
+            "Item": task_to_item(task, placement),
+            "ConditionExpression": "#version = :expected",
+            "ExpressionAttributeNames": {"#version": "version"},
+            "ExpressionAttributeValues": to_item({":expected": expected_version}),
+        }
+        try:
+            if not unchanged:
+                self._client.put_item(**put)
+                return True
+            checks = [
+                {
+                    "ConditionCheck": {
+                        "TableName": self._table,
+                        "Key": to_item({"task_id": task_id}),
+                        "ConditionExpression": "#version = :expected",
+                        "ExpressionAttributeNames": {"#version": "version"},
+                        "ExpressionAttributeValues": to_item({":expected": version}),
+                    }
+                }
+                for task_id, version in unchanged.items()
+            ]
+            self._client.transact_write_items(TransactItems=[{"Put": put}, *checks])
+        except ClientError as error:
+            if is_condition_failure(error) or is_transaction_refusal(error):
+                return False
+            raise
+        return True
+
+    def mark_has_dependents(self, tenant_id: str, task_id: str) -> bool:
+        """Note that some task runs after ``task_id``; a new version, so that a whole-item
+        write based on an older read cannot erase the mark. False (and nothing
+        written) if ``tenant_id`` has no such task."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=to_item({"task_id": task_id}),
+                UpdateExpression="SET has_dependents = :yes, #version = #version + :one",
+                ConditionExpression="#tenant = :tenant",
+                ExpressionAttributeNames={
+                    "#version": "version",
+                    "#tenant": TENANT_INDEX.partition_key.name,
+                },
+                ExpressionAttributeValues=to_item({":yes": True, ":one": 1, ":tenant": tenant_id}),
+            )
+        except ClientError as error:
+            if not is_condition_failure(error):
+                raise
+            return False
+        return True
+
+    def dependents(self, task_id: str) -> list[str]:
+        """Ids of the tasks set to run after ``task_id`` (``after``), from the sparse index."""
+        ids: list[str] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": DEPENDENTS_INDEX.name,
+            "KeyConditionExpression": "#after = :task",
+            "ExpressionAttributeNames": {"#after": DEPENDENTS_INDEX.partition_key.name},
+            "ExpressionAttributeValues": to_item({":task": task_id}),
+        }
+        while True:
+            response = self._client.query(**kwargs)
+            ids += [from_item(i)["task_id"] for i in response.get("Items", [])]
+            if not response.get("LastEvaluatedKey"):
+                return ids
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def due_task_ids(
+        self,
+        bucket_key: str,
+        now: datetime,
+        limit: int,
+        start_key: dict[str, Any] | None,
+        due_from: datetime | None = None,
+    ) -> tuple[list[str], dict[str, Any] | None]:
+        """One bounded page of task ids due by ``now`` in one bucket of one shard;
+        with ``due_from``, only those due from then on (the sort key's range)."""
+        values = {":bucket": bucket_key, ":now": format_instant(now)}
+        due = "#next <= :now"
+        if due_from is not None:
+            due = "#next BETWEEN :from AND :now"
+            values[":from"] = format_instant(due_from)
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": DUE_INDEX.name,
+            "KeyConditionExpression": f"#bucket = :bucket AND {due}",
+            "ExpressionAttributeNames": {
+                "#bucket": DUE_INDEX.partition_key.name,
+                "#next": DUE_INDEX.sort_key.name,
+            },
+            "ExpressionAttributeValues": to_item(values),
+            "Limit": limit,
+        }
+        if start_key:
+            kwargs["ExclusiveStartKey"] = start_key
+        response = self._client.query(**kwargs)
+        ids = [from_item(i)["task_id"] for i in response.get("Items", [])]
+        return ids, response.get("LastEvaluatedKey")
+
+    def claim(self, claim: Claim, placement: DuePlacement | None, now: datetime) -> bool:
+        """Advance a task past the occurrence(s) in ``claim``, if nobody else did first.
+
+        Guarded by the version read with the claim: of any number of concurrent
+        claimers of the same occurrence exactly one succeeds.
+        """
+        names = {
+            "#status": "status",
+            "#version": "version",
+            "#bucket": DUE_INDEX.partition_key.name,
+        }
+        values: dict[str, Any] = {
+            ":expected_version": claim.task.version,
+            ":active": TaskStatus.ACTIVE.value,
+            ":one": 1,
+            ":now": format_instant(now),
+        }
+        sets = ["#version = #version + :one", "updated_at = :now"]
+        if claim.scheduled_at is not None:
+            values[":scheduled"] = format_instant(claim.scheduled_at)
+            sets.append("last_scheduled_at = :scheduled")
+        if claim.takes_slot:
+            values[":running"] = claim.execution_id
+            sets.append("running_execution = :running")
+        if claim.buffered is not None:
+            values[":buffered"] = format_instant(claim.buffered)
+            sets.append("buffered_at = :buffered")
+        removes: list[str] = []
+        if claim.awaits_finish:
+            # fixed_delay: out of the due index until its execution finishes.
+            removes += ["next_run_at", "#bucket"]
+        elif claim.next_run_at is None or placement is None:
+            values[":completed"] = TaskStatus.COMPLETED.value
+            sets.append("#status = :completed")
+            removes += ["next_run_at", "#bucket"]
+        else:
+            values[":next"] = format_instant(claim.next_run_at)
+            values[":placement"] = placement.key
+            sets += ["next_run_at = :next", "#bucket = :placement"]
+        expression = "SET " + ", ".join(sets)
+        if removes:
+            expression += " REMOVE " + ", ".join(removes)
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=to_item({"task_id": claim.task.task_id}),
+                UpdateExpression=expression,
+                ConditionExpression="#version = :expected_version AND #status = :active",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=to_item(values),
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                return False
+            raise
+        return True

@@ -1,0 +1,77 @@
+"""Tenants' records in the coordination table (the ``TenantStore`` port)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from dynacron.adapters.aws.items import (
+    from_item,
+    is_condition_failure,
+    to_item,
+)
+from dynacron.resources import (
+    TENANT_KEY_PREFIX,
+)
+
+
+def tenant_key(tenant_id: str) -> dict[str, Any]:
+    """The coordination-table key of a tenant's record (task count, signing secrets)."""
+    return to_item({"key": f"{TENANT_KEY_PREFIX}{tenant_id}"})
+
+
+class DynamoTenantStore:
+    """Each tenant's record in the coordination table: its task count and signing secrets.
+
+    Secrets are newest first; during a rotation the previous one stays valid, and
+    deliveries carry a signature under each, until the next rotation drops it.
+    """
+
+    def __init__(self, client: Any, coordination_table: str) -> None:
+        self._client = client
+        self._table = coordination_table
+
+    def _read(self, tenant_id: str) -> dict[str, Any]:
+        response = self._client.get_item(
+            TableName=self._table, Key=tenant_key(tenant_id), ConsistentRead=True
+        )
+        return from_item(response.get("Item") or {})
+
+    def signing_secrets(self, tenant_id: str) -> list[str]:
+        """Active secrets, newest first; empty for a tenant that never registered a task."""
+        return list(self._read(tenant_id).get("signing_secrets", []))
+
+    def task_count(self, tenant_id: str) -> int:
+        return int(self._read(tenant_id).get("task_count", 0))
+
+    def ensure_secret(self, tenant_id: str, fresh_secret: str) -> list[str]:
+        """The tenant's secrets, storing ``fresh_secret`` as its first if it has none."""
+        response = self._client.update_item(
+            TableName=self._table,
+            Key=tenant_key(tenant_id),
+            UpdateExpression="SET signing_secrets = if_not_exists(signing_secrets, :fresh)",
+            ExpressionAttributeValues=to_item({":fresh": [fresh_secret]}),
+            ReturnValues="ALL_NEW",
+        )
+        return list(from_item(response["Attributes"])["signing_secrets"])
+
+    def rotate_secret(self, tenant_id: str, fresh_secret: str) -> list[str] | None:
+        """Make ``fresh_secret`` current and keep the one it replaces; None on a race."""
+        current = self.ensure_secret(tenant_id, fresh_secret)
+        if current[0] == fresh_secret:
+            return current  # it had none: the fresh one is its first
+        rotated = [fresh_secret, current[0]]
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=tenant_key(tenant_id),
+                UpdateExpression="SET signing_secrets = :rotated",
+                ConditionExpression="signing_secrets = :current",
+                ExpressionAttributeValues=to_item({":rotated": rotated, ":current": current}),
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                return None
+            raise
+        return rotated
