@@ -26,14 +26,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
+from dynacron.adapters.aws import aws_adapters
 from dynacron.adapters.aws.claims import LambdaPageClaims
-from dynacron.adapters.aws.cursors import DynamoCursorStore
-from dynacron.adapters.aws.executions import DynamoExecutionStore
-from dynacron.adapters.aws.leases import DynamoShardLeases
-from dynacron.adapters.aws.limits import DynamoLimitStore
-from dynacron.adapters.aws.queue import SqsDeadLetterQueue, SqsDispatchQueue
-from dynacron.adapters.aws.tasks import DynamoTaskStore
-from dynacron.adapters.aws.tenants import DynamoTenantStore
 from dynacron.api.routes import build_api, unsupported_body
 from dynacron.claims import page_from_event
 from dynacron.config import Settings
@@ -54,7 +48,7 @@ from dynacron.handlers import HandlerRegistry, default_registry
 from dynacron.idempotency import IdempotentHandlerCalls
 from dynacron.messages import dispatch_from_body
 from dynacron.metrics import Emit, ReliabilityMetrics, print_emf
-from dynacron.ports import PageClaims
+from dynacron.ports import AdapterSet, DispatchQueue, PageClaims
 from dynacron.resources import DISPATCH_QUEUE
 from dynacron.services.aftermath import Aftermath, RunStarter
 from dynacron.services.executions import ExecutionService
@@ -84,8 +78,9 @@ class Dynacron:
         self,
         settings: Settings,
         *,
-        dynamodb: Any,
-        sqs: Any,
+        dynamodb: Any = None,
+        sqs: Any = None,
+        adapters: AdapterSet | None = None,
         clock: Clock | None = None,
         delivery: Delivery | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -93,7 +88,7 @@ class Dynacron:
         handlers: HandlerRegistry | None = None,
         emit_metrics: Emit = print_emf,
         faults: Faults = NO_FAULTS,
-        dispatch_queue: SqsDispatchQueue | None = None,
+        dispatch_queue: DispatchQueue | None = None,
         page_claims: PageClaims | None = None,
     ) -> None:
         import_handler_modules(settings.handler_modules)
@@ -105,15 +100,19 @@ class Dynacron:
         self.resolver = resolver
         self.metrics = ReliabilityMetrics(emit_metrics)
         terms = settings.lease_terms
-        self.tasks = DynamoTaskStore(dynamodb, settings.tasks_table, settings.coordination_table)
-        self.tenants = DynamoTenantStore(dynamodb, settings.coordination_table)
-        self.executions = DynamoExecutionStore(
-            dynamodb, settings.executions_table, EXECUTION_RETENTION
-        )
-        self.cursors = DynamoCursorStore(dynamodb, settings.coordination_table)
-        self.leases = DynamoShardLeases(dynamodb, settings.coordination_table)
-        self.queue = dispatch_queue or SqsDispatchQueue(sqs, settings.dispatch_queue_url)
-        self.dead_letter_queue = SqsDeadLetterQueue(sqs, settings.dead_letter_queue_url)
+        if adapters is None:
+            # Deployed (and in most tests): the AWS set, on the clients given.
+            adapters = aws_adapters(
+                settings, dynamodb=dynamodb, sqs=sqs, execution_retention=EXECUTION_RETENTION
+            )
+        self.adapters = adapters
+        self.tasks = adapters.tasks
+        self.tenants = adapters.tenants
+        self.executions = adapters.executions
+        self.cursors = adapters.cursors
+        self.leases = adapters.leases
+        self.queue = dispatch_queue or adapters.queue
+        self.dead_letter_queue = adapters.dead_letter_queue
         self.starter = RunStarter(
             executions=self.executions, queue=self.queue, clock=clock, lease_terms=terms
         )
@@ -180,7 +179,7 @@ class Dynacron:
             lease_terms=terms,
             faults=faults,
             limits=LimitGate(
-                store=DynamoLimitStore(dynamodb, settings.coordination_table),
+                store=adapters.limits,
                 metrics=self.metrics,
                 clock=clock,
                 breaker=settings.breaker_policy,

@@ -1,0 +1,32 @@
+"""The AWS adapter set: DynamoDB tables, SQS queues, a Lambda invoke; clients injected."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from dynacron.adapters.aws.cursors import DynamoCursorStore
+from dynacron.adapters.aws.executions import DynamoExecutionStore
+from dynacron.adapters.aws.leases import DynamoShardLeases
+from dynacron.adapters.aws.limits import DynamoLimitStore
+from dynacron.adapters.aws.queue import SqsDeadLetterQueue, SqsDispatchQueue
+from dynacron.adapters.aws.tasks import DynamoTaskStore
+from dynacron.adapters.aws.tenants import DynamoTenantStore
+from dynacron.config import Settings
+from dynacron.ports import AdapterSet
+
+
+def aws_adapters(
+    settings: Settings, *, dynamodb: Any, sqs: Any, execution_retention: timedelta
+) -> AdapterSet:
+    """Every port on the tables and queues ``settings`` name, through the given clients."""
+    return AdapterSet(
+        tasks=DynamoTaskStore(dynamodb, settings.tasks_table, settings.coordination_table),
+        executions=DynamoExecutionStore(dynamodb, settings.executions_table, execution_retention),
+        cursors=DynamoCursorStore(dynamodb, settings.coordination_table),
+        tenants=DynamoTenantStore(dynamodb, settings.coordination_table),
+        leases=DynamoShardLeases(dynamodb, settings.coordination_table),
+        limits=DynamoLimitStore(dynamodb, settings.coordination_table),
+        queue=SqsDispatchQueue(sqs, settings.dispatch_queue_url),
+        dead_letter_queue=SqsDeadLetterQueue(sqs, settings.dead_letter_queue_url),
+    )
