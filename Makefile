@@ -49,6 +49,7 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 	# Once more against Lambda's Python: typeshed knows what its stdlib removed.
 	$(BIN)/mypy --python-version $(LAMBDA_PYTHON)

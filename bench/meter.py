@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import threading
 import time
@@ -275,6 +276,10 @@ def _value_size(value: dict[str, Any]) -> int:
 
 # Public helpers that write for many callers: the call is named by their caller.
 SHARED_HELPERS = frozenset({"conditional_write"})
+# The client wrapper every AWS adapter calls through (adapters/aws/errors.py).
+PASS_THROUGH_MODULES = frozenset({"dynacron.adapters.aws.errors"})
+# Callers are named by the port they carry out: ``DynamoTaskStore.claim`` is ``TaskStore.claim``.
+BACKEND_PREFIX = re.compile(r"^(Dynamo|Sqs)(?=[A-Z])")
 
 
 def _caller() -> str:
@@ -285,9 +290,11 @@ def _caller() -> str:
         module = frame.f_globals.get("__name__", "")
         name = frame.f_code.co_name
         public = not name.startswith("_") and name not in SHARED_HELPERS
-        if public and module.startswith("dynacron.") and not module.startswith("dynacron.local"):
+        ours = module.startswith("dynacron.") and not module.startswith("dynacron.local")
+        if public and ours and module not in PASS_THROUGH_MODULES:
             owner = frame.f_locals.get("self")
-            prefix = f"{type(owner).__name__}." if owner is not None else ""
+            port = BACKEND_PREFIX.sub("", type(owner).__name__) if owner is not None else ""
+            prefix = f"{port}." if port else ""
             return prefix + frame.f_code.co_name
         frame = frame.f_back
     return "bench"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dynacron.handlers import ExecutionContext, PermanentFailure, handler
+from dynacron.version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["Client", "ExecutionContext", "PermanentFailure", "__version__", "handler"]
 
 if TYPE_CHECKING:

@@ -33,7 +33,6 @@ from urllib.parse import urljoin, urlsplit
 import httpcore
 import httpx
 
-from dynacron import __version__
 from dynacron.callbacks import CALLBACK_TOKEN_HEADER, callback_urls
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import InvalidRequest
@@ -45,6 +44,7 @@ from dynacron.domain.tasks import Task
 from dynacron.domain.urls import IpAddress, UrlPolicy
 from dynacron.handlers import ExecutionContext, HandlerRegistry, PermanentFailure
 from dynacron.messages import upstream_to_map
+from dynacron.version import __version__
 
 MAX_RESPONSE_BYTES = 64 * 1024
 ATTEMPT_HEADER = "Dynacron-Attempt"

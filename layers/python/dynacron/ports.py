@@ -30,6 +30,16 @@ from dynacron.domain.uptime import ShardHistory
 T = TypeVar("T")
 
 
+class StoreUnavailable(Exception):
+    """A store or queue did not do what was asked, for a reason that is not the
+    caller's: unreachable, refused, out of capacity. Not one task's fault: the
+    work is left as it was and retried later."""
+
+
+class Throttled(StoreUnavailable):
+    """The store asked the caller to slow down: retrying after a short wait may work."""
+
+
 @dataclass(frozen=True)
 class Page(Generic[T]):
     items: list[T]

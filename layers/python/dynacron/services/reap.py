@@ -33,19 +33,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import ExecutionStatus, LeaseTerms, new_token
 from dynacron.domain.tasks import task_id_of
 from dynacron.faults import NO_FAULTS, Boundary, Faults
 from dynacron.metrics import ReliabilityMetrics
-from dynacron.ports import DispatchQueue, ExecutionStore, TaskStore, reason_of
+from dynacron.ports import DispatchQueue, ExecutionStore, StoreUnavailable, TaskStore, reason_of
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
 logger = logging.getLogger("dynacron")
-# Errors of the infrastructure, not of one lease: they end the run, as they always did.
-INFRASTRUCTURE_ERRORS = (ClientError, BotoCoreError)
 
 
 @dataclass
@@ -97,7 +93,7 @@ class Reaper:
                 report.expired += 1
                 try:
                     self._reap_one(execution_id, report)
-                except INFRASTRUCTURE_ERRORS:
+                except StoreUnavailable:
                     raise
                 except Exception as error:
                     self._set_aside(execution_id, error, report)
@@ -123,7 +119,7 @@ class Reaper:
                 release_slot_of=execution_id,
             ):
                 self._metrics.task_set_aside()
-        except INFRASTRUCTURE_ERRORS:
+        except StoreUnavailable:
             raise
         except Exception:
             # Not even that (an id the index holds but no key can be made of): the

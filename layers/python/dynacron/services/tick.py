@@ -69,9 +69,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from dynacron.adapters.aws.items import chunks
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import Dispatch
@@ -96,7 +93,9 @@ from dynacron.ports import (
     DispatchQueue,
     ExecutionStore,
     PageClaims,
+    StoreUnavailable,
     TaskStore,
+    Throttled,
     UnreadableTask,
     reason_of,
 )
@@ -104,17 +103,12 @@ from dynacron.ports import (
 T = TypeVar("T")
 R = TypeVar("R")
 logger = logging.getLogger("dynacron")
-# Errors of the infrastructure, not of one task: they end the tick as they always did.
-INFRASTRUCTURE_ERRORS = (ClientError, BotoCoreError)
 
 # The newest buckets are queried on every tick even when a long backlog of old
 # buckets is being walked; what is due now is queried before any of it.
 ALWAYS_QUERIED_BUCKETS = 2
 MAX_OLD_BUCKETS_PER_TICK = 48
-# DynamoDB throttling a burst of claims: wait 50 ms, 100 ms, ... (at most 2 s) and retry.
-THROTTLING_CODES = frozenset(
-    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
-)
+# The store throttling a burst of claims: wait 50 ms, 100 ms, ... (at most 2 s) and retry.
 THROTTLE_RETRIES = 8
 THROTTLE_FIRST_SLEEP = 0.05
 THROTTLE_MAX_SLEEP = 2.0
@@ -289,7 +283,7 @@ class Ticker:
         return max(0, min(self._settings.tick_max_claims, room))
 
     def _claim(self, claim: Claim, placement: DuePlacement | None, now: datetime) -> bool:
-        """The conditional claim, retried with backoff while DynamoDB throttles it.
+        """The conditional claim, retried with backoff while the store throttles it.
 
         Giving up raises: the tick ends, the task stays due (its message, already
         sent, is a duplicate the worker drops) and the next tick claims it.
@@ -297,9 +291,7 @@ class Ticker:
         for attempt in range(THROTTLE_RETRIES):
             try:
                 return self._tasks.claim(claim, placement, now)
-            except ClientError as error:
-                if error.response.get("Error", {}).get("Code") not in THROTTLING_CODES:
-                    raise
+            except Throttled:
                 if attempt == THROTTLE_RETRIES - 1:
                     raise
                 self._sleep(min(THROTTLE_MAX_SLEEP, THROTTLE_FIRST_SLEEP * 2**attempt))
@@ -481,7 +473,7 @@ class Ticker:
                     history=history,
                     catchup_max_runs=self._settings.catchup_max_runs,
                 )
-            except INFRASTRUCTURE_ERRORS:
+            except StoreUnavailable:
                 raise
             except Exception as error:
                 self._set_aside(task, error, now, report)
@@ -525,7 +517,7 @@ class Ticker:
         for claim in claims:
             try:
                 dispatch = claim.dispatch(now)
-            except INFRASTRUCTURE_ERRORS:
+            except StoreUnavailable:
                 raise
             except Exception as error:
                 self._set_aside(claim.task, error, now, report)
@@ -533,7 +525,11 @@ class Ticker:
             ready.append(claim)
             if dispatch is not None:
                 runs[dispatch.execution_id] = dispatch
-        batches = list(chunks(list(runs.values()), SEND_BATCH_LIMIT))
+        pending = list(runs.values())
+        batches = [
+            pending[start : start + SEND_BATCH_LIMIT]
+            for start in range(0, len(pending), SEND_BATCH_LIMIT)
+        ]
         accepted = self._concurrently(self._queue.send, batches)
         sent = {dispatch.execution_id for batch in accepted for dispatch in batch}
         report.sent += len(sent)
@@ -545,7 +541,7 @@ class Ticker:
             try:
                 placement = self._sharding.place(claim.task.task_id, claim.next_run_at, now)
                 claimed = self._claim(claim, placement, now)
-            except INFRASTRUCTURE_ERRORS:
+            except StoreUnavailable:
                 raise
             except Exception as error:
                 # Set aside by the caller, on this thread, after the others' claims.

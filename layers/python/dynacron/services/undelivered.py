@@ -44,8 +44,6 @@ import logging
 from datetime import datetime
 from enum import StrEnum
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import DynacronError
 from dynacron.domain.executions import (
@@ -63,6 +61,7 @@ from dynacron.metrics import ReliabilityMetrics
 from dynacron.ports import (
     DeadLetterQueue,
     ExecutionStore,
+    StoreUnavailable,
     TaskStore,
     UnreadableTaskError,
     reason_of,
@@ -70,8 +69,6 @@ from dynacron.ports import (
 from dynacron.services.outcomes import AttemptOutcomes
 
 logger = logging.getLogger("dynacron")
-# Errors of the infrastructure, not of one message: the message is read again later.
-INFRASTRUCTURE_ERRORS = (ClientError, BotoCoreError)
 
 
 class Settled(StrEnum):
@@ -136,7 +133,7 @@ class UndeliveredDispatches:
             return Settled.FORWARDED
         try:
             return self.settle(dispatch)
-        except INFRASTRUCTURE_ERRORS:
+        except StoreUnavailable:
             raise
         except Exception as error:
             return self._set_aside(dispatch, error)
@@ -157,7 +154,7 @@ class UndeliveredDispatches:
                 release_slot_of=dispatch.execution_id,
             ):
                 self._metrics.task_set_aside()
-        except INFRASTRUCTURE_ERRORS:
+        except StoreUnavailable:
             raise
         except Exception:
             logger.exception("could not set the task aside", extra={"task_id": dispatch.task_id})

@@ -50,8 +50,6 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Protocol
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import (
     DeliveryResult,
@@ -79,6 +77,7 @@ from dynacron.ports import (
     BeginResult,
     DispatchQueue,
     ExecutionStore,
+    StoreUnavailable,
     TaskStore,
     UnreadableTaskError,
     reason_of,
@@ -87,8 +86,6 @@ from dynacron.services.limits import LimitGate, Pass, Wait
 from dynacron.services.outcomes import AttemptOutcomes, Ended, Outcome
 
 logger = logging.getLogger("dynacron")
-# Errors of the infrastructure, not of one task: the record fails and comes back.
-INFRASTRUCTURE_ERRORS = (ClientError, BotoCoreError)
 # A task in these states runs none of its executions: they are recorded SKIPPED.
 NOT_RUNNING = (TaskStatus.PAUSED, TaskStatus.ERROR)
 
@@ -140,7 +137,7 @@ class ExecutionRunner:
                 if self._limits and task and task.status not in NOT_RUNNING
                 else None
             )
-        except INFRASTRUCTURE_ERRORS:
+        except StoreUnavailable:
             raise
         except Exception as error:
             return self._set_aside(dispatch, error, now)

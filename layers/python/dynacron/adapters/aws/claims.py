@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from dynacron.adapters.aws.errors import translating
 from dynacron.claims import page_to_event
 from dynacron.ports import ClaimPage
 
@@ -19,7 +20,7 @@ class LambdaPageClaims:
     """
 
     def __init__(self, client: Any, function_name: str) -> None:
-        self._client = client
+        self._client = translating(client)
         self._function = function_name
 
     def hand_out(self, page: ClaimPage) -> None:

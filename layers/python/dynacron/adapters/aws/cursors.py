@@ -7,6 +7,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.items import (
     from_item,
     instant_or_none,
@@ -37,7 +38,7 @@ class DynamoCursorStore:
     and the shard's heartbeat (``last_tick_at``, ``ticking_since``, ``outages``)."""
 
     def __init__(self, client: Any, table_name: str) -> None:
-        self._client = client
+        self._client = translating(client)
         self._table = table_name
 
     @staticmethod

@@ -7,6 +7,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.execution_items import (
     _CALL_REPLACEABLE,
     _NAME,
@@ -70,7 +71,7 @@ class DynamoExecutionStore:
     def __init__(
         self, client: Any, table_name: str, retention: timedelta, lease_shards: int = LEASE_SHARDS
     ) -> None:
-        self._client = client
+        self._client = translating(client)
         self._table = table_name
         self._retention = retention
         self._lease_shards = lease_shards

@@ -19,6 +19,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.items import conditional_write, from_item, to_item
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.ports import ShardLease
@@ -33,7 +34,7 @@ EXPIRES_AT: str = COORDINATION.ttl_attribute
 
 class DynamoShardLeases:
     def __init__(self, client: Any, table_name: str) -> None:
-        self._client = client
+        self._client = translating(client)
         self._table = table_name
 
     @staticmethod

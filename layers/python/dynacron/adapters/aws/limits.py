@@ -20,6 +20,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.items import conditional_write, from_item, to_item
 from dynacron.adapters.aws.leases import EXPIRES_AT, record_expiry
 from dynacron.domain.instants import format_instant, parse_instant
@@ -36,7 +37,7 @@ KEY = COORDINATION.partition_key.name
 
 class DynamoLimitStore:
     def __init__(self, client: Any, table_name: str, rng: random.Random | None = None) -> None:
-        self._client = client
+        self._client = translating(client)
         self._table = table_name
         self._rng = rng or random.Random()
 

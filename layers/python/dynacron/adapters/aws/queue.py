@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from dynacron.adapters.aws.errors import translating
 from dynacron.domain.executions import Dispatch
 from dynacron.messages import (
     EXECUTION_ID_ATTRIBUTE,
@@ -18,7 +19,7 @@ from dynacron.messages import (
 
 class SqsDispatchQueue:
     def __init__(self, client: Any, queue_url: str) -> None:
-        self._client = client
+        self._client = translating(client)
         self._url = queue_url
 
     def send(self, dispatches: list[Dispatch]) -> list[Dispatch]:
@@ -68,7 +69,7 @@ class SqsDeadLetterQueue:
     SEARCH_RECEIVES = 10
 
     def __init__(self, client: Any, queue_url: str) -> None:
-        self._client = client
+        self._client = translating(client)
         self._url = queue_url
 
     def send(self, dispatch: Dispatch, error: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.items import (
     BATCH_GET_LIMIT,
     PartitionQuery,
@@ -58,7 +59,7 @@ class DynamoTaskStore:
     """
 
     def __init__(self, client: Any, table_name: str, coordination_table: str = "") -> None:
-        self._client = client
+        self._client = translating(client)
         self._table = table_name
         self._coordination = coordination_table
 

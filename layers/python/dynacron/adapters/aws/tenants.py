@@ -6,6 +6,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.items import (
     from_item,
     is_condition_failure,
@@ -29,7 +30,7 @@ class DynamoTenantStore:
     """
 
     def __init__(self, client: Any, coordination_table: str) -> None:
-        self._client = client
+        self._client = translating(client)
         self._table = coordination_table
 
     def _read(self, tenant_id: str) -> dict[str, Any]:

@@ -1,0 +1,85 @@
+"""AWS errors in the ports' terms.
+
+Each AWS adapter wraps the client it is given, so that a call that fails for a
+reason the adapter does not handle itself (a lost condition, a cancelled
+transaction, a rejected page token) raises ``StoreUnavailable`` (``Throttled``
+when AWS asks to slow down), which services catch without knowing botocore. The
+raised error is still a ``ClientError`` with the same response, for logs and for
+callers that want AWS's own code.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from dynacron.ports import StoreUnavailable, Throttled
+
+# Outcomes the adapters read themselves: a condition that did not hold, a transaction
+# one of whose conditions did not, a page token DynamoDB does not accept.
+HANDLED_BY_ADAPTERS = frozenset(
+    {"ConditionalCheckFailedException", "TransactionCanceledException", "ValidationException"}
+)
+THROTTLING_CODES = frozenset(
+    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+)
+
+
+class AwsUnavailable(ClientError, StoreUnavailable):  # type: ignore[misc]
+    """An AWS call failed; the response is AWS's."""
+
+
+class AwsThrottled(AwsUnavailable, Throttled):
+    """AWS throttled the call."""
+
+
+class AwsUnreachable(StoreUnavailable):
+    """The call never got an answer from AWS (connection, timeout, credentials)."""
+
+
+def error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+class TranslatingClient:
+    """A boto3 client whose calls raise in the ports' terms (see the module's doc)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    @property
+    def unwrapped(self) -> Any:
+        return self._client
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if name.startswith("_") or not callable(attribute):
+            return attribute
+        return _translated(attribute)
+
+
+def _translated(call: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(call)
+    def translated(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, **kwargs)
+        except AwsUnavailable:
+            raise
+        except ClientError as error:
+            code = error_code(error)
+            if code in HANDLED_BY_ADAPTERS:
+                raise
+            kind = AwsThrottled if code in THROTTLING_CODES else AwsUnavailable
+            raise kind(error.response, error.operation_name) from error
+        except BotoCoreError as error:
+            raise AwsUnreachable(str(error)) from error
+
+    return translated
+
+
+def translating(client: Any) -> Any:
+    """``client``, translating its errors; a client already translating is kept as it is."""
+    return client if isinstance(client, TranslatingClient) else TranslatingClient(client)
