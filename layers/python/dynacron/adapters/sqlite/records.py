@@ -81,7 +81,9 @@ def encode_page_token(listing: str, partition: str, last_key: list[str] | None) 
     return base64.urlsafe_b64encode(json.dumps(page).encode()).decode()
 
 
-def decode_page_token(token: str | None, listing: str, partition: str) -> list[str] | None:
+def decode_page_token(
+    token: str | None, listing: str, partition: str, key_length: int
+) -> list[str] | None:
     """The key ``token`` resumes after; it must come from this listing of this partition
     (another tenant's token, or another listing's, is the caller's mistake)."""
     if not token:
@@ -96,6 +98,7 @@ def decode_page_token(token: str | None, listing: str, partition: str) -> list[s
         or page.get("listing") != listing
         or page.get("partition") != partition
         or not isinstance(key, list)
+        or len(key) != key_length
         or not all(isinstance(part, str) for part in key)
     ):
         raise InvalidRequest("next_token", "is not a token this API returned")

@@ -85,12 +85,10 @@ class SqliteTaskStore:
     def page_owned(self, tenant_id: str, limit: int, token: str | None) -> Page[Task]:
         """One page of a tenant's tasks, oldest first; ``token`` only resumes a page of
         this tenant's listing."""
-        after = decode_page_token(token, _TENANT_LISTING, tenant_id)
+        after = decode_page_token(token, _TENANT_LISTING, tenant_id, 2)
         query = "SELECT * FROM tasks WHERE tenant_id = ?"
         parameters: list[Any] = [tenant_id]
         if after is not None:
-            if len(after) != 2:
-                raise InvalidRequest("next_token", "is not a token this API returned")
             query += " AND (created_at, task_id) > (?, ?)"
             parameters += after
         query += " ORDER BY created_at, task_id LIMIT ?"
