@@ -10,18 +10,17 @@ acting on one execution, only one wins, whichever process each runs in.
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
 from dynacron.adapters.sqlite.database import Database
-from dynacron.adapters.sqlite.execution_records import call_from_record, execution_from_record
-from dynacron.adapters.sqlite.records import (
-    decode_page_token,
-    dump,
-    encode_page_token,
-    load,
+from dynacron.adapters.sqlite.execution_records import (
+    call_from_record,
+    carry_out,
+    execution_from_record,
+    read_record,
 )
+from dynacron.adapters.sqlite.records import Listing, load
 from dynacron.adapters.sqlite.schema import EXECUTIONS
 from dynacron.domain import transitions
 from dynacron.domain.executions import (
@@ -33,22 +32,26 @@ from dynacron.domain.executions import (
 )
 from dynacron.domain.instants import format_instant
 from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.tasks import Task, shard_for, task_id_of
+from dynacron.domain.tasks import Task, shard_for
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.domain.transitions import (
     DEAD_LETTER,
     DEAD_LETTERED_AT,
-    LEASE_SHARD,
-    LEASE_UNTIL,
     Transition,
     dead_letter_partition,
 )
 from dynacron.ports import BeginResult, Page
 from dynacron.resources import LEASE_SHARDS
 
-Record = dict[str, Any]
-_DEAD_LETTER_LISTING = "executions/dead-letter"
-_TASK_LISTING = "executions/task"
+_DEAD_LETTER_LISTING = Listing(
+    "executions/dead-letter",
+    "executions",
+    DEAD_LETTER,
+    (DEAD_LETTERED_AT, "execution_id"),
+    newest_first=True,
+)
+# Ids of one task sort by scheduled time.
+_TASK_LISTING = Listing("executions/task", "executions", "task_id", ("execution_id",), True)
 
 
 class SqliteExecutionStore:
@@ -73,7 +76,7 @@ class SqliteExecutionStore:
     def _apply(self, execution_id: str, transition: Transition) -> bool:
         """Carry out ``transition`` atomically; False if it did not hold."""
         with self._database.write() as connection:
-            applied, _ = _carry_out(connection, execution_id, transition)
+            applied, _ = carry_out(connection, execution_id, transition)
         return applied
 
     def begin(
@@ -106,7 +109,7 @@ class SqliteExecutionStore:
         execution_id = dispatch.execution_id
         new = transitions.begin_new(dispatch, retry=retry, tenant_id=tenant_id, call=call, **terms)
         with self._database.write() as connection:
-            began, record = _carry_out(connection, execution_id, new)
+            began, record = carry_out(connection, execution_id, new)
             if began and record:
                 return BeginResult(True, execution_from_record(record))
             current = execution_from_record(record) if record else None
@@ -116,11 +119,11 @@ class SqliteExecutionStore:
                 with_call = transitions.begin_queued(
                     dispatch, call=call, call_now_ms=call_now_ms, **terms
                 )
-                began, record = _carry_out(connection, execution_id, with_call)
+                began, record = carry_out(connection, execution_id, with_call)
                 if began and record:
                     return BeginResult(True, execution_from_record(record))
             queued = transitions.begin_queued(dispatch, **terms)
-            began, record = _carry_out(connection, execution_id, queued)
+            began, record = carry_out(connection, execution_id, queued)
             if not (began and record):
                 return BeginResult(False, current)
             if call is None:
@@ -325,7 +328,7 @@ class SqliteExecutionStore:
         if not. Not ``began`` if the attempt is no longer held with that token."""
         saving = transitions.save_call(lease_token, call, call_now_ms)
         with self._database.write() as connection:
-            saved, record = _carry_out(connection, execution_id, saving)
+            saved, record = carry_out(connection, execution_id, saving)
         if saved and record:
             return BeginResult(True, execution_from_record(record))
         current = execution_from_record(record) if record else None
@@ -337,7 +340,7 @@ class SqliteExecutionStore:
 
     def held_call(self, execution_id: str) -> HandlerCallRecord | None:
         """The handler-call record kept on the execution, if any (expired ones too)."""
-        return call_from_record(_read(self._database.connection(), execution_id))
+        return call_from_record(read_record(self._database.connection(), execution_id))
 
     def keep_call(self, execution_id: str, call: HandlerCallRecord) -> bool:
         """Save a completed handler-call record whoever holds the lease now (unless the
@@ -394,7 +397,7 @@ class SqliteExecutionStore:
             retention=self._retention,
         )
         with self._database.write() as connection:
-            redone, record = _carry_out(connection, execution_id, redriven)
+            redone, record = carry_out(connection, execution_id, redriven)
         return execution_from_record(record) if redone and record else None
 
     # Reads --------------------------------------------------------------------------
@@ -410,44 +413,21 @@ class SqliteExecutionStore:
 
     def dead_letters(self, tenant_id: str, limit: int, token: str | None) -> Page[Execution]:
         """A tenant's dead-lettered executions, most recent first."""
-        partition = dead_letter_partition(tenant_id)
-        before = decode_page_token(token, _DEAD_LETTER_LISTING, partition, 2)
-        query = "SELECT * FROM executions WHERE dead_letter = ? AND dead_lettered_at IS NOT NULL"
-        parameters: list[Any] = [partition]
-        if before is not None:
-            query += " AND (dead_lettered_at, execution_id) < (?, ?)"
-            parameters += before
-        query += " ORDER BY dead_lettered_at DESC, execution_id DESC LIMIT ?"
-        rows = self._database.connection().execute(query, (*parameters, limit + 1)).fetchall()
-        page = rows[:limit]
-        last = (
-            [page[-1]["dead_lettered_at"], page[-1]["execution_id"]] if len(rows) > limit else None
-        )
-        return Page(
-            items=[execution_from_record(load(row["record"])) for row in page],
-            next_token=encode_page_token(_DEAD_LETTER_LISTING, partition, last),
-        )
+        return self._page(_DEAD_LETTER_LISTING, dead_letter_partition(tenant_id), limit, token)
 
     def get(self, execution_id: str) -> Execution | None:
-        record = _read(self._database.connection(), execution_id)
+        record = read_record(self._database.connection(), execution_id)
         return execution_from_record(record) if record else None
 
     def list_for_task(self, task_id: str, limit: int, token: str | None) -> Page[Execution]:
         """A task's executions, newest scheduled time first (ids of one task sort by it)."""
-        before = decode_page_token(token, _TASK_LISTING, task_id, 1)
-        query = "SELECT * FROM executions WHERE task_id = ?"
-        parameters: list[Any] = [task_id]
-        if before is not None:
-            query += " AND execution_id < ?"
-            parameters += before
-        query += " ORDER BY execution_id DESC LIMIT ?"
-        rows = self._database.connection().execute(query, (*parameters, limit + 1)).fetchall()
-        page = rows[:limit]
-        last = [page[-1]["execution_id"]] if len(rows) > limit else None
-        return Page(
-            items=[execution_from_record(load(row["record"])) for row in page],
-            next_token=encode_page_token(_TASK_LISTING, task_id, last),
-        )
+        return self._page(_TASK_LISTING, task_id, limit, token)
+
+    def _page(
+        self, listing: Listing, partition: str, limit: int, token: str | None
+    ) -> Page[Execution]:
+        rows, next_token = listing.page(self._database.connection(), partition, limit, token)
+        return Page([execution_from_record(load(row["record"])) for row in rows], next_token)
 
     def owner_of(self, dispatch: Dispatch) -> str:
         """The tenant of a dispatch whose task is gone or unreadable: as the message says,
@@ -456,42 +436,3 @@ class SqliteExecutionStore:
             return dispatch.tenant_id
         recorded = self.list_for_task(dispatch.task_id, 1, None).items
         return recorded[0].tenant_id if recorded else DEFAULT_TENANT
-
-
-def _read(connection: sqlite3.Connection, execution_id: str) -> Record | None:
-    row = connection.execute(
-        "SELECT record FROM executions WHERE execution_id = ?", (execution_id,)
-    ).fetchone()
-    return load(row["record"]) if row is not None else None
-
-
-def _carry_out(
-    connection: sqlite3.Connection, execution_id: str, transition: Transition
-) -> tuple[bool, Record | None]:
-    """Within a write transaction: whether ``transition`` held, and the record (the new
-    one if it held, else the one that made it fail, None if there is none)."""
-    before = _read(connection, execution_id)
-    if not transition.holds(before):
-        return False, before
-    after = transition.applied_to(before)
-    after.setdefault("execution_id", execution_id)
-    after.setdefault("task_id", task_id_of(execution_id))
-
-    def text(name: str) -> str | None:
-        value = after.get(name)
-        return value if isinstance(value, str) else None
-
-    connection.execute(
-        """INSERT OR REPLACE INTO executions (execution_id, task_id, lease_shard, lease_until,
-           dead_letter, dead_lettered_at, record) VALUES (?, ?, ?, ?, ?, ?, ?)""",
-        (
-            execution_id,
-            after["task_id"],
-            text(LEASE_SHARD),
-            text(LEASE_UNTIL),
-            text(DEAD_LETTER),
-            text(DEAD_LETTERED_AT),
-            dump(after),
-        ),
-    )
-    return True, after

@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import sqlite3
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -103,6 +105,35 @@ def decode_page_token(
     ):
         raise InvalidRequest("next_token", "is not a token this API returned")
     return key
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A paged listing of one partition of a table, in the order of ``order`` (columns
+    whose values, together, are unique), as a DynamoDB query of one partition is."""
+
+    name: str
+    table: str
+    partition_column: str
+    order: tuple[str, ...]
+    newest_first: bool = False
+
+    def page(
+        self, connection: sqlite3.Connection, partition: str, limit: int, token: str | None
+    ) -> tuple[list[sqlite3.Row], str | None]:
+        """One page of rows of ``partition`` and the token of the next (None at the end)."""
+        after = decode_page_token(token, self.name, partition, len(self.order))
+        columns = ", ".join(self.order)
+        query = f"SELECT * FROM {self.table} WHERE {self.partition_column} = ?"
+        if after is not None:
+            marks = ", ".join("?" * len(after))
+            query += f" AND ({columns}) {'<' if self.newest_first else '>'} ({marks})"
+        direction = " DESC" if self.newest_first else ""
+        query += " ORDER BY " + ", ".join(c + direction for c in self.order) + " LIMIT ?"
+        rows = connection.execute(query, (partition, *(after or []), limit + 1)).fetchall()
+        page = rows[:limit]
+        last = [str(page[-1][column]) for column in self.order] if len(rows) > limit else None
+        return page, encode_page_token(self.name, partition, last)
 
 
 # Tasks --------------------------------------------------------------------------

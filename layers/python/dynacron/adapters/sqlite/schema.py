@@ -27,7 +27,7 @@ TASKS = (
     )""",
     # The due index: a bucket of one shard, oldest first.
     """CREATE INDEX IF NOT EXISTS tasks_due ON tasks (due_bucket, next_run_at, task_id)
-        WHERE due_bucket IS NOT NULL AND next_run_at IS NOT NULL""",
+        WHERE due_bucket IS NOT NULL""",
     # A tenant's tasks, oldest first.
     "CREATE INDEX IF NOT EXISTS tasks_tenant ON tasks (tenant_id, created_at, task_id)",
     # Who runs after a task (``after`` schedules).
@@ -50,11 +50,11 @@ EXECUTIONS = (
     # The lease index the reaper walks, one shard at a time.
     """CREATE INDEX IF NOT EXISTS executions_lease
         ON executions (lease_shard, lease_until, execution_id)
-        WHERE lease_shard IS NOT NULL AND lease_until IS NOT NULL""",
+        WHERE lease_shard IS NOT NULL""",
     # Each tenant's dead letters, newest first.
     """CREATE INDEX IF NOT EXISTS executions_dead_letter
         ON executions (dead_letter, dead_lettered_at, execution_id)
-        WHERE dead_letter IS NOT NULL AND dead_lettered_at IS NOT NULL""",
+        WHERE dead_letter IS NOT NULL""",
 )
 
 COORDINATION = (

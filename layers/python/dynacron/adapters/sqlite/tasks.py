@@ -17,9 +17,8 @@ from typing import Any
 
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.records import (
-    decode_page_token,
+    Listing,
     dump,
-    encode_page_token,
     load,
     read_task,
     shown_task,
@@ -33,7 +32,7 @@ from dynacron.ports import REASON_LIMIT, Page, UnreadableTask, UnreadableTaskErr
 
 # Ids per ``IN (...)`` read: well under SQLite's limit of bound parameters.
 READ_CHUNK = 500
-_TENANT_LISTING = "tasks/tenant"
+_TENANT_LISTING = Listing("tasks/tenant", "tasks", "tenant_id", ("created_at", "task_id"))
 
 Record = dict[str, Any]
 
@@ -85,19 +84,12 @@ class SqliteTaskStore:
     def page_owned(self, tenant_id: str, limit: int, token: str | None) -> Page[Task]:
         """One page of a tenant's tasks, oldest first; ``token`` only resumes a page of
         this tenant's listing."""
-        after = decode_page_token(token, _TENANT_LISTING, tenant_id, 2)
-        query = "SELECT * FROM tasks WHERE tenant_id = ?"
-        parameters: list[Any] = [tenant_id]
-        if after is not None:
-            query += " AND (created_at, task_id) > (?, ?)"
-            parameters += after
-        query += " ORDER BY created_at, task_id LIMIT ?"
-        rows = self._database.connection().execute(query, (*parameters, limit + 1)).fetchall()
-        page = rows[:limit]
-        last = [page[-1]["created_at"], page[-1]["task_id"]] if len(rows) > limit else None
+        rows, next_token = _TENANT_LISTING.page(
+            self._database.connection(), tenant_id, limit, token
+        )
         return Page(
-            items=[shown_task(r["task_id"], tenant_id, r["record"], r["version"]) for r in page],
-            next_token=encode_page_token(_TENANT_LISTING, tenant_id, last),
+            items=[shown_task(r["task_id"], tenant_id, r["record"], r["version"]) for r in rows],
+            next_token=next_token,
         )
 
     def delete_owned(self, tenant_id: str, task_id: str) -> bool:
