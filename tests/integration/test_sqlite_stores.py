@@ -367,6 +367,33 @@ def test_an_unreadable_task_is_told_apart_shown_and_set_aside(
     assert shown.version == 4
 
 
+def test_a_row_that_is_not_even_json_is_set_aside_by_id(
+    tasks: SqliteTaskStore, database: Database
+) -> None:
+    with database.write() as connection:
+        connection.execute(
+            "INSERT INTO tasks (task_id, tenant_id, created_at, due_bucket, next_run_at, record)"
+            " VALUES ('junk', 'tenant-a', '2026-11-30T12:00:00.000Z', 'b#0', ?, 'not json')",
+            ("2026-11-30T12:00:00.000Z",),
+        )
+
+    _, unreadable = tasks.read_many(["junk"])
+    assert [u.seen_version for u in unreadable] == [None]
+    assert tasks.due_task_ids("b#0", NOW, 10, None)[0] == ["junk"]
+    assert tasks.set_aside_by_id("junk", "not a task", NOW) is True
+
+    assert tasks.due_task_ids("b#0", NOW, 10, None)[0] == []
+    shown = tasks.get_owned("tenant-a", "junk")
+    assert shown is not None
+    assert (shown.status, shown.status_reason, shown.version) == (
+        TaskStatus.ERROR,
+        "not a task",
+        1,
+    )
+    # Set aside at version 1 now: a second try from the old reading is refused
+    assert tasks.set_aside(unreadable[0], "again", NOW) is False
+
+
 def test_set_aside_by_id_frees_the_slot_only_of_its_holder(tasks: SqliteTaskStore) -> None:
     task = create(tasks, a_task("t1", every_seconds=60))
     holding = Task(**{**task.__dict__, "running_execution": "t1_x", "version": 2})
