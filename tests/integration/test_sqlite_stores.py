@@ -5,11 +5,15 @@ DynamoDB adapters' conditions do, across threads and across ``Database`` objects
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import random
+import signal
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -1090,3 +1094,33 @@ def test_two_databases_race_to_begin_and_take_over(tmp_path: Path) -> None:
     assert sorted(taken) == sorted(d.execution_id for d in dispatches)
     for database in databases:
         database.close()
+
+
+def _killed_mid_write(path: str, ready: Any) -> None:
+    """A process that dies (SIGKILL) inside a write transaction, its lock held."""
+    with Database(path).write() as connection:
+        connection.execute("UPDATE tasks SET record = 'half-written' WHERE task_id = 't1'")
+        ready.set()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_process_killed_mid_write_leaves_nothing_half_done(tmp_path: Path) -> None:
+    # Given a task, and another process killed while its change to it was uncommitted
+    path = tmp_path / "killed.sqlite3"
+    database = Database(path)
+    tasks = SqliteTaskStore(database)
+    task = create(tasks, a_task("t1", every_seconds=60))
+    context = multiprocessing.get_context("spawn")
+    ready = context.Event()
+    process = context.Process(target=_killed_mid_write, args=(str(path), ready))
+    process.start()
+    process.join(timeout=60)
+    assert ready.is_set()
+    assert process.exitcode == -signal.SIGKILL
+
+    # Then the task is as it was, and the next change goes through (the lock died with it)
+    assert tasks.get("t1") == task
+    claim = claim_occurrence(task, NOW)
+    assert claim is not None
+    assert tasks.claim(claim, SHARDING.place("t1", claim.next_run_at, NOW), NOW) is True
+    database.close()
