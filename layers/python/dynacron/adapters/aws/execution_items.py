@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
@@ -20,25 +19,22 @@ from dynacron.domain.executions import (
 )
 from dynacron.domain.instants import parse_instant
 from dynacron.domain.tenants import DEFAULT_TENANT
+from dynacron.domain.transitions import (
+    CALL_EXPIRES_AT,
+    CALL_IN_PROGRESS_UNTIL,
+    CALL_STATUS,
+    DEAD_LETTER,
+    DEAD_LETTERED_AT,
+    EXPIRES_AT,
+    LEASE_SHARD,
+    LEASE_UNTIL,
+)
 from dynacron.messages import upstream_from_map
 from dynacron.resources import (
+    DEAD_LETTER_INDEX,
     EXECUTIONS,
     LEASE_INDEX,
 )
-
-
-def dead_letter_partition(tenant_id: str) -> str:
-    """Each tenant's dead letters are one partition of the dead-letter index."""
-    return f"dead-letter#{tenant_id}"
-
-
-ERROR_LIMIT = 2000
-
-
-_NAME = re.compile(r"#(\w+)")
-
-
-_VALUE = re.compile(r":(\w+)")
 
 
 def execution_from_item(item: dict[str, Any]) -> Execution:
@@ -69,7 +65,7 @@ def execution_from_item(item: dict[str, Any]) -> Execution:
         tenant_id=values.get("tenant_id", DEFAULT_TENANT),
         upstream=upstream_from_map(values.get("upstream")),
         result=result_from_map(values.get("result")),
-        lease_indexed=LEASE_INDEX.partition_key.name in values,
+        lease_indexed=LEASE_SHARD in values,
     )
 
 
@@ -83,51 +79,17 @@ def result_from_map(values: dict[str, Any] | None) -> ResultSummary | None:
     )
 
 
-# The executions table's TTL attribute: DynamoDB deletes an item some time after it.
-if EXECUTIONS.ttl_attribute is None:
+# The record's attribute names are the domain's (its transitions test them); the
+# resources that key, index and expire the table must name the same ones.
+if EXECUTIONS.ttl_attribute != EXPIRES_AT:
     raise RuntimeError("executions expire through the executions table's TTL attribute")
-
-
-EXPIRES_AT: str = EXECUTIONS.ttl_attribute
-
-
-# The handler-call record's attributes on the execution item (its answer is ``result``).
-CALL_STATUS = "call_status"
-
-
-CALL_EXPIRES_AT = "call_expires_at"
-
-
-CALL_IN_PROGRESS_UNTIL = "call_in_progress_until"
-
-
-# A record may be replaced when there is none, it expired, or its call in progress
-# timed out: Powertools' own condition for saving an in-progress record.
-_CALL_REPLACEABLE = (
-    f"(attribute_not_exists(#{CALL_STATUS}) OR #{CALL_EXPIRES_AT} < :call_now"
-    f" OR (#{CALL_STATUS} = :call_in_progress AND attribute_exists(#{CALL_IN_PROGRESS_UNTIL})"
-    f" AND #{CALL_IN_PROGRESS_UNTIL} < :call_now_ms))"
-)
-
-
-def _call_sets(call: HandlerCallRecord) -> dict[str, Any]:
-    sets: dict[str, Any] = {CALL_STATUS: call.status, CALL_EXPIRES_AT: call.expires_at}
-    if call.in_progress_until_ms is not None:
-        sets[CALL_IN_PROGRESS_UNTIL] = call.in_progress_until_ms
-    if call.response is not None:
-        sets["result"] = {
-            "status_code": call.response.status_code,
-            "excerpt": call.response.excerpt,
-        }
-    return sets
-
-
-def _replaceable_values(now_ms: int) -> dict[str, Any]:
-    return {
-        ":call_now": now_ms // 1000,
-        ":call_now_ms": now_ms,
-        ":call_in_progress": HandlerCallRecord.IN_PROGRESS,
-    }
+if (LEASE_INDEX.partition_key.name, LEASE_INDEX.sort_key.name) != (LEASE_SHARD, LEASE_UNTIL):
+    raise RuntimeError("the lease index is keyed by the lease's shard and end")
+if (DEAD_LETTER_INDEX.partition_key.name, DEAD_LETTER_INDEX.sort_key.name) != (
+    DEAD_LETTER,
+    DEAD_LETTERED_AT,
+):
+    raise RuntimeError("the dead-letter index is keyed by the dead letter's partition and time")
 
 
 def call_from_item(item: dict[str, Any] | None) -> HandlerCallRecord | None:

@@ -1,1 +1,63 @@
 """The embedded adapter set: every port on one SQLite file (WAL), shared by processes."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import timedelta
+
+from dynacron.adapters.sqlite.coordination import (
+    SqliteCursorStore,
+    SqliteLimitStore,
+    SqliteShardLeases,
+    SqliteTenantStore,
+)
+from dynacron.adapters.sqlite.database import Database
+from dynacron.adapters.sqlite.executions import SqliteExecutionStore
+from dynacron.adapters.sqlite.tasks import SqliteTaskStore
+from dynacron.ports import AdapterSet, DeadLetterQueue, DispatchQueue
+from dynacron.resources import LEASE_SHARDS
+
+
+@dataclass(frozen=True)
+class SqliteStores:
+    """The six stores on one database; the queues (``adapters/sqlite/queue.py``)
+    complete them into an ``AdapterSet``."""
+
+    tasks: SqliteTaskStore
+    executions: SqliteExecutionStore
+    cursors: SqliteCursorStore
+    tenants: SqliteTenantStore
+    leases: SqliteShardLeases
+    limits: SqliteLimitStore
+
+    def with_queues(self, queue: DispatchQueue, dead_letter_queue: DeadLetterQueue) -> AdapterSet:
+        """Every port: these stores and the given queues."""
+        return AdapterSet(
+            tasks=self.tasks,
+            executions=self.executions,
+            cursors=self.cursors,
+            tenants=self.tenants,
+            leases=self.leases,
+            limits=self.limits,
+            queue=queue,
+            dead_letter_queue=dead_letter_queue,
+        )
+
+
+def sqlite_stores(
+    database: Database,
+    *,
+    execution_retention: timedelta,
+    lease_shards: int = LEASE_SHARDS,
+    rng: random.Random | None = None,
+) -> SqliteStores:
+    """Every store on ``database`` (its tables are created if missing)."""
+    return SqliteStores(
+        tasks=SqliteTaskStore(database),
+        executions=SqliteExecutionStore(database, execution_retention, lease_shards),
+        cursors=SqliteCursorStore(database),
+        tenants=SqliteTenantStore(database),
+        leases=SqliteShardLeases(database),
+        limits=SqliteLimitStore(database, rng),
+    )

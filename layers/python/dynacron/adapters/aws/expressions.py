@@ -1,0 +1,117 @@
+"""A domain transition as one DynamoDB write: its condition as a ConditionExpression,
+its changes as an UpdateExpression (or, for a new record, a conditional PutItem's item).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from dynacron.adapters.aws.items import to_item
+from dynacron.domain.transitions import (
+    AllOf,
+    AnyOf,
+    Below,
+    Condition,
+    Equals,
+    Exists,
+    Missing,
+    NotEquals,
+    Transition,
+)
+
+_PLAIN_NAME = re.compile(r"\w+")
+
+
+class Placeholders:
+    """The ``#name`` and ``:value`` placeholders of one request's expressions."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.values: dict[str, Any] = {}
+
+    def name(self, attribute: str) -> str:
+        for placeholder, named in self.names.items():
+            if named == attribute:
+                return placeholder
+        readable = _PLAIN_NAME.fullmatch(attribute) is not None
+        placeholder = f"#{attribute}" if readable else f"#n{len(self.names)}"
+        self.names[placeholder] = attribute
+        return placeholder
+
+    def value(self, value: Any) -> str:
+        if value is None:
+            raise ValueError("DynamoDB compares with values, never None: test Missing instead")
+        placeholder = f":v{len(self.values)}"
+        self.values[placeholder] = value
+        return placeholder
+
+    def condition(self, condition: Condition) -> str:
+        """``condition`` as a ConditionExpression."""
+        match condition:
+            case Exists(field):
+                return f"attribute_exists({self.name(field)})"
+            case Missing(field):
+                return f"attribute_not_exists({self.name(field)})"
+            case Equals(field, value):
+                return f"{self.name(field)} = {self.value(value)}"
+            case NotEquals(field, value):
+                return f"{self.name(field)} <> {self.value(value)}"
+            case Below(field, value):
+                return f"{self.name(field)} < {self.value(value)}"
+            case AllOf():
+                return " AND ".join(self._operand(c) for c in condition.conditions)
+            case AnyOf():
+                return " OR ".join(self._operand(c) for c in condition.conditions)
+        raise TypeError(f"no DynamoDB expression for {condition!r}")
+
+    def _operand(self, condition: Condition) -> str:
+        text = self.condition(condition)
+        return f"({text})" if isinstance(condition, AllOf | AnyOf) else text
+
+    def update(self, transition: Transition) -> str:
+        """The changes of ``transition`` (not a new record) as an UpdateExpression."""
+        assignments = [f"{self.name(n)} = {self.value(v)}" for n, v in transition.sets.items()]
+        assignments += [
+            f"{self.name(n)} = {self.name(plus.source)} + {self.value(plus.amount)}"
+            for n, plus in transition.computes.items()
+        ]
+        clauses = []
+        if assignments:
+            clauses.append("SET " + ", ".join(assignments))
+        if transition.removes:
+            clauses.append("REMOVE " + ", ".join(self.name(n) for n in sorted(transition.removes)))
+        if not clauses:
+            raise ValueError("a transition that changes nothing is no write")
+        return " ".join(clauses)
+
+    def request(self) -> dict[str, Any]:
+        """The ExpressionAttributeNames and -Values used (a request may name none)."""
+        request: dict[str, Any] = {}
+        if self.names:
+            request["ExpressionAttributeNames"] = dict(self.names)
+        if self.values:
+            request["ExpressionAttributeValues"] = to_item(self.values)
+        return request
+
+
+def write_request(transition: Transition, key: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments (but the table) of the one write that carries out
+    ``transition`` on the item at ``key``: a conditional PutItem of the whole record
+    when it ``creates`` one, else a conditional UpdateItem."""
+    placeholders = Placeholders()
+    if transition.creates:
+        condition = placeholders.condition(transition.expects)
+        return {
+            "Item": to_item(dict(transition.sets)),
+            "ConditionExpression": condition,
+            **placeholders.request(),
+        }
+    update = placeholders.update(transition)
+    condition = placeholders.condition(transition.expects)
+    return {
+        "Key": key,
+        "UpdateExpression": update,
+        "ConditionExpression": condition,
+        **placeholders.request(),
+    }

@@ -1,0 +1,95 @@
+"""The stores' tables on one SQLite file: one table per concern.
+
+Each table keeps the full record as JSON text (``record``, in the DynamoDB item's
+map shape, so both backends name every field alike) and, beside it, the columns
+its queries need, each indexed as the matching DynamoDB index is. The columns are
+written from the record in the same transaction, so they never disagree with it.
+Partial indexes play the part of DynamoDB's sparse ones: a row without the
+column is not in the index.
+
+Nothing here deletes old rows (DynamoDB's TTL does on AWS): expired leases and
+slots are told apart by their times, and finished executions stay until the file
+is pruned.
+"""
+
+from __future__ import annotations
+
+TASKS = (
+    """CREATE TABLE IF NOT EXISTS tasks (
+        task_id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        version INTEGER,
+        due_bucket TEXT,
+        next_run_at TEXT,
+        after_task_id TEXT,
+        record TEXT NOT NULL
+    )""",
+    # The due index: a bucket of one shard, oldest first.
+    """CREATE INDEX IF NOT EXISTS tasks_due ON tasks (due_bucket, next_run_at, task_id)
+        WHERE due_bucket IS NOT NULL""",
+    # A tenant's tasks, oldest first.
+    "CREATE INDEX IF NOT EXISTS tasks_tenant ON tasks (tenant_id, created_at, task_id)",
+    # Who runs after a task (``after`` schedules).
+    """CREATE INDEX IF NOT EXISTS tasks_after ON tasks (after_task_id, task_id)
+        WHERE after_task_id IS NOT NULL""",
+)
+
+EXECUTIONS = (
+    """CREATE TABLE IF NOT EXISTS executions (
+        execution_id TEXT PRIMARY KEY,
+        task_id TEXT NOT NULL,
+        lease_shard TEXT,
+        lease_until TEXT,
+        dead_letter TEXT,
+        dead_lettered_at TEXT,
+        record TEXT NOT NULL
+    )""",
+    # A task's executions: ids of one task sort by scheduled time.
+    "CREATE INDEX IF NOT EXISTS executions_task ON executions (task_id, execution_id)",
+    # The lease index the reaper walks, one shard at a time.
+    """CREATE INDEX IF NOT EXISTS executions_lease
+        ON executions (lease_shard, lease_until, execution_id)
+        WHERE lease_shard IS NOT NULL""",
+    # Each tenant's dead letters, newest first.
+    """CREATE INDEX IF NOT EXISTS executions_dead_letter
+        ON executions (dead_letter, dead_lettered_at, execution_id)
+        WHERE dead_letter IS NOT NULL""",
+)
+
+COORDINATION = (
+    """CREATE TABLE IF NOT EXISTS tenants (
+        tenant_id TEXT PRIMARY KEY,
+        task_count INTEGER NOT NULL DEFAULT 0,
+        signing_secrets TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS shard_cursors (
+        shard INTEGER PRIMARY KEY,
+        bucket TEXT,
+        last_tick_at TEXT,
+        ticking_since TEXT,
+        outages TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS shard_leases (
+        shard INTEGER PRIMARY KEY,
+        owner TEXT NOT NULL,
+        lease_until TEXT NOT NULL,
+        successor TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS limit_hosts (
+        host TEXT PRIMARY KEY,
+        version INTEGER NOT NULL,
+        record TEXT NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS limit_rates (
+        host TEXT PRIMARY KEY,
+        tat REAL NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS limit_slots (
+        slot TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        lease_until TEXT NOT NULL
+    )""",
+)
+
+STATEMENTS = TASKS + EXECUTIONS + COORDINATION

@@ -1,0 +1,383 @@
+"""Tasks on SQLite (the ``TaskStore`` port).
+
+Every change is one ``database.write()`` transaction that reads the row, checks
+what the DynamoDB adapter's condition expression checks (the version read, the
+owner, the status) and writes the whole row, its index columns with it. The write
+lock is held from the read to the commit, so of two writers (threads or
+processes) one wins and the other is told it lost.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from typing import Any
+
+from dynacron.adapters.sqlite.database import Database
+from dynacron.adapters.sqlite.records import (
+    Listing,
+    dump,
+    load,
+    read_task,
+    shown_task,
+    task_to_record,
+)
+from dynacron.adapters.sqlite.schema import COORDINATION, TASKS
+from dynacron.domain.errors import InvalidRequest, LimitExceeded
+from dynacron.domain.instants import format_instant
+from dynacron.domain.tasks import Claim, DuePlacement, Task, TaskStatus
+from dynacron.ports import REASON_LIMIT, Page, UnreadableTask, UnreadableTaskError
+
+# Ids per ``IN (...)`` read: well under SQLite's limit of bound parameters.
+READ_CHUNK = 500
+_TENANT_LISTING = Listing("tasks/tenant", "tasks", "tenant_id", ("created_at", "task_id"))
+
+Record = dict[str, Any]
+
+
+class SqliteTaskStore:
+    """Tasks. The ``*_owned`` methods are the API's: each is scoped to one tenant,
+    so another tenant's task is, to a caller, exactly a missing one."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        database.ensure_schema(TASKS + COORDINATION)
+
+    # The API's ----------------------------------------------------------------------
+
+    def create_within_quota(
+        self, task: Task, placement: DuePlacement | None, max_tasks: int, fresh_secret: str
+    ) -> None:
+        """Store ``task`` and count it against its tenant's quota, in one transaction;
+        the tenant gets its first signing secret here if it has none."""
+        with self._database.write() as connection:
+            tenant = connection.execute(
+                "SELECT task_count FROM tenants WHERE tenant_id = ?", (task.tenant_id,)
+            ).fetchone()
+            # Checked before the id, as DynamoDB reports the quota's condition first.
+            if tenant is not None and tenant["task_count"] >= max_tasks:
+                raise LimitExceeded(
+                    "max_tasks_per_tenant",
+                    "tenant",
+                    f"this tenant already has {max_tasks} tasks, the most allowed; "
+                    "delete some first",
+                )
+            if _row(connection, task.task_id) is not None:
+                raise InvalidRequest("task_id", f"a task {task.task_id!r} already exists")
+            _put(connection, task_to_record(task), placement)
+            connection.execute(
+                """INSERT INTO tenants (tenant_id, task_count, signing_secrets) VALUES (?, 1, ?)
+                   ON CONFLICT (tenant_id) DO UPDATE SET task_count = task_count + 1,
+                   signing_secrets = COALESCE(signing_secrets, excluded.signing_secrets)""",
+                (task.tenant_id, json.dumps([fresh_secret])),
+            )
+
+    def get_owned(self, tenant_id: str, task_id: str) -> Task | None:
+        """The task if it exists and belongs to ``tenant_id``, else None (either way)."""
+        row = _row(self._database.connection(), task_id)
+        if row is None or row["tenant_id"] != tenant_id:
+            return None
+        return shown_task(task_id, tenant_id, row["record"], row["version"])
+
+    def page_owned(self, tenant_id: str, limit: int, token: str | None) -> Page[Task]:
+        """One page of a tenant's tasks, oldest first; ``token`` only resumes a page of
+        this tenant's listing."""
+        rows, next_token = _TENANT_LISTING.page(
+            self._database.connection(), tenant_id, limit, token
+        )
+        return Page(
+            items=[shown_task(r["task_id"], tenant_id, r["record"], r["version"]) for r in rows],
+            next_token=next_token,
+        )
+
+    def delete_owned(self, tenant_id: str, task_id: str) -> bool:
+        """Delete a tenant's task and release its quota; False if it has no such task."""
+        with self._database.write() as connection:
+            deleted = connection.execute(
+                "DELETE FROM tasks WHERE task_id = ? AND tenant_id = ?", (task_id, tenant_id)
+            ).rowcount
+            if not deleted:
+                return False
+            counted = connection.execute(
+                "UPDATE tenants SET task_count = task_count - 1"
+                " WHERE tenant_id = ? AND task_count > 0",
+                (tenant_id,),
+            ).rowcount
+            if not counted:
+                # As the DynamoDB transaction is refused: the count would go below 0.
+                raise RuntimeError(f"tenant {tenant_id!r} counts no task to delete")
+        return True
+
+    # Reads --------------------------------------------------------------------------
+
+    def get(self, task_id: str) -> Task | None:
+        """The task, or None if missing; ``UnreadableTaskError`` if it cannot be decoded."""
+        row = _row(self._database.connection(), task_id)
+        if row is None:
+            return None
+        read = read_task(task_id, row["record"], row["version"])
+        if isinstance(read, UnreadableTask):
+            raise UnreadableTaskError(f"task {read.task_id}: {read.reason}")
+        return read
+
+    def get_many(self, task_ids: Iterable[str]) -> list[Task]:
+        """The tasks that exist; ``UnreadableTaskError`` if one cannot be decoded."""
+        tasks, unreadable = self.read_many(task_ids)
+        if unreadable:
+            raise UnreadableTaskError(f"task {unreadable[0].task_id}: {unreadable[0].reason}")
+        return tasks
+
+    def read_many(self, task_ids: Iterable[str]) -> tuple[list[Task], list[UnreadableTask]]:
+        """As ``get_many``, with the tasks that cannot be decoded apart, not raised."""
+        tasks: list[Task] = []
+        unreadable: list[UnreadableTask] = []
+        for row in self._rows(list(dict.fromkeys(task_ids))):
+            read = read_task(row["task_id"], row["record"], row["version"])
+            if isinstance(read, Task):
+                tasks.append(read)
+            else:
+                unreadable.append(read)
+        return tasks, unreadable
+
+    def _rows(self, task_ids: list[str]) -> Iterator[sqlite3.Row]:
+        connection = self._database.connection()
+        for start in range(0, len(task_ids), READ_CHUNK):
+            chunk = task_ids[start : start + READ_CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            yield from connection.execute(
+                f"SELECT * FROM tasks WHERE task_id IN ({marks})", chunk
+            ).fetchall()
+
+    def stored_version(self, task_id: str) -> int | None:
+        """The ``version`` column as stored (None if missing or the task is)."""
+        row = _row(self._database.connection(), task_id)
+        return row["version"] if row is not None else None
+
+    # Changes ------------------------------------------------------------------------
+
+    def set_aside(self, task: Task | UnreadableTask, reason: str, now: datetime) -> bool:
+        """Mark a task ERROR with ``reason``, out of the due index, if it is still at the
+        version read (an undecodable one too). False if it changed meanwhile."""
+        seen = task.version if isinstance(task, Task) else task.seen_version
+        return self._set_aside(task.task_id, reason, now, seen_version=seen)
+
+    def set_aside_by_id(
+        self, task_id: str, reason: str, now: datetime, *, release_slot_of: str | None = None
+    ) -> bool:
+        """``set_aside`` at the version stored now; with ``release_slot_of``, the run slot
+        that execution holds is freed too, if it still holds it."""
+        seen = self.stored_version(task_id)
+        if release_slot_of is not None and self._set_aside(
+            task_id, reason, now, seen_version=seen, release_slot_of=release_slot_of
+        ):
+            return True
+        return self._set_aside(task_id, reason, now, seen_version=seen)
+
+    def _set_aside(
+        self,
+        task_id: str,
+        reason: str,
+        now: datetime,
+        *,
+        seen_version: Any,
+        release_slot_of: str | None = None,
+    ) -> bool:
+        def expects(row: sqlite3.Row, record: Record) -> bool:
+            if row["version"] != seen_version:
+                return False
+            return release_slot_of is None or record.get("running_execution") == release_slot_of
+
+        def change(record: Record) -> None:
+            record.update(
+                status=TaskStatus.ERROR.value,
+                status_reason=reason[:REASON_LIMIT],
+                updated_at=format_instant(now),
+                version=_next_version(seen_version),
+            )
+            record.pop("due_bucket", None)
+            if release_slot_of is not None:
+                record.pop("running_execution", None)
+                record.pop("buffered_at", None)
+
+        return self._update(task_id, expects, change)
+
+    def replace(
+        self,
+        task: Task,
+        placement: DuePlacement | None,
+        expected_version: int,
+        unchanged: dict[str, int] | None = None,
+    ) -> bool:
+        """Store ``task`` whole, if the stored one is still at ``expected_version`` and
+        every task in ``unchanged`` (id to version) still is at its version."""
+        with self._database.write() as connection:
+            for task_id, version in {task.task_id: expected_version, **(unchanged or {})}.items():
+                row = _row(connection, task_id)
+                if row is None or row["version"] != version:
+                    return False
+            _put(connection, task_to_record(task), placement)
+        return True
+
+    def mark_has_dependents(self, tenant_id: str, task_id: str) -> bool:
+        """Note that some task runs after ``task_id``, with a new version (so a whole-task
+        write based on an older read cannot erase it); False if the tenant has no such task."""
+
+        def change(record: Record) -> None:
+            record["has_dependents"] = True
+            record["version"] = _next_version(record.get("version"))
+
+        return self._update(task_id, lambda row, _: row["tenant_id"] == tenant_id, change)
+
+    def dependents(self, task_id: str) -> list[str]:
+        """Ids of the tasks set to run after ``task_id`` (``after``)."""
+        rows = self._database.connection().execute(
+            "SELECT task_id FROM tasks WHERE after_task_id = ? ORDER BY task_id", (task_id,)
+        )
+        return [row["task_id"] for row in rows]
+
+    def due_task_ids(
+        self,
+        bucket_key: str,
+        now: datetime,
+        limit: int,
+        start_key: Any,
+        due_from: datetime | None = None,
+    ) -> tuple[list[str], Any]:
+        """Ids due by ``now`` in one bucket of one shard, oldest first (from ``due_from``
+        on, if given), and where the next page starts (None when the bucket is done)."""
+        query = "SELECT task_id, next_run_at FROM tasks WHERE due_bucket = ? AND next_run_at <= ?"
+        parameters: list[Any] = [bucket_key, format_instant(now)]
+        if due_from is not None:
+            query += " AND next_run_at >= ?"
+            parameters.append(format_instant(due_from))
+        if start_key is not None:
+            if not isinstance(start_key, dict) or start_key.get("due_bucket") != bucket_key:
+                raise ValueError(f"{start_key!r} is not a start key of bucket {bucket_key}")
+            query += " AND (next_run_at, task_id) > (?, ?)"
+            parameters += [start_key["next_run_at"], start_key["task_id"]]
+        query += " ORDER BY next_run_at, task_id LIMIT ?"
+        rows = self._database.connection().execute(query, (*parameters, limit + 1)).fetchall()
+        page = rows[:limit]
+        next_key = None
+        if len(rows) > limit:
+            last = page[-1]
+            next_key = {
+                "due_bucket": bucket_key,
+                "next_run_at": last["next_run_at"],
+                "task_id": last["task_id"],
+            }
+        return [row["task_id"] for row in page], next_key
+
+    def claim(self, claim: Claim, placement: DuePlacement | None, now: datetime) -> bool:
+        """Advance a task past the occurrence(s) in ``claim``, if it is still ACTIVE at
+        the version read with the claim: of concurrent claimers exactly one succeeds."""
+
+        def expects(row: sqlite3.Row, record: Record) -> bool:
+            return bool(
+                row["version"] == claim.task.version
+                and record.get("status") == TaskStatus.ACTIVE.value
+            )
+
+        def change(record: Record) -> None:
+            record["version"] = claim.task.version + 1
+            record["updated_at"] = format_instant(now)
+            if claim.scheduled_at is not None:
+                record["last_scheduled_at"] = format_instant(claim.scheduled_at)
+            if claim.takes_slot:
+                record["running_execution"] = claim.execution_id
+            if claim.buffered is not None:
+                record["buffered_at"] = format_instant(claim.buffered)
+            if claim.awaits_finish:
+                # fixed_delay: out of the due index until its execution finishes.
+                record.pop("next_run_at", None)
+                record.pop("due_bucket", None)
+            elif claim.next_run_at is None or placement is None:
+                record["status"] = TaskStatus.COMPLETED.value
+                record.pop("next_run_at", None)
+                record.pop("due_bucket", None)
+            else:
+                record["next_run_at"] = format_instant(claim.next_run_at)
+                record["due_bucket"] = placement.key
+
+        return self._update(claim.task.task_id, expects, change)
+
+    def _update(
+        self,
+        task_id: str,
+        expects: Callable[[sqlite3.Row, Record], bool],
+        change: Callable[[Record], None],
+    ) -> bool:
+        """Read the row, check ``expects``, write ``change``d: one transaction."""
+        with self._database.write() as connection:
+            row = _row(connection, task_id)
+            if row is None:
+                return False
+            record = _record_of(row)
+            if not expects(row, record):
+                return False
+            change(record)
+            _write_record(connection, row, record)
+        return True
+
+
+def _row(connection: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = connection.execute(
+        "SELECT * FROM tasks WHERE task_id = ?", (task_id,)
+    ).fetchone()
+    return row
+
+
+def _record_of(row: sqlite3.Row) -> Record:
+    """The stored record; one that is not even a JSON object (written around the API)
+    is kept whole under ``unreadable_record`` so that a change can still be written."""
+    try:
+        return load(row["record"])
+    except ValueError:
+        return {"task_id": row["task_id"], "unreadable_record": row["record"]}
+
+
+def _put(connection: sqlite3.Connection, record: Record, placement: DuePlacement | None) -> None:
+    record["due_bucket"] = placement.key if placement else None
+    connection.execute(
+        """INSERT OR REPLACE INTO tasks (task_id, tenant_id, created_at, version, due_bucket,
+           next_run_at, after_task_id, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+        (
+            record["task_id"],
+            record["tenant_id"],
+            record["created_at"],
+            record["version"],
+            *_index_columns(record),
+            dump(record),
+        ),
+    )
+
+
+def _write_record(connection: sqlite3.Connection, row: sqlite3.Row, record: Record) -> None:
+    version = record.get("version")
+    connection.execute(
+        """UPDATE tasks SET version = ?, due_bucket = ?, next_run_at = ?, after_task_id = ?,
+           record = ? WHERE task_id = ?""",
+        (
+            version if isinstance(version, int) else None,
+            *_index_columns(record),
+            dump(record),
+            row["task_id"],
+        ),
+    )
+
+
+def _index_columns(record: Record) -> tuple[str | None, str | None, str | None]:
+    def text(name: str) -> str | None:
+        value = record.get(name)
+        return value if isinstance(value, str) else None
+
+    return text("due_bucket"), text("next_run_at"), text("after_task_id")
+
+
+def _next_version(seen: Any) -> int:
+    try:
+        return int(seen) + 1
+    except (TypeError, ValueError):
+        return 1

@@ -1,0 +1,1126 @@
+"""The SQLite stores on a real file: every change states what it expects, as the
+DynamoDB adapters' conditions do, across threads and across ``Database`` objects
+(two processes' worth of connections) on one file."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import random
+import signal
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dynacron.adapters.sqlite import sqlite_stores
+from dynacron.adapters.sqlite.coordination import (
+    SqliteCursorStore,
+    SqliteLimitStore,
+    SqliteShardLeases,
+    SqliteTenantStore,
+)
+from dynacron.adapters.sqlite.database import Database
+from dynacron.adapters.sqlite.executions import SqliteExecutionStore
+from dynacron.adapters.sqlite.tasks import SqliteTaskStore
+from dynacron.domain.errors import InvalidRequest, LimitExceeded
+from dynacron.domain.executions import (
+    Dispatch,
+    ExecutionStatus,
+    HandlerCallRecord,
+    ResultSummary,
+)
+from dynacron.domain.limits import BreakerState, HostState, RateLimit
+from dynacron.domain.retry import RetryPolicy
+from dynacron.domain.schedules import AfterSchedule, OneTimeSchedule, RateSchedule
+from dynacron.domain.tasks import (
+    DuePlacement,
+    Sharding,
+    Task,
+    TaskStatus,
+    claim_occurrence,
+    execution_id_for,
+    shard_for,
+)
+from dynacron.domain.uptime import Outage, ShardHistory
+from dynacron.ports import UnreadableTask, UnreadableTaskError
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+SHARDING = Sharding(shard_count=4, bucket_seconds=60)
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[Database]:
+    database = Database(tmp_path / "dynacron.sqlite3")
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def tasks(database: Database) -> SqliteTaskStore:
+    return SqliteTaskStore(database)
+
+
+def a_task(
+    task_id: str,
+    *,
+    tenant: str = "tenant-a",
+    next_run_at: datetime | None = NOW,
+    created_at: datetime = NOW,
+    every_seconds: int | None = None,
+    after: str | None = None,
+) -> Task:
+    if after is not None:
+        schedule: OneTimeSchedule | RateSchedule | AfterSchedule = AfterSchedule(after)
+    elif every_seconds is not None:
+        schedule = RateSchedule(every_seconds=every_seconds, anchor=NOW)
+    else:
+        schedule = OneTimeSchedule(at=NOW)
+    return Task(
+        task_id=task_id,
+        name=f"task {task_id}",
+        schedule=schedule,
+        handler_url="http://127.0.0.1:9/",
+        payload={"n": 1.5, "text": "é"},
+        status=TaskStatus.ACTIVE,
+        next_run_at=next_run_at,
+        created_at=created_at,
+        updated_at=created_at,
+        tenant_id=tenant,
+    )
+
+
+def place(task: Task) -> DuePlacement | None:
+    return SHARDING.place_task(task, NOW)
+
+
+def create(store: SqliteTaskStore, task: Task, max_tasks: int = 100) -> Task:
+    store.create_within_quota(task, place(task), max_tasks, f"secret-{task.task_id}")
+    return task
+
+
+# Tasks ---------------------------------------------------------------------------
+
+
+def test_a_created_task_reads_back_whole(tasks: SqliteTaskStore) -> None:
+    task = create(tasks, a_task("t1", every_seconds=60))
+
+    assert tasks.get("t1") == task
+    assert tasks.get_owned("tenant-a", "t1") == task
+    assert tasks.get("missing") is None
+
+
+def test_quota_counts_a_tenants_tasks_and_refuses_beyond_it(
+    tasks: SqliteTaskStore, database: Database
+) -> None:
+    tenants = SqliteTenantStore(database)
+    create(tasks, a_task("t1"), max_tasks=2)
+    create(tasks, a_task("t2"), max_tasks=2)
+
+    with pytest.raises(LimitExceeded):
+        create(tasks, a_task("t3"), max_tasks=2)
+
+    assert tasks.get("t3") is None
+    assert tenants.task_count("tenant-a") == 2
+    # The first task's secret is the tenant's; later ones do not replace it.
+    assert tenants.signing_secrets("tenant-a") == ["secret-t1"]
+    # Another tenant has a quota of its own.
+    create(tasks, a_task("t4", tenant="tenant-b"), max_tasks=2)
+    assert tenants.task_count("tenant-b") == 1
+
+
+def test_a_duplicate_id_is_refused_and_not_counted(
+    tasks: SqliteTaskStore, database: Database
+) -> None:
+    create(tasks, a_task("t1"))
+
+    with pytest.raises(InvalidRequest):
+        create(tasks, a_task("t1", tenant="tenant-a"))
+
+    assert SqliteTenantStore(database).task_count("tenant-a") == 1
+
+
+def test_delete_owned_releases_quota_only_for_the_owner(
+    tasks: SqliteTaskStore, database: Database
+) -> None:
+    create(tasks, a_task("t1"))
+
+    assert tasks.delete_owned("tenant-b", "t1") is False
+    assert tasks.get("t1") is not None
+    assert tasks.delete_owned("tenant-a", "t1") is True
+    assert tasks.get("t1") is None
+    assert tasks.delete_owned("tenant-a", "t1") is False
+    assert SqliteTenantStore(database).task_count("tenant-a") == 0
+
+
+def test_pages_of_a_tenants_tasks_with_tokens_bound_to_the_tenant(
+    tasks: SqliteTaskStore,
+) -> None:
+    for i in range(7):
+        create(tasks, a_task(f"a{i}", created_at=NOW + timedelta(seconds=i)))
+    create(tasks, a_task("b0", tenant="tenant-b"))
+
+    seen: list[str] = []
+    tokens: list[str] = []
+    token: str | None = None
+    pages = 0
+    while True:
+        page = tasks.page_owned("tenant-a", 3, token)
+        seen += [t.task_id for t in page.items]
+        pages += 1
+        token = page.next_token
+        if token is None:
+            break
+        tokens.append(token)
+
+    assert seen == [f"a{i}" for i in range(7)]
+    assert pages == 3
+    assert [t.task_id for t in tasks.page_owned("tenant-b", 10, None).items] == ["b0"]
+    assert tasks.get_owned("tenant-b", "a0") is None
+    # Another tenant's listing does not accept this tenant's token
+    with pytest.raises(InvalidRequest):
+        tasks.page_owned("tenant-b", 3, tokens[0])
+    for bad in ("not-a-token", "eyJ9"):
+        with pytest.raises(InvalidRequest):
+            tasks.page_owned("tenant-a", 3, bad)
+
+
+def test_due_ids_of_one_bucket_in_order_with_limit_and_start_key(
+    tasks: SqliteTaskStore,
+) -> None:
+    # Given tasks of one shard due at different times, and one not due yet
+    ids = [f"d{i}" for i in range(40)]
+    shard_ids = [i for i in ids if shard_for(i, SHARDING.shard_count) == 0][:6]
+    assert len(shard_ids) >= 4
+    for offset, task_id in enumerate(reversed(shard_ids)):
+        create(tasks, a_task(task_id, next_run_at=NOW - timedelta(seconds=offset)))
+    bucket = DuePlacement(SHARDING.bucket(NOW), 0).key
+
+    # When the bucket is read two at a time
+    found: list[str] = []
+    start_key = None
+    while True:
+        page, start_key = tasks.due_task_ids(bucket, NOW, 2, start_key)
+        assert len(page) <= 2
+        found += page
+        if start_key is None:
+            break
+
+    # Then every due task comes once, oldest first
+    assert found == list(shard_ids)
+    # Not due yet, or due before due_from: left out
+    assert (
+        tasks.due_task_ids(bucket, NOW - timedelta(seconds=2), 10, None)[0] == list(shard_ids)[:-2]
+    )
+    later = tasks.due_task_ids(bucket, NOW, 10, None, due_from=NOW - timedelta(seconds=1))
+    assert later == (list(shard_ids)[-2:], None)
+
+
+def test_claim_race_eight_threads_claim_each_due_task_exactly_once(tmp_path: Path) -> None:
+    # Given 1,000 recurring tasks due now in one bucket (NORMAL sync: a quicker test);
+    # recurring, so only the version (not the status) tells a stale claim apart
+    database = Database(tmp_path / "race.sqlite3", synchronous="NORMAL")
+    store = SqliteTaskStore(database)
+    sharding = Sharding(shard_count=1, bucket_seconds=60)
+    for i in range(1000):
+        task = a_task(f"race{i:04d}", every_seconds=60)
+        store.create_within_quota(task, sharding.place_task(task, NOW), 1000, "secret")
+    bucket = DuePlacement(sharding.bucket(NOW), 0).key
+    claimed = [0] * 8
+    barrier = threading.Barrier(8)
+
+    # When eight claimers walk the bucket as the tick does, each in its own order
+    def claimer(index: int) -> None:
+        rng = random.Random(index)
+        barrier.wait()
+        start_key = None
+        while True:
+            ids, start_key = store.due_task_ids(bucket, NOW, 100, start_key)
+            candidates = store.get_many(ids)
+            rng.shuffle(candidates)
+            for task in candidates:
+                claim = claim_occurrence(task, NOW)
+                if claim is None:
+                    continue
+                placement = sharding.place(task.task_id, claim.next_run_at, NOW)
+                if store.claim(claim, placement, NOW):
+                    claimed[index] += 1
+            if start_key is None:
+                return
+
+    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    # Then exactly 1,000 claims won, and nothing is due any more
+    assert sum(claimed) == 1000
+    assert store.due_task_ids(bucket, NOW, 10, None) == ([], None)
+    done = store.get("race0999")
+    assert done is not None
+    assert done.version == 2
+    assert done.next_run_at == NOW + timedelta(seconds=60)
+    database.close()
+
+
+def test_claim_moves_a_recurring_task_on_and_refuses_a_stale_version(
+    tasks: SqliteTaskStore,
+) -> None:
+    task = create(tasks, a_task("r1", every_seconds=60))
+    claim = claim_occurrence(task, NOW)
+    assert claim is not None
+    assert claim.next_run_at == NOW + timedelta(seconds=60)
+    placement = SHARDING.place(task.task_id, claim.next_run_at, NOW)
+
+    assert tasks.claim(claim, placement, NOW) is True
+    assert tasks.claim(claim, placement, NOW) is False
+
+    stored = tasks.get("r1")
+    assert stored is not None
+    assert (stored.version, stored.next_run_at, stored.last_scheduled_at) == (
+        2,
+        NOW + timedelta(seconds=60),
+        NOW,
+    )
+    assert placement is not None
+    assert tasks.due_task_ids(placement.key, NOW + timedelta(seconds=60), 10, None)[0] == ["r1"]
+
+
+def test_replace_needs_the_expected_version_and_every_unchanged_one(
+    tasks: SqliteTaskStore,
+) -> None:
+    task = create(tasks, a_task("t1", every_seconds=60))
+    upstream = create(tasks, a_task("u1", every_seconds=60))
+    paused = Task(**{**task.__dict__, "status": TaskStatus.PAUSED, "version": 2})
+
+    # A stale expectation of the task, or of a task it depends on, changes nothing
+    assert tasks.replace(paused, None, expected_version=5) is False
+    assert tasks.replace(paused, None, 1, unchanged={"u1": 7}) is False
+    assert tasks.replace(paused, None, 1, unchanged={"missing": 1}) is False
+    assert tasks.get("t1") == task
+
+    assert tasks.replace(paused, None, 1, unchanged={"u1": upstream.version}) is True
+    assert tasks.get("t1") == paused
+    # Paused: out of the due index
+    bucket = place(task)
+    assert bucket is not None
+    assert "t1" not in tasks.due_task_ids(bucket.key, NOW, 10, None)[0]
+
+
+def test_dependents_and_mark_has_dependents(tasks: SqliteTaskStore) -> None:
+    create(tasks, a_task("up", every_seconds=60))
+    create(tasks, a_task("down2", after="up", next_run_at=None))
+    create(tasks, a_task("down1", after="up", next_run_at=None))
+    create(tasks, a_task("other", after="elsewhere", next_run_at=None))
+
+    assert tasks.dependents("up") == ["down1", "down2"]
+    assert tasks.dependents("down1") == []
+    assert tasks.mark_has_dependents("tenant-b", "up") is False
+    assert tasks.mark_has_dependents("tenant-a", "up") is True
+    marked = tasks.get("up")
+    assert marked is not None
+    assert marked.has_dependents
+    assert marked.version == 2
+
+
+def test_an_unreadable_task_is_told_apart_shown_and_set_aside(
+    tasks: SqliteTaskStore, database: Database
+) -> None:
+    create(tasks, a_task("good"))
+    placement = place(a_task("bad"))
+    assert placement is not None
+    # Given a row written around the API: a schedule of no known kind
+    broken = {"task_id": "bad", "name": "broken", "schedule": {"kind": "lunar"}, "version": 3}
+    with database.write() as connection:
+        connection.execute(
+            "INSERT INTO tasks (task_id, tenant_id, created_at, version, due_bucket, next_run_at,"
+            " record) VALUES ('bad', 'tenant-a', ?, 3, ?, ?, ?)",
+            (
+                "2026-11-30T12:00:00.000Z",
+                placement.key,
+                "2026-11-30T12:00:00.000Z",
+                json.dumps(broken),
+            ),
+        )
+
+    good, unreadable = tasks.read_many(["good", "bad", "missing"])
+    assert [t.task_id for t in good] == ["good"]
+    assert len(unreadable) == 1
+    assert unreadable[0].task_id == "bad"
+    assert unreadable[0].seen_version == 3
+    with pytest.raises(UnreadableTaskError):
+        tasks.get_many(["good", "bad"])
+    shown = tasks.get_owned("tenant-a", "bad")
+    assert shown is not None
+    assert shown.status is TaskStatus.ERROR
+    assert shown.name == "broken"
+
+    # A stale version read sets nothing aside; the one read does
+    stale = UnreadableTask("bad", "x", seen_version=2)
+    assert tasks.set_aside(stale, "nope", NOW) is False
+    assert tasks.set_aside(unreadable[0], "cannot read it", NOW) is True
+    assert tasks.due_task_ids(placement.key, NOW, 10, None)[0] == []
+    shown = tasks.get_owned("tenant-a", "bad")
+    assert shown is not None
+    assert shown.status_reason == "cannot read it"
+    assert shown.version == 4
+
+
+def test_a_row_that_is_not_even_json_is_set_aside_by_id(
+    tasks: SqliteTaskStore, database: Database
+) -> None:
+    with database.write() as connection:
+        connection.execute(
+            "INSERT INTO tasks (task_id, tenant_id, created_at, due_bucket, next_run_at, record)"
+            " VALUES ('junk', 'tenant-a', '2026-11-30T12:00:00.000Z', 'b#0', ?, 'not json')",
+            ("2026-11-30T12:00:00.000Z",),
+        )
+
+    _, unreadable = tasks.read_many(["junk"])
+    assert [u.seen_version for u in unreadable] == [None]
+    assert tasks.due_task_ids("b#0", NOW, 10, None)[0] == ["junk"]
+    assert tasks.set_aside_by_id("junk", "not a task", NOW) is True
+
+    assert tasks.due_task_ids("b#0", NOW, 10, None)[0] == []
+    shown = tasks.get_owned("tenant-a", "junk")
+    assert shown is not None
+    assert (shown.status, shown.status_reason, shown.version) == (
+        TaskStatus.ERROR,
+        "not a task",
+        1,
+    )
+    # Set aside at version 1 now: a second try from the old reading is refused
+    assert tasks.set_aside(unreadable[0], "again", NOW) is False
+
+
+def test_set_aside_by_id_frees_the_slot_only_of_its_holder(tasks: SqliteTaskStore) -> None:
+    task = create(tasks, a_task("t1", every_seconds=60))
+    holding = Task(**{**task.__dict__, "running_execution": "t1_x", "version": 2})
+    assert tasks.replace(holding, place(holding), 1)
+
+    assert tasks.set_aside_by_id("t1", "boom", NOW, release_slot_of="t1_other") is True
+    kept = tasks.get("t1")
+    assert kept is not None
+    assert kept.status is TaskStatus.ERROR
+    assert kept.running_execution == "t1_x"
+    assert kept.version == 3
+
+    assert tasks.set_aside_by_id("t1", "boom", NOW, release_slot_of="t1_x") is True
+    freed = tasks.get("t1")
+    assert freed is not None
+    assert freed.running_execution is None
+    assert tasks.set_aside_by_id("missing", "boom", NOW) is False
+
+
+# Coordination ----------------------------------------------------------------------
+
+
+def test_tenant_secrets_ensure_and_rotate(database: Database) -> None:
+    tenants = SqliteTenantStore(database)
+    assert tenants.signing_secrets("t") == []
+    assert tenants.task_count("t") == 0
+
+    assert tenants.ensure_secret("t", "s1") == ["s1"]
+    assert tenants.ensure_secret("t", "s2") == ["s1"]
+    assert tenants.rotate_secret("t", "s3") == ["s3", "s1"]
+    assert tenants.rotate_secret("t", "s4") == ["s4", "s3"]
+    assert tenants.signing_secrets("t") == ["s4", "s3"]
+    # A tenant with no secret gets the fresh one as its first
+    assert tenants.rotate_secret("u", "u1") == ["u1"]
+
+
+def test_cursors_advance_forward_only_and_record_tick_once(database: Database) -> None:
+    cursors = SqliteCursorStore(database)
+    assert cursors.get(0) is None
+    assert cursors.advance(0, NOW) is True
+    assert cursors.advance(0, NOW - timedelta(minutes=1)) is False
+    assert cursors.advance(0, NOW) is False
+    assert cursors.advance(0, NOW + timedelta(minutes=1)) is True
+    assert cursors.get(0) == NOW + timedelta(minutes=1)
+    assert cursors.get(1) is None
+
+    empty = cursors.read(0).history
+    first = ShardHistory(ticking_since=NOW, last_tick=NOW, outages=())
+    assert cursors.record_tick(0, first, empty) is True
+    # A second tick that read the same (empty) history lost
+    assert cursors.record_tick(0, first, empty) is False
+    outage = Outage(last_tick=NOW, next_tick=NOW + timedelta(minutes=5))
+    second = ShardHistory(
+        ticking_since=NOW + timedelta(minutes=5),
+        last_tick=NOW + timedelta(minutes=5),
+        outages=(outage,),
+    )
+    assert cursors.record_tick(0, second, first) is True
+    read = cursors.read(0, timedelta(seconds=30))
+    assert read.bucket == NOW + timedelta(minutes=1)
+    assert read.history.outages == (outage,)
+    assert read.history.last_tick == NOW + timedelta(minutes=5)
+    assert read.history.heartbeat == timedelta(seconds=30)
+
+
+def test_shard_leases_acquire_handover_renew_release(database: Database) -> None:
+    leases = SqliteShardLeases(database)
+    until = NOW + timedelta(seconds=30)
+
+    assert leases.acquire(0, "a", NOW, until) is True
+    assert leases.acquire(0, "b", NOW, until) is False
+    assert leases.acquire(0, "a", NOW, until + timedelta(seconds=1)) is True
+    assert leases.request_handover(0, "a") is False
+    assert leases.request_handover(1, "b") is False  # nobody holds shard 1
+    assert leases.request_handover(0, "b") is True
+    # A successor is waiting: no renewal, a handover instead
+    assert leases.renew(0, "a", until) is False
+    assert leases.hand_over(0, "b", until) is False
+    assert leases.hand_over(0, "a", until + timedelta(seconds=5)) is True
+    lease = leases.get(0)
+    assert lease is not None
+    assert (lease.owner, lease.successor) == ("b", None)
+    assert lease.lease_until == until + timedelta(seconds=5)
+    assert leases.renew(0, "b", until + timedelta(seconds=10)) is True
+
+    # An expired lease is anyone's
+    assert leases.acquire(0, "c", until + timedelta(seconds=10), until + timedelta(minutes=1))
+    # Withdrawing a request is not a release; releasing a held lease is
+    assert leases.request_handover(0, "d") is True
+    assert leases.release(0, "d") is False
+    lease = leases.get(0)
+    assert lease is not None
+    assert lease.successor is None
+    assert leases.release(0, "c") is True
+    assert leases.get(0) is None
+
+
+def test_limit_slots_up_to_the_limit_and_expiry(database: Database) -> None:
+    limits = SqliteLimitStore(database, rng=random.Random(1))
+    until = NOW + timedelta(seconds=60)
+
+    held = [limits.acquire_slot("task#x", 2, f"e{i}", NOW, until) for i in range(3)]
+    assert held[0] is not None
+    assert held[1] is not None
+    assert held[0] != held[1]
+    assert held[2] is None
+    # Asking again as a holder gets its own slot back
+    assert limits.acquire_slot("task#x", 2, "e0", NOW, until) == held[0]
+
+    assert limits.extend_slot(held[0], "e9", until) is False
+    assert limits.extend_slot(held[0], "e0", until + timedelta(seconds=60)) is True
+    assert limits.release_slot(held[1], "e9") is False
+    assert limits.release_slot(held[1], "e1") is True
+    assert limits.acquire_slot("task#x", 2, "e2", NOW, until) == held[1]
+    # Once e2's lease ran out, its slot is free for another; e0's extended one is not
+    later = until + timedelta(seconds=1)
+    assert limits.acquire_slot("task#x", 2, "e3", later, later + timedelta(seconds=60)) == held[1]
+    assert limits.release_slot(held[1], "e2") is False
+
+
+def test_token_bucket_allows_a_burst_then_says_how_long_to_wait(database: Database) -> None:
+    limits = SqliteLimitStore(database)
+    rate = RateLimit(per_second=2.0, burst=2)
+
+    assert limits.take_token("h", rate, NOW) == 0.0
+    assert limits.take_token("h", rate, NOW) == 0.0
+    wait = limits.take_token("h", rate, NOW)
+    assert wait == pytest.approx(0.5)
+    # Another host's bucket is its own
+    assert limits.take_token("g", rate, NOW) == 0.0
+    assert limits.take_token("h", rate, NOW + timedelta(seconds=wait)) == 0.0
+
+
+def test_host_state_replaced_only_from_the_version_before(database: Database) -> None:
+    limits = SqliteLimitStore(database)
+    assert limits.host("h") == HostState(host="h")
+    opened = HostState(
+        host="h",
+        breaker=BreakerState.OPEN,
+        consecutive_failures=5,
+        breaker_until=NOW + timedelta(seconds=30),
+        version=1,
+    )
+    assert limits.replace_host(opened, NOW) is True
+    assert limits.replace_host(opened, NOW) is False  # a racer that read version 0
+    assert limits.host("h") == opened
+    closed = HostState(host="h", version=2)
+    assert limits.replace_host(closed, NOW) is True
+    assert limits.host("h") == closed
+
+
+def test_two_databases_on_one_file_act_as_two_processes(tmp_path: Path) -> None:
+    # Given two Database objects on one file (as two processes would hold)
+    path = tmp_path / "shared.sqlite3"
+    first, second = Database(path), Database(path)
+    try:
+        tasks_one, tasks_two = SqliteTaskStore(first), SqliteTaskStore(second)
+        task = create(tasks_one, a_task("t1", every_seconds=60))
+        claim = claim_occurrence(task, NOW)
+        assert claim is not None
+        placement = SHARDING.place("t1", claim.next_run_at, NOW)
+
+        # When both claim the same occurrence, one wins
+        assert tasks_two.claim(claim, placement, NOW) is True
+        assert tasks_one.claim(claim, placement, NOW) is False
+        # And each sees the other's writes
+        stored = tasks_one.get("t1")
+        assert stored is not None
+        assert stored.version == 2
+        leases_one, leases_two = SqliteShardLeases(first), SqliteShardLeases(second)
+        assert leases_one.acquire(0, "a", NOW, NOW + timedelta(seconds=30))
+        assert not leases_two.acquire(0, "b", NOW, NOW + timedelta(seconds=30))
+    finally:
+        first.close()
+        second.close()
+
+
+# Executions ----------------------------------------------------------------------
+
+RETENTION = timedelta(days=7)
+LEASE = NOW + timedelta(minutes=5)
+
+
+@pytest.fixture
+def executions(database: Database) -> SqliteExecutionStore:
+    return SqliteExecutionStore(database, RETENTION, lease_shards=4)
+
+
+def a_dispatch(task_id: str = "t1", at: datetime = NOW, attempt: int = 1) -> Dispatch:
+    return Dispatch(
+        execution_id=execution_id_for(task_id, at),
+        task_id=task_id,
+        scheduled_at=at,
+        attempt=attempt,
+        tenant_id="tenant-a",
+    )
+
+
+def begin(
+    store: SqliteExecutionStore,
+    dispatch: Dispatch,
+    token: str = "tok1",
+    call: HandlerCallRecord | None = None,
+    call_now_ms: int = 0,
+) -> tuple[bool, ExecutionStatus | None]:
+    result = store.begin(
+        dispatch,
+        now=NOW,
+        lease_until=LEASE,
+        lease_token=token,
+        callback_digest="digest",
+        retry=RetryPolicy(),
+        tenant_id="tenant-a",
+        call=call,
+        call_now_ms=call_now_ms,
+    )
+    return result.began, result.current.status if result.current else None
+
+
+def enqueue(store: SqliteExecutionStore, dispatch: Dispatch, token: str = "q1") -> bool:
+    return store.enqueue(
+        dispatch, retry=RetryPolicy(), lease_until=LEASE, lease_token=token, tenant_id="tenant-a"
+    )
+
+
+def test_begin_new_then_refuse_a_duplicate(executions: SqliteExecutionStore) -> None:
+    dispatch = a_dispatch()
+
+    assert begin(executions, dispatch) == (True, ExecutionStatus.RUNNING)
+    assert begin(executions, dispatch, token="tok2") == (False, ExecutionStatus.RUNNING)
+
+    execution = executions.get(dispatch.execution_id)
+    assert execution is not None
+    assert (execution.lease_token, execution.attempt, execution.tenant_id) == (
+        "tok1",
+        1,
+        "tenant-a",
+    )
+    # Begun from a message: not in the lease index (the message guards it)
+    assert execution.lease_indexed is False
+    assert executions.expired_leases(0, LEASE + timedelta(days=1), 100) == []
+    assert executions.get("t1_nothing") is None
+
+
+def test_begin_a_queued_execution_only_for_its_attempt(
+    executions: SqliteExecutionStore,
+) -> None:
+    dispatch = a_dispatch()
+    assert enqueue(executions, dispatch) is True
+    assert enqueue(executions, dispatch) is False
+    queued = executions.get(dispatch.execution_id)
+    assert queued is not None
+    assert queued.status is ExecutionStatus.QUEUED
+    assert queued.lease_indexed
+
+    assert begin(executions, a_dispatch(attempt=2)) == (False, ExecutionStatus.QUEUED)
+    assert begin(executions, dispatch) == (True, ExecutionStatus.RUNNING)
+    running = executions.get(dispatch.execution_id)
+    assert running is not None
+    assert running.lease_indexed is False
+    assert running.next_attempt_at is None
+
+
+def test_renew_finish_and_release_name_the_lease_token(
+    executions: SqliteExecutionStore,
+) -> None:
+    dispatch = a_dispatch()
+    execution_id = dispatch.execution_id
+    begin(executions, dispatch)
+
+    assert executions.renew(execution_id, "wrong", LEASE) is False
+    assert executions.renew(execution_id, "tok1", LEASE, accepted_at=NOW) is True
+    renewed = executions.get(execution_id)
+    assert renewed is not None
+    assert renewed.accepted_at == NOW
+    assert renewed.lease_indexed
+
+    assert executions.finish(execution_id, "wrong", ExecutionStatus.SUCCEEDED, NOW) is False
+    follow_up_until = NOW + timedelta(seconds=30)
+    assert executions.finish(
+        execution_id,
+        "tok1",
+        ExecutionStatus.SUCCEEDED,
+        NOW,
+        follow_up_token="fu",
+        follow_up_until=follow_up_until,
+        result=ResultSummary(200, "ok"),
+    )
+    # The follow-up lease is watched: once it ends, the reaper finds it
+    shard = next(s for s in range(4) if execution_id in executions.expired_leases(s, LEASE, 10))
+    assert executions.expired_leases(shard, follow_up_until, 10) == []
+    finished = executions.get(execution_id)
+    assert finished is not None
+    assert finished.status is ExecutionStatus.SUCCEEDED
+    assert finished.result == ResultSummary(200, "ok")
+    assert finished.accepted_at is None
+
+    assert executions.release(execution_id, "tok1") is False
+    assert executions.release(execution_id, "fu") is True
+    assert executions.expired_leases(shard, LEASE, 10) == []
+    released = executions.get(execution_id)
+    assert released is not None
+    assert released.lease_token is None
+
+
+def test_requeue_gives_a_new_token_and_the_old_one_stops_working(
+    executions: SqliteExecutionStore,
+) -> None:
+    dispatch = a_dispatch()
+    begin(executions, dispatch)
+    retry_at = NOW + timedelta(seconds=10)
+
+    assert not executions.requeue(
+        dispatch.execution_id,
+        "tok1",
+        expected=ExecutionStatus.QUEUED,
+        attempt=2,
+        not_before=retry_at,
+        lease_until=LEASE,
+        new_token="tok2",
+    )
+    assert executions.requeue(
+        dispatch.execution_id,
+        "tok1",
+        expected=ExecutionStatus.RUNNING,
+        attempt=2,
+        not_before=retry_at,
+        lease_until=LEASE,
+        new_token="tok2",
+        error="HTTP 500",
+    )
+    assert executions.renew(dispatch.execution_id, "tok1", LEASE) is False
+    queued = executions.get(dispatch.execution_id)
+    assert queued is not None
+    assert (queued.status, queued.attempt, queued.next_attempt_at, queued.error) == (
+        ExecutionStatus.QUEUED,
+        2,
+        retry_at,
+        "HTTP 500",
+    )
+    # The next attempt begins from it; a stale message of attempt 1 does not
+    assert begin(executions, dispatch, token="tok3") == (False, ExecutionStatus.QUEUED)
+    assert begin(executions, a_dispatch(attempt=2), token="tok3") == (
+        True,
+        ExecutionStatus.RUNNING,
+    )
+
+
+def test_take_over_only_an_expired_lease_with_the_token_seen(
+    executions: SqliteExecutionStore,
+) -> None:
+    dispatch = a_dispatch()
+    begin(executions, dispatch)
+    execution_id = dispatch.execution_id
+
+    # Not yet ended before the cutoff, or another token: refused
+    assert not executions.take_over(
+        execution_id, "tok1", cutoff=LEASE, new_token="r1", lease_until=LEASE
+    )
+    after = LEASE + timedelta(seconds=1)
+    assert not executions.take_over(
+        execution_id, "other", cutoff=after, new_token="r1", lease_until=after
+    )
+    assert executions.take_over(
+        execution_id, "tok1", cutoff=after, new_token="r1", lease_until=after
+    )
+    # The late worker's writes now fail; the taker's lease is watched
+    assert executions.finish(execution_id, "tok1", ExecutionStatus.SUCCEEDED, NOW) is False
+    taken = executions.get(execution_id)
+    assert taken is not None
+    assert taken.lease_token == "r1"
+    assert taken.lease_indexed
+
+
+def test_watch_puts_a_running_lease_in_the_index(executions: SqliteExecutionStore) -> None:
+    dispatch = a_dispatch()
+    begin(executions, dispatch)
+
+    assert executions.watch(dispatch.execution_id, "other") is False
+    assert executions.watch(dispatch.execution_id, "tok1") is True
+    found = [i for s in range(4) for i in executions.expired_leases(s, LEASE + timedelta(1), 10)]
+    assert found == [dispatch.execution_id]
+
+
+def test_expired_leases_by_shard_oldest_first_up_to_the_limit(
+    executions: SqliteExecutionStore,
+) -> None:
+    ids = []
+    for i in range(12):
+        dispatch = a_dispatch(f"task{i}")
+        executions.enqueue(
+            dispatch,
+            retry=RetryPolicy(),
+            lease_until=NOW + timedelta(seconds=i),
+            lease_token=f"q{i}",
+            tenant_id="tenant-a",
+        )
+        ids.append(dispatch.execution_id)
+
+    by_shard = {s: executions.expired_leases(s, NOW + timedelta(seconds=6), 100) for s in range(4)}
+
+    assert sorted(i for found in by_shard.values() for i in found) == sorted(ids[:6])
+    for found in by_shard.values():
+        assert found == sorted(found, key=ids.index)
+    busiest = max(by_shard, key=lambda s: len(by_shard[s]))
+    assert (
+        executions.expired_leases(busiest, NOW + timedelta(seconds=6), 1) == by_shard[busiest][:1]
+    )
+
+
+def dead_letter(store: SqliteExecutionStore, task_id: str, at: datetime, tenant: str) -> str:
+    dispatch = a_dispatch(task_id)
+    begin(store, dispatch, token=f"tok-{task_id}")
+    assert store.dead_letter(
+        dispatch.execution_id,
+        f"tok-{task_id}",
+        now=at,
+        error="gave up",
+        lease_until=at + timedelta(seconds=30),
+        new_token=f"dl-{task_id}",
+        tenant_id=tenant,
+    )
+    return dispatch.execution_id
+
+
+def test_dead_letters_page_newest_first_per_tenant(executions: SqliteExecutionStore) -> None:
+    ids = [
+        dead_letter(executions, f"d{i}", NOW + timedelta(seconds=i), "tenant-a") for i in range(5)
+    ]
+    dead_letter(executions, "other", NOW, "tenant-b")
+
+    seen: list[str] = []
+    tokens: list[str] = []
+    token: str | None = None
+    while True:
+        page = executions.dead_letters("tenant-a", 2, token)
+        seen += [e.execution_id for e in page.items]
+        if page.next_token is None:
+            break
+        token = page.next_token
+        tokens.append(token)
+
+    assert seen == list(reversed(ids))
+    assert len(tokens) == 2
+    with pytest.raises(InvalidRequest):
+        executions.dead_letters("tenant-b", 2, tokens[0])
+    with pytest.raises(InvalidRequest):
+        executions.list_for_task("d1", 2, tokens[0])
+    assert [e.task_id for e in executions.dead_letters("tenant-b", 10, None).items] == ["other"]
+    failed = executions.get(ids[0])
+    assert failed is not None
+    assert failed.status is ExecutionStatus.FAILED
+    assert failed.dead_lettered_at == NOW
+
+
+def test_redrive_only_a_dead_letter_of_that_tenant(executions: SqliteExecutionStore) -> None:
+    execution_id = dead_letter(executions, "d1", NOW, "tenant-a")
+    later = NOW + timedelta(minutes=1)
+
+    assert (
+        executions.redrive("tenant-b", execution_id, now=later, lease_until=LEASE, new_token="r")
+        is None
+    )
+    redriven = executions.redrive(
+        "tenant-a", execution_id, now=later, lease_until=LEASE, new_token="r"
+    )
+    assert redriven is not None
+    assert (redriven.status, redriven.attempt, redriven.first_attempt) == (
+        ExecutionStatus.QUEUED,
+        2,
+        2,
+    )
+    assert redriven.dead_lettered_at is None
+    assert redriven.completed_at is None
+    assert executions.dead_letters("tenant-a", 10, None).items == []
+    # Not a dead letter any more: a second redrive finds none
+    assert (
+        executions.redrive("tenant-a", execution_id, now=later, lease_until=LEASE, new_token="s")
+        is None
+    )
+
+
+def test_record_undelivered_once_and_dead_letter_queued(
+    executions: SqliteExecutionStore,
+) -> None:
+    undelivered = a_dispatch("u1")
+
+    def record() -> bool:
+        return executions.record_undelivered(
+            undelivered,
+            now=NOW,
+            error="never began",
+            retry=RetryPolicy(),
+            tenant_id="tenant-a",
+            lease_until=LEASE,
+            lease_token="u",
+        )
+
+    assert record() is True
+    assert record() is False
+
+    queued = a_dispatch("q1")
+    enqueue(executions, queued, token="q")
+
+    def give_up(seen_token: str) -> bool:
+        return executions.dead_letter_queued(
+            queued.execution_id,
+            seen_token,
+            attempt=1,
+            now=NOW,
+            error="receive count exceeded",
+            lease_until=LEASE,
+            new_token="dl",
+            tenant_id="tenant-a",
+        )
+
+    assert give_up("wrong") is False
+    assert give_up("q") is True
+    listed = {e.execution_id for e in executions.dead_letters("tenant-a", 10, None).items}
+    assert listed == {undelivered.execution_id, queued.execution_id}
+
+
+def test_skipped_and_set_aside(executions: SqliteExecutionStore) -> None:
+    task = a_task("t1")
+    execution_id = execution_id_for("t1", NOW)
+    assert executions.record_skipped(task, execution_id, NOW, "overlap", NOW) is True
+    assert executions.record_skipped(task, execution_id, NOW, "overlap", NOW) is False
+    skipped = executions.get(execution_id)
+    assert skipped is not None
+    assert (skipped.status, skipped.error) == (ExecutionStatus.SKIPPED, "overlap")
+
+    queued = a_dispatch("t2")
+    enqueue(executions, queued)
+    assert executions.set_aside(queued.execution_id, "raised", NOW) is True
+    assert executions.set_aside("t9_missing", "raised", NOW) is False
+    assert all(executions.expired_leases(s, LEASE + timedelta(days=1), 10) == [] for s in range(4))
+
+
+def test_list_for_task_newest_first_with_tokens(executions: SqliteExecutionStore) -> None:
+    ids = [a_dispatch("t1", NOW + timedelta(minutes=i)).execution_id for i in range(5)]
+    for i in range(5):
+        begin(executions, a_dispatch("t1", NOW + timedelta(minutes=i)))
+    begin(executions, a_dispatch("t10"))
+
+    seen: list[str] = []
+    token: str | None = None
+    while True:
+        page = executions.list_for_task("t1", 2, token)
+        seen += [e.execution_id for e in page.items]
+        token = page.next_token
+        if token is None:
+            break
+        with pytest.raises(InvalidRequest):
+            executions.list_for_task("t10", 2, token)
+
+    assert seen == list(reversed(ids))
+    assert executions.owner_of(Dispatch("t1_x", "t1", NOW)) == "tenant-a"
+    assert executions.owner_of(Dispatch("t5_x", "t5", NOW)) == "default"
+
+
+IN_PROGRESS_UNTIL_MS = int(NOW.timestamp() * 1000) + 60_000
+
+
+def in_progress(until_ms: int = IN_PROGRESS_UNTIL_MS) -> HandlerCallRecord:
+    return HandlerCallRecord(
+        status=HandlerCallRecord.IN_PROGRESS,
+        expires_at=int(NOW.timestamp()) + 3600,
+        in_progress_until_ms=until_ms,
+    )
+
+
+def test_call_records_saved_held_kept_and_cleared(executions: SqliteExecutionStore) -> None:
+    now_ms = int(NOW.timestamp() * 1000)
+    # Given an execution whose first attempt's call is still in progress, queued again
+    dispatch = a_dispatch()
+    first = in_progress(now_ms + 1_000)
+    assert begin(executions, dispatch, token="tok0", call=first, call_now_ms=now_ms)[0]
+    assert executions.requeue(
+        dispatch.execution_id,
+        "tok0",
+        expected=ExecutionStatus.RUNNING,
+        attempt=2,
+        not_before=NOW,
+        lease_until=LEASE,
+        new_token="q",
+    )
+
+    # When the second attempt begins with its own record while that one still counts
+    result = executions.begin(
+        a_dispatch(attempt=2),
+        now=NOW,
+        lease_until=LEASE,
+        lease_token="tok1",
+        callback_digest="d",
+        retry=RetryPolicy(),
+        tenant_id="tenant-a",
+        call=in_progress(),
+        call_now_ms=now_ms,
+    )
+
+    # Then it began, and the record that still counts is the first one
+    assert result.began
+    assert result.held_call == first
+    # Once that one timed out, save_call replaces it
+    assert not executions.save_call(dispatch.execution_id, "wrong", in_progress(), now_ms).began
+    held = executions.save_call(dispatch.execution_id, "tok1", in_progress(), now_ms)
+    assert held.began
+    assert held.held_call is not None
+    saved = executions.save_call(dispatch.execution_id, "tok1", in_progress(), now_ms + 2_000)
+    assert saved.began
+    assert saved.held_call is None
+    assert executions.held_call(dispatch.execution_id) == in_progress()
+
+    # clear_call drops only the record saved with the given deadline
+    assert executions.clear_call(dispatch.execution_id, IN_PROGRESS_UNTIL_MS + 1) is False
+    assert executions.clear_call(dispatch.execution_id, IN_PROGRESS_UNTIL_MS) is True
+    assert executions.held_call(dispatch.execution_id) is None
+
+    # keep_call saves a success, until the execution has succeeded
+    done = HandlerCallRecord(
+        HandlerCallRecord.COMPLETED, first.expires_at, response=ResultSummary(200, "ok")
+    )
+    assert executions.keep_call(dispatch.execution_id, done) is True
+    assert executions.held_call(dispatch.execution_id) == done
+    assert executions.finish(dispatch.execution_id, "tok1", ExecutionStatus.SUCCEEDED, NOW)
+    assert executions.keep_call(dispatch.execution_id, done) is False
+    assert executions.keep_call("t9_missing", done) is False
+
+
+def test_begin_with_a_call_record_on_a_new_execution(executions: SqliteExecutionStore) -> None:
+    dispatch = a_dispatch()
+    began, _ = begin(executions, dispatch, call=in_progress(), call_now_ms=0)
+    assert began
+    assert executions.held_call(dispatch.execution_id) == in_progress()
+
+
+def test_the_factory_gives_every_store_on_one_file(database: Database) -> None:
+    stores = sqlite_stores(database, execution_retention=RETENTION, lease_shards=2)
+    assert stores.executions.lease_shards == 2
+    create(stores.tasks, a_task("t1"))
+    assert stores.tenants.task_count("tenant-a") == 1
+    assert begin(stores.executions, a_dispatch()) == (True, ExecutionStatus.RUNNING)
+
+
+def test_two_databases_race_to_begin_and_take_over(tmp_path: Path) -> None:
+    # Given two Database objects on one file (two processes), eight threads each
+    path = tmp_path / "shared.sqlite3"
+    databases = [Database(path, synchronous="NORMAL"), Database(path, synchronous="NORMAL")]
+    stores = [SqliteExecutionStore(d, RETENTION) for d in databases]
+    dispatches = [a_dispatch(f"t{i}") for i in range(50)]
+    began: list[str] = []
+    taken: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(16)
+    after = LEASE + timedelta(seconds=1)
+
+    def racer(index: int) -> None:
+        store = stores[index % 2]
+        barrier.wait()
+        for dispatch in dispatches:
+            if store.begin(
+                dispatch,
+                now=NOW,
+                lease_until=LEASE,
+                lease_token=f"w{index}",
+                callback_digest="d",
+                retry=RetryPolicy(),
+            ).began:
+                with lock:
+                    began.append(dispatch.execution_id)
+        barrier.wait()
+        for dispatch in dispatches:
+            current = store.get(dispatch.execution_id)
+            assert current is not None
+            assert current.lease_token is not None
+            if store.take_over(
+                dispatch.execution_id,
+                current.lease_token,
+                cutoff=after,
+                new_token=f"r{index}",
+                lease_until=after,
+            ):
+                with lock:
+                    taken.append(dispatch.execution_id)
+
+    threads = [threading.Thread(target=racer, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    # Then each execution began once and was taken over once
+    assert sorted(began) == sorted(d.execution_id for d in dispatches)
+    assert sorted(taken) == sorted(d.execution_id for d in dispatches)
+    for database in databases:
+        database.close()
+
+
+def _killed_mid_write(path: str, ready: Any) -> None:
+    """A process that dies (SIGKILL) inside a write transaction, its lock held."""
+    with Database(path).write() as connection:
+        connection.execute("UPDATE tasks SET record = 'half-written' WHERE task_id = 't1'")
+        ready.set()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_process_killed_mid_write_leaves_nothing_half_done(tmp_path: Path) -> None:
+    # Given a task, and another process killed while its change to it was uncommitted
+    path = tmp_path / "killed.sqlite3"
+    database = Database(path)
+    tasks = SqliteTaskStore(database)
+    task = create(tasks, a_task("t1", every_seconds=60))
+    context = multiprocessing.get_context("spawn")
+    ready = context.Event()
+    process = context.Process(target=_killed_mid_write, args=(str(path), ready))
+    process.start()
+    process.join(timeout=60)
+    assert ready.is_set()
+    assert process.exitcode == -signal.SIGKILL
+
+    # Then the task is as it was, and the next change goes through (the lock died with it)
+    assert tasks.get("t1") == task
+    claim = claim_occurrence(task, NOW)
+    assert claim is not None
+    assert tasks.claim(claim, SHARDING.place("t1", claim.next_run_at, NOW), NOW) is True
+    database.close()
