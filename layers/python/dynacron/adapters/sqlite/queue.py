@@ -237,7 +237,7 @@ class SqliteQueues:
                 messages = self._receive_now(definition, max_messages, _to_ms(timeout))
                 if messages:
                     return messages
-                continue  # all were expired or redriven: look again
+                continue  # expired, redriven or taken by another process: look again
             if not self._wait_for_news(generation, data_version, next_visible_ms, deadline):
                 return []
 
