@@ -29,7 +29,7 @@ from dynacron.adapters.sqlite.queue import (
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import Dispatch
 from dynacron.local.runtime import sqs_event
-from dynacron.queue import (
+from dynacron.messages import (
     EXECUTION_ID_ATTRIBUTE,
     FORWARD_REASON_ATTRIBUTE,
     MAX_DELAY_SECONDS,
@@ -390,7 +390,7 @@ def test_a_received_message_feeds_the_sqs_event_lambda_would_build(
     assert record["attributes"]["ApproximateReceiveCount"] == "1"
 
 
-# The adapters: the same public methods and meaning as dynacron.queue's.
+# The adapters: the same ports, and meaning, as the SQS ones (adapters/aws/queue.py).
 
 
 def test_dispatch_queue_sends_every_dispatch_as_its_body(queues: SqliteQueues) -> None:

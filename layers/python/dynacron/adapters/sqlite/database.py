@@ -19,16 +19,37 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
+from dynacron.ports import StoreUnavailable
+
 Synchronous = Literal["FULL", "NORMAL"]
+
+
+class SqliteUnavailable(StoreUnavailable):
+    """The database file could not be written: locked too long, full, or failing."""
+
+
+@contextmanager
+def _unavailable_on_failure() -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.OperationalError as error:
+        raise SqliteUnavailable(str(error)) from error
+
 
 # How long a writer waits for another process's transaction before giving up.
 BUSY_TIMEOUT_MS = 30_000
 
 
 class Database:
-    def __init__(self, path: Path | str, synchronous: Synchronous = "FULL") -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        synchronous: Synchronous = "FULL",
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+    ) -> None:
         self.path = Path(path)
         self.synchronous = synchronous
+        self.busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self._schema_lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
@@ -42,11 +63,11 @@ class Database:
             connection = sqlite3.connect(
                 self.path,
                 isolation_level=None,
-                timeout=BUSY_TIMEOUT_MS / 1000,
+                timeout=self.busy_timeout_ms / 1000,
                 check_same_thread=False,
             )
             connection.row_factory = sqlite3.Row
-            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            connection.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute(f"PRAGMA synchronous = {self.synchronous}")
             connection.execute("PRAGMA foreign_keys = ON")
@@ -57,15 +78,24 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """One atomic change: the write lock is held from the first statement to the commit."""
+        """One atomic change: the write lock is held from the first statement to the commit.
+
+        The file locked past the busy timeout, or failing (disk full, I/O), raises
+        ``SqliteUnavailable``: the ports' ``StoreUnavailable``, retried later.
+        """
         connection = self.connection()
-        connection.execute("BEGIN IMMEDIATE")
+        with _unavailable_on_failure():
+            connection.execute("BEGIN IMMEDIATE")
         try:
-            yield connection
+            with _unavailable_on_failure():
+                yield connection
         except BaseException:
-            connection.execute("ROLLBACK")
+            # SQLite may have rolled back already (disk full, I/O error).
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
             raise
-        connection.execute("COMMIT")
+        with _unavailable_on_failure():
+            connection.execute("COMMIT")
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

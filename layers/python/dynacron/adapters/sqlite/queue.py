@@ -38,7 +38,7 @@ from typing import Any
 from dynacron.adapters.sqlite.database import Database
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import Dispatch
-from dynacron.queue import (
+from dynacron.messages import (
     EXECUTION_ID_ATTRIBUTE,
     FORWARD_REASON_ATTRIBUTE,
     MAX_DELAY_SECONDS,
@@ -413,7 +413,7 @@ class SqliteQueues:
 
 class SqliteDispatchQueue:
     """The dispatch queue on SQLite, with the public methods and meaning of
-    ``dynacron.queue.DispatchQueue``."""
+    the ``DispatchQueue`` port (``dynacron.ports``)."""
 
     def __init__(self, queues: SqliteQueues, queue: str = DISPATCH_QUEUE.suffix) -> None:
         self._queues = queues
@@ -448,7 +448,7 @@ class SqliteDispatchQueue:
 
 class SqliteDeadLetterQueue:
     """Copies of dead-lettered executions, with the public methods and meaning of
-    ``dynacron.queue.DeadLetterQueue``."""
+    the ``DeadLetterQueue`` port (``dynacron.ports``)."""
 
     def __init__(self, queues: SqliteQueues, queue: str = DEAD_LETTER_QUEUE.suffix) -> None:
         self._queues = queues

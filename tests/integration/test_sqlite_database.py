@@ -1,0 +1,48 @@
+"""The shared SQLite database: what a failing file means to the services."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dynacron.adapters.sqlite.database import Database
+from dynacron.ports import StoreUnavailable
+
+SCHEMA = ["CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)"]
+
+
+def test_a_file_locked_past_the_busy_timeout_is_unavailable_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    # Given another process (here: another Database on the same file) holding the write lock
+    holder = Database(tmp_path / "dynacron.db")
+    holder.ensure_schema(SCHEMA)
+    waiter = Database(tmp_path / "dynacron.db", busy_timeout_ms=50)
+    with holder.write() as connection:
+        connection.execute("INSERT INTO notes (text) VALUES ('held')")
+        # When a writer waits longer than its busy timeout
+        with pytest.raises(StoreUnavailable), waiter.write() as blocked:
+            blocked.execute("INSERT INTO notes (text) VALUES ('never')")
+    # Then it was told the store is unavailable, and only the holder's change is there
+    rows = waiter.connection().execute("SELECT text FROM notes").fetchall()
+    assert [row["text"] for row in rows] == ["held"]
+    # And the waiter's connection is usable again once the lock is free
+    with waiter.write() as connection:
+        connection.execute("INSERT INTO notes (text) VALUES ('later')")
+    assert waiter.connection().execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 2
+
+
+def test_an_error_inside_a_write_rolls_the_whole_change_back(tmp_path: Path) -> None:
+    database = Database(tmp_path / "dynacron.db")
+    database.ensure_schema(SCHEMA)
+
+    def half_a_change() -> None:
+        with database.write() as connection:
+            connection.execute("INSERT INTO notes (text) VALUES ('half')")
+            raise RuntimeError("the adapter failed between two statements")
+
+    with pytest.raises(RuntimeError, match="between two statements"):
+        half_a_change()
+    assert database.connection().execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 0
+    assert not database.connection().in_transaction
