@@ -12,10 +12,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from dynacron.adapters.aws.errors import translating
-from dynacron.adapters.aws.execution_items import (
-    call_from_item,
-    execution_from_item,
-)
+from dynacron.adapters.aws.execution_items import call_from_item, execution_from_item
 from dynacron.adapters.aws.expressions import write_request
 from dynacron.adapters.aws.items import (
     PartitionQuery,
@@ -35,22 +32,11 @@ from dynacron.domain.executions import (
 )
 from dynacron.domain.instants import format_instant
 from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.tasks import (
-    Task,
-    shard_for,
-    task_id_of,
-)
+from dynacron.domain.tasks import Task, shard_for, task_id_of
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.domain.transitions import Transition, dead_letter_partition
-from dynacron.ports import (
-    BeginResult,
-    Page,
-)
-from dynacron.resources import (
-    DEAD_LETTER_INDEX,
-    LEASE_INDEX,
-    LEASE_SHARDS,
-)
+from dynacron.ports import BeginResult, Page
+from dynacron.resources import DEAD_LETTER_INDEX, LEASE_INDEX, LEASE_SHARDS
 
 
 class DynamoExecutionStore:
