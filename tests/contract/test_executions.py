@@ -88,6 +88,7 @@ def watched(store: ExecutionStore, execution_id: str, cutoff: datetime = LATER) 
 def test_begin_starts_a_new_execution_once(adapters: AdapterSet) -> None:
     store = adapters.executions
     dispatch = a_dispatch("job", tenant_id="acme")
+    assert store.get(dispatch.execution_id) is None
 
     # When a message begins an execution never seen before
     first = begin(store, dispatch, "lease-a")
