@@ -120,7 +120,9 @@ def make_aws_set(tmp_path: Path, clock: SettableClock, cleanup: ExitStack) -> Ad
     )
 
 
-# Every adapter set the contract runs over: name -> factory.
+# Every adapter set the contract runs over: name -> factory. The SQLite set joins as
+# ``"sqlite": make_sqlite_set``, a factory opening ``Database(tmp_path / ...)`` (closed
+# through ``cleanup``) with its stores and its queues on ``clock``.
 ADAPTER_SETS: dict[str, AdapterFactory] = {"aws": make_aws_set}
 
 
