@@ -30,7 +30,7 @@ from dynacron.adapters.aws.task_items import (
     task_to_item,
 )
 from dynacron.adapters.aws.tenants import tenant_key
-from dynacron.domain.errors import LimitExceeded
+from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks import (
     Claim,
@@ -105,7 +105,10 @@ class DynamoTaskStore:
                 ]
             )
         except ClientError as error:
-            if cancelled_by(error)[1:2] == ["ConditionalCheckFailed"]:
+            reasons = cancelled_by(error)
+            if reasons[:1] == ["ConditionalCheckFailed"]:
+                raise InvalidRequest("task_id", "a task with this id exists already") from None
+            if reasons[1:2] == ["ConditionalCheckFailed"]:
                 raise LimitExceeded(
                     "max_tasks_per_tenant",
                     "tenant",

@@ -1,0 +1,242 @@
+"""The coordination contracts: tick cursors, tenants' secrets, shard leases, limits."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from dynacron.domain.limits import (
+    BreakerPolicy,
+    BreakerState,
+    HostState,
+    RateLimit,
+    after_failure,
+    after_retry_after,
+    after_success,
+)
+from dynacron.domain.uptime import ShardHistory
+from dynacron.ports import AdapterSet, ShardLease
+from tests.contract.builders import SHARDING, START
+
+SECOND = timedelta(seconds=1)
+HOUR = timedelta(hours=1)
+GRACE = timedelta(seconds=60)
+
+# Cursors ---------------------------------------------------------------------------
+
+
+def test_a_cursor_only_moves_forward(adapters: AdapterSet) -> None:
+    cursors = adapters.cursors
+    bucket = SHARDING.bucket(START)
+    assert cursors.get(3) is None
+    assert cursors.read(3).bucket is None
+
+    assert cursors.advance(3, bucket)
+    assert not cursors.advance(3, bucket - HOUR)
+    assert not cursors.advance(3, bucket)
+    assert cursors.get(3) == bucket
+    assert cursors.advance(3, bucket + HOUR)
+
+    assert cursors.get(3) == bucket + HOUR
+    assert cursors.read(3).bucket == bucket + HOUR
+    assert cursors.get(2) is None
+
+
+def test_record_tick_only_over_the_history_seen(adapters: AdapterSet) -> None:
+    cursors = adapters.cursors
+    bucket = SHARDING.bucket(START)
+    assert cursors.advance(1, bucket)
+
+    # Given a shard no tick has recorded yet
+    never = cursors.read(1, heartbeat=10 * SECOND).history
+    assert never == ShardHistory(heartbeat=10 * SECOND)
+
+    # When two ticks record their first run over that same history, one wins
+    first = never.record(START, GRACE)
+    assert cursors.record_tick(1, first, never)
+    assert not cursors.record_tick(1, never.record(START + SECOND, GRACE), never)
+    assert cursors.read(1, heartbeat=10 * SECOND).history == first
+
+    # When the next tick comes after an outage, it records it over what it read
+    later = first.record(START + 10 * 60 * SECOND, GRACE)
+    assert later.outages
+    assert not cursors.record_tick(1, later, never)
+    assert cursors.record_tick(1, later, first)
+
+    # Then the history is the new one, and the cursor is untouched
+    cursor = cursors.read(1, heartbeat=10 * SECOND)
+    assert cursor.history == later
+    assert cursor.bucket == bucket
+
+
+# Tenants ---------------------------------------------------------------------------
+
+
+def test_tenants_secrets_are_ensured_once_and_rotated_keeping_one(
+    adapters: AdapterSet,
+) -> None:
+    tenants = adapters.tenants
+    assert tenants.signing_secrets("acme") == []
+    assert tenants.task_count("acme") == 0
+
+    # ensure_secret stores the first secret only
+    assert tenants.ensure_secret("acme", "first") == ["first"]
+    assert tenants.ensure_secret("acme", "second") == ["first"]
+    assert tenants.signing_secrets("acme") == ["first"]
+
+    # a rotation makes the fresh one current and keeps only the one it replaces
+    assert tenants.rotate_secret("acme", "third") == ["third", "first"]
+    assert tenants.rotate_secret("acme", "fourth") == ["fourth", "third"]
+    assert tenants.signing_secrets("acme") == ["fourth", "third"]
+
+    # a tenant without any gets the fresh one as its first
+    assert tenants.rotate_secret("other", "only") == ["only"]
+    assert tenants.signing_secrets("other") == ["only"]
+    assert tenants.task_count("acme") == 0
+
+
+# Shard leases ----------------------------------------------------------------------
+
+
+def test_a_shard_lease_is_acquired_renewed_handed_over_and_released(
+    adapters: AdapterSet,
+) -> None:
+    leases = adapters.leases
+    assert leases.get(0) is None
+
+    # Tick a takes the free lease; tick b cannot while it runs; a may take it again
+    assert leases.acquire(0, "a", START, START + 30 * SECOND)
+    assert leases.get(0) == ShardLease(owner="a", lease_until=START + 30 * SECOND)
+    assert not leases.acquire(0, "b", START + 10 * SECOND, START + 40 * SECOND)
+    assert leases.acquire(0, "a", START + 10 * SECOND, START + 40 * SECOND)
+
+    # b asks for it; the holder cannot ask itself
+    assert leases.request_handover(0, "b")
+    assert not leases.request_handover(0, "a")
+    assert leases.get(0) == ShardLease("a", START + 40 * SECOND, successor="b")
+
+    # With a successor waiting, a may not renew; only the holder hands over
+    assert not leases.renew(0, "a", START + 70 * SECOND)
+    assert not leases.hand_over(0, "b", START + 70 * SECOND)
+    assert leases.hand_over(0, "a", START + 70 * SECOND)
+    assert leases.get(0) == ShardLease("b", START + 70 * SECOND)
+
+    # Now b renews and a cannot
+    assert leases.renew(0, "b", START + 100 * SECOND)
+    assert not leases.renew(0, "a", START + 100 * SECOND)
+    assert not leases.hand_over(0, "b", START + 100 * SECOND)  # nobody waiting
+    assert leases.get(0) == ShardLease("b", START + 100 * SECOND)
+
+    # Only the holder releases
+    assert not leases.release(0, "a")
+    assert leases.get(0) is not None
+    assert leases.release(0, "b")
+    assert leases.get(0) is None
+    assert not leases.request_handover(0, "b")  # nobody holds it
+
+
+def test_an_expired_shard_lease_is_free_and_a_waiter_may_withdraw(adapters: AdapterSet) -> None:
+    leases = adapters.leases
+    assert leases.acquire(2, "a", START, START + 30 * SECOND)
+
+    # Once it ended, anyone takes it
+    assert leases.acquire(2, "b", START + 31 * SECOND, START + 61 * SECOND)
+    assert leases.get(2) == ShardLease("b", START + 61 * SECOND)
+    assert not leases.renew(2, "a", START + 90 * SECOND)
+
+    # A waiting tick that gives up withdraws its request, and the holder renews again
+    assert leases.request_handover(2, "c")
+    assert not leases.release(2, "c")
+    assert leases.get(2) == ShardLease("b", START + 61 * SECOND)
+    assert leases.renew(2, "b", START + 91 * SECOND)
+    # Other shards are untouched
+    assert leases.get(1) is None
+
+
+# Limits ----------------------------------------------------------------------------
+
+
+def test_concurrency_slots_up_to_the_limit(adapters: AdapterSet) -> None:
+    limits = adapters.limits
+    until = START + 30 * SECOND
+
+    # Two holders take both slots of a limit of two; a third waits
+    first = limits.acquire_slot("acme/task", 2, "h1", START, until)
+    second = limits.acquire_slot("acme/task", 2, "h2", START, until)
+    assert first is not None
+    assert second is not None
+    assert first != second
+    assert limits.acquire_slot("acme/task", 2, "h3", START, until) is None
+    # A holder asking again gets the slot it holds
+    assert limits.acquire_slot("acme/task", 2, "h1", START, until) == first
+    # Another scope has its own slots
+    assert limits.acquire_slot("acme/other-task", 1, "h3", START, until) is not None
+
+    # Only the holder extends
+    assert limits.extend_slot(first, "h1", START + 60 * SECOND)
+    assert not limits.extend_slot(first, "h3", START + 60 * SECOND)
+
+    # When the second slot's lease ran out, the waiter takes it
+    later = START + 31 * SECOND
+    assert limits.acquire_slot("acme/task", 2, "h3", later, later + 30 * SECOND) == second
+    assert not limits.extend_slot(second, "h2", later + 60 * SECOND)
+
+    # Only its holder releases a slot, and once released another takes it
+    assert not limits.release_slot(second, "h2")
+    assert limits.release_slot(second, "h3")
+    assert not limits.release_slot(second, "h3")
+    assert limits.acquire_slot("acme/task", 2, "h4", later, later + 30 * SECOND) == second
+
+
+def test_the_token_bucket_makes_bursts_wait(adapters: AdapterSet) -> None:
+    limits = adapters.limits
+    rate = RateLimit(per_second=1, burst=2)
+
+    # A full bucket gives a burst of two, then asks to wait a token's time
+    assert limits.take_token("acme/host", rate, START) == 0
+    assert limits.take_token("acme/host", rate, START) == 0
+    assert limits.take_token("acme/host", rate, START) == pytest.approx(1.0)
+    # Another host's bucket is full
+    assert limits.take_token("acme/other-host", rate, START) == 0
+
+    # A second on, one token came back
+    assert limits.take_token("acme/host", rate, START + SECOND) == 0
+    assert limits.take_token("acme/host", rate, START + SECOND) == pytest.approx(1.0)
+    # An idle bucket starts again full
+    later = START + 100 * SECOND
+    assert limits.take_token("acme/host", rate, later) == 0
+    assert limits.take_token("acme/host", rate, later) == 0
+    assert limits.take_token("acme/host", rate, later) > 0
+
+
+def test_host_state_is_replaced_only_from_the_version_read(adapters: AdapterSet) -> None:
+    limits = adapters.limits
+    policy = BreakerPolicy(failure_threshold=2, cool_down=10 * SECOND)
+    fresh = limits.host("acme/host")
+    assert fresh == HostState(host="acme/host")
+
+    # Given one failure recorded
+    failed = after_failure(fresh, START, policy)
+    assert limits.replace_host(failed, START)
+    assert limits.host("acme/host") == failed
+    # A writer that read the state before it is refused
+    assert not limits.replace_host(after_failure(fresh, START, policy), START)
+
+    # When two workers race from the same read, one wins
+    opened = after_failure(failed, START + SECOND, policy)
+    closed = after_success(failed)
+    assert closed is not None
+    assert opened.breaker is BreakerState.OPEN
+    assert limits.replace_host(opened, START + SECOND)
+    assert not limits.replace_host(closed, START + SECOND)
+
+    # Then the store holds the winner's state, instants included
+    stored = limits.host("acme/host")
+    assert stored == opened
+    assert stored.breaker_until == START + 11 * SECOND
+    paused = after_retry_after(stored, START + HOUR)
+    assert paused is not None
+    assert limits.replace_host(paused, START + 2 * SECOND)
+    assert limits.host("acme/host").paused_until == START + HOUR
+    assert limits.host("other/host") == HostState(host="other/host")

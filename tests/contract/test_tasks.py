@@ -1,0 +1,289 @@
+"""The TaskStore contract: quotas, tenant isolation, versions, the due index, dependents."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+
+import pytest
+
+from dynacron.domain.errors import InvalidRequest, LimitExceeded
+from dynacron.domain.tasks import DuePlacement, Task, TaskStatus, claim_occurrence
+from dynacron.ports import REASON_LIMIT, AdapterSet, TaskStore
+from tests.contract.builders import ROOMY, SHARDING, START, a_follower, a_task
+
+MINUTE = timedelta(minutes=1)
+# One due-index partition every due task of these tests is filed under.
+HERE = DuePlacement(bucket=SHARDING.bucket(START), shard=0)
+
+
+def create(tasks: TaskStore, task: Task, placement: DuePlacement | None = HERE) -> Task:
+    tasks.create_within_quota(task, placement, ROOMY, f"secret-{task.task_id}")
+    return task
+
+
+def all_due(tasks: TaskStore, key: str, now: datetime, limit: int) -> list[list[str]]:
+    """Every page of ``due_task_ids`` in one bucket, following ``start_key``."""
+    pages: list[list[str]] = []
+    ids, start_key = tasks.due_task_ids(key, now, limit, None)
+    pages.append(ids)
+    while start_key is not None:
+        ids, start_key = tasks.due_task_ids(key, now, limit, start_key)
+        pages.append(ids)
+    return pages
+
+
+def due_ids(tasks: TaskStore, now: datetime = START + timedelta(days=1)) -> list[str]:
+    return [i for page in all_due(tasks, HERE.key, now, 100) for i in page]
+
+
+def test_create_within_quota_counts_and_stops_at_the_quota(adapters: AdapterSet) -> None:
+    tasks, tenants = adapters.tasks, adapters.tenants
+
+    # Given a tenant with two tasks, its quota
+    tasks.create_within_quota(a_task("one", tenant_id="acme"), HERE, 2, "first-secret")
+    tasks.create_within_quota(a_task("two", tenant_id="acme"), HERE, 2, "second-secret")
+    assert tenants.task_count("acme") == 2
+    # Its first task gave it its signing secret; later ones keep it
+    assert tenants.signing_secrets("acme") == ["first-secret"]
+
+    # When it registers a third, it is refused and nothing is stored
+    with pytest.raises(LimitExceeded):
+        tasks.create_within_quota(a_task("three", tenant_id="acme"), HERE, 2, "x")
+    assert tasks.get("three") is None
+    assert tenants.task_count("acme") == 2
+
+    # Another tenant has its own quota
+    tasks.create_within_quota(a_task("theirs", tenant_id="other"), HERE, 2, "theirs")
+    assert tenants.task_count("other") == 1
+
+    # Once one is deleted, there is room again
+    assert tasks.delete_owned("acme", "one")
+    assert tenants.task_count("acme") == 1
+    tasks.create_within_quota(a_task("three", tenant_id="acme"), HERE, 2, "x")
+    assert tenants.task_count("acme") == 2
+
+
+def test_create_refuses_a_taken_id(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    original = create(tasks, a_task("taken", tenant_id="acme"))
+
+    with pytest.raises(InvalidRequest) as refused:
+        create(tasks, a_task("taken", tenant_id="other"))
+
+    assert not isinstance(refused.value, LimitExceeded)
+    assert tasks.get("taken") == original
+    assert adapters.tenants.task_count("other") == 0
+    assert adapters.tenants.task_count("acme") == 1
+
+
+def test_a_task_is_read_back_as_stored(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    stored = create(tasks, a_task("job", tenant_id="acme", jitter_seconds=5))
+
+    assert tasks.get("job") == stored
+    assert tasks.get_owned("acme", "job") == stored
+    assert tasks.get("missing") is None
+    # get_many and read_many leave out what is missing
+    other = create(tasks, a_task("other-job"))
+    assert sorted(t.task_id for t in tasks.get_many(["job", "missing", "other-job"])) == [
+        "job",
+        "other-job",
+    ]
+    readable, unreadable = tasks.read_many(["other-job", "missing"])
+    assert readable == [other]
+    assert unreadable == []
+
+
+def test_get_owned_and_delete_owned_see_only_the_tenants_own(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    create(tasks, a_task("job", tenant_id="acme"))
+
+    # To another tenant, the task is exactly a missing one
+    assert tasks.get_owned("other", "job") is None
+    assert not tasks.delete_owned("other", "job")
+    assert tasks.get("job") is not None
+    assert tasks.page_owned("other", 10, None).items == []
+
+    # Its owner deletes it, once
+    assert tasks.delete_owned("acme", "job")
+    assert tasks.get("job") is None
+    assert tasks.get_owned("acme", "job") is None
+    assert not tasks.delete_owned("acme", "job")
+    assert adapters.tenants.task_count("acme") == 0
+
+
+def test_page_owned_pages_a_tenants_tasks_oldest_first(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    # Given five tasks of one tenant, registered a minute apart (not in id order), and
+    # two of another
+    order = ["e", "b", "d", "a", "c"]
+    for n, task_id in enumerate(order):
+        create(tasks, a_task(task_id, tenant_id="acme", created_at=START + n * MINUTE))
+    for task_id in ("x", "y"):
+        create(tasks, a_task(task_id, tenant_id="other"))
+
+    # When its tasks are listed two at a time
+    listed: list[str] = []
+    token: str | None = None
+    pages = 0
+    while True:
+        page = tasks.page_owned("acme", 2, token)
+        assert len(page.items) <= 2
+        assert all(t.tenant_id == "acme" for t in page.items)
+        listed += [t.task_id for t in page.items]
+        pages += 1
+        token = page.next_token
+        if token is None:
+            break
+
+    # Then each comes once, oldest first
+    assert listed == order
+    assert pages >= 3
+    # and a token of its listing is refused to another tenant
+    first_token = tasks.page_owned("acme", 2, None).next_token
+    assert first_token is not None
+    with pytest.raises(InvalidRequest):
+        tasks.page_owned("other", 2, first_token)
+
+
+def test_replace_only_from_the_expected_version(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    task = create(tasks, a_task("job"))
+    upstream = create(tasks, a_task("upstream"))
+
+    # A change from the version read is stored, with its new version
+    renamed = dataclasses.replace(task, name="renamed", version=2)
+    assert tasks.replace(renamed, HERE, expected_version=1)
+    assert tasks.get("job") == renamed
+
+    # A second change from the same (now stale) version is refused
+    assert not tasks.replace(dataclasses.replace(task, name="lost", version=2), HERE, 1)
+    assert tasks.get("job") == renamed
+
+    # With ``unchanged``, the other tasks must still be at their versions too
+    paused = dataclasses.replace(renamed, status=TaskStatus.PAUSED, version=3)
+    assert tasks.replace(paused, None, expected_version=2, unchanged={"upstream": 1})
+    assert tasks.get("job") == paused
+    # A paused task has left the due index
+    assert due_ids(tasks) == ["upstream"]
+    assert not tasks.replace(
+        dataclasses.replace(paused, name="stale check", version=4),
+        None,
+        expected_version=3,
+        unchanged={"upstream": 2},
+    )
+    assert tasks.get("job") == paused
+    assert tasks.get("upstream") == upstream
+
+
+def test_claim_advances_a_task_once(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    create(tasks, a_task("job"))
+    now = START + timedelta(seconds=1)
+    stored = tasks.get("job")
+    assert stored is not None
+    claim = claim_occurrence(stored, now)
+    assert claim is not None
+
+    # When the tick claims the due occurrence of a one-time task
+    assert tasks.claim(claim, SHARDING.place("job", claim.next_run_at, now), now)
+
+    # Then the task moved past it and left the due index; the same claim again fails
+    claimed = tasks.get("job")
+    assert claimed is not None
+    assert claimed.status is TaskStatus.COMPLETED
+    assert claimed.version == 2
+    assert claimed.last_scheduled_at == START
+    assert claimed.next_run_at is None
+    assert due_ids(tasks) == []
+    assert not tasks.claim(claim, None, now)
+
+
+def test_due_task_ids_in_order_with_limit_and_start_key(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    # Given six tasks of one bucket and shard, due a minute apart, registered out of order
+    for n in (3, 0, 5, 1, 4, 2):
+        create(tasks, a_task(f"due-{n}", due=START + n * MINUTE))
+    # one due after ``now``, and one in another shard
+    create(tasks, a_task("not-yet", due=START + 30 * MINUTE))
+    create(tasks, a_task("elsewhere"), DuePlacement(bucket=HERE.bucket, shard=1))
+    now = START + 10 * MINUTE
+
+    # When the due ids are read four at a time
+    pages = all_due(tasks, HERE.key, now, 4)
+
+    # Then those due by now come once each, oldest first, at most four per page
+    assert [i for page in pages for i in page] == [f"due-{n}" for n in range(6)]
+    assert pages[0] == [f"due-{n}" for n in range(4)]
+    assert all(len(page) <= 4 for page in pages)
+    # ``due_from`` keeps only those due from then on
+    late, _ = tasks.due_task_ids(HERE.key, now, 10, None, due_from=START + 3 * MINUTE)
+    assert late == ["due-3", "due-4", "due-5"]
+    elsewhere, _ = tasks.due_task_ids(DuePlacement(bucket=HERE.bucket, shard=1).key, now, 10, None)
+    assert elsewhere == ["elsewhere"]
+
+
+def test_dependents_and_the_mark_on_their_upstream(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    create(tasks, a_task("upstream", tenant_id="acme"))
+    create(tasks, a_follower("second", "upstream", tenant_id="acme"), None)
+    create(tasks, a_follower("first", "upstream", tenant_id="acme"), None)
+    create(tasks, a_follower("unrelated", "someone-else", tenant_id="acme"), None)
+
+    assert sorted(tasks.dependents("upstream")) == ["first", "second"]
+    assert tasks.dependents("first") == []
+
+    # Only its tenant marks it; the mark is a new version
+    assert not tasks.mark_has_dependents("other", "upstream")
+    assert not tasks.mark_has_dependents("acme", "missing")
+    assert tasks.mark_has_dependents("acme", "upstream")
+    marked = tasks.get("upstream")
+    assert marked is not None
+    assert marked.has_dependents
+    assert marked.version == 2
+
+
+def test_set_aside_a_task_at_the_version_read(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    task = create(tasks, a_task("job"))
+    create(tasks, a_task("neighbour"))
+    now = START + MINUTE
+
+    # When the tick sets aside a task it read, with a long reason
+    assert tasks.set_aside(task, "x" * (REASON_LIMIT + 100), now)
+
+    # Then it is ERROR, with the reason cut short, and out of the due index
+    aside = tasks.get("job")
+    assert aside is not None
+    assert aside.status is TaskStatus.ERROR
+    assert aside.status_reason == "x" * REASON_LIMIT
+    assert aside.version > task.version
+    assert aside.updated_at == now
+    assert due_ids(tasks) == ["neighbour"]
+    # A second set-aside from the stale read is refused
+    assert not tasks.set_aside(task, "again", now)
+
+
+def test_set_aside_by_id_frees_the_slot_only_of_its_holder(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    create(tasks, a_task("holds", running_execution="holds_20261130T120000000Z"))
+    create(tasks, a_task("kept", running_execution="kept_20261130T120000000Z"))
+
+    # Freeing the slot the execution holds
+    assert tasks.set_aside_by_id(
+        "holds", "its end raised", START, release_slot_of="holds_20261130T120000000Z"
+    )
+    freed = tasks.get("holds")
+    assert freed is not None
+    assert (freed.status, freed.running_execution) == (TaskStatus.ERROR, None)
+
+    # Another execution's slot is left as it is, the task set aside all the same
+    assert tasks.set_aside_by_id(
+        "kept", "its end raised", START, release_slot_of="other_20261130T120000000Z"
+    )
+    kept = tasks.get("kept")
+    assert kept is not None
+    assert kept.status is TaskStatus.ERROR
+    assert kept.running_execution == "kept_20261130T120000000Z"
+    assert not tasks.set_aside_by_id("missing", "nothing there", START)
