@@ -25,6 +25,8 @@ from unittest import mock
 import pytest
 
 from dynacron.adapters.aws import aws_adapters
+from dynacron.adapters.sqlite import sqlite_adapters
+from dynacron.adapters.sqlite.database import Database
 from dynacron.config import Settings
 from dynacron.domain.clock import SettableClock
 from dynacron.ports import AdapterSet
@@ -120,10 +122,15 @@ def make_aws_set(tmp_path: Path, clock: SettableClock, cleanup: ExitStack) -> Ad
     )
 
 
-# Every adapter set the contract runs over: name -> factory. The SQLite set joins as
-# ``"sqlite": make_sqlite_set``, a factory opening ``Database(tmp_path / ...)`` (closed
-# through ``cleanup``) with its stores and its queues on ``clock``.
-ADAPTER_SETS: dict[str, AdapterFactory] = {"aws": make_aws_set}
+def make_sqlite_set(tmp_path: Path, clock: SettableClock, cleanup: ExitStack) -> AdapterSet:
+    """The embedded set on a fresh database file, its queues on ``clock``."""
+    database = Database(tmp_path / "dynacron.db")
+    cleanup.callback(database.close)
+    return sqlite_adapters(database, clock, execution_retention=EXECUTION_RETENTION)
+
+
+# Every adapter set the contract runs over: name -> factory.
+ADAPTER_SETS: dict[str, AdapterFactory] = {"aws": make_aws_set, "sqlite": make_sqlite_set}
 
 
 @pytest.fixture

@@ -14,7 +14,9 @@ from dynacron.adapters.sqlite.coordination import (
 )
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.executions import SqliteExecutionStore
+from dynacron.adapters.sqlite.queue import SqliteDeadLetterQueue, SqliteDispatchQueue, SqliteQueues
 from dynacron.adapters.sqlite.tasks import SqliteTaskStore
+from dynacron.domain.clock import Clock
 from dynacron.ports import AdapterSet, DeadLetterQueue, DispatchQueue
 from dynacron.resources import LEASE_SHARDS
 
@@ -61,3 +63,17 @@ def sqlite_stores(
         leases=SqliteShardLeases(database),
         limits=SqliteLimitStore(database, rng),
     )
+
+
+def sqlite_adapters(
+    database: Database,
+    clock: Clock,
+    *,
+    execution_retention: timedelta,
+    lease_shards: int = LEASE_SHARDS,
+) -> AdapterSet:
+    """Every port on ``database``: the stores and the dispatch and dead-letter queues."""
+    queues = SqliteQueues(database, clock)
+    return sqlite_stores(
+        database, execution_retention=execution_retention, lease_shards=lease_shards
+    ).with_queues(SqliteDispatchQueue(queues), SqliteDeadLetterQueue(queues))
