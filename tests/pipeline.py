@@ -28,6 +28,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 from botocore.exceptions import ClientError, EndpointConnectionError
 
+from dynacron.adapters.aws.errors import AwsUnreachable
 from dynacron.adapters.aws.queue import SqsDispatchQueue
 from dynacron.app import Dynacron
 from dynacron.config import Settings
@@ -174,8 +175,11 @@ class Pipeline:
         """Whether ``error`` is one the test asked for: throttling, from a component
         built to throttle (moto itself never throttles), or an endpoint that cannot
         be reached (in-process moto always can: a test pointed a component at one).
-        Powertools' idempotency wraps what the store raised: its cause counts."""
-        while isinstance(error, IdempotencyPersistenceLayerError) and error.__cause__:
+        Powertools' idempotency wraps what the store raised, and the AWS adapters
+        raise botocore's errors as the ports' ``StoreUnavailable``: the cause counts."""
+        while (
+            isinstance(error, IdempotencyPersistenceLayerError | AwsUnreachable) and error.__cause__
+        ):
             error = error.__cause__
         if isinstance(error, EndpointConnectionError):
             return True
