@@ -50,7 +50,9 @@ def one_shard(aws: tuple[Any, Any], clock: SettableClock) -> Dynacron:
 
 
 def register(system: Dynacron, tenant_id: str, **fields: Any) -> str:
-    return system.task_service.register(tenant_id, TaskCreate(handler_url=HOOK, **fields)).task_id
+    return system.task_service.register(
+        tenant_id, TaskCreate(handler_url=HOOK, **fields).to_spec()
+    ).task_id
 
 
 def tick(ticker: Ticker) -> TickReport:

@@ -51,7 +51,7 @@ def due_now(system: Dynacron, clock: SettableClock, owners: list[tuple[str, str]
     at = clock.now() + timedelta(seconds=1)
     ids = [
         system.task_service.register(
-            tenant, TaskCreate(at=at.strftime("%Y-%m-%dT%H:%M:%SZ"), handler_url=url)
+            tenant, TaskCreate(at=at.strftime("%Y-%m-%dT%H:%M:%SZ"), handler_url=url).to_spec()
         ).task_id
         for tenant, url in owners
     ]

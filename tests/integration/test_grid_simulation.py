@@ -115,7 +115,7 @@ def simulate(
 def registered(service: TaskService) -> dict[str, Task]:
     return {
         name: service.register(
-            DEFAULT_TENANT, TaskCreate(handler_url="http://127.0.0.1:9/", **body)
+            DEFAULT_TENANT, TaskCreate(handler_url="http://127.0.0.1:9/", **body).to_spec()
         )
         for name, body in TASKS.items()
     }

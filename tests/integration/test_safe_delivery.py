@@ -235,7 +235,7 @@ def test_the_worker_signs_with_the_tenants_secret(
     system: Dynacron, aws: tuple[Any, Any], sink: Sink
 ) -> None:
     task = system.task_service.register(
-        ALICE, TaskCreate(rate="1 hour", handler_url=f"{sink.url}/hook")
+        ALICE, TaskCreate(rate="1 hour", handler_url=f"{sink.url}/hook").to_spec()
     )
     secret = system.task_service.signing_secrets(ALICE)[0]
     assert task.next_run_at is not None

@@ -20,7 +20,7 @@ MINUTE = timedelta(minutes=1)
 
 def register(system: Dynacron, **fields: Any) -> str:
     return system.task_service.register(
-        DEFAULT_TENANT, TaskCreate(handler_url=HOOK, **fields)
+        DEFAULT_TENANT, TaskCreate(handler_url=HOOK, **fields).to_spec()
     ).task_id
 
 

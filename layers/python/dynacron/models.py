@@ -11,12 +11,23 @@ from dynacron.domain.executions import Execution
 from dynacron.domain.forecast import Forecast
 from dynacron.domain.instants import format_instant
 from dynacron.domain.limits import MAX_CONCURRENCY, MAX_RATE_PER_SECOND, RateLimit, TaskLimits
-from dynacron.domain.retry import MAX_ATTEMPTS_LIMIT, MAX_DELAY_LIMIT_SECONDS
+from dynacron.domain.retry import MAX_ATTEMPTS_LIMIT, MAX_DELAY_LIMIT_SECONDS, RetryPolicy
+from dynacron.domain.task_specs import (
+    MAX_PAYLOAD_DEPTH,
+    SCHEDULE_KINDS,
+    UNSET,
+    ScheduleSpec,
+    TaskChanges,
+    TaskSpec,
+    payload_depth,
+    spec_of,
+)
 from dynacron.domain.tasks import (
     MAX_CATCHUP_WINDOW_SECONDS,
     MAX_JITTER_SECONDS,
     UNREADABLE_SCHEDULE,
     CatchUp,
+    Overlap,
     Task,
 )
 from dynacron.domain.urls import MAX_URL_LENGTH
@@ -46,24 +57,6 @@ class DstPolicyModel(BaseModel):
         return DstPolicy(Nonexistent(self.nonexistent), Ambiguous(self.ambiguous))
 
 
-# Objects and arrays within objects and arrays (DynamoDB's own limit for a
-# document is 32); deeper ones fail to serialise, far deeper ones to parse.
-MAX_PAYLOAD_DEPTH = 32
-
-
-def _depth(value: Any) -> int:
-    """How deeply ``value`` nests objects and arrays, without recursing."""
-    deepest, pending = 0, [(value, 1)]
-    while pending:
-        current, level = pending.pop()
-        deepest = max(deepest, level)
-        if deepest > MAX_PAYLOAD_DEPTH:
-            break
-        children = current.values() if isinstance(current, dict) else current
-        pending.extend((c, level + 1) for c in children if isinstance(c, dict | list))
-    return deepest
-
-
 def _bounds(minimum: int, maximum: int) -> dict[str, Any]:
     return {"minimum": minimum, "maximum": maximum}
 
@@ -90,6 +83,9 @@ class RetryCreate(BaseModel):
         description="Ceiling of any backoff (at least base_delay_seconds)",
         json_schema_extra=_bounds(1, MAX_DELAY_LIMIT_SECONDS),
     )
+
+    def to_domain(self) -> RetryPolicy:
+        return RetryPolicy(self.max_attempts, self.base_delay_seconds, self.max_delay_seconds)
 
 
 class RateLimitModel(BaseModel):
@@ -282,7 +278,7 @@ class TaskCreate(BaseModel):
     @field_validator("payload", check_fields=False)
     @classmethod
     def _payload_not_too_deep(cls, payload: dict[str, Any] | None) -> dict[str, Any] | None:
-        if payload is not None and _depth(payload) > MAX_PAYLOAD_DEPTH:
+        if payload is not None and payload_depth(payload) > MAX_PAYLOAD_DEPTH:
             raise ValueError(f"is nested more than {MAX_PAYLOAD_DEPTH} levels deep")
         return payload
 
@@ -291,10 +287,36 @@ class TaskCreate(BaseModel):
             return TaskLimits(max_concurrency=self.max_concurrency)
         return self.rate_limit.to_domain(self.max_concurrency)
 
+    def to_spec(self) -> TaskSpec:
+        """The registration this body asks for, as the domain takes it."""
+        return TaskSpec(
+            schedule=ScheduleSpec(
+                cron=self.cron,
+                rate=self.rate,
+                at=self.at,
+                fixed_delay=self.fixed_delay,
+                after=self.after,
+                timezone=self.timezone,
+                dst=self.dst.to_domain() if self.dst is not None else None,
+                anchor=self.anchor,
+                start_at=self.start_at,
+                end_at=self.end_at,
+            ),
+            handler_url=self.handler_url,
+            handler_name=self.handler,
+            payload=self.payload,
+            name=self.name,
+            retry=self.retry.to_domain() if self.retry is not None else RetryPolicy(),
+            catchup=CatchUp(self.catchup),
+            catchup_window_seconds=self.catchup_window_seconds,
+            jitter_seconds=self.jitter_seconds,
+            overlap=Overlap(self.overlap),
+            limits=self.limits(),
+        )
 
-# The fields of ``TaskCreate`` that say when a task runs; a PATCH giving any of
-# them recomputes the schedule, and one giving a kind replaces the old kind.
-SCHEDULE_KINDS = ("cron", "rate", "at", "fixed_delay", "after")
+
+# The fields of ``TaskCreate`` that say when a task runs; a PATCH naming any of
+# them (even as null) recomputes the schedule.
 SCHEDULE_FIELDS = (*SCHEDULE_KINDS, "timezone", "dst", "anchor", "start_at", "end_at")
 
 
@@ -315,6 +337,40 @@ class TaskPatch(TaskCreate):
     catchup: Literal["skip", "run_once", "run_all"] | None = None  # type: ignore[assignment]
     overlap: Literal["allow", "skip", "buffer_one"] | None = None  # type: ignore[assignment]
     payload: dict[str, Any] | None = None  # type: ignore[assignment]
+
+    def to_changes(self) -> TaskChanges:
+        """The changes this body asks for. A schedule kind or a handler sent as null
+        is ``UNSET`` (another one replaces it), and so is ``catchup`` (the stored
+        policy stays, its window goes); other nulls leave the stored value."""
+        named = self.model_fields_set
+
+        def cleared(name: str) -> Any:
+            value = getattr(self, name)
+            return UNSET if value is None and name in named else value
+
+        return TaskChanges(
+            version=self.version,
+            name=self.name,
+            cron=cleared("cron"),
+            rate=cleared("rate"),
+            at=cleared("at"),
+            fixed_delay=cleared("fixed_delay"),
+            after=cleared("after"),
+            timezone=self.timezone,
+            dst=self.dst.to_domain() if self.dst is not None else None,
+            anchor=self.anchor,
+            start_at=self.start_at,
+            end_at=self.end_at,
+            handler_url=cleared("handler_url"),
+            handler_name=cleared("handler"),
+            payload=self.payload,
+            retry=self.retry.to_domain() if self.retry is not None else None,
+            catchup=CatchUp(self.catchup) if self.catchup is not None else cleared("catchup"),
+            catchup_window_seconds=self.catchup_window_seconds,
+            jitter_seconds=self.jitter_seconds,
+            overlap=Overlap(self.overlap) if self.overlap is not None else None,
+            reschedule=any(name in named for name in SCHEDULE_FIELDS),
+        )
 
 
 class PauseRequest(BaseModel):
@@ -388,6 +444,9 @@ class TaskView(BaseModel):
 
     @classmethod
     def of(cls, task: Task) -> TaskView:
+        """The task as the API shows it: what would register it again, and its state."""
+        spec = spec_of(task)
+        when = spec.schedule
         schedule = task.schedule
         expression = format_instant(schedule.at) if schedule.kind == "at" else schedule.expression
         shown = (
@@ -395,36 +454,33 @@ class TaskView(BaseModel):
             if schedule is UNREADABLE_SCHEDULE
             else ScheduleView(kind=schedule.kind, expression=expression)
         )
-        catchup = task.catchup
         return cls(
             task_id=task.task_id,
             name=task.name,
             schedule=shown,
-            timezone=task.timezone,
-            dst=DstPolicyModel.of(schedule.dst) if schedule.kind == "cron" else None,
-            anchor=format_instant(schedule.anchor) if schedule.kind == "rate" else None,
-            start_at=_optional_instant(schedule.window.start_at),
-            end_at=_optional_instant(schedule.window.end_at),
-            jitter_seconds=task.jitter_seconds,
-            catchup=catchup.policy.value,
-            catchup_window_seconds=(
-                catchup.window_seconds if catchup.policy is CatchUp.RUN_ALL else None
-            ),
-            overlap=task.overlap.value,
-            after=task.upstream_task_id or None,
+            timezone=when.timezone,
+            dst=DstPolicyModel.of(when.dst) if when.dst is not None else None,
+            anchor=when.anchor,
+            start_at=when.start_at,
+            end_at=when.end_at,
+            jitter_seconds=spec.jitter_seconds,
+            catchup=spec.catchup.value,
+            catchup_window_seconds=spec.catchup_window_seconds,
+            overlap=spec.overlap.value,
+            after=when.after or None,
             pause_note=task.pause_note,
             running_execution=task.running_execution,
             buffered_at=_optional_instant(task.buffered_at),
-            handler_url=task.handler_url,
-            handler=task.handler_name,
+            handler_url=spec.handler_url,
+            handler=spec.handler_name,
             retry=RetryView(
-                max_attempts=task.retry.max_attempts,
-                base_delay_seconds=task.retry.base_delay_seconds,
-                max_delay_seconds=task.retry.max_delay_seconds,
+                max_attempts=spec.retry.max_attempts,
+                base_delay_seconds=spec.retry.base_delay_seconds,
+                max_delay_seconds=spec.retry.max_delay_seconds,
             ),
-            max_concurrency=task.limits.max_concurrency,
-            rate_limit=RateLimitModel.of(task.limits),
-            payload=task.payload,
+            max_concurrency=spec.limits.max_concurrency,
+            rate_limit=RateLimitModel.of(spec.limits),
+            payload=spec.payload,
             status=task.status.value,
             status_reason=task.status_reason,
             next_run_at=_optional_instant(task.next_run_at),

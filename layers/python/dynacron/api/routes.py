@@ -165,7 +165,7 @@ def build_api(
 
     @app.post("/tasks", responses=problems(413, ok=(201, "Registered")))
     def create_task(body: TaskCreate) -> Response[TaskView]:
-        task = tasks.register(caller_tenant(), body)
+        task = tasks.register(caller_tenant(), body.to_spec())
         return Response(status_code=201, body=TaskView.of(task), content_type="application/json")
 
     @app.get("/tasks", responses=problems())
@@ -179,7 +179,7 @@ def build_api(
 
     @app.patch("/tasks/<task_id>", responses=problems(404, 409))
     def patch_task(task_id: TaskId, body: TaskPatch) -> TaskView:
-        return TaskView.of(tasks.patch(caller_tenant(), task_id, body))
+        return TaskView.of(tasks.patch(caller_tenant(), task_id, body.to_changes()))
 
     @app.post("/tasks/<task_id>/pause", responses=problems(404, 409))
     def pause_task(task_id: TaskId, body: PauseRequest | None = None) -> TaskView:
