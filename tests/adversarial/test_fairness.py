@@ -24,7 +24,8 @@ from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.tasks import TaskStatus, execution_id_for
 from dynacron.local.aws import provision
 from dynacron.models import TaskCreate
-from dynacron.services.tick import Ticker, TickReport
+from dynacron.services.page_claimer import TickReport
+from dynacron.services.tick import Ticker
 from tests.conftest import sleep_moving
 from tests.support import recording_ticker
 

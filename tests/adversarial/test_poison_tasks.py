@@ -31,10 +31,11 @@ from dynacron.domain.tasks import TaskStatus, due_bucket_key, execution_id_for, 
 from dynacron.faults import Boundary, Faults
 from dynacron.local.aws import provision
 from dynacron.metrics import MetricTotals
-from dynacron.models import TaskCreate, TaskView
+from dynacron.models import TaskCreate
 from dynacron.resources import DUE_INDEX
 from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import LoopEnd, LoopTiming, ShardTickLoop
+from dynacron.views import TaskView
 from tests.conftest import START, sleep_moving
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline

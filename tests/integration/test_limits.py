@@ -13,10 +13,11 @@ from botocore.exceptions import ClientError
 from dynacron import metric_names
 from dynacron.adapters.aws.limits import DynamoLimitStore
 from dynacron.app import Dynacron
+from dynacron.domain.claiming import jitter_offset
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import Dispatch, ExecutionStatus
 from dynacron.domain.limits import RateLimit, after_failure
-from dynacron.domain.tasks import execution_id_for, jitter_offset
+from dynacron.domain.tasks import execution_id_for
 from dynacron.faults import Boundary
 from dynacron.metrics import MetricTotals
 from dynacron.models import RateLimitModel, TaskCreate

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from dynacron.app import Dynacron
+from dynacron.callbacks import CALLBACK_TOKEN_HEADER
 from dynacron.config import Settings
-from dynacron.delivery import CALLBACK_TOKEN_HEADER, HttpDelivery
+from dynacron.delivery import HttpDelivery
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import DeliveryResult, Dispatch
 from dynacron.domain.signing import SIGNATURE_HEADER, verify

@@ -6,9 +6,10 @@ from datetime import timedelta
 from typing import Any
 
 from dynacron.app import Dynacron
+from dynacron.domain.claiming import jitter_offset
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import Dispatch
-from dynacron.domain.tasks import TaskStatus, execution_id_for, jitter_offset
+from dynacron.domain.tasks import TaskStatus, execution_id_for
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.models import TaskCreate
 from tests.conftest import START

@@ -10,15 +10,8 @@ import pytest
 from dynacron.domain.errors import Conflict, InvalidRequest
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import CronSchedule, RateSchedule
-from dynacron.domain.task_specs import (
-    UNSET,
-    ScheduleSpec,
-    TaskChanges,
-    TaskSpec,
-    apply_changes,
-    new_task,
-    spec_of,
-)
+from dynacron.domain.task_changes import UNSET, TaskChanges, apply_changes
+from dynacron.domain.task_specs import ScheduleSpec, TaskSpec, new_task, spec_of
 from dynacron.domain.tasks import CatchUp, Overlap, TaskStatus
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
 

@@ -20,10 +20,7 @@ from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
-from aws_lambda_powertools.event_handler.openapi.types import (
-    OpenAPIResponse,
-    OpenAPIResponseHeader,
-)
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
 
 from dynacron import __version__
 from dynacron.api.identity import API_KEY_HEADER, tenant_of
@@ -48,25 +45,21 @@ from dynacron.domain.errors import (
 )
 from dynacron.domain.instants import format_instant
 from dynacron.domain.quotas import TenantRateLimiter
-from dynacron.models import (
-    BackfillRequest,
+from dynacron.models import BackfillRequest, CompleteRequest, PauseRequest, TaskCreate, TaskPatch
+from dynacron.services.executions import Completion, ExecutionService
+from dynacron.services.forecast import HerdForecast
+from dynacron.services.tasks import PayloadTooLarge, TaskService
+from dynacron.views import (
     BackfillView,
-    CompleteRequest,
     ExecutionPage,
     ExecutionView,
     ForecastView,
     OccurrencesView,
-    PauseRequest,
     Problem,
-    TaskCreate,
     TaskPage,
-    TaskPatch,
     TaskView,
     TenantView,
 )
-from dynacron.services.executions import Completion, ExecutionService
-from dynacron.services.forecast import HerdForecast
-from dynacron.services.tasks import PayloadTooLarge, TaskService
 
 logger = Logger(service="dynacron-api")
 

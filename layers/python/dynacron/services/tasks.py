@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dynacron.config import Settings
-from dynacron.delivery import Resolver, check_handler_url
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import (
     Conflict,
@@ -30,7 +29,8 @@ from dynacron.domain.schedules import (
     parse_local_instant,
     upcoming,
 )
-from dynacron.domain.task_specs import TaskChanges, TaskSpec, apply_changes, new_task
+from dynacron.domain.task_changes import TaskChanges, apply_changes
+from dynacron.domain.task_specs import TaskSpec, new_task
 from dynacron.domain.tasks import (
     UNREADABLE_SCHEDULE,
     Task,
@@ -41,6 +41,7 @@ from dynacron.domain.tasks import (
 from dynacron.domain.urls import UrlPolicy
 from dynacron.handlers import HandlerRegistry
 from dynacron.ports import ExecutionStore, Page, TaskStore, TenantStore
+from dynacron.safe_connections import Resolver, check_handler_url
 from dynacron.services.aftermath import RunStarter
 
 # One backfill request starts at most this many executions; ask again for more.
