@@ -56,7 +56,7 @@ from bench.throughput import NOW, due_items, warm
 from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.app import Dynacron
 from dynacron.config import Settings
-from dynacron.domain import capacity
+from dynacron.domain import capacity_model
 from dynacron.domain.clock import SettableClock
 from dynacron.local.aws import aws_clients, provision
 
@@ -262,8 +262,8 @@ def measure_limited_against_moto(
         return None
     memory = MEMORIES_MB[0]
     try:
-        limit_cpu(directory, version, capacity.cpu_share(memory))
-        expected = capacity.claims_per_second_per_shard(memory, concurrency)
+        limit_cpu(directory, version, capacity_model.cpu_share(memory))
+        expected = capacity_model.claims_per_second_per_shard(memory, concurrency)
         tasks = max(200, int(expected * seconds_each))
         run = run_child(tasks, concurrency, directory, endpoint)
     finally:
@@ -292,11 +292,11 @@ def measure_limited(concurrency: int, seconds_each: float) -> dict[str, Any]:
     rows = []
     try:
         for memory in MEMORIES_MB:
-            share = capacity.cpu_share(memory)
+            share = capacity_model.cpu_share(memory)
             # The quota covers the tick and the model: the tick's part is the Lambda's share.
             quota_share = min(1.0, share / (1 - model_share))
             limit_cpu(directory, version, quota_share)
-            expected = capacity.claims_per_second_per_shard(memory, concurrency)
+            expected = capacity_model.claims_per_second_per_shard(memory, concurrency)
             tasks = max(200, int(expected * seconds_each))
             run = run_child(tasks, concurrency, directory)
             rows.append(
@@ -430,8 +430,8 @@ def measure_limited_over_http(concurrency: int, seconds_each: float) -> dict[str
     rows = []
     try:
         for memory in MEMORIES_MB:
-            limit_cpu(directory, version, capacity.cpu_share(memory))
-            expected = capacity.claims_per_second_per_shard(memory, concurrency)
+            limit_cpu(directory, version, capacity_model.cpu_share(memory))
+            expected = capacity_model.claims_per_second_per_shard(memory, concurrency)
             tasks = max(200, int(expected * seconds_each))
             with double_process(tasks) as endpoint:
                 run = run_child(tasks, concurrency, directory, endpoint, served=True)
@@ -445,13 +445,13 @@ def measure_limited_over_http(concurrency: int, seconds_each: float) -> dict[str
 
 def derived_rows(cpu_ms_per_claim: float, concurrency: int) -> list[dict[str, Any]]:
     """The model's claims/s at each memory: from this run's CPU per claim, and from
-    the figure the plan uses (``capacity.MEASURED``)."""
-    model = capacity.TickModel(tick_cpu_ms_per_claim=cpu_ms_per_claim)
-    plan_model = capacity.TickModel()
+    the figure the plan uses (``capacity_model.MEASURED``)."""
+    model = capacity_model.TickModel(tick_cpu_ms_per_claim=cpu_ms_per_claim)
+    plan_model = capacity_model.TickModel()
     return [
         {
             "memory_mb": memory,
-            "cpu_share": round(capacity.cpu_share(memory), 4),
+            "cpu_share": round(capacity_model.cpu_share(memory), 4),
             "cpu_bound_claims_per_second": round(model.cpu_bound(memory), 1),
             "io_bound_claims_per_second": round(model.io_bound(concurrency), 1),
             "claims_per_second": round(model.claims_per_second(memory, concurrency), 1),
@@ -506,14 +506,14 @@ def main() -> None:
         "capacity",
         {
             "memories_mb": list(MEMORIES_MB),
-            "full_vcpu_memory_mb": capacity.FULL_VCPU_MEMORY_MB,
+            "full_vcpu_memory_mb": capacity_model.FULL_VCPU_MEMORY_MB,
             "default_tick_concurrency": default,
             "assumed_latency_ms": {
-                "dynamodb": capacity.DYNAMODB_LATENCY_MS,
-                "sqs": capacity.SQS_LATENCY_MS,
+                "dynamodb": capacity_model.DYNAMODB_LATENCY_MS,
+                "sqs": capacity_model.SQS_LATENCY_MS,
             },
             "cpu_per_claim": measured,
-            "model_tick_cpu_ms_per_claim": capacity.TickModel().tick_cpu_ms_per_claim,
+            "model_tick_cpu_ms_per_claim": capacity_model.TickModel().tick_cpu_ms_per_claim,
             "derived": derived_rows(full["tick_cpu_ms_per_claim"], default),
             "limited": limited,
             "limited_over_http": over_http,

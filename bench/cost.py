@@ -151,7 +151,7 @@ def register(bench: Bench, count: int, **fields: Any) -> None:
                 handler_url=f"{bench.sink.url}/hook",
                 payload={"report": "daily", "customer": number},
                 **fields,
-            ),
+            ).to_spec(),
         )
 
 

@@ -42,7 +42,7 @@ from bench.throughput import NOW, due_items, warm
 from dynacron.adapters.aws.claims import LambdaPageClaims
 from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.app import Dynacron
-from dynacron.domain import capacity
+from dynacron.domain import capacity_model
 from dynacron.domain.clock import SettableClock
 
 TICK_MEMORY_MB = 128
@@ -73,7 +73,7 @@ def hand_out_child(tasks: int, cgroup: str | None) -> dict[str, Any]:
     """In the child: fill the double, join the cgroup (if any), tick once handing every
     page out; what it cost."""
     double = AwsDouble(latency_seconds=0.0)
-    pages = -(-tasks // capacity.PAGE_SIZE)
+    pages = -(-tasks // capacity_model.PAGE_SIZE)
     settings = double.settings(
         shard_count=1,
         tick_max_claims=tasks,
@@ -148,7 +148,7 @@ def main() -> None:
     limited: dict[str, Any] | None = None
     directory, version = cgroup_directory()
     if directory is not None:
-        share = capacity.cpu_share(TICK_MEMORY_MB)
+        share = capacity_model.cpu_share(TICK_MEMORY_MB)
         try:
             # The double's model runs in the tick's process: its share on top.
             limit_cpu(directory, version, share / (1 - model_share))
@@ -177,13 +177,13 @@ def main() -> None:
             "hand_out_cpu_ms_per_page": round(cpu_ms_per_page, 3),
             "double_model_cpu_share": round(model_share, 3),
             "limited": limited or {"skipped": version},
-            "claim_invocation_claims_per_second": over_http.get(capacity.FULL_VCPU_MEMORY_MB),
+            "claim_invocation_claims_per_second": over_http.get(capacity_model.FULL_VCPU_MEMORY_MB),
             "model": {
                 "hand_out_pages_per_second": round(
-                    capacity.ElasticModel().pages_per_second(TICK_MEMORY_MB), 2
+                    capacity_model.ElasticModel().pages_per_second(TICK_MEMORY_MB), 2
                 ),
                 "claims_per_second_per_invocation": round(
-                    capacity.ElasticModel().claims_per_invocation_second(), 1
+                    capacity_model.ElasticModel().claims_per_invocation_second(), 1
                 ),
             },
         },

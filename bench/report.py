@@ -582,10 +582,10 @@ def capacity_section(result: dict[str, Any]) -> list[str]:
         ),
         "",
         "Claims/s of one shard at Lambda's CPU share (memory / 1,769 MB, one thread: the GIL). "
-        "**Derived** = `dynacron.domain.capacity.TickModel` (what `dynacron plan` uses): a page "
-        "of 100 costs its CPU at that share (tick CPU per claim: this run's median above, and "
-        f"the {result['model_tick_cpu_ms_per_claim']} ms the plan holds) plus the round trips "
-        "nothing overlaps "
+        "**Derived** = `dynacron.domain.capacity_model.TickModel` (what `dynacron plan` uses): "
+        "a page of 100 costs its CPU at that share (tick CPU per claim: this run's median "
+        f"above, and the {result['model_tick_cpu_ms_per_claim']} ms the plan holds) "
+        "plus the round trips nothing overlaps "
         f"(Query, BatchGetItem, sends; DynamoDB {latency['dynamodb']} ms and SQS "
         f"{latency['sqs']} ms a call, what section 4 simulated), the claims' round trips "
         f"overlapping the CPU ({result['default_tick_concurrency']} threads). **Measured**: {how}. "

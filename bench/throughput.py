@@ -49,6 +49,7 @@ from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.adapters.aws.task_items import task_from_item, task_to_item
 from dynacron.app import Dynacron
 from dynacron.config import Settings
+from dynacron.domain.claiming import claim_occurrence
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.schedules import FixedDelaySchedule, OneTimeSchedule, RateSchedule
 from dynacron.domain.tasks import (
@@ -57,12 +58,11 @@ from dynacron.domain.tasks import (
     Overlap,
     Task,
     TaskStatus,
-    claim_occurrence,
     execution_id_for,
 )
 from dynacron.local.aws import REGION
 from dynacron.messages import SEND_BATCH_LIMIT
-from dynacron.services.tick import TickReport
+from dynacron.services.page_claimer import TickReport
 
 NOW = datetime(2026, 11, 30, 12, 30, tzinfo=UTC)
 TARGET_FIRES_PER_SECOND = 10_000

@@ -202,7 +202,7 @@ class Pipeline:
         return app.runner
 
     def register(self, **fields: Any) -> str:
-        return self.app.task_service.register(ALICE, TaskCreate(**fields)).task_id
+        return self.app.task_service.register(ALICE, TaskCreate(**fields).to_spec()).task_id
 
     def tick(self, app: Dynacron | None = None) -> int:
         """One tick of every shard; a tick failed by an injected fault is left for

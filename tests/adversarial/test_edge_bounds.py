@@ -16,7 +16,6 @@ import pytest
 
 from dynacron.app import Dynacron
 from dynacron.config import Settings
-from dynacron.delivery import check_handler_url
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.forecast import MAX_PER_TASK, forecast
@@ -35,6 +34,7 @@ from dynacron.domain.schedules import (
 from dynacron.domain.signing import signature_header, verify
 from dynacron.domain.tasks import Task, TaskStatus
 from dynacron.domain.urls import UrlPolicy
+from dynacron.safe_connections import check_handler_url
 from tests.integration.api_client import call
 
 HOOK = "http://127.0.0.1:9/hook"

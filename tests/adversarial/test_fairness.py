@@ -24,7 +24,8 @@ from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.tasks import TaskStatus, execution_id_for
 from dynacron.local.aws import provision
 from dynacron.models import TaskCreate
-from dynacron.services.tick import Ticker, TickReport
+from dynacron.services.page_claimer import TickReport
+from dynacron.services.tick import Ticker
 from tests.conftest import sleep_moving
 from tests.support import recording_ticker
 
@@ -50,7 +51,9 @@ def one_shard(aws: tuple[Any, Any], clock: SettableClock) -> Dynacron:
 
 
 def register(system: Dynacron, tenant_id: str, **fields: Any) -> str:
-    return system.task_service.register(tenant_id, TaskCreate(handler_url=HOOK, **fields)).task_id
+    return system.task_service.register(
+        tenant_id, TaskCreate(handler_url=HOOK, **fields).to_spec()
+    ).task_id
 
 
 def tick(ticker: Ticker) -> TickReport:

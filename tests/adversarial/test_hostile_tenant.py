@@ -220,7 +220,7 @@ def scenario(
                 name=f"b-{n}",
                 at=format_instant(B_FIRST_DUE + n * B_SPACING),
                 handler_url=f"{shared.url}/b/{n}",
-            ),
+            ).to_spec(),
         ).task_id
         for n in range(B_TASKS)
     ]

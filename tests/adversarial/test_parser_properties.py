@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dynacron.app import Dynacron
-from dynacron.delivery import check_handler_url
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.cron import compile_cron
 from dynacron.domain.errors import InvalidRequest
@@ -34,6 +33,7 @@ from dynacron.domain.schedules import (
 )
 from dynacron.domain.signing import parse_timestamp, verify
 from dynacron.domain.urls import UrlPolicy
+from dynacron.safe_connections import check_handler_url
 from tests.integration.api_client import call
 
 NON_ASCII_DIGITS = "²³¹\u0660\u0665\u06f5\u0966\u096b\uff10\uff15\U0001d7d8\u2155\u2164"

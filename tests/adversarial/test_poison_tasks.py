@@ -31,10 +31,11 @@ from dynacron.domain.tasks import TaskStatus, due_bucket_key, execution_id_for, 
 from dynacron.faults import Boundary, Faults
 from dynacron.local.aws import provision
 from dynacron.metrics import MetricTotals
-from dynacron.models import TaskCreate, TaskView
+from dynacron.models import TaskCreate
 from dynacron.resources import DUE_INDEX
 from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import LoopEnd, LoopTiming, ShardTickLoop
+from dynacron.views import TaskView
 from tests.conftest import START, sleep_moving
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline
@@ -121,7 +122,9 @@ def register_b(pipeline: Pipeline, sink: Sink, count: int = B_TASKS) -> list[str
     return [
         pipeline.app.task_service.register(
             BOB,
-            TaskCreate(name=f"b-{n}", at=format_instant(B_DUE), handler_url=f"{sink.url}/b/{n}"),
+            TaskCreate(
+                name=f"b-{n}", at=format_instant(B_DUE), handler_url=f"{sink.url}/b/{n}"
+            ).to_spec(),
         ).task_id
         for n in range(count)
     ]
@@ -261,7 +264,7 @@ def test_the_reaper_sweeps_past_a_poison_lease(pipeline: Pipeline, sink: Sink) -
         range(lease_shards)
     ):
         task = app.task_service.register(
-            BOB, TaskCreate(rate="1 hour", handler_url=f"{sink.url}/b/{len(b_runs)}")
+            BOB, TaskCreate(rate="1 hour", handler_url=f"{sink.url}/b/{len(b_runs)}").to_spec()
         )
         b_runs.append(app.task_service.trigger(BOB, task.task_id).execution_id)
     pipeline.sqs.purge_queue(QueueUrl=pipeline.settings.dispatch_queue_url)
@@ -366,7 +369,7 @@ def test_the_tick_loop_survives_ticks_that_raise(
     faults = RaiseAt(Boundary.TICK_SENT_NOT_CLAIMED, times=3)
     system, totals, documents = looping_system(aws, clock, faults)
     # Given a task every 10 s, and a tick whose first three sends end in an exception
-    system.task_service.register(BOB, TaskCreate(handler_url=HOOK, rate="10 seconds"))
+    system.task_service.register(BOB, TaskCreate(handler_url=HOOK, rate="10 seconds").to_spec())
     clock.advance(timedelta(milliseconds=300))
     context = FakeLambdaContext(aws_request_id="invocation-1", remaining_millis=120_000)
     # When the invocation runs to its deadline
@@ -408,7 +411,9 @@ def test_a_long_tick_stops_before_its_lease_runs_out(
     # Given more tasks due at once than one lease's worth of claims
     at = format_instant(clock.now() + timedelta(seconds=1))
     for n in range(due):
-        system.task_service.register(BOB, TaskCreate(handler_url=HOOK, at=at, name=f"t{n}"))
+        system.task_service.register(
+            BOB, TaskCreate(handler_url=HOOK, at=at, name=f"t{n}").to_spec()
+        )
     clock.advance(timedelta(seconds=1, milliseconds=300))
     loop = ShardTickLoop(
         ticker=system.ticker,
@@ -486,7 +491,7 @@ def test_a_claim_that_raises_sets_its_task_aside_and_the_page_goes_on(
     """Finding 1: an exception from one claim ended the page (and the next ticks)."""
     at = format_instant(clock.now() + timedelta(seconds=1))
     task_ids = [
-        system.task_service.register(BOB, TaskCreate(handler_url=HOOK, at=at)).task_id
+        system.task_service.register(BOB, TaskCreate(handler_url=HOOK, at=at).to_spec()).task_id
         for _ in range(20)
     ]
     clock.advance(timedelta(seconds=2))

@@ -35,7 +35,7 @@ NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 def one_time(system: Dynacron, clock: SettableClock, tenant: str, url: str, **fields: Any) -> str:
     at = (clock.now() + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return system.task_service.register(
-        tenant, TaskCreate(at=at, handler_url=url, **fields)
+        tenant, TaskCreate(at=at, handler_url=url, **fields).to_spec()
     ).task_id
 
 

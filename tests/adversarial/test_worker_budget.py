@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from dynacron.app import Dynacron
-from dynacron.delivery import HttpDelivery, PythonDelivery
+from dynacron.delivery import HttpDelivery
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import DeliveryResult, Dispatch, ExecutionStatus
 from dynacron.domain.schedules import parse_rate
@@ -28,6 +28,7 @@ from dynacron.handlers import ExecutionContext, HandlerRegistry
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
 from dynacron.models import TaskCreate
+from dynacron.python_delivery import PythonDelivery
 from tests.integration.api_client import ALICE
 from tests.support import Delivery, Sink
 
@@ -51,7 +52,7 @@ def due_now(system: Dynacron, clock: SettableClock, owners: list[tuple[str, str]
     at = clock.now() + timedelta(seconds=1)
     ids = [
         system.task_service.register(
-            tenant, TaskCreate(at=at.strftime("%Y-%m-%dT%H:%M:%SZ"), handler_url=url)
+            tenant, TaskCreate(at=at.strftime("%Y-%m-%dT%H:%M:%SZ"), handler_url=url).to_spec()
         ).task_id
         for tenant, url in owners
     ]

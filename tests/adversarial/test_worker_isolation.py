@@ -46,7 +46,8 @@ B_TASKS = 6
 
 def register(pipeline: Pipeline, principal: str, name: str, sink: Sink) -> str:
     return pipeline.app.task_service.register(
-        principal, TaskCreate(name=name, at=format_instant(DUE), handler_url=f"{sink.url}/{name}")
+        principal,
+        TaskCreate(name=name, at=format_instant(DUE), handler_url=f"{sink.url}/{name}").to_spec(),
     ).task_id
 
 
@@ -267,10 +268,12 @@ def test_an_unreadable_dependent_is_set_aside_and_its_upstream_goes_on(
     app = pipeline.app
     upstream = register(pipeline, ALICE, "a-upstream", sink)
     healthy = app.task_service.register(
-        ALICE, TaskCreate(name="a-healthy", after=upstream, handler_url=f"{sink.url}/a-healthy")
+        ALICE,
+        TaskCreate(name="a-healthy", after=upstream, handler_url=f"{sink.url}/a-healthy").to_spec(),
     ).task_id
     broken = app.task_service.register(
-        ALICE, TaskCreate(name="a-broken", after=upstream, handler_url=f"{sink.url}/a-broken")
+        ALICE,
+        TaskCreate(name="a-broken", after=upstream, handler_url=f"{sink.url}/a-broken").to_spec(),
     ).task_id
     make_unreadable(pipeline, broken)
     # When the upstream runs and succeeds

@@ -7,8 +7,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from dynacron.domain.claiming import claim_occurrence
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
-from dynacron.domain.tasks import DuePlacement, Task, TaskStatus, claim_occurrence
+from dynacron.domain.tasks import DuePlacement, Task, TaskStatus
 from dynacron.ports import REASON_LIMIT, AdapterSet, TaskStore
 from tests.contract.builders import ROOMY, SHARDING, START, a_follower, a_task
 

@@ -87,12 +87,12 @@ def test_command_line_flags_override_cdk_json(tmp_path: Path) -> None:
 
 
 def test_the_default_stack_fires_at_least_500_a_second_at_the_least_idle_cost() -> None:
-    from dynacron.domain import capacity
+    from dynacron.domain import capacity, capacity_model
 
     config = config_from()
     # Elastic capacity (decision 0025): 128 MB looping ticks hand pages to claim
     # invocations of one vCPU, as many at once as reserved; with the plan's headroom.
-    elastic = capacity.ElasticModel().capacity(
+    elastic = capacity_model.ElasticModel().capacity(
         config.shard_count,
         config.tick_memory_mb,
         config.claim_reserved_concurrency,
@@ -168,7 +168,7 @@ def test_a_bad_tick_setting_is_refused_by_name(key: str, value: str) -> None:
 
 
 def test_a_whole_tick_of_the_default_stack_fits_inside_its_lease() -> None:
-    from dynacron.domain import capacity
+    from dynacron.domain import capacity_model
     from dynacron.services.tick_loop import LoopTiming
 
     # The loop renews the lease between ticks, at most every renew_every_seconds,
@@ -176,11 +176,13 @@ def test_a_whole_tick_of_the_default_stack_fits_inside_its_lease() -> None:
     # since the renewal before it; at 128 MB it took about a minute (the deadline
     # bound of issue 12 cut it short instead).
     config, timing = config_from(), LoopTiming()
-    rate = capacity.claims_per_second_per_shard(config.tick_memory_mb, Settings.tick_concurrency)
+    rate = capacity_model.claims_per_second_per_shard(
+        config.tick_memory_mb, Settings.tick_concurrency
+    )
     # Elastic (decision 0025): a tick hands out at most tick_fanout_max_pages pages and
     # claims itself only pages under tick_fanout_min_tasks (one per bucket it queries:
     # the two newest, and the backlog's first).
-    handing_out = Settings.tick_fanout_max_pages * capacity.ElasticModel().hand_out_seconds(
+    handing_out = Settings.tick_fanout_max_pages * capacity_model.ElasticModel().hand_out_seconds(
         config.tick_memory_mb
     )
     longest_tick = handing_out + 3 * (Settings.tick_fanout_min_tasks - 1) / rate

@@ -65,7 +65,7 @@ def callback(
 def accepted_run(pipeline: Pipeline, sink: Sink, principal: str = ALICE) -> tuple[str, Delivery]:
     """A one-time task of ``principal``'s, due now, whose handler answered 202."""
     sink.status = 202
-    task = TaskCreate(at=DUE, handler_url=f"{sink.url}/{principal[-5:]}")
+    task = TaskCreate(at=DUE, handler_url=f"{sink.url}/{principal[-5:]}").to_spec()
     task_id = pipeline.app.task_service.register(principal, task).task_id
     before = len(sink.snapshot())
     pipeline.tick()

@@ -23,7 +23,8 @@ from dynacron.domain.clock import SettableClock
 from dynacron.domain.schedules import OneTimeSchedule
 from dynacron.domain.tasks import Task, TaskStatus
 from dynacron.local.aws import aws_clients, provision
-from dynacron.services.tick import Ticker, TickReport
+from dynacron.services.page_claimer import TickReport
+from dynacron.services.tick import Ticker
 from tests.support import Service
 
 DUE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -468,10 +468,10 @@ def test_two_changes_racing_to_close_a_cycle_cannot_both_succeed(
         resolver=app.resolver,
     )
     # Given "y after x" lands between the check and the write of "x after y"
-    racing.competitor = lambda: app.task_service.patch(ALICE, y, TaskPatch(after=x))
+    racing.competitor = lambda: app.task_service.patch(ALICE, y, TaskPatch(after=x).to_changes())
     # Then "x after y" is refused, and no cycle exists
     with pytest.raises(Conflict):
-        service.patch(ALICE, x, TaskPatch(after=y))
+        service.patch(ALICE, x, TaskPatch(after=y).to_changes())
     assert task(pipeline, y).upstream_task_id == x
     assert task(pipeline, x).upstream_task_id is None
 

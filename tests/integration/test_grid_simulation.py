@@ -22,14 +22,10 @@ from typing import Any
 import pytest
 
 from dynacron.app import Dynacron
+from dynacron.domain.claiming import DEFAULT_MISFIRE_GRACE, advanced, claim_occurrence
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.schedules import Schedule, upcoming
-from dynacron.domain.tasks import (
-    DEFAULT_MISFIRE_GRACE,
-    Task,
-    advanced,
-    claim_occurrence,
-)
+from dynacron.domain.tasks import Task
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.models import TaskCreate
 from dynacron.services.tasks import TaskService
@@ -115,7 +111,7 @@ def simulate(
 def registered(service: TaskService) -> dict[str, Task]:
     return {
         name: service.register(
-            DEFAULT_TENANT, TaskCreate(handler_url="http://127.0.0.1:9/", **body)
+            DEFAULT_TENANT, TaskCreate(handler_url="http://127.0.0.1:9/", **body).to_spec()
         )
         for name, body in TASKS.items()
     }

@@ -13,10 +13,11 @@ from botocore.exceptions import ClientError
 from dynacron import metric_names
 from dynacron.adapters.aws.limits import DynamoLimitStore
 from dynacron.app import Dynacron
+from dynacron.domain.claiming import jitter_offset
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import Dispatch, ExecutionStatus
 from dynacron.domain.limits import RateLimit, after_failure
-from dynacron.domain.tasks import execution_id_for, jitter_offset
+from dynacron.domain.tasks import execution_id_for
 from dynacron.faults import Boundary
 from dynacron.metrics import MetricTotals
 from dynacron.models import RateLimitModel, TaskCreate
@@ -88,7 +89,7 @@ def test_an_execution_over_its_tasks_concurrency_waits_without_using_an_attempt(
     system = Dynacron(settings, dynamodb=aws[0], sqs=aws[1], clock=clock, dispatch_queue=queue)
     task = system.task_service.register(
         ALICE,
-        TaskCreate(rate="1 minute", handler_url=f"{sink.url}/hook", max_concurrency=1),
+        TaskCreate(rate="1 minute", handler_url=f"{sink.url}/hook", max_concurrency=1).to_spec(),
     )
     assert task.next_run_at is not None
     clock.set(task.next_run_at)
@@ -147,7 +148,8 @@ def test_a_slot_taken_over_before_the_call_holds_the_call_back_without_using_an_
         faults=AfterBegin(stall_while_another_takes_the_slot),
     )
     task = system.task_service.register(
-        ALICE, TaskCreate(rate="1 minute", handler_url=f"{sink.url}/hook", max_concurrency=1)
+        ALICE,
+        TaskCreate(rate="1 minute", handler_url=f"{sink.url}/hook", max_concurrency=1).to_spec(),
     )
     scope = f"task#{task.task_id}"
     assert task.next_run_at is not None
@@ -195,7 +197,8 @@ def test_a_slot_lease_run_short_before_the_call_is_extended_and_the_call_goes(
         faults=AfterBegin(lambda: clock.advance(slot_lease - timedelta(seconds=1))),
     )
     task = system.task_service.register(
-        ALICE, TaskCreate(rate="1 minute", handler_url=f"{sink.url}/hook", max_concurrency=1)
+        ALICE,
+        TaskCreate(rate="1 minute", handler_url=f"{sink.url}/hook", max_concurrency=1).to_spec(),
     )
     assert task.next_run_at is not None
     clock.set(task.next_run_at)
@@ -229,10 +232,10 @@ def test_retry_after_from_one_task_slows_every_task_on_that_host(
     system = Dynacron(settings, dynamodb=aws[0], sqs=aws[1], clock=clock, emit_metrics=totals)
     sink.answer = lambda _: (429, {"Retry-After": "30"})
     first = system.task_service.register(
-        ALICE, TaskCreate(at="2026-11-30T12:00:01Z", handler_url=sink.url)
+        ALICE, TaskCreate(at="2026-11-30T12:00:01Z", handler_url=sink.url).to_spec()
     )
     other = system.task_service.register(
-        ALICE, TaskCreate(at="2026-11-30T12:00:01Z", handler_url=sink.url)
+        ALICE, TaskCreate(at="2026-11-30T12:00:01Z", handler_url=sink.url).to_spec()
     )
     clock.advance(timedelta(seconds=1))
     at = clock.now()
@@ -256,7 +259,7 @@ def test_a_host_rate_limit_is_stored_with_the_task_and_shown(system: Dynacron, s
             handler_url=sink.url,
             max_concurrency=3,
             rate_limit=RateLimitModel(per_second=2.5, burst=4, max_in_flight=10),
-        ),
+        ).to_spec(),
     )
     stored = system.tasks.get(task.task_id)
     assert stored is not None
@@ -269,9 +272,11 @@ def test_the_forecast_shows_a_herd_before_it_happens(
     system: Dynacron, clock: SettableClock, sink: Sink
 ) -> None:
     for _ in range(3):
-        system.task_service.register(ALICE, TaskCreate(cron="0 0 * * *", handler_url=sink.url))
+        system.task_service.register(
+            ALICE, TaskCreate(cron="0 0 * * *", handler_url=sink.url).to_spec()
+        )
     jittered = system.task_service.register(
-        ALICE, TaskCreate(cron="0 0 * * *", handler_url=sink.url, jitter_seconds=900)
+        ALICE, TaskCreate(cron="0 0 * * *", handler_url=sink.url, jitter_seconds=900).to_spec()
     )
     assert jittered.next_run_at is not None
     offset = jitter_offset(execution_id_for(jittered.task_id, jittered.next_run_at), 900)
@@ -296,7 +301,7 @@ def test_the_tick_enqueues_nothing_more_while_the_queue_holds_its_bound(
     system = Dynacron(paced, dynamodb=aws[0], sqs=aws[1], clock=clock, emit_metrics=totals)
     for _ in range(5):
         system.task_service.register(
-            ALICE, TaskCreate(at="2026-11-30T12:00:01Z", handler_url=sink.url)
+            ALICE, TaskCreate(at="2026-11-30T12:00:01Z", handler_url=sink.url).to_spec()
         )
     clock.advance(timedelta(seconds=2))
     assert sum(r.claimed for r in system.ticker.tick()) == 3
@@ -340,7 +345,9 @@ def test_a_throttled_claim_is_retried_after_a_backoff_not_dropped(
     throttled = ThrottledClaims(aws[0], throttles=3)
     slept: list[float] = []
     system = Dynacron(settings, dynamodb=throttled, sqs=aws[1], clock=clock, sleep=slept.append)
-    system.task_service.register(ALICE, TaskCreate(at="2026-11-30T12:00:01Z", handler_url=sink.url))
+    system.task_service.register(
+        ALICE, TaskCreate(at="2026-11-30T12:00:01Z", handler_url=sink.url).to_spec()
+    )
     clock.advance(timedelta(seconds=2))
     assert sum(r.claimed for r in system.ticker.tick()) == 1
     assert throttled.left == 0

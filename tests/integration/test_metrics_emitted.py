@@ -112,7 +112,9 @@ def test_a_tick_that_raises_is_no_heartbeat(
     faults = RaiseAt(Boundary.TICK_SENT_NOT_CLAIMED, times=3)
     system = system_with(aws, settings, clock, documents, faults=faults)
     # Given a task due every 5 s, and a tick of its shard that raises three times
-    task = system.task_service.register(ALICE, TaskCreate(handler_url=HOOK, rate="5 seconds"))
+    task = system.task_service.register(
+        ALICE, TaskCreate(handler_url=HOOK, rate="5 seconds").to_spec()
+    )
     shard = shard_for(task.task_id, settings.shard_count)
     context = FakeLambdaContext(aws_request_id="invocation-1", remaining_millis=40_000)
     # When the loop runs
@@ -184,7 +186,9 @@ def test_the_worker_emits_the_handler_calls_duration_and_the_queue_latency(
 ) -> None:
     documents: list[EmfDocument] = []
     system = system_with(aws, settings, clock, documents, handlers=registry_with(clock))
-    task = system.task_service.register(ALICE, TaskCreate(handler="slow", rate="1 minute"))
+    task = system.task_service.register(
+        ALICE, TaskCreate(handler="slow", rate="1 minute").to_spec()
+    )
     assert task.next_run_at is not None
     due = task.next_run_at
     # Given an occurrence sent 1 s after it was due, which a worker starts 3 s later
@@ -215,7 +219,9 @@ def test_a_retry_waiting_in_the_queue_counts_from_its_due_time_not_its_send(
 ) -> None:
     documents: list[EmfDocument] = []
     system = system_with(aws, settings, clock, documents, handlers=registry_with(clock))
-    task = system.task_service.register(ALICE, TaskCreate(handler="slow", rate="1 minute"))
+    task = system.task_service.register(
+        ALICE, TaskCreate(handler="slow", rate="1 minute").to_spec()
+    )
     assert task.next_run_at is not None
     clock.set(task.next_run_at)
     assert sum(r.claimed for r in system.ticker.tick()) == 1
@@ -241,8 +247,10 @@ def test_failures_retries_and_finished_executions_have_a_denominator(
     at = "2026-11-30T12:00:01Z"
     # Given one execution that fails twice (its last attempt) and one that succeeds
     retry = RetryCreate(max_attempts=2)
-    fails = system.task_service.register(ALICE, TaskCreate(handler="broken", at=at, retry=retry))
-    system.task_service.register(ALICE, TaskCreate(handler="slow", at=at))
+    fails = system.task_service.register(
+        ALICE, TaskCreate(handler="broken", at=at, retry=retry).to_spec()
+    )
+    system.task_service.register(ALICE, TaskCreate(handler="slow", at=at).to_spec())
     assert fails.next_run_at is not None
     clock.set(fails.next_run_at)
     failing_id = execution_id_for(fails.task_id, fails.next_run_at)

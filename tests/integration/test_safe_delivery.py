@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from dynacron.app import Dynacron
+from dynacron.callbacks import CALLBACK_TOKEN_HEADER
 from dynacron.config import Settings
-from dynacron.delivery import CALLBACK_TOKEN_HEADER, HttpDelivery
+from dynacron.delivery import HttpDelivery
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import DeliveryResult, Dispatch
 from dynacron.domain.signing import SIGNATURE_HEADER, verify
@@ -235,7 +236,7 @@ def test_the_worker_signs_with_the_tenants_secret(
     system: Dynacron, aws: tuple[Any, Any], sink: Sink
 ) -> None:
     task = system.task_service.register(
-        ALICE, TaskCreate(rate="1 hour", handler_url=f"{sink.url}/hook")
+        ALICE, TaskCreate(rate="1 hour", handler_url=f"{sink.url}/hook").to_spec()
     )
     secret = system.task_service.signing_secrets(ALICE)[0]
     assert task.next_run_at is not None

@@ -27,6 +27,7 @@ from dynacron.adapters.sqlite.coordination import (
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.executions import SqliteExecutionStore
 from dynacron.adapters.sqlite.tasks import SqliteTaskStore
+from dynacron.domain.claiming import claim_occurrence
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.executions import (
     Dispatch,
@@ -42,7 +43,6 @@ from dynacron.domain.tasks import (
     Sharding,
     Task,
     TaskStatus,
-    claim_occurrence,
     execution_id_for,
     shard_for,
 )

@@ -21,7 +21,7 @@ HOOK = "http://127.0.0.1:9/hook"
 
 def register(system: Dynacron, **fields: Any) -> str:
     return system.task_service.register(
-        DEFAULT_TENANT, TaskCreate(handler_url=HOOK, **fields)
+        DEFAULT_TENANT, TaskCreate(handler_url=HOOK, **fields).to_spec()
     ).task_id
 
 

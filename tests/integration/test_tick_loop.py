@@ -120,7 +120,7 @@ def test_the_looping_tick_fires_a_rate_task_on_every_occurrence_within_a_second(
 ) -> None:
     # Given a task every 10 s, and a tick invocation with two minutes to live
     task = system.task_service.register(
-        DEFAULT_TENANT, TaskCreate(handler_url=HOOK, rate="10 seconds")
+        DEFAULT_TENANT, TaskCreate(handler_url=HOOK, rate="10 seconds").to_spec()
     )
     shard = shard_for(task.task_id, settings.shard_count)
     clock.advance(timedelta(milliseconds=300))  # invocations never start on the second

@@ -6,9 +6,10 @@ from datetime import timedelta
 from typing import Any
 
 from dynacron.app import Dynacron
+from dynacron.domain.claiming import jitter_offset
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import Dispatch
-from dynacron.domain.tasks import TaskStatus, execution_id_for, jitter_offset
+from dynacron.domain.tasks import TaskStatus, execution_id_for
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.models import TaskCreate
 from tests.conftest import START
@@ -20,7 +21,7 @@ MINUTE = timedelta(minutes=1)
 
 def register(system: Dynacron, **fields: Any) -> str:
     return system.task_service.register(
-        DEFAULT_TENANT, TaskCreate(handler_url=HOOK, **fields)
+        DEFAULT_TENANT, TaskCreate(handler_url=HOOK, **fields).to_spec()
     ).task_id
 
 

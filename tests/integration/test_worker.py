@@ -38,7 +38,9 @@ def only_execution(system: Dynacron, task_id: str) -> Execution:
 
 
 def fire(system: Dynacron, clock: SettableClock, sink: Sink, **fields: Any) -> str:
-    task = system.task_service.register(ALICE, TaskCreate(handler_url=f"{sink.url}/hook", **fields))
+    task = system.task_service.register(
+        ALICE, TaskCreate(handler_url=f"{sink.url}/hook", **fields).to_spec()
+    )
     assert task.next_run_at is not None
     clock.set(task.next_run_at + timedelta(milliseconds=5))
     assert sum(r.claimed for r in system.ticker.tick()) == 1
@@ -103,7 +105,7 @@ def test_a_fire_writes_its_task_once_and_its_execution_twice(
 ) -> None:
     # Given a recurring task, and every DynamoDB write counted from its tick on
     task = system.task_service.register(
-        ALICE, TaskCreate(handler_url=f"{sink.url}/hook", rate="1 minute")
+        ALICE, TaskCreate(handler_url=f"{sink.url}/hook", rate="1 minute").to_spec()
     )
     assert task.next_run_at is not None
     clock.set(task.next_run_at + timedelta(milliseconds=5))
@@ -306,7 +308,9 @@ def test_an_execution_of_a_task_deleted_before_it_began_is_its_tenants(
     """Finding 8: it was recorded under the ``default`` tenant, where its owner never
     sees it (and another tenant named ``default`` would)."""
     # Given Bob's task, sent to the queue, then deleted before a worker began it
-    task = system.task_service.register(BOB, TaskCreate(handler_url=sink.url, rate="1 minute"))
+    task = system.task_service.register(
+        BOB, TaskCreate(handler_url=sink.url, rate="1 minute").to_spec()
+    )
     assert task.next_run_at is not None
     clock.set(task.next_run_at)
     assert sum(r.claimed for r in system.ticker.tick()) == 1
@@ -324,7 +328,9 @@ def test_a_message_without_its_tenant_finds_it_in_the_tasks_earlier_executions(
     system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
 ) -> None:
     """Finding 8, for a message sent before messages named their tenant."""
-    task = system.task_service.register(BOB, TaskCreate(handler_url=sink.url, rate="1 minute"))
+    task = system.task_service.register(
+        BOB, TaskCreate(handler_url=sink.url, rate="1 minute").to_spec()
+    )
     assert task.next_run_at is not None
     clock.set(task.next_run_at)
     system.ticker.tick()

@@ -186,7 +186,7 @@ def test_five_thousand_tasks_due_in_one_second_respect_a_handler_that_allows_fif
             at=format_instant(due),
             handler_url=f"{sink.url}/hook",
             rate_limit=RateLimitModel(max_in_flight=HANDLER_ALLOWS),
-        ),
+        ).to_spec(),
     )
     ids = [template.task_id, *seed(pipeline, template, TASKS - 1)]
     registered = time.monotonic()

@@ -36,7 +36,7 @@ def register_due_soon(cluster: Cluster, sink: Sink, count: int, in_seconds: floa
                 at=format_instant(due),
                 handler_url=f"{sink.url}/effect",
                 retry={"base_delay_seconds": 1, "max_delay_seconds": 2, "max_attempts": 20},
-            ),
+            ).to_spec(),
         )
         ids.append(execution_id_for(task.task_id, due))
     return ids

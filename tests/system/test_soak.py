@@ -84,7 +84,7 @@ def test_soak_loses_nothing_and_applies_nothing_twice(
                     at=format_instant(due),
                     handler_url=f"{sink.url}/effect",
                     retry={"base_delay_seconds": 1, "max_delay_seconds": 2, "max_attempts": 30},
-                ),
+                ).to_spec(),
             )
             ids.append(execution_id_for(task.task_id, task.next_run_at or due))
         window_ends = time.monotonic() + (first_due - datetime.now(UTC)).total_seconds() + window

@@ -51,7 +51,7 @@ def test_a_name_is_taken_once_and_must_be_well_formed() -> None:
 
 
 def test_a_python_handler_gets_the_execution_id_as_its_idempotency_key() -> None:
-    from dynacron.delivery import PythonDelivery
+    from dynacron.python_delivery import PythonDelivery
 
     registry = HandlerRegistry()
     seen: list[dynacron.ExecutionContext] = []
@@ -64,7 +64,7 @@ def test_a_python_handler_gets_the_execution_id_as_its_idempotency_key() -> None
 
 
 def test_a_raising_handler_is_retried_unless_it_fails_permanently() -> None:
-    from dynacron.delivery import PythonDelivery
+    from dynacron.python_delivery import PythonDelivery
 
     registry = HandlerRegistry()
 

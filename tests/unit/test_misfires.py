@@ -7,16 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from dynacron.domain.claiming import _latest_runs, advanced, claim_occurrence
 from dynacron.domain.schedules import Window, parse_cron, parse_rate, upcoming
-from dynacron.domain.tasks import (
-    CatchUp,
-    CatchUpPolicy,
-    Task,
-    TaskStatus,
-    _latest_runs,
-    advanced,
-    claim_occurrence,
-)
+from dynacron.domain.tasks import CatchUp, CatchUpPolicy, Task, TaskStatus
 from dynacron.domain.uptime import MAX_OUTAGES, UNKNOWN, Outage, ShardHistory
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
+from dynacron.domain.claiming import advanced, claim_occurrence
 from dynacron.domain.schedules import FixedDelaySchedule, Window, parse_rate
 from dynacron.domain.tasks import (
     Overlap,
     TaskStatus,
-    advanced,
     backfill_execution_id,
-    claim_occurrence,
     downstream_execution_id,
     execution_id_for,
     task_id_of,

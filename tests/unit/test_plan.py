@@ -13,16 +13,9 @@ from typer.testing import CliRunner
 
 from dynacron.cli import app
 from dynacron.config import Settings
-from dynacron.domain import capacity
-from dynacron.domain.capacity import (
-    MEASURED,
-    ElasticModel,
-    PlanRefused,
-    TickModel,
-    plan,
-    size_elastic,
-    size_tick,
-)
+from dynacron.domain import capacity, capacity_model
+from dynacron.domain.capacity import PlanRefused, plan, size_elastic, size_tick
+from dynacron.domain.capacity_model import MEASURED, ElasticModel, TickModel
 from dynacron.resources import TABLES
 from dynacron.services.tick_loop import LoopTiming
 from tests.support import ROOT
@@ -65,11 +58,11 @@ def test_the_tick_is_sized_for_the_least_idle_cost_with_headroom() -> None:
     cost = shards * capacity.idle_usd_per_shard_month(memory)
     # No other shard count carries the rate for less.
     for other in range(1, 20):
-        if other * model.claims_per_second(capacity.FULL_VCPU_MEMORY_MB, 16) < need:
+        if other * model.claims_per_second(capacity_model.FULL_VCPU_MEMORY_MB, 16) < need:
             continue
         least = next(
             m
-            for m in range(capacity.MIN_MEMORY_MB, capacity.FULL_VCPU_MEMORY_MB + 64, 64)
+            for m in range(capacity.MIN_MEMORY_MB, capacity_model.FULL_VCPU_MEMORY_MB + 64, 64)
             if other * model.claims_per_second(min(m, 1769), 16) >= need
         )
         assert other * capacity.idle_usd_per_shard_month(min(least, 1769)) >= cost - 0.01
@@ -130,7 +123,7 @@ def test_the_default_lease_fits_the_longest_tick_of_a_planned_shard() -> None:
     # must fit in the margin at every memory a plan can choose.
     timing = LoopTiming()
     slowest = TickModel().claims_per_second(capacity.MIN_MEMORY_MB, 16)
-    assert capacity.PAGE_SIZE / slowest < timing.tick_margin_seconds
+    assert capacity_model.PAGE_SIZE / slowest < timing.tick_margin_seconds
     assert timing.renew_every_seconds == 1 / capacity.LEASE_RENEWALS_PER_SECOND
 
 
@@ -171,7 +164,7 @@ def test_the_prices_are_the_cost_benchmarks() -> None:
         "provisioned_utilisation",
         "sqs_standard_per_million_requests",
     ):
-        assert getattr(capacity.PRICES, name) == prices[name], name
+        assert getattr(capacity_model.PRICES, name) == prices[name], name
 
 
 # The sizing table and the command
@@ -211,10 +204,10 @@ def test_plan_as_json_and_plan_refused() -> None:
 
 
 def test_the_models_fan_out_constants_are_the_runtimes_defaults() -> None:
-    assert Settings.tick_fanout_max_pages == capacity.FANOUT_MAX_PAGES_PER_TICK
-    assert Settings.tick_fanout_min_tasks == capacity.FANOUT_MIN_TASKS
-    assert Settings.tick_page_size == capacity.PAGE_SIZE
-    assert LoopTiming().tick_interval_seconds == capacity.TICK_INTERVAL_SECONDS
+    assert Settings.tick_fanout_max_pages == capacity_model.FANOUT_MAX_PAGES_PER_TICK
+    assert Settings.tick_fanout_min_tasks == capacity_model.FANOUT_MIN_TASKS
+    assert Settings.tick_page_size == capacity_model.PAGE_SIZE
+    assert LoopTiming().tick_interval_seconds == capacity_model.TICK_INTERVAL_SECONDS
 
 
 def test_the_hand_out_cpu_is_the_one_make_bench_measured() -> None:
@@ -233,7 +226,7 @@ def test_every_planned_looping_tick_idles_at_128_mb_and_claims_are_paid_per_page
     for rate in capacity.SIZING_RATES:
         row = plan(rate)
         assert row.tick_memory_mb == capacity.MIN_MEMORY_MB
-        assert row.claim_memory_mb == capacity.FULL_VCPU_MEMORY_MB
+        assert row.claim_memory_mb == capacity_model.FULL_VCPU_MEMORY_MB
         assert row.tick_capacity * capacity.TICK_UTILISATION >= rate
     # A page of 100 at one vCPU: 100 / 425 claims/s, 1,769 MB, plus the request
     model = ElasticModel()
@@ -248,7 +241,7 @@ def test_a_shard_hands_out_at_its_pace_up_to_the_cap_and_claims_are_capped_too()
     slow = ElasticModel(hand_out_cpu_ms_per_page=20.0)
     # 10 ms Query + 20 ms Invoke + 20 ms of CPU at 7 % of a vCPU: 0.31 s a page
     assert slow.hand_out_seconds(128) == pytest.approx(0.03 + 0.020 / (128 / 1769))
-    assert slow.pages_per_second(128) < capacity.FANOUT_MAX_PAGES_PER_TICK
+    assert slow.pages_per_second(128) < capacity_model.FANOUT_MAX_PAGES_PER_TICK
     assert ElasticModel(hand_out_cpu_ms_per_page=0.1).pages_per_second(128) == 10
     # Four shards handing out 1,000 claims/s each, against 2 invocations' claims
     assert ElasticModel().capacity(4, 128, 2) == pytest.approx(

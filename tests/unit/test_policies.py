@@ -7,18 +7,15 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from dynacron.domain.claiming import Claim, advanced, claim_occurrence, jitter_offset
 from dynacron.domain.schedules import Schedule, Window, parse_at, parse_cron, parse_rate
 from dynacron.domain.tasks import (
     MAX_JITTER_SECONDS,
     CatchUp,
     CatchUpPolicy,
-    Claim,
     Task,
     TaskStatus,
-    advanced,
-    claim_occurrence,
     execution_id_for,
-    jitter_offset,
 )
 from tests.unit.test_tasks import T0
 from tests.unit.test_tasks import make_task as unit_task

@@ -3,14 +3,13 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
+from dynacron.domain.claiming import advanced, claim_occurrence
 from dynacron.domain.instants import compact_instant, format_instant, parse_instant
 from dynacron.domain.schedules import parse_at, parse_cron, parse_rate
 from dynacron.domain.tasks import (
     Sharding,
     Task,
     TaskStatus,
-    advanced,
-    claim_occurrence,
     execution_id_for,
     shard_for,
     task_id_of,

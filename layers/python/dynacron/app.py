@@ -31,14 +31,7 @@ from dynacron.adapters.aws.claims import LambdaPageClaims
 from dynacron.api.routes import build_api, unsupported_body
 from dynacron.claims import page_from_event
 from dynacron.config import Settings
-from dynacron.delivery import (
-    HandlerDelivery,
-    HttpDelivery,
-    PythonDelivery,
-    Resolver,
-    SecretsOf,
-    system_resolver,
-)
+from dynacron.delivery import HandlerDelivery, HttpDelivery, SecretsOf
 from dynacron.domain.clock import Clock, SystemClock
 from dynacron.domain.executions import Dispatch, queue_latency
 from dynacron.domain.quotas import TenantRateLimiter
@@ -49,8 +42,11 @@ from dynacron.idempotency import IdempotentHandlerCalls
 from dynacron.messages import dispatch_from_body
 from dynacron.metrics import Emit, ReliabilityMetrics, print_emf
 from dynacron.ports import AdapterSet, DispatchQueue, PageClaims
+from dynacron.python_delivery import PythonDelivery
 from dynacron.resources import DISPATCH_QUEUE
+from dynacron.safe_connections import Resolver, system_resolver
 from dynacron.services.aftermath import Aftermath, RunStarter
+from dynacron.services.attempt_guards import InvocationBudget
 from dynacron.services.executions import ExecutionService
 from dynacron.services.forecast import HerdForecast
 from dynacron.services.limits import LimitGate
@@ -60,7 +56,7 @@ from dynacron.services.tasks import TaskService
 from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import ShardTickLoop
 from dynacron.services.undelivered import UndeliveredDispatches
-from dynacron.services.work import Delivery, ExecutionRunner, InvocationBudget
+from dynacron.services.work import Delivery, ExecutionRunner
 
 logger = Logger(service="dynacron")
 

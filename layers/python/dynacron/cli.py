@@ -27,7 +27,8 @@ from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.instants import format_instant
 from dynacron.domain.schedules import parse_expression, parse_local_instant, upcoming
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
-from dynacron.models import ExecutionPage, ExecutionView, TaskCreate, TaskPage, TaskView
+from dynacron.models import TaskCreate
+from dynacron.views import ExecutionPage, ExecutionView, TaskPage, TaskView
 
 app = typer.Typer(help="dynacron: a serverless, distributed task scheduler.", no_args_is_help=True)
 tasks_app = typer.Typer(help="Register, inspect and control tasks.", no_args_is_help=True)

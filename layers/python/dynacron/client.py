@@ -15,17 +15,15 @@ import httpx
 from pydantic import BaseModel
 
 from dynacron.api.identity import API_KEY_HEADER
-from dynacron.models import (
-    BackfillRequest,
+from dynacron.models import BackfillRequest, TaskCreate, TaskPatch
+from dynacron.views import (
     BackfillView,
     ExecutionPage,
     ExecutionView,
     ForecastView,
     OccurrencesView,
     Problem,
-    TaskCreate,
     TaskPage,
-    TaskPatch,
     TaskView,
     TenantView,
 )

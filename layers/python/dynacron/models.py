@@ -1,24 +1,24 @@
-"""Wire models: what the HTTP API accepts and returns. Pydantic, one per boundary."""
+"""Wire models of what the HTTP API accepts: pydantic, one per body. A task's body
+becomes a domain value here, once (``to_spec``, ``to_changes``); what the API
+returns is ``views``."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from dynacron.domain.executions import Execution
-from dynacron.domain.forecast import Forecast
-from dynacron.domain.instants import format_instant
 from dynacron.domain.limits import MAX_CONCURRENCY, MAX_RATE_PER_SECOND, RateLimit, TaskLimits
-from dynacron.domain.retry import MAX_ATTEMPTS_LIMIT, MAX_DELAY_LIMIT_SECONDS
-from dynacron.domain.tasks import (
-    MAX_CATCHUP_WINDOW_SECONDS,
-    MAX_JITTER_SECONDS,
-    UNREADABLE_SCHEDULE,
-    CatchUp,
-    Task,
+from dynacron.domain.retry import MAX_ATTEMPTS_LIMIT, MAX_DELAY_LIMIT_SECONDS, RetryPolicy
+from dynacron.domain.task_changes import UNSET, TaskChanges
+from dynacron.domain.task_specs import (
+    MAX_PAYLOAD_DEPTH,
+    SCHEDULE_KINDS,
+    ScheduleSpec,
+    TaskSpec,
+    payload_depth,
 )
+from dynacron.domain.tasks import MAX_CATCHUP_WINDOW_SECONDS, MAX_JITTER_SECONDS, CatchUp, Overlap
 from dynacron.domain.urls import MAX_URL_LENGTH
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
 
@@ -44,24 +44,6 @@ class DstPolicyModel(BaseModel):
 
     def to_domain(self) -> DstPolicy:
         return DstPolicy(Nonexistent(self.nonexistent), Ambiguous(self.ambiguous))
-
-
-# Objects and arrays within objects and arrays (DynamoDB's own limit for a
-# document is 32); deeper ones fail to serialise, far deeper ones to parse.
-MAX_PAYLOAD_DEPTH = 32
-
-
-def _depth(value: Any) -> int:
-    """How deeply ``value`` nests objects and arrays, without recursing."""
-    deepest, pending = 0, [(value, 1)]
-    while pending:
-        current, level = pending.pop()
-        deepest = max(deepest, level)
-        if deepest > MAX_PAYLOAD_DEPTH:
-            break
-        children = current.values() if isinstance(current, dict) else current
-        pending.extend((c, level + 1) for c in children if isinstance(c, dict | list))
-    return deepest
 
 
 def _bounds(minimum: int, maximum: int) -> dict[str, Any]:
@@ -90,6 +72,9 @@ class RetryCreate(BaseModel):
         description="Ceiling of any backoff (at least base_delay_seconds)",
         json_schema_extra=_bounds(1, MAX_DELAY_LIMIT_SECONDS),
     )
+
+    def to_domain(self) -> RetryPolicy:
+        return RetryPolicy(self.max_attempts, self.base_delay_seconds, self.max_delay_seconds)
 
 
 class RateLimitModel(BaseModel):
@@ -282,7 +267,7 @@ class TaskCreate(BaseModel):
     @field_validator("payload", check_fields=False)
     @classmethod
     def _payload_not_too_deep(cls, payload: dict[str, Any] | None) -> dict[str, Any] | None:
-        if payload is not None and _depth(payload) > MAX_PAYLOAD_DEPTH:
+        if payload is not None and payload_depth(payload) > MAX_PAYLOAD_DEPTH:
             raise ValueError(f"is nested more than {MAX_PAYLOAD_DEPTH} levels deep")
         return payload
 
@@ -291,10 +276,36 @@ class TaskCreate(BaseModel):
             return TaskLimits(max_concurrency=self.max_concurrency)
         return self.rate_limit.to_domain(self.max_concurrency)
 
+    def to_spec(self) -> TaskSpec:
+        """The registration this body asks for, as the domain takes it."""
+        return TaskSpec(
+            schedule=ScheduleSpec(
+                cron=self.cron,
+                rate=self.rate,
+                at=self.at,
+                fixed_delay=self.fixed_delay,
+                after=self.after,
+                timezone=self.timezone,
+                dst=self.dst.to_domain() if self.dst is not None else None,
+                anchor=self.anchor,
+                start_at=self.start_at,
+                end_at=self.end_at,
+            ),
+            handler_url=self.handler_url,
+            handler_name=self.handler,
+            payload=self.payload,
+            name=self.name,
+            retry=self.retry.to_domain() if self.retry is not None else RetryPolicy(),
+            catchup=CatchUp(self.catchup),
+            catchup_window_seconds=self.catchup_window_seconds,
+            jitter_seconds=self.jitter_seconds,
+            overlap=Overlap(self.overlap),
+            limits=self.limits(),
+        )
 
-# The fields of ``TaskCreate`` that say when a task runs; a PATCH giving any of
-# them recomputes the schedule, and one giving a kind replaces the old kind.
-SCHEDULE_KINDS = ("cron", "rate", "at", "fixed_delay", "after")
+
+# The fields of ``TaskCreate`` that say when a task runs; a PATCH naming any of
+# them (even as null) recomputes the schedule.
 SCHEDULE_FIELDS = (*SCHEDULE_KINDS, "timezone", "dst", "anchor", "start_at", "end_at")
 
 
@@ -316,6 +327,40 @@ class TaskPatch(TaskCreate):
     overlap: Literal["allow", "skip", "buffer_one"] | None = None  # type: ignore[assignment]
     payload: dict[str, Any] | None = None  # type: ignore[assignment]
 
+    def to_changes(self) -> TaskChanges:
+        """The changes this body asks for. A schedule kind or a handler sent as null
+        is ``UNSET`` (another one replaces it), and so is ``catchup`` (the stored
+        policy stays, its window goes); other nulls leave the stored value."""
+        named = self.model_fields_set
+
+        def cleared(name: str) -> Any:
+            value = getattr(self, name)
+            return UNSET if value is None and name in named else value
+
+        return TaskChanges(
+            version=self.version,
+            name=self.name,
+            cron=cleared("cron"),
+            rate=cleared("rate"),
+            at=cleared("at"),
+            fixed_delay=cleared("fixed_delay"),
+            after=cleared("after"),
+            timezone=self.timezone,
+            dst=self.dst.to_domain() if self.dst is not None else None,
+            anchor=self.anchor,
+            start_at=self.start_at,
+            end_at=self.end_at,
+            handler_url=cleared("handler_url"),
+            handler_name=cleared("handler"),
+            payload=self.payload,
+            retry=self.retry.to_domain() if self.retry is not None else None,
+            catchup=CatchUp(self.catchup) if self.catchup is not None else cleared("catchup"),
+            catchup_window_seconds=self.catchup_window_seconds,
+            jitter_seconds=self.jitter_seconds,
+            overlap=Overlap(self.overlap) if self.overlap is not None else None,
+            reschedule=any(name in named for name in SCHEDULE_FIELDS),
+        )
+
 
 class PauseRequest(BaseModel):
     """Body of ``POST /tasks/{task_id}/pause`` (optional)."""
@@ -334,168 +379,6 @@ class BackfillRequest(BaseModel):
     to: str = Field(max_length=64)
 
 
-class BackfillView(BaseModel):
-    task_id: str
-    # Every occurrence in the range, in order, and which of them this call started.
-    execution_ids: list[str]
-    started: list[str]
-    already_requested: list[str]
-
-
-class RetryView(BaseModel):
-    max_attempts: int
-    base_delay_seconds: int
-    max_delay_seconds: int
-
-
-class ScheduleView(BaseModel):
-    # "unreadable": the stored schedule cannot be read (the task is ERROR; PATCH a new one).
-    kind: Literal["cron", "rate", "at", "fixed_delay", "after", "unreadable"]
-    expression: str
-
-
-class TaskView(BaseModel):
-    task_id: str
-    name: str
-    schedule: ScheduleView
-    timezone: str
-    dst: DstPolicyModel | None
-    anchor: str | None
-    start_at: str | None
-    end_at: str | None
-    jitter_seconds: int
-    catchup: str
-    catchup_window_seconds: int | None
-    overlap: str
-    after: str | None
-    pause_note: str | None
-    running_execution: str | None
-    buffered_at: str | None
-    handler_url: str | None
-    handler: str | None
-    retry: RetryView
-    max_concurrency: int | None = None
-    rate_limit: RateLimitModel | None = None
-    payload: dict[str, Any]
-    status: str
-    # ERROR only: why the scheduler set the task aside.
-    status_reason: str | None = None
-    next_run_at: str | None
-    last_scheduled_at: str | None
-    version: int
-    created_at: str
-    updated_at: str
-
-    @classmethod
-    def of(cls, task: Task) -> TaskView:
-        schedule = task.schedule
-        expression = format_instant(schedule.at) if schedule.kind == "at" else schedule.expression
-        shown = (
-            ScheduleView(kind="unreadable", expression="")
-            if schedule is UNREADABLE_SCHEDULE
-            else ScheduleView(kind=schedule.kind, expression=expression)
-        )
-        catchup = task.catchup
-        return cls(
-            task_id=task.task_id,
-            name=task.name,
-            schedule=shown,
-            timezone=task.timezone,
-            dst=DstPolicyModel.of(schedule.dst) if schedule.kind == "cron" else None,
-            anchor=format_instant(schedule.anchor) if schedule.kind == "rate" else None,
-            start_at=_optional_instant(schedule.window.start_at),
-            end_at=_optional_instant(schedule.window.end_at),
-            jitter_seconds=task.jitter_seconds,
-            catchup=catchup.policy.value,
-            catchup_window_seconds=(
-                catchup.window_seconds if catchup.policy is CatchUp.RUN_ALL else None
-            ),
-            overlap=task.overlap.value,
-            after=task.upstream_task_id or None,
-            pause_note=task.pause_note,
-            running_execution=task.running_execution,
-            buffered_at=_optional_instant(task.buffered_at),
-            handler_url=task.handler_url,
-            handler=task.handler_name,
-            retry=RetryView(
-                max_attempts=task.retry.max_attempts,
-                base_delay_seconds=task.retry.base_delay_seconds,
-                max_delay_seconds=task.retry.max_delay_seconds,
-            ),
-            max_concurrency=task.limits.max_concurrency,
-            rate_limit=RateLimitModel.of(task.limits),
-            payload=task.payload,
-            status=task.status.value,
-            status_reason=task.status_reason,
-            next_run_at=_optional_instant(task.next_run_at),
-            last_scheduled_at=_optional_instant(task.last_scheduled_at),
-            version=task.version,
-            created_at=format_instant(task.created_at),
-            updated_at=format_instant(task.updated_at),
-        )
-
-
-class OccurrencesView(BaseModel):
-    """Body of ``GET /tasks/{task_id}/next``: upcoming occurrences, UTC."""
-
-    task_id: str
-    timezone: str
-    occurrences: list[str]
-
-
-def _optional_instant(value: datetime | None) -> str | None:
-    return format_instant(value) if value is not None else None
-
-
-class ExecutionView(BaseModel):
-    execution_id: str
-    task_id: str
-    scheduled_at: str
-    status: str
-    attempt: int
-    started_at: str | None
-    completed_at: str | None
-    error: str | None
-    next_attempt_at: str | None
-    lease_until: str | None
-    dead_lettered_at: str | None
-    upstream_execution_id: str | None
-    result_status_code: int | None
-    result_excerpt: str | None
-
-    @classmethod
-    def of(cls, execution: Execution) -> ExecutionView:
-        def instant(value: Any) -> str | None:
-            return format_instant(value) if value else None
-
-        return cls(
-            execution_id=execution.execution_id,
-            task_id=execution.task_id,
-            scheduled_at=format_instant(execution.scheduled_at),
-            status=execution.status.value,
-            attempt=execution.attempt,
-            started_at=instant(execution.started_at),
-            completed_at=instant(execution.completed_at),
-            error=execution.error,
-            next_attempt_at=instant(execution.next_attempt_at),
-            lease_until=instant(execution.lease_until),
-            dead_lettered_at=instant(execution.dead_lettered_at),
-            upstream_execution_id=execution.upstream.execution_id if execution.upstream else None,
-            result_status_code=execution.result.status_code if execution.result else None,
-            result_excerpt=execution.result.excerpt if execution.result else None,
-        )
-
-
-class TaskPage(BaseModel):
-    items: list[TaskView]
-    next_token: str | None
-
-
-class ExecutionPage(BaseModel):
-    items: list[ExecutionView]
-    next_token: str | None
-
-
 class CompleteRequest(BaseModel):
     """Body of ``POST /executions/{execution_id}/complete``."""
 
@@ -503,62 +386,3 @@ class CompleteRequest(BaseModel):
 
     status: Literal["SUCCEEDED", "FAILED"]
     error: str | None = Field(default=None, max_length=2000)
-
-
-class MinuteCount(BaseModel):
-    minute: str
-    executions: int
-
-
-class ForecastView(BaseModel):
-    """Body of ``GET /forecast``: executions starting in each minute ahead (UTC;
-    minutes with none are left out), the busiest minute, and whether every task
-    was counted (false: the counts are a lower bound)."""
-
-    start: str
-    minutes: int
-    tasks: int
-    complete: bool
-    peak: MinuteCount | None
-    per_minute: list[MinuteCount]
-
-    @classmethod
-    def of(cls, forecast: Forecast) -> ForecastView:
-        peak = forecast.peak
-        return cls(
-            start=format_instant(forecast.start),
-            minutes=forecast.minutes,
-            tasks=forecast.tasks,
-            complete=forecast.complete,
-            peak=MinuteCount(minute=format_instant(peak[0]), executions=peak[1]) if peak else None,
-            per_minute=[
-                MinuteCount(minute=format_instant(minute), executions=count)
-                for minute, count in sorted(forecast.per_minute.items())
-            ],
-        )
-
-
-class Problem(BaseModel):
-    """RFC 9457 problem details."""
-
-    type: str = "about:blank"
-    title: str
-    status: int
-    detail: str
-    errors: list[dict[str, Any]] | None = None
-    limit: str | None = Field(
-        default=None, description="The limit that refused the request, e.g. 'max_tasks_per_tenant'"
-    )
-
-
-class TenantView(BaseModel):
-    """Body of ``GET /tenant``: who the caller is to dynacron, and its limits."""
-
-    tenant_id: str
-    signing_secrets: list[str] = Field(
-        description="Verify deliveries with any of these (newest first; two during a rotation)"
-    )
-    task_count: int
-    max_tasks: int
-    max_payload_bytes: int
-    min_interval_seconds: int

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
+from dynacron.domain.claiming import Claim
 from dynacron.domain.executions import (
     Dispatch,
     Execution,
@@ -23,7 +24,7 @@ from dynacron.domain.executions import (
 )
 from dynacron.domain.limits import HostState, RateLimit
 from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.tasks import Claim, DuePlacement, Task
+from dynacron.domain.tasks import DuePlacement, Task
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.domain.uptime import ShardHistory
 

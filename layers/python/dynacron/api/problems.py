@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 
 from dynacron.api.json_body import NOT_AN_OBJECT
-from dynacron.models import Problem
+from dynacron.views import Problem
 
 PROBLEM_JSON = "application/problem+json"
 

@@ -20,10 +20,7 @@ from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
-from aws_lambda_powertools.event_handler.openapi.types import (
-    OpenAPIResponse,
-    OpenAPIResponseHeader,
-)
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
 
 from dynacron import __version__
 from dynacron.api.identity import API_KEY_HEADER, tenant_of
@@ -48,25 +45,21 @@ from dynacron.domain.errors import (
 )
 from dynacron.domain.instants import format_instant
 from dynacron.domain.quotas import TenantRateLimiter
-from dynacron.models import (
-    BackfillRequest,
+from dynacron.models import BackfillRequest, CompleteRequest, PauseRequest, TaskCreate, TaskPatch
+from dynacron.services.executions import Completion, ExecutionService
+from dynacron.services.forecast import HerdForecast
+from dynacron.services.tasks import PayloadTooLarge, TaskService
+from dynacron.views import (
     BackfillView,
-    CompleteRequest,
     ExecutionPage,
     ExecutionView,
     ForecastView,
     OccurrencesView,
-    PauseRequest,
     Problem,
-    TaskCreate,
     TaskPage,
-    TaskPatch,
     TaskView,
     TenantView,
 )
-from dynacron.services.executions import Completion, ExecutionService
-from dynacron.services.forecast import HerdForecast
-from dynacron.services.tasks import PayloadTooLarge, TaskService
 
 logger = Logger(service="dynacron-api")
 
@@ -165,7 +158,7 @@ def build_api(
 
     @app.post("/tasks", responses=problems(413, ok=(201, "Registered")))
     def create_task(body: TaskCreate) -> Response[TaskView]:
-        task = tasks.register(caller_tenant(), body)
+        task = tasks.register(caller_tenant(), body.to_spec())
         return Response(status_code=201, body=TaskView.of(task), content_type="application/json")
 
     @app.get("/tasks", responses=problems())
@@ -179,7 +172,7 @@ def build_api(
 
     @app.patch("/tasks/<task_id>", responses=problems(404, 409))
     def patch_task(task_id: TaskId, body: TaskPatch) -> TaskView:
-        return TaskView.of(tasks.patch(caller_tenant(), task_id, body))
+        return TaskView.of(tasks.patch(caller_tenant(), task_id, body.to_changes()))
 
     @app.post("/tasks/<task_id>/pause", responses=problems(404, 409))
     def pause_task(task_id: TaskId, body: PauseRequest | None = None) -> TaskView:

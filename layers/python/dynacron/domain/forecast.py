@@ -18,7 +18,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from dynacron.domain.tasks import Task, TaskStatus, execution_id_for, jitter_offset
+from dynacron.domain.claiming import jitter_offset
+from dynacron.domain.tasks import Task, TaskStatus, execution_id_for
 
 MINUTE = timedelta(minutes=1)
 # Occurrences one task may add to a forecast: one every 18 s over 24 hours fits.

@@ -10,10 +10,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import ValidationError
-
 from dynacron.config import Settings
-from dynacron.delivery import Resolver, check_handler_url
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import (
     Conflict,
@@ -25,26 +22,17 @@ from dynacron.domain.errors import (
 from dynacron.domain.executions import Dispatch, Execution
 from dynacron.domain.instants import format_instant, to_utc_ms
 from dynacron.domain.quotas import check_min_interval
-from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import (
     GRID_KINDS,
     AfterSchedule,
     Schedule,
-    Window,
-    check_computable,
-    load_zone,
-    parse_at,
-    parse_cron,
-    parse_fixed_delay,
     parse_local_instant,
-    parse_rate,
     upcoming,
 )
+from dynacron.domain.task_changes import TaskChanges, apply_changes
+from dynacron.domain.task_specs import TaskSpec, new_task
 from dynacron.domain.tasks import (
     UNREADABLE_SCHEDULE,
-    CatchUp,
-    CatchUpPolicy,
-    Overlap,
     Task,
     TaskStatus,
     backfill_execution_id,
@@ -52,13 +40,10 @@ from dynacron.domain.tasks import (
 )
 from dynacron.domain.urls import UrlPolicy
 from dynacron.handlers import HandlerRegistry
-from dynacron.models import SCHEDULE_FIELDS, SCHEDULE_KINDS, TaskCreate, TaskPatch
 from dynacron.ports import ExecutionStore, Page, TaskStore, TenantStore
+from dynacron.safe_connections import Resolver, check_handler_url
 from dynacron.services.aftermath import RunStarter
 
-# A one-time task may be registered a little late (clock skew, slow clients)
-# and still fire at once; further in the past is almost surely a mistake.
-AT_PAST_TOLERANCE = timedelta(minutes=5)
 # One backfill request starts at most this many executions; ask again for more.
 MAX_BACKFILL = 100
 # A dependency chain (``after``) at most this long; a longer one is refused.
@@ -102,91 +87,36 @@ class TaskService:
         self._handlers = handlers
         self._url_policy = UrlPolicy(settings.delivery_allow_networks)
 
-    def register(self, tenant_id: str, request: TaskCreate) -> Task:
-        """Validate ``request`` completely, then store the task within the tenant's quota."""
+    def register(self, tenant_id: str, spec: TaskSpec) -> Task:
+        """Check ``spec`` completely, then store the task within the tenant's quota."""
         now = to_utc_ms(self._clock.now())
         # The id comes first: it is the seed that spreads a cron schedule's H fields.
         task_id = uuid.uuid4().hex
-        schedule = self._schedule_of(request, now, seed=task_id)
-        self._check_chain(tenant_id, task_id, schedule)
-        catchup = self._catchup_of(request)
-        check_min_interval(schedule, now, self._settings.min_interval_seconds)
-        self._check_handler(request)
-        retry = RetryPolicy(**request.retry.model_dump()) if request.retry else RetryPolicy()
-        self._check_payload_size(request.payload)
-        next_run_at = _first_run(schedule, request, now)
-        # The tick computes each next occurrence with this same code: a schedule it
-        # could not follow is refused here, not discovered when it falls due.
-        check_computable(schedule, now)
-        task = Task(
-            task_id=task_id,
-            name=request.name or task_id,
-            schedule=schedule,
-            handler_url=request.handler_url,
-            handler_name=request.handler,
-            retry=retry,
-            payload=request.payload,
-            status=TaskStatus.ACTIVE,
-            next_run_at=next_run_at,
-            created_at=now,
-            updated_at=now,
-            catchup=catchup,
-            jitter_seconds=request.jitter_seconds,
-            overlap=Overlap(request.overlap),
-            limits=request.limits(),
-            tenant_id=tenant_id,
-        )
+        task = new_task(spec, now, task_id=task_id, tenant_id=tenant_id)
+        self._check_chain(tenant_id, task_id, task.schedule)
+        check_min_interval(task.schedule, now, self._settings.min_interval_seconds)
+        self._check_handler(task)
+        self._check_payload_size(task.payload)
         self._tasks.create_within_quota(
             task,
-            self._settings.sharding.place(task_id, next_run_at, now),
+            self._settings.sharding.place(task_id, task.next_run_at, now),
             self._settings.max_tasks_per_tenant,
             new_signing_secret(),
         )
         return task
 
-    def patch(self, tenant_id: str, task_id: str, patch: TaskPatch) -> Task:
-        """Change a task in place, conditional on the version read.
-
-        Without a schedule field, the schedule and ``next_run_at`` stay. With one,
-        the schedule is rebuilt from the stored fields overlaid with the patch and
-        ``next_run_at`` recomputed so that no occurrence is lost or doubled: an
-        occurrence already due keeps its place (it runs, under the new handler and
-        payload), otherwise the new schedule's first occurrence from now on that is
-        later than the last one dispatched. See docs/decisions/0011-patch-semantics.md.
-        """
+    def patch(self, tenant_id: str, task_id: str, changes: TaskChanges) -> Task:
+        """Change a task in place (``apply_changes``), conditional on the version read
+        and, when it now follows another task, on the versions of its chain."""
         task = self.get(tenant_id, task_id)
-        if patch.version is not None and patch.version != task.version:
-            raise Conflict(
-                f"task {task_id!r} is at version {task.version}, not {patch.version}; read it again"
-            )
         now = to_utc_ms(self._clock.now())
-        given = patch.model_dump(exclude_unset=True, exclude={"version"})
-        if task.schedule is UNREADABLE_SCHEDULE and not any(k in given for k in SCHEDULE_KINDS):
-            raise InvalidRequest("schedule", "the stored schedule cannot be read; give a new one")
-        request = _validated(_overlaid(_request_of(task), given))
-        changed = task
+        changed = apply_changes(task, changes, now)
         chain: dict[str, int] = {}
-        if any(name in given for name in SCHEDULE_FIELDS):
-            schedule = self._schedule_of(request, now, seed=task_id)
-            chain = self._check_chain(tenant_id, task_id, schedule)
-            check_min_interval(schedule, now, self._settings.min_interval_seconds)
-            check_computable(schedule, now)
-            changed = _rescheduled(task, schedule, request, now)
-        self._check_handler(request)
-        self._check_payload_size(request.payload)
-        changed = dataclasses.replace(
-            changed,
-            name=request.name or task.name,
-            handler_url=request.handler_url,
-            handler_name=request.handler,
-            payload=request.payload,
-            retry=RetryPolicy(**request.retry.model_dump()) if request.retry else task.retry,
-            catchup=self._catchup_of(request),
-            jitter_seconds=request.jitter_seconds,
-            overlap=Overlap(request.overlap),
-            version=task.version + 1,
-            updated_at=now,
-        )
+        if changes.touches_schedule:
+            chain = self._check_chain(tenant_id, task_id, changed.schedule)
+            check_min_interval(changed.schedule, now, self._settings.min_interval_seconds)
+        self._check_handler(changed)
+        self._check_payload_size(changed.payload)
         return self._replace(task, changed, now, chain)
 
     def pause(self, tenant_id: str, task_id: str, note: str | None) -> Task:
@@ -392,201 +322,13 @@ class TaskService:
     def task_count(self, tenant_id: str) -> int:
         return self._tenants.task_count(tenant_id)
 
-    def _check_handler(self, request: TaskCreate) -> None:
-        """Exactly one of an HTTP handler (checked against the URL policy) or a
-        Python handler registered in this process."""
-        if (request.handler_url is None) == (request.handler is None):
-            raise InvalidRequest("handler", "give exactly one of 'handler_url' or 'handler'")
-        if request.handler_url is not None:
+    def _check_handler(self, task: Task) -> None:
+        """An HTTP handler the URL policy allows, or a Python handler registered in
+        this process (that there is exactly one is the domain's rule)."""
+        if task.handler_url is not None:
             # Checked again at delivery: DNS may change between now and then.
-            check_handler_url(self._url_policy, self._resolver, request.handler_url)
-        elif request.handler not in self._handlers:
+            check_handler_url(self._url_policy, self._resolver, task.handler_url)
+        elif task.handler_name not in self._handlers:
             raise UnknownHandler(
-                "handler", f"no Python handler is registered as {request.handler!r}"
+                "handler", f"no Python handler is registered as {task.handler_name!r}"
             )
-
-    @staticmethod
-    def _schedule_of(request: TaskCreate, now: datetime, seed: str) -> Schedule:
-        given = [f for f in SCHEDULE_KINDS if getattr(request, f) is not None]
-        if len(given) != 1:
-            found = " and ".join(repr(f) for f in given) if given else "none"
-            raise InvalidRequest(
-                "schedule",
-                "give exactly one of 'cron', 'rate', 'at', 'fixed_delay' or 'after' "
-                f"(found {found})",
-            )
-        load_zone(request.timezone)
-        if request.anchor is not None and request.rate is None:
-            raise InvalidRequest("anchor", "applies to 'rate' schedules only")
-        if request.dst is not None and request.rate is not None:
-            raise InvalidRequest(
-                "dst", "applies to 'cron' and 'at'; a rate counts elapsed time, unmoved by DST"
-            )
-        window = _window_of(request)
-        if request.after is not None:
-            return AfterSchedule(upstream_task_id=request.after, window=window)
-        if request.fixed_delay is not None:
-            return parse_fixed_delay(request.fixed_delay, window)
-        dst = request.dst.to_domain() if request.dst is not None else None
-        if request.cron is not None:
-            return parse_cron(request.cron, request.timezone, dst=dst, seed=seed, window=window)
-        if request.rate is not None:
-            anchor = (
-                parse_local_instant("anchor", request.anchor, request.timezone)
-                if request.anchor is not None
-                else window.start_at or now.replace(microsecond=0)
-            )
-            return parse_rate(request.rate, anchor=anchor, window=window)
-        assert request.at is not None
-        schedule = parse_at(request.at, request.timezone, dst, window)
-        if schedule.at < now - AT_PAST_TOLERANCE:
-            raise InvalidRequest(
-                "at",
-                f"{request.at!r} is more than {int(AT_PAST_TOLERANCE.total_seconds() // 60)} "
-                "minutes in the past",
-            )
-        return schedule
-
-    @staticmethod
-    def _catchup_of(request: TaskCreate) -> CatchUpPolicy:
-        policy = CatchUp(request.catchup)
-        if request.catchup_window_seconds is None:
-            return CatchUpPolicy(policy)
-        if policy is not CatchUp.RUN_ALL:
-            raise InvalidRequest("catchup_window_seconds", "applies only with catchup 'run_all'")
-        return CatchUpPolicy(policy, request.catchup_window_seconds)
-
-
-def _window_of(request: TaskCreate) -> Window:
-    def instant(name: str, text: str | None) -> datetime | None:
-        return parse_local_instant(name, text, request.timezone) if text is not None else None
-
-    start_at = instant("start_at", request.start_at)
-    end_at = instant("end_at", request.end_at)
-    if start_at is not None and end_at is not None and end_at < start_at:
-        raise InvalidRequest("end_at", "is before start_at")
-    return Window(start_at=start_at, end_at=end_at)
-
-
-def _first_run(schedule: Schedule, request: TaskCreate, now: datetime) -> datetime | None:
-    """The first occurrence; only a dependent task (``after``) may have none."""
-    next_run_at = schedule.first_run(now)
-    if next_run_at is None and not isinstance(schedule, AfterSchedule):
-        raise InvalidRequest(
-            "end_at" if request.end_at else "start_at",
-            "the schedule has no occurrence between start_at and end_at",
-        )
-    return next_run_at
-
-
-def _rescheduled(task: Task, schedule: Schedule, request: TaskCreate, now: datetime) -> Task:
-    """``task`` on a new schedule, neither losing nor doubling an occurrence."""
-    due_now = (
-        task.status is TaskStatus.ACTIVE
-        and task.next_run_at is not None
-        and task.next_run_at <= now
-        and not isinstance(schedule, AfterSchedule)
-    )
-    if due_now:
-        # Due and not yet claimed: it runs, then the new schedule takes over.
-        next_run_at = task.next_run_at
-    else:
-        next_run_at = _first_run(schedule, request, now)
-        last = task.last_scheduled_at
-        if next_run_at is not None and last is not None and next_run_at <= last:
-            next_run_at = schedule.next_after(last)
-            if next_run_at is None:
-                raise InvalidRequest(
-                    schedule.kind,
-                    f"has no occurrence after {format_instant(last)}, the last one dispatched",
-                )
-    status, reason = task.status, task.status_reason
-    slot, buffered = task.running_execution, task.buffered_at
-    if status is TaskStatus.COMPLETED and next_run_at is not None:
-        status = TaskStatus.ACTIVE
-    if status is TaskStatus.ERROR:
-        # A new schedule revives a task set aside. Its run slot is let go: the
-        # execution holding it may be the very one whose end could not be handled.
-        status, reason, slot, buffered = TaskStatus.ACTIVE, None, None, None
-    return dataclasses.replace(
-        task,
-        schedule=schedule,
-        next_run_at=next_run_at,
-        status=status,
-        status_reason=reason,
-        running_execution=slot,
-        buffered_at=buffered,
-    )
-
-
-def _request_of(task: Task) -> dict[str, Any]:
-    """The stored task as the fields of a ``TaskCreate`` that would make it again."""
-    schedule = task.schedule
-    fields: dict[str, Any] = {
-        "name": task.name,
-        "timezone": task.timezone,
-        "start_at": _text(schedule.window.start_at),
-        "end_at": _text(schedule.window.end_at),
-        "jitter_seconds": task.jitter_seconds,
-        "catchup": task.catchup.policy.value,
-        "overlap": task.overlap.value,
-        "handler_url": task.handler_url,
-        "handler": task.handler_name,
-        "payload": task.payload,
-        "retry": {
-            "max_attempts": task.retry.max_attempts,
-            "base_delay_seconds": task.retry.base_delay_seconds,
-            "max_delay_seconds": task.retry.max_delay_seconds,
-        },
-    }
-    if task.catchup.policy is CatchUp.RUN_ALL:
-        fields["catchup_window_seconds"] = task.catchup.window_seconds
-    match schedule.kind:
-        case "cron":
-            fields["cron"] = schedule.expression
-            fields["dst"] = {
-                "nonexistent": schedule.dst.nonexistent.value,
-                "ambiguous": schedule.dst.ambiguous.value,
-            }
-        case "rate":
-            fields["rate"] = schedule.expression
-            fields["anchor"] = format_instant(schedule.anchor)
-        case "at":
-            fields["at"] = format_instant(schedule.at)
-        case "fixed_delay":
-            fields["fixed_delay"] = schedule.expression
-        case "after":
-            fields["after"] = schedule.upstream_task_id
-    return {name: value for name, value in fields.items() if value is not None}
-
-
-def _validated(fields: dict[str, Any]) -> TaskCreate:
-    """The stored task overlaid with a patch, validated as a new one would be.
-
-    A stored value that today's bounds refuse (written before they existed) is a
-    422 naming its field, as it would be if sent; the patch can replace it.
-    """
-    try:
-        return TaskCreate.model_validate(fields)
-    except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "body"
-        raise InvalidRequest(field, f"the stored value is refused now: {first['msg']}") from None
-
-
-def _overlaid(stored: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
-    """``given`` over ``stored``, where a new schedule kind or handler replaces the old one
-    and fields that only fit the old kind (``anchor``, ``dst``) go with it."""
-    if any(kind in given for kind in SCHEDULE_KINDS):
-        for name in (*SCHEDULE_KINDS, "anchor", "dst"):
-            stored.pop(name, None)
-    if "handler_url" in given or "handler" in given:
-        stored.pop("handler_url", None)
-        stored.pop("handler", None)
-    if given.get("catchup", "run_all") != "run_all":
-        stored.pop("catchup_window_seconds", None)
-    return {**stored, **{k: v for k, v in given.items() if v is not None}}
-
-
-def _text(instant: datetime | None) -> str | None:
-    return format_instant(instant) if instant is not None else None

@@ -64,28 +64,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TypeVar
 
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions import Dispatch
-from dynacron.domain.instants import format_instant
-from dynacron.domain.tasks import (
-    SKIPPED_CATCHUP,
-    Claim,
-    DuePlacement,
-    Task,
-    advanced,
-    claim_occurrence,
-    due_bucket_key,
-    execution_id_for,
-)
+from dynacron.domain.tasks import due_bucket_key
 from dynacron.domain.uptime import ShardHistory
-from dynacron.faults import NO_FAULTS, Boundary, Faults
-from dynacron.messages import SEND_BATCH_LIMIT
+from dynacron.faults import NO_FAULTS, Faults
 from dynacron.metrics import ReliabilityMetrics
 from dynacron.ports import (
     ClaimPage,
@@ -93,76 +78,22 @@ from dynacron.ports import (
     DispatchQueue,
     ExecutionStore,
     PageClaims,
-    StoreUnavailable,
     TaskStore,
-    Throttled,
-    UnreadableTask,
-    reason_of,
 )
+from dynacron.services.page_claimer import PageClaimer, TickReport
 
-T = TypeVar("T")
-R = TypeVar("R")
 logger = logging.getLogger("dynacron")
 
 # The newest buckets are queried on every tick even when a long backlog of old
 # buckets is being walked; what is due now is queried before any of it.
 ALWAYS_QUERIED_BUCKETS = 2
 MAX_OLD_BUCKETS_PER_TICK = 48
-# The store throttling a burst of claims: wait 50 ms, 100 ms, ... (at most 2 s) and retry.
-THROTTLE_RETRIES = 8
-THROTTLE_FIRST_SLEEP = 0.05
-THROTTLE_MAX_SLEEP = 2.0
-
-
-@dataclass
-class TickReport:
-    shard: int
-    buckets_queried: int = 0
-    candidates: int = 0
-    sent: int = 0
-    claimed: int = 0
-    # Claims that ran nothing: every due occurrence was missed and skipped.
-    rescheduled: int = 0
-    lost_races: int = 0
-    # Tasks that made the tick raise, marked ERROR and left out of the due index.
-    set_aside: int = 0
-    cursor: datetime | None = None
-    lateness_seconds: list[float] = field(default_factory=list)
-    # Claims this tick may make: the configured cap, less whatever the queue
-    # already holds beyond its bound (dispatch pacing).
-    claim_budget: int = 0
-    # Tasks handed to claim invocations (each page counts against the claim
-    # budget as if claimed), in how many pages; and due tasks passed over because
-    # a claim invocation had them handed out moments ago.
-    handed_out: int = 0
-    pages_handed_out: int = 0
-    still_handed_out: int = 0
-    # The tick stops starting new pages at this instant (the looping tick's lease
-    # must outlast the tick); whatever is left stays due for the next tick.
-    deadline: datetime | None = None
-    cut_short: bool = False
-    # Claims of tasks that had had ``tick_max_claims_per_task`` this tick: due, left for later.
-    held_back: int = 0
-    # run_all claims that passed over missed occurrences (outside the window or
-    # beyond ``catchup_max_runs``); each leaves one SKIPPED execution saying so.
-    catchup_cut: int = 0
-    claims_by_task: dict[str, int] = field(default_factory=dict, repr=False)
-    # The backlog pass stops at this instant (of the tick's clock), after its first round.
-    backlog_until: datetime | None = None
-    backlog_rounds: int = 0
-
-    @property
-    def claim_writes(self) -> int:
-        """Claims that moved a task on, whether or not they ran anything: the budget's unit."""
-        return self.claimed + self.rescheduled
-
-    @property
-    def budget_left(self) -> int:
-        """Claims this tick may still make or hand out."""
-        return self.claim_budget - self.claim_writes - self.handed_out
 
 
 class Ticker:
+    """Walks a shard's due index (step 1 and the cursor), handing large pages out or
+    claiming them with its ``PageClaimer``."""
+
     def __init__(
         self,
         *,
@@ -182,23 +113,24 @@ class Ticker:
         # looping tick (one Ticker, a tick a second) remembers across its ticks.
         self._handed_out: dict[str, datetime] = {}
         self._metrics = metrics or ReliabilityMetrics(lambda document: None)
-        self._sleep = sleep
         self._tasks = tasks
-        self._executions = executions
         self._queue = queue
         self._cursors = cursors
         self._settings = settings
         self._clock = clock
-        self._faults = faults
         self._sharding = settings.sharding
         self._width = timedelta(seconds=settings.bucket_seconds)
         self._misfire_grace = timedelta(seconds=settings.misfire_grace_seconds)
         self._heartbeat = timedelta(seconds=settings.tick_heartbeat_seconds)
-        # Created once and kept: a warm Lambda reuses its threads between ticks.
-        self._pool = (
-            ThreadPoolExecutor(settings.tick_concurrency, thread_name_prefix="dynacron-tick")
-            if settings.tick_concurrency > 1
-            else None
+        self._pages = PageClaimer(
+            tasks=tasks,
+            executions=executions,
+            queue=queue,
+            settings=settings,
+            clock=clock,
+            faults=faults,
+            metrics=self._metrics,
+            sleep=sleep,
         )
 
     def tick(self) -> list[TickReport]:
@@ -261,7 +193,7 @@ class Ticker:
             shard=page.shard, claim_budget=self._settings.tick_max_claims, deadline=deadline
         )
         report.candidates = len(page.task_ids)
-        self._work_page(list(page.task_ids), now, history, report, due_from=None)
+        self._pages.work_page(list(page.task_ids), now, history, report, due_from=None)
         return report
 
     def _read_cursor(self, shard: int, now: datetime) -> tuple[datetime | None, ShardHistory]:
@@ -281,21 +213,6 @@ class Ticker:
         self._metrics.queue_depth(depth)
         room = self._settings.max_queued_dispatches - depth
         return max(0, min(self._settings.tick_max_claims, room))
-
-    def _claim(self, claim: Claim, placement: DuePlacement | None, now: datetime) -> bool:
-        """The conditional claim, retried with backoff while the store throttles it.
-
-        Giving up raises: the tick ends, the task stays due (its message, already
-        sent, is a duplicate the worker drops) and the next tick claims it.
-        """
-        for attempt in range(THROTTLE_RETRIES):
-            try:
-                return self._tasks.claim(claim, placement, now)
-            except Throttled:
-                if attempt == THROTTLE_RETRIES - 1:
-                    raise
-                self._sleep(min(THROTTLE_MAX_SLEEP, THROTTLE_FIRST_SLEEP * 2**attempt))
-        raise AssertionError("unreachable")
 
     def _buckets_to_query(self, cursor: datetime, now: datetime) -> list[datetime]:
         current = self._sharding.bucket(now)
@@ -327,8 +244,8 @@ class Ticker:
             budget = report.budget_left
             if (
                 budget <= 0
-                or self._past_deadline(report)
-                or self._backlog_time_spent(report, due_from)
+                or self._pages.past_deadline(report)
+                or self._pages.backlog_time_spent(report, due_from)
             ):
                 return False
             task_ids, start_key = self._tasks.due_task_ids(
@@ -347,60 +264,12 @@ class Ticker:
                 # Not claimed yet, as far as this tick knows: the cursor stays.
                 drained = False
             else:
-                page_drained, stopped = self._work_page(page, now, history, report, due_from)
+                page_drained, stopped = self._pages.work_page(page, now, history, report, due_from)
                 if stopped:
                     return False
                 drained &= page_drained
             if start_key is None:
                 return drained
-
-    def _work_page(
-        self,
-        task_ids: list[str],
-        now: datetime,
-        history: ShardHistory,
-        report: TickReport,
-        due_from: datetime | None,
-    ) -> tuple[bool, bool]:
-        """Read, send and claim one page of due tasks (steps 2-5): the looping tick's
-        and the claim function's one code path.
-
-        Returns (whether nothing due was left behind, whether the tick must stop:
-        its deadline or the backlog's time came).
-        """
-        # A task that had its share of this tick is not even read again.
-        open_ids = [i for i in task_ids if self._has_share(i, report)]
-        drained = len(open_ids) == len(task_ids)
-        tasks: list[Task] = []
-        if open_ids:
-            tasks, unreadable = self._tasks.read_many(open_ids)
-            for item in unreadable:
-                self._set_aside(item, None, now, report)
-        while claims := self._claims_of(tasks, now, history, report):
-            if self._past_deadline(report) or self._backlog_time_spent(report, due_from):
-                return False, True
-            budget = report.budget_left
-            if len(claims) > budget:
-                claims, drained = claims[:budget], False
-            won, all_sent = self._dispatch(claims, now, report)
-            drained &= all_sent
-            if due_from is None:
-                report.backlog_rounds += 1
-            for claim in won:
-                task_id = claim.task.task_id
-                report.claims_by_task[task_id] = report.claims_by_task.get(task_id, 0) + 1
-            # A task still due after its claim (run_all catching up, or
-            # on-time occurrences queued behind a late one) is claimed
-            # again now, from the state just written, up to its share.
-            tasks = []
-            for claim in won:
-                if not self._has_share(claim.task.task_id, report):
-                    if claim.next_run_at is not None and claim.next_run_at <= now:
-                        report.held_back += 1
-                        drained = False
-                    continue
-                tasks.append(advanced(claim.task, claim, now))
-        return drained, False
 
     def _fanout_spent(self, task_ids: list[str], report: TickReport) -> bool:
         return (
@@ -442,176 +311,3 @@ class Ticker:
         claimed by its invocation, and is found and handed out (or claimed) again."""
         if self._handed_out:
             self._handed_out = {i: t for i, t in self._handed_out.items() if now < t}
-
-    def _past_deadline(self, report: TickReport) -> bool:
-        if report.deadline is None or self._clock.now() < report.deadline:
-            return False
-        report.cut_short = True
-        return True
-
-    def _backlog_time_spent(self, report: TickReport, due_from: datetime | None) -> bool:
-        """Whether the backlog pass has had its time (by the tick's clock), after its
-        first round of claims."""
-        if due_from is not None or report.backlog_until is None or not report.backlog_rounds:
-            return False
-        return self._clock.now() >= report.backlog_until
-
-    def _has_share(self, task_id: str, report: TickReport) -> bool:
-        """Whether ``task_id`` may be claimed again in this tick (``tick_max_claims_per_task``)."""
-        return report.claims_by_task.get(task_id, 0) < self._settings.tick_max_claims_per_task
-
-    def _claims_of(
-        self, tasks: list[Task], now: datetime, history: ShardHistory, report: TickReport
-    ) -> list[Claim]:
-        claims: list[Claim] = []
-        for task in tasks:
-            try:
-                claim = claim_occurrence(
-                    task,
-                    now,
-                    self._misfire_grace,
-                    history=history,
-                    catchup_max_runs=self._settings.catchup_max_runs,
-                )
-            except StoreUnavailable:
-                raise
-            except Exception as error:
-                self._set_aside(task, error, now, report)
-                continue
-            if claim is not None:
-                claims.append(claim)
-        return claims
-
-    def _set_aside(
-        self,
-        task: Task | UnreadableTask,
-        error: Exception | None,
-        now: datetime,
-        report: TickReport,
-    ) -> None:
-        """Mark a task that made the tick raise (``error``, or it cannot be read) ERROR,
-        so it never stops the shard again."""
-        if isinstance(task, UnreadableTask):
-            reason = task.reason
-        else:
-            reason = "claiming it raised" + (f" {reason_of(error)}" if error else "")
-        logger.warning(
-            "task set aside",
-            extra={"task_id": task.task_id, "reason": reason},
-            exc_info=error,
-        )
-        if self._tasks.set_aside(task, reason, now):
-            report.set_aside += 1
-            self._metrics.task_set_aside()
-
-    def _dispatch(
-        self, claims: list[Claim], now: datetime, report: TickReport
-    ) -> tuple[list[Claim], bool]:
-        """Send what runs, then claim it; returns the claims won and whether all was sent.
-
-        A claim that runs nothing (its missed occurrences are skipped) is only
-        claimed. A run the queue did not accept is not claimed, so it stays due.
-        """
-        runs: dict[str, Dispatch] = {}
-        ready: list[Claim] = []
-        for claim in claims:
-            try:
-                dispatch = claim.dispatch(now)
-            except StoreUnavailable:
-                raise
-            except Exception as error:
-                self._set_aside(claim.task, error, now, report)
-                continue
-            ready.append(claim)
-            if dispatch is not None:
-                runs[dispatch.execution_id] = dispatch
-        pending = list(runs.values())
-        batches = [
-            pending[start : start + SEND_BATCH_LIMIT]
-            for start in range(0, len(pending), SEND_BATCH_LIMIT)
-        ]
-        accepted = self._concurrently(self._queue.send, batches)
-        sent = {dispatch.execution_id for batch in accepted for dispatch in batch}
-        report.sent += len(sent)
-        self._faults.reached(Boundary.TICK_SENT_NOT_CLAIMED)
-        # A run the queue did not accept is not claimed: it stays due.
-        to_claim = [c for c in ready if c.execution_id is None or c.execution_id in sent]
-
-        def claim_one(claim: Claim) -> bool | Exception:
-            try:
-                placement = self._sharding.place(claim.task.task_id, claim.next_run_at, now)
-                claimed = self._claim(claim, placement, now)
-            except StoreUnavailable:
-                raise
-            except Exception as error:
-                # Set aside by the caller, on this thread, after the others' claims.
-                return error
-            if claimed:
-                self._record_overlap_skip(claim, now)
-                self._record_catchup_cut(claim, now)
-            self._faults.reached(Boundary.TICK_CLAIMED_ONE)
-            return claimed
-
-        won: list[Claim] = []
-        for claim, claimed in zip(to_claim, self._concurrently(claim_one, to_claim), strict=True):
-            if isinstance(claimed, Exception):
-                self._set_aside(claim.task, claimed, now, report)
-                continue
-            if not claimed:
-                report.lost_races += 1
-                continue
-            won.append(claim)
-            if claim.catchup_cut:
-                report.catchup_cut += 1
-            if claim.scheduled_at is None:
-                report.rescheduled += 1
-            else:
-                report.claimed += 1
-                report.lateness_seconds.append((now - claim.scheduled_at).total_seconds())
-        return won, len(sent) == len(runs)
-
-    def _concurrently(self, call: Callable[[T], R], items: list[T]) -> list[R]:
-        """``call`` on every item, from the pool when there is one; results in order.
-
-        The first exception is raised and calls not yet started are cancelled,
-        as a sequential loop would stop. Sends precede claims, so a tick that
-        fails part way leaves duplicates at worst, never a loss.
-        """
-        if self._pool is None or len(items) < 2:
-            return [call(item) for item in items]
-        return list(self._pool.map(call, items))
-
-    def _record_overlap_skip(self, claim: Claim, now: datetime) -> None:
-        """An occurrence the overlap policy passed over leaves a SKIPPED execution saying why.
-
-        Written after the claim, so only the tick that won records it; a crash in
-        between loses the record, never an occurrence that should have run.
-        """
-        if claim.overlap_skipped is None or claim.overlap_reason is None:
-            return
-        task_id = claim.task.task_id
-        self._executions.record_skipped(
-            claim.task,
-            execution_id_for(task_id, claim.overlap_skipped),
-            claim.overlap_skipped,
-            claim.overlap_reason,
-            now,
-        )
-
-    def _record_catchup_cut(self, claim: Claim, now: datetime) -> None:
-        """Missed occurrences run_all passed over leave one SKIPPED execution saying so,
-        under the first of them (their owner asked for every one)."""
-        if not claim.catchup_cut or claim.skipped_since is None:
-            return
-        kept = claim.scheduled_at or claim.next_run_at
-        reason = SKIPPED_CATCHUP.format(
-            kept=format_instant(kept) if kept is not None else "the schedule ended",
-            limit=self._settings.catchup_max_runs,
-        )
-        self._executions.record_skipped(
-            claim.task,
-            execution_id_for(claim.task.task_id, claim.skipped_since),
-            claim.skipped_since,
-            reason,
-            now,
-        )

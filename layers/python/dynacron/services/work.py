@@ -32,7 +32,7 @@ SKIPPED, as for a paused task. Anything else raised fails the record: before
 (decision 0022); after ``begin`` the message guards a lease, and the attempt
 fails when the lease runs out.
 
-A batch shares one invocation's time: ``InvocationBudget`` says whether a whole
+A batch shares one invocation's time: ``attempt_guards.InvocationBudget`` says whether a whole
 handler call and the margin to record it still fit. A record that does not is
 not begun; it is sent again as a fresh message (``return_unbegun``) and the one
 received counts as done, so it uses neither an attempt nor one of SQS's receives
@@ -43,11 +43,8 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
-from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timedelta
-from types import TracebackType
+from datetime import datetime
 from typing import Protocol
 
 from dynacron.domain.clock import Clock
@@ -57,7 +54,6 @@ from dynacron.domain.executions import (
     Execution,
     ExecutionStatus,
     HandlerAnswer,
-    HandlerCallRecord,
     LeaseTerms,
     new_token,
     scheduling_lag,
@@ -66,12 +62,7 @@ from dynacron.domain.executions import (
 from dynacron.domain.retry import AttemptFailure, RetryPolicy
 from dynacron.domain.tasks import Task, TaskStatus, skipped_reason
 from dynacron.faults import NO_FAULTS, Boundary, Faults
-from dynacron.idempotency import (
-    AttemptRefused,
-    GuardedResult,
-    IdempotentHandlerCalls,
-    RemainingTime,
-)
+from dynacron.idempotency import GuardedResult, IdempotentHandlerCalls, RemainingTime
 from dynacron.metrics import ReliabilityMetrics
 from dynacron.ports import (
     BeginResult,
@@ -82,8 +73,9 @@ from dynacron.ports import (
     UnreadableTaskError,
     reason_of,
 )
+from dynacron.services.attempt_guards import AttemptRecords, Heartbeat, HeldBack
 from dynacron.services.limits import LimitGate, Pass, Wait
-from dynacron.services.outcomes import AttemptOutcomes, Ended, Outcome
+from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
 logger = logging.getLogger("dynacron")
 # A task in these states runs none of its executions: they are recorded SKIPPED.
@@ -180,7 +172,7 @@ class ExecutionRunner:
                 ),
                 invocation,
             )
-        except _HeldBack as held_back:
+        except HeldBack as held_back:
             # The idempotency record was deleted on the way out: nothing was called.
             assert records.begun is not None
             self._report_limits(admitted, None)
@@ -307,7 +299,7 @@ class ExecutionRunner:
             if self._limits is not None and admitted is not None:
                 wait = self._limits.before_call(admitted)
                 if wait is not None:
-                    raise _HeldBack(wait)
+                    raise HeldBack(wait)
             called_at = self._clock.now()
             try:
                 return self._delivery.deliver(task, dispatch, callback_token)
@@ -391,171 +383,3 @@ class ExecutionRunner:
             return Outcome.ACCEPTED if waiting else Outcome.LEASE_LOST
         failure = result.failure or AttemptFailure("the handler failed")
         return self._outcomes.failed(execution, lease_token, failure)
-
-
-class InvocationBudget:
-    """Whether one invocation has time left for one more record.
-
-    One more record needs a whole handler call (its deadline) and ``margin`` to
-    admit, begin and record it. The first record is always taken: an invocation
-    too short for even one call is a misconfiguration, and returning everything
-    would run nothing, for ever.
-    """
-
-    def __init__(self, invocation: RemainingTime | None, call: timedelta, margin: timedelta):
-        self._invocation = invocation
-        self._needed_ms = (call + margin) / timedelta(milliseconds=1)
-        self._taken = 0
-        self._out_of_time = False
-
-    def take_one(self) -> bool:
-        """True if the next record may run now (and counts it); False: return it.
-        Once False, False for the rest of the batch: its order is kept."""
-        invocation = self._invocation
-        if self._taken and invocation is not None and not self._out_of_time:
-            self._out_of_time = invocation.get_remaining_time_in_millis() < self._needed_ms
-        if self._out_of_time:
-            return False
-        self._taken += 1
-        return True
-
-
-class _HeldBack(Exception):
-    """A limit slot was lost before the call: carried out of the idempotent call,
-    which deletes its in-progress record, so that the attempt can be postponed."""
-
-    def __init__(self, wait: Wait) -> None:
-        super().__init__(wait.reason)
-        self.wait = wait
-
-
-class AttemptRecords:
-    """The execution item as the keeper of one attempt's handler-call record
-    (``idempotency.CallRecords``, decision 0016).
-
-    Saving the in-progress record is the write that begins the attempt (``begin``,
-    refused for a duplicate or stale message); saving the success is the write that
-    ends it, SUCCEEDED. If the lease was lost while the handler ran, the success is
-    still kept, for the attempt that took over to replay.
-    """
-
-    def __init__(
-        self,
-        execution_id: str,
-        *,
-        begin: Callable[..., BeginResult],
-        lease_token: str,
-        task: Task,
-        executions: ExecutionStore,
-        outcomes: AttemptOutcomes,
-        faults: Faults,
-    ) -> None:
-        self._execution_id = execution_id
-        self._begin = begin
-        self._lease_token = lease_token
-        self._task = task
-        self._executions = executions
-        self._outcomes = outcomes
-        self._faults = faults
-        # The execution as this attempt began it; None until then.
-        self.begun: Execution | None = None
-        # Refused: the execution as it was, which says why.
-        self.refused: Execution | None = None
-        self.success_saved = False
-        # The end written with the success; None if the lease was lost first.
-        self.ended: Ended | None = None
-        self._saved: HandlerCallRecord | None = None
-
-    def save_in_progress(self, record: HandlerCallRecord, now_ms: int) -> HandlerCallRecord | None:
-        if self.begun is None:
-            begun = self._begin(call=record, call_now_ms=now_ms)
-        else:  # Powertools asks again after a record expired meanwhile
-            begun = self._executions.save_call(
-                self._execution_id, self._lease_token, record, now_ms
-            )
-        if not begun.began or begun.current is None:
-            self.refused = begun.current
-            raise AttemptRefused
-        self.begun = self.begun or begun.current
-        if begun.held_call is None:
-            self._saved = record
-        return begun.held_call
-
-    def save_success(self, record: HandlerCallRecord) -> None:
-        assert self.begun is not None
-        self.ended = self._outcomes.end(
-            self.begun,
-            self._lease_token,
-            ExecutionStatus.SUCCEEDED,
-            self._task,
-            result=record.response,
-            call=record,
-        )
-        self.success_saved = True
-        if self.ended is None:
-            # Taken over while the handler ran: the success must not be lost, nor
-            # called again. The attempt that took over replays it.
-            self._executions.keep_call(self._execution_id, record)
-            self._faults.reached(Boundary.WORKER_OUTCOME_NOT_RECORDED)
-
-    def delete(self) -> None:
-        if self._saved is not None:
-            self._executions.clear_call(self._execution_id, self._saved.in_progress_until_ms)
-
-    def load(self) -> HandlerCallRecord | None:
-        return self._executions.held_call(self._execution_id)
-
-
-class Heartbeat:
-    """Extends a running lease every ``heartbeat_interval`` until the block ends.
-
-    A renewal refused by its condition means the lease was lost (the reaper took
-    it over); the heartbeat stops, and the outcome write will be refused too.
-    """
-
-    def __init__(
-        self,
-        executions: ExecutionStore,
-        execution_id: str,
-        lease_token: str,
-        terms: LeaseTerms,
-        clock: Clock,
-    ) -> None:
-        self._executions = executions
-        self._execution_id = execution_id
-        self._lease_token = lease_token
-        self._terms = terms
-        self._clock = clock
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._beat, name=f"heartbeat-{execution_id}", daemon=True
-        )
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _beat(self) -> None:
-        interval = self._terms.heartbeat_interval.total_seconds()
-        while not self._stop.wait(interval):
-            try:
-                renewed = self._executions.renew(
-                    self._execution_id,
-                    self._lease_token,
-                    self._clock.now() + self._terms.running,
-                )
-            except Exception:
-                logger.warning("heartbeat failed; trying again", exc_info=True)
-                continue
-            if not renewed:
-                logger.warning("lease lost", extra={"execution_id": self._execution_id})
-                return

@@ -30,10 +30,10 @@ from dynacron.adapters.aws.task_items import (
     task_to_item,
 )
 from dynacron.adapters.aws.tenants import tenant_key
+from dynacron.domain.claiming import Claim
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks import (
-    Claim,
     DuePlacement,
     Task,
     TaskStatus,

@@ -25,9 +25,10 @@ from dynacron.adapters.sqlite.records import (
     task_to_record,
 )
 from dynacron.adapters.sqlite.schema import COORDINATION, TASKS
+from dynacron.domain.claiming import Claim
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tasks import Claim, DuePlacement, Task, TaskStatus
+from dynacron.domain.tasks import DuePlacement, Task, TaskStatus
 from dynacron.ports import REASON_LIMIT, Page, UnreadableTask, UnreadableTaskError
 
 # Ids per ``IN (...)`` read: well under SQLite's limit of bound parameters.

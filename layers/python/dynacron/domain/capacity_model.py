@@ -1,0 +1,172 @@
+"""What a deployment's capacity is made of: what ``make bench`` measured, the prices,
+and the models of a shard's tick and of elastic claiming built on them.
+
+- ``MEASURED``: the tick's CPU per claim (``bench/results/capacity.json``) and
+  what one fire and one idle shard-second use (``bench/results/cost.json``).
+  A rerun of ``make bench`` that moves them changes the constants here, and
+  ``tests/unit/test_plan.py`` fails until it does.
+- ``PRICES``: us-east-1 list prices, arm64 Lambda (the stack's architecture).
+
+The tick model: Lambda gives a function CPU in proportion to its memory, one
+vCPU at 1,769 MB; Python runs the tick on one core at a time (the GIL), so
+memory above 1,769 MB buys the tick nothing. A page of ``PAGE_SIZE`` due tasks
+costs its CPU at that share, plus the round trips nothing overlaps (the Query,
+the consistent BatchGetItem, the sends, issued ``tick_concurrency`` at a time);
+the claims' round trips overlap with the CPU of the other threads.
+
+The elastic model (decision 0025): a shard hands out pages as fast as its
+Query, its ``Invoke`` and their CPU at 128 MB allow, at most
+``FANOUT_MAX_PAGES_PER_TICK`` a tick; each page is claimed at the claims/s of
+the tick model at 1,769 MB, by at most ``claim_reserved_concurrency``
+invocations at once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+FULL_VCPU_MEMORY_MB = 1769
+PAGE_SIZE = 100
+SEND_BATCH = 10
+# Round trips within a region: DynamoDB answers single-item requests in single-digit
+# milliseconds, a BatchGetItem of 100 and a SendMessageBatch of 10 take longer;
+# 10 ms each is what section 4 of BENCHMARKS.md simulated. Slower calls only
+# matter when the CPU is plentiful (the I/O bound).
+DYNAMODB_LATENCY_MS = 10.0
+SQS_LATENCY_MS = 10.0
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What ``make bench`` measured; see the module docstring."""
+
+    # bench/results/capacity.json: cpu_per_claim, tick_concurrency 16, moto in another process.
+    tick_cpu_ms_per_claim: float = 2.05
+    # bench/results/cost.json: the recurring fire, 100 per tick.
+    write_units_per_fire: float = 5.01
+    read_units_per_fire: float = 3.05
+    sqs_requests_per_fire: float = 0.32
+    worker_invocations_per_fire: float = 0.1
+    # The one table or index that takes the most of a fire's units (the executions
+    # table's begin and end; the due index's delete and put): provisioned capacity's bound.
+    busiest_target_units_per_fire: float = 2.0
+    # bench/results/cost.json: idle_shard, per shard-second.
+    idle_read_units_per_shard_second: float = 2.0667
+    idle_sqs_requests_per_shard_second: float = 1.0
+    # bench/tick_log_bytes.py: the looping tick's EMF line each second of an idle
+    # shard, ingested by CloudWatch Logs, and its own TickHeartbeat metric.
+    idle_log_bytes_per_shard_second: float = 346.0
+    custom_metrics_per_shard: int = 1
+    # bench/results/fanout.json: the looping tick's CPU per page it hands out (the
+    # due-index Query and the asynchronous Invoke), at a whole vCPU.
+    hand_out_cpu_ms_per_page: float = 3.27
+
+
+@dataclass(frozen=True)
+class Prices:
+    """us-east-1 list prices in USD, November 2026."""
+
+    lambda_arm_per_gb_second: float = 0.0000133334
+    lambda_per_million_requests: float = 0.20
+    dynamodb_on_demand_per_million_write_units: float = 0.625
+    dynamodb_on_demand_per_million_read_units: float = 0.125
+    dynamodb_provisioned_per_wcu_hour: float = 0.00065
+    dynamodb_provisioned_per_rcu_hour: float = 0.00013
+    # Auto scaling keeps consumed capacity near 70 % of what is provisioned.
+    provisioned_utilisation: float = 0.7
+    sqs_standard_per_million_requests: float = 0.40
+    cloudwatch_logs_per_gb_ingested: float = 0.50
+    # Logs kept 30 days (log_retention_days): about one month of them stored.
+    cloudwatch_logs_per_gb_month_stored: float = 0.03
+    cloudwatch_per_custom_metric_month: float = 0.30
+
+
+MEASURED = Measured()
+PRICES = Prices()
+
+
+def cpu_share(memory_mb: int) -> float:
+    """The share of one vCPU Lambda gives a function of ``memory_mb``, for one thread."""
+    return min(1.0, memory_mb / FULL_VCPU_MEMORY_MB)
+
+
+@dataclass(frozen=True)
+class TickModel:
+    tick_cpu_ms_per_claim: float = MEASURED.tick_cpu_ms_per_claim
+    dynamodb_latency_ms: float = DYNAMODB_LATENCY_MS
+    sqs_latency_ms: float = SQS_LATENCY_MS
+    page_size: int = PAGE_SIZE
+
+    def cpu_bound(self, memory_mb: int) -> float:
+        """Claims/s if every call answered at once: the CPU share alone."""
+        return 1000 * cpu_share(memory_mb) / self.tick_cpu_ms_per_claim
+
+    def _waits(self, concurrency: int) -> tuple[float, float]:
+        """(round trips no CPU overlaps, claim round trips) of one page, in seconds."""
+        sends = math.ceil(self.page_size / SEND_BATCH)
+        serial = 2 * self.dynamodb_latency_ms + math.ceil(sends / concurrency) * self.sqs_latency_ms
+        claims = math.ceil(self.page_size / concurrency) * self.dynamodb_latency_ms
+        return serial / 1000, claims / 1000
+
+    def io_bound(self, concurrency: int) -> float:
+        """Claims/s if the CPU were free: the page's round trips alone."""
+        serial, claims = self._waits(concurrency)
+        return self.page_size / (serial + claims)
+
+    def claims_per_second(self, memory_mb: int, concurrency: int) -> float:
+        """What one shard claims per second at ``memory_mb`` and ``concurrency`` threads."""
+        serial, claims = self._waits(concurrency)
+        cpu = self.page_size / self.cpu_bound(memory_mb)
+        return self.page_size / (max(cpu, claims) + serial)
+
+
+def claims_per_second_per_shard(memory_mb: int, concurrency: int) -> float:
+    return TickModel().claims_per_second(memory_mb, concurrency)
+
+
+# Elastic capacity (decision 0025). The claim function has one vCPU: the tick model's
+# best. The next three are the runtime's defaults (Settings, LoopTiming), which
+# tests/unit/test_plan.py holds them to.
+CLAIM_MEMORY_MB = FULL_VCPU_MEMORY_MB
+FANOUT_MAX_PAGES_PER_TICK = 10
+FANOUT_MIN_TASKS = 20
+TICK_INTERVAL_SECONDS = 1.0
+# An asynchronous Invoke answers once Lambda has queued the event; assumed.
+LAMBDA_INVOKE_LATENCY_MS = 20.0
+
+
+@dataclass(frozen=True)
+class ElasticModel:
+    tick: TickModel = field(default_factory=TickModel)
+    hand_out_cpu_ms_per_page: float = MEASURED.hand_out_cpu_ms_per_page
+    invoke_latency_ms: float = LAMBDA_INVOKE_LATENCY_MS
+    max_pages_per_tick: int = FANOUT_MAX_PAGES_PER_TICK
+
+    def hand_out_seconds(self, tick_memory_mb: int) -> float:
+        """What one page costs the looping tick: its Query and its Invoke, one after
+        the other, and their CPU at the tick's share."""
+        cpu = self.hand_out_cpu_ms_per_page / cpu_share(tick_memory_mb)
+        return (self.tick.dynamodb_latency_ms + self.invoke_latency_ms + cpu) / 1000
+
+    def pages_per_second(self, tick_memory_mb: int) -> float:
+        """Pages one shard hands out a second: its pace, at most the cap a tick."""
+        cap = self.max_pages_per_tick / TICK_INTERVAL_SECONDS
+        return min(cap, 1 / self.hand_out_seconds(tick_memory_mb))
+
+    def claims_per_invocation_second(self, concurrency: int = 16) -> float:
+        """What one claim invocation claims a second (the tick model at 1,769 MB)."""
+        return self.tick.claims_per_second(CLAIM_MEMORY_MB, concurrency)
+
+    def page_seconds(self, concurrency: int = 16) -> float:
+        """How long a claim invocation of a full page runs (billed duration)."""
+        return self.tick.page_size / self.claims_per_invocation_second(concurrency)
+
+    def capacity(
+        self, shards: int, tick_memory_mb: int, claim_concurrency: int, concurrency: int = 16
+    ) -> float:
+        """Fires/s a deployment claims at full speed: what its shards hand out, or
+        what its claim invocations claim, whichever is less."""
+        handed_out = shards * self.pages_per_second(tick_memory_mb) * self.tick.page_size
+        claimed = claim_concurrency * self.claims_per_invocation_second(concurrency)
+        return min(handed_out, claimed)
