@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from dynacron.adapters.aws.errors import AwsUnavailable
 from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
@@ -47,8 +48,9 @@ class OneClaimFails(DynamoTaskStore):
 
     def claim(self, claim: Any, *args: Any, **kwargs: Any) -> bool:
         if claim.task.task_id == self._failing:
-            # An infrastructure error: it ends the tick (a task's own error sets it aside).
-            raise ClientError(
+            # An infrastructure error, as the adapters raise it: it ends the tick (a task's
+            # own error sets it aside).
+            raise AwsUnavailable(
                 {"Error": {"Code": "ServiceUnavailable", "Message": "DynamoDB is unavailable"}},
                 "UpdateItem",
             )

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from dynacron.adapters.aws.items import chunks
 from dynacron.config import Settings
 from dynacron.domain.claiming import Claim, advanced, claim_occurrence
 from dynacron.domain.clock import Clock
@@ -257,7 +256,10 @@ class PageClaimer:
             ready.append(claim)
             if dispatch is not None:
                 runs[dispatch.execution_id] = dispatch
-        batches = list(chunks(list(runs.values()), SEND_BATCH_LIMIT))
+        queued = list(runs.values())
+        batches = [
+            queued[i : i + SEND_BATCH_LIMIT] for i in range(0, len(queued), SEND_BATCH_LIMIT)
+        ]
         accepted = self._concurrently(self._queue.send, batches)
         sent = {dispatch.execution_id for batch in accepted for dispatch in batch}
         report.sent += len(sent)

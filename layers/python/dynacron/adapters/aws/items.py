@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -151,11 +151,6 @@ def query_page(
         items=[parse(i) for i in response.get("Items", [])],
         next_token=encode_page_token(response.get("LastEvaluatedKey"), listing),
     )
-
-
-def chunks(items: list[T], size: int) -> Iterator[list[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def instant_or_none(value: str | None) -> datetime | None:
