@@ -7,6 +7,7 @@ Every test uses a real database file in ``tmp_path``; time moves with a
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -168,6 +169,37 @@ def test_a_stale_receipt_handle_cannot_delete_a_message_received_again(
     assert queues.depth(DISPATCH) == (0, 0)
     # Deleted once: the handle deletes nothing more, nor does one never given out.
     assert queues.delete(DISPATCH, [current, "not-a-handle", "7.nope"]) == 0
+
+
+def test_messages_a_dead_receiver_held_come_back_at_once_and_keep_their_count(
+    queues: SqliteQueues, database: Database
+) -> None:
+    # Given two messages received by a process that died, one by a process alive
+    queues.send_batch(DISPATCH, [OutgoingMessage("held-1"), OutgoingMessage("held-2")])
+    held = queues.receive(DISPATCH, max_messages=2)
+    queues.send(DISPATCH, "elsewhere")
+    elsewhere = receive_one(queues)
+    live_pid = os.getpid() + 1
+    with database.write() as connection:  # as if another process had received it
+        connection.execute(
+            "UPDATE queue_messages SET receiver_pid = ? WHERE message_id = ?",
+            (live_pid, elsewhere.message_id),
+        )
+
+    # When the messages of receivers that are gone are released
+    released = queues.release_abandoned(DISPATCH, lambda pid: pid == live_pid)
+
+    # Then the dead one's are visible now, without the clock moving
+    assert released == 2
+    again = queues.receive(DISPATCH, max_messages=10)
+    assert {m.message_id for m in again} == {m.message_id for m in held}
+    # keeping their receive count (a message that kills receivers still redrives)
+    assert {m.attributes["ApproximateReceiveCount"] for m in again} == {"2"}
+    # and the dead receiver's handles delete nothing
+    assert queues.delete(DISPATCH, [m.receipt_handle for m in held]) == 0
+    assert queues.depth(DISPATCH) == (0, 3)
+    # While their receivers live, nothing is released
+    assert queues.release_abandoned(DISPATCH, lambda pid: True) == 0
 
 
 def test_the_latest_handle_still_deletes_after_the_visibility_timeout_ended(

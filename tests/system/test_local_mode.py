@@ -18,12 +18,11 @@ pytestmark = pytest.mark.system
 
 
 @pytest.fixture(scope="module")
-def api() -> Iterator[str]:
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
-    service = Service(
-        ["-m", "dynacron.cli", "local", "--port", str(port), "--shards", "4", "--workers", "4"],
-        "is running",
-    )
+    data_dir = tmp_path_factory.mktemp("local-mode")
+    args = ["local", "--port", str(port), "--shards", "4", "--workers", "4"]
+    service = Service(["-m", "dynacron.cli", *args, "--data-dir", str(data_dir)], "is running")
     yield f"http://127.0.0.1:{port}"
     service.stop()
 

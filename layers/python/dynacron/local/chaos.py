@@ -45,6 +45,11 @@ class ChaosSettings:
     # Where crashes may happen; empty means every boundary.
     boundaries: frozenset[Boundary] = frozenset()
 
+    @property
+    def client_faults(self) -> bool:
+        """Whether faults are injected into AWS clients (the emulator store only)."""
+        return bool(self.throttle_rate or self.duplicate_rate or self.send_failure_rate)
+
 
 class SeededChance:
     """A seeded coin, safe to toss from several threads."""

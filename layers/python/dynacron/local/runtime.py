@@ -1,15 +1,18 @@
 """Local mode: the real handlers, driven the way AWS drives them, on one machine.
 
+The data lives in a store (``local.stores``): a SQLite file by default, kept
+across restarts, or the AWS emulator. On it run
+
 - the API handler behind a local API Gateway stand-in (REST proxy events);
 - a tick of every shard each second, at the top of the second, as deployed;
-- worker threads that long-poll SQS, call the worker handler with SQS batch
+- worker threads that long-poll the dispatch queue, call the worker handler with SQS batch
   events and delete only the records it did not report as failed;
 - the reaper, every second (every minute when deployed), which also settles the
   dispatch messages SQS moved to the undelivered queue (deployed, a function fed
   by that queue does: decision 0022).
 
-Each of these can run alone (``components``), in its own process, against an AWS
-endpoint that is already running, so that a test can kill one with SIGKILL while
+Each of these can run alone (``components``), in its own process, on a shared
+data directory or AWS endpoint, so that a test can kill one with SIGKILL while
 the store and the other components carry on.
 """
 
@@ -26,7 +29,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from dynacron.adapters.aws.tenants import DynamoTenantStore
+from dynacron.adapters.sqlite.database import Synchronous
 from dynacron.app import Dynacron, default_delivery
 from dynacron.config import DEFAULT_TENANT, LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import Clock, SystemClock
@@ -34,17 +37,13 @@ from dynacron.domain.executions import DeliveryResult, Dispatch
 from dynacron.domain.tasks import Task
 from dynacron.faults import NO_FAULTS, Faults
 from dynacron.handlers import default_registry
-from dynacron.local.aws import (
-    REGION,
-    EmbeddedAws,
-    aws_clients,
-    provision,
-    undelivered_queue_url,
-)
-from dynacron.local.chaos import ChaosSettings, CrashAt, SeededChance, chaotic_clients
+from dynacron.local.aws import REGION
+from dynacron.local.chaos import ChaosSettings, CrashAt, SeededChance
 from dynacron.local.chaos import kill_this_process as _kill
 from dynacron.local.gateway import ApiGateway, LocalContext
+from dynacron.local.stores import LocalStore, StoreKind, StoreOptions, open_store
 from dynacron.metrics import EmfDocument, MetricTotals
+from dynacron.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from dynacron.services.work import Delivery
 
 logger = Logger(service="dynacron-local")
@@ -60,6 +59,12 @@ class LocalOptions:
     workers: int = 4
     tick_interval: float = 1.0
     reaper_interval: float = 1.0
+    # Where the data lives (see ``local.stores``): SQLite in ``data_dir`` (None: a
+    # temporary directory, gone at stop), or the AWS emulator (implied by an
+    # ``aws_endpoint``: one already running, shared by several processes).
+    store: StoreKind = "sqlite"
+    data_dir: Path | None = None
+    synchronous: Synchronous = "FULL"
     aws_endpoint: str | None = None
     prefix: str = "dynacron"
     allow_networks: tuple[str, ...] = LOOPBACK_NETWORKS
@@ -140,9 +145,9 @@ class LocalRuntime:
         self._clock = clock or SystemClock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._aws: EmbeddedAws | None = None
         self._gateway: ApiGateway | None = None
-        self.aws_endpoint = ""
+        self.store: LocalStore | None = None
+        self.recovered = 0
         self.app: Dynacron | None = None
 
     @property
@@ -155,19 +160,22 @@ class LocalRuntime:
 
     def start(self) -> LocalRuntime:
         options = self.options
-        if options.aws_endpoint:
-            self.aws_endpoint = options.aws_endpoint
-        else:
-            self._aws = EmbeddedAws().start()
-            self.aws_endpoint = self._aws.endpoint
-        dynamodb, sqs = aws_clients(self.aws_endpoint)
+        self.store = store = open_store(
+            StoreOptions(
+                kind=options.store,
+                data_dir=options.data_dir,
+                synchronous=options.synchronous,
+                aws_endpoint=options.aws_endpoint,
+                prefix=options.prefix,
+                visibility_timeout=options.visibility_timeout,
+                chaos=options.chaos,
+            )
+        )
         if "api" in options.components:
             # Bound first, so that deliveries can tell handlers where to call back.
             self._gateway = ApiGateway((options.host, options.port), self._route_api)
-        settings = provision(
-            dynamodb,
-            sqs,
-            options.prefix,
+        settings = store.open(
+            self._clock,
             shard_count=options.shards,
             delivery_allow_networks=options.allow_networks,
             api_base_url=self.api_url,
@@ -183,7 +191,6 @@ class LocalRuntime:
         )
         faults: Faults = NO_FAULTS
         if options.chaos is not None:
-            dynamodb, sqs = chaotic_clients(dynamodb, sqs, options.chaos)
             faults = CrashAt(
                 options.chaos.boundaries,
                 times=1,
@@ -191,24 +198,28 @@ class LocalRuntime:
                 chance=SeededChance(options.chaos.seed + 1),
                 crash=_kill,
             )
+        adapters = store.adapters(settings, self._clock)
         delivery = CountingDelivery(
             default_delivery(
                 settings,
                 self._clock,
                 default_registry,
-                secrets_of=DynamoTenantStore(dynamodb, settings.coordination_table).signing_secrets,
+                secrets_of=adapters.tenants.signing_secrets,
             ),
             self.activity,
         )
         self.app = app = Dynacron(
             settings,
-            dynamodb=dynamodb,
-            sqs=sqs,
+            adapters=adapters,
             clock=self._clock,
             delivery=delivery,
             emit_metrics=self.metrics,
             faults=faults,
         )
+        if "worker" in options.components or "reaper" in options.components:
+            # What a killed process had received runs again now, not after the
+            # visibility timeout (the store knows its receivers; SQS does not).
+            self.recovered = store.recover()
         if self._gateway is not None:
             gateway = self._gateway
             # A short poll interval, so that stop() returns promptly.
@@ -216,20 +227,10 @@ class LocalRuntime:
         if "tick" in options.components:
             self._spawn("tick", lambda: self._tick_loop(app))
         if "reaper" in options.components:
-            undelivered_url = undelivered_queue_url(sqs, options.prefix)
-            undelivered_arn = sqs.get_queue_attributes(
-                QueueUrl=undelivered_url, AttributeNames=["QueueArn"]
-            )["Attributes"]["QueueArn"]
-            self._spawn(
-                "reaper",
-                lambda: self._reaper_loop(app, sqs, undelivered_url, undelivered_arn),
-            )
+            self._spawn("reaper", lambda: self._reaper_loop(app, store))
         if "worker" in options.components:
-            queue_arn = sqs.get_queue_attributes(
-                QueueUrl=settings.dispatch_queue_url, AttributeNames=["QueueArn"]
-            )["Attributes"]["QueueArn"]
             for number in range(options.workers):
-                self._spawn(f"worker-{number}", lambda: self._worker_loop(app, sqs, queue_arn))
+                self._spawn(f"worker-{number}", lambda: self._worker_loop(app, store))
         return self
 
     @property
@@ -244,8 +245,8 @@ class LocalRuntime:
             self._gateway.server_close()
         for thread in self._threads:
             thread.join(timeout=10)
-        if self._aws is not None:
-            self._aws.stop()
+        if self.store is not None:
+            self.store.close()
 
     def wait(self, on_activity: Callable[[Activity], None] | None = None) -> None:
         """Block until stopped, calling ``on_activity`` every second."""
@@ -275,32 +276,23 @@ class LocalRuntime:
             # so an occurrence due on a whole second is found a few ms after it.
             self._stopping.wait(interval - time.time() % interval + 0.005)
 
-    def _reaper_loop(
-        self, app: Dynacron, sqs: Any, undelivered_url: str, undelivered_arn: str
-    ) -> None:
+    def _reaper_loop(self, app: Dynacron, store: LocalStore) -> None:
         while not self._stopping.wait(self.options.reaper_interval):
             try:
                 app.reaper({}, LocalContext("dynacron-reaper"))
             except Exception:
                 logger.exception("reaper failed; the next run retries")
             try:
-                settle_undelivered(app, sqs, undelivered_url, undelivered_arn)
+                settle_undelivered(app, store)
             except Exception:
                 logger.exception("settling undelivered dispatches failed; the next run retries")
 
-    def _worker_loop(self, app: Dynacron, sqs: Any, queue_arn: str) -> None:
-        queue_url = app.settings.dispatch_queue_url
-        receive: dict[str, Any] = {
-            "QueueUrl": queue_url,
-            "MaxNumberOfMessages": self.options.batch_size,
-            "WaitTimeSeconds": 1,
-            "MessageSystemAttributeNames": ["All"],
-        }
-        if self.options.visibility_timeout is not None:
-            receive["VisibilityTimeout"] = self.options.visibility_timeout
+    def _worker_loop(self, app: Dynacron, store: LocalStore) -> None:
+        queue = DISPATCH_QUEUE.suffix
+        queue_arn = store.queue_arn(queue)
         while not self._stopping.is_set():
             try:
-                messages = sqs.receive_message(**receive).get("Messages", [])
+                messages = store.receive(queue, self.options.batch_size, wait_seconds=1)
             except Exception:
                 if not self._stopping.is_set():
                     logger.exception("receive failed")
@@ -308,12 +300,11 @@ class LocalRuntime:
                 continue
             if not messages:
                 continue
-            event = sqs_event(messages, queue_arn)
             context = LocalContext(
                 "dynacron-worker", timeout_seconds=app.settings.worker_timeout_seconds
             )
             try:
-                result = app.worker(event, context)
+                result = app.worker(sqs_event(messages, queue_arn), context)
             except Exception:
                 # As on Lambda: the whole batch becomes visible again later.
                 logger.exception("worker invocation failed")
@@ -322,48 +313,30 @@ class LocalRuntime:
             done = [m for m in messages if m["MessageId"] not in failed]
             if done:
                 try:
-                    sqs.delete_message_batch(
-                        QueueUrl=queue_url,
-                        Entries=[
-                            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                            for i, m in enumerate(done)
-                        ],
-                    )
+                    store.delete(queue, done)
                 except Exception:
                     # Undeleted messages come back and are dropped as duplicates.
                     logger.exception("delete failed")
 
 
-def settle_undelivered(
-    app: Dynacron, sqs: Any, queue_url: str, queue_arn: str | None = None, batches: int = 10
-) -> int:
+def settle_undelivered(app: Dynacron, store: LocalStore, batches: int = 10) -> int:
     """Feed the undelivered queue to ``app.undelivered`` as its event source mapping
     would: batches of 10, each record deleted unless reported back. Returns how many
     messages were received."""
-    if queue_arn is None:
-        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
+    queue = UNDELIVERED_QUEUE.suffix
     received = 0
     for _ in range(batches):
-        messages = sqs.receive_message(
-            QueueUrl=queue_url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"]
-        ).get("Messages", [])
+        messages = store.receive(queue, 10, wait_seconds=0)
         if not messages:
             break
         received += len(messages)
         result = app.undelivered(
-            sqs_event(messages, queue_arn), LocalContext("dynacron-undelivered")
+            sqs_event(messages, store.queue_arn(queue)), LocalContext("dynacron-undelivered")
         )
         failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
         done = [m for m in messages if m["MessageId"] not in failed]
         if done:
-            sqs.delete_message_batch(
-                QueueUrl=queue_url,
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)
-                ],
-            )
+            store.delete(queue, done)
     return received
 
 

@@ -24,12 +24,13 @@ delays, visibility and retention; ``wait_seconds`` of a long poll is real time
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -61,7 +62,10 @@ SCHEMA = (
         expires_at_ms INTEGER NOT NULL,
         receive_count INTEGER NOT NULL DEFAULT 0,
         first_received_at_ms INTEGER,
-        receipt_handle TEXT
+        receipt_handle TEXT,
+        -- The process that received it last: a message held by a process that died
+        -- can be made visible at once (release_abandoned) instead of after its timeout.
+        receiver_pid INTEGER
     )
     """,
     # Receive picks the oldest visible messages of one queue; the rowid at the end
@@ -293,6 +297,35 @@ class SqliteQueues:
         )
         return int(row[0]), int(row[1])
 
+    def release_abandoned(self, queue: str, is_alive: Callable[[int], bool]) -> int:
+        """Make visible at once every in-flight message of ``queue`` whose receiver
+        ``is_alive`` says is gone; returns how many. Its receive count stays (a
+        message that kills its receivers still reaches the dead-letter queue), and
+        the dead receiver's handle deletes nothing."""
+        self.definition(queue)
+        now_ms = self._now_ms()
+        receivers = [
+            int(row[0])
+            for row in self._database.connection().execute(
+                f"SELECT DISTINCT receiver_pid FROM {TABLE} WHERE queue = ?"
+                " AND visible_at_ms > ? AND receipt_handle IS NOT NULL"
+                " AND receiver_pid IS NOT NULL",
+                (queue, now_ms),
+            )
+        ]
+        gone = [pid for pid in receivers if not is_alive(pid)]
+        if not gone:
+            return 0
+        with self._database.write() as connection:
+            cursor = connection.executemany(
+                f"UPDATE {TABLE} SET visible_at_ms = ?, receipt_handle = NULL,"
+                " receiver_pid = NULL WHERE queue = ? AND receiver_pid = ? AND visible_at_ms > ?",
+                [(now_ms, queue, pid, now_ms) for pid in gone],
+            )
+            released = max(0, cursor.rowcount)
+        self._signal.notify()
+        return released
+
     def remove_by_attribute(self, queue: str, name: str, value: str) -> int:
         """Delete every message of ``queue`` whose message attribute ``name`` is
         ``value``, received or not; returns how many."""
@@ -342,7 +375,9 @@ class SqliteQueues:
                     handle = f"{row['id']}.{secrets.token_hex(12)}"
                     first_ms = row["first_received_at_ms"] or now_ms
                     count = row["receive_count"] + 1
-                    updates.append((count, first_ms, handle, now_ms + timeout_ms, row["id"]))
+                    updates.append(
+                        (count, first_ms, handle, now_ms + timeout_ms, os.getpid(), row["id"])
+                    )
                     taken.append(
                         ReceivedMessage(
                             message_id=row["message_id"],
@@ -358,7 +393,7 @@ class SqliteQueues:
                     )
                 connection.executemany(
                     f"UPDATE {TABLE} SET receive_count = ?, first_received_at_ms = ?,"
-                    " receipt_handle = ?, visible_at_ms = ? WHERE id = ?",
+                    " receipt_handle = ?, visible_at_ms = ?, receiver_pid = ? WHERE id = ?",
                     updates,
                 )
         if moved:

@@ -1,0 +1,258 @@
+"""Where local mode keeps its data: a SQLite file (the default) or an AWS emulator.
+
+Both give the runtime the same things: settings, every port (an ``AdapterSet``),
+and the dispatch and undelivered queues as an event source mapping reads them
+(messages in the shape SQS returns, deleted unless reported back).
+
+- ``SqliteStore`` keeps everything in one file of a data directory: stopped,
+  killed or rebooted, local mode finds its tasks and records there again. At
+  start-up it makes visible at once the messages a dead process had received,
+  so what was in flight at a crash runs again without waiting out the 360 s
+  visibility timeout.
+- ``EmulatorStore`` runs the AWS adapter set against moto (embedded, or a shared
+  ``--aws-endpoint``): the AWS code paths, in memory, forgotten at exit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from dynacron.adapters.aws import aws_adapters
+from dynacron.adapters.sqlite import sqlite_adapters
+from dynacron.adapters.sqlite.database import Database, Synchronous
+from dynacron.adapters.sqlite.queue import SqliteQueues
+from dynacron.app import EXECUTION_RETENTION
+from dynacron.config import Settings
+from dynacron.domain.clock import Clock
+from dynacron.local.aws import (
+    EmbeddedAws,
+    aws_clients,
+    provision,
+    undelivered_queue_url,
+)
+from dynacron.local.chaos import ChaosSettings, chaotic_clients
+from dynacron.ports import AdapterSet
+from dynacron.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
+
+StoreKind = Literal["sqlite", "emulator"]
+STORES: tuple[StoreKind, ...] = ("sqlite", "emulator")
+DATABASE_FILE = "dynacron.sqlite3"
+
+Message = dict[str, Any]
+
+
+class LocalStore(Protocol):
+    """What the local runtime needs of a backend."""
+
+    description: str
+    """One line for the start-up banner: what holds the data, and where."""
+
+    def open(self, clock: Clock, **settings: Any) -> Settings:
+        """Create what is missing and return the settings to run on."""
+        ...
+
+    def adapters(self, settings: Settings, clock: Clock) -> AdapterSet: ...
+
+    def receive(self, queue: str, max_messages: int, wait_seconds: float) -> list[Message]:
+        """Up to ``max_messages`` of ``queue`` (a definition's suffix), as SQS returns them."""
+        ...
+
+    def delete(self, queue: str, messages: list[Message]) -> None: ...
+
+    def queue_arn(self, queue: str) -> str: ...
+
+    def recover(self) -> int:
+        """Make visible what a dead process received; returns how many."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    kind: StoreKind = "sqlite"
+    # SQLite: the directory of the database file. None: a temporary one, removed
+    # at close (tests, throwaway runs).
+    data_dir: Path | None = None
+    synchronous: Synchronous = "FULL"
+    # Emulator: an endpoint already running (shared by several processes); None
+    # starts an embedded one.
+    aws_endpoint: str | None = None
+    prefix: str = "dynacron"
+    # Receive with this visibility timeout instead of the queue's (seconds).
+    visibility_timeout: int | None = None
+    chaos: ChaosSettings | None = None
+
+
+def open_store(options: StoreOptions) -> LocalStore:
+    if options.aws_endpoint is not None or options.kind == "emulator":
+        return EmulatorStore(options)
+    if options.chaos is not None and options.chaos.client_faults:
+        raise ValueError(
+            "throttling, duplicate and failed sends are injected into AWS clients: "
+            "use the emulator store for them"
+        )
+    return SqliteStore(options)
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        # Asked at start-up, before this process received anything: what a
+        # process of this pid holds is an earlier one's.
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+class SqliteStore:
+    def __init__(self, options: StoreOptions) -> None:
+        self._options = options
+        self._temporary = options.data_dir is None
+        self.data_dir = (
+            Path(tempfile.mkdtemp(prefix="dynacron-"))
+            if options.data_dir is None
+            else options.data_dir
+        )
+        self.path = self.data_dir / DATABASE_FILE
+        self.database = Database(self.path, synchronous=options.synchronous)
+        self._queues: SqliteQueues | None = None
+        where = "a temporary directory" if self._temporary else str(self.data_dir)
+        self.description = f"SQLite  {self.path if not self._temporary else where}"
+
+    def open(self, clock: Clock, **settings: Any) -> Settings:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._queues = SqliteQueues(self.database, clock)
+        return Settings(
+            # Names for logs only: the SQLite set keeps its own tables.
+            tasks_table="tasks",
+            executions_table="executions",
+            coordination_table="coordination",
+            dispatch_queue_url=f"sqlite:{DISPATCH_QUEUE.suffix}",
+            dead_letter_queue_url="sqlite:dead-letters",
+            **settings,
+        )
+
+    def adapters(self, settings: Settings, clock: Clock) -> AdapterSet:
+        adapters = sqlite_adapters(self.database, clock, execution_retention=EXECUTION_RETENTION)
+        start_cursors(adapters, settings, clock)
+        return adapters
+
+    def receive(self, queue: str, max_messages: int, wait_seconds: float) -> list[Message]:
+        return [
+            message.as_sqs_message()
+            for message in self._ready().receive(
+                queue,
+                max_messages=max_messages,
+                visibility_timeout=(
+                    self._options.visibility_timeout if queue == DISPATCH_QUEUE.suffix else None
+                ),
+                wait_seconds=wait_seconds,
+            )
+        ]
+
+    def delete(self, queue: str, messages: list[Message]) -> None:
+        self._ready().delete(queue, [m["ReceiptHandle"] for m in messages])
+
+    def queue_arn(self, queue: str) -> str:
+        return f"arn:aws:sqs:local:000000000000:{queue}"
+
+    def recover(self) -> int:
+        queues = self._ready()
+        return sum(
+            queues.release_abandoned(queue.suffix, _process_alive)
+            for queue in (DISPATCH_QUEUE, UNDELIVERED_QUEUE)
+        )
+
+    def close(self) -> None:
+        self.database.close()
+        if self._temporary:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def _ready(self) -> SqliteQueues:
+        assert self._queues is not None, "open() first"
+        return self._queues
+
+
+def start_cursors(adapters: AdapterSet, settings: Settings, clock: Clock) -> None:
+    """A new store holds no task due before now: start each shard's cursor here
+    instead of walking back through a week of empty buckets. A shard that has a
+    cursor keeps it, so a restart walks the buckets it missed while down."""
+    start = settings.sharding.bucket(clock.now())
+    for shard in range(settings.shard_count):
+        if adapters.cursors.get(shard) is None:
+            adapters.cursors.advance(shard, start)
+
+
+class EmulatorStore:
+    def __init__(self, options: StoreOptions) -> None:
+        self._options = options
+        self._embedded: EmbeddedAws | None = None
+        if options.aws_endpoint is None:
+            self._embedded = EmbeddedAws().start()
+            self.endpoint = self._embedded.endpoint
+        else:
+            self.endpoint = options.aws_endpoint
+        self.dynamodb, self.sqs = aws_clients(self.endpoint)
+        if options.chaos is not None:
+            self.dynamodb, self.sqs = chaotic_clients(self.dynamodb, self.sqs, options.chaos)
+        where = "embedded" if self._embedded is not None else "shared"
+        self.description = f"{where} AWS emulator  {self.endpoint}  (DynamoDB + SQS, in memory)"
+        self._urls: dict[str, str] = {}
+        self._arns: dict[str, str] = {}
+
+    def open(self, clock: Clock, **settings: Any) -> Settings:
+        opened = provision(self.dynamodb, self.sqs, self._options.prefix, clock, **settings)
+        self._urls = {
+            DISPATCH_QUEUE.suffix: opened.dispatch_queue_url,
+            UNDELIVERED_QUEUE.suffix: undelivered_queue_url(self.sqs, self._options.prefix),
+        }
+        return opened
+
+    def adapters(self, settings: Settings, clock: Clock) -> AdapterSet:
+        return aws_adapters(
+            settings, dynamodb=self.dynamodb, sqs=self.sqs, execution_retention=EXECUTION_RETENTION
+        )
+
+    def receive(self, queue: str, max_messages: int, wait_seconds: float) -> list[Message]:
+        receive: dict[str, Any] = {
+            "QueueUrl": self._urls[queue],
+            "MaxNumberOfMessages": max_messages,
+            "WaitTimeSeconds": int(wait_seconds),
+            "MessageSystemAttributeNames": ["All"],
+        }
+        if self._options.visibility_timeout is not None and queue == DISPATCH_QUEUE.suffix:
+            receive["VisibilityTimeout"] = self._options.visibility_timeout
+        messages: list[Message] = self.sqs.receive_message(**receive).get("Messages", [])
+        return messages
+
+    def delete(self, queue: str, messages: list[Message]) -> None:
+        self.sqs.delete_message_batch(
+            QueueUrl=self._urls[queue],
+            Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+            ],
+        )
+
+    def queue_arn(self, queue: str) -> str:
+        if queue not in self._arns:
+            self._arns[queue] = self.sqs.get_queue_attributes(
+                QueueUrl=self._urls[queue], AttributeNames=["QueueArn"]
+            )["Attributes"]["QueueArn"]
+        return self._arns[queue]
+
+    def recover(self) -> int:
+        return 0  # SQS has no receivers to ask about: the visibility timeout decides
+
+    def close(self) -> None:
+        if self._embedded is not None:
+            self._embedded.stop()
