@@ -34,8 +34,15 @@ from dynacron.domain.limits import host_scope
 from dynacron.domain.tasks import TaskStatus, execution_id_for, shard_for
 from dynacron.local.aws import undelivered_queue_url
 from dynacron.local.runtime import settle_undelivered
+from dynacron.local.stores import SqsQueues
 from dynacron.models import TaskCreate
-from dynacron.resources import COORDINATION, DISPATCH_QUEUE, DUE_INDEX, HOST_KEY_PREFIX
+from dynacron.resources import (
+    COORDINATION,
+    DISPATCH_QUEUE,
+    DUE_INDEX,
+    HOST_KEY_PREFIX,
+    UNDELIVERED_QUEUE,
+)
 from tests.adversarial.test_poison_tasks import (
     BOB,
     POISON,
@@ -392,7 +399,12 @@ def assert_lost_is_a_dead_letter_of_a(pipeline: Pipeline, a: TenantA) -> str:
     lost_id = execution_id_for(a.lost, STEPS[1])
     assert pipeline.execution(lost_id) is None  # never began
     undelivered = undelivered_queue_url(pipeline.sqs)
-    assert settle_undelivered(pipeline.app, pipeline.sqs, undelivered) == 1
+    assert (
+        settle_undelivered(
+            pipeline.app, SqsQueues(pipeline.sqs, {UNDELIVERED_QUEUE.suffix: undelivered})
+        )
+        == 1
+    )
     status, page = call(pipeline.app, "GET", "/dead-letters")
     assert status == 200, page
     listed = {e["execution_id"]: e for e in page["items"]}

@@ -26,8 +26,9 @@ from dynacron.faults import Boundary
 from dynacron.local.aws import undelivered_queue_url
 from dynacron.local.chaos import CrashAt, InjectedCrash
 from dynacron.local.runtime import settle_undelivered
+from dynacron.local.stores import SqsQueues
 from dynacron.messages import dispatch_to_body
-from dynacron.resources import DISPATCH_QUEUE
+from dynacron.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from dynacron.services.undelivered import Settled
 from tests.conftest import START
 from tests.integration.api_client import ALICE, call
@@ -91,7 +92,10 @@ def moved_on_by_sqs(pipeline: Pipeline) -> None:
 
 
 def settle(pipeline: Pipeline, app: Dynacron | None = None) -> int:
-    return settle_undelivered(app or pipeline.app, pipeline.sqs, undelivered(pipeline))
+    return settle_undelivered(
+        app or pipeline.app,
+        SqsQueues(pipeline.sqs, {UNDELIVERED_QUEUE.suffix: undelivered(pipeline)}),
+    )
 
 
 def dead_letter_copies(pipeline: Pipeline) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger
 
@@ -41,7 +41,7 @@ from dynacron.local.aws import REGION
 from dynacron.local.chaos import ChaosSettings, CrashAt, SeededChance
 from dynacron.local.chaos import kill_this_process as _kill
 from dynacron.local.gateway import ApiGateway, LocalContext
-from dynacron.local.stores import LocalStore, StoreKind, StoreOptions, open_store
+from dynacron.local.stores import LocalStore, Message, StoreKind, StoreOptions, open_store
 from dynacron.metrics import EmfDocument, MetricTotals
 from dynacron.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from dynacron.services.work import Delivery
@@ -319,7 +319,15 @@ class LocalRuntime:
                     logger.exception("delete failed")
 
 
-def settle_undelivered(app: Dynacron, store: LocalStore, batches: int = 10) -> int:
+class QueueReader(Protocol):
+    def receive(self, queue: str, max_messages: int, wait_seconds: float) -> list[Message]: ...
+
+    def delete(self, queue: str, messages: list[Message]) -> None: ...
+
+    def queue_arn(self, queue: str) -> str: ...
+
+
+def settle_undelivered(app: Dynacron, store: QueueReader, batches: int = 10) -> int:
     """Feed the undelivered queue to ``app.undelivered`` as its event source mapping
     would: batches of 10, each record deleted unless reported back. Returns how many
     messages were received."""

@@ -207,15 +207,14 @@ class EmulatorStore:
             self.dynamodb, self.sqs = chaotic_clients(self.dynamodb, self.sqs, options.chaos)
         where = "embedded" if self._embedded is not None else "shared"
         self.description = f"{where} AWS emulator  {self.endpoint}  (DynamoDB + SQS, in memory)"
-        self._urls: dict[str, str] = {}
-        self._arns: dict[str, str] = {}
 
     def open(self, clock: Clock, **settings: Any) -> Settings:
         opened = provision(self.dynamodb, self.sqs, self._options.prefix, clock, **settings)
-        self._urls = {
+        urls = {
             DISPATCH_QUEUE.suffix: opened.dispatch_queue_url,
             UNDELIVERED_QUEUE.suffix: undelivered_queue_url(self.sqs, self._options.prefix),
         }
+        self.queues = SqsQueues(self.sqs, urls, self._options.visibility_timeout)
         return opened
 
     def adapters(self, settings: Settings, clock: Clock) -> AdapterSet:
@@ -224,19 +223,46 @@ class EmulatorStore:
         )
 
     def receive(self, queue: str, max_messages: int, wait_seconds: float) -> list[Message]:
+        return self.queues.receive(queue, max_messages, wait_seconds)
+
+    def delete(self, queue: str, messages: list[Message]) -> None:
+        self.queues.delete(queue, messages)
+
+    def queue_arn(self, queue: str) -> str:
+        return self.queues.queue_arn(queue)
+
+    def recover(self) -> int:
+        return 0  # SQS has no receivers to ask about: the visibility timeout decides
+
+    def close(self) -> None:
+        if self._embedded is not None:
+            self._embedded.stop()
+
+
+class SqsQueues:
+    """Queues named by their definition's suffix, read as an event source mapping
+    reads them."""
+
+    def __init__(self, sqs: Any, urls: dict[str, str], visibility_timeout: int | None = None):
+        self._sqs = sqs
+        self._urls = urls
+        self._visibility_timeout = visibility_timeout
+        self._arns: dict[str, str] = {}
+
+    def receive(self, queue: str, max_messages: int, wait_seconds: float) -> list[Message]:
         receive: dict[str, Any] = {
             "QueueUrl": self._urls[queue],
             "MaxNumberOfMessages": max_messages,
             "WaitTimeSeconds": int(wait_seconds),
             "MessageSystemAttributeNames": ["All"],
         }
-        if self._options.visibility_timeout is not None and queue == DISPATCH_QUEUE.suffix:
-            receive["VisibilityTimeout"] = self._options.visibility_timeout
-        messages: list[Message] = self.sqs.receive_message(**receive).get("Messages", [])
+        if self._visibility_timeout is not None and queue == DISPATCH_QUEUE.suffix:
+            receive["VisibilityTimeout"] = self._visibility_timeout
+        messages: list[Message] = self._sqs.receive_message(**receive).get("Messages", [])
         return messages
 
     def delete(self, queue: str, messages: list[Message]) -> None:
-        self.sqs.delete_message_batch(
+        self._sqs.delete_message_batch(
             QueueUrl=self._urls[queue],
             Entries=[
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
@@ -245,14 +271,7 @@ class EmulatorStore:
 
     def queue_arn(self, queue: str) -> str:
         if queue not in self._arns:
-            self._arns[queue] = self.sqs.get_queue_attributes(
+            self._arns[queue] = self._sqs.get_queue_attributes(
                 QueueUrl=self._urls[queue], AttributeNames=["QueueArn"]
             )["Attributes"]["QueueArn"]
         return self._arns[queue]
-
-    def recover(self) -> int:
-        return 0  # SQS has no receivers to ask about: the visibility timeout decides
-
-    def close(self) -> None:
-        if self._embedded is not None:
-            self._embedded.stop()
