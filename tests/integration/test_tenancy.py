@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dynacron.adapters.sqlite import sqlite_adapters
+from dynacron.adapters.sqlite.database import Database
 from dynacron.app import Dynacron
-from tests.integration.api_client import call
+from dynacron.config import Settings
+from dynacron.domain.clock import SettableClock
+from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline
 from tests.support import Sink
 
 BOB = "arn:aws:sts::000000000000:assumed-role/Billing/session-1"
 HOOK = "http://127.0.0.1:9/hook"
+RETENTION = timedelta(days=7)
 
 # Every route that takes a task id: (method, path template, body).
 TASK_ROUTES = [
@@ -84,6 +92,38 @@ def test_lists_show_only_the_callers_tasks_and_pages_do_not_cross(system: Dynacr
     status, problem = call(system, "GET", "/tasks", principal=BOB, next_token=first["next_token"])
     assert status == 422
     assert problem["errors"][0]["field"] == "next_token"
+
+
+def test_concurrent_requests_of_two_tenants_each_see_only_their_own(
+    settings: Settings, clock: SettableClock, tmp_path: Path
+) -> None:
+    # Local mode's gateway answers requests on threads, all through one Dynacron on
+    # its embedded store: what one request learns of its caller must not reach
+    # another's. (moto's backends are not safe for threads; the embedded set is.)
+    database = Database(tmp_path / "dynacron.sqlite3")
+    system = Dynacron(
+        settings, adapters=sqlite_adapters(database, clock, execution_retention=RETENTION)
+    )
+    mine = {
+        who: call(system, "POST", "/tasks", {"rate": "1 hour", "handler_url": HOOK}, principal=who)[
+            1
+        ]["task_id"]
+        for who in (ALICE, BOB)
+    }
+
+    def read(number: int) -> tuple[str, int, Any]:
+        who = (ALICE, BOB)[number % 2]
+        path = "/tasks" if number % 3 else f"/tasks/{mine[who]}"
+        status, body = call(system, "GET", path, principal=who)
+        return who, status, body
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(read, range(160)))  # within each burst
+    for who, status, body in answers:
+        assert status == 200, (who, body)
+        seen = {t["task_id"] for t in body["items"]} if "items" in body else {body["task_id"]}
+        assert seen == {mine[who]}, (who, body, mine)
+    database.close()
 
 
 def test_sessions_of_one_role_are_one_tenant(system: Dynacron) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
@@ -227,12 +228,17 @@ class Dynacron:
             TenantRateLimiter(clock, settings.tenant_rate_per_second, settings.tenant_rate_burst),
             self.forecast,
         )
+        # The resolver holds the request it is handling (its event, the caller's
+        # tenant): one request at a time, as in a Lambda execution environment.
+        # Local mode's gateway answers requests on threads.
+        self._api_lock = threading.Lock()
 
     def api(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        try:
-            return unsupported_body(event) or self._api.resolve(event, context)
-        finally:
-            self.metrics.flush()
+        with self._api_lock:
+            try:
+                return unsupported_body(event) or self._api.resolve(event, context)
+            finally:
+                self.metrics.flush()
 
     def tick(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Tick the shard named in the event, or every shard when none is named.
