@@ -29,7 +29,7 @@ from tests.support import Service
 
 DUE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CLAIMERS = 8
-TASKS = 400
+TASKS = 200  # the contract suite races 1,000 over the adapters themselves
 
 
 @pytest.fixture(scope="module")
