@@ -23,6 +23,8 @@ from dynacron.adapters.aws.items import (
     to_item,
 )
 from dynacron.domain import transitions
+from dynacron.domain.conditions import Transition
+from dynacron.domain.execution_record import dead_letter_partition
 from dynacron.domain.executions import (
     Dispatch,
     Execution,
@@ -34,7 +36,6 @@ from dynacron.domain.instants import format_instant
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.tasks import Task, shard_for, task_id_of
 from dynacron.domain.tenants import DEFAULT_TENANT
-from dynacron.domain.transitions import Transition, dead_letter_partition
 from dynacron.ports import BeginResult, Page
 from dynacron.resources import DEAD_LETTER_INDEX, LEASE_INDEX, LEASE_SHARDS
 

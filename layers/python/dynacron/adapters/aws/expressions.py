@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from dynacron.adapters.aws.items import to_item
-from dynacron.domain.transitions import (
+from dynacron.domain.conditions import (
     AllOf,
     AnyOf,
     Below,
