@@ -20,13 +20,8 @@ import pytest
 
 import dynacron
 from dynacron.adapters.sqlite.database import Database
-from dynacron.adapters.sqlite.queue import (
-    OutgoingMessage,
-    ReceivedMessage,
-    SqliteDeadLetterQueue,
-    SqliteDispatchQueue,
-    SqliteQueues,
-)
+from dynacron.adapters.sqlite.queue import OutgoingMessage, ReceivedMessage, SqliteQueues
+from dynacron.adapters.sqlite.queue_ports import SqliteDeadLetterQueue, SqliteDispatchQueue
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import Dispatch
 from dynacron.local.runtime import sqs_event

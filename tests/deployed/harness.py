@@ -42,7 +42,8 @@ from moto.iam.access_control import IAMPolicy, PermissionResult
 import dynacron.app
 import dynacron.handlers
 from dynacron.adapters.aws.claims import LambdaPageClaims
-from dynacron.app import CLAIM_INVOKE_CONFIG, TICK_LOOP_MARGIN, Dynacron, aws_client_config
+from dynacron.app import TICK_LOOP_MARGIN, Dynacron
+from dynacron.aws_clients import CLAIM_INVOKE_CONFIG, aws_client_config
 from dynacron.config import LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.tasks import shard_for

@@ -18,6 +18,8 @@ from dynacron.adapters.aws.expressions import Placeholders, write_request
 from dynacron.adapters.aws.items import conditional_write, from_item, to_item
 from dynacron.adapters.aws.task_items import retry_from_map, retry_to_map
 from dynacron.domain import transitions as t
+from dynacron.domain.conditions import AllOf, AnyOf, Equals, Missing, Transition
+from dynacron.domain.execution_record import retry_record, upstream_record
 from dynacron.domain.executions import (
     Dispatch,
     ExecutionStatus,
@@ -28,7 +30,6 @@ from dynacron.domain.executions import (
 from dynacron.domain.instants import format_instant
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.tasks import execution_id_for
-from dynacron.domain.transitions import AllOf, AnyOf, Equals, Missing, Transition
 from dynacron.local.aws import REGION
 from dynacron.messages import upstream_from_map, upstream_to_map
 from dynacron.resources import EXECUTIONS, create_table_request
@@ -298,11 +299,11 @@ def test_the_domain_writes_the_maps_the_codecs_read() -> None:
     # The records a transition writes are read back by the AWS codec (and messages
     # carry the same upstream map): one format, however many writers.
     policy = RetryPolicy(max_attempts=7, base_delay_seconds=2, max_delay_seconds=90)
-    assert t.retry_record(policy) == retry_to_map(policy)
-    assert retry_from_map(t.retry_record(policy)) == policy
+    assert retry_record(policy) == retry_to_map(policy)
+    assert retry_from_map(retry_record(policy)) == policy
     upstream = Upstream("up_9", ResultSummary(204, "fine"))
-    assert t.upstream_record(upstream) == upstream_to_map(upstream)
-    assert upstream_from_map(t.upstream_record(Upstream("up_9"))) == Upstream("up_9")
+    assert upstream_record(upstream) == upstream_to_map(upstream)
+    assert upstream_from_map(upstream_record(Upstream("up_9"))) == Upstream("up_9")
     created = t.begin_new(DISPATCH, retry=policy, tenant_id="acme", call=IN_PROGRESS, **BEGIN)
     execution = execution_from_item(to_item(created.applied_to(None)))
     assert (execution.retry, execution.upstream) == (policy, DISPATCH.upstream)

@@ -9,7 +9,8 @@ from typing import Any
 import boto3
 import pytest
 
-from dynacron.app import Dynacron, aws_client_config
+from dynacron.app import Dynacron
+from dynacron.aws_clients import aws_client_config
 from dynacron.config import Settings
 from dynacron.resources import QUEUES, TABLES
 

@@ -9,17 +9,7 @@ from typing import Any
 import pytest
 
 from dynacron.domain import transitions as t
-from dynacron.domain.executions import (
-    Dispatch,
-    ExecutionStatus,
-    HandlerCallRecord,
-    ResultSummary,
-    Upstream,
-)
-from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.schedules import RateSchedule
-from dynacron.domain.tasks import Task, TaskStatus
-from dynacron.domain.transitions import (
+from dynacron.domain.conditions import (
     AllOf,
     AnyOf,
     Below,
@@ -30,6 +20,17 @@ from dynacron.domain.transitions import (
     Plus,
     Transition,
 )
+from dynacron.domain.execution_record import ERROR_LIMIT, expiry
+from dynacron.domain.executions import (
+    Dispatch,
+    ExecutionStatus,
+    HandlerCallRecord,
+    ResultSummary,
+    Upstream,
+)
+from dynacron.domain.retry import RetryPolicy
+from dynacron.domain.schedules import RateSchedule
+from dynacron.domain.tasks import Task, TaskStatus
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 RETENTION = timedelta(days=7)
@@ -296,7 +297,7 @@ def test_record_skipped_creates_a_final_record_with_its_reason_cut() -> None:
     assert record["status"] == "SKIPPED"
     assert record["attempt"] == 0
     assert record["tenant_id"] == "acme"
-    assert len(record["error"]) == t.ERROR_LIMIT
+    assert len(record["error"]) == ERROR_LIMIT
     assert record["expires_at"] == epoch(NOW + RETENTION)
 
 
@@ -390,7 +391,7 @@ def test_finish_with_a_follow_up_leaves_a_watched_short_lease_and_the_call() -> 
     assert (after["lease_token"], after["lease_until"]) == ("follow", iso(until))
     assert after["lease_shard"] == SHARD
     assert after["expires_at"] == epoch(until + RETENTION)
-    assert len(after["error"]) == t.ERROR_LIMIT
+    assert len(after["error"]) == ERROR_LIMIT
     assert after["call_status"] == "COMPLETED"
     assert after["call_expires_at"] == 5_000
     assert "call_in_progress_until" not in after
@@ -606,6 +607,6 @@ def test_redrive_only_from_failed_dead_letters_of_that_tenant_and_bumps_attempt(
 
 
 def test_expiry_is_retention_after_the_latest_end() -> None:
-    assert t.expiry(RETENTION, NOW, None, NOW + timedelta(hours=1)) == epoch(
+    assert expiry(RETENTION, NOW, None, NOW + timedelta(hours=1)) == epoch(
         NOW + timedelta(hours=1) + RETENTION
     )

@@ -8,11 +8,10 @@ settings and calls the same methods.
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,11 +24,11 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from botocore.config import Config
 
 from dynacron.adapters.aws import aws_adapters
 from dynacron.adapters.aws.claims import LambdaPageClaims
 from dynacron.api.routes import build_api, unsupported_body
+from dynacron.aws_clients import CLAIM_INVOKE_CONFIG, aws_client_config
 from dynacron.claims import page_from_event
 from dynacron.config import Settings
 from dynacron.delivery import HandlerDelivery, HttpDelivery, SecretsOf
@@ -38,7 +37,7 @@ from dynacron.domain.executions import Dispatch, queue_latency
 from dynacron.domain.quotas import TenantRateLimiter
 from dynacron.domain.urls import UrlPolicy
 from dynacron.faults import NO_FAULTS, Boundary, Faults
-from dynacron.handlers import HandlerRegistry, default_registry
+from dynacron.handlers import HandlerRegistry, default_registry, import_handler_modules
 from dynacron.idempotency import IdempotentHandlerCalls
 from dynacron.messages import dispatch_from_body
 from dynacron.metrics import Emit, ReliabilityMetrics, print_emf
@@ -418,23 +417,6 @@ class Dynacron:
         )
 
 
-# An asynchronous invoke answers 202 as soon as Lambda has queued the event; a
-# tick that cannot hand a page out within seconds claims it itself.
-CLAIM_INVOKE_CONFIG = Config(
-    connect_timeout=2, read_timeout=5, retries={"max_attempts": 2, "mode": "standard"}
-)
-
-
-def aws_client_config(settings: Settings) -> Config:
-    """A pooled connection for every tick thread.
-
-    botocore pools 10 connections by default; the tick issues up to
-    ``tick_concurrency`` calls at once, and each call beyond the pool would open
-    a new TLS connection and drop it afterwards.
-    """
-    return Config(max_pool_connections=max(10, settings.tick_concurrency))
-
-
 def default_delivery(
     settings: Settings,
     clock: Clock,
@@ -458,12 +440,6 @@ def default_delivery(
         ),
         PythonDelivery(handlers, timeout_seconds=settings.http_timeout_seconds),
     )
-
-
-def import_handler_modules(modules: Iterable[str]) -> None:
-    """Import the modules whose ``@dynacron.handler`` functions tasks may name."""
-    for module in modules:
-        importlib.import_module(module)
 
 
 @functools.cache

@@ -14,9 +14,10 @@ attempt, retried by the task's policy unless the exception is ``PermanentFailure
 
 from __future__ import annotations
 
+import importlib
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -84,3 +85,9 @@ def handler(name: str, *, registry: HandlerRegistry | None = None) -> Callable[[
         return function
 
     return register
+
+
+def import_handler_modules(modules: Iterable[str]) -> None:
+    """Import the modules whose ``@dynacron.handler`` functions tasks may name."""
+    for module in modules:
+        importlib.import_module(module)

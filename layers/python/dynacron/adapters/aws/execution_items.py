@@ -11,15 +11,7 @@ from dynacron.adapters.aws.items import (
 from dynacron.adapters.aws.task_items import (
     retry_from_map,
 )
-from dynacron.domain.executions import (
-    Execution,
-    ExecutionStatus,
-    HandlerCallRecord,
-    ResultSummary,
-)
-from dynacron.domain.instants import parse_instant
-from dynacron.domain.tenants import DEFAULT_TENANT
-from dynacron.domain.transitions import (
+from dynacron.domain.execution_record import (
     CALL_EXPIRES_AT,
     CALL_IN_PROGRESS_UNTIL,
     CALL_STATUS,
@@ -29,6 +21,14 @@ from dynacron.domain.transitions import (
     LEASE_SHARD,
     LEASE_UNTIL,
 )
+from dynacron.domain.executions import (
+    Execution,
+    ExecutionStatus,
+    HandlerCallRecord,
+    ResultSummary,
+)
+from dynacron.domain.instants import parse_instant
+from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.messages import upstream_from_map
 from dynacron.resources import (
     DEAD_LETTER_INDEX,

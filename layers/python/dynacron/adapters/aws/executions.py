@@ -9,20 +9,17 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.execution_items import call_from_item, execution_from_item
-from dynacron.adapters.aws.expressions import write_request
-from dynacron.adapters.aws.items import (
-    PartitionQuery,
-    conditional_write,
-    from_item,
-    is_condition_failure,
-    query_page,
-    to_item,
+from dynacron.adapters.aws.execution_queries import (
+    dead_letter_page,
+    expired_lease_ids,
+    task_history_page,
 )
+from dynacron.adapters.aws.expressions import apply_transition, apply_transition_returning
+from dynacron.adapters.aws.items import to_item
 from dynacron.domain import transitions
+from dynacron.domain.conditions import Transition
 from dynacron.domain.executions import (
     Dispatch,
     Execution,
@@ -30,13 +27,11 @@ from dynacron.domain.executions import (
     HandlerCallRecord,
     ResultSummary,
 )
-from dynacron.domain.instants import format_instant
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.tasks import Task, shard_for, task_id_of
 from dynacron.domain.tenants import DEFAULT_TENANT
-from dynacron.domain.transitions import Transition, dead_letter_partition
 from dynacron.ports import BeginResult, Page
-from dynacron.resources import DEAD_LETTER_INDEX, LEASE_INDEX, LEASE_SHARDS
+from dynacron.resources import LEASE_SHARDS
 
 
 class DynamoExecutionStore:
@@ -67,33 +62,16 @@ class DynamoExecutionStore:
 
     def _apply(self, execution_id: str, transition: Transition) -> bool:
         """Carry out ``transition`` as one conditional write; False if it did not hold."""
-        request = write_request(transition, self._key(execution_id))
-        write = self._client.put_item if transition.creates else self._client.update_item
-        return conditional_write(write, self._table, **request)
+        return apply_transition(self._client, self._table, self._key(execution_id), transition)
 
     def _apply_returning(
         self, execution_id: str, transition: Transition
     ) -> tuple[bool, dict[str, Any] | None]:
         """As ``_apply``, with the item: the new one if the transition held, else the
         one that made it fail (None if there is none)."""
-        request = write_request(transition, self._key(execution_id))
-        try:
-            if transition.creates:
-                self._client.put_item(
-                    TableName=self._table, ReturnValuesOnConditionCheckFailure="ALL_OLD", **request
-                )
-                return True, request["Item"]
-            response = self._client.update_item(
-                TableName=self._table,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **request,
-            )
-        except ClientError as error:
-            if is_condition_failure(error):
-                return False, error.response.get("Item")
-            raise
-        return True, response.get("Attributes")
+        return apply_transition_returning(
+            self._client, self._table, self._key(execution_id), transition
+        )
 
     def begin(
         self,
@@ -466,38 +444,11 @@ class DynamoExecutionStore:
 
     def expired_leases(self, shard: int, cutoff: datetime, limit: int) -> list[str]:
         """Ids of executions in one lease shard whose lease ended before ``cutoff``."""
-        ids: list[str] = []
-        start_key: dict[str, Any] | None = None
-        while len(ids) < limit:
-            kwargs: dict[str, Any] = {
-                "TableName": self._table,
-                "IndexName": LEASE_INDEX.name,
-                "KeyConditionExpression": "#shard = :shard AND #until < :cutoff",
-                "ExpressionAttributeNames": {
-                    "#shard": LEASE_INDEX.partition_key.name,
-                    "#until": LEASE_INDEX.sort_key.name,
-                },
-                "ExpressionAttributeValues": to_item(
-                    {":shard": str(shard), ":cutoff": format_instant(cutoff)}
-                ),
-                "Limit": limit - len(ids),
-            }
-            if start_key:
-                kwargs["ExclusiveStartKey"] = start_key
-            response = self._client.query(**kwargs)
-            ids += [from_item(i)["execution_id"] for i in response.get("Items", [])]
-            start_key = response.get("LastEvaluatedKey")
-            if not start_key:
-                break
-        return ids
+        return expired_lease_ids(self._client, self._table, shard, cutoff, limit)
 
     def dead_letters(self, tenant_id: str, limit: int, token: str | None) -> Page[Execution]:
         """A tenant's dead-lettered executions, most recent first (its own index partition)."""
-        partition = dead_letter_partition(tenant_id)
-        query = PartitionQuery(
-            self._table, DEAD_LETTER_INDEX.partition_key.name, partition, DEAD_LETTER_INDEX, True
-        )
-        return query_page(self._client, query, limit, token, execution_from_item)
+        return dead_letter_page(self._client, self._table, tenant_id, limit, token)
 
     def get(self, execution_id: str) -> Execution | None:
         response = self._client.get_item(
@@ -508,8 +459,7 @@ class DynamoExecutionStore:
 
     def list_for_task(self, task_id: str, limit: int, token: str | None) -> Page[Execution]:
         """A task's executions, newest scheduled time first."""
-        query = PartitionQuery(self._table, "task_id", task_id, newest_first=True)
-        return query_page(self._client, query, limit, token, execution_from_item)
+        return task_history_page(self._client, self._table, task_id, limit, token)
 
     def owner_of(self, dispatch: Dispatch) -> str:
         """The tenant of a dispatch whose task is gone or cannot be read: as the message

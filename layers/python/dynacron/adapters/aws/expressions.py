@@ -1,5 +1,6 @@
 """A domain transition as one DynamoDB write: its condition as a ConditionExpression,
-its changes as an UpdateExpression (or, for a new record, a conditional PutItem's item).
+its changes as an UpdateExpression (or, for a new record, a conditional PutItem's item),
+and that write carried out.
 """
 
 from __future__ import annotations
@@ -7,8 +8,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dynacron.adapters.aws.items import to_item
-from dynacron.domain.transitions import (
+from botocore.exceptions import ClientError
+
+from dynacron.adapters.aws.items import conditional_write, is_condition_failure, to_item
+from dynacron.domain.conditions import (
     AllOf,
     AnyOf,
     Below,
@@ -115,3 +118,36 @@ def write_request(transition: Transition, key: dict[str, Any]) -> dict[str, Any]
         "ConditionExpression": condition,
         **placeholders.request(),
     }
+
+
+def apply_transition(client: Any, table: str, key: dict[str, Any], transition: Transition) -> bool:
+    """Carry out ``transition`` on the item at ``key`` of ``table`` as one conditional
+    write; False if it did not hold."""
+    request = write_request(transition, key)
+    write = client.put_item if transition.creates else client.update_item
+    return conditional_write(write, table, **request)
+
+
+def apply_transition_returning(
+    client: Any, table: str, key: dict[str, Any], transition: Transition
+) -> tuple[bool, dict[str, Any] | None]:
+    """As ``apply_transition``, with the item: the new one if the transition held,
+    else the one that made it fail (None if there is none)."""
+    request = write_request(transition, key)
+    try:
+        if transition.creates:
+            client.put_item(
+                TableName=table, ReturnValuesOnConditionCheckFailure="ALL_OLD", **request
+            )
+            return True, request["Item"]
+        response = client.update_item(
+            TableName=table,
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            **request,
+        )
+    except ClientError as error:
+        if is_condition_failure(error):
+            return False, error.response.get("Item")
+        raise
+    return True, response.get("Attributes")

@@ -14,7 +14,8 @@ from dynacron.adapters.sqlite.coordination import (
 )
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.executions import SqliteExecutionStore
-from dynacron.adapters.sqlite.queue import SqliteDeadLetterQueue, SqliteDispatchQueue, SqliteQueues
+from dynacron.adapters.sqlite.queue import SqliteQueues
+from dynacron.adapters.sqlite.queue_ports import SqliteDeadLetterQueue, SqliteDispatchQueue
 from dynacron.adapters.sqlite.tasks import SqliteTaskStore
 from dynacron.domain.clock import Clock
 from dynacron.ports import AdapterSet, DeadLetterQueue, DispatchQueue
@@ -23,7 +24,7 @@ from dynacron.resources import LEASE_SHARDS
 
 @dataclass(frozen=True)
 class SqliteStores:
-    """The six stores on one database; the queues (``adapters/sqlite/queue.py``)
+    """The six stores on one database; the queues (``adapters/sqlite/queue_ports.py``)
     complete them into an ``AdapterSet``."""
 
     tasks: SqliteTaskStore

@@ -11,6 +11,16 @@ from datetime import datetime
 from typing import Any
 
 from dynacron.adapters.sqlite.records import dump, load, retry_from_map
+from dynacron.domain.conditions import Transition
+from dynacron.domain.execution_record import (
+    CALL_EXPIRES_AT,
+    CALL_IN_PROGRESS_UNTIL,
+    CALL_STATUS,
+    DEAD_LETTER,
+    DEAD_LETTERED_AT,
+    LEASE_SHARD,
+    LEASE_UNTIL,
+)
 from dynacron.domain.executions import (
     Execution,
     ExecutionStatus,
@@ -20,16 +30,6 @@ from dynacron.domain.executions import (
 from dynacron.domain.instants import parse_instant
 from dynacron.domain.tasks import task_id_of
 from dynacron.domain.tenants import DEFAULT_TENANT
-from dynacron.domain.transitions import (
-    CALL_EXPIRES_AT,
-    CALL_IN_PROGRESS_UNTIL,
-    CALL_STATUS,
-    DEAD_LETTER,
-    DEAD_LETTERED_AT,
-    LEASE_SHARD,
-    LEASE_UNTIL,
-    Transition,
-)
 from dynacron.messages import upstream_from_map
 
 

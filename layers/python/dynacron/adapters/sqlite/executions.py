@@ -23,6 +23,12 @@ from dynacron.adapters.sqlite.execution_records import (
 from dynacron.adapters.sqlite.records import Listing, load
 from dynacron.adapters.sqlite.schema import EXECUTIONS
 from dynacron.domain import transitions
+from dynacron.domain.conditions import Transition
+from dynacron.domain.execution_record import (
+    DEAD_LETTER,
+    DEAD_LETTERED_AT,
+    dead_letter_partition,
+)
 from dynacron.domain.executions import (
     Dispatch,
     Execution,
@@ -34,12 +40,6 @@ from dynacron.domain.instants import format_instant
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.tasks import Task, shard_for
 from dynacron.domain.tenants import DEFAULT_TENANT
-from dynacron.domain.transitions import (
-    DEAD_LETTER,
-    DEAD_LETTERED_AT,
-    Transition,
-    dead_letter_partition,
-)
 from dynacron.ports import BeginResult, Page
 from dynacron.resources import LEASE_SHARDS
 

@@ -27,25 +27,17 @@ import json
 import os
 import secrets
 import sqlite3
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from dynacron.adapters.sqlite.database import Database
+from dynacron.adapters.sqlite.signals import signal_for
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions import Dispatch
-from dynacron.messages import (
-    EXECUTION_ID_ATTRIBUTE,
-    FORWARD_REASON_ATTRIBUTE,
-    MAX_DELAY_SECONDS,
-    dispatch_to_body,
-)
-from dynacron.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE, QUEUES, QueueDefinition
+from dynacron.resources import QUEUES, QueueDefinition
 
 TABLE = "queue_messages"
 
@@ -147,7 +139,7 @@ class SqliteQueues:
                     "which is not among the definitions"
                 )
         self._poll_interval = poll_interval_seconds
-        self._signal = _signal_for(database.path)
+        self._signal = signal_for(database.path)
         self.ensure_schema()
 
     def ensure_schema(self) -> None:
@@ -446,97 +438,6 @@ class SqliteQueues:
         return (self._clock.now() - _EPOCH) // _MILLISECOND
 
 
-class SqliteDispatchQueue:
-    """The dispatch queue on SQLite, with the public methods and meaning of
-    the ``DispatchQueue`` port (``dynacron.ports``)."""
-
-    def __init__(self, queues: SqliteQueues, queue: str = DISPATCH_QUEUE.suffix) -> None:
-        self._queues = queues
-        self._queue = queue
-
-    def send(self, dispatches: list[Dispatch]) -> list[Dispatch]:
-        """Send all in one transaction; returns the dispatches accepted (all of them,
-        or the call raises and none was sent)."""
-        # Capped as SQS caps a delay, so both adapters hold a message equally long.
-        self._queues.send_batch(
-            self._queue,
-            [
-                OutgoingMessage(dispatch_to_body(d), delay_seconds=_capped(d.delay_seconds))
-                for d in dispatches
-            ],
-        )
-        return list(dispatches)
-
-    def depth(self) -> int:
-        """Messages waiting for a worker or being worked."""
-        visible, in_flight = self._queues.depth(self._queue)
-        return visible + in_flight
-
-    def send_later(self, dispatch: Dispatch, delay_seconds: float) -> None:
-        """Send one dispatch, invisible for ``delay_seconds`` (capped at SQS's 15
-        minutes, as on SQS; the worker sends it on again if it arrives before
-        ``not_before``)."""
-        self._queues.send(
-            self._queue, dispatch_to_body(dispatch), delay_seconds=_capped(delay_seconds)
-        )
-
-
-class SqliteDeadLetterQueue:
-    """Copies of dead-lettered executions, with the public methods and meaning of
-    the ``DeadLetterQueue`` port (``dynacron.ports``)."""
-
-    def __init__(self, queues: SqliteQueues, queue: str = DEAD_LETTER_QUEUE.suffix) -> None:
-        self._queues = queues
-        self._queue = queue
-
-    def send(self, dispatch: Dispatch, error: str) -> None:
-        self._queues.send(
-            self._queue,
-            json.dumps({**json.loads(dispatch_to_body(dispatch)), "error": error}),
-            attributes={EXECUTION_ID_ATTRIBUTE: dispatch.execution_id},
-        )
-
-    def forward(self, body: str, reason: str) -> None:
-        """Pass on a message nothing can be recorded for (a body that is not a
-        dispatch), as it is, for an operator."""
-        self._queues.send(self._queue, body, attributes={FORWARD_REASON_ATTRIBUTE: reason})
-
-    def remove(self, execution_id: str) -> int:
-        """Delete the copies of one execution; returns how many were found. Unlike
-        SQS, SQLite looks them up by attribute: every copy is found."""
-        return self._queues.remove_by_attribute(self._queue, EXECUTION_ID_ATTRIBUTE, execution_id)
-
-
-class _Signal:
-    """Wakes this process's long polls on one database file when a message may
-    have become visible: a counter, so a notify between a look and a wait is not lost."""
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self.generation = 0
-
-    def notify(self) -> None:
-        with self._condition:
-            self.generation += 1
-            self._condition.notify_all()
-
-    def wait(self, generation: int, timeout: float) -> bool:
-        """True once the counter has moved past ``generation``; False after ``timeout``."""
-        with self._condition:
-            return self._condition.wait_for(lambda: self.generation != generation, timeout)
-
-
-_signals: dict[Path, _Signal] = {}
-_signals_lock = threading.Lock()
-
-
-def _signal_for(path: Path) -> _Signal:
-    # One per file, not per SqliteQueues: a sender and a waiter built apart still meet.
-    key = path.resolve()
-    with _signals_lock:
-        return _signals.setdefault(key, _Signal())
-
-
 def _sort_out(
     rows: list[sqlite3.Row], definition: QueueDefinition, now_ms: int
 ) -> tuple[list[sqlite3.Row], list[sqlite3.Row], list[sqlite3.Row]]:
@@ -561,10 +462,6 @@ def _parse_handle(receipt_handle: str) -> tuple[int, str] | None:
     if not dot or not row_id.isdigit():
         return None
     return int(row_id), receipt_handle
-
-
-def _capped(delay_seconds: float) -> int:
-    return max(0, min(MAX_DELAY_SECONDS, int(delay_seconds)))
 
 
 def _to_ms(seconds: float) -> int:

@@ -1,0 +1,82 @@
+"""The dispatch and dead-letter queues on SQLite: the ``DispatchQueue`` and
+``DeadLetterQueue`` ports (``dynacron.ports``) on the queues of ``SqliteQueues``,
+as ``adapters/aws/queue.py`` puts them on SQS."""
+
+from __future__ import annotations
+
+import json
+
+from dynacron.adapters.sqlite.queue import OutgoingMessage, SqliteQueues
+from dynacron.domain.executions import Dispatch
+from dynacron.messages import (
+    EXECUTION_ID_ATTRIBUTE,
+    FORWARD_REASON_ATTRIBUTE,
+    MAX_DELAY_SECONDS,
+    dispatch_to_body,
+)
+from dynacron.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE
+
+
+class SqliteDispatchQueue:
+    """The dispatch queue on SQLite, with the public methods and meaning of
+    the ``DispatchQueue`` port (``dynacron.ports``)."""
+
+    def __init__(self, queues: SqliteQueues, queue: str = DISPATCH_QUEUE.suffix) -> None:
+        self._queues = queues
+        self._queue = queue
+
+    def send(self, dispatches: list[Dispatch]) -> list[Dispatch]:
+        """Send all in one transaction; returns the dispatches accepted (all of them,
+        or the call raises and none was sent)."""
+        # Capped as SQS caps a delay, so both adapters hold a message equally long.
+        self._queues.send_batch(
+            self._queue,
+            [
+                OutgoingMessage(dispatch_to_body(d), delay_seconds=_capped(d.delay_seconds))
+                for d in dispatches
+            ],
+        )
+        return list(dispatches)
+
+    def depth(self) -> int:
+        """Messages waiting for a worker or being worked."""
+        visible, in_flight = self._queues.depth(self._queue)
+        return visible + in_flight
+
+    def send_later(self, dispatch: Dispatch, delay_seconds: float) -> None:
+        """Send one dispatch, invisible for ``delay_seconds`` (capped at SQS's 15
+        minutes, as on SQS; the worker sends it on again if it arrives before
+        ``not_before``)."""
+        self._queues.send(
+            self._queue, dispatch_to_body(dispatch), delay_seconds=_capped(delay_seconds)
+        )
+
+
+class SqliteDeadLetterQueue:
+    """Copies of dead-lettered executions, with the public methods and meaning of
+    the ``DeadLetterQueue`` port (``dynacron.ports``)."""
+
+    def __init__(self, queues: SqliteQueues, queue: str = DEAD_LETTER_QUEUE.suffix) -> None:
+        self._queues = queues
+        self._queue = queue
+
+    def send(self, dispatch: Dispatch, error: str) -> None:
+        self._queues.send(
+            self._queue,
+            json.dumps({**json.loads(dispatch_to_body(dispatch)), "error": error}),
+            attributes={EXECUTION_ID_ATTRIBUTE: dispatch.execution_id},
+        )
+
+    def forward(self, body: str, reason: str) -> None:
+        """Pass on a message nothing can be recorded for (a body that is not a
+        dispatch), as it is, for an operator."""
+        self._queues.send(self._queue, body, attributes={FORWARD_REASON_ATTRIBUTE: reason})
+
+    def remove(self, execution_id: str) -> int:
+        """Delete the copies of one execution; returns how many were found. Unlike
+        SQS, SQLite looks them up by attribute: every copy is found."""
+        return self._queues.remove_by_attribute(self._queue, EXECUTION_ID_ATTRIBUTE, execution_id)
+
+
+def _capped(delay_seconds: float) -> int:
+    return max(0, min(MAX_DELAY_SECONDS, int(delay_seconds)))

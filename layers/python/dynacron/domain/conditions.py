@@ -1,0 +1,192 @@
+"""The small language a transition is stated in: what it expects, what it changes.
+
+A ``Condition`` is what a stored record must be for a change to apply; a
+``Transition`` pairs one with the attributes it sets, removes or computes. Both
+read a record as a plain mapping of attribute names to plain values (str, int,
+bool, dict), and know nothing of executions: ``dynacron.domain.transitions``
+states each of an execution's moves in this language, and each store carries one
+out atomically (the DynamoDB adapter compiles it into a condition and update
+expression, the SQLite adapter checks ``holds`` and writes ``applied_to`` inside
+one transaction).
+
+Conditions follow DynamoDB's semantics, so both stores agree on every edge: a
+comparison with a missing attribute is false, except ``NotEquals`` (``<>``), which
+is true; values of different kinds (text and number) never compare.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+Record = Mapping[str, Any]
+
+
+# --- conditions --------------------------------------------------------------------
+
+
+class Condition(ABC):
+    """What a record must be for a transition to apply."""
+
+    @abstractmethod
+    def holds(self, record: Record | None) -> bool:
+        """Whether ``record`` (None or empty: there is none) meets the condition."""
+
+
+def _kind(value: Any) -> str:
+    # DynamoDB's types as far as comparisons go: a number never equals a text.
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float | Decimal):
+        return "number"
+    return type(value).__name__
+
+
+@dataclass(frozen=True)
+class Exists(Condition):
+    """The record has ``field`` (``attribute_exists``)."""
+
+    field: str
+
+    def holds(self, record: Record | None) -> bool:
+        return record is not None and self.field in record
+
+
+@dataclass(frozen=True)
+class Missing(Condition):
+    """The record lacks ``field``, or there is no record (``attribute_not_exists``)."""
+
+    field: str
+
+    def holds(self, record: Record | None) -> bool:
+        return record is None or self.field not in record
+
+
+@dataclass(frozen=True)
+class Equals(Condition):
+    """``field`` is present and equal to ``value`` (``=``)."""
+
+    field: str
+    value: Any
+
+    def holds(self, record: Record | None) -> bool:
+        if record is None or self.field not in record:
+            return False
+        stored = record[self.field]
+        return _kind(stored) == _kind(self.value) and bool(stored == self.value)
+
+
+@dataclass(frozen=True)
+class NotEquals(Condition):
+    """``field`` is missing or differs from ``value`` (``<>``, true on a missing one)."""
+
+    field: str
+    value: Any
+
+    def holds(self, record: Record | None) -> bool:
+        return not Equals(self.field, self.value).holds(record)
+
+
+@dataclass(frozen=True)
+class Below(Condition):
+    """``field`` is present and less than ``value`` (``<``): numbers by value, text
+    by code point, which for stored instants is time order."""
+
+    field: str
+    value: Any
+
+    def holds(self, record: Record | None) -> bool:
+        if record is None or self.field not in record:
+            return False
+        stored = record[self.field]
+        kind = _kind(stored)
+        if kind != _kind(self.value) or kind not in ("number", "str"):
+            return False
+        return bool(stored < self.value)
+
+
+@dataclass(frozen=True, init=False)
+class AllOf(Condition):
+    """Every one of ``conditions`` holds (``AND``)."""
+
+    conditions: tuple[Condition, ...]
+
+    def __init__(self, *conditions: Condition) -> None:
+        if not conditions:
+            raise ValueError("AllOf needs at least one condition")
+        object.__setattr__(self, "conditions", conditions)
+
+    def holds(self, record: Record | None) -> bool:
+        return all(c.holds(record) for c in self.conditions)
+
+
+@dataclass(frozen=True, init=False)
+class AnyOf(Condition):
+    """At least one of ``conditions`` holds (``OR``)."""
+
+    conditions: tuple[Condition, ...]
+
+    def __init__(self, *conditions: Condition) -> None:
+        if not conditions:
+            raise ValueError("AnyOf needs at least one condition")
+        object.__setattr__(self, "conditions", conditions)
+
+    def holds(self, record: Record | None) -> bool:
+        return any(c.holds(record) for c in self.conditions)
+
+
+# --- changes -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plus:
+    """The value ``source`` had before the transition, plus ``amount``: every computed
+    value reads the record as it was (as DynamoDB's and SQL's SET both do)."""
+
+    source: str
+    amount: int
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One atomic change of an execution record.
+
+    Applies only if ``expects`` holds. Then ``removes`` go, ``sets`` are written,
+    and each of ``computes`` is set from the record as it was. With ``creates``,
+    ``sets`` is the whole new record and ``expects`` is that there is none.
+    """
+
+    expects: Condition
+    sets: Mapping[str, Any] = field(default_factory=dict)
+    removes: frozenset[str] = frozenset()
+    computes: Mapping[str, Plus] = field(default_factory=dict)
+    creates: bool = False
+
+    def __post_init__(self) -> None:
+        if any(value is None for value in self.sets.values()):
+            raise ValueError("a transition sets values, never None: remove the attribute")
+        touched = [*self.sets, *self.computes]
+        if len(set(touched)) != len(touched) or self.removes & set(touched):
+            raise ValueError("a transition changes each attribute once")
+        if self.creates and (self.removes or self.computes):
+            raise ValueError("a new record is written whole")
+
+    def holds(self, record: Record | None) -> bool:
+        """Whether the transition applies to ``record`` (None: there is none)."""
+        return self.expects.holds(record)
+
+    def applied_to(self, record: Record | None) -> dict[str, Any]:
+        """The record after the transition (whether it ``holds`` is not checked here)."""
+        if self.creates:
+            return dict(self.sets)
+        before = dict(record or {})
+        after = {name: value for name, value in before.items() if name not in self.removes}
+        after.update(self.sets)
+        for name, plus in self.computes.items():
+            if plus.source not in before:
+                raise ValueError(f"{name} is computed from {plus.source}, which is missing")
+            after[name] = before[plus.source] + plus.amount
+        return after
