@@ -1,44 +1,49 @@
 """Burst: many one-time tasks due in the same second, through local mode.
 
-An embedded AWS runs in its own process; the tasks are written into it with
-BatchWriteItem (registering 10,000 over HTTP would take longer than the burst),
-then ``dynacron local`` starts against it and the loopback sink records every
-delivery. Reports the time from the due second to the last delivery, lateness
-(delivery minus scheduled time) and counts that show none was lost.
+The tasks are written straight into the store (registering 10,000 over HTTP
+would take longer than the burst): into the SQLite file of a fresh data
+directory, or into an embedded AWS in its own process with BatchWriteItem. Then
+``dynacron local`` starts on that store and a minimal loopback handler
+(``bench.loopback``) records every delivery. Reports the time from the due
+second to the last delivery, lateness (delivery minus scheduled time) and
+counts that show none was lost.
 
-Run: .venv/bin/python -m bench.burst [--tasks 10000]
+Run: .venv/bin/python -m bench.burst [--tasks 10000] [--stores sqlite,emulator]
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from bench.common import QUICK, distribution, write_result
-from dynacron.adapters.aws.items import chunks
+from bench.loopback import LoopbackHandler
 from dynacron.adapters.aws.task_items import task_to_item
 from dynacron.adapters.aws.tenants import DynamoTenantStore
+from dynacron.domain.clock import SystemClock
 from dynacron.domain.instants import parse_instant
 from dynacron.domain.schedules import OneTimeSchedule
 from dynacron.domain.tasks import Task, TaskStatus
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.local.aws import aws_clients, provision
+from dynacron.local.stores import StoreOptions, open_store
 from dynacron.services.tasks import new_signing_secret
-from tests.support import Service, Sink, free_port, wait_until
+from tests.support import Service, free_port, wait_until
 
 WRITE_BATCH = 25
+SHARDS = 4  # local mode's default
 
 
-def write_due_tasks(dynamodb: Any, settings: Any, count: int, due: datetime, url: str) -> None:
+def due_tasks(count: int, due: datetime, url: str) -> list[Task]:
     now = datetime.now(UTC)
-    items = []
-    for _ in range(count):
-        task_id = uuid.uuid4().hex
-        task = Task(
-            task_id=task_id,
+    return [
+        Task(
+            task_id=uuid.uuid4().hex,
             name="burst",
             schedule=OneTimeSchedule(at=due),
             handler_url=url,
@@ -48,8 +53,29 @@ def write_due_tasks(dynamodb: Any, settings: Any, count: int, due: datetime, url
             created_at=now,
             updated_at=now,
         )
-        items.append(task_to_item(task, settings.sharding.place(task_id, due, now)))
-    for batch in chunks(items, WRITE_BATCH):
+        for _ in range(count)
+    ]
+
+
+def write_due_tasks_sqlite(data_dir: Path, tasks: list[Task], due: datetime) -> None:
+    """Into a fresh data directory, through the SQLite adapters local mode uses."""
+    store = open_store(StoreOptions(kind="sqlite", data_dir=data_dir, synchronous="NORMAL"))
+    clock = SystemClock()
+    settings = store.open(clock, shard_count=SHARDS)
+    adapters = store.adapters(settings, clock)
+    now = clock.now()
+    secret = new_signing_secret()
+    for task in tasks:
+        placement = settings.sharding.place(task.task_id, due, now)
+        adapters.tasks.create_within_quota(task, placement, len(tasks), secret)
+    store.close()
+
+
+def write_due_tasks(dynamodb: Any, settings: Any, tasks: list[Task], due: datetime) -> None:
+    now = datetime.now(UTC)
+    items = [task_to_item(task, settings.sharding.place(task.task_id, due, now)) for task in tasks]
+    for start in range(0, len(items), WRITE_BATCH):
+        batch = items[start : start + WRITE_BATCH]
         request = {settings.tasks_table: [{"PutRequest": {"Item": i}} for i in batch]}
         while request:
             request = dynamodb.batch_write_item(RequestItems=request).get("UnprocessedItems")
@@ -60,47 +86,54 @@ def write_due_tasks(dynamodb: Any, settings: Any, count: int, due: datetime, url
     )
 
 
-def run_burst(count: int, workers: int = 8) -> dict[str, Any]:
-    """``count`` tasks due at one whole second, fired by local mode; timings from the sink."""
-    sink = Sink().start()
-    aws = Service(["-m", "dynacron.local.aws", "--port", "0"], "listening on")
+def run_burst(count: int, store: str = "sqlite", workers: int = 8) -> dict[str, Any]:
+    """``count`` tasks due at one whole second, fired by local mode on ``store``."""
+    handler = LoopbackHandler().start()
+    aws: Service | None = None
     local: Service | None = None
+    data_dir = tempfile.TemporaryDirectory(prefix="dynacron-bench-")
     try:
-        endpoint = aws.ready_line.split()[-1]
-        dynamodb, sqs = aws_clients(endpoint)
-        settings = provision(dynamodb, sqs, "dynacron")
         # Due at a whole second far enough ahead to write everything and start.
-        due = datetime.fromtimestamp(int(time.time()) + 20 + count // 250, UTC)
+        lead = 20 + count // (1000 if store == "sqlite" else 250)
+        due = datetime.fromtimestamp(int(time.time()) + lead, UTC)
+        tasks = due_tasks(count, due, f"{handler.url}/burst")
         began = time.time()
-        write_due_tasks(dynamodb, settings, count, due, f"{sink.url}/burst")
+        command = ["-m", "dynacron.cli", "local", "--port", str(free_port())]
+        command += ["--workers", str(workers), "--shards", str(SHARDS)]
+        if store == "sqlite":
+            write_due_tasks_sqlite(Path(data_dir.name), tasks, due)
+            command += ["--data-dir", data_dir.name]
+        else:
+            aws = Service(["-m", "dynacron.local.aws", "--port", "0"], "listening on")
+            endpoint = aws.ready_line.split()[-1]
+            dynamodb, sqs = aws_clients(endpoint)
+            settings = provision(dynamodb, sqs, "dynacron", shard_count=SHARDS)
+            write_due_tasks(dynamodb, settings, tasks, due)
+            command += ["--aws-endpoint", endpoint]
         write_seconds = time.time() - began
-        port = free_port()
-        local = Service(
-            [
-                *("-m", "dynacron.cli", "local", "--port", str(port)),
-                *("--workers", str(workers), "--aws-endpoint", endpoint),
-            ],
-            "is running",
-        )
+        local = Service(command, "is running")
         if time.time() > due.timestamp() - 2:
             raise SystemExit(f"writing {count} tasks took {write_seconds:.0f}s: raise the margin")
         wait_until(
-            lambda: len(sink.snapshot()) >= count,
+            lambda: len(handler.arrivals) >= count,
             timeout=due.timestamp() - time.time() + 60 + count / 10,
-            interval=0.5,
+            interval=0.2,
         )
-        deliveries = sink.snapshot()
+        deliveries = list(handler.arrivals)
     finally:
         if local is not None:
             local.stop()
-        aws.stop()
-        sink.stop()
+        if aws is not None:
+            aws.stop()
+        handler.stop()
+        data_dir.cleanup()
     lateness = [
         d.received_at - parse_instant(d.body["scheduled_at"]).timestamp() for d in deliveries
     ]
     unique = {d.body["execution_id"] for d in deliveries}
     arrivals = sorted(d.received_at - due.timestamp() for d in deliveries)
     return {
+        "store": store,
         "tasks": count,
         "workers": workers,
         "due_at": due.isoformat().replace("+00:00", "Z"),
@@ -120,10 +153,16 @@ def run_burst(count: int, workers: int = 8) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", type=int, default=2000 if QUICK else 10_000)
+    # The emulator drains some 20 a second: its row is smaller, to end in minutes.
+    parser.add_argument("--emulator-tasks", type=int, default=500 if QUICK else 2000)
+    parser.add_argument("--stores", default="sqlite,emulator")
     args = parser.parse_args()
-    result = run_burst(args.tasks)
-    print({k: v for k, v in result.items() if k != "arrivals"})
-    write_result("burst", result)
+    runs = []
+    for store in args.stores.split(","):
+        tasks = args.tasks if store == "sqlite" else args.emulator_tasks
+        runs.append(run_burst(tasks, store))
+        print({k: v for k, v in runs[-1].items() if k != "arrivals"}, flush=True)
+        write_result("burst", {"runs": runs})
 
 
 if __name__ == "__main__":

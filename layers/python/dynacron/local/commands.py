@@ -47,6 +47,14 @@ def local(
             "normal: it survives a crash of dynacron, the last changes may not survive power loss"
         ),
     ] = "full",
+    tick_interval: Annotated[
+        float | None,
+        typer.Option(
+            min=0.01,
+            max=60,
+            help="Seconds between ticks (default: 0.05 on sqlite, 1 on the emulator)",
+        ),
+    ] = None,
     aws_endpoint: Annotated[
         str | None,
         typer.Option(
@@ -156,6 +164,7 @@ def local(
             store="emulator" if store == "emulator" else "sqlite",
             data_dir=data_dir.absolute(),
             synchronous="NORMAL" if sync == "normal" else "FULL",
+            tick_interval=tick_interval,
             aws_endpoint=aws_endpoint,
             api_keys=parse_api_keys(",".join(api_key or [])),
             components=components,
@@ -230,7 +239,7 @@ def _announce(runtime: Any, components: tuple[str, ...], shards: int, workers: i
             f"  recovered     {runtime.recovered} in-flight dispatches of a stopped process"
         )
     if "tick" in components:
-        console.print(f"  tick          {shards} shards, every second")
+        console.print(f"  tick          {shards} shards, every {runtime.tick_interval:g} s")
     if "worker" in components:
         console.print(f"  workers       {workers}, delivering to loopback addresses only")
     if "reaper" in components:

@@ -54,6 +54,11 @@ class Database:
         self._schema_lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
+        # Writers of this process queue here rather than in SQLite's busy handler,
+        # which polls with sleeps of up to 100 ms: a thread waits exactly as long as
+        # the transaction before it takes. Other processes still meet the busy
+        # timeout. Reentrant, so a nested write fails in SQLite, not in a deadlock.
+        self._write_lock = threading.RLock()
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection, in autocommit mode (transactions are explicit)."""
@@ -84,18 +89,19 @@ class Database:
         ``SqliteUnavailable``: the ports' ``StoreUnavailable``, retried later.
         """
         connection = self.connection()
-        with _unavailable_on_failure():
-            connection.execute("BEGIN IMMEDIATE")
-        try:
+        with self._write_lock:
             with _unavailable_on_failure():
-                yield connection
-        except BaseException:
-            # SQLite may have rolled back already (disk full, I/O error).
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
-        with _unavailable_on_failure():
-            connection.execute("COMMIT")
+                connection.execute("BEGIN IMMEDIATE")
+            try:
+                with _unavailable_on_failure():
+                    yield connection
+            except BaseException:
+                # SQLite may have rolled back already (disk full, I/O error).
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+            with _unavailable_on_failure():
+                connection.execute("COMMIT")
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
