@@ -14,6 +14,7 @@ Run: .venv/bin/python -m bench.burst [--tasks 10000] [--stores sqlite,emulator]
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 import uuid
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import QUICK, distribution, write_result
-from bench.loopback import LoopbackHandler
+from bench.loopback import LoopbackHandler, bare_posts
 from dynacron.adapters.aws.task_items import task_to_item
 from dynacron.adapters.aws.tenants import DynamoTenantStore
 from dynacron.domain.clock import SystemClock
@@ -120,6 +121,10 @@ def run_burst(count: int, store: str = "sqlite", workers: int = 8) -> dict[str, 
             interval=0.2,
         )
         deliveries = list(handler.arrivals)
+        # The baseline, in the same run: a bare threaded client posting the same
+        # bodies to the same handler, as many threads as local mode has workers.
+        bodies = [json.dumps(d.body).encode() for d in deliveries]
+        bare = bare_posts(f"{handler.url}/bare", bodies, workers)
     finally:
         if local is not None:
             local.stop()
@@ -132,6 +137,8 @@ def run_burst(count: int, store: str = "sqlite", workers: int = 8) -> dict[str, 
     ]
     unique = {d.body["execution_id"] for d in deliveries}
     arrivals = sorted(d.received_at - due.timestamp() for d in deliveries)
+    span = arrivals[-1] - arrivals[0] if len(arrivals) > 1 else 0
+    sustained = round(len(unique) / span, 1) if span else None
     return {
         "store": store,
         "tasks": count,
@@ -144,6 +151,10 @@ def run_burst(count: int, store: str = "sqlite", workers: int = 8) -> dict[str, 
         "duplicates": len(deliveries) - len(unique),
         "drain_seconds": round(max(arrivals), 3) if arrivals else None,
         "fires_per_second": round(len(unique) / max(arrivals), 1) if arrivals else None,
+        # From the first delivery to the last: the rate once the tick has started.
+        "sustained_fires_per_second": sustained,
+        "bare_httpx_posts_per_second": round(bare, 1),
+        "cost_ratio_to_bare_httpx": round(bare / sustained, 2) if sustained else None,
         "lateness_seconds": distribution(lateness),
         # Deliveries over time, for the plot: seconds after the due second.
         "arrivals": [round(a, 3) for a in arrivals],

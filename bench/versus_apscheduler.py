@@ -90,8 +90,10 @@ def main() -> None:
     jobs = parser.parse_args().jobs
     apscheduler = run_apscheduler(jobs)
     print({k: v for k, v in apscheduler.items() if k != "arrivals"}, flush=True)
-    dynacron = run_burst(jobs)
+    dynacron = run_burst(jobs, "sqlite")
     print({k: v for k, v in dynacron.items() if k != "arrivals"}, flush=True)
+    emulator = run_burst(jobs, "emulator")
+    print({k: v for k, v in emulator.items() if k != "arrivals"}, flush=True)
 
     def ratio(a: float | None, b: float | None) -> float | None:
         return round(a / b, 2) if a and b else None
@@ -102,6 +104,7 @@ def main() -> None:
             "jobs": jobs,
             "apscheduler": apscheduler,
             "dynacron": dynacron,
+            "dynacron_emulator": emulator,
             "ratios_dynacron_to_apscheduler": {
                 "drain_seconds": ratio(dynacron["drain_seconds"], apscheduler["drain_seconds"]),
                 **{
