@@ -35,6 +35,7 @@ class LoopbackHandler:
     arrivals: list[Arrival] = field(default_factory=list)
     port: int = 0
     _loop: asyncio.AbstractEventLoop | None = None
+    _server: asyncio.Server | None = None
     _ready: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -48,15 +49,19 @@ class LoopbackHandler:
         return self
 
     def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
+        """Stop accepting; open connections idle until the process ends (a daemon
+        thread serves them), so nothing is torn down under a client."""
+        if self._loop is not None and self._server is not None:
+            self._loop.call_soon_threadsafe(self._server.close)
 
     def count(self, path: str) -> int:
         return sum(1 for a in list(self.arrivals) if a.path == path)
 
     def _serve(self) -> None:
         loop = self._loop = asyncio.new_event_loop()
-        server = loop.run_until_complete(asyncio.start_server(self._connection, "127.0.0.1", 0))
+        server = self._server = loop.run_until_complete(
+            asyncio.start_server(self._connection, "127.0.0.1", 0)
+        )
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
         loop.run_forever()
