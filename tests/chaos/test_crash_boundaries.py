@@ -60,6 +60,9 @@ def taken_over_during_the_first_call(pipeline: Pipeline) -> Any:
     The only way a success is saved and the execution not ended with it (decision 0016)."""
     seen: set[str] = set()
     terms = pipeline.settings.lease_terms
+    # Built ahead: the takeover must come while the first call's in-progress record
+    # holds (the handler's 0.5 s timeout, in real time), even on a slow machine.
+    taking_over = pipeline.component()
 
     def answer(delivery: Delivery) -> Answer:
         key = delivery.headers["Idempotency-Key"]
@@ -68,7 +71,7 @@ def taken_over_during_the_first_call(pipeline: Pipeline) -> Any:
             running = pipeline.execution(key)
             assert running is not None
             pipeline.clock.advance(terms.running + terms.clock_skew + timedelta(seconds=1))
-            pipeline.component().runner.run(running.as_dispatch())
+            taking_over.runner.run(running.as_dispatch())
         return 200, {}
 
     return answer
