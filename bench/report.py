@@ -733,7 +733,7 @@ def burst_section(result: dict[str, Any]) -> list[str]:
                 run["fires_per_second"],
                 run.get("sustained_fires_per_second", ""),
                 run.get("bare_httpx_posts_per_second", ""),
-                f"{ratio} {verdict(ratio <= 2)}" if ratio else "",
+                f"{ratio} {verdict(ratio <= 2)}" if ratio and sqlite else ratio or "",
                 lateness.get("p50"),
                 lateness.get("p99"),
             ]
