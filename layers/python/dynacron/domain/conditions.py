@@ -109,30 +109,26 @@ class Below(Condition):
 
 
 @dataclass(frozen=True, init=False)
-class AllOf(Condition):
-    """Every one of ``conditions`` holds (``AND``)."""
-
+class _Combined(Condition):
     conditions: tuple[Condition, ...]
 
     def __init__(self, *conditions: Condition) -> None:
         if not conditions:
-            raise ValueError("AllOf needs at least one condition")
+            raise ValueError(f"{type(self).__name__} needs at least one condition")
         object.__setattr__(self, "conditions", conditions)
+
+
+@dataclass(frozen=True, init=False)
+class AllOf(_Combined):
+    """Every one of ``conditions`` holds (``AND``)."""
 
     def holds(self, record: Record | None) -> bool:
         return all(c.holds(record) for c in self.conditions)
 
 
 @dataclass(frozen=True, init=False)
-class AnyOf(Condition):
+class AnyOf(_Combined):
     """At least one of ``conditions`` holds (``OR``)."""
-
-    conditions: tuple[Condition, ...]
-
-    def __init__(self, *conditions: Condition) -> None:
-        if not conditions:
-            raise ValueError("AnyOf needs at least one condition")
-        object.__setattr__(self, "conditions", conditions)
 
     def holds(self, record: Record | None) -> bool:
         return any(c.holds(record) for c in self.conditions)
