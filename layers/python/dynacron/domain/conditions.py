@@ -45,6 +45,18 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
+_INCOMPARABLE = object()
+
+
+def _comparable(record: Record | None, field: str, value: Any) -> Any:
+    """The stored ``field`` if present and of ``value``'s kind, else ``_INCOMPARABLE``:
+    a comparison with a missing field or another kind is false, as on DynamoDB."""
+    if record is None or field not in record:
+        return _INCOMPARABLE
+    stored = record[field]
+    return stored if _kind(stored) == _kind(value) else _INCOMPARABLE
+
+
 @dataclass(frozen=True)
 class Exists(Condition):
     """The record has ``field`` (``attribute_exists``)."""
@@ -73,10 +85,8 @@ class Equals(Condition):
     value: Any
 
     def holds(self, record: Record | None) -> bool:
-        if record is None or self.field not in record:
-            return False
-        stored = record[self.field]
-        return _kind(stored) == _kind(self.value) and bool(stored == self.value)
+        stored = _comparable(record, self.field, self.value)
+        return stored is not _INCOMPARABLE and bool(stored == self.value)
 
 
 @dataclass(frozen=True)
@@ -99,11 +109,8 @@ class Below(Condition):
     value: Any
 
     def holds(self, record: Record | None) -> bool:
-        if record is None or self.field not in record:
-            return False
-        stored = record[self.field]
-        kind = _kind(stored)
-        if kind != _kind(self.value) or kind not in ("number", "str"):
+        stored = _comparable(record, self.field, self.value)
+        if stored is _INCOMPARABLE or _kind(stored) not in ("number", "str"):
             return False
         return bool(stored < self.value)
 
