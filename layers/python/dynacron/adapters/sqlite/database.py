@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +37,10 @@ def _unavailable_on_failure() -> Iterator[None]:
         raise SqliteUnavailable(str(error)) from error
 
 
+class _Connection(sqlite3.Connection):
+    """A connection that can be weakly referenced (the base type cannot)."""
+
+
 # How long a writer waits for another process's transaction before giving up.
 BUSY_TIMEOUT_MS = 30_000
 
@@ -52,7 +57,10 @@ class Database:
         self.busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self._schema_lock = threading.Lock()
-        self._connections: list[sqlite3.Connection] = []
+        # Weakly: a connection belongs to its thread's ``threading.local`` and closes
+        # when that thread ends (the local API serves each request on a thread of
+        # its own: held here, each would keep its file descriptors open for good).
+        self._connections: weakref.WeakSet[sqlite3.Connection] = weakref.WeakSet()
         self._connections_lock = threading.Lock()
         # Writers of this process queue here rather than in SQLite's busy handler,
         # which polls with sleeps of up to 100 ms: a thread waits exactly as long as
@@ -70,6 +78,7 @@ class Database:
                 isolation_level=None,
                 timeout=self.busy_timeout_ms / 1000,
                 check_same_thread=False,
+                factory=_Connection,
             )
             connection.row_factory = sqlite3.Row
             connection.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
@@ -78,7 +87,7 @@ class Database:
             connection.execute("PRAGMA foreign_keys = ON")
             self._local.connection = connection
             with self._connections_lock:
-                self._connections.append(connection)
+                self._connections.add(connection)
         return connection
 
     @contextmanager
@@ -126,7 +135,7 @@ class Database:
 
     def close(self) -> None:
         with self._connections_lock:
-            for connection in self._connections:
+            for connection in list(self._connections):
                 connection.close()
             self._connections.clear()
         self._local = threading.local()
