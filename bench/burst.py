@@ -60,7 +60,7 @@ def due_tasks(count: int, due: datetime, url: str) -> list[Task]:
 
 def write_due_tasks_sqlite(data_dir: Path, tasks: list[Task], due: datetime) -> None:
     """Into a fresh data directory, through the SQLite adapters local mode uses."""
-    store = open_store(StoreOptions(kind="sqlite", data_dir=data_dir, synchronous="NORMAL"))
+    store = open_store(StoreOptions(kind="sqlite", data_dir=data_dir, durability="normal"))
     clock = SystemClock()
     settings = store.open(clock, shard_count=SHARDS)
     adapters = store.adapters(settings, clock)
@@ -87,8 +87,11 @@ def write_due_tasks(dynamodb: Any, settings: Any, tasks: list[Task], due: dateti
     )
 
 
-def run_burst(count: int, store: str = "sqlite", workers: int = 8) -> dict[str, Any]:
-    """``count`` tasks due at one whole second, fired by local mode on ``store``."""
+def run_burst(
+    count: int, store: str = "sqlite", workers: int = 8, sync: str = "acknowledged"
+) -> dict[str, Any]:
+    """``count`` tasks due at one whole second, fired by local mode on ``store``
+    (SQLite: committing with durability ``sync``, local mode's ``--sync``)."""
     handler = LoopbackHandler().start()
     aws: Service | None = None
     local: Service | None = None
@@ -103,7 +106,7 @@ def run_burst(count: int, store: str = "sqlite", workers: int = 8) -> dict[str, 
         command += ["--workers", str(workers), "--shards", str(SHARDS)]
         if store == "sqlite":
             write_due_tasks_sqlite(Path(data_dir.name), tasks, due)
-            command += ["--data-dir", data_dir.name]
+            command += ["--data-dir", data_dir.name, "--sync", sync]
         else:
             aws = Service(["-m", "dynacron.local.aws", "--port", "0"], "listening on")
             endpoint = aws.ready_line.split()[-1]
@@ -141,6 +144,7 @@ def run_burst(count: int, store: str = "sqlite", workers: int = 8) -> dict[str, 
     sustained = round(len(unique) / span, 1) if span else None
     return {
         "store": store,
+        "sync": sync if store == "sqlite" else None,
         "tasks": count,
         "workers": workers,
         "due_at": due.isoformat().replace("+00:00", "Z"),
@@ -166,12 +170,14 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=2000 if QUICK else 10_000)
     # The emulator drains some 20 a second: its row is smaller, to end in minutes.
     parser.add_argument("--emulator-tasks", type=int, default=500 if QUICK else 2000)
-    parser.add_argument("--stores", default="sqlite,emulator")
+    # sqlite-full: SQLite with every commit synced (--sync full), for its price.
+    parser.add_argument("--stores", default="sqlite,sqlite-full,emulator")
     args = parser.parse_args()
     runs = []
-    for store in args.stores.split(","):
+    for name in args.stores.split(","):
+        store, _, sync = name.partition("-")
         tasks = args.tasks if store == "sqlite" else args.emulator_tasks
-        runs.append(run_burst(tasks, store))
+        runs.append(run_burst(tasks, store, sync=sync or "acknowledged"))
         print({k: v for k, v in runs[-1].items() if k != "arrivals"}, flush=True)
         write_result("burst", {"runs": runs})
 

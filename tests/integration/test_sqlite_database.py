@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dynacron.adapters.sqlite.database import Database
+from dynacron.adapters.sqlite.database import Database, Durability
 from dynacron.ports import StoreUnavailable
 
 SCHEMA = ["CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)"]
@@ -83,3 +83,32 @@ def test_a_thread_s_connection_closes_when_the_thread_ends(tmp_path: Path) -> No
     # past their threads, the 400 connections would hold two files each: 800)
     assert database.connection().execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 500
     assert after_more - after_some < 50, (after_some, after_more)
+
+
+def synchronous_of_a_write(database: Database) -> int:
+    """SQLite's ``synchronous`` in force for a write's commit: 1 NORMAL, 2 FULL."""
+    with database.write() as connection:
+        connection.execute("INSERT INTO notes (text) VALUES ('change')")
+        return int(connection.execute("PRAGMA synchronous").fetchone()[0])
+
+
+@pytest.mark.parametrize(
+    ("durability", "acknowledged", "scheduler_s_own"),
+    [("full", 2, 2), ("acknowledged", 2, 1), ("normal", 1, 1)],
+)
+def test_what_each_durability_syncs_at_commit(
+    tmp_path: Path, durability: Durability, acknowledged: int, scheduler_s_own: int
+) -> None:
+    database = Database(tmp_path / "dynacron.db", durability=durability)
+    database.ensure_schema(SCHEMA)
+    # A change the API acknowledges, then the scheduler's own on the same thread
+    with database.acknowledging():
+        in_answer = synchronous_of_a_write(database)
+    own = synchronous_of_a_write(database)
+    # And one on another thread while this one acknowledges: the flag is per thread
+    elsewhere: list[int] = []
+    with database.acknowledging():
+        thread = threading.Thread(target=lambda: elsewhere.append(synchronous_of_a_write(database)))
+        thread.start()
+        thread.join()
+    assert (in_answer, own, elsewhere) == (acknowledged, scheduler_s_own, [scheduler_s_own])

@@ -223,7 +223,7 @@ def test_due_ids_of_one_bucket_in_order_with_limit_and_start_key(
 def test_claim_race_eight_threads_claim_each_due_task_exactly_once(tmp_path: Path) -> None:
     # Given 1,000 recurring tasks due now in one bucket (NORMAL sync: a quicker test);
     # recurring, so only the version (not the status) tells a stale claim apart
-    database = Database(tmp_path / "race.sqlite3", synchronous="NORMAL")
+    database = Database(tmp_path / "race.sqlite3", durability="normal")
     store = SqliteTaskStore(database)
     sharding = Sharding(shard_count=1, bucket_seconds=60)
     for i in range(1000):
@@ -1045,7 +1045,7 @@ def test_the_factory_gives_every_store_on_one_file(database: Database) -> None:
 def test_two_databases_race_to_begin_and_take_over(tmp_path: Path) -> None:
     # Given two Database objects on one file (two processes), eight threads each
     path = tmp_path / "shared.sqlite3"
-    databases = [Database(path, synchronous="NORMAL"), Database(path, synchronous="NORMAL")]
+    databases = [Database(path, durability="normal"), Database(path, durability="normal")]
     stores = [SqliteExecutionStore(d, RETENTION) for d in databases]
     dispatches = [a_dispatch(f"t{i}") for i in range(50)]
     began: list[str] = []

@@ -43,10 +43,12 @@ def local(
     sync: Annotated[
         str,
         typer.Option(
-            help="full: a committed change survives power loss; "
-            "normal: it survives a crash of dynacron, the last changes may not survive power loss"
+            help="What a change survives. full: every change survives a power loss; "
+            "acknowledged: what the API acknowledged survives a power loss, and the "
+            "scheduler's own last changes may be undone (run again); "
+            "normal: every change survives a crash, the last may not survive a power loss"
         ),
-    ] = "full",
+    ] = "acknowledged",
     tick_interval: Annotated[
         float | None,
         typer.Option(
@@ -120,6 +122,7 @@ def local(
     With --only, run some components in this process, e.g. workers in one process
     and the tick in another, on a shared --data-dir (or --aws-endpoint, see `dynacron aws`).
     """
+    from dynacron.adapters.sqlite.database import DURABILITIES
     from dynacron.local.chaos import ChaosSettings
     from dynacron.local.runtime import LocalOptions, LocalRuntime
     from dynacron.local.stores import STORES
@@ -128,8 +131,8 @@ def local(
     if store not in STORES:
         console.print(f"[red]--store takes one of {', '.join(STORES)}[/red]")
         raise typer.Exit(2)
-    if sync not in ("full", "normal"):
-        console.print("[red]--sync takes full or normal[/red]")
+    if sync not in DURABILITIES:
+        console.print(f"[red]--sync takes one of {', '.join(DURABILITIES)}[/red]")
         raise typer.Exit(2)
     components = tuple(c.strip() for c in only.split(",") if c.strip())
     unknown = sorted(set(components) - set(COMPONENT_NAMES))
@@ -163,7 +166,7 @@ def local(
             workers=workers,
             store="emulator" if store == "emulator" else "sqlite",
             data_dir=data_dir.absolute(),
-            synchronous="NORMAL" if sync == "normal" else "FULL",
+            durability=sync,
             tick_interval=tick_interval,
             aws_endpoint=aws_endpoint,
             api_keys=parse_api_keys(",".join(api_key or [])),

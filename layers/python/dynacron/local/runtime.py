@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger
 
-from dynacron.adapters.sqlite.database import Synchronous
+from dynacron.adapters.sqlite.database import Durability
 from dynacron.app import Dynacron, default_delivery
 from dynacron.config import DEFAULT_TENANT, LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import Clock, SystemClock
@@ -73,7 +73,9 @@ class LocalOptions:
     # ``aws_endpoint``: one already running, shared by several processes).
     store: StoreKind = "sqlite"
     data_dir: Path | None = None
-    synchronous: Synchronous = "FULL"
+    # What a commit survives (``adapters.sqlite.database``): by default what the
+    # API acknowledges survives a power loss, and the rest a crash.
+    durability: Durability = "acknowledged"
     aws_endpoint: str | None = None
     prefix: str = "dynacron"
     allow_networks: tuple[str, ...] = LOOPBACK_NETWORKS
@@ -173,7 +175,7 @@ class LocalRuntime:
             StoreOptions(
                 kind=options.store,
                 data_dir=options.data_dir,
-                synchronous=options.synchronous,
+                durability=options.durability,
                 aws_endpoint=options.aws_endpoint,
                 prefix=options.prefix,
                 visibility_timeout=options.visibility_timeout,
@@ -271,7 +273,10 @@ class LocalRuntime:
 
     def _route_api(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         assert self.app is not None
-        return self.app.api(event, context)
+        assert self.store is not None
+        # Every answer of the API tells its caller that a change is kept.
+        with self.store.acknowledging():
+            return self.app.api(event, context)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=f"dynacron-{name}", daemon=True)

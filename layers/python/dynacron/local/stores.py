@@ -18,13 +18,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from dynacron.adapters.aws import aws_adapters
 from dynacron.adapters.sqlite import sqlite_adapters
-from dynacron.adapters.sqlite.database import Database, Synchronous
+from dynacron.adapters.sqlite.database import Database, Durability
 from dynacron.adapters.sqlite.queue import SqliteQueues
 from dynacron.app import EXECUTION_RETENTION
 from dynacron.config import Settings
@@ -70,6 +71,10 @@ class LocalStore(Protocol):
         """Make visible what a dead process received; returns how many."""
         ...
 
+    def acknowledging(self) -> AbstractContextManager[None]:
+        """Around a change whose answer tells a caller it is kept (the API's)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -79,7 +84,7 @@ class StoreOptions:
     # SQLite: the directory of the database file. None: a temporary one, removed
     # at close (tests, throwaway runs).
     data_dir: Path | None = None
-    synchronous: Synchronous = "FULL"
+    durability: Durability = "acknowledged"
     # Emulator: an endpoint already running (shared by several processes); None
     # starts an embedded one.
     aws_endpoint: str | None = None
@@ -124,7 +129,7 @@ class SqliteStore:
             else options.data_dir
         )
         self.path = self.data_dir / DATABASE_FILE
-        self.database = Database(self.path, synchronous=options.synchronous)
+        self.database = Database(self.path, durability=options.durability)
         self._queues: SqliteQueues | None = None
         where = "a temporary directory" if self._temporary else str(self.data_dir)
         self.description = f"SQLite  {self.path if not self._temporary else where}"
@@ -165,6 +170,9 @@ class SqliteStore:
 
     def queue_arn(self, queue: str) -> str:
         return f"arn:aws:sqs:local:000000000000:{queue}"
+
+    def acknowledging(self) -> AbstractContextManager[None]:
+        return self.database.acknowledging()
 
     def recover(self) -> int:
         queues = self._ready()
@@ -230,6 +238,10 @@ class EmulatorStore:
 
     def queue_arn(self, queue: str) -> str:
         return self.queues.queue_arn(queue)
+
+    def acknowledging(self) -> AbstractContextManager[None]:
+        # DynamoDB acknowledges a write once it is durable.
+        return nullcontext()
 
     def recover(self) -> int:
         return 0  # SQS has no receivers to ask about: the visibility timeout decides

@@ -5,9 +5,22 @@ WAL lets readers go on while one writer commits; every change is made inside
 so a read-check-write is atomic across processes, the way a conditional write is
 on DynamoDB. Each thread gets its own connection.
 
-``synchronous``: ``FULL`` (the default) syncs the WAL at every commit, so a
-committed change survives a process crash and a power loss; ``NORMAL`` survives a
-process crash, and may lose the last commits (never corrupt the file) on power loss.
+``durability``, what a commit survives:
+
+- ``full``: every commit syncs the WAL (``synchronous=FULL``): it survives a
+  process crash and a power loss, at the price of an ``fsync`` per commit.
+- ``acknowledged``: the commits made inside ``acknowledging()`` (local mode: every
+  write of the API, each of which answers a caller) are synced; the others (the
+  scheduler's own claims, begins, ends and sends) are synced at checkpoints
+  (``synchronous=NORMAL``). A process crash loses nothing; a power loss may undo
+  the scheduler's last commits, never one the API acknowledged: the WAL is one
+  sequence, so syncing a commit syncs every commit before it, and what survives
+  is always the whole state of some earlier moment, which the scheduler recovers
+  from as from a crash at that moment (an execution whose end was undone runs
+  again, under the same idempotency key). PostgreSQL's ``synchronous_commit =
+  off`` makes the same trade.
+- ``normal``: no commit is synced but at checkpoints: a power loss may undo the
+  last commits of any kind (never corrupt the file).
 """
 
 from __future__ import annotations
@@ -22,7 +35,8 @@ from typing import Literal
 
 from dynacron.ports import StoreUnavailable
 
-Synchronous = Literal["FULL", "NORMAL"]
+Durability = Literal["full", "acknowledged", "normal"]
+DURABILITIES: tuple[Durability, ...] = ("full", "acknowledged", "normal")
 
 
 class SqliteUnavailable(StoreUnavailable):
@@ -49,11 +63,11 @@ class Database:
     def __init__(
         self,
         path: Path | str,
-        synchronous: Synchronous = "FULL",
+        durability: Durability = "full",
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
     ) -> None:
         self.path = Path(path)
-        self.synchronous = synchronous
+        self.durability = durability
         self.busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self._schema_lock = threading.Lock()
@@ -83,7 +97,8 @@ class Database:
             connection.row_factory = sqlite3.Row
             connection.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
             connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute(f"PRAGMA synchronous = {self.synchronous}")
+            connection.execute("PRAGMA synchronous = NORMAL")
+            self._local.synchronous = "NORMAL"
             connection.execute("PRAGMA foreign_keys = ON")
             self._local.connection = connection
             with self._connections_lock:
@@ -98,6 +113,10 @@ class Database:
         ``SqliteUnavailable``: the ports' ``StoreUnavailable``, retried later.
         """
         connection = self.connection()
+        synchronous = self._synchronous()
+        if self._local.synchronous != synchronous:
+            connection.execute(f"PRAGMA synchronous = {synchronous}")
+            self._local.synchronous = synchronous
         with self._write_lock:
             with _unavailable_on_failure():
                 connection.execute("BEGIN IMMEDIATE")
@@ -111,6 +130,24 @@ class Database:
                 raise
             with _unavailable_on_failure():
                 connection.execute("COMMIT")
+
+    @contextmanager
+    def acknowledging(self) -> Iterator[None]:
+        """The writes of this thread inside are answers to a caller: with
+        ``acknowledged`` durability they are synced at commit."""
+        before = getattr(self._local, "acknowledging", False)
+        self._local.acknowledging = True
+        try:
+            yield
+        finally:
+            self._local.acknowledging = before
+
+    def _synchronous(self) -> str:
+        if self.durability == "full":
+            return "FULL"
+        if self.durability == "acknowledged" and getattr(self._local, "acknowledging", False):
+            return "FULL"
+        return "NORMAL"
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
