@@ -278,3 +278,24 @@ def test_a_redirect_to_another_host_carries_neither_the_callback_token_nor_the_s
     assert "was not given the callback token" in error_of(accepted)
     assert accepted.failure is not None
     assert not accepted.failure.retryable
+
+
+def test_a_cookie_one_tenant_s_handler_sets_never_rides_on_another_s_delivery(
+    system: Dynacron, sink: Sink
+) -> None:
+    """One HTTP client delivers for every tenant: a cookie jar in it would send a
+    session cookie a host gave for one tenant's task along with any other
+    tenant's delivery to that host, payload and all, as that session."""
+    delivery = HttpDelivery(
+        UrlPolicy(("127.0.0.0/8",)), 2.0, CLOCK, secrets_of=lambda _: ["s"], resolver=FakeDns({})
+    )
+    sink.answer = lambda _: (200, {"Set-Cookie": "session=alice-s; Path=/"})
+    alice_s = task_for(system.settings, f"{sink.url}/hook")
+    bob_s = dataclasses.replace(alice_s, task_id="t2", tenant_id="bob")
+    # Given the host answered Alice's delivery with a session cookie
+    assert delivery.deliver(alice_s, DISPATCH, TOKEN).ok
+    # When Bob's task, and Alice's again, are delivered to the same host
+    assert delivery.deliver(bob_s, dataclasses.replace(DISPATCH, task_id="t2"), TOKEN).ok
+    assert delivery.deliver(alice_s, DISPATCH, TOKEN).ok
+    # Then no delivery carried a cookie: every one stands on its signature alone
+    assert [d.headers.get("Cookie") for d in sink.snapshot()] == [None, None, None]

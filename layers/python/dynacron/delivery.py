@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from http.cookiejar import Cookie, CookieJar
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -45,6 +47,22 @@ DEFAULT_MAX_RETRY_AFTER_SECONDS = 3600
 
 
 SecretsOf = Callable[[str], Sequence[str]]
+
+
+class NoCookies(CookieJar):
+    """A cookie jar that keeps nothing. One client delivers for every tenant: a
+    cookie kept from one tenant's delivery (a session a host handed out) would go
+    along with any other tenant's delivery to that host, and act as that session.
+    A delivery stands on its signature alone."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+    def set_cookie(self, cookie: Cookie) -> None:
+        return None
+
+    def add_cookie_header(self, request: Any) -> None:
+        return None
 
 
 def request_body(task: Task, dispatch: Dispatch, api_base_url: str | None = None) -> bytes:
@@ -108,6 +126,7 @@ class HttpDelivery:
             timeout=timeout_seconds,
             follow_redirects=False,
             transport=PinnedTransport(policy, resolver),
+            cookies=NoCookies(),
             headers={"User-Agent": f"dynacron/{__version__}"},
         )
 
