@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
-from types import TracebackType
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import Execution, ExecutionStatus, HandlerCallRecord, LeaseTerms
@@ -136,56 +137,83 @@ class AttemptRecords:
         return self._executions.held_call(self._execution_id)
 
 
-class Heartbeat:
-    """Extends a running lease every ``heartbeat_interval`` until the block ends.
+class Heartbeats:
+    """Extends the running leases of one worker, each every ``heartbeat_interval``
+    while its attempt is inside ``keeping()``, all from one thread.
 
     A renewal refused by its condition means the lease was lost (the reaper took
-    it over); the heartbeat stops, and the outcome write will be refused too.
+    it over): that lease is renewed no more, and the outcome write will be refused
+    too. No lease is renewed once ``keeping()`` has returned. The thread starts
+    with the first lease and ends after ``linger`` with none (a thread per
+    attempt cost more than the rest of a fire's bookkeeping on the embedded store).
     """
 
     def __init__(
         self,
         executions: ExecutionStore,
-        execution_id: str,
-        lease_token: str,
         terms: LeaseTerms,
         clock: Clock,
+        linger: float = 1.0,
     ) -> None:
         self._executions = executions
-        self._execution_id = execution_id
-        self._lease_token = lease_token
         self._terms = terms
         self._clock = clock
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._beat, name=f"heartbeat-{execution_id}", daemon=True
-        )
+        self._linger = linger
+        self._changed = threading.Condition()
+        # (execution id, lease token) -> when its next renewal is due (monotonic).
+        self._due: dict[tuple[str, str], float] = {}
+        self._renewing: tuple[str, str] | None = None
+        self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
+    @contextmanager
+    def keeping(self, execution_id: str, lease_token: str) -> Iterator[None]:
+        lease = (execution_id, lease_token)
+        interval = self._terms.heartbeat_interval.total_seconds()
+        with self._changed:
+            self._due[lease] = time.monotonic() + interval
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._beat, name="heartbeats", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._due.pop(lease, None)
+                while self._renewing == lease:
+                    self._changed.wait()
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        self._thread.join()
+    def _next(self) -> tuple[str, str] | None:
+        """The lease to renew now, once it is due; None: none left to keep."""
+        with self._changed:
+            while True:
+                if not self._due:
+                    self._changed.wait(self._linger)
+                    if not self._due:
+                        self._thread = None
+                        return None
+                    continue
+                lease, due = min(self._due.items(), key=lambda item: item[1])
+                wait = due - time.monotonic()
+                if wait <= 0:
+                    self._due[lease] = due + self._terms.heartbeat_interval.total_seconds()
+                    self._renewing = lease
+                    return lease
+                self._changed.wait(wait)
 
     def _beat(self) -> None:
-        interval = self._terms.heartbeat_interval.total_seconds()
-        while not self._stop.wait(interval):
+        while (lease := self._next()) is not None:
+            execution_id, lease_token = lease
+            renewed = True
             try:
                 renewed = self._executions.renew(
-                    self._execution_id,
-                    self._lease_token,
-                    self._clock.now() + self._terms.running,
+                    execution_id, lease_token, self._clock.now() + self._terms.running
                 )
             except Exception:
                 logger.warning("heartbeat failed; trying again", exc_info=True)
-                continue
-            if not renewed:
-                logger.warning("lease lost", extra={"execution_id": self._execution_id})
-                return
+            with self._changed:
+                self._renewing = None
+                if not renewed:
+                    self._due.pop(lease, None)
+                    logger.warning("lease lost", extra={"execution_id": execution_id})
+                self._changed.notify_all()

@@ -73,7 +73,7 @@ from dynacron.ports import (
     UnreadableTaskError,
     reason_of,
 )
-from dynacron.services.attempt_guards import AttemptRecords, Heartbeat, HeldBack
+from dynacron.services.attempt_guards import AttemptRecords, Heartbeats, HeldBack
 from dynacron.services.limits import LimitGate, Pass, Wait
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
@@ -113,6 +113,7 @@ class ExecutionRunner:
         self._terms = lease_terms
         self._faults = faults
         self._limits = limits
+        self._heartbeats = Heartbeats(executions, lease_terms, clock)
 
     def run(self, dispatch: Dispatch, invocation: RemainingTime | None = None) -> Outcome:
         """Run one attempt; returns what became of it. Raises only on infrastructure errors."""
@@ -292,9 +293,7 @@ class ExecutionRunner:
         if dispatch.attempt == 1:
             lag = scheduling_lag(dispatch.scheduled_at, began_at)
             self._metrics.scheduling_lag(lag.total_seconds())
-        with Heartbeat(
-            self._executions, dispatch.execution_id, lease_token, self._terms, self._clock
-        ):
+        with self._heartbeats.keeping(dispatch.execution_id, lease_token):
             # As late as possible: the slots must outlast the call itself.
             if self._limits is not None and admitted is not None:
                 wait = self._limits.before_call(admitted)
