@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from dynacron.domain.create_keys import KEY_LIFETIME, CreateKey, KeyReservation
 from dynacron.domain.limits import (
     BreakerPolicy,
     BreakerState,
@@ -240,3 +241,45 @@ def test_host_state_is_replaced_only_from_the_version_read(adapters: AdapterSet)
     assert limits.replace_host(paused, START + 2 * SECOND)
     assert limits.host("acme/host").paused_until == START + HOUR
     assert limits.host("other/host") == HostState(host="other/host")
+
+
+# Idempotency keys of task creations -----------------------------------------------
+
+
+def create_key(key: str, body: object = None) -> CreateKey:
+    return CreateKey.of(key, body if body is not None else {"rate": "1 hour"})
+
+
+def test_a_create_key_is_held_by_its_first_task_until_it_expires(adapters: AdapterSet) -> None:
+    keys = adapters.create_keys
+    key = create_key("key-1")
+    # Given a key reserved for one task
+    first = keys.reserve("alice", key, "task-1", START)
+    assert first == KeyReservation("task-1", key.fingerprint, created=False)
+    # When another request reserves it, with another body and another task id
+    other = create_key("key-1", {"rate": "2 hours"})
+    # Then it is told what holds the key: the first task, its body, not created yet
+    assert keys.reserve("alice", other, "task-2", START + HOUR) == first
+    # And once the first task is stored, the reservation says so
+    keys.mark_created("alice", "key-1", "task-1")
+    assert keys.reserve("alice", key, "task-3", START + HOUR) == KeyReservation(
+        "task-1", key.fingerprint, created=True
+    )
+    # And a day after its reservation, the key is free again
+    later = START + KEY_LIFETIME
+    assert keys.reserve("alice", other, "task-4", later) == KeyReservation(
+        "task-4", other.fingerprint, created=False
+    )
+    # And the first task's late confirmation does not mark the new reservation
+    keys.mark_created("alice", "key-1", "task-1")
+    assert keys.reserve("alice", other, "task-5", later).created is False
+
+
+def test_create_keys_are_each_tenant_s_own(adapters: AdapterSet) -> None:
+    keys = adapters.create_keys
+    # Two tenants with the same key, and two whose names and keys would run together
+    pairs = [("alice", "k"), ("bob", "k"), ("a#b", "c"), ("a", "b#c")]
+    for number, (tenant, key) in enumerate(pairs):
+        held = keys.reserve(tenant, create_key(key), f"task-{number}", START)
+        # Then each reservation is its own: none found another's
+        assert held.task_id == f"task-{number}", (tenant, key)

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -22,7 +23,12 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def local() -> Iterator[str]:
     runtime = LocalRuntime(
-        LocalOptions(port=0, shards=2, workers=2, api_keys=(("k1", "team-a"), ("k2", "team-b")))
+        LocalOptions(
+            port=0,
+            shards=2,
+            workers=2,
+            api_keys=(("k1", "team-a"), ("k2", "team-b"), ("k3", "team-c")),
+        )
     ).start()
     yield runtime.api_url
     runtime.stop()
@@ -72,8 +78,17 @@ def test_the_cli_creates_lists_gets_and_deletes_with_json_and_tables(local: str)
         "http://127.0.0.1:9/h",
         "--name",
         "report",
+        "--idempotency-key",
+        "report-v1",
     )
     assert created["schedule"] == {"kind": "cron", "expression": "0 9 * * MON-FRI"}
+    # Run again with the same key (a script retried): the same task, not a second
+    again = cli(
+        "tasks", *target, "--json", "create", "--cron", "0 9 * * MON-FRI", "--tz",
+        "Europe/Berlin", "--handler-url", "http://127.0.0.1:9/h", "--name", "report",
+        "--idempotency-key", "report-v1",
+    )  # fmt: skip
+    assert again == created
     listed = cli("tasks", *target, "--json", "list")
     assert [t["task_id"] for t in listed["items"]] == [created["task_id"]]
     table = cli("tasks", *target, "list")
@@ -148,3 +163,38 @@ def test_pause_resume_trigger_and_dead_letters_from_the_cli_and_the_client(
     result = runner.invoke(app, ["tasks", *other, "trigger", task_id])
     assert result.exit_code == 1
     assert "404" in result.output
+
+
+class AnswerLost(httpx.HTTPTransport):
+    """The network between client and API: the first request reaches the API, and
+    its answer is lost on the way back (a timeout, as the client sees it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[httpx.Request] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append(request)
+        response = super().handle_request(request)
+        if len(self.sent) == 1:
+            response.read()
+            raise httpx.ReadTimeout("the answer was lost", request=request)
+        return response
+
+
+def test_a_create_whose_answer_was_lost_is_retried_into_the_same_task(local: str) -> None:
+    network, hook = AnswerLost(), "http://127.0.0.1:9/h"
+    with dynacron.Client(local, api_key="k3", transport=network) as client:
+        # When a create reaches the API and its answer is lost
+        task = client.create_task(rate="1 hour", handler_url=hook, name="once")
+        # Then the client sent it again with the same key, and the tenant has one task
+        first, retried = (r.headers["Idempotency-Key"] for r in network.sent)
+        assert first == retried
+        assert [t.task_id for t in client.iter_tasks()] == [task.task_id]
+        # And a create with a key of the caller's own is refused for another body
+        client.create_task(rate="1 hour", handler_url="http://127.0.0.1:9/h", idempotency_key="k")
+        with pytest.raises(ApiError) as reused:
+            client.create_task(
+                rate="2 hours", handler_url="http://127.0.0.1:9/h", idempotency_key="k"
+            )
+        assert reused.value.status == 422

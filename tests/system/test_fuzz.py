@@ -43,6 +43,7 @@ LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "ip6-localhost"}
 # limit (the problem's ``limit``, e.g. ``max_tasks_per_tenant``): see
 # ``refused_only_for_what_the_document_cannot_state``.
 DOCUMENT_CANNOT_STATE = {
+    "Idempotency-Key": "that the key came with another body in the last 24 hours",
     "cron": "a cron expression's grammar and ranges, and whether it ever fires",
     "rate": "a duration's grammar and bounds",
     "fixed_delay": "a duration's grammar and bounds",

@@ -116,6 +116,7 @@ class Dynacron:
             tasks=self.tasks,
             executions=self.executions,
             tenants=self.tenants,
+            create_keys=adapters.create_keys,
             starter=self.starter,
             settings=settings,
             clock=clock,

@@ -194,6 +194,10 @@ def tasks_create(
     name: Annotated[str | None, typer.Option(help="A name to recognise it by")] = None,
     tz: Annotated[str, typer.Option("--tz", help="IANA time zone")] = "UTC",
     payload: Annotated[str, typer.Option(help="JSON object sent with every execution")] = "{}",
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(help="Run the command again with the same key: one task (for 24 hours)"),
+    ] = None,
 ) -> None:
     """Register a task: give exactly one of --cron, --rate or --at."""
     target = _target(ctx)
@@ -216,7 +220,7 @@ def tasks_create(
         console.print(f"[red]error:[/red] {error}")
         raise typer.Exit(2) from None
     with api(target) as client:
-        task = client.create_task(request)
+        task = client.create_task(request, idempotency_key=idempotency_key)
     show(target, task, _tasks_table)
 
 

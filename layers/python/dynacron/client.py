@@ -7,6 +7,8 @@ an ``api_key`` where the deployment maps keys to tenants.
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Generator, Iterator
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -15,6 +17,7 @@ import httpx
 from pydantic import BaseModel
 
 from dynacron.api.identity import API_KEY_HEADER
+from dynacron.domain.create_keys import HEADER as CREATE_KEY_HEADER
 from dynacron.models import BackfillRequest, TaskCreate, TaskPatch
 from dynacron.views import (
     BackfillView,
@@ -29,6 +32,9 @@ from dynacron.views import (
 )
 
 LOCAL_URL = "http://127.0.0.1:8080"
+# A create that got no answer is sent again, with its key, this many times in all.
+CREATE_ATTEMPTS = 3
+CREATE_BACKOFF_SECONDS = 0.5
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -120,9 +126,24 @@ class Client:
         self._http.close()
 
     # tasks
-    def create_task(self, task: TaskCreate | None = None, **fields: Any) -> TaskView:
+    def create_task(
+        self, task: TaskCreate | None = None, *, idempotency_key: str | None = None, **fields: Any
+    ) -> TaskView:
+        """Register a task. Safe to retry: the request carries an ``Idempotency-Key``
+        (``idempotency_key``, else a fresh one), and a request that got no answer
+        (the connection failed or timed out) is sent again with the same key, up to
+        ``CREATE_ATTEMPTS`` times: the API returns the task the first one made."""
         body = (task or TaskCreate(**fields)).model_dump(exclude_none=True, exclude_unset=True)
-        return self._call(TaskView, "POST", "/tasks", json=body)
+        headers = {CREATE_KEY_HEADER: idempotency_key or uuid.uuid4().hex}
+        attempt = 1
+        while True:
+            try:
+                return self._call(TaskView, "POST", "/tasks", json=body, headers=headers)
+            except ApiUnreachable:
+                if attempt >= CREATE_ATTEMPTS:
+                    raise
+            time.sleep(CREATE_BACKOFF_SECONDS * attempt)
+            attempt += 1
 
     def list_tasks(self, limit: int = 50, next_token: str | None = None) -> TaskPage:
         return self._call(TaskPage, "GET", "/tasks", params=_page(limit, next_token))

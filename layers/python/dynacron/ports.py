@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
 from dynacron.domain.claiming import Claim
+from dynacron.domain.create_keys import CreateKey, KeyReservation
 from dynacron.domain.executions import (
     Dispatch,
     Execution,
@@ -345,6 +346,22 @@ class TenantStore(Protocol):
     def rotate_secret(self, tenant_id: str, fresh_secret: str) -> list[str] | None: ...
 
 
+class CreateKeys(Protocol):
+    """Each tenant's idempotency keys of task creations (``domain.create_keys``)."""
+
+    def reserve(
+        self, tenant_id: str, key: CreateKey, task_id: str, now: datetime
+    ) -> KeyReservation:
+        """Hold ``key`` for ``task_id`` until ``now`` plus ``KEY_LIFETIME``, unless it
+        is held (and had not expired at ``now``): then what holds it. Of two at
+        once, one holds it and the other is told what holds it."""
+        ...
+
+    def mark_created(self, tenant_id: str, key: str, task_id: str) -> None:
+        """The task ``key`` holds was stored."""
+        ...
+
+
 class ShardLeases(Protocol):
     """Which tick works a shard, and until when; a handover is one change."""
 
@@ -422,6 +439,7 @@ class AdapterSet:
     executions: ExecutionStore
     cursors: CursorStore
     tenants: TenantStore
+    create_keys: CreateKeys
     leases: ShardLeases
     limits: LimitStore
     queue: DispatchQueue

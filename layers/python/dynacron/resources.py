@@ -151,6 +151,8 @@ SLOT_KEY_PREFIX = "slot#"
 LIMIT_KEY_PREFIXES = (HOST_KEY_PREFIX, RATE_KEY_PREFIX, SLOT_KEY_PREFIX)
 # A tenant's record: its task count and signing secrets (workers only read it).
 TENANT_KEY_PREFIX = "tenant#"
+# A task creation's idempotency key (the API's alone).
+CREATE_KEY_PREFIX = "create-key#"
 # A shard's tick cursor and history: the claim function may read it, nothing more.
 CURSOR_KEY_PREFIX = "tick-cursor#"
 

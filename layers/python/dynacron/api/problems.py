@@ -8,6 +8,8 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 
 from dynacron.api.json_body import NOT_AN_OBJECT
+from dynacron.domain.create_keys import HEADER as CREATE_KEY_HEADER
+from dynacron.domain.create_keys import KEY_RULE
 from dynacron.views import Problem
 
 PROBLEM_JSON = "application/problem+json"
@@ -20,6 +22,10 @@ _PYDANTIC_MESSAGES = {
     "int_type": "must be an integer",
     "int_parsing": "must be an integer",
 }
+
+# Headers, named as their documents spell them, and what is wrong with any value
+# refused: a pattern is no message for a person.
+_HEADERS = {CREATE_KEY_HEADER.lower(): (CREATE_KEY_HEADER, KEY_RULE)}
 
 
 def problem(
@@ -39,7 +45,10 @@ def problem(
 
 
 def field_name(location: Sequence[Any]) -> str:
-    """``("body", "payload", "x")`` -> ``payload.x``; ``("query", "limit")`` -> ``limit``."""
+    """``("body", "payload", "x")`` -> ``payload.x``; ``("query", "limit")`` -> ``limit``;
+    ``("header", "idempotency-key")`` -> ``Idempotency-Key``."""
+    if len(location) == 2 and location[0] == "header" and location[1] in _HEADERS:
+        return _HEADERS[location[1]][0]
     parts = [str(p) for p in location if p not in ("body", "query", "path")]
     return ".".join(parts) or "body"
 
@@ -54,5 +63,8 @@ def describe_validation_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
             message = reason if reason == NOT_AN_OBJECT else f"is not valid JSON ({reason})"
             described.append({"field": "body", "message": message})
             continue
-        described.append({"field": field_name(error.get("loc", ())), "message": message})
+        field = field_name(error.get("loc", ()))
+        if field.lower() in _HEADERS:
+            message = _HEADERS[field.lower()][1]
+        described.append({"field": field, "message": message})
     return described

@@ -19,7 +19,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
-from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
 
 from dynacron import __version__
@@ -33,6 +33,7 @@ from dynacron.callbacks import (
     is_callback_path,
 )
 from dynacron.config import Settings
+from dynacron.domain.create_keys import KEY_PATTERN, MAX_KEY_LENGTH, CreateKey
 from dynacron.domain.errors import (
     CallbackRefused,
     Conflict,
@@ -68,6 +69,17 @@ DOCS_PATH = "/docs"
 PUBLIC_PATHS = frozenset({OPENAPI_PATH, DOCS_PATH})
 TENANT_CONTEXT_KEY = "tenant"
 
+CreateKeyHeader = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=MAX_KEY_LENGTH,
+        pattern=KEY_PATTERN,
+        description="Retry a create safely: the same key and body within 24 hours return "
+        "the task the first request made (Idempotent-Replayed: true), not a second one",
+    ),
+]
 PageLimit = Annotated[int, Query(ge=1, le=100, description="Items per page")]
 PageToken = Annotated[str | None, Query(max_length=2048, description="From the previous page")]
 PreviewCount = Annotated[int, Query(ge=1, le=100, description="How many occurrences")]
@@ -156,10 +168,21 @@ def build_api(
     def sent_callback_token() -> str | None:
         return app.current_event.headers.get(CALLBACK_TOKEN_HEADER)  # case-insensitive
 
-    @app.post("/tasks", responses=problems(413, ok=(201, "Registered")))
-    def create_task(body: TaskCreate) -> Response[TaskView]:
-        task = tasks.register(caller_tenant(), body.to_spec())
-        return Response(status_code=201, body=TaskView.of(task), content_type="application/json")
+    @app.post("/tasks", responses=problems(409, 413, ok=(201, "Registered")))
+    def create_task(
+        body: TaskCreate, idempotency_key: CreateKeyHeader = None
+    ) -> Response[TaskView]:
+        if idempotency_key is None:
+            task = tasks.register(caller_tenant(), body.to_spec())
+            return Response(201, body=TaskView.of(task), content_type="application/json")
+        key = CreateKey.of(idempotency_key, app.current_event.json_body)
+        task, replayed = tasks.register_once(caller_tenant(), body.to_spec(), key)
+        return Response(
+            201,
+            body=TaskView.of(task),
+            content_type="application/json",
+            headers={"Idempotent-Replayed": "true"} if replayed else None,
+        )
 
     @app.get("/tasks", responses=problems())
     def list_tasks(limit: PageLimit = 50, next_token: PageToken = None) -> TaskPage:

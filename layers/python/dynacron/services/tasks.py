@@ -12,6 +12,7 @@ from typing import Any
 
 from dynacron.config import Settings
 from dynacron.domain.clock import Clock
+from dynacron.domain.create_keys import HEADER, CreateKey
 from dynacron.domain.errors import (
     Conflict,
     InvalidRequest,
@@ -40,7 +41,7 @@ from dynacron.domain.tasks import (
 )
 from dynacron.domain.urls import UrlPolicy
 from dynacron.handlers import HandlerRegistry
-from dynacron.ports import ExecutionStore, Page, TaskStore, TenantStore
+from dynacron.ports import CreateKeys, ExecutionStore, Page, TaskStore, TenantStore
 from dynacron.safe_connections import Resolver, check_handler_url
 from dynacron.services.aftermath import RunStarter
 
@@ -71,6 +72,7 @@ class TaskService:
         tasks: TaskStore,
         executions: ExecutionStore,
         tenants: TenantStore,
+        create_keys: CreateKeys,
         starter: RunStarter,
         settings: Settings,
         clock: Clock,
@@ -79,6 +81,7 @@ class TaskService:
     ) -> None:
         self._starter = starter
         self._tenants = tenants
+        self._create_keys = create_keys
         self._resolver = resolver
         self._tasks = tasks
         self._executions = executions
@@ -89,20 +92,59 @@ class TaskService:
 
     def register(self, tenant_id: str, spec: TaskSpec) -> Task:
         """Check ``spec`` completely, then store the task within the tenant's quota."""
-        now = to_utc_ms(self._clock.now())
         # The id comes first: it is the seed that spreads a cron schedule's H fields.
-        task_id = uuid.uuid4().hex
-        task = new_task(spec, now, task_id=task_id, tenant_id=tenant_id)
-        self._check_chain(tenant_id, task_id, task.schedule)
-        check_min_interval(task.schedule, now, self._settings.min_interval_seconds)
-        self._check_handler(task)
-        self._check_payload_size(task.payload)
+        return self._register(tenant_id, spec, uuid.uuid4().hex)
+
+    def register_once(self, tenant_id: str, spec: TaskSpec, key: CreateKey) -> tuple[Task, bool]:
+        """``register``, once per idempotency key: the task and whether an earlier
+        request with this key made it (then it is returned as it now is).
+
+        The key is reserved first, naming the id the task will have; a retry after a
+        crash between the reservation and the task creates that same id, and two
+        requests at once create it once (the second is told the id is taken). A
+        request refused as invalid takes no key: its corrected retry may use it.
+        """
+        self._checked(tenant_id, spec, uuid.uuid4().hex, to_utc_ms(self._clock.now()))
+        held = self._create_keys.reserve(tenant_id, key, uuid.uuid4().hex, self._clock.now())
+        if held.fingerprint != key.fingerprint:
+            raise InvalidRequest(
+                HEADER,
+                "was sent with another request in the last 24 hours: send the same body "
+                "to retry that request, or a new key for a new one",
+            )
+        made = self._tasks.get_owned(tenant_id, held.task_id)
+        if made is not None:
+            return made, True
+        if held.created:
+            raise Conflict(f"the task created with this {HEADER} ({held.task_id}) was deleted")
+        try:
+            task = self._register(tenant_id, spec, held.task_id)
+        except InvalidRequest:
+            made = self._tasks.get_owned(tenant_id, held.task_id)
+            if made is None:
+                raise
+            return made, True  # a request with the same key, at the same time
+        self._create_keys.mark_created(tenant_id, key.key, held.task_id)
+        return task, False
+
+    def _register(self, tenant_id: str, spec: TaskSpec, task_id: str) -> Task:
+        now = to_utc_ms(self._clock.now())
+        task = self._checked(tenant_id, spec, task_id, now)
         self._tasks.create_within_quota(
             task,
             self._settings.sharding.place(task_id, task.next_run_at, now),
             self._settings.max_tasks_per_tenant,
             new_signing_secret(),
         )
+        return task
+
+    def _checked(self, tenant_id: str, spec: TaskSpec, task_id: str, now: datetime) -> Task:
+        """The task ``spec`` makes, checked completely; raises what is wrong with it."""
+        task = new_task(spec, now, task_id=task_id, tenant_id=tenant_id)
+        self._check_chain(tenant_id, task_id, task.schedule)
+        check_min_interval(task.schedule, now, self._settings.min_interval_seconds)
+        self._check_handler(task)
+        self._check_payload_size(task.payload)
         return task
 
     def patch(self, tenant_id: str, task_id: str, changes: TaskChanges) -> Task:

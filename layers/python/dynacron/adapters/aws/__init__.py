@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from dynacron.adapters.aws.create_keys import DynamoCreateKeys
 from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.adapters.aws.executions import DynamoExecutionStore
 from dynacron.adapters.aws.leases import DynamoShardLeases
@@ -25,6 +26,7 @@ def aws_adapters(
         executions=DynamoExecutionStore(dynamodb, settings.executions_table, execution_retention),
         cursors=DynamoCursorStore(dynamodb, settings.coordination_table),
         tenants=DynamoTenantStore(dynamodb, settings.coordination_table),
+        create_keys=DynamoCreateKeys(dynamodb, settings.coordination_table),
         leases=DynamoShardLeases(dynamodb, settings.coordination_table),
         limits=DynamoLimitStore(dynamodb, settings.coordination_table),
         queue=SqsDispatchQueue(sqs, settings.dispatch_queue_url),

@@ -12,6 +12,7 @@ from dynacron.adapters.sqlite.coordination import (
     SqliteShardLeases,
     SqliteTenantStore,
 )
+from dynacron.adapters.sqlite.create_keys import SqliteCreateKeys
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.executions import SqliteExecutionStore
 from dynacron.adapters.sqlite.queue import SqliteQueues
@@ -24,13 +25,14 @@ from dynacron.resources import LEASE_SHARDS
 
 @dataclass(frozen=True)
 class SqliteStores:
-    """The six stores on one database; the queues (``adapters/sqlite/queue_ports.py``)
+    """The seven stores on one database; the queues (``adapters/sqlite/queue_ports.py``)
     complete them into an ``AdapterSet``."""
 
     tasks: SqliteTaskStore
     executions: SqliteExecutionStore
     cursors: SqliteCursorStore
     tenants: SqliteTenantStore
+    create_keys: SqliteCreateKeys
     leases: SqliteShardLeases
     limits: SqliteLimitStore
 
@@ -41,6 +43,7 @@ class SqliteStores:
             executions=self.executions,
             cursors=self.cursors,
             tenants=self.tenants,
+            create_keys=self.create_keys,
             leases=self.leases,
             limits=self.limits,
             queue=queue,
@@ -61,6 +64,7 @@ def sqlite_stores(
         executions=SqliteExecutionStore(database, execution_retention, lease_shards),
         cursors=SqliteCursorStore(database),
         tenants=SqliteTenantStore(database),
+        create_keys=SqliteCreateKeys(database),
         leases=SqliteShardLeases(database),
         limits=SqliteLimitStore(database, rng),
     )

@@ -90,6 +90,16 @@ COORDINATION = (
         holder TEXT NOT NULL,
         lease_until TEXT NOT NULL
     )""",
+    """CREATE TABLE IF NOT EXISTS create_keys (
+        tenant_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        created INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, key)
+    )""",
+    "CREATE INDEX IF NOT EXISTS create_keys_expiry ON create_keys (expires_at)",
 )
 
 STATEMENTS = TASKS + EXECUTIONS + COORDINATION

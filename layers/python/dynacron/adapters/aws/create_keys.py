@@ -1,0 +1,74 @@
+"""Idempotency keys of task creations in the coordination table (the ``CreateKeys`` port)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from dynacron.adapters.aws.errors import translating
+from dynacron.adapters.aws.items import conditional_write, from_item, to_item
+from dynacron.domain.create_keys import KEY_LIFETIME, CreateKey, KeyReservation
+from dynacron.resources import CREATE_KEY_PREFIX
+
+
+def create_key_key(tenant_id: str, key: str) -> dict[str, Any]:
+    """The record's key: the tenant and the key, unambiguous whatever either holds."""
+    return to_item({"key": CREATE_KEY_PREFIX + json.dumps([tenant_id, key])})
+
+
+class DynamoCreateKeys:
+    """One record per tenant and key; DynamoDB's TTL removes it after ``KEY_LIFETIME``
+    (until then an expired one counts as absent)."""
+
+    def __init__(self, client: Any, coordination_table: str) -> None:
+        self._client = translating(client)
+        self._table = coordination_table
+
+    def reserve(
+        self, tenant_id: str, key: CreateKey, task_id: str, now: datetime
+    ) -> KeyReservation:
+        expires_at = int((now + KEY_LIFETIME).timestamp())
+        reserved = conditional_write(
+            self._client.update_item,
+            self._table,
+            Key=create_key_key(tenant_id, key.key),
+            UpdateExpression=(
+                "SET task_id = :task, fingerprint = :fingerprint, created = :no, "
+                "expires_at = :expires"
+            ),
+            ConditionExpression="attribute_not_exists(#key) OR expires_at <= :now",
+            ExpressionAttributeNames={"#key": "key"},
+            ExpressionAttributeValues=to_item(
+                {
+                    ":task": task_id,
+                    ":fingerprint": key.fingerprint,
+                    ":no": False,
+                    ":expires": expires_at,
+                    ":now": int(now.timestamp()),
+                }
+            ),
+        )
+        if reserved:
+            return KeyReservation(task_id, key.fingerprint, created=False)
+        held = from_item(
+            self._client.get_item(
+                TableName=self._table,
+                Key=create_key_key(tenant_id, key.key),
+                ConsistentRead=True,
+            ).get("Item")
+            or {}
+        )
+        return KeyReservation(held["task_id"], held["fingerprint"], bool(held.get("created")))
+
+    def mark_created(self, tenant_id: str, key: str, task_id: str) -> None:
+        # Only the reservation of this task: one that expired and was taken since
+        # names another.
+        conditional_write(
+            self._client.update_item,
+            self._table,
+            Key=create_key_key(tenant_id, key),
+            UpdateExpression="SET created = :yes",
+            ConditionExpression="task_id = :task",
+            ExpressionAttributeValues=to_item({":yes": True, ":task": task_id}),
+        )
