@@ -491,12 +491,17 @@ class Deployment:
     # --- the API, behind API Gateway's per-method authorisation -----------------------
 
     def api_event(
-        self, method: str, path: str, body: Any = None, principal: str | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        principal: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> dict[str, Any] | None:
         """API Gateway's proxy event, or None when it would refuse the request itself."""
         data = json.dumps(body).encode() if body is not None else b""
-        headers = {"content-type": "application/json"} if data else {}
-        event = proxy_event(method, path, headers, data, "127.0.0.1")
+        sent = ({"content-type": "application/json"} if data else {}) | (headers or {})
+        event = proxy_event(method, path, sent, data, "127.0.0.1")
         authorization = self.authorization(method, urlsplit(path).path)
         if authorization == "AWS_IAM":
             if principal is None:
@@ -507,9 +512,15 @@ class Deployment:
         return event
 
     def api(
-        self, method: str, path: str, body: Any = None, *, principal: str | None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        principal: str | None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, Any]:
-        event = self.api_event(method, path, body, principal)
+        event = self.api_event(method, path, body, principal, headers)
         if event is None:
             return 403, {"message": "Missing Authentication Token"}
         response = self.function("api").invoke(event, LocalContext("api"))

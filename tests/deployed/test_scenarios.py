@@ -295,6 +295,24 @@ def test_two_tenants_see_and_touch_only_their_own_tasks(
     assert deployed.api("GET", "/tasks", principal=None)[0] == 403
 
 
+def test_a_create_retried_with_its_idempotency_key_makes_one_task(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    body = {"rate": "1 hour", "handler_url": sink.url}
+    key = {"Idempotency-Key": "deployed-create-1"}
+    first = deployed.api("POST", "/tasks", body, principal=principal, headers=key)
+    again = deployed.api("POST", "/tasks", body, principal=principal, headers=key)
+    assert first[0] == again[0] == 201
+    assert again[1]["task_id"] == first[1]["task_id"]
+    other = deployed.api(
+        "POST", "/tasks", body | {"rate": "2 hours"}, principal=principal, headers=key
+    )
+    assert other[0] == 422
+    status, page = deployed.api("GET", "/tasks", principal=principal)
+    assert status == 200
+    assert [t["task_id"] for t in page["items"]] == [first[1]["task_id"]]
+
+
 def test_a_lost_retry_is_sent_again_by_the_reaper(
     deployed: Deployment, principal: str, sink: Sink
 ) -> None:
