@@ -461,6 +461,7 @@ def test_two_changes_racing_to_close_a_cycle_cannot_both_succeed(
         tasks=racing,
         executions=app.executions,
         tenants=app.tenants,
+        create_keys=app.adapters.create_keys,
         starter=app.starter,
         settings=pipeline.settings,
         clock=pipeline.clock,
