@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 
-from dynacron.adapters.aws.queue import SqsDispatchQueue
 from dynacron.app import Dynacron
 from dynacron.domain.executions import Dispatch
 from dynacron.faults import Boundary
+from dynacron.ports import DispatchQueue
 from dynacron.services.tick import Ticker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -248,24 +248,28 @@ class FakeLambdaContext:
         return self.remaining_millis
 
 
-class RecordingQueue(SqsDispatchQueue):
-    """The real SQS adapter, remembering what SQS accepted, in order."""
+class RecordingQueue:
+    """A system's own dispatch queue (either adapter set), remembering what it accepted, in order."""
 
-    def __init__(self, client: Any, queue_url: str) -> None:
-        super().__init__(client, queue_url)
+    def __init__(self, queue: DispatchQueue) -> None:
+        self._queue = queue
         self.accepted: list[Dispatch] = []
 
     def send(self, dispatches: list[Dispatch]) -> list[Dispatch]:
-        accepted = super().send(dispatches)
+        accepted = self._queue.send(dispatches)
         self.accepted += accepted
         return accepted
 
+    def depth(self) -> int:
+        return self._queue.depth()
 
-def recording_ticker(
-    system: Dynacron, aws: tuple[Any, Any], **settings: Any
-) -> tuple[Ticker, RecordingQueue]:
+    def send_later(self, dispatch: Dispatch, delay_seconds: float) -> None:
+        self._queue.send_later(dispatch, delay_seconds)
+
+
+def recording_ticker(system: Dynacron, **settings: Any) -> tuple[Ticker, RecordingQueue]:
     """The real tick over a recording queue; ``settings`` override the system's."""
-    queue = RecordingQueue(aws[1], system.settings.dispatch_queue_url)
+    queue = RecordingQueue(system.queue)
     ticker = Ticker(
         tasks=system.tasks,
         executions=system.executions,

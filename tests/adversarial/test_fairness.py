@@ -4,13 +4,14 @@ Tenant A floods a shard with a resumed ``run_all`` backlog; tenant B's on-time
 tasks in the same shard must not wait for it (finding 4). Lateness the scheduler
 causes itself (pacing) must never turn into a missed occurrence (finding 6). A
 backfilled or caught-up occurrence years old must not be written already expired
-(finding 7). Everything runs the real tick and stores against moto, with a clock
-the test moves.
+(finding 7). Everything runs the real tick and stores, with a clock the test
+moves: against moto, or the embedded set where the test needs the tick alone.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -48,6 +49,12 @@ def one_shard(aws: tuple[Any, Any], clock: SettableClock) -> Dynacron:
         tick_concurrency=1,
     )
     return Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock, sleep=sleep_moving(clock))
+
+
+@pytest.fixture
+def one_embedded_shard(embedded: Callable[..., Dynacron]) -> Dynacron:
+    """The same on the embedded set: the flood tests need the tick, not AWS."""
+    return embedded(shard_count=1, tick_concurrency=1)
 
 
 def register(system: Dynacron, tenant_id: str, **fields: Any) -> str:
@@ -107,14 +114,14 @@ def flood_and_on_time(
 
 
 def test_a_resumed_run_all_flood_never_delays_what_is_due_now(
-    one_shard: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+    one_embedded_shard: Dynacron, clock: SettableClock
 ) -> None:
     """Finding 4: 100 per-second run_all tasks resumed after a day's pause sorted
     first and took every claim of every tick (8.6 M occurrences ahead of everyone
     else); tenant B's on-time tasks in the same shard never fired."""
-    system = one_shard
+    system = one_embedded_shard
     # Given tenant A's flood and tenant B's 100 tasks, all due now, in one shard
-    ticker, queue = recording_ticker(system, aws, catchup_max_runs=5)
+    ticker, queue = recording_ticker(system, catchup_max_runs=5)
     flood, on_time, due = flood_and_on_time(system, ticker, clock, with_flood=True)
     # When one tick runs
     report = tick(ticker)
@@ -146,12 +153,12 @@ def test_a_resumed_run_all_flood_never_delays_what_is_due_now(
 
 
 def test_on_time_lateness_is_the_same_with_and_without_a_flood(
-    one_shard: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+    one_embedded_shard: Dynacron, clock: SettableClock
 ) -> None:
     """Finding 4: tenant B's lateness with tenant A's flood in the shard is no worse
     than without it (the injected clock: 0 s in both; figures in the report)."""
-    system = one_shard
-    ticker, queue = recording_ticker(system, aws)
+    system = one_embedded_shard
+    ticker, queue = recording_ticker(system)
     _, on_time, due = flood_and_on_time(system, ticker, clock, with_flood=False)
     tick(ticker)
     alone = sorted((clock.now() - d.scheduled_at).total_seconds() for d in queue.accepted)
@@ -193,7 +200,7 @@ def test_a_backlog_is_worked_for_a_bounded_time_per_tick(
         tick_page_size=10,
     )
     system = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=stepping)
-    ticker, queue = recording_ticker(system, aws)
+    ticker, queue = recording_ticker(system)
     # Given tenant A's 30 resumed per-second run_all tasks and B's 10 on-time ones
     flood, on_time, _ = flood_and_on_time(
         system, ticker, stepping, with_flood=True, flood_tasks=30, on_time_tasks=10
@@ -234,7 +241,7 @@ def test_an_occurrence_held_back_by_pacing_runs_late_never_skipped(
     """Finding 6: an occurrence held back by dispatch pacing for 5 minutes was
     counted as missed, and a catchup: skip task dropped it silently."""
     system = one_shard
-    ticker, queue = recording_ticker(system, aws, max_queued_dispatches=1)
+    ticker, queue = recording_ticker(system, max_queued_dispatches=1)
     task_id, due = hourly_skip_task(system, ticker, clock)
     # Given a full dispatch queue (pacing) while the shard keeps ticking
     sqs = aws[1]
@@ -263,7 +270,7 @@ def test_an_occurrence_due_in_a_real_outage_is_still_skipped(
     """Finding 6: downtime (no tick of the shard for 5 minutes) is still a misfire,
     and catchup: skip still skips it."""
     system = one_shard
-    ticker, queue = recording_ticker(system, aws)
+    ticker, queue = recording_ticker(system)
     task_id, due = hourly_skip_task(system, ticker, clock)
     # Given no tick of the shard from 10 s before it was due until 5 minutes after
     clock.advance(timedelta(minutes=5, seconds=10))
@@ -283,7 +290,7 @@ def test_an_occurrence_due_while_its_task_was_paused_is_missed(
 ) -> None:
     """Finding 6: a pause is a misfire even though the shard kept ticking."""
     system = one_shard
-    ticker, queue = recording_ticker(system, aws)
+    ticker, queue = recording_ticker(system)
     task_id, due = hourly_skip_task(system, ticker, clock)
     system.task_service.pause(TENANT_B, task_id, None)
     for _ in range(31):

@@ -153,7 +153,7 @@ def test_the_real_tick_never_drifts_off_the_grid(
     names = {task_id: name for name, task_id in ids.items()}
     # (a task's whole catch-up in one tick: the simulation checks after each tick)
     ticker, queue = recording_ticker(
-        system, aws, initial_lookback_seconds=3600, tick_max_claims_per_task=1000
+        system, initial_lookback_seconds=3600, tick_max_claims_per_task=1000
     )
 
     def tick(now: datetime) -> list[tuple[str, datetime]]:

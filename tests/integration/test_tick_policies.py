@@ -41,7 +41,7 @@ def test_run_all_sends_every_missed_occurrence_once_in_one_tick(
     # Given an every-minute task with run_all, and a scheduler down for 30 minutes
     task_id = register(system, cron="* * * * *", catchup="run_all")
     # (and more claims per task and tick than the 10 of the default)
-    ticker, queue = recording_ticker(system, aws, tick_max_claims_per_task=30)
+    ticker, queue = recording_ticker(system, tick_max_claims_per_task=30)
     clock.advance(timedelta(minutes=30, seconds=5))
     # When one tick runs
     reports = ticker.tick()
@@ -63,7 +63,7 @@ def test_run_all_drains_across_ticks_when_the_budget_runs_out(
     system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
 ) -> None:
     task_id = register(system, cron="* * * * *", catchup="run_all")
-    ticker, queue = recording_ticker(system, aws, tick_max_claims=7)
+    ticker, queue = recording_ticker(system, tick_max_claims=7)
     clock.advance(timedelta(minutes=30, seconds=5))
     per_tick = []
     for _ in range(6):
@@ -81,7 +81,7 @@ def test_skip_sends_nothing_for_a_missed_occurrence(
     system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
 ) -> None:
     task_id = register(system, cron="0 * * * *", catchup="skip")
-    ticker, queue = recording_ticker(system, aws)
+    ticker, queue = recording_ticker(system)
     clock.advance(timedelta(hours=1, minutes=20))  # 13:00 missed by 20 minutes
     reports = ticker.tick()
     assert queue.accepted == []
@@ -99,7 +99,7 @@ def test_end_at_completes_the_task_after_its_last_occurrence(
     system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
 ) -> None:
     task_id = register(system, rate="1 hour", end_at="2026-11-30T14:30:00Z")
-    ticker, queue = recording_ticker(system, aws)
+    ticker, queue = recording_ticker(system)
     for _ in range(4):
         clock.advance(timedelta(hours=1))
         ticker.tick()
@@ -117,7 +117,7 @@ def test_jitter_is_an_sqs_delay_that_keeps_time_and_id(
 ) -> None:
     # Given tasks with up to 15 minutes of jitter, due now
     task_ids = [register(system, rate="1 minute", jitter_seconds=900) for _ in range(5)]
-    ticker, queue = recording_ticker(system, aws)
+    ticker, queue = recording_ticker(system)
     clock.advance(MINUTE)
     ticker.tick()
     # Then each dispatch keeps its scheduled time and id, and is delayed by the

@@ -20,7 +20,7 @@ def test_tasks_and_history_outlive_ctrl_c_and_fire_again(local: LocalMode, sink:
     local.start()
     every = register(local.api, {"name": "every", "rate": "2 seconds", "handler_url": sink.url})
     assert wait_until(lambda: len(sink.snapshot()) >= 2, timeout=15)
-    wait_until(
+    assert wait_until(
         lambda: (
             sum(e["status"] == "SUCCEEDED" for e in executions(local.api, every["task_id"])) >= 2
         ),
@@ -68,12 +68,19 @@ def test_what_was_in_flight_at_a_kill_runs_again_soon_after_restart(
     # Given a handler that holds each call until the test lets it go, and a task
     # whose execution is in that call
     gate = sink.gate = threading.Event()
-    local.options = ("--lease-seconds", "5")
+    # Short leases and calls, so the take-over needs seconds (the defaults: 30 s).
+    local.options = (
+        "--lease-seconds", "2",
+        "--clock-skew-seconds", "0.5",
+        "--http-timeout-seconds", "3",
+        "--reaper-interval", "0.5",
+    )  # fmt: skip
     local.start()
     task = register(
         local.api,
         {
             "name": "held",
+            "retry": {"base_delay_seconds": 1, "max_delay_seconds": 1},
             "at": format_instant(datetime.fromtimestamp(time.time() + 1, UTC)),
             "handler_url": sink.url,
         },
