@@ -24,6 +24,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -36,7 +37,7 @@ from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions import Execution, ExecutionStatus
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks import Task, execution_id_for
-from dynacron.local.aws import provision, speed_up_moto_sqs
+from dynacron.local.aws import moto_sqs_sped_up, provision
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
 from dynacron.models import RateLimitModel, TaskCreate
@@ -58,10 +59,14 @@ DEADLINE_SECONDS = 120 + 4 * TASKS * HOLD_SECONDS / HANDLER_ALLOWS
 
 
 @pytest.fixture
-def burst(aws: tuple[Any, Any], clock: SettableClock) -> Pipeline:
+def burst(aws: tuple[Any, Any], clock: SettableClock) -> Iterator[Pipeline]:
     # Thousands of messages in flight make every receive of in-process moto slow:
-    # as local mode does, count them on the epoch clock.
-    speed_up_moto_sqs()
+    # as local mode does, count them on the epoch clock (for this test only).
+    with moto_sqs_sped_up():
+        yield burst_pipeline(aws, clock)
+
+
+def burst_pipeline(aws: tuple[Any, Any], clock: SettableClock) -> Pipeline:
     settings = provision(
         aws[0],
         aws[1],
