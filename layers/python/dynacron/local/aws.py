@@ -102,7 +102,9 @@ def moto_sqs_sped_up() -> Iterator[None]:
     """
     from moto.sqs.models import Message, Queue
 
-    saved = [(Message, name, vars(Message)[name]) for name in ("visible", "delayed")]
+    saved: list[tuple[type, str, Any]] = [
+        (Message, name, vars(Message)[name]) for name in ("visible", "delayed")
+    ]
     saved += [(Queue, name, vars(Queue)[name]) for name in _SQS_COUNTS]
     was_patched = getattr(Queue, "_dynacron_patched", False)
     speed_up_moto_sqs()
