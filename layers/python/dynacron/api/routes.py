@@ -46,6 +46,12 @@ from dynacron.domain.errors import (
 )
 from dynacron.domain.instants import format_instant
 from dynacron.domain.quotas import TenantRateLimiter
+from dynacron.domain.tags import (
+    FILTER_PATTERN,
+    FILTER_RULE,
+    MAX_TAG_FILTERS,
+    parse_tag_filters,
+)
 from dynacron.models import BackfillRequest, CompleteRequest, PauseRequest, TaskCreate, TaskPatch
 from dynacron.services.executions import Completion, ExecutionService
 from dynacron.services.forecast import HerdForecast
@@ -82,6 +88,18 @@ CreateKeyHeader = Annotated[
 ]
 PageLimit = Annotated[int, Query(ge=1, le=100, description="Items per page")]
 PageToken = Annotated[str | None, Query(max_length=2048, description="From the previous page")]
+TagFilters = Annotated[
+    list[str] | None,
+    Query(
+        description=f"Only tasks with this tag: {FILTER_RULE}; repeat it for tasks with "
+        "every one given. A filtered page may hold fewer than limit tasks: follow next_token",
+        # Applies to the array form (JSON Schema ignores both for null).
+        json_schema_extra={
+            "items": {"type": "string", "pattern": FILTER_PATTERN},
+            "maxItems": MAX_TAG_FILTERS,
+        },
+    ),
+]
 PreviewCount = Annotated[int, Query(ge=1, le=100, description="How many occurrences")]
 ForecastHours = Annotated[int, Query(ge=1, le=24, description="Hours ahead to count")]
 PreviewAfter = Annotated[
@@ -185,8 +203,11 @@ def build_api(
         )
 
     @app.get("/tasks", responses=problems())
-    def list_tasks(limit: PageLimit = 50, next_token: PageToken = None) -> TaskPage:
-        page = tasks.page(caller_tenant(), limit, next_token)
+    def list_tasks(
+        limit: PageLimit = 50, next_token: PageToken = None, tag: TagFilters = None
+    ) -> TaskPage:
+        filters = parse_tag_filters(tag or ())
+        page = tasks.page(caller_tenant(), limit, next_token, filters)
         return TaskPage(items=[TaskView.of(t) for t in page.items], next_token=page.next_token)
 
     @app.get("/tasks/<task_id>", responses=problems(404))

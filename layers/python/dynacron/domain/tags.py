@@ -22,6 +22,12 @@ MAX_VALUE_LENGTH = 256
 MAX_TAG_FILTERS = MAX_TAGS
 KEY_CHARACTERS = r"A-Za-z0-9_.\-/"
 KEY_PATTERN = f"^[{KEY_CHARACTERS}]{{1,{MAX_KEY_LENGTH}}}$"
+# The same rules as JSON Schema patterns (ECMA-262), for the API's document.
+VALUE_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
+FILTER_PATTERN = (
+    f"^[{KEY_CHARACTERS}]{{1,{MAX_KEY_LENGTH}}}"
+    f"(:[^\\u0000-\\u001f\\u007f-\\u009f]{{0,{MAX_VALUE_LENGTH}}})?$"
+)
 KEY_RULE = f"1-{MAX_KEY_LENGTH} characters of letters, digits, '_', '.', '-' and '/'"
 VALUE_RULE = f"0-{MAX_VALUE_LENGTH} characters, no control characters"
 # What a tag filter looks like, for the API's documents.
@@ -68,13 +74,14 @@ def parse_tag_filter(text: str, field: str = "tag") -> TagFilter:
 
 
 def parse_tag_filters(texts: Iterable[str], field: str = "tag") -> tuple[TagFilter, ...]:
-    """Every filter of a listing, each checked; the same one twice counts once."""
-    distinct = list(dict.fromkeys(texts))
-    if len(distinct) > MAX_TAG_FILTERS:
+    """Every filter of a listing, each checked (the same one twice is kept once, but
+    counts twice against the bound, as the API's document counts it)."""
+    given = list(texts)
+    if len(given) > MAX_TAG_FILTERS:
         raise InvalidRequest(
-            field, f"{len(distinct)} tag filters given; at most {MAX_TAG_FILTERS} are allowed"
+            field, f"{len(given)} tag filters given; at most {MAX_TAG_FILTERS} are allowed"
         )
-    return tuple(parse_tag_filter(text, field) for text in distinct)
+    return tuple(dict.fromkeys(parse_tag_filter(text, field) for text in given))
 
 
 def matches_all(tags: Mapping[str, str], filters: Iterable[TagFilter]) -> bool:
