@@ -29,7 +29,7 @@ def refused(call: object, *args: object) -> InvalidRequest:
     return error.value
 
 
-def test_tags_within_the_bounds_are_kept_as_given() -> None:
+def test_tags_within_the_bounds_are_kept_as_given_in_key_order() -> None:
     tags = {
         "team": "billing",
         "a" * MAX_KEY_LENGTH: "x" * MAX_VALUE_LENGTH,
@@ -37,6 +37,7 @@ def test_tags_within_the_bounds_are_kept_as_given() -> None:
         "unicode": "größe: 10 €, 東京",
     }
     assert checked_tags(tags) == tags
+    assert list(checked_tags({"b": "1", "a": "2"})) == ["a", "b"]
     assert checked_tags({f"k{n}": "v" for n in range(MAX_TAGS)}) == {
         f"k{n}": "v" for n in range(MAX_TAGS)
     }

@@ -53,13 +53,14 @@ class TagFilter:
 
 
 def checked_tags(tags: Mapping[str, str], field: str = "tags") -> dict[str, str]:
-    """``tags`` as a task stores them, if within the bounds; else ``InvalidRequest``."""
+    """``tags`` as a task stores them (by key, as every store gives them back), if
+    within the bounds; else ``InvalidRequest``."""
     if len(tags) > MAX_TAGS:
         raise InvalidRequest(field, f"has {len(tags)} tags; at most {MAX_TAGS} are allowed")
     for key, value in tags.items():
         _check_key(key, field)
         _check_value(value, f"{field}.{key}")
-    return dict(tags)
+    return dict(sorted(tags.items()))
 
 
 def parse_tag_filter(text: str, field: str = "tag") -> TagFilter:
