@@ -83,6 +83,8 @@ BAD_TAGS = [
     ({"x" * 64: "v"}, "tags", "1-63 characters"),
     ({"env": "x" * 257}, "tags.env", "at most 256"),
     ({"env": "a\u0000b"}, "tags.env", "no control characters"),
+    ({"env\n": "v"}, "tags", "1-63 characters"),
+    ({"env": "v\n"}, "tags.env", "no control characters"),
     ({"env": 5}, "tags.env", "must be a string"),
     ({"env": None}, "tags.env", "must be a string"),
     (["env", "prod"], "tags", "JSON object"),
@@ -244,5 +246,30 @@ def test_the_document_states_the_bounds_the_api_enforces(system: Dynacron) -> No
     (tag,) = [p for p in doc["paths"]["/tasks"]["get"]["parameters"] if p["name"] == "tag"]
     filters = Draft202012Validator(tag["schema"])
     assert filters.is_valid(["env:prod", "team", "url:http://x:1/?a", "empty:"])
-    for refused in (["bad key"], [""], [":v"], ["env:a\nb"], [f"k{n}" for n in range(21)]):
+    refusals = (["bad key"], [""], [":v"], ["env:a\nb"], ["env\n"], ["env:v\n"])
+    for refused in (*refusals, [f"k{n}" for n in range(21)]):
         assert not filters.is_valid(refused), refused
+
+
+@pytest.mark.parametrize(
+    ("target", "field", "takes"),
+    [
+        ("/tasks?tags=env:prod", "tags", "GET /tasks (it takes limit, next_token, tag)"),
+        ("/tasks?tag=env&Tag=env", "Tag", "(it takes limit, next_token, tag)"),
+        ("/tenant?verbose=1", "verbose", "GET /tenant (it takes none)"),
+    ],
+)
+def test_a_query_parameter_no_route_declares_is_refused_not_ignored(
+    system: Dynacron, target: str, field: str, takes: str
+) -> None:
+    # A misspelt filter would otherwise list every task as if it were filtered
+    create(system, tags={"env": "dev"})
+    status, problem = call(system, "GET", target)
+    assert status == 422, problem
+    assert [e["field"] for e in problem["errors"]] == [field]
+    assert takes in problem["detail"]
+    # The documents take theirs (Swagger UI's ?format=json), and a request no route
+    # takes gets its own answer, whatever its query
+    assert call(system, "GET", "/docs?format=json")[0] == 200
+    assert call(system, "GET", "/nothing-here?tag=env")[0] == 404
+    assert call(system, "PUT", "/tasks?tag=env")[0] == 405

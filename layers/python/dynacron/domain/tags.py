@@ -21,12 +21,15 @@ MAX_VALUE_LENGTH = 256
 # A filter names at most as many tags as a task can carry.
 MAX_TAG_FILTERS = MAX_TAGS
 KEY_CHARACTERS = r"A-Za-z0-9_.\-/"
-KEY_PATTERN = f"^[{KEY_CHARACTERS}]{{1,{MAX_KEY_LENGTH}}}$"
-# The same rules as JSON Schema patterns (ECMA-262), for the API's document.
-VALUE_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
+# The rules as patterns that read alike in ECMA-262 (the API's document) and in
+# Python. ``_END`` is the end of the text: "$" also matches before a final newline
+# in Python, and validators of the document may be Python.
+_END = r"(?![\s\S])"
+KEY_PATTERN = f"^[{KEY_CHARACTERS}]{{1,{MAX_KEY_LENGTH}}}{_END}"
+_VALUE_CHARACTER = "[^\\u0000-\\u001f\\u007f-\\u009f]"
+VALUE_PATTERN = f"^{_VALUE_CHARACTER}*{_END}"
 FILTER_PATTERN = (
-    f"^[{KEY_CHARACTERS}]{{1,{MAX_KEY_LENGTH}}}"
-    f"(:[^\\u0000-\\u001f\\u007f-\\u009f]{{0,{MAX_VALUE_LENGTH}}})?$"
+    f"^[{KEY_CHARACTERS}]{{1,{MAX_KEY_LENGTH}}}(:{_VALUE_CHARACTER}{{0,{MAX_VALUE_LENGTH}}})?{_END}"
 )
 KEY_RULE = f"1-{MAX_KEY_LENGTH} characters of letters, digits, '_', '.', '-' and '/'"
 VALUE_RULE = f"0-{MAX_VALUE_LENGTH} characters, no control characters"
