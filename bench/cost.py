@@ -155,13 +155,16 @@ def register(bench: Bench, count: int, **fields: Any) -> None:
         )
 
 
-def scenario(bench: Bench, kind: str, batch: int, rounds: int) -> dict[str, Any]:
-    """``batch`` tasks fire together, ``rounds`` times; the meter counts everything in between."""
+def scenario(
+    bench: Bench, kind: str, batch: int, rounds: int, tags: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """``batch`` tasks fire together, ``rounds`` times; the meter counts everything in between.
+    Recurring tasks may carry ``tags`` (the tenant index projects them)."""
     invocations = 0
     bench.meter.reset()
     retry = {"retry": {"base_delay_seconds": 1, "max_delay_seconds": 1}}
     if kind == "recurring":
-        register(bench, batch, rate="1 minute")
+        register(bench, batch, rate="1 minute", tags=tags or {})
     for round_number in range(rounds):
         if kind != "recurring":
             at = bench.clock.now() + timedelta(seconds=30)

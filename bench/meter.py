@@ -13,7 +13,8 @@ and moto's figure is kept beside them for reference:
   disappears costs one write, one whose key changed a delete plus a put, and one
   whose key stayed but any projected attribute changed one write (so an ALL
   index is rewritten by every change to its item, a KEYS_ONLY one only when its
-  key moves); an entry is its projected attributes plus 100 bytes;
+  key moves, an INCLUDE one also when an attribute it includes changes); an
+  entry is its projected attributes plus 100 bytes;
 - a strongly consistent read costs 1 RCU per started 4 KB per item (GetItem,
   BatchGetItem), an eventually consistent one half that; a Query costs 0.5 RCU
   per started 4 KB of everything it returned (eventually consistent, as every
@@ -246,6 +247,9 @@ def _index_entry(
         return item
     if index.projection == "KEYS_ONLY":
         return {n: item[n] for n in names + table_keys if n in item}
+    if index.projection == "INCLUDE":
+        kept = names + table_keys + list(index.non_key_attributes)
+        return {n: item[n] for n in kept if n in item}
     raise ValueError(f"index {index.name}: projection {index.projection} is not metered")
 
 

@@ -214,10 +214,11 @@ def listing_lines(page: dict[str, Any] | None) -> list[str]:
     keys_only = page["keys_only"]
     return [
         f"A page of `GET /tasks` ({page['page_size']} tasks): {keys_only['dynamodb_requests']} "
-        f"requests and {keys_only['rcu']} read units (a Query of the keys-only tenant index, "
-        "then an eventually consistent BatchGetItem of the page), against "
-        f"{page['all_attributes_rcu']} read units from an index projecting all attributes. "
-        "That projection cost every claim one more index write, so the keys-only index is "
+        f"requests and {keys_only['rcu']} read units (a Query of the tenant index, which "
+        "projects keys and tags only, then an eventually consistent BatchGetItem of the page), "
+        f"against {page['all_attributes_rcu']} read units from an index projecting all "
+        "attributes. That projection cost every claim one more index write (tags never change "
+        "on a fire, so projecting them costs a claim nothing), so the narrow index is "
         f"cheaper as long as a tenant's tasks fire {page['claims_paying_for_one_page']} times "
         "or more for each page listed.",
         "",

@@ -56,6 +56,7 @@ class Storage(Construct):
                 partition_key=_attribute(index.partition_key),
                 sort_key=_attribute(index.sort_key) if index.sort_key else None,
                 projection_type=dynamodb.ProjectionType(index.projection),
+                non_key_attributes=list(index.non_key_attributes) or None,
                 read_capacity=capacity,
                 write_capacity=capacity,
             )

@@ -9,6 +9,7 @@ import pytest
 
 from dynacron.domain.claiming import claim_occurrence
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
+from dynacron.domain.tags import TagFilter, parse_tag_filter
 from dynacron.domain.tasks import DuePlacement, Task, TaskStatus
 from dynacron.ports import REASON_LIMIT, AdapterSet, TaskStore
 from tests.contract.builders import ROOMY, SHARDING, START, a_follower, a_task
@@ -146,6 +147,123 @@ def test_page_owned_pages_a_tenants_tasks_oldest_first(adapters: AdapterSet) -> 
     assert first_token is not None
     with pytest.raises(InvalidRequest):
         tasks.page_owned("other", 2, first_token)
+
+
+def every_tagged(
+    tasks: TaskStore, tenant_id: str, tags: tuple[TagFilter, ...], limit: int = 2
+) -> list[str]:
+    """The ids of every page of a filtered listing, following its tokens."""
+    listed: list[str] = []
+    token: str | None = None
+    while True:
+        page = tasks.page_owned(tenant_id, limit, token, tags)
+        assert len(page.items) <= limit
+        assert all(t.tenant_id == tenant_id for t in page.items)
+        listed += [t.task_id for t in page.items]
+        token = page.next_token
+        if token is None:
+            return listed
+
+
+def test_tags_are_stored_replaced_whole_and_kept_by_a_claim(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    tags = {"env": "prod", "k8s.io/app-name_v2": "", "note": "größe: 10 €"}
+    task = create(tasks, a_task("job", tenant_id="acme", tags=tags))
+    assert tasks.get_owned("acme", "job") == task
+    assert tasks.page_owned("acme", 10, None).items == [task]
+
+    # A replace stores the new map whole: a key left out is gone
+    retagged = dataclasses.replace(task, tags={"env": "dev"}, version=2)
+    assert tasks.replace(retagged, HERE, expected_version=1)
+    assert tasks.get("job") == retagged
+
+    # A claim (the tick's write) leaves them as they are
+    claim = claim_occurrence(retagged, START + timedelta(seconds=1))
+    assert claim is not None
+    assert tasks.claim(claim, None, START + timedelta(seconds=1))
+    claimed = tasks.get("job")
+    assert claimed is not None
+    assert claimed.version == 3
+    assert claimed.tags == {"env": "dev"}
+
+    # An empty map clears them
+    cleared = dataclasses.replace(claimed, tags={}, version=4)
+    assert tasks.replace(cleared, None, expected_version=3)
+    assert tasks.get("job") == cleared
+    assert every_tagged(tasks, "acme", (TagFilter("env"),)) == []
+
+
+def test_page_owned_keeps_the_tasks_matching_every_tag_filter(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    # Given a tenant's tasks, registered a minute apart, with tags that differ a little
+    tagged = {
+        "a": {"env": "prod", "team": "billing"},
+        "b": {"env": "prod"},
+        "c": {"env": "Prod", "team": "billing"},
+        "d": {"env": "prod", "team": "search"},
+        "e": {},
+        "f": {"env": "prod", "team": "billing", "empty": ""},
+        "g": {"env": "prod ", "team": "billing"},
+        "h": {"url": "http://x:80/y", "quote": "' OR 1=1 --", "k8s.io/app": "web"},
+    }
+    for n, (task_id, tags) in enumerate(tagged.items()):
+        create(tasks, a_task(task_id, tenant_id="acme", created_at=START + n * MINUTE, tags=tags))
+    # and another tenant's tasks with the very same tags
+    for task_id, tags in tagged.items():
+        create(tasks, a_task(f"other-{task_id}", tenant_id="other", tags=tags))
+
+    def listed(*filters: str) -> list[str]:
+        return every_tagged(tasks, "acme", tuple(parse_tag_filter(f) for f in filters))
+
+    # Then key:value compares whole values (case and spaces count), oldest first
+    assert listed("env:prod") == ["a", "b", "d", "f"]
+    # several filters must all match
+    assert listed("env:prod", "team:billing") == ["a", "f"]
+    # a key alone keeps the tasks that have it, whatever its value (even empty)
+    assert listed("team") == ["a", "c", "d", "f", "g"]
+    assert listed("empty") == ["f"]
+    assert listed("empty:") == ["f"]
+    # values are never interpreted: colons, quotes, SQL and paths are plain text
+    assert listed("url:http://x:80/y") == ["h"]
+    assert listed("quote:' OR 1=1 --") == ["h"]
+    assert listed("k8s.io/app:web") == ["h"]
+    assert listed("quote:'") == []
+    # no task matches: an empty listing, not an error
+    assert listed("env:prod", "team:nobody") == []
+    assert listed("missing") == []
+    # the store filters before it pages: three matches fill a page of three,
+    # whatever lies between them
+    first = tasks.page_owned("acme", 3, None, (parse_tag_filter("env:prod"),))
+    assert [t.task_id for t in first.items] == ["a", "b", "d"]
+    assert first.items[0].tags == tagged["a"]
+    # page by page (one at a time), the same tasks, each once
+    assert every_tagged(tasks, "acme", (parse_tag_filter("env:prod"),), limit=1) == [
+        "a",
+        "b",
+        "d",
+        "f",
+    ]
+    # and the other tenant sees its own, never acme's
+    assert every_tagged(tasks, "other", (parse_tag_filter("env:prod"),)) == [
+        "other-a",
+        "other-b",
+        "other-d",
+        "other-f",
+    ]
+
+
+def test_a_filtered_listings_token_is_refused_to_another_tenant(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    for n in range(3):
+        create(
+            tasks, a_task(f"t{n}", tenant_id="acme", created_at=START + n * MINUTE, tags={"x": "1"})
+        )
+    create(tasks, a_task("theirs", tenant_id="other", tags={"x": "1"}))
+    filters = (TagFilter("x", "1"),)
+    token = tasks.page_owned("acme", 1, None, filters).next_token
+    assert token is not None
+    with pytest.raises(InvalidRequest):
+        tasks.page_owned("other", 1, token, filters)
 
 
 def test_replace_only_from_the_expected_version(adapters: AdapterSet) -> None:

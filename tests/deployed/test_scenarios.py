@@ -295,6 +295,37 @@ def test_two_tenants_see_and_touch_only_their_own_tasks(
     assert deployed.api("GET", "/tasks", principal=None)[0] == 403
 
 
+def test_tags_filter_a_tenants_listing_and_a_fire_keeps_them(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    # Given two tenants whose tasks carry the same tags, through the API's role
+    other = principal + "-other"
+    tags = {"env": "prod", "team": "billing"}
+    mine = register(deployed, principal, rate="1 minute", handler_url=sink.url, tags=tags)
+    plain = register(deployed, principal, rate="1 minute", handler_url=sink.url)
+    theirs = register(deployed, other, rate="1 minute", handler_url=sink.url, tags=tags)
+
+    def listed(owner: str, query: str) -> list[str]:
+        status, page = deployed.api("GET", f"/tasks?{query}", principal=owner)
+        assert status == 200, page
+        return [t["task_id"] for t in page["items"]]
+
+    # When the task has fired (its claim rewrote the item, not its tags)
+    run_next(deployed, principal, mine["task_id"])
+    assert deliveries_of(sink, mine["task_id"])
+    assert task_view(deployed, principal, mine["task_id"])["tags"] == tags
+    # Then each tenant's filtered listing holds its own tagged task only
+    assert listed(principal, "tag=env:prod&tag=team") == [mine["task_id"]]
+    assert listed(other, "tag=env:prod&tag=team") == [theirs["task_id"]]
+    assert plain["task_id"] not in listed(principal, "tag=env")
+    # And a PATCH that clears them takes the task out of the filtered listing
+    status, patched = deployed.api(
+        "PATCH", f"/tasks/{mine['task_id']}", {"tags": {}}, principal=principal
+    )
+    assert (status, patched["tags"]) == (200, {})
+    assert listed(principal, "tag=env:prod") == []
+
+
 def test_a_create_retried_with_its_idempotency_key_makes_one_task(
     deployed: Deployment, principal: str, sink: Sink
 ) -> None:

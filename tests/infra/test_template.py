@@ -99,6 +99,8 @@ def test_every_table_has_the_keys_and_indexes_of_its_definition(
                 index.partition_key, index.sort_key
             )
             assert indexes[index.name]["Projection"]["ProjectionType"] == index.projection
+            included = indexes[index.name]["Projection"].get("NonKeyAttributes", [])
+            assert included == list(index.non_key_attributes)
         types = {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}
         for index in definition.indexes:
             for key in (index.partition_key, index.sort_key):
@@ -113,8 +115,12 @@ def test_tasks_are_indexed_by_due_time_and_by_tenant(template: dict[str, Any]) -
     assert keys[DUE_INDEX.name] == ["due_bucket", "next_run_at"]
     assert indexes[DUE_INDEX.name]["Projection"]["ProjectionType"] == "KEYS_ONLY"
     assert keys[TENANT_INDEX.name] == ["tenant_id", "created_at"]
-    # keys only: a claim changes no projected attribute, so it never rewrites the entry
-    assert indexes[TENANT_INDEX.name]["Projection"]["ProjectionType"] == "KEYS_ONLY"
+    # keys and tags only: a claim changes no projected attribute, so it never
+    # rewrites the entry
+    assert indexes[TENANT_INDEX.name]["Projection"] == {
+        "ProjectionType": "INCLUDE",
+        "NonKeyAttributes": ["tags"],
+    }
     assert keys[DEPENDENTS_INDEX.name] == ["after_task_id", "task_id"]
 
 

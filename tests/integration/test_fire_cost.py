@@ -50,6 +50,26 @@ def test_a_claim_moves_its_due_index_entry_and_rewrites_no_other_index(
     ]
 
 
+def test_tagged_recurring_fires_cost_the_same_and_write_no_tenant_index_entry() -> None:
+    # Given recurring tasks with tags (projected into the tenant index)
+    sink = Sink().start()
+    try:
+        with fresh_bench(sink) as bench:
+            tagged = scenario(
+                bench, "recurring", batch=2, rounds=2, tags={"env": "prod", "team": "billing"}
+            )
+    finally:
+        sink.stop()
+    # Then a fire costs what an untagged one does, and a claim still moves the due
+    # index entry only: a claim never changes the tags
+    per_task = [r for r in tagged["breakdown"] if not r["caller"].startswith("CursorStore.")]
+    assert sum(r["wcu"] + r["index_wcu"] for r in per_task) <= WRITE_UNIT_GOAL
+    claims = [r for r in tagged["breakdown"] if r["caller"] == "TaskStore.claim"]
+    assert [(r["operation"], r["wcu"], r["index_wcu"]) for r in claims] == [
+        ("UpdateItem", 1.0, 2.0)
+    ]
+
+
 def test_a_listing_page_is_one_query_of_keys_and_one_eventually_consistent_read() -> None:
     sink = Sink().start()
     try:

@@ -4,6 +4,7 @@ DynamoDB adapters' conditions do, across threads and across ``Database`` objects
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -38,6 +39,7 @@ from dynacron.domain.executions import (
 from dynacron.domain.limits import BreakerState, HostState, RateLimit
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import AfterSchedule, OneTimeSchedule, RateSchedule
+from dynacron.domain.tags import parse_tag_filter
 from dynacron.domain.tasks import (
     DuePlacement,
     Sharding,
@@ -396,6 +398,33 @@ def test_a_row_that_is_not_even_json_is_set_aside_by_id(
     )
     # Set aside at version 1 now: a second try from the old reading is refused
     assert tasks.set_aside(unreadable[0], "again", NOW) is False
+
+
+def test_a_tag_filter_passes_over_rows_that_are_not_json_or_hold_odd_tags(
+    tasks: SqliteTaskStore, database: Database
+) -> None:
+    # Given a tagged task, and rows written around the API: one not JSON at all, one
+    # whose tags are not a map of strings (a number where the text should be)
+    tagged = dataclasses.replace(a_task("tagged"), tags={"env": "1"})
+    create(tasks, tagged)
+    with database.write() as connection:
+        for task_id, record in (
+            ("junk", "not json"),
+            ("odd", json.dumps({"tags": {"env": 1}})),
+            ("listy", json.dumps({"tags": ["env", "1"]})),
+        ):
+            connection.execute(
+                "INSERT INTO tasks (task_id, tenant_id, created_at, record)"
+                " VALUES (?, 'tenant-a', '2026-11-30T12:00:00.000Z', ?)",
+                (task_id, record),
+            )
+
+    # When the tenant lists by tag, Then the listing answers with the tagged task only
+    for text in ("env:1", "env"):
+        page = tasks.page_owned("tenant-a", 10, None, (parse_tag_filter(text),))
+        assert [t.task_id for t in page.items] == ["tagged"]
+    # and the unfiltered listing still shows every row (the unreadable as ERROR)
+    assert len(tasks.page_owned("tenant-a", 10, None).items) == 4
 
 
 def test_set_aside_by_id_frees_the_slot_only_of_its_holder(tasks: SqliteTaskStore) -> None:

@@ -1,6 +1,6 @@
-"""GET /tasks through a keys-only tenant index: pages show each task as GET shows it.
+"""GET /tasks through the tenant index: pages show each task as GET shows it.
 
-The tenant index projects keys only (so claims do not rewrite it); a page's tasks
+The tenant index projects keys and tags only (so claims do not rewrite it); a page's tasks
 are read from the table. These tests pin that a listing still answers with whole,
 current tasks, oldest first, in the caller's pages only.
 """
@@ -33,9 +33,10 @@ def every_page(system: Dynacron, limit: int, principal: str | None = None) -> li
             return tasks
 
 
-def test_the_tenant_index_holds_keys_only() -> None:
+def test_the_tenant_index_holds_keys_and_tags_only() -> None:
     # A claim changes next_run_at, version, last_scheduled_at: none may be projected.
-    assert TENANT_INDEX.projection == "KEYS_ONLY"
+    assert TENANT_INDEX.projection == "INCLUDE"
+    assert TENANT_INDEX.non_key_attributes == ("tags",)
 
 
 def test_a_listing_shows_whole_current_tasks_oldest_first_after_claims(

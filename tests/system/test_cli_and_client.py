@@ -198,3 +198,93 @@ def test_a_create_whose_answer_was_lost_is_retried_into_the_same_task(local: str
                 rate="2 hours", handler_url="http://127.0.0.1:9/h", idempotency_key="k"
             )
         assert reused.value.status == 422
+
+
+def test_tags_from_the_client_set_replaced_filtered_and_kept_per_tenant(local: str) -> None:
+    hook = "http://127.0.0.1:9/h"
+    with (
+        dynacron.Client(local, api_key="k2") as client,
+        dynacron.Client(local, api_key="k3") as other,
+    ):
+        # Given tasks tagged through the client, and another tenant's with the same tags
+        prod = client.create_task(
+            rate="1 hour", handler_url=hook, tags={"suite": "client", "env": "prod"}
+        )
+        dev = client.create_task(
+            rate="1 hour", handler_url=hook, tags={"suite": "client", "env": "dev", "team": "a"}
+        )
+        theirs = other.create_task(
+            rate="1 hour", handler_url=hook, tags={"suite": "client", "env": "prod"}
+        )
+        assert prod.tags == {"suite": "client", "env": "prod"}
+        # Then tags= (a mapping, None for any value) and tag= (raw filters) filter alike
+        by_mapping = client.list_tasks(tags={"suite": "client", "env": "prod"})
+        assert [t.task_id for t in by_mapping.items] == [prod.task_id]
+        assert [t.task_id for t in client.list_tasks(tag="team").items] == [dev.task_id]
+        both = client.iter_tasks(tag=["suite:client"], tags={"team": None})
+        assert [t.task_id for t in both] == [dev.task_id]
+        assert [t.task_id for t in other.iter_tasks(tags={"suite": "client"})] == [theirs.task_id]
+        # A patch replaces the whole map; an empty one clears it
+        assert client.patch_task(dev.task_id, tags={"suite": "client"}).tags == {"suite": "client"}
+        assert client.patch_task(dev.task_id, tags={}).tags == {}
+        assert [t.task_id for t in client.iter_tasks(tags={"suite": "client"})] == [prod.task_id]
+        # Bad tags are the API's 422, naming the field
+        with pytest.raises(ApiError) as refused:
+            client.patch_task(prod.task_id, tags={"bad key": "v"})
+        assert refused.value.status == 422
+        assert refused.value.problem.errors == [
+            {"field": "tags", "message": refused.value.problem.errors[0]["message"]}
+        ]
+        for task in (prod, dev):
+            client.delete_task(task.task_id)
+        other.delete_task(theirs.task_id)
+
+
+def test_tags_from_the_cli_on_create_update_and_list(local: str) -> None:
+    target = ["--url", local, "--api-key", "k2"]
+    hook = "http://127.0.0.1:9/h"
+    # Given a task created with --tag in both spellings, one value holding markup
+    created = cli(
+        "tasks", *target, "--json", "create", "--rate", "1 hour", "--handler-url", hook,
+        "--tag", "suite=cli", "--tag", "env:prod", "--tag", "note=[/bold] a=b:c",
+    )  # fmt: skip
+    assert created["tags"] == {"suite": "cli", "env": "prod", "note": "[/bold] a=b:c"}
+    other = cli(
+        "tasks", *target, "--json", "create", "--rate", "1 hour", "--handler-url", hook,
+        "--tag", "suite=cli",
+    )  # fmt: skip
+
+    # Then list --tag keeps the tasks with every tag given (key=value, key:value, key)
+    def listed(*tags: str) -> list[str]:
+        flags = [part for tag in tags for part in ("--tag", tag)]
+        page = cli("tasks", *target, "--json", "list", *flags)
+        return [t["task_id"] for t in page["items"]]
+
+    assert listed("suite=cli") == [created["task_id"], other["task_id"]]
+    assert listed("suite:cli", "env=prod") == [created["task_id"]]
+    assert listed("suite=cli", "note") == [created["task_id"]]
+    # and the table shows the tags as they are, markup and all
+    wide = runner.invoke(
+        app, ["tasks", *target, "list", "--tag", "env=prod"], env={"COLUMNS": "300"}
+    )
+    assert wide.exit_code == 0, wide.output
+    assert "env=prod, note=[/bold] a=b:c, suite=cli" in wide.stdout
+    # update --tag replaces every tag; --clear-tags removes them
+    task_id = created["task_id"]
+    updated = cli("tasks", *target, "--json", "update", task_id, "--tag", "suite=cli")
+    assert updated["tags"] == {"suite": "cli"}
+    assert listed("env") == []
+    assert cli("tasks", *target, "--json", "update", task_id, "--clear-tags")["tags"] == {}
+    # A tag without a value on create, or nothing to change, is a usage error
+    for args in (
+        ["create", "--rate", "1 hour", "--handler-url", hook, "--tag", "novalue"],
+        ["update", task_id],
+    ):
+        result = runner.invoke(app, ["tasks", *target, *args])
+        assert result.exit_code == 2, result.output
+    # And a bad filter is the API's 422, naming the parameter
+    result = runner.invoke(app, ["tasks", *target, "list", "--tag", "bad key"])
+    assert result.exit_code == 1
+    assert "tag:" in result.output
+    for task in (task_id, other["task_id"]):
+        cli("tasks", *target, "delete", task)

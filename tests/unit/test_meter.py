@@ -85,10 +85,23 @@ def test_an_entry_costs_one_unit_per_started_kilobyte_with_its_overhead() -> Non
     assert writes(before, moved) == 4
 
 
-def test_an_undeclared_projection_is_refused_rather_than_guessed() -> None:
-    include = IndexDefinition("by-x", Key("x"), Key("y"), "INCLUDE")  # type: ignore[arg-type]
+def test_an_include_entry_is_rewritten_when_an_included_attribute_changes_only() -> None:
+    include = IndexDefinition("by-x", Key("x"), Key("y"), "INCLUDE", non_key_attributes=("tags",))
     table = TableDefinition("T", "t", "T_TABLE", Key("id"), indexes=(include,))
-    with pytest.raises(ValueError, match="INCLUDE"):
+    before = {**item(id="1", x="a", y="b", version=1), "tags": {"M": {"env": {"S": "prod"}}}}
+    # Another attribute changes: the entry is as it was
+    assert index_write_units(table, before, {**before, "version": {"N": "2"}}) == 0
+    # An included one changes (or goes): one write
+    retagged = {**before, "tags": {"M": {"env": {"S": "dev"}}}}
+    assert index_write_units(table, before, retagged) == 1
+    untagged = {k: v for k, v in before.items() if k != "tags"}
+    assert index_write_units(table, before, untagged) == 1
+
+
+def test_an_undeclared_projection_is_refused_rather_than_guessed() -> None:
+    odd = IndexDefinition("by-x", Key("x"), Key("y"), "SOME")  # type: ignore[arg-type]
+    table = TableDefinition("T", "t", "T_TABLE", Key("id"), indexes=(odd,))
+    with pytest.raises(ValueError, match="SOME"):
         index_write_units(table, None, item(id="1", x="a", y="b"))
 
 
@@ -119,8 +132,9 @@ def test_a_claim_of_a_recurring_task_writes_the_due_index_only() -> None:
             version=2,
         ),
         "schedule": {"M": {"kind": {"S": "rate"}, "seconds": {"N": "60"}}},
+        "tags": {"M": {"env": {"S": "prod"}, "team": {"S": "billing"}}},
     }
     # When a claim moves it to its next occurrence
     # Then the due index entry moves (a delete plus a put) and no other index is
-    # written: the tenant index projects nothing a claim changes
+    # written: the tenant index projects nothing a claim changes (keys and tags)
     assert index_write_units(TASKS, task, claimed(task)) == 2

@@ -15,6 +15,7 @@ import typer
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from dynacron.client import LOCAL_URL, ApiError, ApiUnreachable, Client, SigV4Auth
 from dynacron.domain import capacity
@@ -61,6 +62,42 @@ ApiKeyOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON, for scripts")]
 LimitOption = Annotated[int, typer.Option(min=1, max=100, help="Items per page")]
 TokenOption = Annotated[str | None, typer.Option(help="next_token of the previous page")]
+TagOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tag",
+        help="A tag, key=value or key:value; repeat it for several",
+        show_default=False,
+    ),
+]
+TagFilterOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tag",
+        help="Only tasks with this tag: key=value, key:value, or key (any value); "
+        "repeat it for tasks with every one",
+        show_default=False,
+    ),
+]
+
+
+def split_tag(text: str) -> tuple[str, str | None]:
+    """``key=value`` or ``key:value`` (at the first of either: no key holds one) as
+    its key and value; a bare ``key`` has no value."""
+    cut = min((i for i in (text.find("="), text.find(":")) if i >= 0), default=-1)
+    return (text, None) if cut < 0 else (text[:cut], text[cut + 1 :])
+
+
+def tags_of(texts: Sequence[str]) -> dict[str, str]:
+    """``--tag`` options as a task's tags; a tag without a value is a usage error."""
+    tags: dict[str, str] = {}
+    for text in texts:
+        key, value = split_tag(text)
+        if value is None:
+            console.print(f"[red]error:[/red] --tag {text!r}: give key=value (or key:value)")
+            raise typer.Exit(2)
+        tags[key] = value
+    return tags
 
 
 @dataclass(frozen=True)
@@ -123,7 +160,8 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) ->
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
+        # Text, never markup: names, tags and errors are whatever their owner wrote.
+        table.add_row(*(Text("" if v is None else str(v)) for v in row))
     return table
 
 
@@ -131,7 +169,7 @@ def _tasks_table(page: TaskPage | TaskView) -> Table:
     items = page.items if isinstance(page, TaskPage) else [page]
     table = _table(
         "tasks",
-        ["task_id", "name", "schedule", "status", "next_run_at", "handler_url"],
+        ["task_id", "name", "schedule", "status", "next_run_at", "handler_url", "tags"],
         [
             [
                 t.task_id,
@@ -140,6 +178,7 @@ def _tasks_table(page: TaskPage | TaskView) -> Table:
                 f"{t.status}: {t.status_reason}" if t.status_reason else t.status,
                 t.next_run_at,
                 t.handler_url,
+                ", ".join(f"{k}={v}" for k, v in t.tags.items()),
             ]
             for t in items
         ],
@@ -198,6 +237,7 @@ def tasks_create(
         str | None,
         typer.Option(help="Run the command again with the same key: one task (for 24 hours)"),
     ] = None,
+    tag: TagOption = None,
 ) -> None:
     """Register a task: give exactly one of --cron, --rate or --at."""
     target = _target(ctx)
@@ -215,6 +255,7 @@ def tasks_create(
             name=name,
             timezone=tz,
             payload=body,
+            tags=tags_of(tag or []),
         )
     except ValidationError as error:
         console.print(f"[red]error:[/red] {error}")
@@ -224,10 +265,44 @@ def tasks_create(
     show(target, task, _tasks_table)
 
 
+@tasks_app.command("update")
+def tasks_update(
+    ctx: typer.Context,
+    task_id: str,
+    name: Annotated[str | None, typer.Option(help="A new name")] = None,
+    tag: TagOption = None,
+    clear_tags: Annotated[bool, typer.Option("--clear-tags", help="Remove every tag")] = False,
+    version: Annotated[
+        int | None, typer.Option(min=1, help="Refuse the change unless the task is at it")
+    ] = None,
+) -> None:
+    """Change a task. --tag replaces all of its tags with those given."""
+    if tag and clear_tags:
+        console.print("[red]error:[/red] give --tag or --clear-tags, not both")
+        raise typer.Exit(2)
+    fields: dict[str, Any] = {"name": name, "version": version}
+    if tag or clear_tags:
+        fields["tags"] = tags_of(tag or [])
+    changes = {k: v for k, v in fields.items() if v is not None}
+    if not changes:
+        console.print("[red]error:[/red] nothing to change: give --name, --tag or --clear-tags")
+        raise typer.Exit(2)
+    answer(ctx, lambda client: client.patch_task(task_id, **changes), _tasks_table)
+
+
 @tasks_app.command("list")
-def tasks_list(ctx: typer.Context, limit: LimitOption = 50, next_token: TokenOption = None) -> None:
-    """Your tasks, oldest first, one page at a time."""
-    answer(ctx, lambda client: client.list_tasks(limit, next_token), _tasks_table)
+def tasks_list(
+    ctx: typer.Context,
+    limit: LimitOption = 50,
+    next_token: TokenOption = None,
+    tag: TagFilterOption = None,
+) -> None:
+    """Your tasks, oldest first, one page at a time; with --tag, those with every tag
+    given (a page may then hold fewer than --limit: follow --next-token)."""
+    filters = [
+        key if value is None else f"{key}:{value}" for key, value in map(split_tag, tag or [])
+    ]
+    answer(ctx, lambda client: client.list_tasks(limit, next_token, tag=filters), _tasks_table)
 
 
 @tasks_app.command("get")

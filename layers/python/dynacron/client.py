@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -145,14 +145,32 @@ class Client:
             time.sleep(CREATE_BACKOFF_SECONDS * attempt)
             attempt += 1
 
-    def list_tasks(self, limit: int = 50, next_token: str | None = None) -> TaskPage:
-        return self._call(TaskPage, "GET", "/tasks", params=_page(limit, next_token))
+    def list_tasks(
+        self,
+        limit: int = 50,
+        next_token: str | None = None,
+        *,
+        tag: str | Sequence[str] | None = None,
+        tags: Mapping[str, str | None] | None = None,
+    ) -> TaskPage:
+        """One page of the caller's tasks, oldest first. ``tag`` (``"key:value"`` or
+        ``"key"``, one or several) and ``tags`` (``{key: value}``, ``None`` for any
+        value) keep the tasks that match every filter given; a filtered page may
+        hold fewer than ``limit`` tasks, so follow ``next_token`` (or ``iter_tasks``)."""
+        params = [*_page(limit, next_token).items(), *(("tag", f) for f in _filters(tag, tags))]
+        return self._call(TaskPage, "GET", "/tasks", params=params)
 
-    def iter_tasks(self) -> Iterator[TaskView]:
-        """Every task of the caller's tenant, page after page."""
+    def iter_tasks(
+        self,
+        *,
+        tag: str | Sequence[str] | None = None,
+        tags: Mapping[str, str | None] | None = None,
+    ) -> Iterator[TaskView]:
+        """Every task of the caller's tenant (matching the filters, as ``list_tasks``),
+        page after page."""
         token: str | None = None
         while True:
-            page = self.list_tasks(100, token)
+            page = self.list_tasks(100, token, tag=tag, tags=tags)
             yield from page.items
             if not (token := page.next_token):
                 return
@@ -225,6 +243,13 @@ class Client:
         if response.is_error:
             raise ApiError(_problem_of(response))
         return response
+
+
+def _filters(tag: str | Sequence[str] | None, tags: Mapping[str, str | None] | None) -> list[str]:
+    """``?tag=`` values: the raw filters given, then a mapping's (``key:value``, or
+    ``key`` for None)."""
+    raw = [tag] if isinstance(tag, str) else list(tag or [])
+    return raw + [key if value is None else f"{key}:{value}" for key, value in (tags or {}).items()]
 
 
 def _page(limit: int, next_token: str | None) -> dict[str, Any]:

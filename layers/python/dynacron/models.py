@@ -10,6 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dynacron.domain.limits import MAX_CONCURRENCY, MAX_RATE_PER_SECOND, RateLimit, TaskLimits
 from dynacron.domain.retry import MAX_ATTEMPTS_LIMIT, MAX_DELAY_LIMIT_SECONDS, RetryPolicy
+from dynacron.domain.tags import (
+    KEY_PATTERN,
+    KEY_RULE,
+    MAX_TAGS,
+    MAX_VALUE_LENGTH,
+    VALUE_PATTERN,
+    VALUE_RULE,
+)
 from dynacron.domain.task_changes import UNSET, TaskChanges
 from dynacron.domain.task_specs import (
     MAX_PAYLOAD_DEPTH,
@@ -176,6 +184,31 @@ def _task_patch_rules(schema: dict[str, Any]) -> None:
     ]
 
 
+def _tags_schema(schema: dict[str, Any]) -> None:
+    """The bounds ``domain.tags`` checks (its messages name the tag), stated here so
+    that a body valid by the document is not refused for its tags."""
+    bounded = {
+        "type": "object",
+        "maxProperties": MAX_TAGS,
+        "propertyNames": {"pattern": KEY_PATTERN},
+        "additionalProperties": {
+            "type": "string",
+            "maxLength": MAX_VALUE_LENGTH,
+            "pattern": VALUE_PATTERN,
+        },
+    }
+    if "anyOf" in schema:  # PATCH: null too (leaves the stored tags)
+        schema["anyOf"] = [bounded if s.get("type") == "object" else s for s in schema["anyOf"]]
+    else:
+        schema.update(bounded)
+
+
+TAGS_DESCRIPTION = (
+    f"Labels to find the task by (GET /tasks?tag=key:value): at most {MAX_TAGS}, "
+    f"each key {KEY_RULE}, each value {VALUE_RULE}; never interpreted"
+)
+
+
 class TaskCreate(BaseModel):
     """Body of ``POST /tasks``: exactly one of ``cron``, ``rate``, ``at``,
     ``fixed_delay`` or ``after``, and exactly one of ``handler_url`` or ``handler``."""
@@ -263,6 +296,9 @@ class TaskCreate(BaseModel):
         json_schema_extra={"maximum": MAX_CONCURRENCY},
     )
     rate_limit: RateLimitModel | None = None
+    tags: dict[str, str] = Field(
+        default_factory=dict, description=TAGS_DESCRIPTION, json_schema_extra=_tags_schema
+    )
 
     @field_validator("payload", check_fields=False)
     @classmethod
@@ -301,6 +337,7 @@ class TaskCreate(BaseModel):
             jitter_seconds=self.jitter_seconds,
             overlap=Overlap(self.overlap),
             limits=self.limits(),
+            tags=self.tags,
         )
 
 
@@ -326,6 +363,11 @@ class TaskPatch(TaskCreate):
     catchup: Literal["skip", "run_once", "run_all"] | None = None  # type: ignore[assignment]
     overlap: Literal["allow", "skip", "buffer_one"] | None = None  # type: ignore[assignment]
     payload: dict[str, Any] | None = None  # type: ignore[assignment]
+    tags: dict[str, str] | None = Field(  # type: ignore[assignment]
+        default=None,
+        description=TAGS_DESCRIPTION + "; replaces the whole map ({} clears it)",
+        json_schema_extra=_tags_schema,
+    )
 
     def to_changes(self) -> TaskChanges:
         """The changes this body asks for. A schedule kind or a handler sent as null
@@ -358,6 +400,7 @@ class TaskPatch(TaskCreate):
             catchup_window_seconds=self.catchup_window_seconds,
             jitter_seconds=self.jitter_seconds,
             overlap=Overlap(self.overlap) if self.overlap is not None else None,
+            tags=self.tags,
             reschedule=any(name in named for name in SCHEDULE_FIELDS),
         )
 

@@ -25,6 +25,7 @@ from dynacron.domain.executions import (
 )
 from dynacron.domain.limits import HostState, RateLimit
 from dynacron.domain.retry import RetryPolicy
+from dynacron.domain.tags import TagFilter
 from dynacron.domain.tasks import DuePlacement, Task
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.domain.uptime import ShardHistory
@@ -124,7 +125,17 @@ class TaskStore(Protocol):
 
     def get_owned(self, tenant_id: str, task_id: str) -> Task | None: ...
 
-    def page_owned(self, tenant_id: str, limit: int, token: str | None) -> Page[Task]: ...
+    def page_owned(
+        self,
+        tenant_id: str,
+        limit: int,
+        token: str | None,
+        tags: tuple[TagFilter, ...] = (),
+    ) -> Page[Task]:
+        """One page of the tenant's tasks, oldest first; with ``tags``, those matching
+        every filter only. A filtered page may hold fewer than ``limit`` tasks, even
+        none, with a ``next_token`` to go on from: a store bounds the work of one page."""
+        ...
 
     def delete_owned(self, tenant_id: str, task_id: str) -> bool: ...
 

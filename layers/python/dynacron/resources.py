@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 AttributeType = Literal["S", "N"]
-Projection = Literal["KEYS_ONLY", "ALL"]
+Projection = Literal["KEYS_ONLY", "INCLUDE", "ALL"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,8 @@ class IndexDefinition:
     partition_key: Key
     sort_key: Key
     projection: Projection
+    # INCLUDE only: the attributes projected beside the keys.
+    non_key_attributes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,17 +68,25 @@ DUE_INDEX = IndexDefinition(
     projection="KEYS_ONLY",
 )
 
+# A task's tags (a map of strings), the one attribute the tenant index carries
+# beside its keys.
+TAGS_ATTRIBUTE = "tags"
+
 # A tenant's tasks, oldest first: listing is a query of one partition, so a
-# tenant never reads (and pays for) another's items. Keys only: an index entry is
-# rewritten whenever a projected attribute changes, and every claim changes most of
-# a task (``next_run_at``, ``version``, ...), so projecting all attributes cost one
-# more index write per fire. Listing reads the page's items with one BatchGetItem
-# instead: listings are rare, fires are not (BENCHMARKS.md, cost).
+# tenant never reads (and pays for) another's items. Keys and tags only: an index
+# entry is rewritten whenever a projected attribute changes, and every claim changes
+# most of a task (``next_run_at``, ``version``, ...), so projecting all attributes
+# cost one more index write per fire. Tags change only when the task's owner
+# changes them (create, PATCH), never on a fire, and projecting them lets a
+# filtered listing (``?tag=``) be filtered by DynamoDB on the index (decision
+# 0027). Listing reads the page's items with one BatchGetItem: listings are rare,
+# fires are not (BENCHMARKS.md, cost).
 TENANT_INDEX = IndexDefinition(
     name="tenant-index",
     partition_key=Key("tenant_id"),
     sort_key=Key("created_at"),
-    projection="KEYS_ONLY",
+    projection="INCLUDE",
+    non_key_attributes=(TAGS_ATTRIBUTE,),
 )
 
 # Sparse: only tasks that run after another (``after``) carry ``after_task_id``;
@@ -218,11 +228,18 @@ def create_table_request(table: TableDefinition, name: str) -> dict[str, Any]:
             {
                 "IndexName": index.name,
                 "KeySchema": _key_schema(index.partition_key, index.sort_key),
-                "Projection": {"ProjectionType": index.projection},
+                "Projection": _projection(index),
             }
             for index in table.indexes
         ]
     return request
+
+
+def _projection(index: IndexDefinition) -> dict[str, Any]:
+    projection: dict[str, Any] = {"ProjectionType": index.projection}
+    if index.projection == "INCLUDE":
+        projection["NonKeyAttributes"] = list(index.non_key_attributes)
+    return projection
 
 
 def _key_schema(partition_key: Key, sort_key: Key | None) -> list[dict[str, str]]:

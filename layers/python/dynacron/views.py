@@ -58,6 +58,7 @@ class TaskView(BaseModel):
     max_concurrency: int | None = None
     rate_limit: RateLimitModel | None = None
     payload: dict[str, Any]
+    tags: dict[str, str]
     status: str
     # ERROR only: why the scheduler set the task aside.
     status_reason: str | None = None
@@ -106,6 +107,7 @@ class TaskView(BaseModel):
             max_concurrency=spec.limits.max_concurrency,
             rate_limit=RateLimitModel.of(spec.limits),
             payload=spec.payload,
+            tags=spec.tags,
             status=task.status.value,
             status_reason=task.status_reason,
             next_run_at=_optional_instant(task.next_run_at),

@@ -46,6 +46,12 @@ from dynacron.domain.errors import (
 )
 from dynacron.domain.instants import format_instant
 from dynacron.domain.quotas import TenantRateLimiter
+from dynacron.domain.tags import (
+    FILTER_PATTERN,
+    FILTER_RULE,
+    MAX_TAG_FILTERS,
+    parse_tag_filters,
+)
 from dynacron.models import BackfillRequest, CompleteRequest, PauseRequest, TaskCreate, TaskPatch
 from dynacron.services.executions import Completion, ExecutionService
 from dynacron.services.forecast import HerdForecast
@@ -82,6 +88,19 @@ CreateKeyHeader = Annotated[
 ]
 PageLimit = Annotated[int, Query(ge=1, le=100, description="Items per page")]
 PageToken = Annotated[str | None, Query(max_length=2048, description="From the previous page")]
+# An array, never null: a query parameter is absent or given, and a "null" form
+# lets a fuzzer send a lone string it deems invalid that reads as a valid array.
+TagFilters = Annotated[
+    list[str],
+    Query(
+        description=f"Only tasks with this tag: {FILTER_RULE}; repeat it for tasks with "
+        "every one given. A filtered page may hold fewer than limit tasks: follow next_token",
+        json_schema_extra={
+            "items": {"type": "string", "pattern": FILTER_PATTERN},
+            "maxItems": MAX_TAG_FILTERS,
+        },
+    ),
+]
 PreviewCount = Annotated[int, Query(ge=1, le=100, description="How many occurrences")]
 ForecastHours = Annotated[int, Query(ge=1, le=24, description="Hours ahead to count")]
 PreviewAfter = Annotated[
@@ -153,7 +172,33 @@ def build_api(
             app.context[TENANT_CONTEXT_KEY] = tenant
         return next_middleware(app)
 
-    app.use(middlewares=[authenticate])
+    def refuse_unknown_query(
+        app: APIGatewayRestResolver, next_middleware: NextMiddleware
+    ) -> Response[Any]:
+        """A query parameter no route declares is refused, not ignored: ``?tags=env:prod``
+        (for ``?tag=``) would otherwise list every task as if filtered."""
+        event = app.current_event
+        sent = set(event.multi_value_query_string_parameters or {})
+        sent |= set(event.query_string_parameters or {})
+        route = app.context.get("_route")
+        # Only a declared route's: a request no route takes (a 404 or 405) is a
+        # stand-in route that declares nothing, and gets its own answer.
+        declared = route in app._static_routes + app._dynamic_routes
+        if sent and route is not None and declared and event.path not in PUBLIC_PATHS:
+            known = sorted(param.alias for param in route.dependant.query_params)
+            takes = ", ".join(known) or "none"
+            message = f"is not a query parameter of {route.method} {route.path} (it takes {takes})"
+            unknown = sorted(sent - set(known))
+            if unknown:
+                raise RequestValidationError(
+                    [
+                        {"type": "unknown_query_parameter", "loc": ("query", name), "msg": message}
+                        for name in unknown
+                    ]
+                )
+        return next_middleware(app)
+
+    app.use(middlewares=[authenticate, refuse_unknown_query])
 
     def caller_tenant() -> str:
         """The tenant of the request being handled: scope every read and write with it."""
@@ -185,8 +230,13 @@ def build_api(
         )
 
     @app.get("/tasks", responses=problems())
-    def list_tasks(limit: PageLimit = 50, next_token: PageToken = None) -> TaskPage:
-        page = tasks.page(caller_tenant(), limit, next_token)
+    def list_tasks(
+        limit: PageLimit = 50,
+        next_token: PageToken = None,
+        tag: TagFilters = [],  # noqa: B006 (read, never mutated)
+    ) -> TaskPage:
+        filters = parse_tag_filters(tag)
+        page = tasks.page(caller_tenant(), limit, next_token, filters)
         return TaskPage(items=[TaskView.of(t) for t in page.items], next_token=page.next_token)
 
     @app.get("/tasks/<task_id>", responses=problems(404))

@@ -14,6 +14,7 @@ from dynacron.domain.errors import Conflict, InvalidRequest
 from dynacron.domain.instants import format_instant
 from dynacron.domain.retry import RetryPolicy
 from dynacron.domain.schedules import AfterSchedule, Schedule, check_computable
+from dynacron.domain.tags import checked_tags
 from dynacron.domain.task_specs import (
     MAX_PAYLOAD_DEPTH,
     SCHEDULE_KINDS,
@@ -81,6 +82,8 @@ class TaskChanges:
     catchup_window_seconds: int | None = None
     jitter_seconds: int | None = None
     overlap: Overlap | None = None
+    # The whole map: it replaces the stored one ({} clears it).
+    tags: dict[str, str] | None = None
     reschedule: bool = False
 
     @property
@@ -129,6 +132,7 @@ def apply_changes(task: Task, changes: TaskChanges, now: datetime) -> Task:
         catchup=catchup_policy(spec.catchup, spec.catchup_window_seconds),
         jitter_seconds=spec.jitter_seconds,
         overlap=spec.overlap,
+        tags=checked_tags(changes.tags) if changes.tags is not None else task.tags,
         version=task.version + 1,
         updated_at=now,
     )
@@ -174,6 +178,7 @@ def merged(stored: TaskSpec, changes: TaskChanges) -> TaskSpec:
         jitter_seconds=given(changes.jitter_seconds, stored.jitter_seconds),
         overlap=given(changes.overlap, stored.overlap),
         limits=stored.limits,
+        tags=given(changes.tags, stored.tags),
     )
 
 

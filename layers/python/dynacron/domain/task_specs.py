@@ -34,6 +34,7 @@ from dynacron.domain.schedules import (
     parse_local_instant,
     parse_rate,
 )
+from dynacron.domain.tags import checked_tags
 from dynacron.domain.tasks import CatchUp, CatchUpPolicy, Overlap, Task, TaskStatus
 from dynacron.domain.wallclock import DstPolicy
 
@@ -86,6 +87,7 @@ class TaskSpec:
     jitter_seconds: int = 0
     overlap: Overlap = Overlap.ALLOW
     limits: TaskLimits = field(default_factory=TaskLimits)
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 def new_task(spec: TaskSpec, now: datetime, *, task_id: str, tenant_id: str) -> Task:
@@ -115,6 +117,7 @@ def new_task(spec: TaskSpec, now: datetime, *, task_id: str, tenant_id: str) -> 
         overlap=spec.overlap,
         limits=spec.limits,
         tenant_id=tenant_id,
+        tags=checked_tags(spec.tags),
     )
 
 
@@ -152,6 +155,7 @@ def spec_of(task: Task) -> TaskSpec:
         jitter_seconds=task.jitter_seconds,
         overlap=task.overlap,
         limits=task.limits,
+        tags=task.tags,
     )
 
 

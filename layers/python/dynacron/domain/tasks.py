@@ -104,6 +104,8 @@ class Task:
     # When the task was last resumed: an occurrence that fell due before it was
     # missed (the task was paused), whatever the scheduler did meanwhile.
     resumed_at: datetime | None = None
+    # Labels for its owner to find it by (``domain.tags``); never interpreted.
+    tags: dict[str, str] = field(default_factory=dict)
 
     @property
     def timezone(self) -> str:

@@ -30,6 +30,7 @@ from dynacron.domain.schedules import (
     parse_local_instant,
     upcoming,
 )
+from dynacron.domain.tags import TagFilter
 from dynacron.domain.task_changes import TaskChanges, apply_changes
 from dynacron.domain.task_specs import TaskSpec, new_task
 from dynacron.domain.tasks import (
@@ -337,8 +338,13 @@ class TaskService:
             raise TaskNotFound(task_id)
         return task
 
-    def page(self, tenant_id: str, limit: int, token: str | None) -> Page[Task]:
-        return self._tasks.page_owned(tenant_id, limit, token)
+    def page(
+        self, tenant_id: str, limit: int, token: str | None, tags: tuple[TagFilter, ...] = ()
+    ) -> Page[Task]:
+        """One page of the tenant's tasks, oldest first; with ``tags``, only those that
+        match every filter (a page may then hold fewer than ``limit``: follow
+        ``next_token`` until it is None)."""
+        return self._tasks.page_owned(tenant_id, limit, token, tags)
 
     def delete(self, tenant_id: str, task_id: str) -> None:
         if not self._tasks.delete_owned(tenant_id, task_id):

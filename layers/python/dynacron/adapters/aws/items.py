@@ -113,6 +113,15 @@ class PartitionQuery:
     newest_first: bool = False
 
 
+@dataclass(frozen=True)
+class QueryFilter:
+    """A FilterExpression and the placeholders it names (``#...``, ``:...``, plain values)."""
+
+    expression: str
+    names: dict[str, str]
+    values: dict[str, Any]
+
+
 def query_page(
     client: Any,
     query: PartitionQuery,
@@ -125,32 +134,92 @@ def query_page(
     A token is only accepted for the partition it came from (a tenant's token is
     no use in another's), and one DynamoDB rejects is the caller's mistake (4xx).
     """
+    kwargs = _query_request(query, token)
+    kwargs["Limit"] = limit
+    response = _query(client, kwargs, from_token=token is not None)
+    return Page(
+        items=[parse(i) for i in response.get("Items", [])],
+        next_token=encode_page_token(response.get("LastEvaluatedKey"), _listing(query)),
+    )
+
+
+def filtered_query_page(
+    client: Any,
+    query: PartitionQuery,
+    limit: int,
+    token: str | None,
+    parse: Callable[[dict[str, Any]], T],
+    *,
+    where: QueryFilter,
+    key_names: tuple[str, ...],
+    max_queries: int,
+    evaluated_per_query: int,
+) -> Page[T]:
+    """Up to ``limit`` items of ``query`` that ``where`` keeps, in at most
+    ``max_queries`` Query calls of ``evaluated_per_query`` items each.
+
+    DynamoDB applies a filter after it reads (``Limit`` counts what it read), so a
+    sparse match could take any number of calls: after ``max_queries`` the page
+    ends, perhaps short or empty, with a token where reading stopped. A page that
+    fills up mid-call ends at its last item, whose ``key_names`` (the index's keys
+    and the table's) make the token. Tokens are those of ``query_page``.
+    """
+    kwargs = _query_request(query, token)
+    kwargs["Limit"] = evaluated_per_query
+    kwargs["FilterExpression"] = where.expression
+    kwargs["ExpressionAttributeNames"] |= where.names
+    kwargs["ExpressionAttributeValues"] |= to_item(where.values)
+    found: list[dict[str, Any]] = []
+    last_key: dict[str, Any] | None = None
+    for call in range(max_queries):
+        response = _query(client, kwargs, from_token=call == 0 and token is not None)
+        items = response.get("Items", [])
+        last_key = response.get("LastEvaluatedKey")
+        for position, item in enumerate(items):
+            found.append(item)
+            if len(found) == limit:
+                read_past = position < len(items) - 1 or last_key is not None
+                last_key = {name: item[name] for name in key_names} if read_past else None
+                return Page([parse(i) for i in found], encode_page_token(last_key, _listing(query)))
+        if last_key is None:
+            break
+        kwargs["ExclusiveStartKey"] = last_key
+    return Page([parse(i) for i in found], encode_page_token(last_key, _listing(query)))
+
+
+def _listing(query: PartitionQuery) -> str:
+    return f"{query.table}/{query.index.name if query.index else ''}"
+
+
+def _query_request(query: PartitionQuery, token: str | None) -> dict[str, Any]:
+    """The Query of ``query``'s partition, from where ``token`` (checked) left off."""
     kwargs: dict[str, Any] = {
         "TableName": query.table,
         "KeyConditionExpression": "#key = :key",
         "ExpressionAttributeNames": {"#key": query.key_name},
         "ExpressionAttributeValues": to_item({":key": query.key_value}),
         "ScanIndexForward": not query.newest_first,
-        "Limit": limit,
     }
     if query.index is not None:
         kwargs["IndexName"] = query.index.name
-    listing = f"{query.table}/{query.index.name if query.index else ''}"
-    start_key = decode_page_token(token, listing)
+    start_key = decode_page_token(token, _listing(query))
     if start_key:
         if start_key.get(query.key_name) != {"S": query.key_value}:
             raise InvalidRequest("next_token", "is not a token this API returned")
         kwargs["ExclusiveStartKey"] = start_key
+    return kwargs
+
+
+def _query(client: Any, kwargs: dict[str, Any], *, from_token: bool) -> dict[str, Any]:
     try:
-        response = client.query(**kwargs)
+        response: dict[str, Any] = client.query(**kwargs)
     except ClientError as error:
-        if start_key and error.response.get("Error", {}).get("Code") == "ValidationException":
+        # A start key DynamoDB rejects came in the caller's token (4xx).
+        resumed = from_token and "ExclusiveStartKey" in kwargs
+        if resumed and error.response.get("Error", {}).get("Code") == "ValidationException":
             raise InvalidRequest("next_token", "is not a token this API returned") from None
         raise
-    return Page(
-        items=[parse(i) for i in response.get("Items", [])],
-        next_token=encode_page_token(response.get("LastEvaluatedKey"), listing),
-    )
+    return response
 
 
 def instant_or_none(value: str | None) -> datetime | None:

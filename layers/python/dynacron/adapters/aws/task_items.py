@@ -51,6 +51,7 @@ from dynacron.ports import (
 from dynacron.resources import (
     DEPENDENTS_INDEX,
     DUE_INDEX,
+    TAGS_ATTRIBUTE,
     TENANT_INDEX,
 )
 
@@ -197,6 +198,8 @@ def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
             DEPENDENTS_INDEX.partition_key.name: task.upstream_task_id,
             "limits": limits_to_map(task.limits),
             "resumed_at": optional_instant(task.resumed_at),
+            # Left out when empty: an untagged task's index entry is its keys alone.
+            TAGS_ATTRIBUTE: dict(task.tags) or None,
         }
     )
 
@@ -233,7 +236,16 @@ def task_from_item(item: dict[str, Any]) -> Task:
         has_dependents=bool(values.get("has_dependents", False)),
         status_reason=values.get("status_reason"),
         resumed_at=instant_or_none(values.get("resumed_at")),
+        tags=_tags_from(values.get(TAGS_ATTRIBUTE)),
     )
+
+
+def _tags_from(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError("tags is not a map of strings")
+    return {str(k): v for k, v in value.items()}
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -14,7 +14,9 @@ from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.items import (
     BATCH_GET_LIMIT,
     PartitionQuery,
+    QueryFilter,
     cancelled_by,
+    filtered_query_page,
     from_item,
     is_condition_failure,
     is_transaction_refusal,
@@ -33,6 +35,7 @@ from dynacron.adapters.aws.tenants import tenant_key
 from dynacron.domain.claiming import Claim
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
+from dynacron.domain.tags import TagFilter, matches_all
 from dynacron.domain.tasks import (
     DuePlacement,
     Task,
@@ -47,8 +50,36 @@ from dynacron.ports import (
 from dynacron.resources import (
     DEPENDENTS_INDEX,
     DUE_INDEX,
+    TAGS_ATTRIBUTE,
     TENANT_INDEX,
 )
+
+# A filtered listing page's work: at most this many Query calls, each reading at
+# most this many index entries (the index's keys and tags: a few hundred bytes),
+# so one page reads at most 10,000 entries, the default quota of tasks per tenant.
+FILTERED_QUERIES = 10
+EVALUATED_PER_QUERY = 1000
+
+
+def _task_id_of(key: dict[str, Any]) -> str:
+    return str(key["task_id"]["S"])
+
+
+def _tags_filter(tags: tuple[TagFilter, ...]) -> QueryFilter:
+    """``tags`` as a FilterExpression on the tenant index's ``tags`` map: every key
+    and value is a placeholder, so no tag text is ever read as expression syntax."""
+    names = {"#tags": TAGS_ATTRIBUTE}
+    values: dict[str, Any] = {}
+    terms = []
+    for number, tag in enumerate(tags):
+        names[f"#tag{number}"] = tag.key
+        path = f"#tags.#tag{number}"
+        if tag.value is None:
+            terms.append(f"attribute_exists({path})")
+        else:
+            values[f":tag{number}"] = tag.value
+            terms.append(f"{path} = :tag{number}")
+    return QueryFilter(" AND ".join(terms), names, values)
 
 
 class DynamoTaskStore:
@@ -58,10 +89,20 @@ class DynamoTaskStore:
     tenant index, so another tenant's task is, to a caller, exactly a missing one.
     """
 
-    def __init__(self, client: Any, table_name: str, coordination_table: str = "") -> None:
+    def __init__(
+        self,
+        client: Any,
+        table_name: str,
+        coordination_table: str = "",
+        *,
+        filtered_queries: int = FILTERED_QUERIES,
+        evaluated_per_query: int = EVALUATED_PER_QUERY,
+    ) -> None:
         self._client = translating(client)
         self._table = table_name
         self._coordination = coordination_table
+        self._filtered_queries = filtered_queries
+        self._evaluated_per_query = evaluated_per_query
 
     def create_within_quota(
         self, task: Task, placement: DuePlacement | None, max_tasks: int, fresh_secret: str
@@ -125,28 +166,48 @@ class DynamoTaskStore:
         # every tenant-scoped read goes through.
         return task if task is not None and task.tenant_id == tenant_id else None
 
-    def page_owned(self, tenant_id: str, limit: int, token: str | None) -> Page[Task]:
-        """One page of a tenant's tasks, oldest first.
+    def page_owned(
+        self,
+        tenant_id: str,
+        limit: int,
+        token: str | None,
+        tags: tuple[TagFilter, ...] = (),
+    ) -> Page[Task]:
+        """One page of a tenant's tasks, oldest first; with ``tags``, those with every
+        tag filter matched only.
 
-        The tenant index holds keys only (``resources.TENANT_INDEX``), so the page's
-        ids come from it and the tasks from one eventually consistent BatchGetItem,
-        as current as the index itself. A task deleted in between is left out.
+        The tenant index holds keys and tags only (``resources.TENANT_INDEX``), so the
+        page's ids come from it (filtered there by DynamoDB, in at most
+        ``filtered_queries`` Query calls) and the tasks from one eventually consistent
+        BatchGetItem. A task deleted in between is left out, and so is one whose tags
+        no longer match: the table's item, not the index, has the last word.
         """
-        ids = query_page(
-            self._client,
-            PartitionQuery(self._table, TENANT_INDEX.partition_key.name, tenant_id, TENANT_INDEX),
-            limit,
-            token,
-            lambda key: str(key["task_id"]["S"]),
+        partition = PartitionQuery(
+            self._table, TENANT_INDEX.partition_key.name, tenant_id, TENANT_INDEX
         )
+        if tags:
+            ids = filtered_query_page(
+                self._client,
+                partition,
+                limit,
+                token,
+                _task_id_of,
+                where=_tags_filter(tags),
+                key_names=(TENANT_INDEX.partition_key.name, TENANT_INDEX.sort_key.name, "task_id"),
+                max_queries=self._filtered_queries,
+                evaluated_per_query=self._evaluated_per_query,
+            )
+        else:
+            ids = query_page(self._client, partition, limit, token, _task_id_of)
         items = self._batch_items(ids.items, consistent=False)
         owner = {"S": tenant_id}
+        shown = [
+            shown_task_item(items[task_id])
+            for task_id in ids.items
+            if task_id in items and items[task_id].get(TENANT_INDEX.partition_key.name) == owner
+        ]
         return Page(
-            items=[
-                shown_task_item(items[task_id])
-                for task_id in ids.items
-                if task_id in items and items[task_id].get(TENANT_INDEX.partition_key.name) == owner
-            ],
+            items=[task for task in shown if matches_all(task.tags, tags)],
             next_token=ids.next_token,
         )
 

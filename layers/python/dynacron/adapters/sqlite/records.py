@@ -119,18 +119,29 @@ class Listing:
     newest_first: bool = False
 
     def page(
-        self, connection: sqlite3.Connection, partition: str, limit: int, token: str | None
+        self,
+        connection: sqlite3.Connection,
+        partition: str,
+        limit: int,
+        token: str | None,
+        where: tuple[str, tuple[Any, ...]] | None = None,
     ) -> tuple[list[sqlite3.Row], str | None]:
-        """One page of rows of ``partition`` and the token of the next (None at the end)."""
+        """One page of rows of ``partition`` and the token of the next (None at the end);
+        with ``where`` (a condition and its parameters), only the rows it keeps."""
         after = decode_page_token(token, self.name, partition, len(self.order))
         columns = ", ".join(self.order)
         query = f"SELECT * FROM {self.table} WHERE {self.partition_column} = ?"
+        parameters: list[Any] = [partition]
+        if where is not None:
+            query += f" AND ({where[0]})"
+            parameters += where[1]
         if after is not None:
             marks = ", ".join("?" * len(after))
             query += f" AND ({columns}) {'<' if self.newest_first else '>'} ({marks})"
+            parameters += after
         direction = " DESC" if self.newest_first else ""
         query += " ORDER BY " + ", ".join(c + direction for c in self.order) + " LIMIT ?"
-        rows = connection.execute(query, (partition, *(after or []), limit + 1)).fetchall()
+        rows = connection.execute(query, (*parameters, limit + 1)).fetchall()
         page = rows[:limit]
         last = [str(page[-1][column]) for column in self.order] if len(rows) > limit else None
         return page, encode_page_token(self.name, partition, last)
@@ -277,6 +288,7 @@ def task_to_record(task: Task) -> dict[str, Any]:
         "after_task_id": task.upstream_task_id,
         "limits": _limits_to_map(task.limits),
         "resumed_at": optional_instant(task.resumed_at),
+        "tags": dict(task.tags) or None,
     }
 
 
@@ -311,7 +323,16 @@ def task_from_record(values: dict[str, Any]) -> Task:
         has_dependents=bool(values.get("has_dependents", False)),
         status_reason=values.get("status_reason"),
         resumed_at=instant_or_none(values.get("resumed_at")),
+        tags=_tags_from(values.get("tags")),
     )
+
+
+def _tags_from(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError("tags is not a map of strings")
+    return dict(value)
 
 
 def read_task(task_id: str, text: str, version: int | None) -> Task | UnreadableTask:

@@ -28,8 +28,30 @@ from dynacron.adapters.sqlite.schema import COORDINATION, TASKS
 from dynacron.domain.claiming import Claim
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
+from dynacron.domain.tags import TagFilter, matches_all
 from dynacron.domain.tasks import DuePlacement, Task, TaskStatus
 from dynacron.ports import REASON_LIMIT, Page, UnreadableTask, UnreadableTaskError
+
+
+def _tags_condition(tags: tuple[TagFilter, ...]) -> tuple[str, tuple[Any, ...]] | None:
+    """Every filter of ``tags`` on the record's ``tags`` object, keys and values bound as
+    parameters (never a JSON path built from a key). A record that is not JSON (written
+    around the API) matches nothing rather than failing the listing."""
+    if not tags:
+        return None
+    terms: list[str] = []
+    parameters: list[Any] = []
+    for tag in tags:
+        term = "SELECT 1 FROM json_each(tasks.record, '$.tags') AS tag WHERE tag.key = ?"
+        parameters.append(tag.key)
+        if tag.value is not None:
+            term += " AND tag.type = 'text' AND tag.value = ?"
+            parameters.append(tag.value)
+        terms.append(f"EXISTS ({term})")
+    return f"CASE WHEN json_valid(tasks.record) THEN {' AND '.join(terms)} ELSE 0 END", tuple(
+        parameters
+    )
+
 
 # Ids per ``IN (...)`` read: well under SQLite's limit of bound parameters.
 READ_CHUNK = 500
@@ -82,14 +104,22 @@ class SqliteTaskStore:
             return None
         return shown_task(task_id, tenant_id, row["record"], row["version"])
 
-    def page_owned(self, tenant_id: str, limit: int, token: str | None) -> Page[Task]:
-        """One page of a tenant's tasks, oldest first; ``token`` only resumes a page of
-        this tenant's listing."""
+    def page_owned(
+        self,
+        tenant_id: str,
+        limit: int,
+        token: str | None,
+        tags: tuple[TagFilter, ...] = (),
+    ) -> Page[Task]:
+        """One page of a tenant's tasks, oldest first; with ``tags``, those with every
+        tag filter matched only. ``token`` only resumes a page of this tenant's listing."""
         rows, next_token = _TENANT_LISTING.page(
-            self._database.connection(), tenant_id, limit, token
+            self._database.connection(), tenant_id, limit, token, _tags_condition(tags)
         )
+        shown = [shown_task(r["task_id"], tenant_id, r["record"], r["version"]) for r in rows]
+        # As on DynamoDB, the task as read decides (an unreadable one shows no tags).
         return Page(
-            items=[shown_task(r["task_id"], tenant_id, r["record"], r["version"]) for r in rows],
+            items=[task for task in shown if matches_all(task.tags, tags)],
             next_token=next_token,
         )
 
