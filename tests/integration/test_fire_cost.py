@@ -2,7 +2,9 @@
 
 The benchmark's own scenario, small: two recurring tasks fire once. Pins the
 issue-15 goal (at most 5 write units per successful recurring fire, index writes
-included) and that a claim writes no index but the due index.
+included), that a claim writes no index but the due index, and that the execution
+of a successful fire writes no index at all (the attention index behind
+GET /executions is sparse: decision 0028).
 """
 
 from __future__ import annotations
@@ -48,6 +50,17 @@ def test_a_claim_moves_its_due_index_entry_and_rewrites_no_other_index(
     assert [(r["operation"], r["requests"], r["wcu"], r["index_wcu"]) for r in claims] == [
         ("UpdateItem", 1.0, 1.0, 2.0)
     ]
+
+
+def test_a_successful_fire_writes_its_execution_to_no_index(recurring: dict) -> None:
+    # Begun (a put) and finished (an update), each one transition of the execution
+    # item: neither carries the lease, dead-letter or attention index's keys.
+    writes = [
+        (r["operation"], r["requests"], r["wcu"], r["index_wcu"])
+        for r in recurring["breakdown"]
+        if r["caller"].startswith("apply_transition")
+    ]
+    assert sorted(writes) == [("PutItem", 1.0, 1.0, 0.0), ("UpdateItem", 1.0, 1.0, 0.0)]
 
 
 def test_a_listing_page_is_one_query_of_keys_and_one_eventually_consistent_read() -> None:
