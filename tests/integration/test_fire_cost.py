@@ -53,14 +53,17 @@ def test_a_claim_moves_its_due_index_entry_and_rewrites_no_other_index(
 
 
 def test_a_successful_fire_writes_its_execution_to_no_index(recurring: dict) -> None:
-    # Begun (a put) and finished (an update), each one transition of the execution
-    # item: neither carries the lease, dead-letter or attention index's keys.
+    # Begun (a put) and finished (an update): neither carries the lease, dead-letter
+    # or attention index's keys.
     writes = [
-        (r["operation"], r["requests"], r["wcu"], r["index_wcu"])
+        (r["caller"], r["operation"], r["requests"], r["wcu"], r["index_wcu"])
         for r in recurring["breakdown"]
-        if r["caller"].startswith("apply_transition")
+        if r["caller"].startswith("ExecutionStore.")
     ]
-    assert sorted(writes) == [("PutItem", 1.0, 1.0, 0.0), ("UpdateItem", 1.0, 1.0, 0.0)]
+    assert sorted(writes) == [
+        ("ExecutionStore.begin", "PutItem", 1.0, 1.0, 0.0),
+        ("ExecutionStore.finish", "UpdateItem", 1.0, 1.0, 0.0),
+    ]
 
 
 def test_a_listing_page_is_one_query_of_keys_and_one_eventually_consistent_read() -> None:
