@@ -115,6 +115,18 @@ def test_another_tenant_sees_none_and_cannot_follow_a_token(
     decoded["key"]["attention_tenant"] = {"S": "arn:aws:iam::000000000000:role/Billing"}
     forged = base64.urlsafe_b64encode(json.dumps(decoded).encode()).decode()
     assert call(pipeline.app, "GET", "/executions", next_token=forged)[0] == 422
+    # Or one whose key is not this index's: a key missing, one of another type, more
+    for edit in (
+        lambda key: key.pop("attention_at"),
+        lambda key: key.update(attention_at={"N": "1"}),
+        lambda key: key.update(attention_at={"S": ["x"]}),
+        lambda key: key.update(status={"S": "FAILED"}),
+    ):
+        tampered = json.loads(base64.urlsafe_b64decode(token))
+        edit(tampered["key"])
+        forged = base64.urlsafe_b64encode(json.dumps(tampered).encode()).decode()
+        status, problem = call(pipeline.app, "GET", "/executions", next_token=forged)
+        assert (status, problem["errors"][0]["field"]) == (422, "next_token")
     # And a token of one filter is refused by another
     assert listing(pipeline, status="FAILED", next_token=token)[0] == 422
 
