@@ -249,7 +249,8 @@ class FakeLambdaContext:
 
 
 class RecordingQueue:
-    """A system's own dispatch queue (either adapter set), remembering what it accepted, in order."""
+    """A system's own dispatch queue (either adapter set), remembering what it accepted,
+    in order."""
 
     def __init__(self, queue: DispatchQueue) -> None:
         self._queue = queue

@@ -10,8 +10,8 @@ moves: against moto, or the embedded set where the test needs the tick alone.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
