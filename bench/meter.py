@@ -280,8 +280,11 @@ def _value_size(value: dict[str, Any]) -> int:
 
 # Public helpers that write for many callers: the call is named by their caller.
 SHARED_HELPERS = frozenset({"conditional_write"})
-# The client wrapper every AWS adapter calls through (adapters/aws/errors.py).
-PASS_THROUGH_MODULES = frozenset({"dynacron.adapters.aws.errors"})
+# The client wrapper every AWS adapter calls through (adapters/aws/errors.py), and
+# the transition writes every execution change goes through (adapters/aws/expressions.py).
+PASS_THROUGH_MODULES = frozenset(
+    {"dynacron.adapters.aws.errors", "dynacron.adapters.aws.expressions"}
+)
 # Callers are named by the port they carry out: ``DynamoTaskStore.claim`` is ``TaskStore.claim``.
 BACKEND_PREFIX = re.compile(r"^(Dynamo|Sqs)(?=[A-Z])")
 

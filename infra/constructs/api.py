@@ -20,6 +20,7 @@ from dynacron.callbacks import (
 )
 from dynacron.config import HANDLER_MODULES_VAR
 from dynacron.resources import (
+    ATTENTION_INDEX,
     COORDINATION,
     DEAD_LETTER_INDEX,
     DEAD_LETTER_QUEUE,
@@ -112,12 +113,19 @@ class Api(Construct):
             ["dynamodb:GetItem", "dynamodb:UpdateItem"],
             [storage.table(COORDINATION).table_arn],
         )
-        # Executions: history, the dead-letter list, heartbeat and complete callbacks.
+        # Executions: history, the dead-letter list, the list across tasks (its keys
+        # from the attention index, its items read in one batch), heartbeat and
+        # complete callbacks.
         allow(
             self.function,
             ["dynamodb:Query"],
-            [executions.table_arn, index_arn(executions, DEAD_LETTER_INDEX)],
+            [
+                executions.table_arn,
+                index_arn(executions, DEAD_LETTER_INDEX),
+                index_arn(executions, ATTENTION_INDEX),
+            ],
         )
+        allow(self.function, ["dynamodb:BatchGetItem"], [executions.table_arn])
         # A redrive or a failed callback queues the next attempt (allow_follow_ups'
         # grants); a redrive removes the dead-letter copy, and an exhausted callback
         # leaves one.

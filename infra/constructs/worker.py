@@ -15,16 +15,18 @@ from constructs import Construct
 from dynacron.config import HANDLER_MODULES_VAR
 from dynacron.resources import (
     COORDINATION,
+    DEAD_LETTER_INDEX,
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     EXECUTIONS,
+    LEASE_INDEX,
     LIMIT_KEY_PREFIXES,
     TASKS,
     TENANT_KEY_PREFIX,
     WORKER_TIMEOUT_SECONDS,
 )
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import HANDLER, ITEM_READ_WRITE, allow, allow_follow_ups, index_arns
+from infra.constructs.functions import HANDLER, ITEM_READ_WRITE, allow, allow_follow_ups, index_arn
 
 REAPER_TIMEOUT = Duration.minutes(1)
 
@@ -121,7 +123,12 @@ class Worker(Construct):
         allow(
             self.reaper,
             ["dynamodb:Query"],
-            [executions.table_arn, *index_arns(executions, EXECUTIONS)],
+            # Not the attention index: only the API lists executions across tasks.
+            [
+                executions.table_arn,
+                index_arn(executions, LEASE_INDEX),
+                index_arn(executions, DEAD_LETTER_INDEX),
+            ],
         )
         # Takes over an execution, reads its task and sends it again: allow_follow_ups'
         # grants; an exhausted one is copied to the dead-letter queue.

@@ -14,6 +14,8 @@ import json
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
 
 import boto3
 import pytest
@@ -186,6 +188,45 @@ def test_a_redrive_leaves_the_other_dead_letters_where_they_are(
     deployed.run_due()
     assert deployed.api("GET", "/dead-letters", principal=principal)[1]["items"] == []
     assert len(sink.snapshot()) == 4
+
+
+def test_failed_executions_are_listed_across_the_tenants_tasks(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    # Given two tasks whose handler refuses (400: never retried) and one that succeeds
+    sink.answer = lambda delivery: (400 if delivery.path.startswith("/refuse") else 200, {})
+    once = {"max_attempts": 1, "base_delay_seconds": 1, "max_delay_seconds": 1}
+    failing = [
+        register(deployed, principal, rate="1 hour", handler_url=f"{sink.url}/refuse", retry=once)
+        for _ in range(2)
+    ]
+    fine = register(deployed, principal, rate="1 hour", handler_url=f"{sink.url}/fine")
+    started = deployed.clock.now()
+    for task in (*failing, fine):
+        deployed.clock.set(max(deployed.clock.now(), datetime.fromisoformat(task["next_run_at"])))
+    deployed.run_due(*(task["task_id"] for task in (*failing, fine)))
+    failed_ids = {executions(deployed, principal, t["task_id"])[0]["execution_id"] for t in failing}
+
+    # When the tenant lists its failed executions across tasks since it began, a page
+    # at a time (the API's own role queries the attention index and reads the items)
+    listed: list[dict[str, Any]] = []
+    token = None
+    for _ in range(5):
+        query = {"status": "FAILED", "since": started.isoformat(), "limit": 1}
+        query |= {"next_token": token} if token else {}
+        status, page = deployed.api("GET", f"/executions?{urlencode(query)}", principal=principal)
+        assert status == 200, page
+        listed += page["items"]
+        token = page["next_token"]
+        if token is None:
+            break
+
+    # Then both failures are listed, newest first, and the success is not
+    assert {e["execution_id"] for e in listed} == failed_ids
+    assert [e["attention_at"] for e in listed] == sorted(
+        (e["attention_at"] for e in listed), reverse=True
+    )
+    assert deployed.api("GET", "/executions", principal=principal + "-other")[1]["items"] == []
 
 
 def test_a_paused_task_does_not_run_until_resumed(

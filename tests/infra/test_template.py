@@ -629,10 +629,13 @@ EXPECTED_ACCESS = {
         "Executions": {
             "dynamodb:Query",
             "dynamodb:GetItem",
+            # GET /executions reads the items of the attention index's keys
+            "dynamodb:BatchGetItem",
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
         },
         "Executions/index/dead-letter-index": {"dynamodb:Query"},
+        "Executions/index/attention-index": {"dynamodb:Query"},
         "DeadLetterQueue": {
             "sqs:SendMessage",
             "sqs:ReceiveMessage",

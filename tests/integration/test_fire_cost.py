@@ -2,7 +2,9 @@
 
 The benchmark's own scenario, small: two recurring tasks fire once. Pins the
 issue-15 goal (at most 5 write units per successful recurring fire, index writes
-included) and that a claim writes no index but the due index.
+included), that a claim writes no index but the due index, and that the execution
+of a successful fire writes no index at all (the attention index behind
+GET /executions is sparse: decision 0028).
 """
 
 from __future__ import annotations
@@ -67,6 +69,20 @@ def test_tagged_recurring_fires_cost_the_same_and_write_no_tenant_index_entry() 
     claims = [r for r in tagged["breakdown"] if r["caller"] == "TaskStore.claim"]
     assert [(r["operation"], r["wcu"], r["index_wcu"]) for r in claims] == [
         ("UpdateItem", 1.0, 2.0)
+    ]
+
+
+def test_a_successful_fire_writes_its_execution_to_no_index(recurring: dict) -> None:
+    # Begun (a put) and finished (an update): neither carries the lease, dead-letter
+    # or attention index's keys.
+    writes = [
+        (r["caller"], r["operation"], r["requests"], r["wcu"], r["index_wcu"])
+        for r in recurring["breakdown"]
+        if r["caller"].startswith("ExecutionStore.")
+    ]
+    assert sorted(writes) == [
+        ("ExecutionStore.begin", "PutItem", 1.0, 1.0, 0.0),
+        ("ExecutionStore.finish", "UpdateItem", 1.0, 1.0, 0.0),
     ]
 
 

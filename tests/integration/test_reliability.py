@@ -599,10 +599,16 @@ def test_deliveries_carry_the_attempt_and_callback_urls(
 
 
 def test_the_indexes_hold_only_what_is_owed(pipeline: Pipeline, sink: Sink) -> None:
-    """Sparse: a finished execution leaves the lease index; a redriven one the dead letters."""
+    """Sparse: a finished execution leaves the lease index; a redriven one the dead
+    letters; only the long job, the dead letter (then redriven) are listed across tasks."""
+    from dynacron.domain.attention import AttentionQuery
     from dynacron.resources import EXECUTIONS, LEASE_SHARDS
 
-    assert {index.name for index in EXECUTIONS.indexes} == {"lease-index", "dead-letter-index"}
+    assert {index.name for index in EXECUTIONS.indexes} == {
+        "lease-index",
+        "dead-letter-index",
+        "attention-index",
+    }
     store = pipeline.app.executions
     far_future = START + timedelta(days=365)
 
@@ -623,3 +629,5 @@ def test_the_indexes_hold_only_what_is_owed(pipeline: Pipeline, sink: Sink) -> N
     assert leased() == {waiting, dead}
     assert store.dead_letters(ALICE, 10, None).items == []
     assert done not in leased()
+    listed = store.across_tasks(ALICE, AttentionQuery(), 10, None).items
+    assert sorted(e.execution_id for e in listed) == sorted([waiting, dead])

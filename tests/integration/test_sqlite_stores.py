@@ -28,6 +28,7 @@ from dynacron.adapters.sqlite.coordination import (
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.executions import SqliteExecutionStore
 from dynacron.adapters.sqlite.tasks import SqliteTaskStore
+from dynacron.domain.attention import AttentionQuery
 from dynacron.domain.claiming import claim_occurrence
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.executions import (
@@ -1152,4 +1153,60 @@ def test_a_process_killed_mid_write_leaves_nothing_half_done(tmp_path: Path) -> 
     claim = claim_occurrence(task, NOW)
     assert claim is not None
     assert tasks.claim(claim, SHARDING.place("t1", claim.next_run_at, NOW), NOW) is True
+    database.close()
+
+
+def test_a_file_made_before_the_attention_index_gets_it_and_lists_new_failures(
+    tmp_path: Path,
+) -> None:
+    # Given a data file whose executions table predates GET /executions, with a row
+    path = tmp_path / "old.sqlite3"
+    old = Database(path)
+    with old.write() as connection:
+        connection.execute(
+            """CREATE TABLE executions (execution_id TEXT PRIMARY KEY, task_id TEXT NOT NULL,
+               lease_shard TEXT, lease_until TEXT, dead_letter TEXT, dead_lettered_at TEXT,
+               record TEXT NOT NULL)"""
+        )
+        record = {"execution_id": "old_1", "task_id": "old", "status": "FAILED"}
+        connection.execute(
+            "INSERT INTO executions (execution_id, task_id, record) VALUES (?, ?, ?)",
+            ("old_1", "old", json.dumps(record | {"scheduled_at": "2026-11-30T12:00:00.000Z"})),
+        )
+    old.close()
+
+    # When the store opens it, and an execution then fails for good
+    database = Database(path)
+    store = SqliteExecutionStore(database, timedelta(days=7))
+    dispatch = Dispatch(execution_id="new_20261130T120000.000Z", task_id="new", scheduled_at=NOW)
+    assert store.begin(
+        dispatch,
+        now=NOW,
+        lease_until=NOW + timedelta(seconds=30),
+        lease_token="t",
+        callback_digest="d",
+        retry=RetryPolicy(),
+        tenant_id="tenant-a",
+    ).began
+    assert store.dead_letter(
+        dispatch.execution_id,
+        "t",
+        now=NOW,
+        error="refused",
+        lease_until=NOW + timedelta(seconds=30),
+        new_token="c",
+        tenant_id="tenant-a",
+    )
+
+    # Then the new failure is listed, the old row is kept as it was, unlisted
+    page = store.across_tasks("tenant-a", AttentionQuery(), 10, None)
+    assert [e.execution_id for e in page.items] == [dispatch.execution_id]
+    assert store.get("old_1") is not None
+    # And opening it again changes nothing
+    assert (
+        SqliteExecutionStore(database, timedelta(days=7))
+        .across_tasks("tenant-a", AttentionQuery(), 10, None)
+        .items
+        == page.items
+    )
     database.close()

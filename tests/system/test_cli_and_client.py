@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -288,3 +289,48 @@ def test_tags_from_the_cli_on_create_update_and_list(local: str) -> None:
     assert "tag:" in result.output
     for task in (task_id, other["task_id"]):
         cli("tasks", *target, "delete", task)
+
+
+def test_failed_executions_across_tasks_from_the_cli_and_the_client(local: str, sink: Sink) -> None:
+    # Given a tenant with a task whose handler refuses (a dead letter at once) and one
+    # whose handler succeeds, each triggered
+    sink.answer = lambda delivery: (400 if delivery.path == "/refuse" else 200, {})
+    target = ["--url", local, "--api-key", "k3"]
+    with dynacron.Client(local, api_key="k3") as client:
+        refusing = client.create_task(rate="1 hour", handler_url=f"{sink.url}/refuse")
+        fine = client.create_task(rate="1 hour", handler_url=f"{sink.url}/fine")
+        failed_id = client.trigger_task(refusing.task_id).execution_id
+        fine_id = client.trigger_task(fine.task_id).execution_id
+        assert wait_until(
+            lambda: (
+                client.get_execution(fine_id).status == "SUCCEEDED"
+                and [e.execution_id for e in client.list_executions(status="FAILED").items]
+                == [failed_id]
+            ),
+            timeout=20,
+        )
+        # The client lists across tasks with aware datetimes, and no filter on a task
+        an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
+        listed = list(client.iter_executions(since=an_hour_ago))
+        assert [(e.execution_id, e.status) for e in listed] == [(failed_id, "FAILED")]
+        assert list(client.iter_executions(until=an_hour_ago)) == []
+        with pytest.raises(ValueError, match="leave task_id out"):
+            client.list_executions(fine.task_id, status="FAILED")
+
+    # When the CLI is asked what failed in the last hour
+    page = cli("executions", *target, "--json", "--status", "FAILED", "--since", "1h")
+    # Then it names the failure and not the success, in JSON and in a table
+    assert [e["execution_id"] for e in page["items"]] == [failed_id]
+    table = cli("executions", *target, "--status", "failed", "--since", "1h")
+    assert "executions across tasks" in table
+    assert ("FAILED" in table, "SUCCEEDED" in table) == (True, False)
+    assert cli("executions", *target, "--json", "--until", "1h")["items"] == []
+    # And another tenant sees none of it
+    assert cli("executions", "--url", local, "--api-key", "k2", "--json")["items"] == []
+    # And a status that is not listed across tasks says where to look instead
+    result = runner.invoke(app, ["executions", *target, "--status", "SUCCEEDED"])
+    assert result.exit_code == 1
+    assert "GET /tasks/{task_id}/executions" in result.output
+    result = runner.invoke(app, ["executions", *target, "--since", "yesterday"])
+    assert result.exit_code == 1
+    assert "since" in result.output

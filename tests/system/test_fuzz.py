@@ -60,6 +60,8 @@ DOCUMENT_CANNOT_STATE = {
     "handler": "that a Python handler of that name is registered in this process",
     "retry.max_delay_seconds": "at least base_delay_seconds: JSON Schema compares no two fields",
     "next_token": "opaque: only the API knows which tokens it issued",
+    "since": "an instant's grammar, and not after until (GET /executions)",
+    "until": "an instant's grammar (GET /executions)",
     "from": "an instant's grammar",
     "to": "an instant's grammar, not before from, not in the future, at most 100 occurrences",
 }

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
@@ -30,7 +31,11 @@ from dynacron.views import ExecutionPage, ExecutionView, TaskPage, TaskView
 
 app = typer.Typer(help="dynacron: a serverless, distributed task scheduler.", no_args_is_help=True)
 tasks_app = typer.Typer(help="Register, inspect and control tasks.", no_args_is_help=True)
-executions_app = typer.Typer(help="A task's executions.", no_args_is_help=True)
+executions_app = typer.Typer(
+    help="Executions: across your tasks, those to look at (failed, retrying, long-running); "
+    "a task's whole history with `list TASK_ID`.",
+    invoke_without_command=True,
+)
 dead_letters_app = typer.Typer(help="Executions that ran out of attempts.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(executions_app, name="executions")
@@ -200,6 +205,35 @@ def _executions_table(page: ExecutionPage | ExecutionView) -> Table:
     return table
 
 
+def _listed_table(page: ExecutionPage) -> Table:
+    table = _table(
+        "executions across tasks",
+        ["attention_at", "status", "execution_id", "attempt", "lease_until", "error"],
+        [
+            [e.attention_at, e.status, e.execution_id, e.attempt, e.lease_until, e.error]
+            for e in page.items
+        ],
+    )
+    if page.next_token:
+        table.caption = f"more: --next-token {page.next_token}"
+    return table
+
+
+_AGO = re.compile(r"(\d+)\s*([smhdw])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def _instant_option(value: str | None, now: datetime) -> str | None:
+    """``1h``, ``30m``, ``2d`` ago, as an instant; anything else is sent as given
+    (ISO 8601 with an offset, which the API checks)."""
+    if value is None:
+        return None
+    ago = _AGO.fullmatch(value.strip())
+    if ago is None:
+        return value
+    return format_instant(now - timedelta(**{_UNITS[ago[2]]: int(ago[1])}))
+
+
 def _target(ctx: typer.Context) -> Target:
     assert isinstance(ctx.obj, Target)
     return ctx.obj
@@ -209,7 +243,7 @@ def _connect(ctx: typer.Context, url: str, api_key: str | None, as_json: bool) -
     ctx.obj = Target(url, api_key, as_json)
 
 
-for _group in (tasks_app, executions_app, dead_letters_app):
+for _group in (tasks_app, dead_letters_app):
 
     @_group.callback()
     def _options(
@@ -343,6 +377,59 @@ def tasks_delete(ctx: typer.Context, task_id: str) -> None:
         out.print_json(json.dumps({"deleted": task_id}))
     else:
         out.print(f"deleted {task_id}")
+
+
+StatusOption = Annotated[
+    str | None,
+    typer.Option(
+        help="FAILED, QUEUED (waiting for a retry) or RUNNING (a retry, or a long job)",
+        case_sensitive=False,
+    ),
+]
+SinceOption = Annotated[
+    str | None, typer.Option(help="Listed since: 1h, 30m, 2d ago, or an ISO 8601 instant")
+]
+UntilOption = Annotated[
+    str | None, typer.Option(help="Listed until: 1h, 30m, 2d ago, or an ISO 8601 instant")
+]
+
+
+@executions_app.callback()
+def _executions(
+    ctx: typer.Context,
+    status: StatusOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    limit: LimitOption = 50,
+    next_token: TokenOption = None,
+    url: UrlOption = LOCAL_URL,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Without a sub-command: the executions to look at across your tasks, newest first
+    (`dynacron executions --status FAILED --since 1h`)."""
+    _connect(ctx, url, api_key, as_json)
+    if ctx.invoked_subcommand is not None:
+        if status or since or until:
+            console.print(
+                "[red]error:[/red] --status, --since and --until list across tasks: "
+                "leave out the sub-command (`dynacron executions --status FAILED --since 1h`)"
+            )
+            raise typer.Exit(2)
+        return
+    now = datetime.now(UTC)
+
+    def across(client: Client) -> ExecutionPage:
+        return client.list_executions(
+            None,
+            limit,
+            next_token,
+            status=status.upper() if status else None,
+            since=_instant_option(since, now),
+            until=_instant_option(until, now),
+        )
+
+    answer(ctx, across, _listed_table)
 
 
 @executions_app.command("list")

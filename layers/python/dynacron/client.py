@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Generator, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -213,11 +214,47 @@ class Client:
         return self._call(ExecutionView, "GET", f"/executions/{execution_id}")
 
     def list_executions(
-        self, task_id: str, limit: int = 50, next_token: str | None = None
+        self,
+        task_id: str | None = None,
+        limit: int = 50,
+        next_token: str | None = None,
+        *,
+        status: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
     ) -> ExecutionPage:
-        return self._call(
-            ExecutionPage, "GET", f"/tasks/{task_id}/executions", params=_page(limit, next_token)
-        )
+        """A task's executions, newest first; without ``task_id``, the executions an
+        operator looks for across the tenant's tasks (``GET /executions``: FAILED,
+        QUEUED for a retry, RUNNING a retry or a long job), filtered by ``status`` and
+        by when they were listed (``since``/``until``, inclusive; an aware datetime
+        or ISO 8601 text with an offset). A page may hold fewer than ``limit`` and
+        still have a ``next_token``."""
+        params = _page(limit, next_token)
+        if task_id is not None:
+            if status is not None or since is not None or until is not None:
+                raise ValueError(
+                    "a task's history takes no status, since or until: "
+                    "leave task_id out to list across tasks"
+                )
+            return self._call(ExecutionPage, "GET", f"/tasks/{task_id}/executions", params=params)
+        filters = {"status": status, "since": _instant(since), "until": _instant(until)}
+        params |= {name: value for name, value in filters.items() if value is not None}
+        return self._call(ExecutionPage, "GET", "/executions", params=params)
+
+    def iter_executions(
+        self,
+        *,
+        status: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+    ) -> Iterator[ExecutionView]:
+        """Every execution ``list_executions`` lists across tasks, page after page."""
+        token: str | None = None
+        while True:
+            page = self.list_executions(None, 100, token, status=status, since=since, until=until)
+            yield from page.items
+            if not (token := page.next_token):
+                return
 
     def list_dead_letters(self, limit: int = 50, next_token: str | None = None) -> ExecutionPage:
         return self._call(ExecutionPage, "GET", "/dead-letters", params=_page(limit, next_token))
@@ -250,6 +287,14 @@ def _filters(tag: str | Sequence[str] | None, tags: Mapping[str, str | None] | N
     ``key`` for None)."""
     raw = [tag] if isinstance(tag, str) else list(tag or [])
     return raw + [key if value is None else f"{key}:{value}" for key, value in (tags or {}).items()]
+
+
+def _instant(value: datetime | str | None) -> str | None:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("a naive datetime is ambiguous: pass an aware one (UTC, say)")
+        return value.isoformat()
+    return value
 
 
 def _page(limit: int, next_token: str | None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
+from dynacron.domain.attention import Attention, AttentionQuery
 from dynacron.domain.claiming import Claim
 from dynacron.domain.create_keys import CreateKey, KeyReservation
 from dynacron.domain.executions import (
@@ -220,6 +221,7 @@ class ExecutionStore(Protocol):
         lease_token: str,
         lease_until: datetime,
         accepted_at: datetime | None = None,
+        attention: Attention | None = None,
     ) -> bool: ...
 
     def finish(
@@ -247,6 +249,7 @@ class ExecutionStore(Protocol):
         lease_until: datetime,
         new_token: str,
         error: str | None = None,
+        attention: Attention | None = None,
     ) -> bool: ...
 
     def dead_letter(
@@ -325,6 +328,14 @@ class ExecutionStore(Protocol):
     def expired_leases(self, shard: int, cutoff: datetime, limit: int) -> list[str]: ...
 
     def dead_letters(self, tenant_id: str, limit: int, token: str | None) -> Page[Execution]: ...
+
+    def across_tasks(
+        self, tenant_id: str, query: AttentionQuery, limit: int, token: str | None
+    ) -> Page[Execution]:
+        """The tenant's listed executions (``domain.attention``) that ``query`` admits,
+        newest first by when they were listed. A page may hold fewer than ``limit``
+        items and still name a next one; a token is good for its tenant and query only."""
+        ...
 
     def get(self, execution_id: str) -> Execution | None: ...
 

@@ -131,6 +131,20 @@ DEAD_LETTER_INDEX = IndexDefinition(
     projection="ALL",
 )
 
+# Sparse: only executions an operator looks for across tasks (FAILED, waiting for
+# or running a retry, a long job after its 202) carry ``attention_tenant``; a fire
+# that succeeds at its first attempt never does, so it writes nothing here
+# (decision 0028). A tenant's listing is one partition, newest first by
+# ``attention_at``. Keys only: a long job's heartbeats then rewrite no index entry,
+# and listing re-reads each page with one BatchGetItem, which also drops an entry
+# whose item has moved on since (the index is eventually consistent).
+ATTENTION_INDEX = IndexDefinition(
+    name="attention-index",
+    partition_key=Key("attention_tenant"),
+    sort_key=Key("attention_at"),
+    projection="KEYS_ONLY",
+)
+
 # Execution ids are ``<task_id>_<compact UTC instant>``, so within a task's
 # partition the sort key orders executions by scheduled time.
 EXECUTIONS = TableDefinition(
@@ -139,7 +153,7 @@ EXECUTIONS = TableDefinition(
     env_var="DYNACRON_EXECUTIONS_TABLE",
     partition_key=Key("task_id"),
     sort_key=Key("execution_id"),
-    indexes=(LEASE_INDEX, DEAD_LETTER_INDEX),
+    indexes=(LEASE_INDEX, DEAD_LETTER_INDEX, ATTENTION_INDEX),
     ttl_attribute="expires_at",
 )
 

@@ -145,6 +145,9 @@ class ExecutionView(BaseModel):
     upstream_execution_id: str | None
     result_status_code: int | None
     result_excerpt: str | None
+    # When it entered the state it is listed in across tasks (GET /executions);
+    # null while it is not listed there.
+    attention_at: str | None = None
 
     @classmethod
     def of(cls, execution: Execution) -> ExecutionView:
@@ -166,6 +169,7 @@ class ExecutionView(BaseModel):
             upstream_execution_id=execution.upstream.execution_id if execution.upstream else None,
             result_status_code=execution.result.status_code if execution.result else None,
             result_excerpt=execution.result.excerpt if execution.result else None,
+            attention_at=instant(execution.attention_at),
         )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 
 from dynacron.api.json_body import NOT_AN_OBJECT
+from dynacron.domain.attention import STATUS_RULE
 from dynacron.domain.create_keys import HEADER as CREATE_KEY_HEADER
 from dynacron.domain.create_keys import KEY_RULE
 from dynacron.views import Problem
@@ -26,6 +27,8 @@ _PYDANTIC_MESSAGES = {
 # Headers, named as their documents spell them, and what is wrong with any value
 # refused: a pattern is no message for a person.
 _HEADERS = {CREATE_KEY_HEADER.lower(): (CREATE_KEY_HEADER, KEY_RULE)}
+# Query parameters whose rule a person needs spelled out, by where they are.
+_QUERY_RULES = {("query", "status"): STATUS_RULE}
 
 
 def problem(
@@ -63,8 +66,11 @@ def describe_validation_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
             message = reason if reason == NOT_AN_OBJECT else f"is not valid JSON ({reason})"
             described.append({"field": "body", "message": message})
             continue
-        field = field_name(error.get("loc", ()))
-        if field.lower() in _HEADERS:
+        location = tuple(error.get("loc", ()))
+        field = field_name(location)
+        if location in _QUERY_RULES:
+            message = _QUERY_RULES[location]
+        elif field.lower() in _HEADERS:
             message = _HEADERS[field.lower()][1]
         described.append({"field": field, "message": message})
     return described

@@ -11,7 +11,7 @@ authorisation (decision 0023), and the execution it opens names the tenant.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -33,6 +33,7 @@ from dynacron.callbacks import (
     is_callback_path,
 )
 from dynacron.config import Settings
+from dynacron.domain.attention import attention_query
 from dynacron.domain.create_keys import KEY_PATTERN, MAX_KEY_LENGTH, CreateKey
 from dynacron.domain.errors import (
     CallbackRefused,
@@ -106,6 +107,29 @@ ForecastHours = Annotated[int, Query(ge=1, le=24, description="Hours ahead to co
 PreviewAfter = Annotated[
     str | None,
     Query(max_length=64, description="ISO 8601 instant to start after (default: now)"),
+]
+ListedStatus = Annotated[
+    Literal["FAILED", "QUEUED", "RUNNING"] | None,
+    Query(
+        description="Only executions in this status (any listed one if left out). Only "
+        "these are listed across tasks: FAILED (dead letters), QUEUED (waiting for a retry, "
+        "or redriven), RUNNING (running a retry, or a long job after its 202). A SUCCEEDED "
+        "or SKIPPED execution is not: see GET /tasks/{task_id}/executions",
+    ),
+]
+ListedSince = Annotated[
+    str | None,
+    Query(
+        max_length=64,
+        description="ISO 8601 instant with an offset: listed at or after it (inclusive)",
+    ),
+]
+ListedUntil = Annotated[
+    str | None,
+    Query(
+        max_length=64,
+        description="ISO 8601 instant with an offset: listed at or before it (inclusive)",
+    ),
 ]
 TaskId = Annotated[str, Path(max_length=200, description="The id POST /tasks returned")]
 ExecutionId = Annotated[str, Path(max_length=300, description="<task_id>_<scheduled instant>")]
@@ -303,6 +327,24 @@ def build_api(
         @app.get("/forecast", responses=problems())
         def herd_forecast(hours: ForecastHours = 24) -> ForecastView:
             return ForecastView.of(forecast.next_hours(caller_tenant(), hours))
+
+    @app.get("/executions", responses=problems())
+    def list_executions_across_tasks(
+        status: ListedStatus = None,
+        since: ListedSince = None,
+        until: ListedUntil = None,
+        limit: PageLimit = 50,
+        next_token: PageToken = None,
+    ) -> ExecutionPage:
+        """The tenant's executions an operator looks for, across its tasks: FAILED,
+        waiting for or running a retry, long jobs running. Newest first by
+        ``attention_at`` (when each entered the state it is listed in); a page may
+        hold fewer than ``limit`` and still name a next one."""
+        query = attention_query(status, since, until)
+        page = executions.across_tasks(caller_tenant(), query, limit, next_token)
+        return ExecutionPage(
+            items=[ExecutionView.of(e) for e in page.items], next_token=page.next_token
+        )
 
     @app.get("/executions/<execution_id>", responses=problems(404))
     def get_execution(execution_id: ExecutionId) -> ExecutionView:

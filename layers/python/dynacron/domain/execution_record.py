@@ -38,6 +38,11 @@ EXPIRES_AT = "expires_at"
 # A dead letter's partition (one per tenant) and time, in the dead-letter index.
 DEAD_LETTER = "dead_letter"
 DEAD_LETTERED_AT = "dead_lettered_at"
+# Present only while the execution is listed across its tenant's tasks (the
+# attention index, decision 0028): its tenant, and since when.
+ATTENTION_TENANT = "attention_tenant"
+ATTENTION_AT = "attention_at"
+ATTENTION = frozenset({ATTENTION_TENANT, ATTENTION_AT})
 # The handler-call record kept on the execution (decision 0016); its answer is ``result``.
 CALL_STATUS = "call_status"
 CALL_EXPIRES_AT = "call_expires_at"
@@ -126,6 +131,11 @@ def call_replaceable(call_now_ms: int) -> Condition:
 def dead_letter_sets(tenant_id: str, now: datetime) -> dict[str, Any]:
     """The attributes that list an execution as a dead letter of ``tenant_id``."""
     return {DEAD_LETTER: dead_letter_partition(tenant_id), DEAD_LETTERED_AT: format_instant(now)}
+
+
+def attention_sets(tenant_id: str, at: datetime) -> dict[str, Any]:
+    """The attributes that list an execution across ``tenant_id``'s tasks from ``at``."""
+    return {ATTENTION_TENANT: tenant_id, ATTENTION_AT: format_instant(at)}
 
 
 def lease_sets(lease_token: str, lease_until: datetime, lease_shard: str) -> dict[str, Any]:

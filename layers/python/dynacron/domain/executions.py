@@ -135,6 +135,9 @@ class Execution:
     # begun from an SQS message is not: its undeleted message is what brings it
     # back if the worker dies (decision 0015).
     lease_indexed: bool = False
+    # Listed across its tenant's tasks (GET /executions) since this instant: set
+    # while it is FAILED, waiting for or running a retry, or a long job (202).
+    attention_at: datetime | None = None
 
     @property
     def attempts_used(self) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from dynacron.domain.attention import Attention
 from dynacron.domain.conditions import (
     AllOf,
     Below,
@@ -27,6 +28,7 @@ from dynacron.domain.conditions import (
 from dynacron.domain.execution_record import (
     ACCEPTED_AT,
     ATTEMPT,
+    ATTENTION,
     CALL_EXPIRES_AT,
     CALL_IN_PROGRESS_UNTIL,
     CALL_STATUS,
@@ -44,6 +46,7 @@ from dynacron.domain.execution_record import (
     NEXT_ATTEMPT_AT,
     RESULT,
     STATUS,
+    attention_sets,
     call_replaceable,
     call_sets,
     dead_letter_partition,
@@ -209,10 +212,12 @@ def renew(
     *,
     lease_shard: str,
     retention: timedelta,
+    attention: Attention | None = None,
 ) -> Transition:
     """A running lease held by ``lease_token`` extended to ``lease_until``. With
     ``accepted_at`` (a 202 answer) the lease outlives the worker's message, and so
-    the reaper watches it (``lease_shard``)."""
+    the reaper watches it (``lease_shard``); with ``attention`` the long job is
+    listed across its tenant's tasks too. A heartbeat leaves the listing as it is."""
     sets: dict[str, Any] = {
         LEASE_UNTIL: format_instant(lease_until),
         EXPIRES_AT: expiry(retention, lease_until),
@@ -220,6 +225,8 @@ def renew(
     if accepted_at is not None:
         sets[ACCEPTED_AT] = format_instant(accepted_at)
         sets[LEASE_SHARD] = lease_shard
+    if attention is not None:
+        sets |= attention_sets(attention.tenant_id, attention.at)
     return Transition(_held(lease_token), sets)
 
 
@@ -240,7 +247,9 @@ def finish(
 
     With ``follow_up_token`` and ``follow_up_until``, a short watched lease stays
     until what the end owes is done (``release``); without, the lease goes. With
-    ``call`` (completed), the handler-call record is saved too.
+    ``call`` (completed), the handler-call record is saved too. It is no longer
+    listed across tasks: removing attributes it never had (a first attempt that
+    succeeded) writes no index.
     """
     sets: dict[str, Any] = {
         STATUS: status.value,
@@ -250,7 +259,7 @@ def finish(
     # The callback digest stays (as it does through requeue and dead_letter): a
     # replayed callback of this attempt is then told the execution ended (409), not
     # that its token is wrong. The next attempt's begin replaces it.
-    removes = {ACCEPTED_AT}
+    removes = {ACCEPTED_AT, *ATTENTION}
     if call is not None:
         sets |= call_sets(call)
         removes.add(CALL_IN_PROGRESS_UNTIL)
@@ -278,9 +287,12 @@ def requeue(
     error: str | None = None,
     lease_shard: str,
     retention: timedelta,
+    attention: Attention | None = None,
 ) -> Transition:
     """An attempt held by ``lease_token`` in status ``expected``, QUEUED for ``attempt``
-    from now on, due at ``not_before``, under a new watched lease."""
+    from now on, due at ``not_before``, under a new watched lease. With ``attention``
+    (an attempt that failed) it is listed across its tenant's tasks as waiting for
+    a retry; without (a postponed attempt) its listing is left as it is."""
     sets: dict[str, Any] = {
         STATUS: ExecutionStatus.QUEUED.value,
         ATTEMPT: attempt,
@@ -290,6 +302,8 @@ def requeue(
     }
     if error is not None:
         sets[ERROR] = error[:ERROR_LIMIT]
+    if attention is not None:
+        sets |= attention_sets(attention.tenant_id, attention.at)
     return Transition(_held(lease_token, expected), sets, frozenset({ACCEPTED_AT}))
 
 
@@ -313,6 +327,7 @@ def dead_letter(
         EXPIRES_AT: expiry(retention, now, lease_until),
         ERROR: error[:ERROR_LIMIT],
         **dead_letter_sets(tenant_id, now),
+        **attention_sets(tenant_id, now),
         **lease_sets(new_token, lease_until, lease_shard),
     }
     return Transition(_held(lease_token), sets, frozenset({ACCEPTED_AT, NEXT_ATTEMPT_AT}))
@@ -345,6 +360,7 @@ def record_undelivered(
         COMPLETED_AT: format_instant(now),
         ERROR: error[:ERROR_LIMIT],
         **dead_letter_sets(tenant_id, now),
+        **attention_sets(tenant_id, now),
         **lease_sets(lease_token, lease_until, lease_shard),
         # From when the record stops mattering, never from the occurrence.
         EXPIRES_AT: expiry(retention, now),
@@ -377,6 +393,7 @@ def dead_letter_queued(
         COMPLETED_AT: format_instant(now),
         ERROR: error[:ERROR_LIMIT],
         **dead_letter_sets(tenant_id, now),
+        **attention_sets(tenant_id, now),
         **lease_sets(new_token, lease_until, lease_shard),
     }
     return Transition(expects, sets, frozenset({NEXT_ATTEMPT_AT}))
@@ -468,7 +485,8 @@ def redrive(
     retention: timedelta,
 ) -> Transition:
     """A dead letter of ``tenant_id`` QUEUED again, due now, under a new watched lease:
-    the next attempt number, and a fresh retry budget that starts at it."""
+    the next attempt number, and a fresh retry budget that starts at it. It stays
+    listed across tasks, from now, until it succeeds."""
     return Transition(
         AllOf(
             Equals(STATUS, ExecutionStatus.FAILED.value),
@@ -478,6 +496,7 @@ def redrive(
             STATUS: ExecutionStatus.QUEUED.value,
             NEXT_ATTEMPT_AT: format_instant(now),
             **lease_sets(new_token, lease_until, lease_shard),
+            **attention_sets(tenant_id, now),
             EXPIRES_AT: expiry(retention, now, lease_until),
         },
         frozenset({DEAD_LETTER, DEAD_LETTERED_AT, COMPLETED_AT}),

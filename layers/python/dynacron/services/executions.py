@@ -1,10 +1,12 @@
-"""Use cases on executions behind the API: callbacks from long jobs, dead letters, redrive."""
+"""Use cases on executions behind the API: callbacks from long jobs, executions across
+a tenant's tasks, dead letters, redrive."""
 
 from __future__ import annotations
 
 import dataclasses
 from enum import StrEnum
 
+from dynacron.domain.attention import AttentionQuery
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import CallbackRefused, Conflict, ExecutionNotFound
 from dynacron.domain.executions import (
@@ -119,6 +121,12 @@ class ExecutionService:
                 f"execution {execution.execution_id!r} moved on while the completion arrived"
             )
         return self.get(execution.tenant_id, execution.execution_id)
+
+    def across_tasks(
+        self, tenant_id: str, query: AttentionQuery, limit: int, token: str | None
+    ) -> Page[Execution]:
+        """The tenant's executions an operator looks for (``domain.attention``), newest first."""
+        return self._executions.across_tasks(tenant_id, query, limit, token)
 
     def dead_letters(self, tenant_id: str, limit: int, token: str | None) -> Page[Execution]:
         return self._executions.dead_letters(tenant_id, limit, token)

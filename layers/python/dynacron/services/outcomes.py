@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
+from dynacron.domain.attention import Attention
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import (
     Dispatch,
@@ -206,7 +207,8 @@ class AttemptOutcomes:
         delay_seconds: float,
         error: str | None = None,
     ) -> bool:
-        due = self._clock.now() + timedelta(seconds=delay_seconds)
+        now = self._clock.now()
+        due = now + timedelta(seconds=delay_seconds)
         # Recorded before it is sent: if the sender dies in between, the queued
         # attempt's lease runs out and the reaper sends it.
         requeued = self._executions.requeue(
@@ -218,6 +220,8 @@ class AttemptOutcomes:
             lease_until=self._terms.pickup_deadline(due),
             new_token=new_token(),
             error=error,
+            # A failed attempt waits for a retry: listed across its tenant's tasks.
+            attention=Attention(execution.tenant_id, now) if error is not None else None,
         )
         if not requeued:
             return False

@@ -47,6 +47,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
+from dynacron.domain.attention import Attention
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import (
     DeliveryResult,
@@ -378,6 +379,8 @@ class ExecutionRunner:
                 lease_token,
                 accepted_at + self._terms.awaiting_callback,
                 accepted_at=accepted_at,
+                # A long job: listed across its tenant's tasks while it runs.
+                attention=Attention(execution.tenant_id, accepted_at),
             )
             return Outcome.ACCEPTED if waiting else Outcome.LEASE_LOST
         failure = result.failure or AttemptFailure("the handler failed")

@@ -12,6 +12,8 @@ from dynacron.adapters.aws.task_items import (
     retry_from_map,
 )
 from dynacron.domain.execution_record import (
+    ATTENTION_AT,
+    ATTENTION_TENANT,
     CALL_EXPIRES_AT,
     CALL_IN_PROGRESS_UNTIL,
     CALL_STATUS,
@@ -31,6 +33,7 @@ from dynacron.domain.instants import parse_instant
 from dynacron.domain.tenants import DEFAULT_TENANT
 from dynacron.messages import upstream_from_map
 from dynacron.resources import (
+    ATTENTION_INDEX,
     DEAD_LETTER_INDEX,
     EXECUTIONS,
     LEASE_INDEX,
@@ -66,6 +69,7 @@ def execution_from_item(item: dict[str, Any]) -> Execution:
         upstream=upstream_from_map(values.get("upstream")),
         result=result_from_map(values.get("result")),
         lease_indexed=LEASE_SHARD in values,
+        attention_at=instant(ATTENTION_AT) if ATTENTION_TENANT in values else None,
     )
 
 
@@ -90,6 +94,11 @@ if (DEAD_LETTER_INDEX.partition_key.name, DEAD_LETTER_INDEX.sort_key.name) != (
     DEAD_LETTERED_AT,
 ):
     raise RuntimeError("the dead-letter index is keyed by the dead letter's partition and time")
+if (ATTENTION_INDEX.partition_key.name, ATTENTION_INDEX.sort_key.name) != (
+    ATTENTION_TENANT,
+    ATTENTION_AT,
+):
+    raise RuntimeError("the attention index is keyed by the tenant and when it was listed")
 
 
 def call_from_item(item: dict[str, Any] | None) -> HandlerCallRecord | None:

@@ -12,6 +12,7 @@ from typing import Any
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.execution_items import call_from_item, execution_from_item
 from dynacron.adapters.aws.execution_queries import (
+    attention_page,
     dead_letter_page,
     expired_lease_ids,
     task_history_page,
@@ -19,6 +20,7 @@ from dynacron.adapters.aws.execution_queries import (
 from dynacron.adapters.aws.expressions import apply_transition, apply_transition_returning
 from dynacron.adapters.aws.items import to_item
 from dynacron.domain import transitions
+from dynacron.domain.attention import Attention, AttentionQuery
 from dynacron.domain.conditions import Transition
 from dynacron.domain.executions import (
     Dispatch,
@@ -181,6 +183,7 @@ class DynamoExecutionStore:
         lease_token: str,
         lease_until: datetime,
         accepted_at: datetime | None = None,
+        attention: Attention | None = None,
     ) -> bool:
         """Extend a running lease (a heartbeat); ``accepted_at`` marks a 202 answer,
         whose lease outlives the worker's message and so joins the lease index."""
@@ -190,6 +193,7 @@ class DynamoExecutionStore:
             accepted_at,
             lease_shard=self._lease_shard(execution_id),
             retention=self._retention,
+            attention=attention,
         )
         return self._apply(execution_id, renewal)
 
@@ -238,6 +242,7 @@ class DynamoExecutionStore:
         lease_until: datetime,
         new_token: str,
         error: str | None = None,
+        attention: Attention | None = None,
     ) -> bool:
         """QUEUED for ``attempt`` from now on, due at ``not_before``, under a new lease."""
         requeued = transitions.requeue(
@@ -250,6 +255,7 @@ class DynamoExecutionStore:
             error=error,
             lease_shard=self._lease_shard(execution_id),
             retention=self._retention,
+            attention=attention,
         )
         return self._apply(execution_id, requeued)
 
@@ -449,6 +455,13 @@ class DynamoExecutionStore:
     def dead_letters(self, tenant_id: str, limit: int, token: str | None) -> Page[Execution]:
         """A tenant's dead-lettered executions, most recent first (its own index partition)."""
         return dead_letter_page(self._client, self._table, tenant_id, limit, token)
+
+    def across_tasks(
+        self, tenant_id: str, query: AttentionQuery, limit: int, token: str | None
+    ) -> Page[Execution]:
+        """The tenant's listed executions that ``query`` admits, newest first by when
+        they were listed (its own partition of the attention index)."""
+        return attention_page(self._client, self._table, tenant_id, query, limit, token)
 
     def get(self, execution_id: str) -> Execution | None:
         response = self._client.get_item(

@@ -165,6 +165,14 @@ class Database:
             for statement in statements:
                 connection.execute(statement)
 
+    def ensure_columns(self, table: str, columns: Iterable[tuple[str, str]]) -> None:
+        """Add the ``(name, type)`` columns a file made by an earlier version lacks."""
+        with self._schema_lock, self.write() as connection:
+            present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+            for name, kind in columns:
+                if name not in present:
+                    connection.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+
     def data_version(self) -> int:
         """Changes when another connection commits: a cheap way to wait for news."""
         row = self.connection().execute("PRAGMA data_version").fetchone()

@@ -13,6 +13,8 @@ from typing import Any
 from dynacron.adapters.sqlite.records import dump, load, retry_from_map
 from dynacron.domain.conditions import Transition
 from dynacron.domain.execution_record import (
+    ATTENTION_AT,
+    ATTENTION_TENANT,
     CALL_EXPIRES_AT,
     CALL_IN_PROGRESS_UNTIL,
     CALL_STATUS,
@@ -58,6 +60,7 @@ def execution_from_record(values: Mapping[str, Any]) -> Execution:
         upstream=upstream_from_map(values.get("upstream")),
         result=_result_from_map(values.get("result")),
         lease_indexed=LEASE_SHARD in values,
+        attention_at=instant(ATTENTION_AT) if ATTENTION_TENANT in values else None,
     )
 
 
@@ -113,7 +116,8 @@ def carry_out(
 
     connection.execute(
         """INSERT OR REPLACE INTO executions (execution_id, task_id, lease_shard, lease_until,
-           dead_letter, dead_lettered_at, record) VALUES (?, ?, ?, ?, ?, ?, ?)""",
+           dead_letter, dead_lettered_at, record, attention_tenant, attention_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         (
             execution_id,
             after["task_id"],
@@ -122,6 +126,8 @@ def carry_out(
             text(DEAD_LETTER),
             text(DEAD_LETTERED_AT),
             dump(after),
+            text(ATTENTION_TENANT),
+            text(ATTENTION_AT),
         ),
     )
     return True, after

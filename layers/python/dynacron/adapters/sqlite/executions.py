@@ -20,9 +20,19 @@ from dynacron.adapters.sqlite.execution_records import (
     execution_from_record,
     read_record,
 )
-from dynacron.adapters.sqlite.records import Listing, load
-from dynacron.adapters.sqlite.schema import EXECUTIONS
+from dynacron.adapters.sqlite.records import (
+    Listing,
+    decode_page_token,
+    encode_page_token,
+    load,
+)
+from dynacron.adapters.sqlite.schema import (
+    EXECUTION_COLUMNS_ADDED,
+    EXECUTIONS,
+    EXECUTIONS_ATTENTION,
+)
 from dynacron.domain import transitions
+from dynacron.domain.attention import Attention, AttentionQuery
 from dynacron.domain.conditions import Transition
 from dynacron.domain.execution_record import (
     DEAD_LETTER,
@@ -65,6 +75,8 @@ class SqliteExecutionStore:
         self._retention = retention
         self._lease_shards = lease_shards
         database.ensure_schema(EXECUTIONS)
+        database.ensure_columns("executions", EXECUTION_COLUMNS_ADDED)
+        database.ensure_schema(EXECUTIONS_ATTENTION)
 
     @property
     def lease_shards(self) -> int:
@@ -169,6 +181,7 @@ class SqliteExecutionStore:
         lease_token: str,
         lease_until: datetime,
         accepted_at: datetime | None = None,
+        attention: Attention | None = None,
     ) -> bool:
         """Extend a running lease; ``accepted_at`` (a 202) puts it in the lease index."""
         renewal = transitions.renew(
@@ -177,6 +190,7 @@ class SqliteExecutionStore:
             accepted_at,
             lease_shard=self._lease_shard(execution_id),
             retention=self._retention,
+            attention=attention,
         )
         return self._apply(execution_id, renewal)
 
@@ -220,6 +234,7 @@ class SqliteExecutionStore:
         lease_until: datetime,
         new_token: str,
         error: str | None = None,
+        attention: Attention | None = None,
     ) -> bool:
         """QUEUED for ``attempt`` from now on, due at ``not_before``, under a new lease."""
         requeued = transitions.requeue(
@@ -232,6 +247,7 @@ class SqliteExecutionStore:
             error=error,
             lease_shard=self._lease_shard(execution_id),
             retention=self._retention,
+            attention=attention,
         )
         return self._apply(execution_id, requeued)
 
@@ -414,6 +430,35 @@ class SqliteExecutionStore:
     def dead_letters(self, tenant_id: str, limit: int, token: str | None) -> Page[Execution]:
         """A tenant's dead-lettered executions, most recent first."""
         return self._page(_DEAD_LETTER_LISTING, dead_letter_partition(tenant_id), limit, token)
+
+    def across_tasks(
+        self, tenant_id: str, query: AttentionQuery, limit: int, token: str | None
+    ) -> Page[Execution]:
+        """The tenant's listed executions that ``query`` admits, newest first by when
+        they were listed (the partial index ``executions_attention``)."""
+        listing = f"executions/attention/{query.fingerprint}"
+        after = decode_page_token(token, listing, tenant_id, 2)
+        sql = "SELECT record, attention_at FROM executions WHERE attention_tenant = ?"
+        args: list[Any] = [tenant_id]
+        since, until = query.bounds
+        if since is not None:
+            sql += " AND attention_at >= ?"
+            args.append(since)
+        if until is not None:
+            sql += " AND attention_at <= ?"
+            args.append(until)
+        if query.status is not None:
+            sql += " AND json_extract(record, '$.status') = ?"
+            args.append(query.status.value)
+        if after is not None:
+            sql += " AND (attention_at, execution_id) < (?, ?)"
+            args += after
+        sql += " ORDER BY attention_at DESC, execution_id DESC LIMIT ?"
+        rows = self._database.connection().execute(sql, (*args, limit + 1)).fetchall()
+        executions = [execution_from_record(load(row["record"])) for row in rows[:limit]]
+        last = executions[-1] if len(rows) > limit else None
+        key = [rows[limit - 1]["attention_at"], last.execution_id] if last else None
+        return Page(executions, encode_page_token(listing, tenant_id, key))
 
     def get(self, execution_id: str) -> Execution | None:
         record = read_record(self._database.connection(), execution_id)

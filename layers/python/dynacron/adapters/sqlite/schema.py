@@ -43,7 +43,9 @@ EXECUTIONS = (
         lease_until TEXT,
         dead_letter TEXT,
         dead_lettered_at TEXT,
-        record TEXT NOT NULL
+        record TEXT NOT NULL,
+        attention_tenant TEXT,
+        attention_at TEXT
     )""",
     # A task's executions: ids of one task sort by scheduled time.
     "CREATE INDEX IF NOT EXISTS executions_task ON executions (task_id, execution_id)",
@@ -55,6 +57,17 @@ EXECUTIONS = (
     """CREATE INDEX IF NOT EXISTS executions_dead_letter
         ON executions (dead_letter, dead_lettered_at, execution_id)
         WHERE dead_letter IS NOT NULL""",
+)
+
+# Columns added since the first release: a file made before gets them (empty, so
+# its older rows are not listed across tasks) before the indexes that use them.
+EXECUTION_COLUMNS_ADDED = (("attention_tenant", "TEXT"), ("attention_at", "TEXT"))
+
+EXECUTIONS_ATTENTION = (
+    # Each tenant's executions listed across its tasks, newest first (decision 0028).
+    """CREATE INDEX IF NOT EXISTS executions_attention
+        ON executions (attention_tenant, attention_at, execution_id)
+        WHERE attention_tenant IS NOT NULL""",
 )
 
 COORDINATION = (
@@ -102,4 +115,4 @@ COORDINATION = (
     "CREATE INDEX IF NOT EXISTS create_keys_expiry ON create_keys (expires_at)",
 )
 
-STATEMENTS = TASKS + EXECUTIONS + COORDINATION
+STATEMENTS = TASKS + EXECUTIONS + EXECUTIONS_ATTENTION + COORDINATION
