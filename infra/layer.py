@@ -31,7 +31,9 @@ PLATFORM = "manylinux2014_aarch64"
 PYTHON_VERSION = "3.12"
 # The Lambda Python runtime provides the AWS SDK.
 PROVIDED_BY_RUNTIME = frozenset({"boto3", "botocore"})
-LEFT_OUT = shutil.ignore_patterns("local", "cli.py", "__pycache__", "*.pyc")
+LEFT_OUT = shutil.ignore_patterns(
+    "local", "console", "cli.py", "cli_tables.py", "__pycache__", "*.pyc"
+)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from urllib.parse import quote
 import pytest
 from jsonschema import Draft202012Validator
 
-from dynacron.api.routes import security_of
+from dynacron.api.openapi import security_of
 from dynacron.app import Dynacron
 from dynacron.local.gateway import ApiGateway, LocalContext, proxy_event
 

@@ -13,7 +13,8 @@ from urllib.parse import urlencode
 import pytest
 from jsonschema import Draft202012Validator
 
-from dynacron.adapters.aws.tasks import FILTERED_QUERIES, DynamoTaskStore
+from dynacron.adapters.aws.task_listing import FILTERED_QUERIES
+from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.tags import TagFilter

@@ -16,8 +16,8 @@ import typer
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
+from dynacron import cli_tables as tables
 from dynacron.client import LOCAL_URL, ApiError, ApiUnreachable, Client, SigV4Auth
 from dynacron.domain import capacity
 from dynacron.domain.describe import describe
@@ -27,7 +27,7 @@ from dynacron.domain.schedules import parse_expression, parse_local_instant, upc
 from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.local import commands as local_commands
 from dynacron.models import TaskCreate
-from dynacron.views import ExecutionPage, ExecutionView, TaskPage, TaskView
+from dynacron.views import ExecutionPage
 
 app = typer.Typer(help="dynacron: a serverless, distributed task scheduler.", no_args_is_help=True)
 tasks_app = typer.Typer(help="Register, inspect and control tasks.", no_args_is_help=True)
@@ -160,65 +160,6 @@ def answer(
         show(target, call(client), table)
 
 
-def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
-    table = Table(title=title, title_justify="left")
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        # Text, never markup: names, tags and errors are whatever their owner wrote.
-        table.add_row(*(Text("" if v is None else str(v)) for v in row))
-    return table
-
-
-def _tasks_table(page: TaskPage | TaskView) -> Table:
-    items = page.items if isinstance(page, TaskPage) else [page]
-    table = _table(
-        "tasks",
-        ["task_id", "name", "schedule", "status", "next_run_at", "handler_url", "tags"],
-        [
-            [
-                t.task_id,
-                t.name,
-                f"{t.schedule.kind} {t.schedule.expression}",
-                f"{t.status}: {t.status_reason}" if t.status_reason else t.status,
-                t.next_run_at,
-                t.handler_url,
-                ", ".join(f"{k}={v}" for k, v in t.tags.items()),
-            ]
-            for t in items
-        ],
-    )
-    if isinstance(page, TaskPage | ExecutionPage) and page.next_token:
-        table.caption = f"more: --next-token {page.next_token}"
-    return table
-
-
-def _executions_table(page: ExecutionPage | ExecutionView) -> Table:
-    items = page.items if isinstance(page, ExecutionPage) else [page]
-    table = _table(
-        "executions",
-        ["execution_id", "scheduled_at", "status", "attempt", "error"],
-        [[e.execution_id, e.scheduled_at, e.status, e.attempt, e.error] for e in items],
-    )
-    if isinstance(page, TaskPage | ExecutionPage) and page.next_token:
-        table.caption = f"more: --next-token {page.next_token}"
-    return table
-
-
-def _listed_table(page: ExecutionPage) -> Table:
-    table = _table(
-        "executions across tasks",
-        ["attention_at", "status", "execution_id", "attempt", "lease_until", "error"],
-        [
-            [e.attention_at, e.status, e.execution_id, e.attempt, e.lease_until, e.error]
-            for e in page.items
-        ],
-    )
-    if page.next_token:
-        table.caption = f"more: --next-token {page.next_token}"
-    return table
-
-
 _AGO = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -296,7 +237,7 @@ def tasks_create(
         raise typer.Exit(2) from None
     with api(target) as client:
         task = client.create_task(request, idempotency_key=idempotency_key)
-    show(target, task, _tasks_table)
+    show(target, task, tables.tasks)
 
 
 @tasks_app.command("update")
@@ -321,7 +262,7 @@ def tasks_update(
     if not changes:
         console.print("[red]error:[/red] nothing to change: give --name, --tag or --clear-tags")
         raise typer.Exit(2)
-    answer(ctx, lambda client: client.patch_task(task_id, **changes), _tasks_table)
+    answer(ctx, lambda client: client.patch_task(task_id, **changes), tables.tasks)
 
 
 @tasks_app.command("list")
@@ -336,13 +277,13 @@ def tasks_list(
     filters = [
         key if value is None else f"{key}:{value}" for key, value in map(split_tag, tag or [])
     ]
-    answer(ctx, lambda client: client.list_tasks(limit, next_token, tag=filters), _tasks_table)
+    answer(ctx, lambda client: client.list_tasks(limit, next_token, tag=filters), tables.tasks)
 
 
 @tasks_app.command("get")
 def tasks_get(ctx: typer.Context, task_id: str) -> None:
     """One task."""
-    answer(ctx, lambda client: client.get_task(task_id), _tasks_table)
+    answer(ctx, lambda client: client.get_task(task_id), tables.tasks)
 
 
 @tasks_app.command("pause")
@@ -352,19 +293,19 @@ def tasks_pause(
     note: Annotated[str | None, typer.Option(help="Why, for whoever resumes it")] = None,
 ) -> None:
     """Stop a task firing until it is resumed."""
-    answer(ctx, lambda client: client.pause_task(task_id, note), _tasks_table)
+    answer(ctx, lambda client: client.pause_task(task_id, note), tables.tasks)
 
 
 @tasks_app.command("resume")
 def tasks_resume(ctx: typer.Context, task_id: str) -> None:
     """Let a paused task fire again; what it missed follows its catch-up policy."""
-    answer(ctx, lambda client: client.resume_task(task_id), _tasks_table)
+    answer(ctx, lambda client: client.resume_task(task_id), tables.tasks)
 
 
 @tasks_app.command("trigger")
 def tasks_trigger(ctx: typer.Context, task_id: str) -> None:
     """Run a task once now, outside its schedule."""
-    answer(ctx, lambda client: client.trigger_task(task_id), _executions_table)
+    answer(ctx, lambda client: client.trigger_task(task_id), tables.executions)
 
 
 @tasks_app.command("delete")
@@ -429,7 +370,7 @@ def _executions(
             until=_instant_option(until, now),
         )
 
-    answer(ctx, across, _listed_table)
+    answer(ctx, across, tables.listed)
 
 
 @executions_app.command("list")
@@ -438,7 +379,7 @@ def executions_list(
 ) -> None:
     """A task's executions, newest first."""
     answer(
-        ctx, lambda client: client.list_executions(task_id, limit, next_token), _executions_table
+        ctx, lambda client: client.list_executions(task_id, limit, next_token), tables.executions
     )
 
 
@@ -447,13 +388,13 @@ def dead_letters_list(
     ctx: typer.Context, limit: LimitOption = 50, next_token: TokenOption = None
 ) -> None:
     """Executions that failed every attempt."""
-    answer(ctx, lambda client: client.list_dead_letters(limit, next_token), _executions_table)
+    answer(ctx, lambda client: client.list_dead_letters(limit, next_token), tables.executions)
 
 
 @dead_letters_app.command("redrive")
 def dead_letters_redrive(ctx: typer.Context, execution_id: str) -> None:
     """Run a dead-lettered execution again."""
-    answer(ctx, lambda client: client.redrive(execution_id), _executions_table)
+    answer(ctx, lambda client: client.redrive(execution_id), tables.executions)
 
 
 @app.command(name="next")

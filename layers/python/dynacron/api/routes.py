@@ -11,30 +11,41 @@ authorisation (decision 0023), and the execution it opens names the tenant.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
-from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
 
 from dynacron import __version__
-from dynacron.api.identity import API_KEY_HEADER, tenant_of
+from dynacron.api.identity import tenant_of
 from dynacron.api.json_body import parse_json_body
+from dynacron.api.openapi import CALLBACK_SECURITY, problems, security_of
+from dynacron.api.parameters import (
+    CreateKeyHeader,
+    ExecutionId,
+    ForecastHours,
+    ListedSince,
+    ListedStatus,
+    ListedUntil,
+    PageLimit,
+    PageToken,
+    PreviewAfter,
+    PreviewCount,
+    TagFilters,
+    TaskId,
+)
 from dynacron.api.problems import PROBLEM_JSON, describe_validation_errors, problem
 from dynacron.callbacks import (
     CALLBACK_TOKEN_HEADER,
-    CALLBACK_TOKEN_SCHEME,
     CALLBACKS_RESOURCE,
     is_callback_path,
 )
 from dynacron.config import Settings
 from dynacron.domain.attention import attention_query
-from dynacron.domain.create_keys import KEY_PATTERN, MAX_KEY_LENGTH, CreateKey
+from dynacron.domain.create_keys import CreateKey
 from dynacron.domain.errors import (
     CallbackRefused,
     Conflict,
@@ -48,9 +59,6 @@ from dynacron.domain.errors import (
 from dynacron.domain.instants import format_instant
 from dynacron.domain.quotas import TenantRateLimiter
 from dynacron.domain.tags import (
-    FILTER_PATTERN,
-    FILTER_RULE,
-    MAX_TAG_FILTERS,
     parse_tag_filters,
 )
 from dynacron.models import BackfillRequest, CompleteRequest, PauseRequest, TaskCreate, TaskPatch
@@ -63,7 +71,6 @@ from dynacron.views import (
     ExecutionView,
     ForecastView,
     OccurrencesView,
-    Problem,
     TaskPage,
     TaskView,
     TenantView,
@@ -75,104 +82,6 @@ OPENAPI_PATH = "/openapi.json"
 DOCS_PATH = "/docs"
 PUBLIC_PATHS = frozenset({OPENAPI_PATH, DOCS_PATH})
 TENANT_CONTEXT_KEY = "tenant"
-
-CreateKeyHeader = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        min_length=1,
-        max_length=MAX_KEY_LENGTH,
-        pattern=KEY_PATTERN,
-        description="Retry a create safely: the same key and body within 24 hours return "
-        "the task the first request made (Idempotent-Replayed: true), not a second one",
-    ),
-]
-PageLimit = Annotated[int, Query(ge=1, le=100, description="Items per page")]
-PageToken = Annotated[str | None, Query(max_length=2048, description="From the previous page")]
-# An array, never null: a query parameter is absent or given, and a "null" form
-# lets a fuzzer send a lone string it deems invalid that reads as a valid array.
-TagFilters = Annotated[
-    list[str],
-    Query(
-        description=f"Only tasks with this tag: {FILTER_RULE}; repeat it for tasks with "
-        "every one given. A filtered page may hold fewer than limit tasks: follow next_token",
-        json_schema_extra={
-            "items": {"type": "string", "pattern": FILTER_PATTERN},
-            "maxItems": MAX_TAG_FILTERS,
-        },
-    ),
-]
-PreviewCount = Annotated[int, Query(ge=1, le=100, description="How many occurrences")]
-ForecastHours = Annotated[int, Query(ge=1, le=24, description="Hours ahead to count")]
-PreviewAfter = Annotated[
-    str | None,
-    Query(max_length=64, description="ISO 8601 instant to start after (default: now)"),
-]
-ListedStatus = Annotated[
-    Literal["FAILED", "QUEUED", "RUNNING"] | None,
-    Query(
-        description="Only executions in this status (any listed one if left out). Only "
-        "these are listed across tasks: FAILED (dead letters), QUEUED (waiting for a retry, "
-        "or redriven), RUNNING (running a retry, or a long job after its 202). A SUCCEEDED "
-        "or SKIPPED execution is not: see GET /tasks/{task_id}/executions",
-    ),
-]
-ListedSince = Annotated[
-    str | None,
-    Query(
-        max_length=64,
-        description="ISO 8601 instant with an offset: listed at or after it (inclusive)",
-    ),
-]
-ListedUntil = Annotated[
-    str | None,
-    Query(
-        max_length=64,
-        description="ISO 8601 instant with an offset: listed at or before it (inclusive)",
-    ),
-]
-TaskId = Annotated[str, Path(max_length=200, description="The id POST /tasks returned")]
-ExecutionId = Annotated[str, Path(max_length=300, description="<task_id>_<scheduled instant>")]
-# The callback routes' only authorisation: the token sent with the delivery.
-CALLBACK_SECURITY: list[dict[str, list[str]]] = [{CALLBACK_TOKEN_SCHEME: []}]
-
-_PROBLEM_DESCRIPTIONS = {
-    400: "The body is not valid JSON or not the expected shape",
-    401: "No tenant could be derived from the caller's identity",
-    403: "The callback token is not the current attempt's (or there is no such execution)",
-    404: "Not found for this tenant (another tenant's id looks exactly like a missing one)",
-    409: "The state moved on concurrently; retry",
-    413: "The body or its payload is over the size limit",
-    415: "The body was not sent as JSON",
-    422: "A field is invalid or a limit is exceeded (the problem names it)",
-    429: "Too many requests from this tenant; see Retry-After",
-}
-# Any request may meet these: the gateway refuses a body over its size limit on
-# every route (413), and every route authenticates and rate-limits (401, 429).
-_COMMON = (400, 401, 413, 415, 422, 429)
-
-
-_RETRY_AFTER: OpenAPIResponseHeader = {
-    "description": "Seconds until this tenant may send again",
-    "schema": {"type": "integer", "minimum": 1},
-}
-
-
-def problems(*statuses: int, ok: tuple[int, str] = (200, "OK")) -> dict[int, OpenAPIResponse]:
-    """OpenAPI responses: the success ``ok`` (status, description; its body is the
-    route's return type) and the problem+json errors the route can answer with."""
-    success: dict[int, OpenAPIResponse] = {ok[0]: {"description": ok[1]}}
-    if ok[0] == 204:
-        success[204]["content"] = {}  # no body (else the return type's JSON is declared)
-    errors: dict[int, OpenAPIResponse] = {
-        status: {
-            "description": _PROBLEM_DESCRIPTIONS[status],
-            "content": {PROBLEM_JSON: {"model": Problem}},
-        }
-        for status in sorted({*_COMMON, *statuses})
-    }
-    errors[429]["headers"] = {"Retry-After": _RETRY_AFTER}
-    return success | errors
 
 
 def build_api(
@@ -510,42 +419,6 @@ def build_api(
         return problem(500, "Internal error", "the request failed on our side; it is safe to retry")
 
     return app
-
-
-def security_of(settings: Settings) -> dict[str, Any]:
-    """How callers authenticate, as the OpenAPI document states it: an API key where
-    keys are configured, else a SigV4 signature where there is no default tenant
-    (deployed: API Gateway checks it), else nothing (local mode: one tenant).
-
-    The callback routes say their own: the callback token, whatever the rest needs.
-    """
-    token = {
-        CALLBACK_TOKEN_SCHEME: APIKey(
-            name=CALLBACK_TOKEN_HEADER,
-            in_=APIKeyIn.header,
-            description="The token the delivery of the execution's current attempt carried",
-        )
-    }
-    if settings.api_keys:
-        scheme = "apiKey"
-        schemes = {scheme: APIKey(name=API_KEY_HEADER, in_=APIKeyIn.header)}
-    elif settings.default_tenant is None:
-        scheme = "sigv4"
-        # API Gateway's own name for IAM authorisation, as its OpenAPI import reads it.
-        schemes = {
-            scheme: APIKey.model_validate(
-                {
-                    "type": "apiKey",
-                    "name": "Authorization",
-                    "in": "header",
-                    "description": "AWS Signature Version 4 (IAM)",
-                    "x-amazon-apigateway-authtype": "awsSigv4",
-                }
-            )
-        }
-    else:
-        return {"security_schemes": token}
-    return {"security_schemes": schemes | token, "security": [{scheme: []}]}
 
 
 def allowed_methods(app: APIGatewayRestResolver, path: str) -> list[str]:

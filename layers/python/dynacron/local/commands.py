@@ -236,6 +236,7 @@ def _announce(runtime: Any, components: tuple[str, ...], shards: int, workers: i
     console.print("[bold green]dynacron local[/bold green] is running  (Ctrl-C to stop)")
     if api:
         console.print(f"  API           {api}")
+        console.print(f"  console       {api}/console")
     console.print(f"  store         {runtime.store.description}")
     if runtime.recovered:
         console.print(

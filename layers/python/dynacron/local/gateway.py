@@ -11,6 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from dynacron.console.serve import console_response
+
 ProxyHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 MAX_BODY_BYTES = 1024 * 1024  # well above any limit of ours, below API Gateway's 10 MB
 GATEWAY_BODY_LIMIT = 10 * 1024 * 1024
@@ -91,6 +93,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
 
     def _forward(self) -> None:
+        if self.command in ("GET", "HEAD"):
+            asset = console_response(urlsplit(self.path).path)
+            if asset is not None:
+                self._reply(asset.status, asset.headers, asset.body)
+                return
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY_BYTES:
             # Read what the client sends (up to API Gateway's own limit) and drop it:

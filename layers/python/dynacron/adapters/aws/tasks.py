@@ -13,14 +13,10 @@ from botocore.exceptions import ClientError
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.items import (
     BATCH_GET_LIMIT,
-    PartitionQuery,
-    QueryFilter,
     cancelled_by,
-    filtered_query_page,
     from_item,
     is_condition_failure,
     is_transaction_refusal,
-    query_page,
     serializer,
     to_item,
 )
@@ -30,6 +26,11 @@ from dynacron.adapters.aws.task_items import (
     read_task_item,
     shown_task_item,
     task_to_item,
+)
+from dynacron.adapters.aws.task_listing import (
+    EVALUATED_PER_QUERY,
+    FILTERED_QUERIES,
+    tenant_task_ids,
 )
 from dynacron.adapters.aws.tenants import tenant_key
 from dynacron.domain.claiming import Claim
@@ -50,36 +51,8 @@ from dynacron.ports import (
 from dynacron.resources import (
     DEPENDENTS_INDEX,
     DUE_INDEX,
-    TAGS_ATTRIBUTE,
     TENANT_INDEX,
 )
-
-# A filtered listing page's work: at most this many Query calls, each reading at
-# most this many index entries (the index's keys and tags: a few hundred bytes),
-# so one page reads at most 10,000 entries, the default quota of tasks per tenant.
-FILTERED_QUERIES = 10
-EVALUATED_PER_QUERY = 1000
-
-
-def _task_id_of(key: dict[str, Any]) -> str:
-    return str(key["task_id"]["S"])
-
-
-def _tags_filter(tags: tuple[TagFilter, ...]) -> QueryFilter:
-    """``tags`` as a FilterExpression on the tenant index's ``tags`` map: every key
-    and value is a placeholder, so no tag text is ever read as expression syntax."""
-    names = {"#tags": TAGS_ATTRIBUTE}
-    values: dict[str, Any] = {}
-    terms = []
-    for number, tag in enumerate(tags):
-        names[f"#tag{number}"] = tag.key
-        path = f"#tags.#tag{number}"
-        if tag.value is None:
-            terms.append(f"attribute_exists({path})")
-        else:
-            values[f":tag{number}"] = tag.value
-            terms.append(f"{path} = :tag{number}")
-    return QueryFilter(" AND ".join(terms), names, values)
 
 
 class DynamoTaskStore:
@@ -182,23 +155,16 @@ class DynamoTaskStore:
         BatchGetItem. A task deleted in between is left out, and so is one whose tags
         no longer match: the table's item, not the index, has the last word.
         """
-        partition = PartitionQuery(
-            self._table, TENANT_INDEX.partition_key.name, tenant_id, TENANT_INDEX
+        ids = tenant_task_ids(
+            self._client,
+            self._table,
+            tenant_id,
+            limit,
+            token,
+            tags,
+            max_queries=self._filtered_queries,
+            evaluated_per_query=self._evaluated_per_query,
         )
-        if tags:
-            ids = filtered_query_page(
-                self._client,
-                partition,
-                limit,
-                token,
-                _task_id_of,
-                where=_tags_filter(tags),
-                key_names=(TENANT_INDEX.partition_key.name, TENANT_INDEX.sort_key.name, "task_id"),
-                max_queries=self._filtered_queries,
-                evaluated_per_query=self._evaluated_per_query,
-            )
-        else:
-            ids = query_page(self._client, partition, limit, token, _task_id_of)
         items = self._batch_items(ids.items, consistent=False)
         owner = {"S": tenant_id}
         shown = [

@@ -1,0 +1,67 @@
+"""A tenant's task ids, a page at a time, from the tenant index (``GET /tasks``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynacron.adapters.aws.items import PartitionQuery, QueryFilter, filtered_query_page, query_page
+from dynacron.domain.tags import TagFilter
+from dynacron.ports import Page
+from dynacron.resources import TAGS_ATTRIBUTE, TENANT_INDEX
+
+# A filtered listing page's work: at most this many Query calls, each reading at
+# most this many index entries (the index's keys and tags: a few hundred bytes),
+# so one page reads at most 10,000 entries, the default quota of tasks per tenant.
+FILTERED_QUERIES = 10
+EVALUATED_PER_QUERY = 1000
+
+
+def tenant_task_ids(
+    client: Any,
+    table: str,
+    tenant_id: str,
+    limit: int,
+    token: str | None,
+    tags: tuple[TagFilter, ...],
+    *,
+    max_queries: int = FILTERED_QUERIES,
+    evaluated_per_query: int = EVALUATED_PER_QUERY,
+) -> Page[str]:
+    """One page of ``tenant_id``'s task ids, oldest first; with ``tags``, filtered by
+    DynamoDB on the index in at most ``max_queries`` Query calls (a page may then
+    hold fewer than ``limit``, even none, and still have a next token)."""
+    partition = PartitionQuery(table, TENANT_INDEX.partition_key.name, tenant_id, TENANT_INDEX)
+    if not tags:
+        return query_page(client, partition, limit, token, _task_id_of)
+    return filtered_query_page(
+        client,
+        partition,
+        limit,
+        token,
+        _task_id_of,
+        where=_tags_filter(tags),
+        key_names=(TENANT_INDEX.partition_key.name, TENANT_INDEX.sort_key.name, "task_id"),
+        max_queries=max_queries,
+        evaluated_per_query=evaluated_per_query,
+    )
+
+
+def _task_id_of(key: dict[str, Any]) -> str:
+    return str(key["task_id"]["S"])
+
+
+def _tags_filter(tags: tuple[TagFilter, ...]) -> QueryFilter:
+    """``tags`` as a FilterExpression on the tenant index's ``tags`` map: every key
+    and value is a placeholder, so no tag text is ever read as expression syntax."""
+    names = {"#tags": TAGS_ATTRIBUTE}
+    values: dict[str, Any] = {}
+    terms = []
+    for number, tag in enumerate(tags):
+        names[f"#tag{number}"] = tag.key
+        path = f"#tags.#tag{number}"
+        if tag.value is None:
+            terms.append(f"attribute_exists({path})")
+        else:
+            values[f":tag{number}"] = tag.value
+            terms.append(f"{path} = :tag{number}")
+    return QueryFilter(" AND ".join(terms), names, values)

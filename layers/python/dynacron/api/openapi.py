@@ -1,0 +1,92 @@
+"""What the OpenAPI document says beyond the routes: the problem answers each
+route may give, and how callers authenticate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
+
+from dynacron.api.identity import API_KEY_HEADER
+from dynacron.api.problems import PROBLEM_JSON
+from dynacron.callbacks import CALLBACK_TOKEN_HEADER, CALLBACK_TOKEN_SCHEME
+from dynacron.config import Settings
+from dynacron.views import Problem
+
+# The callback routes' only authorisation: the token sent with the delivery.
+CALLBACK_SECURITY: list[dict[str, list[str]]] = [{CALLBACK_TOKEN_SCHEME: []}]
+
+_PROBLEM_DESCRIPTIONS = {
+    400: "The body is not valid JSON or not the expected shape",
+    401: "No tenant could be derived from the caller's identity",
+    403: "The callback token is not the current attempt's (or there is no such execution)",
+    404: "Not found for this tenant (another tenant's id looks exactly like a missing one)",
+    409: "The state moved on concurrently; retry",
+    413: "The body or its payload is over the size limit",
+    415: "The body was not sent as JSON",
+    422: "A field is invalid or a limit is exceeded (the problem names it)",
+    429: "Too many requests from this tenant; see Retry-After",
+}
+# Any request may meet these: the gateway refuses a body over its size limit on
+# every route (413), and every route authenticates and rate-limits (401, 429).
+_COMMON = (400, 401, 413, 415, 422, 429)
+
+
+_RETRY_AFTER: OpenAPIResponseHeader = {
+    "description": "Seconds until this tenant may send again",
+    "schema": {"type": "integer", "minimum": 1},
+}
+
+
+def problems(*statuses: int, ok: tuple[int, str] = (200, "OK")) -> dict[int, OpenAPIResponse]:
+    """OpenAPI responses: the success ``ok`` (status, description; its body is the
+    route's return type) and the problem+json errors the route can answer with."""
+    success: dict[int, OpenAPIResponse] = {ok[0]: {"description": ok[1]}}
+    if ok[0] == 204:
+        success[204]["content"] = {}  # no body (else the return type's JSON is declared)
+    errors: dict[int, OpenAPIResponse] = {
+        status: {
+            "description": _PROBLEM_DESCRIPTIONS[status],
+            "content": {PROBLEM_JSON: {"model": Problem}},
+        }
+        for status in sorted({*_COMMON, *statuses})
+    }
+    errors[429]["headers"] = {"Retry-After": _RETRY_AFTER}
+    return success | errors
+
+
+def security_of(settings: Settings) -> dict[str, Any]:
+    """How callers authenticate, as the OpenAPI document states it: an API key where
+    keys are configured, else a SigV4 signature where there is no default tenant
+    (deployed: API Gateway checks it), else nothing (local mode: one tenant).
+
+    The callback routes say their own: the callback token, whatever the rest needs.
+    """
+    token = {
+        CALLBACK_TOKEN_SCHEME: APIKey(
+            name=CALLBACK_TOKEN_HEADER,
+            in_=APIKeyIn.header,
+            description="The token the delivery of the execution's current attempt carried",
+        )
+    }
+    if settings.api_keys:
+        scheme = "apiKey"
+        schemes = {scheme: APIKey(name=API_KEY_HEADER, in_=APIKeyIn.header)}
+    elif settings.default_tenant is None:
+        scheme = "sigv4"
+        # API Gateway's own name for IAM authorisation, as its OpenAPI import reads it.
+        schemes = {
+            scheme: APIKey.model_validate(
+                {
+                    "type": "apiKey",
+                    "name": "Authorization",
+                    "in": "header",
+                    "description": "AWS Signature Version 4 (IAM)",
+                    "x-amazon-apigateway-authtype": "awsSigv4",
+                }
+            )
+        }
+    else:
+        return {"security_schemes": token}
+    return {"security_schemes": schemes | token, "security": [{scheme: []}]}

@@ -1,0 +1,69 @@
+"""The HTTP API's parameters as its OpenAPI document declares them: each bound
+here is what the resolver validates before a route runs (a 422 naming the field)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
+
+from dynacron.domain.create_keys import KEY_PATTERN, MAX_KEY_LENGTH
+from dynacron.domain.tags import FILTER_PATTERN, FILTER_RULE, MAX_TAG_FILTERS
+
+CreateKeyHeader = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=MAX_KEY_LENGTH,
+        pattern=KEY_PATTERN,
+        description="Retry a create safely: the same key and body within 24 hours return "
+        "the task the first request made (Idempotent-Replayed: true), not a second one",
+    ),
+]
+PageLimit = Annotated[int, Query(ge=1, le=100, description="Items per page")]
+PageToken = Annotated[str | None, Query(max_length=2048, description="From the previous page")]
+# An array, never null: a query parameter is absent or given, and a "null" form
+# lets a fuzzer send a lone string it deems invalid that reads as a valid array.
+TagFilters = Annotated[
+    list[str],
+    Query(
+        description=f"Only tasks with this tag: {FILTER_RULE}; repeat it for tasks with "
+        "every one given. A filtered page may hold fewer than limit tasks: follow next_token",
+        json_schema_extra={
+            "items": {"type": "string", "pattern": FILTER_PATTERN},
+            "maxItems": MAX_TAG_FILTERS,
+        },
+    ),
+]
+PreviewCount = Annotated[int, Query(ge=1, le=100, description="How many occurrences")]
+ForecastHours = Annotated[int, Query(ge=1, le=24, description="Hours ahead to count")]
+PreviewAfter = Annotated[
+    str | None,
+    Query(max_length=64, description="ISO 8601 instant to start after (default: now)"),
+]
+ListedStatus = Annotated[
+    Literal["FAILED", "QUEUED", "RUNNING"] | None,
+    Query(
+        description="Only executions in this status (any listed one if left out). Only "
+        "these are listed across tasks: FAILED (dead letters), QUEUED (waiting for a retry, "
+        "or redriven), RUNNING (running a retry, or a long job after its 202). A SUCCEEDED "
+        "or SKIPPED execution is not: see GET /tasks/{task_id}/executions",
+    ),
+]
+ListedSince = Annotated[
+    str | None,
+    Query(
+        max_length=64,
+        description="ISO 8601 instant with an offset: listed at or after it (inclusive)",
+    ),
+]
+ListedUntil = Annotated[
+    str | None,
+    Query(
+        max_length=64,
+        description="ISO 8601 instant with an offset: listed at or before it (inclusive)",
+    ),
+]
+TaskId = Annotated[str, Path(max_length=200, description="The id POST /tasks returned")]
+ExecutionId = Annotated[str, Path(max_length=300, description="<task_id>_<scheduled instant>")]
