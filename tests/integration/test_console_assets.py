@@ -40,7 +40,8 @@ def test_nothing_outside_the_static_files_is_served(path: str) -> None:
 def test_an_absolute_path_under_the_console_is_a_page_not_a_file() -> None:
     asset = console_response("/console//etc/passwd")
     index = console_response("/console/")
-    assert asset is not None and index is not None
+    assert asset is not None
+    assert index is not None
     assert asset.body == index.body
 
 

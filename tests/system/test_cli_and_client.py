@@ -9,9 +9,11 @@ from typing import Any
 
 import httpx
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 import dynacron
+from dynacron import cli as cli_module
 from dynacron.cli import app
 from dynacron.client import ApiError, ApiUnreachable
 from dynacron.local.runtime import LocalOptions, LocalRuntime
@@ -241,7 +243,12 @@ def test_tags_from_the_client_set_replaced_filtered_and_kept_per_tenant(local: s
         other.delete_task(theirs.task_id)
 
 
-def test_tags_from_the_cli_on_create_update_and_list(local: str) -> None:
+def test_tags_from_the_cli_on_create_update_and_list(
+    local: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tables as wide as they need: a console made at import takes COLUMNS as it was
+    # then (pytest-xdist's workers set 80), so a tag line would fold
+    monkeypatch.setattr(cli_module, "out", Console(highlight=False, width=300))
     target = ["--url", local, "--api-key", "k2"]
     hook = "http://127.0.0.1:9/h"
     # Given a task created with --tag in both spellings, one value holding markup
@@ -265,9 +272,7 @@ def test_tags_from_the_cli_on_create_update_and_list(local: str) -> None:
     assert listed("suite:cli", "env=prod") == [created["task_id"]]
     assert listed("suite=cli", "note") == [created["task_id"]]
     # and the table shows the tags as they are, markup and all
-    wide = runner.invoke(
-        app, ["tasks", *target, "list", "--tag", "env=prod"], env={"COLUMNS": "300"}
-    )
+    wide = runner.invoke(app, ["tasks", *target, "list", "--tag", "env=prod"])
     assert wide.exit_code == 0, wide.output
     assert "env=prod, note=[/bold] a=b:c, suite=cli" in wide.stdout
     # update --tag replaces every tag; --clear-tags removes them
