@@ -20,10 +20,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from dynacron import metric_names
+from dynacron import cli_tables, metric_names
 from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.app import Dynacron
-from dynacron.cli import _tasks_table
 from dynacron.config import LOOPBACK_NETWORKS
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.instants import format_instant
@@ -198,7 +197,7 @@ def test_the_owner_sees_why_each_poison_task_was_set_aside(pipeline: Pipeline, s
         assert body["status"] == "ERROR"
         assert reasons[variant] in body["status_reason"], body["status_reason"]
     # And the CLI's table shows the reason beside the status
-    table = _tasks_table(TaskView.model_validate(body))
+    table = cli_tables.tasks(TaskView.model_validate(body))
     console = Console(width=400, record=True)
     console.print(table)
     assert "ERROR: " in console.export_text()
