@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,10 +13,11 @@ import pytest
 from dynacron.app import Dynacron
 from dynacron.config import LOOPBACK_NETWORKS
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import Dispatch, ExecutionStatus
+from dynacron.domain.executions import Dispatch, ExecutionStatus, LeaseTerms
 from dynacron.domain.tasks import execution_id_for
 from dynacron.local.stores import StoreOptions, open_store
 from dynacron.models import TaskCreate
+from dynacron.services.attempt_guards import Heartbeats
 from tests.integration.api_client import ALICE
 from tests.support import Sink, wait_until
 
@@ -76,3 +78,44 @@ def test_every_call_in_flight_has_its_lease_extended_until_it_returns(
         run.join(timeout=10)
     ended = [system.executions.get(d.execution_id) for d in dispatches]
     assert [e.status if e else None for e in ended] == [ExecutionStatus.SUCCEEDED] * 3
+
+
+class CountingRenewals:
+    """Stands in for the execution store's ``renew``: every lease renews, and the
+    instant each was asked is kept (what is tested is when, not the write)."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, float]] = []
+
+    def renew(self, execution_id: str, lease_token: str, lease_until: datetime) -> bool:
+        self.asked.append((execution_id, time.monotonic()))
+        return True
+
+
+def test_a_lease_kept_while_the_thread_lingers_is_renewed_at_its_interval() -> None:
+    # Given the heartbeat thread lingering (5 s) after its only lease ended, and
+    # leases renewed every 0.1 s
+    terms = LeaseTerms(
+        running=LEASE,
+        awaiting_callback=LEASE,
+        pickup_grace=LEASE,
+        clock_skew=timedelta(seconds=0.3),
+    )
+    store = CountingRenewals()
+    heartbeats = Heartbeats(
+        store,  # type: ignore[arg-type]
+        terms,
+        SettableClock(datetime(2026, 12, 2, 12, tzinfo=UTC)),
+        linger=5.0,
+    )
+    with heartbeats.keeping("first", "t1"):
+        assert wait_until(lambda: len(store.asked) >= 1, timeout=5)
+    time.sleep(0.3)  # the thread finds no lease left, and lingers
+    # When another attempt keeps its lease for 0.6 s
+    began = time.monotonic()
+    with heartbeats.keeping("second", "t2"):
+        time.sleep(0.6)
+    # Then it was renewed about every 0.1 s from the start, not after the linger
+    second = [at - began for execution_id, at in store.asked if execution_id == "second"]
+    assert len(second) >= 3, second
+    assert second[0] < 0.4, second

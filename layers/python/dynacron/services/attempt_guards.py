@@ -164,17 +164,23 @@ class Heartbeats:
         self._due: dict[tuple[str, str], float] = {}
         self._renewing: tuple[str, str] | None = None
         self._thread: threading.Thread | None = None
+        # When the thread wakes next on its own (monotonic): a lease due later needs
+        # no wake-up (with one interval for all, a new lease is never due first, so
+        # a burst of attempts does not wake the thread once per attempt).
+        self._wakes_at = 0.0
 
     @contextmanager
     def keeping(self, execution_id: str, lease_token: str) -> Iterator[None]:
         lease = (execution_id, lease_token)
         interval = self._terms.heartbeat_interval.total_seconds()
         with self._changed:
-            self._due[lease] = time.monotonic() + interval
+            due = self._due[lease] = time.monotonic() + interval
             if self._thread is None:
                 self._thread = threading.Thread(target=self._beat, name="heartbeats", daemon=True)
+                self._wakes_at = due
                 self._thread.start()
-            self._changed.notify_all()
+            elif due < self._wakes_at:
+                self._changed.notify_all()
         try:
             yield
         finally:
@@ -188,6 +194,7 @@ class Heartbeats:
         with self._changed:
             while True:
                 if not self._due:
+                    self._wakes_at = time.monotonic() + self._linger
                     self._changed.wait(self._linger)
                     if not self._due:
                         self._thread = None
@@ -199,6 +206,7 @@ class Heartbeats:
                     self._due[lease] = due + self._terms.heartbeat_interval.total_seconds()
                     self._renewing = lease
                     return lease
+                self._wakes_at = due
                 self._changed.wait(wait)
 
     def _beat(self) -> None:
