@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -124,6 +125,52 @@ def test_concurrent_requests_of_two_tenants_each_see_only_their_own(
         seen = {t["task_id"] for t in body["items"]} if "items" in body else {body["task_id"]}
         assert seen == {mine[who]}, (who, body, mine)
     database.close()
+
+
+def test_two_systems_in_one_process_answer_concurrent_requests_each_as_itself(
+    settings: Settings, clock: SettableClock, tmp_path: Path
+) -> None:
+    # Powertools keeps the request being handled on the resolver's class, so two
+    # Dynacron instances in one process (each with a lock of its own) would still
+    # hand each other their callers: the lock is the process's.
+    settings = dataclasses.replace(settings, tenant_rate_burst=10_000)
+    systems = []
+    for name in ("one", "two"):
+        database = Database(tmp_path / f"{name}.sqlite3")
+        systems.append(
+            (
+                Dynacron(
+                    settings,
+                    adapters=sqlite_adapters(database, clock, execution_retention=RETENTION),
+                ),
+                database,
+            )
+        )
+    mine = {
+        who: call(system, "POST", "/tasks", {"rate": "1 hour", "handler_url": HOOK}, principal=who)[
+            1
+        ]["task_id"]
+        for (system, _), who in zip(systems, (ALICE, BOB), strict=True)
+    }
+
+    def read(number: int) -> tuple[str, int, Any]:
+        system, who = (systems[0][0], ALICE) if number % 2 else (systems[1][0], BOB)
+        status, body = call(system, "GET", "/tasks", principal=who)
+        return who, status, body
+
+    # Threads switched every microsecond, so requests interleave anywhere
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(read, range(400)))
+    finally:
+        sys.setswitchinterval(switch)
+    for who, status, body in answers:
+        assert status == 200, (who, body)
+        assert {t["task_id"] for t in body["items"]} == {mine[who]}, (who, body, mine)
+    for _, database in systems:
+        database.close()
 
 
 def test_sessions_of_one_role_are_one_tenant(system: Dynacron) -> None:

@@ -69,6 +69,13 @@ TICK_LOOP_MARGIN = timedelta(seconds=15)
 CLAIM_MARGIN = timedelta(seconds=5)
 
 
+# Powertools keeps the request being handled on the resolver's class
+# (``BaseRouter.current_event``), so every resolver of a process shares it: two
+# requests handled at once, by one resolver or two, would read each other's event
+# and tenant. One request at a time per process, as in a Lambda execution
+# environment; local mode's gateway answers requests on threads.
+_API_LOCK = threading.Lock()
+
 class Dynacron:
     def __init__(
         self,
@@ -228,13 +235,9 @@ class Dynacron:
             TenantRateLimiter(clock, settings.tenant_rate_per_second, settings.tenant_rate_burst),
             self.forecast,
         )
-        # The resolver holds the request it is handling (its event, the caller's
-        # tenant): one request at a time, as in a Lambda execution environment.
-        # Local mode's gateway answers requests on threads.
-        self._api_lock = threading.Lock()
 
     def api(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        with self._api_lock:
+        with _API_LOCK:
             try:
                 return unsupported_body(event) or self._api.resolve(event, context)
             finally:
