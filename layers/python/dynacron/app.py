@@ -76,6 +76,7 @@ CLAIM_MARGIN = timedelta(seconds=5)
 # environment; local mode's gateway answers requests on threads.
 _API_LOCK = threading.Lock()
 
+
 class Dynacron:
     def __init__(
         self,
