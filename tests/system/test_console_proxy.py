@@ -26,7 +26,7 @@ from dynacron.cli import app
 from dynacron.console.proxy import MAX_BODY_BYTES, ConsoleProxy, Upstream
 from dynacron.console.serve import SECURITY_HEADERS, console_response
 from dynacron.local.runtime import LocalOptions, LocalRuntime
-from tests.support import Service, free_port
+from tests.support import Service, free_port, wait_until
 from tests.system.signed_gateway import (
     AWS_VARIABLES,
     CREDENTIALS,
@@ -469,18 +469,9 @@ def test_the_command_prints_the_address_and_signs_what_it_forwards(
     gateway: SignedGateway, config_dir: Path
 ) -> None:
     # Given `dynacron console` started as a user would, with credentials in the environment
+    command = ["console", "--url", gateway.url, "--region", REGION, "--port", "0"]
     service = Service(
-        [
-            "-m",
-            "dynacron.cli",
-            "console",
-            "--url",
-            gateway.url,
-            "--region",
-            REGION,
-            "--port",
-            "0",
-        ],
+        ["-m", "dynacron.cli", *command],
         ready_marker="/console/?token=",
         env=credential_env(config_dir),
     )
@@ -501,6 +492,13 @@ def test_the_command_prints_the_address_and_signs_what_it_forwards(
             .headers["authorization"]
             .startswith(f"AWS4-HMAC-SHA256 Credential={CREDENTIALS.access_key}/")
         )
+        # And a refused request is printed, as text (what it carried is no markup)
+        refused = httpx.get(
+            link.split("/console")[0] + "/[red]x", headers={"Host": "attacker.example"}
+        )
+        assert refused.status_code == 403
+        line = "refused GET '/[red]x': 403 Wrong host"
+        assert wait_until(lambda: line in "".join(service.output), timeout=10)
     finally:
         service.stop()
 

@@ -80,7 +80,12 @@ def console_command(
         upstream = Upstream.open(base, auth=auth)
         how = f"signed (SigV4, execute-api, {signing_region}) with your AWS credentials"
     try:
-        proxy = ConsoleProxy(upstream, port, on_refusal=lambda line: console.print(line))
+        # What a request carried is printed as text, never as markup.
+        proxy = ConsoleProxy(
+            upstream,
+            port,
+            on_refusal=lambda line: console.print(line, markup=False, soft_wrap=True),
+        )
     except OSError as error:
         upstream.close()
         console.print(f"[red]could not start:[/red] {error}. Is port {port} already in use?")

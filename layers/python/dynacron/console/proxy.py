@@ -255,6 +255,7 @@ class ConsoleProxy(ThreadingHTTPServer):
     """Serves the console and forwards its API calls to ``upstream``; see the module."""
 
     daemon_threads = True
+    request_queue_size = 64  # a page opens several connections at once
 
     def __init__(
         self,
@@ -325,7 +326,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             )
         fetch_site = self.headers.get("Sec-Fetch-Site")
         if fetch_site is not None and fetch_site not in ("same-origin", "none"):
-            raise Refused(403, "Cross-site request", f"a {fetch_site} request is refused")
+            raise Refused(403, "Cross-site request", f"a {fetch_site!r} request is refused")
         origin = self.headers.get("Origin")
         if origin is not None and origin != proxy.origin:
             raise Refused(403, "Cross-site request", f"requests from {origin!r} are refused")
