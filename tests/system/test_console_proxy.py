@@ -245,6 +245,17 @@ def test_the_gateway_stand_in_refuses_a_wrong_or_missing_signature(
         assert client.get(f"{gateway.url}/tasks").status_code == 200
 
 
+def test_the_openapi_document_comes_through_and_the_docs_page_does_not(
+    proxy: ConsoleProxy, cookie: str
+) -> None:
+    document = send(proxy, "GET", "/openapi.json", {"Cookie": cookie})
+    assert document.status == 200
+    assert "/tasks" in document.json()["paths"]
+    docs = send(proxy, "GET", "/docs", {"Cookie": cookie})
+    assert docs.status == 404
+    assert "/openapi.json is" in docs.json()["detail"]
+
+
 def test_an_api_problem_comes_back_as_the_api_said_it(proxy: ConsoleProxy, cookie: str) -> None:
     missing = send(proxy, "GET", "/tasks/no-such-task", {"Cookie": cookie})
     assert missing.status == 404

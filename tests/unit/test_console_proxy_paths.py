@@ -70,6 +70,7 @@ def test_the_region_comes_from_an_execute_api_host(url: str, region: str | None)
         ),
         ("/forecast", "hours=24", "/forecast?hours=24"),
         ("/tenant", "", "/tenant"),
+        ("/openapi.json", "", "/openapi.json"),
     ],
 )
 def test_the_api_s_paths_go_on_as_they_are(path: str, query: str, target: str) -> None:
@@ -114,7 +115,7 @@ def test_a_query_is_spelled_as_sigv4_canonicalises_it(query: str, signable: str)
         ("/tasks/\x00", 400),
         ("/callbacks/x/complete", 404),
         ("/docs", 404),
-        ("/openapi.json", 404),
+        ("/docs/swagger.js", 404),
         ("/console", 404),
         ("/prod/tasks", 404),
     ],

@@ -42,10 +42,14 @@ DEFAULT_PORT = 8081
 TOKEN_PARAMETER = "token"
 # The API's own limit on a task's payload is 32 KiB; nothing the console sends is larger.
 MAX_BODY_BYTES = 1024 * 1024
-# The first segment of every path the API answers for a tenant. Not forwarded:
-# /callbacks (a handler's, with its token, no IAM) and /docs (a page with scripts
-# of its own, which would run with this origin's session).
-API_RESOURCES = frozenset({"tasks", "executions", "dead-letters", "forecast", "tenant"})
+# The first segment of every path the API answers for a tenant, and its OpenAPI
+# document. Not forwarded: /callbacks (a handler's, with its token, no IAM) and
+# /docs (Swagger UI, a page with scripts of its own that would run with this
+# origin's session; the content policy would block them anyway).
+API_RESOURCES = frozenset(
+    {"tasks", "executions", "dead-letters", "forecast", "tenant", "openapi.json"}
+)
+DOCS = "docs"
 API_METHODS = ("GET", "HEAD", "POST", "PATCH", "DELETE")
 # The only request headers forwarded; the proxy adds its own authorisation. A key
 # the person typed in the console (x-api-key: a tenant's, where the API maps keys
@@ -145,6 +149,10 @@ def api_target(path: str, query: str) -> str:
             raise Refused(400, "Bad path", f"{path!r} is not a path this proxy forwards")
         if "\\" in decoded:
             raise Refused(400, "Bad path", f"{path!r} is not a path this proxy forwards")
+    if segments[0] == DOCS:
+        raise Refused(
+            404, "Not found", "the API's documentation page is not served here: /openapi.json is"
+        )
     if segments[0] not in API_RESOURCES:
         resources = ", ".join(f"/{name}" for name in sorted(API_RESOURCES))
         raise Refused(404, "Not found", f"{path!r}: the proxy forwards only {resources}")
