@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from botocore.credentials import Credentials
+from botocore.exceptions import TokenRetrievalError
 from typer.testing import CliRunner
 
 from dynacron.cli import app
@@ -452,6 +453,32 @@ def test_an_unreachable_api_is_a_502_problem(config_dir: Path) -> None:
         assert answer.headers["Content-Type"] == "application/problem+json"
         assert answer.json()["title"] == "API unreachable"
         assert f"cannot reach {closed}" in answer.json()["detail"]
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
+class EndedSession(httpx.Auth):
+    """Credentials that can no longer sign, as an SSO session that ended."""
+
+    def auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
+        raise TokenRetrievalError(provider="sso", error_msg="the SSO session has expired")
+        yield request
+
+
+def test_credentials_that_cannot_sign_are_a_502_saying_to_sign_in_again(
+    gateway: SignedGateway,
+) -> None:
+    proxy = serve(ConsoleProxy(Upstream.open(gateway.url, auth=EndedSession()), port=0))
+    try:
+        _, cookie = trade(proxy)
+        assert cookie is not None
+        before = len(gateway.received)
+        answer = send(proxy, "GET", "/tasks", {"Cookie": cookie})
+        assert answer.status == 502
+        assert answer.json()["title"] == "Could not sign"
+        assert "aws sso login" in answer.json()["detail"]
+        assert len(gateway.received) == before
     finally:
         proxy.shutdown()
         proxy.server_close()
