@@ -145,9 +145,8 @@ def api_target(path: str, query: str) -> str:
     segments = path.split("/")[1:]
     for segment in segments:
         decoded = unquote(segment)
-        if not _SEGMENT.fullmatch(segment) or decoded in (".", "..") or "/" in decoded:
-            raise Refused(400, "Bad path", f"{path!r} is not a path this proxy forwards")
-        if "\\" in decoded:
+        plain = _SEGMENT.fullmatch(segment) and "/" not in decoded and "\\" not in decoded
+        if not plain or decoded in (".", ".."):
             raise Refused(400, "Bad path", f"{path!r} is not a path this proxy forwards")
     if segments[0] == DOCS:
         raise Refused(
