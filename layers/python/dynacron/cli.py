@@ -19,6 +19,7 @@ from rich.table import Table
 
 from dynacron import cli_tables as tables
 from dynacron.client import LOCAL_URL, ApiError, ApiUnreachable, Client, SigV4Auth
+from dynacron.console.command import console_command
 from dynacron.domain import capacity
 from dynacron.domain.describe import describe
 from dynacron.domain.errors import InvalidRequest
@@ -42,6 +43,7 @@ app.add_typer(executions_app, name="executions")
 app.add_typer(dead_letters_app, name="dead-letters")
 app.command()(local_commands.local)
 app.command()(local_commands.aws)
+app.command("console")(console_command)
 console = Console(stderr=True, highlight=False)
 
 
