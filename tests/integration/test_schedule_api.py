@@ -215,6 +215,10 @@ class TestPreview:
                 "2026-12-01T14:00:00.000Z",
                 "2026-12-02T14:00:00.000Z",
             ],
+            "explanation": "At 09:00, on Monday, Tuesday, Wednesday, Thursday and Friday, "
+            "on the wall clock of America/New_York. A time that daylight saving skips runs "
+            "at the first instant after the gap; a time it repeats runs the first time only.",
+            "dst_transitions": [],  # none before 8 March
         }
 
     def test_after_without_an_offset_is_local_time(self, system: Dynacron) -> None:

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from dynacron.api.identity import API_KEY_HEADER
 from dynacron.domain.create_keys import HEADER as CREATE_KEY_HEADER
-from dynacron.models import BackfillRequest, TaskCreate, TaskPatch
+from dynacron.models import BackfillRequest, SchedulePreviewRequest, TaskCreate, TaskPatch
 from dynacron.views import (
     BackfillView,
     ExecutionPage,
@@ -27,6 +27,7 @@ from dynacron.views import (
     ForecastView,
     OccurrencesView,
     Problem,
+    SchedulePreviewView,
     TaskPage,
     TaskView,
     TenantView,
@@ -208,6 +209,13 @@ class Client:
 
     def next_occurrences(self, task_id: str, count: int = 10) -> OccurrencesView:
         return self._call(OccurrencesView, "GET", f"/tasks/{task_id}/next", params={"count": count})
+
+    def preview_schedule(self, count: int = 10, **schedule: Any) -> SchedulePreviewView:
+        """The occurrences a task registered now with ``schedule`` (the schedule fields
+        of ``create_task``: ``cron="0 9 * * *", timezone="Europe/Berlin"``) would
+        have, checked as registering checks them; nothing is stored."""
+        body = SchedulePreviewRequest(count=count, **schedule).model_dump(exclude_none=True)
+        return self._call(SchedulePreviewView, "POST", "/schedules/preview", json=body)
 
     # executions and dead letters
     def get_execution(self, execution_id: str) -> ExecutionView:

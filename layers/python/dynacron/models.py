@@ -209,13 +209,21 @@ TAGS_DESCRIPTION = (
 )
 
 
-class TaskCreate(BaseModel):
-    """Body of ``POST /tasks``: exactly one of ``cron``, ``rate``, ``at``,
-    ``fixed_delay`` or ``after``, and exactly one of ``handler_url`` or ``handler``."""
+def _schedule_rules(schema: dict[str, Any]) -> None:
+    """Exactly one schedule kind; ``anchor`` with ``rate`` only, ``dst`` never with it."""
+    schema["allOf"] = [
+        {"oneOf": [_given(kind) for kind in SCHEDULE_KINDS]},
+        {"anyOf": [_absent("anchor"), _given("rate")]},
+        {"anyOf": [_absent("dst"), _absent("rate")]},
+    ]
 
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_task_create_rules)
 
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+class ScheduleFields(BaseModel):
+    """When a task runs, as ``POST /tasks`` takes it: exactly one of ``cron``, ``rate``,
+    ``at``, ``fixed_delay`` or ``after``, and what qualifies it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_schedule_rules)
+
     cron: str | None = Field(
         default=None,
         description="5 fields, or 6 with seconds first; names, L, W, #, ?, H and macros",
@@ -256,6 +264,35 @@ class TaskCreate(BaseModel):
         description="ISO 8601: no occurrence after it; then the task is COMPLETED",
         max_length=64,
     )
+
+    def schedule_spec(self) -> ScheduleSpec:
+        return ScheduleSpec(
+            cron=self.cron,
+            rate=self.rate,
+            at=self.at,
+            fixed_delay=self.fixed_delay,
+            after=self.after,
+            timezone=self.timezone,
+            dst=self.dst.to_domain() if self.dst is not None else None,
+            anchor=self.anchor,
+            start_at=self.start_at,
+            end_at=self.end_at,
+        )
+
+
+class SchedulePreviewRequest(ScheduleFields):
+    """Body of ``POST /schedules/preview``: a schedule as ``POST /tasks`` takes it."""
+
+    count: int = Field(default=10, ge=1, le=100, description="How many occurrences")
+
+
+class TaskCreate(ScheduleFields):
+    """Body of ``POST /tasks``: exactly one of ``cron``, ``rate``, ``at``,
+    ``fixed_delay`` or ``after``, and exactly one of ``handler_url`` or ``handler``."""
+
+    model_config = ConfigDict(json_schema_extra=_task_create_rules)
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
     jitter_seconds: int = Field(
         default=0,
         ge=0,
@@ -315,18 +352,7 @@ class TaskCreate(BaseModel):
     def to_spec(self) -> TaskSpec:
         """The registration this body asks for, as the domain takes it."""
         return TaskSpec(
-            schedule=ScheduleSpec(
-                cron=self.cron,
-                rate=self.rate,
-                at=self.at,
-                fixed_delay=self.fixed_delay,
-                after=self.after,
-                timezone=self.timezone,
-                dst=self.dst.to_domain() if self.dst is not None else None,
-                anchor=self.anchor,
-                start_at=self.start_at,
-                end_at=self.end_at,
-            ),
+            schedule=self.schedule_spec(),
             handler_url=self.handler_url,
             handler_name=self.handler,
             payload=self.payload,

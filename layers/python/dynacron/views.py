@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from dynacron.domain.executions import Execution
 from dynacron.domain.forecast import Forecast
 from dynacron.domain.instants import format_instant
+from dynacron.domain.previews import OffsetChange, SchedulePreview
 from dynacron.domain.task_specs import spec_of
 from dynacron.domain.tasks import UNREADABLE_SCHEDULE, Task
 from dynacron.models import DstPolicyModel, RateLimitModel
@@ -118,12 +119,68 @@ class TaskView(BaseModel):
         )
 
 
-class OccurrencesView(BaseModel):
-    """Body of ``GET /tasks/{task_id}/next``: upcoming occurrences, UTC."""
+class OffsetChangeView(BaseModel):
+    """The time zone's UTC offset changed (daylight saving began or ended) at ``at``,
+    from ``offset_before`` to ``offset_after`` (``+01:00``), before ``next_occurrence``."""
+
+    at: str
+    offset_before: str
+    offset_after: str
+    next_occurrence: str
+
+    @classmethod
+    def of(cls, change: OffsetChange) -> OffsetChangeView:
+        return cls(
+            at=format_instant(change.at),
+            offset_before=_offset(change.offset_before),
+            offset_after=_offset(change.offset_after),
+            next_occurrence=format_instant(change.next_occurrence),
+        )
+
+
+class SchedulePreviewView(BaseModel):
+    """Body of ``POST /schedules/preview``: the next occurrences (UTC) a schedule
+    would have, what it means in words, and the daylight-saving changes of its time
+    zone that fall between them."""
+
+    timezone: str
+    explanation: str = Field(description="The schedule in words, as `dynacron next --explain`")
+    occurrences: list[str]
+    dst_transitions: list[OffsetChangeView] = Field(
+        default_factory=list,
+        description="Where the time zone's UTC offset changes between two occurrences",
+    )
+
+    @classmethod
+    def of(cls, preview: SchedulePreview) -> SchedulePreviewView:
+        return cls(
+            timezone=preview.timezone,
+            explanation=preview.explanation,
+            occurrences=[format_instant(o) for o in preview.occurrences],
+            dst_transitions=[OffsetChangeView.of(c) for c in preview.offset_changes],
+        )
+
+
+class OccurrencesView(SchedulePreviewView):
+    """Body of ``GET /tasks/{task_id}/next``: upcoming occurrences, UTC, explained."""
 
     task_id: str
-    timezone: str
-    occurrences: list[str]
+    # Older servers answered without these: a client reading one still parses.
+    explanation: str = Field(
+        default="", description="The schedule in words, as `dynacron next --explain`"
+    )
+
+    @classmethod
+    def of_task(cls, task_id: str, preview: SchedulePreview) -> OccurrencesView:
+        return cls(task_id=task_id, **SchedulePreviewView.of(preview).model_dump())
+
+
+def _offset(offset: timedelta) -> str:
+    """``+01:00``, ``-03:30``, ``+00:00``: as ISO 8601 writes a UTC offset."""
+    minutes = int(offset.total_seconds()) // 60
+    sign = "-" if minutes < 0 else "+"
+    hours, minutes = divmod(abs(minutes), 60)
+    return f"{sign}{hours:02d}:{minutes:02d}"
 
 
 def _optional_instant(value: datetime | None) -> str | None:

@@ -56,12 +56,18 @@ from dynacron.domain.errors import (
     TaskNotFound,
     Unauthenticated,
 )
-from dynacron.domain.instants import format_instant
 from dynacron.domain.quotas import TenantRateLimiter
 from dynacron.domain.tags import (
     parse_tag_filters,
 )
-from dynacron.models import BackfillRequest, CompleteRequest, PauseRequest, TaskCreate, TaskPatch
+from dynacron.models import (
+    BackfillRequest,
+    CompleteRequest,
+    PauseRequest,
+    SchedulePreviewRequest,
+    TaskCreate,
+    TaskPatch,
+)
 from dynacron.services.executions import Completion, ExecutionService
 from dynacron.services.forecast import HerdForecast
 from dynacron.services.tasks import PayloadTooLarge, TaskService
@@ -71,6 +77,7 @@ from dynacron.views import (
     ExecutionView,
     ForecastView,
     OccurrencesView,
+    SchedulePreviewView,
     TaskPage,
     TaskView,
     TenantView,
@@ -224,12 +231,17 @@ def build_api(
     def next_occurrences(
         task_id: TaskId, count: PreviewCount = 10, after: PreviewAfter = None
     ) -> OccurrencesView:
-        task, occurrences = tasks.upcoming(caller_tenant(), task_id, count, after)
-        return OccurrencesView(
-            task_id=task.task_id,
-            timezone=task.timezone,
-            occurrences=[format_instant(o) for o in occurrences],
-        )
+        task, preview = tasks.upcoming(caller_tenant(), task_id, count, after)
+        return OccurrencesView.of_task(task.task_id, preview)
+
+    @app.post("/schedules/preview", responses=problems())
+    def preview_schedule(body: SchedulePreviewRequest) -> SchedulePreviewView:
+        """The occurrences a task registered now with this schedule would have, checked
+        as POST /tasks checks a schedule (the same 422 problems), nothing stored. A
+        cron's H fields are spread by the task id, which only POST /tasks gives: here
+        by a fresh one, as an example."""
+        preview = tasks.preview_schedule(caller_tenant(), body.schedule_spec(), body.count)
+        return SchedulePreviewView.of(preview)
 
     if forecast is not None:
 

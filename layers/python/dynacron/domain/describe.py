@@ -1,4 +1,5 @@
-"""Plain-English descriptions of schedules, for ``dynacron next --explain``.
+"""Plain-English descriptions of schedules, for ``dynacron next --explain``, the
+API's previews and the console.
 
 Written against our own parsed ``CronSpec`` rather than with a describer
 library: it then says exactly what our evaluator does, including the values
@@ -11,7 +12,14 @@ import itertools
 
 from dynacron.domain.cron import DAY_NAMES, MONTH_NAMES, CronSpec, DayRule
 from dynacron.domain.instants import format_instant
-from dynacron.domain.schedules import CronSchedule, OneTimeSchedule, RateSchedule, Schedule
+from dynacron.domain.schedules import (
+    AfterSchedule,
+    CronSchedule,
+    FixedDelaySchedule,
+    OneTimeSchedule,
+    RateSchedule,
+    Schedule,
+)
 from dynacron.domain.wallclock import Ambiguous, Nonexistent
 
 _WEEKDAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
@@ -55,6 +63,15 @@ def describe(schedule: Schedule) -> str:
             )
         case OneTimeSchedule():
             text = f"Once, at {format_instant(schedule.at)}."
+        case FixedDelaySchedule():
+            text = (
+                f"{schedule.expression[0].upper()}{schedule.expression[1:]} after the previous "
+                "execution ended, so runs never overlap; the first at registration or start_at."
+            )
+        case AfterSchedule(upstream_task_id=""):
+            return "The stored schedule cannot be read; PATCH a new one."
+        case AfterSchedule():
+            text = f"Once after each successful execution of task {schedule.upstream_task_id}."
     window = schedule.window
     if window.start_at is not None:
         text += f" Not before {format_instant(window.start_at)}."

@@ -96,10 +96,7 @@ def new_task(spec: TaskSpec, now: datetime, *, task_id: str, tenant_id: str) -> 
     schedule = build_schedule(spec.schedule, now, seed=task_id)
     catchup = catchup_policy(spec.catchup, spec.catchup_window_seconds)
     check_one_handler(spec)
-    next_run_at = first_run(schedule, spec.schedule, now)
-    # The tick computes each next occurrence with this same code: a schedule it
-    # could not follow is refused here, not discovered when it falls due.
-    check_computable(schedule, now)
+    next_run_at = checked_first_run(schedule, spec.schedule, now)
     return Task(
         task_id=task_id,
         name=spec.name or task_id,
@@ -247,6 +244,16 @@ def first_run(schedule: Schedule, spec: ScheduleSpec, now: datetime) -> datetime
             "end_at" if spec.end_at else "start_at",
             "the schedule has no occurrence between start_at and end_at",
         )
+    return next_run_at
+
+
+def checked_first_run(schedule: Schedule, spec: ScheduleSpec, now: datetime) -> datetime | None:
+    """The first occurrence of a task registered at ``now``, and the next few computed
+    as the tick will compute them."""
+    next_run_at = first_run(schedule, spec, now)
+    # The tick computes each next occurrence with this same code: a schedule it
+    # could not follow is refused here, not discovered when it falls due.
+    check_computable(schedule, now)
     return next_run_at
 
 

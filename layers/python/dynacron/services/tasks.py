@@ -22,6 +22,7 @@ from dynacron.domain.errors import (
 )
 from dynacron.domain.executions import Dispatch, Execution
 from dynacron.domain.instants import format_instant, to_utc_ms
+from dynacron.domain.previews import SchedulePreview, preview, preview_registration
 from dynacron.domain.quotas import check_min_interval
 from dynacron.domain.schedules import (
     GRID_KINDS,
@@ -32,7 +33,13 @@ from dynacron.domain.schedules import (
 )
 from dynacron.domain.tags import TagFilter
 from dynacron.domain.task_changes import TaskChanges, apply_changes
-from dynacron.domain.task_specs import TaskSpec, new_task
+from dynacron.domain.task_specs import (
+    ScheduleSpec,
+    TaskSpec,
+    build_schedule,
+    checked_first_run,
+    new_task,
+)
 from dynacron.domain.tasks import (
     UNREADABLE_SCHEDULE,
     Task,
@@ -318,8 +325,9 @@ class TaskService:
 
     def upcoming(
         self, tenant_id: str, task_id: str, count: int, after: str | None
-    ) -> tuple[Task, list[datetime]]:
-        """The task and its next ``count`` occurrences after ``after`` (default: now).
+    ) -> tuple[Task, SchedulePreview]:
+        """The task and its next ``count`` occurrences after ``after`` (default: now),
+        explained, with the daylight-saving changes between them.
 
         ``after`` without an offset is read in the task's time zone.
         """
@@ -329,7 +337,22 @@ class TaskService:
             if after is not None
             else self._clock.now()
         )
-        return task, upcoming(task.schedule, start, count)
+        return task, preview(task.schedule, task.timezone, start, count)
+
+    def preview_schedule(self, tenant_id: str, spec: ScheduleSpec, count: int) -> SchedulePreview:
+        """What a task registered now with the schedule ``spec`` would run: its next
+        ``count`` occurrences, checked as ``register`` checks a schedule, nothing stored.
+
+        A cron's ``H`` fields are spread by the task id, which only registering
+        gives: the preview spreads them by a fresh one, as one example.
+        """
+        now = to_utc_ms(self._clock.now())
+        seed = uuid.uuid4().hex
+        schedule = build_schedule(spec, now, seed=seed)
+        checked_first_run(schedule, spec, now)
+        self._chain_versions(tenant_id, seed, schedule)
+        check_min_interval(schedule, now, self._settings.min_interval_seconds)
+        return preview_registration(schedule, spec.timezone, now, count)
 
     def get(self, tenant_id: str, task_id: str) -> Task:
         """The tenant's task; ``TaskNotFound`` whether it is missing or another tenant's."""
