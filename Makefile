@@ -23,12 +23,25 @@ CDK    := npx --yes aws-cdk@2.1148.1
 # Context for the CDK app, e.g. make synth CONTEXT="-c stage=prod -c shard_count=8"
 CONTEXT ?=
 
-.PHONY: run test test-lambda-python lint format typecheck bench clean help synth deploy bootstrap verify-grants
+# The browser tests (tests/browser): Debian's Chromium, driven by Playwright (pip,
+# in the dev extra; it downloads no browser), and axe-core from npm, pinned and
+# checked, unpacked into build/ (git-ignored). `make test` installs what it can
+# and otherwise stops naming what to install: the browser tests never skip.
+CHROMIUM    ?= /usr/bin/chromium
+AXE_VERSION := 4.14.1
+AXE_SHA256  := 29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c
+AXE_DIR     := build/axe-core
+AXE         := $(AXE_DIR)/axe.min.js
+export DYNACRON_CHROMIUM := $(CHROMIUM)
+export DYNACRON_AXE := $(CURDIR)/$(AXE)
+
+.PHONY: run test test-lambda-python lint format typecheck bench clean help synth deploy bootstrap verify-grants browser-deps chromium screenshots
 
 help:
 	@echo "make run    set up and start dynacron locally (API on http://127.0.0.1:8080)"
 	@echo "make test   set up, lint, type-check and run the whole test suite (unit and deployed tiers on Lambda's Python 3.12 too)"
 	@echo "make lint   ruff + mypy only"
+	@echo "make screenshots  regenerate the console's pictures in docs/images/ (README)"
 	@echo "make bench  run the benchmarks and regenerate BENCHMARKS.md (BENCH_QUICK=1: shorter; BENCH=cost: one section)"
 	@echo "make verify-grants  remove each IAM grant in turn; list those no deployed-tier scenario needs"
 	@echo "make synth  build the Lambda layers and write the CloudFormation app to cdk.out/ (no AWS account needed)"
@@ -63,9 +76,38 @@ format: $(STAMP)
 TEST_WORKERS ?= 2
 PYTEST := pytest -n $(TEST_WORKERS) --dist worksteal
 
-test: lint
+test: lint browser-deps
 	$(BIN)/$(PYTEST)
 	$(MAKE) test-lambda-python
+
+browser-deps: chromium $(AXE)
+
+chromium:
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "Installing Debian's chromium for the browser tests"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else \
+			echo "The browser tests need Chromium at $(CHROMIUM). Install it (Debian/Ubuntu:" \
+				"sudo apt-get install chromium), or name another: make test CHROMIUM=/path/to/chromium"; \
+			exit 1; \
+		fi; \
+	fi
+
+# npm checks the package against the registry's integrity hash; the pinned digest
+# of the one file we use is checked here too.
+$(AXE):
+	@command -v npm >/dev/null || { echo "The browser tests need axe-core from npm: install Node.js and npm (Debian: apt-get install npm)"; exit 1; }
+	rm -rf $(AXE_DIR) && mkdir -p $(AXE_DIR)
+	cd $(AXE_DIR) && npm pack --silent axe-core@$(AXE_VERSION) >/dev/null \
+		&& tar -xzf axe-core-$(AXE_VERSION).tgz package/axe.min.js package/LICENSE \
+		&& mv package/axe.min.js package/LICENSE . && rm -rf package axe-core-$(AXE_VERSION).tgz
+	echo "$(AXE_SHA256)  $(AXE)" | sha256sum --check --quiet - || { rm -rf $(AXE_DIR); exit 1; }
+
+# Pictures of the console for the README (docs/images/), from a local mode with a
+# few realistic tasks; not part of `make test`.
+screenshots: $(STAMP) browser-deps
+	$(BIN)/python -m tests.browser.screenshots
 
 $(STAMP312): pyproject.toml
 	$(PYTHON312) -m venv $(VENV312)

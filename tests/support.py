@@ -56,6 +56,8 @@ class Sink:
 
     status: int = 200
     answer: Callable[[Delivery], Answer] | None = None
+    # Sent with every answer (a handler's JSON, say); none by default.
+    body: bytes = b""
     hold: float = 0.0
     gate: threading.Event | None = None
     deliveries: list[Delivery] = field(default_factory=list)
@@ -87,8 +89,11 @@ class Sink:
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
-                self.send_header("Content-Length", "0")
+                if sink.body:
+                    self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(sink.body)))
                 self.end_headers()
+                self.wfile.write(sink.body)
 
             def log_message(self, *args: Any) -> None:
                 pass

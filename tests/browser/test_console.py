@@ -1,0 +1,242 @@
+"""The console in headless Chromium against a real `dynacron local`: what an
+operator does, end to end, by keyboard-reachable controls found by their labels."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Locator, Page, expect
+
+from tests.browser.harness import ConsoleServer, axe_violations, unique
+from tests.support import wait_until
+
+pytestmark = [pytest.mark.system, pytest.mark.browser]
+
+
+def heading(page: Page) -> Locator:
+    return page.get_by_role("heading", level=1)
+
+
+def main_nav(page: Page, name: str) -> Locator:
+    return page.get_by_role("navigation", name="Main").get_by_role("link", name=name, exact=True)
+
+
+def test_a_task_created_through_the_form_is_previewed_then_listed(
+    page: Page, console: ConsoleServer
+) -> None:
+    name = unique("monthly-report")
+    team = unique("finance")
+    page.goto("/console/tasks/new")
+    page.get_by_label("Name", exact=True).fill(name)
+    page.get_by_label("Handler URL").fill("http://192.0.2.10/report")
+
+    # Given a cron the API refuses: the preview shows its problem next to the field
+    page.get_by_label("Cron expression").fill("0 25 * * *")
+    page.get_by_role("button", name="Preview", exact=True).click()
+    expect(page.locator("#err-cron")).to_contain_text("out of range")
+    expect(page.get_by_label("Cron expression")).to_have_attribute("aria-invalid", "true")
+
+    # When it is fixed: the occurrences, in words, with the DST changes marked
+    page.get_by_label("Cron expression").fill("0 9 1 * *")
+    page.get_by_label("Time zone").fill("Europe/Berlin")
+    page.get_by_role("button", name="Preview", exact=True).click()
+    preview = page.locator("#preview")
+    expect(preview.locator(".explanation")).to_contain_text(
+        "At 09:00, on day 1 of the month, on the wall clock of Europe/Berlin"
+    )
+    expect(preview.locator("tbody tr:not(.dst-row)")).to_have_count(10)
+    # Ten months hold a daylight-saving change or two, whenever the test runs
+    expect(preview.locator(".dst-row").first).to_contain_text("Clocks in Europe/Berlin go")
+    expect(page.locator("#err-cron")).to_be_hidden()
+
+    page.get_by_role("button", name="Add a tag").click()
+    page.get_by_label("Key", exact=True).fill("team")
+    page.get_by_label("Value", exact=True).fill(team)
+
+    # When saved with a handler this deployment refuses: the API's 422, by the field
+    page.get_by_role("button", name="Create task").click()
+    expect(page.locator(".error-summary")).to_be_focused()
+    expect(page.locator("#err-handler_url")).to_be_visible()
+    expect(page.get_by_label("Handler URL")).to_have_attribute("aria-invalid", "true")
+
+    # Then, fixed, it is created, shown, and listed
+    page.get_by_label("Handler URL").fill(f"{console.ok.url}/report")
+    page.get_by_role("button", name="Create task").click()
+    expect(heading(page)).to_have_text(name)
+    task_id = page.url.rstrip("/").rsplit("/", 1)[1]
+    task = console.call("GET", f"/tasks/{task_id}")
+    assert task["schedule"] == {"kind": "cron", "expression": "0 9 1 * *"}
+    assert (task["timezone"], task["tags"]) == ("Europe/Berlin", {"team": team})
+    expect(page.locator(".explanation")).to_contain_text("on the wall clock of Europe/Berlin")
+
+    main_nav(page, "Tasks").click()
+    row = page.locator(f'tr[data-task-id="{task_id}"]')
+    expect(row.get_by_role("link", name=name)).to_be_visible()
+    expect(row).to_contain_text("0 9 1 * *")
+    expect(row).to_contain_text("UTC")  # the next run in UTC beside the viewer's time
+
+
+def test_a_triggered_execution_turns_succeeded_then_the_task_pauses_and_resumes(
+    page: Page, console: ConsoleServer
+) -> None:
+    task = console.register(name=unique("export"))
+    page.goto(f"/console/tasks/{task['task_id']}")
+    expect(heading(page)).to_have_text(task["name"])
+
+    page.get_by_role("button", name="Trigger now").click()
+    expect(page.get_by_role("status")).to_contain_text("Triggered")
+    latest = page.locator("#history-table tbody tr").first
+    expect(latest.locator(".badge")).to_have_text("SUCCEEDED")
+    expect(latest).to_contain_text("HTTP 200")
+    expect(latest).to_contain_text("rows_exported")  # the handler's answer
+
+    page.get_by_role("button", name="Pause…").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_label("Note (optional): why it is paused").fill("warehouse migration")
+    dialog.get_by_role("button", name="Pause task").click()
+    expect(page.locator(".head-badge .badge")).to_have_text("PAUSED")
+    expect(page.locator(".notice")).to_contain_text("warehouse migration")
+    assert console.call("GET", f"/tasks/{task['task_id']}")["pause_note"] == "warehouse migration"
+
+    page.get_by_role("button", name="Resume").click()
+    expect(page.locator(".head-badge .badge")).to_have_text("ACTIVE")
+    expect(page.get_by_role("status")).to_have_text("Task resumed.")
+
+
+def test_filtering_by_tag_lists_only_the_tasks_with_it(page: Page, console: ConsoleServer) -> None:
+    team = unique("billing")
+    tagged = console.register(name=unique("invoices"), tags={"team": team})
+    other = console.register(name=unique("cleanup"), tags={"team": unique("ops")})
+    page.goto("/console/tasks")
+    expect(page.get_by_role("link", name=other["name"])).to_be_visible()
+
+    page.get_by_label("Tag", exact=True).fill(f"team:{team}")
+    page.get_by_label("Tag", exact=True).press("Enter")
+
+    expect(page.locator("#tasks-table tbody tr")).to_have_count(1)
+    expect(page.get_by_role("link", name=tagged["name"])).to_be_visible()
+    expect(page.get_by_role("link", name=other["name"])).to_have_count(0)
+    assert f"tag=team%3A{team}" in page.url
+    # And a search by name narrows what is shown
+    page.get_by_label("Tag", exact=True).fill("")
+    page.get_by_label("Tag", exact=True).press("Enter")
+    page.get_by_label("Search by name").fill(other["name"])
+    expect(page.locator("#tasks-table tbody tr")).to_have_count(1)
+
+
+def test_a_failed_execution_is_found_across_tasks_and_redriven(
+    page: Page, console: ConsoleServer
+) -> None:
+    # Given a task whose handler answers 500 and which tries once only
+    task = console.register(
+        name=unique("ledger-sync"),
+        handler_url=f"{console.failing.url}/sync",
+        retry={"max_attempts": 1},
+    )
+    execution_id = console.call("POST", f"/tasks/{task['task_id']}/trigger", {})["execution_id"]
+    assert wait_until(
+        lambda: console.call("GET", f"/executions/{execution_id}")["dead_lettered_at"], 20
+    )
+
+    page.goto("/console/executions")
+    page.get_by_label("Status", exact=True).select_option("FAILED")
+    row = page.locator(f'tr[data-execution-id="{execution_id}"]')
+    expect(row).to_contain_text(task["name"])
+    expect(row).to_contain_text("HTTP 500")
+    expect(row.locator(".badge")).to_have_text("FAILED")
+    assert "status=FAILED" in page.url
+
+    deliveries = len(console.failing.snapshot())
+    row.get_by_role("button", name=re.compile(r"^Redrive")).click()
+    expect(page.get_by_role("status")).to_contain_text("Redriven")
+    assert wait_until(lambda: len(console.failing.snapshot()) > deliveries, 20)
+
+
+def test_an_edit_of_a_task_changed_meanwhile_is_refused_clearly(
+    page: Page, console: ConsoleServer
+) -> None:
+    task = console.register(name=unique("digest"))
+    page.goto(f"/console/tasks/{task['task_id']}/edit")
+    page.get_by_label("Name", exact=True).fill("digest (renamed)")
+    # Meanwhile someone else changes it
+    console.call("PATCH", f"/tasks/{task['task_id']}", {"jitter_seconds": 5})
+
+    page.get_by_role("button", name="Save changes").click()
+    expect(page.get_by_role("alert")).to_contain_text("changed since you opened it")
+    assert console.call("GET", f"/tasks/{task['task_id']}")["name"] == task["name"]
+
+    page.get_by_role("button", name="Load the current version").click()
+    expect(page.get_by_label("Jitter (s)")).to_have_value("5")
+    page.get_by_label("Name", exact=True).fill("digest (renamed)")
+    page.get_by_role("button", name="Save changes").click()
+    expect(heading(page)).to_have_text("digest (renamed)")
+
+
+def test_a_deleted_task_is_confirmed_first(page: Page, console: ConsoleServer) -> None:
+    task = console.register(name=unique("old-job"))
+    page.goto(f"/console/tasks/{task['task_id']}")
+    page.get_by_role("button", name="Delete…").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("cannot be undone")
+    expect(dialog.get_by_role("button", name="Cancel")).to_be_focused()  # the safe choice
+    page.keyboard.press("Escape")
+    expect(dialog).to_have_count(0)
+    assert console.call("GET", f"/tasks/{task['task_id']}")["name"] == task["name"]
+
+    page.get_by_role("button", name="Delete…").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete task").click()
+    expect(heading(page)).to_have_text("Tasks")
+    expect(page.get_by_role("link", name=task["name"])).to_have_count(0)
+
+
+def test_what_a_tenant_wrote_is_shown_as_text_never_run_as_markup(
+    page: Page, console: ConsoleServer
+) -> None:
+    hostile = '<img src=x onerror="window.pwned=1">'
+    task = console.register(
+        name=f"{hostile} {unique('x')}",
+        tags={"note": "<b>bold</b>"},
+        payload={"html": "<script>window.pwned = 2</script>"},
+    )
+    for path in ("/console/tasks", f"/console/tasks/{task['task_id']}"):
+        page.goto(path)
+        expect(page.get_by_text(task["name"]).first).to_be_visible()
+        expect(page.locator("main img, main b, main script")).to_have_count(0)
+        assert page.evaluate("window.pwned") is None
+
+
+def test_the_pages_pass_axe_core_and_work_from_the_keyboard(
+    page: Page, console: ConsoleServer
+) -> None:
+    task = console.register(
+        name=unique("axe"), cron="0 9 * * MON-FRI", timezone="Europe/Berlin", tags={"env": "qa"}
+    )
+    console.call("POST", f"/tasks/{task['task_id']}/trigger", {})
+    pages = {
+        "/console/tasks": "#tasks-table",
+        f"/console/tasks/{task['task_id']}": "#history-table",
+        f"/console/tasks/{task['task_id']}/edit": "#preview table",
+        "/console/tasks/new": "form",
+        "/console/executions": "main .summary",
+        "/console/forecast": "svg.chart",
+    }
+    found = {}
+    for path, ready in pages.items():
+        page.goto(path)
+        expect(page.locator(ready).first).to_be_visible()
+        found[path] = axe_violations(page)
+    # A dialog open, too
+    page.goto(f"/console/tasks/{task['task_id']}")
+    page.get_by_role("button", name="Pause…").click()
+    expect(page.get_by_role("dialog")).to_be_visible()
+    found["pause dialog"] = axe_violations(page)
+    assert not any(found.values()), found
+
+    # The skip link comes first and lands on the content
+    page.keyboard.press("Escape")
+    page.goto("/console/tasks")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to main content")).to_be_focused()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
