@@ -21,6 +21,7 @@ from tests.support import Sink, free_port, wait_until
 
 pytestmark = pytest.mark.system
 runner = CliRunner()
+HOOK = "http://127.0.0.1:9/hook"
 
 
 @pytest.fixture(scope="module")
@@ -339,3 +340,22 @@ def test_failed_executions_across_tasks_from_the_cli_and_the_client(local: str, 
     result = runner.invoke(app, ["executions", *target, "--since", "yesterday"])
     assert result.exit_code == 1
     assert "since" in result.output
+
+
+def test_the_client_previews_a_schedule_and_explains_a_task_s_next_runs(local: str) -> None:
+    with dynacron.Client(local, api_key="k3") as client:
+        tasks_before = len(list(client.iter_tasks()))
+        preview = client.preview_schedule(count=12, cron="0 9 1 * *", timezone="Europe/Berlin")
+        # Twelve monthly occurrences cross both of the year's changes of offset
+        assert len(preview.occurrences) == 12
+        assert len(preview.dst_transitions) == 2
+        assert preview.explanation.startswith("At 09:00, on day 1 of the month")
+        with pytest.raises(ApiError) as refused:
+            client.preview_schedule(cron="0 25 * * *")
+        assert refused.value.status == 422
+        assert len(list(client.iter_tasks())) == tasks_before  # nothing was stored
+        task = client.create_task(cron="0 9 1 * *", timezone="Europe/Berlin", handler_url=HOOK)
+        upcoming = client.next_occurrences(task.task_id, count=12)
+        assert upcoming.explanation == preview.explanation
+        assert upcoming.dst_transitions == preview.dst_transitions
+        client.delete_task(task.task_id)
