@@ -240,3 +240,30 @@ def test_the_pages_pass_axe_core_and_work_from_the_keyboard(
     expect(page.get_by_role("link", name="Skip to main content")).to_be_focused()
     page.keyboard.press("Enter")
     assert page.evaluate("document.activeElement.id") == "main"
+
+
+def test_trigger_and_backfill_from_the_keyboard_alone(page: Page, console: ConsoleServer) -> None:
+    # An hourly task: the last hour, the backfill dialog's default range, holds one run
+    task = console.register(name=unique("hourly"), cron="0 * * * *")
+    page.goto(f"/console/tasks/{task['task_id']}")
+    expect(heading(page)).to_have_text(task["name"])
+
+    def tab_to(name: str) -> None:
+        for _ in range(40):
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.textContent") == name:
+                return
+        raise AssertionError(f"no control named {name!r} is reachable with Tab")
+
+    tab_to("Trigger now")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("status")).to_contain_text("Triggered")
+
+    tab_to("Backfill…")
+    page.keyboard.press("Enter")
+    dialog = page.get_by_role("dialog")
+    expect(dialog.get_by_label("From")).to_be_focused()
+    page.keyboard.press("Enter")  # submits the dialog's form, as Enter in a form does
+    expect(page.get_by_role("status")).to_contain_text("Backfill: started 1 of 1")
+    history = page.locator("#history-table tbody")
+    expect(history.locator("tr", has_text="backfill").locator(".badge")).to_have_text("SUCCEEDED")
