@@ -55,7 +55,7 @@ export function render(main, { query }) {
       "form",
       { class: "filters", role: "search", "aria-label": "Filter executions", on: { submit: (e) => e.preventDefault() } },
       field("Status", statusSelect),
-      field("Listed", rangeSelect, "When each entered its state"),
+      field("Time range", rangeSelect, "When each entered the state it is listed in"),
       custom,
     ),
     problem,
