@@ -55,3 +55,13 @@ def test_the_console_asks_for_a_key_once_and_keeps_it_for_the_tab(
     assert page.evaluate("sessionStorage.getItem('dynacron.apiKey')") is None
     page.reload()
     expect(page.get_by_role("dialog", name="API key needed")).to_be_visible()
+
+    # Cancelled, the prompt does not come back with every refresh of the page
+    page.keyboard.press("Escape")
+    expect(page.get_by_role("alert")).to_contain_text("Unauthenticated")
+    page.wait_for_timeout(6000)  # longer than the list's refresh
+    expect(page.get_by_role("dialog")).to_have_count(0)
+    page.get_by_role("button", name="Enter API key").click()
+    page.get_by_role("dialog").get_by_label("API key").fill(KEY)
+    page.get_by_role("dialog").get_by_role("button", name="Use this key").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(task["name"])

@@ -40,6 +40,8 @@ function storeKey(key) {
 
 let memoryKey = null;
 let pendingKeyPrompt = null;
+// Cancelled once, the prompt stays closed (the pages poll) until asked for again.
+let declined = false;
 
 /**
  * One call: `path` is the API's ("/tasks"), `query` an object of parameters
@@ -101,18 +103,31 @@ async function readBody(response) {
 
 // One prompt at a time: calls that meet a 401 together wait for the same answer.
 function promptForKey(refused, detail) {
+  if (declined) return Promise.resolve(null);
   if (!pendingKeyPrompt) {
     pendingKeyPrompt = askForApiKey(refused, detail).then((key) => {
       pendingKeyPrompt = null;
       if (key !== null) {
         memoryKey = key;
         storeKey(key);
-        document.dispatchEvent(new Event("dynacron:key"));
+      } else {
+        declined = true;
       }
+      document.dispatchEvent(new Event("dynacron:key"));
       return key;
     });
   }
   return pendingKeyPrompt;
+}
+
+/** Whether the person cancelled the key prompt (the console then offers it again). */
+export function keyDeclined() {
+  return declined;
+}
+
+/** Let the next call that needs a key ask for one again. */
+export function allowKeyPrompt() {
+  declined = false;
 }
 
 /** Forget the key of this tab (the "Sign out" of a console without accounts). */

@@ -2,7 +2,7 @@
 // API's answers. Links marked data-route change the page without a reload; the
 // address bar always names the page (and its filters), so Back and a reload work.
 
-import { forgetApiKey, hasApiKey } from "./api.js";
+import { allowKeyPrompt, forgetApiKey, hasApiKey, keyDeclined } from "./api.js";
 import { announce, fill, h } from "./dom.js";
 import * as create from "./pages/create.js";
 import * as executions from "./pages/executions.js";
@@ -86,6 +86,16 @@ function followLinks(event) {
 function showKeyControls() {
   const end = document.getElementById("topbar-end");
   if (!end) return;
+  if (keyDeclined()) {
+    const ask = () => {
+      allowKeyPrompt();
+      showKeyControls();
+      rendered = null;
+      render();
+    };
+    fill(end, h("button", { type: "button", class: "button subtle", on: { click: ask } }, "Enter API key"));
+    return;
+  }
   if (!hasApiKey()) {
     end.replaceChildren();
     return;
