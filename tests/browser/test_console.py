@@ -123,6 +123,11 @@ def test_filtering_by_tag_lists_only_the_tasks_with_it(page: Page, console: Cons
     page.get_by_label("Tag", exact=True).press("Enter")
     page.get_by_label("Search by name").fill(other["name"])
     expect(page.locator("#tasks-table tbody tr")).to_have_count(1)
+    # A column's header sorts by it, and says so
+    page.get_by_role("button", name="Name", exact=True).click()
+    name_column = page.get_by_role("columnheader", name="Name")
+    expect(name_column).to_have_attribute("aria-sort", "ascending")
+    assert "sort=name" in page.url
 
 
 def test_a_failed_execution_is_found_across_tasks_and_redriven(

@@ -122,6 +122,14 @@ export function render(main, { query }) {
     if (event.key === "Enter") applyTag();
   });
 
+  function sortBy(key) {
+    state.sort = key;
+    sortSelect.value = key;
+    remember();
+    draw();
+    announce(`Sorted by ${SORTS.find(([k]) => k === key)[1].toLowerCase()}.`);
+  }
+
   function filterByTag(key, value) {
     tagInput.value = `${key}:${value}`;
     applyTag();
@@ -188,7 +196,7 @@ export function render(main, { query }) {
       );
       return;
     }
-    fill(tableHolder, tasksTable(shown, state.sort, filterByTag));
+    fill(tableHolder, tasksTable(shown, state.sort, filterByTag, sortBy));
     if (focusKey) tableHolder.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`)?.focus();
   }
 
@@ -214,10 +222,17 @@ function comparator(sort) {
   return (a, b) => when(a) - when(b) || byName(a, b);
 }
 
-function tasksTable(tasks, sort, filterByTag) {
-  const sortedBy = { name: "name", next: "next", result: "result" }[sort];
-  const header = (label, key) =>
-    h("th", { scope: "col", "aria-sort": key && key === sortedBy ? (key === "result" ? "other" : "ascending") : null }, label);
+function tasksTable(tasks, sort, filterByTag, sortBy) {
+  // A sortable column's header is a button; the column sorted by says so (aria-sort).
+  const header = (label, key) => {
+    if (!key) return h("th", { scope: "col" }, label);
+    const sorted = key === sort;
+    return h(
+      "th",
+      { scope: "col", "aria-sort": sorted ? (key === "result" ? "other" : "ascending") : null },
+      h("button", { type: "button", class: "sort", dataset: { focusKey: `sort-${key}` }, on: { click: () => sortBy(key) } }, label),
+    );
+  };
   return h(
     "table",
     { class: "data", id: "tasks-table" },
