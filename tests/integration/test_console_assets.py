@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from dynacron.app import Dynacron
+from dynacron.callbacks import CALLBACKS_RESOURCE
+from dynacron.console.proxy import API_RESOURCES
 from dynacron.console.serve import console_response
+from tests.integration.api_client import call
 
 
 @pytest.mark.parametrize("path", ["/console", "/console/", "/console/tasks/abc"])
@@ -105,3 +109,11 @@ def test_every_module_the_pages_import_is_served() -> None:
         asset = console_response(target)
         assert asset is not None, target
         assert asset.status == 200, target
+
+
+def test_the_signing_proxy_forwards_every_resource_the_api_documents(system: Dynacron) -> None:
+    """A route added to the API without its resource in the proxy's list would work
+    in local mode and answer 404 behind `dynacron console --url`."""
+    _, document = call(system, "GET", "/openapi.json")
+    resources = {path.split("/")[1] for path in document["paths"]}
+    assert resources - {CALLBACKS_RESOURCE} <= API_RESOURCES

@@ -69,6 +69,7 @@ def test_the_region_comes_from_an_execute_api_host(url: str, region: str | None)
             "/dead-letters/t_20261130T120000.000Z/redrive",
         ),
         ("/forecast", "hours=24", "/forecast?hours=24"),
+        ("/schedules/preview", "", "/schedules/preview"),
         ("/tenant", "", "/tenant"),
         ("/openapi.json", "", "/openapi.json"),
     ],
