@@ -1,0 +1,56 @@
+"""The console served by `dynacron console` (the loopback proxy that signs its calls
+for a deployed API) works as it does from local mode: same pages, same API paths,
+the schedule preview included. Here the proxy forwards to local mode, unsigned."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Browser, expect
+
+from dynacron.console.proxy import ConsoleProxy, Upstream
+from tests.browser.harness import ConsoleServer, unique, viewer_page
+
+pytestmark = [pytest.mark.system, pytest.mark.browser]
+
+
+@pytest.fixture(scope="module")
+def proxied(console: ConsoleServer) -> Iterator[ConsoleProxy]:
+    proxy = ConsoleProxy(Upstream.open(console.url), port=0)
+    threading.Thread(
+        target=proxy.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    ).start()
+    yield proxy
+    proxy.shutdown()
+    proxy.server_close()
+
+
+def test_the_console_works_the_same_behind_the_signing_proxy(
+    browser: Browser, console: ConsoleServer, proxied: ConsoleProxy
+) -> None:
+    name = unique("via-proxy")
+    with viewer_page(browser, proxied.origin) as page:
+        nav = page.get_by_role("navigation", name="Main")
+        page.goto(proxied.login_url)  # the printed link: its token for this tab's cookie
+        expect(page.get_by_role("heading", level=1)).to_have_text("Tasks")
+
+        nav.get_by_role("link", name="New task").click()
+        page.get_by_label("Name", exact=True).fill(name)
+        page.get_by_label("Handler URL").fill(f"{console.ok.url}/hook")
+        page.get_by_label("Cron expression").fill("0 9 1 * *")
+        page.get_by_label("Time zone").fill("Europe/Berlin")
+        page.get_by_role("button", name="Preview", exact=True).click()
+        expect(page.locator("#preview .explanation")).to_contain_text("on day 1 of the month")
+        page.get_by_role("button", name="Create task").click()
+        expect(page.get_by_role("heading", level=1)).to_have_text(name)
+
+        page.get_by_role("button", name="Trigger now").click()
+        latest = page.locator("#history-table tbody tr").first
+        expect(latest.locator(".badge")).to_have_text("SUCCEEDED")
+
+        nav.get_by_role("link", name="Next 24 hours").click()
+        expect(page.locator("svg.chart")).to_be_visible()
+        nav.get_by_role("link", name="Executions").click()
+        expect(page.locator("main .summary")).to_contain_text("execution")
