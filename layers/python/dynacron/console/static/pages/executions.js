@@ -26,6 +26,7 @@ export function render(main, { query }) {
     items: [],
     nextToken: null,
     names: new Map(),
+    missing: new Set(),
     loaded: false,
   };
   const statusSelect = select(
@@ -109,8 +110,12 @@ export function render(main, { query }) {
       state.paged = older;
       state.nextToken = page.next_token;
       problem.hidden = true;
-      const unknown = state.items.some((e) => !state.names.has(e.task_id));
-      if (unknown) await loadNames();
+      // A task deleted since is looked up once, not at every refresh.
+      const unknown = state.items.filter((e) => !state.names.has(e.task_id) && !state.missing.has(e.task_id));
+      if (unknown.length) {
+        await loadNames();
+        for (const e of unknown) if (!state.names.has(e.task_id)) state.missing.add(e.task_id);
+      }
     } catch (error) {
       problem.hidden = false;
       problem.textContent = describeError(error);
