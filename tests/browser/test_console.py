@@ -157,6 +157,16 @@ def test_a_failed_execution_is_found_across_tasks_and_redriven(
     expect(page.get_by_role("status")).to_contain_text("Redriven")
     assert wait_until(lambda: len(console.failing.snapshot()) > deliveries, 20)
 
+    # Failed again (the handler still answers 500), it is redriven from its task's page too
+    assert wait_until(
+        lambda: console.call("GET", f"/executions/{execution_id}")["status"] == "FAILED", 20
+    )
+    page.get_by_role("link", name=task["name"]).click()
+    deliveries = len(console.failing.snapshot())
+    page.get_by_role("button", name=f"Redrive {execution_id}").click()
+    expect(page.get_by_role("status")).to_contain_text("Redriven")
+    assert wait_until(lambda: len(console.failing.snapshot()) > deliveries, 20)
+
 
 def test_an_edit_of_a_task_changed_meanwhile_is_refused_clearly(
     page: Page, console: ConsoleServer

@@ -165,6 +165,12 @@ export function render(main, { params }) {
       (result) => `Backfill: started ${result.started.length} of ${result.execution_ids.length} occurrences in the range.`,
     );
   };
+  const redrive = (execution) =>
+    act(
+      "Redrive",
+      () => api("POST", `/dead-letters/${encodeURIComponent(execution.execution_id)}/redrive`, { body: {} }),
+      (queued) => `Redriven: ${queued.execution_id} is ${queued.status} again.`,
+    );
   const remove = async () => {
     const confirmed = await confirmAction({
       title: `Delete ${state.task.name}?`,
@@ -251,7 +257,7 @@ export function render(main, { params }) {
   }
 
   function drawHistory() {
-    const rows = state.executions.map(executionRow);
+    const rows = state.executions.map((execution) => executionRow(execution, redrive));
     const more = state.nextToken
       ? h("button", { type: "button", class: "button", on: { click: () => loadHistory(true) } }, "Load older executions")
       : null;
@@ -333,12 +339,26 @@ export function origin(execution) {
   return null;
 }
 
-export function executionRow(execution) {
+export function executionRow(execution, redrive) {
   const kind = origin(execution);
+  // A dead letter (failed every attempt) can be run again from here.
+  const again =
+    execution.status === "FAILED" && execution.dead_lettered_at
+      ? h(
+          "button",
+          {
+            type: "button",
+            class: "button small",
+            "aria-label": `Redrive ${execution.execution_id}`,
+            on: { click: () => redrive(execution) },
+          },
+          "Redrive",
+        )
+      : null;
   return h(
     "tr",
     { dataset: { executionId: execution.execution_id, status: execution.status } },
-    h("td", {}, statusBadge(execution.status), kind ? h("span", { class: "note" }, kind) : null),
+    h("td", {}, statusBadge(execution.status), kind ? h("span", { class: "note" }, kind) : null, again),
     h("td", { class: "numeric" }, String(execution.attempt)),
     h("td", {}, timeCell(execution.scheduled_at)),
     h("td", {}, timeCell(execution.started_at, { sameDayAs: execution.scheduled_at })),
