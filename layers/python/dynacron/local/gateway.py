@@ -93,11 +93,18 @@ class _RequestHandler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
 
     def _forward(self) -> None:
-        if self.command in ("GET", "HEAD"):
-            asset = console_response(urlsplit(self.path).path)
-            if asset is not None:
-                self._reply(asset.status, asset.headers, asset.body)
-                return
+        # The console's files are for any navigation to this server (a link from
+        # elsewhere included); the API answers this server's own pages only.
+        reading = self.command in ("GET", "HEAD")
+        asset = console_response(urlsplit(self.path).path) if reading else None
+        refused = self._foreign_host() or (None if asset else self._cross_site())
+        if refused is not None:
+            self._problem(403, "Forbidden", refused)
+            self.close_connection = True
+            return
+        if asset is not None:
+            self._reply(asset.status, asset.headers, asset.body)
+            return
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY_BYTES:
             # Read what the client sends (up to API Gateway's own limit) and drop it:
@@ -106,13 +113,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
             while remaining > 0 and (chunk := self.rfile.read(min(remaining, 65536))):
                 remaining -= len(chunk)
             # As the API answers its own 413s (problem+json), so the document holds.
-            problem = {
-                "type": "about:blank",
-                "title": "Payload too large",
-                "status": 413,
-                "detail": f"the body is {length} bytes; at most {MAX_BODY_BYTES} are read",
-            }
-            self._reply(413, {"Content-Type": PROBLEM_JSON}, json.dumps(problem).encode())
+            self._problem(
+                413,
+                "Payload too large",
+                f"the body is {length} bytes; at most {MAX_BODY_BYTES} are read",
+            )
             self.close_connection = True
             return
         body = self.rfile.read(length) if length else b""
@@ -124,6 +129,44 @@ class _RequestHandler(BaseHTTPRequestHandler):
         for name, values in (response.get("multiValueHeaders") or {}).items():
             headers[name] = ", ".join(values)
         self._reply(response["statusCode"], headers, (response.get("body") or "").encode())
+
+    def _foreign_host(self) -> str | None:
+        """Why the request is refused for its Host, or None.
+
+        Local mode answers on loopback with no credentials, but a page of any site
+        the user visits can reach it under a name of its own (DNS rebinding), and
+        then read what it answers: the Host must name this server.
+        """
+        port = self.server.server_address[1]
+        ours = {f"127.0.0.1:{port}", f"localhost:{port}"}
+        host = (self.headers.get("Host") or "").strip().lower()
+        if host in ours:
+            return None
+        names = " or ".join(sorted(ours))
+        return f"the Host header names {host or 'nothing'!r}, not this server ({names})"
+
+    def _cross_site(self) -> str | None:
+        """Why an API request a web page sent is refused, or None.
+
+        A page of another site can send requests here without reading the answer
+        (a POST whose body declares no type needs no CORS preflight), so a
+        browser's request must come from this server's own pages: a foreign
+        ``Origin``, or a ``Sec-Fetch-Site`` other than same-origin or none, is
+        refused. Clients that are not browsers (curl, the SDK, a handler's
+        callback) send neither header.
+        """
+        host = (self.headers.get("Host") or "").strip().lower()
+        origin = self.headers.get("Origin")
+        if origin is not None and origin.strip().lower() != f"http://{host}":
+            return f"a page of {origin!r} may not call this API; open http://{host}/console"
+        fetch_site = self.headers.get("Sec-Fetch-Site")
+        if fetch_site is not None and fetch_site not in ("same-origin", "none"):
+            return f"a {fetch_site} request from a web page may not call this API"
+        return None
+
+    def _problem(self, status: int, title: str, detail: str) -> None:
+        problem = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+        self._reply(status, {"Content-Type": PROBLEM_JSON}, json.dumps(problem).encode())
 
     def _reply(self, status: int, headers: dict[str, str], payload: bytes) -> None:
         self.send_response(status)
