@@ -20,14 +20,14 @@ def call(
     body: Any = None,
     *,
     raw: str | None = None,
-    content_type: str = "application/json",
+    content_type: str | None = "application/json",
     principal: str | None = ALICE,
     headers: dict[str, str] | None = None,
     **query: Any,
 ) -> tuple[int, Any]:
     target = path + ("?" + urlencode(query) if query else "")
     data = raw if raw is not None else (json.dumps(body) if body is not None else "")
-    sent = {"content-type": content_type} if data else {}
+    sent = {"content-type": content_type} if data and content_type is not None else {}
     event = proxy_event(method, target, sent | (headers or {}), data.encode(), "127.0.0.1")
     if principal is not None:
         event["requestContext"]["identity"]["userArn"] = principal

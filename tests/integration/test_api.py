@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -232,3 +233,31 @@ def test_one_time_a_little_late_fires_at_once(system: Dynacron, clock: SettableC
     status, task = call(system, "POST", "/tasks", {"at": late, "handler_url": HOOK})
     assert status == 201
     assert task["next_run_at"] == "2026-11-30T11:58:00.000Z"
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        None,
+        "text/plain; x=json",
+        "application/jsonp",
+        "multipart/form-data; boundary=json",
+        "Application/JSON",
+    ],
+)
+def test_a_body_not_declared_as_json_is_refused_before_anything_reads_it(
+    system: Dynacron, aws: tuple[Any, Any], content_type: str | None
+) -> None:
+    # No type at all is what a page of another site can send without a preflight;
+    # a type that merely mentions json is not JSON (it was a 500)
+    body = json.dumps({"rate": "1 hour", "handler_url": "http://127.0.0.1:9/h"})
+    status, problem = call(system, "POST", "/tasks", raw=body, content_type=content_type)
+    assert status == 415
+    assert "application/json" in problem["detail"]
+    assert stored_items(system, aws) == []
+
+
+def test_a_json_body_with_a_charset_is_read(system: Dynacron) -> None:
+    body = json.dumps({"rate": "1 hour", "handler_url": "http://127.0.0.1:9/h"})
+    content_type = "application/json; charset=utf-8"
+    assert call(system, "POST", "/tasks", raw=body, content_type=content_type)[0] == 201

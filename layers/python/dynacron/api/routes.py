@@ -451,12 +451,17 @@ def unsupported_body(event: dict[str, Any]) -> dict[str, Any] | None:
     """
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     content_type = headers.get("content-type")
-    if not event.get("body") or not content_type or "json" in content_type.lower():
+    # Exactly what the resolver parses as JSON (it matches the type as spelled)
+    media_type = (content_type or "").split(";")[0].strip()
+    if not event.get("body") or media_type == "application/json":
         return None
+    # A body that declares no type is refused too: it is what a page of another
+    # site can send to a local API without a CORS preflight.
+    sent = f"not {content_type!r}" if content_type else "and it was sent with no Content-Type"
     response = problem(
         415,
         "Unsupported media type",
-        f"the body must be JSON, sent with 'Content-Type: application/json', not {content_type!r}",
+        f"the body must be JSON, sent with 'Content-Type: application/json', {sent}",
     )
     return {
         "statusCode": response.status_code,
