@@ -53,6 +53,7 @@ def test_tags_within_the_bounds_are_kept_as_given_in_key_order() -> None:
         ({"colon:key": "v"}, "tags", "letters, digits"),
         ({"ключ": "v"}, "tags", "letters, digits"),
         ({"env": "x" * (MAX_VALUE_LENGTH + 1)}, "tags.env", "257 characters long"),
+        ({f"k{n:02}": "é" * 60 for n in range(18)}, "tags", "2214 bytes"),
         ({"env": "line\nbreak"}, "tags.env", "no control characters"),
         ({"env": "nul\x00"}, "tags.env", "no control characters"),
         ({"env": "c1\x85"}, "tags.env", "no control characters"),

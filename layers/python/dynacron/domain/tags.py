@@ -18,6 +18,9 @@ from dynacron.domain.errors import InvalidRequest
 MAX_TAGS = 20
 MAX_KEY_LENGTH = 63
 MAX_VALUE_LENGTH = 256
+# All keys and values together, in UTF-8: the tenant index holds them, and a
+# filtered listing pays for every entry it reads, matched or not.
+MAX_TAGS_BYTES = 2048
 # A filter names at most as many tags as a task can carry.
 MAX_TAG_FILTERS = MAX_TAGS
 KEY_CHARACTERS = r"A-Za-z0-9_.\-/"
@@ -63,6 +66,11 @@ def checked_tags(tags: Mapping[str, str], field: str = "tags") -> dict[str, str]
     for key, value in tags.items():
         _check_key(key, field)
         _check_value(value, f"{field}.{key}")
+    size = sum(len(key.encode()) + len(value.encode()) for key, value in tags.items())
+    if size > MAX_TAGS_BYTES:
+        raise InvalidRequest(
+            field, f"hold {size} bytes of keys and values (UTF-8); at most {MAX_TAGS_BYTES}"
+        )
     return dict(sorted(tags.items()))
 
 

@@ -37,6 +37,24 @@ deserializer = TypeDeserializer()
 BATCH_GET_LIMIT = 100
 
 
+def batch_get(
+    client: Any, table: str, keys: list[dict[str, Any]], id_attribute: str, consistent: bool
+) -> dict[str, dict[str, Any]]:
+    """The items of ``keys`` that exist, by their ``id_attribute``, in BatchGetItem
+    calls of at most ``BATCH_GET_LIMIT`` keys (keys DynamoDB leaves unprocessed are
+    asked for again)."""
+    items: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(keys), BATCH_GET_LIMIT):
+        chunk = keys[start : start + BATCH_GET_LIMIT]
+        request: dict[str, Any] = {table: {"Keys": chunk, "ConsistentRead": consistent}}
+        while request:
+            response = client.batch_get_item(RequestItems=request)
+            for item in response["Responses"].get(table, []):
+                items[str(item.get(id_attribute, {}).get("S", ""))] = item
+            request = response.get("UnprocessedKeys") or {}
+    return items
+
+
 def to_item(values: dict[str, Any]) -> dict[str, Any]:
     return {k: serializer.serialize(_without_nones(v)) for k, v in values.items() if v is not None}
 
@@ -156,7 +174,7 @@ def filtered_query_page(
     evaluated_per_query: int,
 ) -> Page[T]:
     """Up to ``limit`` items of ``query`` that ``where`` keeps, in at most
-    ``max_queries`` Query calls of ``evaluated_per_query`` items each.
+    ``max_queries`` Query calls of at most ``evaluated_per_query`` items each.
 
     DynamoDB applies a filter after it reads (``Limit`` counts what it read), so a
     sparse match could take any number of calls: after ``max_queries`` the page
@@ -165,13 +183,16 @@ def filtered_query_page(
     and the table's) make the token. Tokens are those of ``query_page``.
     """
     kwargs = _query_request(query, token)
-    kwargs["Limit"] = evaluated_per_query
     kwargs["FilterExpression"] = where.expression
     kwargs["ExpressionAttributeNames"] |= where.names
     kwargs["ExpressionAttributeValues"] |= to_item(where.values)
     found: list[dict[str, Any]] = []
     last_key: dict[str, Any] | None = None
     for call in range(max_queries):
+        # DynamoDB bills what a call reads, matched or not, and the next page reads
+        # again from after the last item returned: each call reads what the page
+        # still lacks, twice as much as the call before, up to evaluated_per_query.
+        kwargs["Limit"] = min(evaluated_per_query, max(1, limit - len(found)) << call)
         response = _query(client, kwargs, from_token=call == 0 and token is not None)
         items = response.get("Items", [])
         last_key = response.get("LastEvaluatedKey")

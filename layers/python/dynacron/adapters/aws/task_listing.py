@@ -10,8 +10,8 @@ from dynacron.ports import Page
 from dynacron.resources import TAGS_ATTRIBUTE, TENANT_INDEX
 
 # A filtered listing page's work: at most this many Query calls, each reading at
-# most this many index entries (the index's keys and tags: a few hundred bytes),
-# so one page reads at most 10,000 entries, the default quota of tasks per tenant.
+# most this many index entries (the index's keys and at most 2 KB of tags), so one
+# page reads at most 10,000 entries, the default quota of tasks per tenant.
 FILTERED_QUERIES = 10
 EVALUATED_PER_QUERY = 1000
 
