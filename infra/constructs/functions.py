@@ -14,7 +14,7 @@ from constructs import Construct
 
 from dynacron import metric_names
 from dynacron.config import BUCKET_SECONDS_VAR, SHARD_COUNT_VAR
-from dynacron.resources import DEPENDENTS_INDEX, IndexDefinition, TableDefinition
+from dynacron.resources import DEPENDENTS_INDEX, IndexDefinition
 from infra.config import SchedulerConfig
 from infra.constructs.nag import acknowledge
 from infra.layer import FUNCTIONS, LayerAssets
@@ -138,11 +138,6 @@ def allow(function: lambda_.Function, actions: Sequence[str], resources: Sequenc
 def index_arn(table: dynamodb.Table, index: IndexDefinition) -> str:
     """The ARN of one global secondary index of ``table``."""
     return f"{table.table_arn}/index/{index.name}"
-
-
-def index_arns(table: dynamodb.Table, definition: TableDefinition) -> list[str]:
-    """The ARNs of a table's global secondary indexes, named, never ``index/*``."""
-    return [index_arn(table, index) for index in definition.indexes]
 
 
 def allow_follow_ups(

@@ -12,8 +12,8 @@ from botocore.exceptions import ClientError
 
 from dynacron.adapters.aws.execution_items import execution_from_item
 from dynacron.adapters.aws.items import (
-    BATCH_GET_LIMIT,
     PartitionQuery,
+    batch_get,
     decode_page_token,
     encode_page_token,
     from_item,
@@ -125,11 +125,15 @@ def attention_page(
             if start_key and error.response.get("Error", {}).get("Code") == "ValidationException":
                 raise InvalidRequest("next_token", _TOKEN_REFUSED) from None
             raise
-        keys = [_table_key(item) for item in response.get("Items", [])]
-        items = _batch_items(client, table, keys)
-        for key in keys:
-            item = items.get(key["execution_id"]["S"])
-            execution = execution_from_item(item) if item else None
+        entries = response.get("Items", [])
+        keys = [_table_key(entry) for entry in entries]
+        items = batch_get(client, table, keys, "execution_id", consistent=False)
+        for entry in entries:
+            item = items.get(entry["execution_id"]["S"])
+            # The index lags: an entry whose item has moved on to another listing
+            # instant is the old place of an execution listed at its new one.
+            current = item is not None and item.get(ATTENTION_AT) == entry.get(ATTENTION_AT)
+            execution = execution_from_item(item) if item and current else None
             if execution is not None and query.admits(tenant_id, execution):
                 executions.append(execution)
         start_key = response.get("LastEvaluatedKey")
@@ -159,17 +163,3 @@ def _attention_start_key(key: dict[str, Any] | None, tenant_id: str) -> dict[str
 
 def _table_key(item: dict[str, Any]) -> dict[str, Any]:
     return {name: item[name] for name in (EXECUTIONS.partition_key.name, "execution_id")}
-
-
-def _batch_items(client: Any, table: str, keys: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The items of ``keys`` that exist, by execution id (eventually consistent: the
-    caller checks each against what it asked for)."""
-    items: dict[str, dict[str, Any]] = {}
-    for start in range(0, len(keys), BATCH_GET_LIMIT):
-        request: dict[str, Any] = {table: {"Keys": keys[start : start + BATCH_GET_LIMIT]}}
-        while request:
-            response = client.batch_get_item(RequestItems=request)
-            for item in response["Responses"].get(table, []):
-                items[item["execution_id"]["S"]] = item
-            request = response.get("UnprocessedKeys") or {}
-    return items

@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.items import (
-    BATCH_GET_LIMIT,
+    batch_get,
     cancelled_by,
     from_item,
     is_condition_failure,
@@ -244,17 +244,8 @@ class DynamoTaskStore:
 
     def _batch_items(self, task_ids: Iterable[str], consistent: bool) -> dict[str, dict[str, Any]]:
         """The stored items of ``task_ids`` that exist, by id, in BatchGetItem calls."""
-        ids = list(dict.fromkeys(task_ids))
-        items: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(ids), BATCH_GET_LIMIT):
-            keys = [to_item({"task_id": i}) for i in ids[start : start + BATCH_GET_LIMIT]]
-            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": consistent}}
-            while request:
-                response = self._client.batch_get_item(RequestItems=request)
-                for item in response["Responses"].get(self._table, []):
-                    items[str(item.get("task_id", {}).get("S", ""))] = item
-                request = response.get("UnprocessedKeys") or {}
-        return items
+        keys = [to_item({"task_id": i}) for i in dict.fromkeys(task_ids)]
+        return batch_get(self._client, self._table, keys, "task_id", consistent)
 
     def set_aside(self, task: Task | UnreadableTask, reason: str, now: datetime) -> bool:
         """Mark a task ERROR with ``reason``, out of the due index, if it is still at the

@@ -114,5 +114,3 @@ COORDINATION = (
     )""",
     "CREATE INDEX IF NOT EXISTS create_keys_expiry ON create_keys (expires_at)",
 )
-
-STATEMENTS = TASKS + EXECUTIONS + EXECUTIONS_ATTENTION + COORDINATION
