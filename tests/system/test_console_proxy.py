@@ -408,6 +408,9 @@ def test_bodies_are_capped_and_must_say_their_length(
     assert f"at most {MAX_BODY_BYTES}" in too_large.json()["detail"]
     chunked = send(proxy, "POST", "/tasks", {"Cookie": cookie, "Transfer-Encoding": "chunked"})
     assert chunked.status == 411
+    # A digit that is not 0-9 ('²'.isdigit() is true) is a 400, not a dropped connection
+    superscript = send(proxy, "POST", "/tasks", {"Cookie": cookie, "Content-Length": "\u00b2"})
+    assert superscript.status == 400
     assert len(gateway.received) == before
 
 

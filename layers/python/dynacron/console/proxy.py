@@ -403,7 +403,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if self.headers.get("Transfer-Encoding"):
             raise Refused(411, "Length required", "send the body with a Content-Length")
         text = self.headers.get("Content-Length") or "0"
-        if not text.isdigit():
+        if not re.fullmatch(r"[0-9]{1,10}", text):
             raise Refused(400, "Bad Content-Length", f"{text!r} is not a length")
         length = int(text)
         if length > self.server.max_body_bytes:

@@ -49,12 +49,17 @@ function render() {
     if (route && item.dataset.nav === route.nav) item.setAttribute("aria-current", "page");
     else item.removeAttribute("aria-current");
   }
-  if (!route) {
+  let params = null;
+  try {
+    params = route ? match.slice(1).map(decodeURIComponent) : null;
+  } catch {
+    params = null; // an escape that decodes to nothing (/console/tasks/%E0)
+  }
+  if (!params) {
     fill(main, h("h1", { tabindex: "-1" }, "Page not found"), h("p", {}, "No console page has this address."));
     focusHeading(main);
     return;
   }
-  const params = match.slice(1).map(decodeURIComponent);
   const query = new URLSearchParams(window.location.search);
   const page = route.page;
   cleanup = page.render(main, { params, query, edit: Boolean(route.edit) }) || null;

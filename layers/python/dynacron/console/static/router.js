@@ -49,6 +49,9 @@ export function every(ms, refresh) {
       running = true;
       try {
         await refresh();
+      } catch (error) {
+        // One failed refresh (a page error, the API away) must not end the polling.
+        console.error(error);
       } finally {
         running = false;
       }

@@ -317,14 +317,18 @@ export function render(main, { params }) {
   }
 
   let stop = () => {};
+  let left = false; // the page was left before its first loads ended
   (async () => {
     if (await loadTask()) {
       state.stamp = `${state.task.version}|${state.task.next_run_at}`;
       await Promise.all([loadOccurrences(), loadHistory()]);
-      stop = every(REFRESH_MS, refresh);
+      if (!left) stop = every(REFRESH_MS, refresh);
     }
   })();
-  return () => stop();
+  return () => {
+    left = true;
+    stop();
+  };
 }
 
 function fact(label, value) {

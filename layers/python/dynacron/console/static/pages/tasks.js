@@ -11,7 +11,11 @@ import { BASE, every, setQuery, setTitle, taskPath } from "../router.js";
 import { relative, timeCell } from "../time.js";
 
 const REFRESH_MS = 5000;
-const LAST_RESULT_TTL_MS = 20000;
+// A task's last result is asked for again when its version or last occurrence
+// moved, while its latest run has not ended, and otherwise once a minute (a
+// trigger or a redrive moves neither): each ask is an API call, signed and billed
+// behind `dynacron console`, and a tenant may have a thousand tasks.
+const LAST_RESULT_TTL_MS = 60000;
 const LAST_RESULT_CONCURRENCY = 4;
 const TERMINAL = new Set(["SUCCEEDED", "FAILED", "SKIPPED"]);
 // Sorting by last result puts what needs attention first.
