@@ -46,10 +46,17 @@ _MAX_COUNT_DIGITS = 9
 _JUST_BEFORE = timedelta(microseconds=1)
 
 
+# Files of the zone database that are not IANA zones: the host's own zone (which
+# differs between a laptop and Lambda), the POSIX default rules, a placeholder,
+# and copies of the zones under other rules (right/ counts leap seconds).
+_NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+_NOT_ZONE_PREFIXES = ("posix/", "right/")
+
+
 def load_zone(name: str) -> ZoneInfo:
     """An IANA time zone, or InvalidSchedule naming the field."""
     try:
-        if not name.isascii():
+        if not name.isascii() or name in _NOT_ZONES or name.startswith(_NOT_ZONE_PREFIXES):
             raise ValueError(name)
         return ZoneInfo(name)
     # OSError: a directory of the database ('Europe') or a name too long for a path.
