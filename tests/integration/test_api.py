@@ -261,3 +261,12 @@ def test_a_json_body_with_a_charset_is_read(system: Dynacron) -> None:
     body = json.dumps({"rate": "1 hour", "handler_url": "http://127.0.0.1:9/h"})
     content_type = "application/json; charset=utf-8"
     assert call(system, "POST", "/tasks", raw=body, content_type=content_type)[0] == 201
+
+
+@pytest.mark.parametrize("path", ["/executions/%0A", "/tasks%0A", "/tasks/%0A", "/tenant%7F"])
+def test_a_path_with_a_control_character_reaches_no_route(system: Dynacron, path: str) -> None:
+    # The resolver's route patterns end with $, which also matches before a final
+    # newline: /executions/%0A was answered as GET /executions
+    status, problem = call(system, "GET", path)
+    assert status == 404
+    assert problem["title"] == "Not found"

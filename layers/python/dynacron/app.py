@@ -27,7 +27,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from dynacron.adapters.aws import aws_adapters
 from dynacron.adapters.aws.claims import LambdaPageClaims
-from dynacron.api.routes import build_api, unsupported_body
+from dynacron.api.routes import build_api, unroutable_path, unsupported_body
 from dynacron.aws_clients import CLAIM_INVOKE_CONFIG, aws_client_config
 from dynacron.claims import page_from_event
 from dynacron.config import Settings
@@ -240,7 +240,11 @@ class Dynacron:
     def api(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         with _API_LOCK:
             try:
-                return unsupported_body(event) or self._api.resolve(event, context)
+                return (
+                    unroutable_path(event)
+                    or unsupported_body(event)
+                    or self._api.resolve(event, context)
+                )
             finally:
                 self.metrics.flush()
 

@@ -443,6 +443,19 @@ def allowed_methods(app: APIGatewayRestResolver, path: str) -> list[str]:
     return sorted({route.method for route in routes if route.rule.match(path)})
 
 
+def unroutable_path(event: dict[str, Any]) -> dict[str, Any] | None:
+    """A 404 for a path holding a control character, else None.
+
+    The resolver matches routes with ``$``, which also matches before a final
+    newline: ``/executions/%0A`` reached ``GET /executions``. No route of ours has
+    such a character, so none is routed.
+    """
+    path = str(event.get("path") or "")
+    if not any(ord(character) < 0x20 or ord(character) == 0x7F for character in path):
+        return None
+    return _proxy_answer(problem(404, "Not found", f"no route for {path!r}"))
+
+
 def unsupported_body(event: dict[str, Any]) -> dict[str, Any] | None:
     """A 415 response for a body that is not declared as JSON, else None.
 
@@ -458,11 +471,17 @@ def unsupported_body(event: dict[str, Any]) -> dict[str, Any] | None:
     # A body that declares no type is refused too: it is what a page of another
     # site can send to a local API without a CORS preflight.
     sent = f"not {content_type!r}" if content_type else "and it was sent with no Content-Type"
-    response = problem(
-        415,
-        "Unsupported media type",
-        f"the body must be JSON, sent with 'Content-Type: application/json', {sent}",
+    return _proxy_answer(
+        problem(
+            415,
+            "Unsupported media type",
+            f"the body must be JSON, sent with 'Content-Type: application/json', {sent}",
+        )
     )
+
+
+def _proxy_answer(response: Response[str]) -> dict[str, Any]:
+    """A problem answered before routing, as the resolver's answers are shaped."""
     return {
         "statusCode": response.status_code,
         "headers": {"Content-Type": PROBLEM_JSON},
