@@ -124,3 +124,12 @@ def test_the_console_opens_from_a_link_on_another_site_but_its_api_calls_stay_it
     assert gateway.forwarded == []
     refused, _ = gateway.send("POST", "/console", own(gateway, **{"Sec-Fetch-Site": "cross-site"}))
     assert refused == 403
+
+
+def test_a_refused_request_s_body_is_read_so_its_sender_gets_the_answer(gateway: Gateway) -> None:
+    # Closing on a client still sending resets the connection: no answer at all
+    body = b"x" * (4 * 1024 * 1024)
+    status, problem = gateway.send("POST", "/tasks", {"Host": "attacker.test"}, body)
+    assert status == 403
+    assert problem is not None
+    assert gateway.forwarded == []

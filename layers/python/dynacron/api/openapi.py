@@ -20,7 +20,9 @@ CALLBACK_SECURITY: list[dict[str, list[str]]] = [{CALLBACK_TOKEN_SCHEME: []}]
 _PROBLEM_DESCRIPTIONS = {
     400: "The body is not valid JSON or not the expected shape",
     401: "No tenant could be derived from the caller's identity",
-    403: "The callback token is not the current attempt's (or there is no such execution)",
+    403: "Refused before the route: a Host that does not name this API, or (local mode) a "
+    "request another site's page sent; on a callback route, a token that is not the current "
+    "attempt's (or no such execution)",
     404: "Not found for this tenant (another tenant's id looks exactly like a missing one)",
     409: "The state moved on concurrently; retry",
     413: "The body or its payload is over the size limit",
@@ -29,8 +31,9 @@ _PROBLEM_DESCRIPTIONS = {
     429: "Too many requests from this tenant; see Retry-After",
 }
 # Any request may meet these: the gateway refuses a body over its size limit on
-# every route (413), and every route authenticates and rate-limits (401, 429).
-_COMMON = (400, 401, 413, 415, 422, 429)
+# every route (413) and a Host not its own (403: API Gateway's answer too), and
+# every route authenticates and rate-limits (401, 429).
+_COMMON = (400, 401, 403, 413, 415, 422, 429)
 
 
 _RETRY_AFTER: OpenAPIResponseHeader = {

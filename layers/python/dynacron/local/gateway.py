@@ -99,6 +99,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         asset = console_response(urlsplit(self.path).path) if reading else None
         refused = self._foreign_host() or (None if asset else self._cross_site())
         if refused is not None:
+            self._drain()
             self._problem(403, "Forbidden", refused)
             self.close_connection = True
             return
@@ -107,11 +108,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY_BYTES:
-            # Read what the client sends (up to API Gateway's own limit) and drop it:
-            # a client still sending would otherwise meet a reset, not this answer.
-            remaining = min(length, GATEWAY_BODY_LIMIT)
-            while remaining > 0 and (chunk := self.rfile.read(min(remaining, 65536))):
-                remaining -= len(chunk)
+            self._drain()
             # As the API answers its own 413s (problem+json), so the document holds.
             self._problem(
                 413,
@@ -129,6 +126,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
         for name, values in (response.get("multiValueHeaders") or {}).items():
             headers[name] = ", ".join(values)
         self._reply(response["statusCode"], headers, (response.get("body") or "").encode())
+
+    def _drain(self) -> None:
+        """Read what the client sends (up to API Gateway's own limit) and drop it: a
+        client still sending would otherwise meet a reset, not the answer."""
+        try:
+            remaining = min(int(self.headers.get("Content-Length") or 0), GATEWAY_BODY_LIMIT)
+        except ValueError:
+            return
+        while remaining > 0 and (chunk := self.rfile.read(min(remaining, 65536))):
+            remaining -= len(chunk)
 
     def _foreign_host(self) -> str | None:
         """Why the request is refused for its Host, or None.
