@@ -43,8 +43,8 @@ from typing import Any
 import boto3
 from botocore.awsrequest import AWSResponse
 
-from dynacron.config import Settings
-from dynacron.resources import QUEUES, TABLES, Key, TableDefinition
+from dynacron.definitions.resources import QUEUES, TABLES, Key, TableDefinition
+from dynacron.entry.settings import Settings
 
 REGION = "us-east-1"
 ACCOUNT = "000000000000"

@@ -27,10 +27,10 @@ from bench.loopback import LoopbackHandler, bare_posts
 from dynacron.adapters.aws.task_items import task_to_item
 from dynacron.adapters.aws.tenants import DynamoTenantStore
 from dynacron.domain.clock import SystemClock
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.instants import parse_instant
-from dynacron.domain.schedules import OneTimeSchedule
-from dynacron.domain.tasks import Task, TaskStatus
-from dynacron.domain.tenants import DEFAULT_TENANT
+from dynacron.domain.schedules.expressions import OneTimeSchedule
+from dynacron.domain.tasks.task import Task, TaskStatus
 from dynacron.local.aws import aws_clients, provision
 from dynacron.local.stores import StoreOptions, open_store
 from dynacron.services.tasks import new_signing_secret
@@ -102,7 +102,7 @@ def run_burst(
         due = datetime.fromtimestamp(int(time.time()) + lead, UTC)
         tasks = due_tasks(count, due, f"{handler.url}/burst")
         began = time.time()
-        command = ["-m", "dynacron.cli", "local", "--port", str(free_port())]
+        command = ["-m", "dynacron.cli.main", "local", "--port", str(free_port())]
         command += ["--workers", str(workers), "--shards", str(SHARDS)]
         if store == "sqlite":
             write_due_tasks_sqlite(Path(data_dir.name), tasks, due)

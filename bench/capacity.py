@@ -12,7 +12,7 @@ a shard claims per second follows its memory. Three measurements:
    the other process, so it is not counted; TLS is not either (plain HTTP on
    loopback). At ``tick_concurrency`` 1 and the default.
 2. **Derived claims/s per shard** at 128, 512, 1,024 and 1,769 MB, from that
-   CPU per claim and an assumed round trip (``dynacron.domain.capacity``, the
+   CPU per claim and an assumed round trip (``dynacron.planning.capacity``, the
    same model ``dynacron plan`` uses).
 3. **Measured claims/s under a CPU limit**: a child process ticks against the
    AWS double (``bench/aws_double.py``, 10 ms per call) inside a cgroup whose
@@ -54,11 +54,11 @@ from bench.aws_double import AwsDouble
 from bench.common import QUICK, write_result
 from bench.throughput import NOW, due_items, warm
 from dynacron.adapters.aws.cursors import DynamoCursorStore
-from dynacron.app import Dynacron
-from dynacron.config import Settings
-from dynacron.domain import capacity_model
 from dynacron.domain.clock import SettableClock
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import Settings
 from dynacron.local.aws import aws_clients, provision
+from dynacron.planning import capacity_model
 
 MEMORIES_MB = (128, 512, 1024, 1769)
 CFS_PERIOD_US = 100_000

@@ -13,8 +13,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from dynacron.config import LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import Clock
+from dynacron.entry.settings import LOOPBACK_NETWORKS, Settings
 
 RESULTS = Path(__file__).resolve().parent / "results"
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")

@@ -23,16 +23,16 @@ import boto3
 
 from bench.common import in_process_aws, write_result
 from bench.meter import Meter, item_size, read_units, summarise
-from dynacron.app import TICK_LOOP_MARGIN, Dynacron
+from dynacron.adapters.powertools.metrics import EmfDocument
+from dynacron.api.requests import TaskCreate
+from dynacron.definitions.resources import COORDINATION, EXECUTIONS, TASKS
 from dynacron.domain.clock import SettableClock
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tenants import DEFAULT_TENANT
+from dynacron.entry.composition import TICK_LOOP_MARGIN, Dynacron
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
-from dynacron.metrics import EmfDocument
-from dynacron.models import TaskCreate
-from dynacron.resources import COORDINATION, EXECUTIONS, TASKS
 from dynacron.services.tick_loop import ShardTickLoop
 from tests.support import Delivery, Sink
 

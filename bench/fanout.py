@@ -41,9 +41,9 @@ from bench.common import QUICK, RESULTS, write_result
 from bench.throughput import NOW, due_items, warm
 from dynacron.adapters.aws.claims import LambdaPageClaims
 from dynacron.adapters.aws.cursors import DynamoCursorStore
-from dynacron.app import Dynacron
-from dynacron.domain import capacity_model
 from dynacron.domain.clock import SettableClock
+from dynacron.entry.composition import Dynacron
+from dynacron.planning import capacity_model
 
 TICK_MEMORY_MB = 128
 DOUBLE_LATENCY_MS = 10

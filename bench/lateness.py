@@ -92,7 +92,7 @@ def run_store(store: str, rate: int, seconds: int, workers: int) -> dict[str, ob
     sink = LoopbackHandler().start()
     port = free_port()
     data_dir = tempfile.TemporaryDirectory(prefix="dynacron-bench-")
-    command = ["-m", "dynacron.cli", "local", "--port", str(port), "--workers", str(workers)]
+    command = ["-m", "dynacron.cli.main", "local", "--port", str(port), "--workers", str(workers)]
     command += ["--store", store, "--data-dir", data_dir.name]
     service = Service(command, "is running")
     try:

@@ -9,7 +9,7 @@ and moto's figure is kept beside them for reference:
 - a write costs 1 WCU per started KB of the larger of the item before and after;
   a failed conditional write still costs that;
 - a global secondary index is written whenever its entry changes, following the
-  projection declared in ``dynacron.resources``: an entry that appears or
+  projection declared in ``dynacron.definitions.resources``: an entry that appears or
   disappears costs one write, one whose key changed a delete plus a put, and one
   whose key stayed but any projected attribute changed one write (so an ALL
   index is rewritten by every change to its item, a KEYS_ONLY one only when its
@@ -40,7 +40,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from dynacron.resources import IndexDefinition, TableDefinition
+from dynacron.definitions.resources import IndexDefinition, TableDefinition
 
 _deserializer = TypeDeserializer()
 WRITES = {"PutItem", "UpdateItem", "DeleteItem"}

@@ -141,7 +141,7 @@ def cost_section(result: dict[str, Any]) -> list[str]:
         "constant): 1 WCU per started KB of the larger image, a failed conditional write still "
         "costs it; a global secondary index entry is written whenever a write changes any "
         "attribute projected into it (one write; a moved key a delete plus a put), following "
-        "the projections in `dynacron/resources.py`; consistent reads "
+        "the projections in `dynacron/definitions/resources.py`; consistent reads "
         "1 RCU per 4 KB per item, queries 0.5 RCU per 4 KB returned, SQS 1 request per 64 KB. "
         "The worker is driven as Lambda's SQS event source mapping drives it (receive 10, invoke, "
         "delete), whose requests are billed too. `retried` = each execution's first call fails and "
@@ -601,7 +601,7 @@ def capacity_section(result: dict[str, Any]) -> list[str]:
         ),
         "",
         "Claims/s of one shard at Lambda's CPU share (memory / 1,769 MB, one thread: the GIL). "
-        "**Derived** = `dynacron.domain.capacity_model.TickModel` (what `dynacron plan` uses): "
+        "**Derived** = `dynacron.planning.capacity_model.TickModel` (what `dynacron plan` uses): "
         "a page of 100 costs its CPU at that share (tick CPU per claim: this run's median "
         f"above, and the {result['model_tick_cpu_ms_per_claim']} ms the plan holds) "
         "plus the round trips nothing overlaps "

@@ -26,13 +26,13 @@ from moto.dynamodb.models import dynamodb_backends
 from bench.common import QUICK, in_process_aws, write_result
 from bench.meter import Meter
 from dynacron.adapters.aws.task_items import task_to_item
-from dynacron.app import Dynacron
+from dynacron.definitions.resources import COORDINATION, DUE_INDEX, TASKS
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.instants import format_instant
-from dynacron.domain.schedules import RateSchedule
-from dynacron.domain.tasks import Task, TaskStatus
+from dynacron.domain.schedules.expressions import RateSchedule
+from dynacron.domain.tasks.task import Task, TaskStatus
+from dynacron.entry.composition import Dynacron
 from dynacron.local.aws import REGION
-from dynacron.resources import COORDINATION, DUE_INDEX, TASKS
 
 NOW = datetime(2026, 11, 30, 12, 30, tzinfo=UTC)
 DUE = 100

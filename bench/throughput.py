@@ -47,12 +47,11 @@ from bench.meter import add_latency
 from bench.scaling import task_item
 from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.adapters.aws.task_items import task_from_item, task_to_item
-from dynacron.app import Dynacron
-from dynacron.config import Settings
-from dynacron.domain.claiming import claim_occurrence
+from dynacron.adapters.messages import SEND_BATCH_LIMIT
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.schedules import FixedDelaySchedule, OneTimeSchedule, RateSchedule
-from dynacron.domain.tasks import (
+from dynacron.domain.schedules.expressions import FixedDelaySchedule, OneTimeSchedule, RateSchedule
+from dynacron.domain.tasks.claiming import claim_occurrence
+from dynacron.domain.tasks.task import (
     CatchUp,
     CatchUpPolicy,
     Overlap,
@@ -60,8 +59,9 @@ from dynacron.domain.tasks import (
     TaskStatus,
     execution_id_for,
 )
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import Settings
 from dynacron.local.aws import REGION
-from dynacron.messages import SEND_BATCH_LIMIT
 from dynacron.services.page_claimer import TickReport
 
 NOW = datetime(2026, 11, 30, 12, 30, tzinfo=UTC)

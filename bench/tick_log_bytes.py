@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.common import in_process_aws
-from dynacron.app import Dynacron
+from dynacron.adapters.powertools.metrics import EmfDocument
 from dynacron.domain.clock import SettableClock
-from dynacron.metrics import EmfDocument
+from dynacron.entry.composition import Dynacron
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 # us-east-1 list price (USD) of CloudWatch Logs standard ingestion, November 2026.

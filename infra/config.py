@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from constructs import Node
 
-from dynacron.config import Settings
+from dynacron.entry.settings import Settings
 
 Billing = Literal["on-demand", "provisioned"]
 BILLING_MODES: tuple[Billing, ...] = ("on-demand", "provisioned")

@@ -31,9 +31,10 @@ PLATFORM = "manylinux2014_aarch64"
 PYTHON_VERSION = "3.12"
 # The Lambda Python runtime provides the AWS SDK.
 PROVIDED_BY_RUNTIME = frozenset({"boto3", "botocore"})
-LEFT_OUT = shutil.ignore_patterns(
-    "local", "console", "cli.py", "cli_tables.py", "__pycache__", "*.pyc"
-)
+# Whole folders of the package never ship: the one-machine runtime, the console,
+# the command line and capacity planning (docs/architecture.md).
+NOT_SHIPPED = ("local", "console", "cli", "planning")
+LEFT_OUT = shutil.ignore_patterns(*NOT_SHIPPED, "__pycache__", "*.pyc")
 
 
 @dataclass(frozen=True)

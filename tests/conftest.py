@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from dynacron.app import Dynacron
-from dynacron.config import LOOPBACK_NETWORKS, Settings
 from dynacron.domain.clock import SettableClock
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import LOOPBACK_NETWORKS, Settings
 from dynacron.local.aws import REGION, provision, speed_up_moto_transactions
 from dynacron.local.stores import SqliteStore, StoreOptions
 from tests.pipeline import Pipeline

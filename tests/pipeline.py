@@ -30,17 +30,17 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from dynacron.adapters.aws.errors import AwsUnreachable
 from dynacron.adapters.aws.queue import SqsDispatchQueue
-from dynacron.app import Dynacron
-from dynacron.config import Settings
+from dynacron.adapters.delivery.registry import HandlerRegistry
+from dynacron.adapters.powertools.metrics import MetricTotals
+from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import Dispatch, Execution
-from dynacron.faults import NO_FAULTS, Faults
-from dynacron.handlers import HandlerRegistry
+from dynacron.domain.executions.execution import Dispatch, Execution
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import Settings
 from dynacron.local.chaos import THROTTLED, ChaosSettings, InjectedCrash, chaotic_clients
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
-from dynacron.metrics import MetricTotals
-from dynacron.models import TaskCreate
+from dynacron.ports.faults import NO_FAULTS, Faults
 from dynacron.services.outcomes import Outcome
 from dynacron.services.work import ExecutionRunner
 from tests.integration.api_client import ALICE

@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 
-from dynacron.app import Dynacron
-from dynacron.domain.executions import Dispatch
-from dynacron.faults import Boundary
+from dynacron.domain.executions.execution import Dispatch
+from dynacron.entry.composition import Dynacron
 from dynacron.ports import DispatchQueue
+from dynacron.ports.faults import Boundary
 from dynacron.services.tick import Ticker
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,14 +12,13 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from dynacron.callbacks import (
+from dynacron.definitions.callbacks import (
     CALLBACK_ACTIONS,
     CALLBACKS_RESOURCE,
     EXECUTION_ID_PARAMETER,
     callback_gateway_paths,
 )
-from dynacron.config import HANDLER_MODULES_VAR
-from dynacron.resources import (
+from dynacron.definitions.resources import (
     ATTENTION_INDEX,
     COORDINATION,
     DEAD_LETTER_INDEX,
@@ -29,13 +28,14 @@ from dynacron.resources import (
     TASKS,
     TENANT_INDEX,
 )
+from dynacron.entry.settings import HANDLER_MODULES_VAR
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import HANDLER, RETENTION, allow, allow_follow_ups, index_arn
 from infra.constructs.nag import acknowledge
 
 API_TIMEOUT = Duration.seconds(29)  # API Gateway's own integration limit
 # With the user's code (their handlers) the entry point comes from the layer.
-API_HANDLER = "dynacron.app.api"
+API_HANDLER = "dynacron.entry.composition.api"
 # Field-level validation lives in the API function (one set of pydantic models,
 # errors as problem+json); the gateway only turns away bodies that are not a
 # JSON object before they cost an invocation.
@@ -86,7 +86,8 @@ class Api(Construct):
         handler_modules: Sequence[str] = (),
     ) -> None:
         """``code`` and ``handler_modules``: the user's Python handlers, so that the
-        API accepts a task naming one (it runs ``dynacron.app.api`` from the layer)."""
+        API accepts a task naming one (it runs ``dynacron.entry.composition.api``
+        from the layer)."""
         super().__init__(scope, construct_id)
         config, storage = foundation.config, foundation.storage
         self.function = foundation.kit.function(

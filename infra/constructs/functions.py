@@ -12,9 +12,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from dynacron import metric_names
-from dynacron.config import BUCKET_SECONDS_VAR, SHARD_COUNT_VAR
-from dynacron.resources import DEPENDENTS_INDEX, IndexDefinition
+from dynacron.definitions import metric_names
+from dynacron.definitions.resources import DEPENDENTS_INDEX, IndexDefinition
+from dynacron.entry.settings import BUCKET_SECONDS_VAR, SHARD_COUNT_VAR
 from infra.config import SchedulerConfig
 from infra.constructs.nag import acknowledge
 from infra.layer import FUNCTIONS, LayerAssets

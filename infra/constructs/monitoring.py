@@ -12,8 +12,8 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from dynacron import metric_names
-from dynacron.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE, UNDELIVERED_QUEUE
+from dynacron.definitions import metric_names
+from dynacron.definitions.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from infra.config import SchedulerConfig
 from infra.constructs.nag import acknowledge
 from infra.constructs.queues import Queues

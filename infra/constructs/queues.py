@@ -1,4 +1,4 @@
-"""The SQS queues, each built from its definition in ``dynacron.resources``."""
+"""The SQS queues, each built from its definition in ``dynacron.definitions.resources``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from dynacron.resources import (
+from dynacron.definitions.resources import (
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     QUEUES,

@@ -1,4 +1,4 @@
-"""The DynamoDB tables, each built from its definition in ``dynacron.resources``."""
+"""The DynamoDB tables, each built from its definition in ``dynacron.definitions.resources``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from dynacron.resources import TABLES, Key, TableDefinition
+from dynacron.definitions.resources import TABLES, Key, TableDefinition
 from infra.config import SchedulerConfig
 
 # DynamoDB auto scaling keeps consumed capacity near this share of what is provisioned.

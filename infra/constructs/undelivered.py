@@ -6,7 +6,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
-from dynacron.resources import (
+from dynacron.definitions.resources import (
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     EXECUTIONS,

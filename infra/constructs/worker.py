@@ -12,8 +12,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
-from dynacron.config import HANDLER_MODULES_VAR
-from dynacron.resources import (
+from dynacron.definitions.resources import (
     COORDINATION,
     DEAD_LETTER_INDEX,
     DEAD_LETTER_QUEUE,
@@ -25,6 +24,7 @@ from dynacron.resources import (
     TENANT_KEY_PREFIX,
     WORKER_TIMEOUT_SECONDS,
 )
+from dynacron.entry.settings import HANDLER_MODULES_VAR
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import HANDLER, ITEM_READ_WRITE, allow, allow_follow_ups, index_arn
 

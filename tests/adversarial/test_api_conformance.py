@@ -21,7 +21,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from dynacron.api.openapi import security_of
-from dynacron.app import Dynacron
+from dynacron.entry.composition import Dynacron
 from dynacron.local.gateway import ApiGateway, LocalContext, proxy_event
 
 HOOK = "http://127.0.0.1:9/hook"

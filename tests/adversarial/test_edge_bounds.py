@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 
-from dynacron.app import Dynacron
-from dynacron.config import Settings
+from dynacron.adapters.delivery.connections import check_handler_url
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.errors import InvalidRequest
-from dynacron.domain.forecast import MAX_PER_TASK, forecast
+from dynacron.domain.executions.signing import signature_header, verify
 from dynacron.domain.instants import compact_instant, format_instant, parse_instant
-from dynacron.domain.schedules import (
+from dynacron.domain.schedules.expressions import (
     MAX_DURATION_SECONDS,
     CronSchedule,
     FixedDelaySchedule,
@@ -31,10 +30,11 @@ from dynacron.domain.schedules import (
     parse_cron,
     parse_rate,
 )
-from dynacron.domain.signing import signature_header, verify
-from dynacron.domain.tasks import Task, TaskStatus
-from dynacron.domain.urls import UrlPolicy
-from dynacron.safe_connections import check_handler_url
+from dynacron.domain.schedules.forecast import MAX_PER_TASK, forecast
+from dynacron.domain.tasks.task import Task, TaskStatus
+from dynacron.domain.tasks.urls import UrlPolicy
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import Settings
 from tests.integration.api_client import call
 
 HOOK = "http://127.0.0.1:9/hook"

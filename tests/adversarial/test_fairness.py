@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from dynacron.app import EXECUTION_RETENTION, Dynacron
-from dynacron.config import LOOPBACK_NETWORKS
+from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import Dispatch, ExecutionStatus
+from dynacron.domain.executions.execution import Dispatch, ExecutionStatus
+from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
-from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.tasks import TaskStatus, execution_id_for
+from dynacron.domain.tasks.task import TaskStatus, execution_id_for
+from dynacron.entry.composition import EXECUTION_RETENTION, Dynacron
+from dynacron.entry.settings import LOOPBACK_NETWORKS
 from dynacron.local.aws import provision
-from dynacron.models import TaskCreate
 from dynacron.services.page_claimer import TickReport
 from dynacron.services.tick import Ticker
 from tests.conftest import sleep_moving

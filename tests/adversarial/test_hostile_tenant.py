@@ -24,25 +24,25 @@ from typing import Any
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from dynacron import metric_names
 from dynacron.adapters.aws.limits import DynamoLimitStore
-from dynacron.app import Dynacron
-from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import ExecutionStatus
-from dynacron.domain.instants import format_instant
-from dynacron.domain.limits import host_scope
-from dynacron.domain.tasks import TaskStatus, execution_id_for, shard_for
-from dynacron.local.aws import undelivered_queue_url
-from dynacron.local.runtime import settle_undelivered
-from dynacron.local.stores import SqsQueues
-from dynacron.models import TaskCreate
-from dynacron.resources import (
+from dynacron.api.requests import TaskCreate
+from dynacron.definitions import metric_names
+from dynacron.definitions.resources import (
     COORDINATION,
     DISPATCH_QUEUE,
     DUE_INDEX,
     HOST_KEY_PREFIX,
     UNDELIVERED_QUEUE,
 )
+from dynacron.domain.clock import SettableClock
+from dynacron.domain.coordination.limits import host_scope
+from dynacron.domain.executions.execution import ExecutionStatus
+from dynacron.domain.instants import format_instant
+from dynacron.domain.tasks.task import TaskStatus, execution_id_for, shard_for
+from dynacron.entry.composition import Dynacron
+from dynacron.local.aws import undelivered_queue_url
+from dynacron.local.runtime import settle_undelivered
+from dynacron.local.stores import SqsQueues
 from tests.adversarial.test_poison_tasks import (
     BOB,
     POISON,

@@ -18,17 +18,17 @@ from typing import Any
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from dynacron import metric_names
-from dynacron.app import Dynacron
-from dynacron.domain.executions import Dispatch, ExecutionStatus
-from dynacron.domain.tasks import TaskStatus, execution_id_for
-from dynacron.faults import Boundary
+from dynacron.adapters.messages import dispatch_to_body
+from dynacron.definitions import metric_names
+from dynacron.definitions.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
+from dynacron.domain.executions.execution import Dispatch, ExecutionStatus
+from dynacron.domain.tasks.task import TaskStatus, execution_id_for
+from dynacron.entry.composition import Dynacron
 from dynacron.local.aws import undelivered_queue_url
 from dynacron.local.chaos import CrashAt, InjectedCrash
 from dynacron.local.runtime import settle_undelivered
 from dynacron.local.stores import SqsQueues
-from dynacron.messages import dispatch_to_body
-from dynacron.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
+from dynacron.ports.faults import Boundary
 from dynacron.services.undelivered import Settled
 from tests.conftest import START
 from tests.integration.api_client import ALICE, call

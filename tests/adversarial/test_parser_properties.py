@@ -15,12 +15,13 @@ from typing import TypeVar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dynacron.app import Dynacron
+from dynacron.adapters.delivery.connections import check_handler_url
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.cron import compile_cron
 from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.executions.signing import parse_timestamp, verify
 from dynacron.domain.instants import EARLIEST, LATEST, format_instant, parse_instant
-from dynacron.domain.schedules import (
+from dynacron.domain.schedules.cron import compile_cron
+from dynacron.domain.schedules.expressions import (
     MAX_DURATION_SECONDS,
     CronSchedule,
     RateSchedule,
@@ -31,9 +32,8 @@ from dynacron.domain.schedules import (
     parse_local_instant,
     upcoming,
 )
-from dynacron.domain.signing import parse_timestamp, verify
-from dynacron.domain.urls import UrlPolicy
-from dynacron.safe_connections import check_handler_url
+from dynacron.domain.tasks.urls import UrlPolicy
+from dynacron.entry.composition import Dynacron
 from tests.integration.api_client import call
 
 NON_ASCII_DIGITS = "²³¹\u0660\u0665\u06f5\u0966\u096b\uff10\uff15\U0001d7d8\u2155\u2164"

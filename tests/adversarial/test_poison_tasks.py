@@ -20,21 +20,22 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from dynacron import cli_tables, metric_names
 from dynacron.adapters.aws.tasks import DynamoTaskStore
-from dynacron.app import Dynacron
-from dynacron.config import LOOPBACK_NETWORKS
+from dynacron.adapters.powertools.metrics import MetricTotals
+from dynacron.api.requests import TaskCreate
+from dynacron.api.responses import TaskView
+from dynacron.cli import tables as cli_tables
+from dynacron.definitions import metric_names
+from dynacron.definitions.resources import DUE_INDEX
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tasks import TaskStatus, due_bucket_key, execution_id_for, shard_for
-from dynacron.faults import Boundary, Faults
+from dynacron.domain.tasks.task import TaskStatus, due_bucket_key, execution_id_for, shard_for
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import LOOPBACK_NETWORKS
 from dynacron.local.aws import provision
-from dynacron.metrics import MetricTotals
-from dynacron.models import TaskCreate
-from dynacron.resources import DUE_INDEX
+from dynacron.ports.faults import Boundary, Faults
 from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import LoopEnd, LoopTiming, ShardTickLoop
-from dynacron.views import TaskView
 from tests.conftest import START, sleep_moving
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline

@@ -18,12 +18,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynacron.adapters.aws.limits import DynamoLimitStore
-from dynacron.app import Dynacron
+from dynacron.api.requests import RateLimitModel, TaskCreate
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import Dispatch, ExecutionStatus
-from dynacron.domain.limits import host_scope, parse_retry_after
-from dynacron.domain.tasks import execution_id_for
-from dynacron.models import RateLimitModel, TaskCreate
+from dynacron.domain.coordination.limits import host_scope, parse_retry_after
+from dynacron.domain.executions.execution import Dispatch, ExecutionStatus
+from dynacron.domain.tasks.task import execution_id_for
+from dynacron.entry.composition import Dynacron
 from dynacron.services.outcomes import Outcome
 from tests.integration.api_client import ALICE
 from tests.support import Delivery, Sink

@@ -17,18 +17,18 @@ from typing import Any
 
 import pytest
 
-from dynacron.app import Dynacron
-from dynacron.delivery import HttpDelivery
+from dynacron.adapters.delivery.http import HttpDelivery
+from dynacron.adapters.delivery.python_handlers import PythonDelivery
+from dynacron.adapters.delivery.registry import ExecutionContext, HandlerRegistry
+from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import DeliveryResult, Dispatch, ExecutionStatus
-from dynacron.domain.schedules import parse_rate
-from dynacron.domain.tasks import Task, TaskStatus
-from dynacron.domain.urls import UrlPolicy
-from dynacron.handlers import ExecutionContext, HandlerRegistry
+from dynacron.domain.executions.execution import DeliveryResult, Dispatch, ExecutionStatus
+from dynacron.domain.schedules.expressions import parse_rate
+from dynacron.domain.tasks.task import Task, TaskStatus
+from dynacron.domain.tasks.urls import UrlPolicy
+from dynacron.entry.composition import Dynacron
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
-from dynacron.models import TaskCreate
-from dynacron.python_delivery import PythonDelivery
 from tests.integration.api_client import ALICE
 from tests.support import Delivery, Sink
 

@@ -16,15 +16,15 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
-from dynacron import metric_names
-from dynacron.app import Dynacron
-from dynacron.domain.executions import ExecutionStatus
+from dynacron.adapters.messages import dispatch_from_body, dispatch_to_body
+from dynacron.api.requests import TaskCreate
+from dynacron.definitions import metric_names
+from dynacron.domain.executions.execution import ExecutionStatus
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tasks import TaskStatus, execution_id_for
+from dynacron.domain.tasks.task import TaskStatus, execution_id_for
+from dynacron.entry.composition import Dynacron
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
-from dynacron.messages import dispatch_from_body, dispatch_to_body
-from dynacron.models import TaskCreate
 from dynacron.services.undelivered import Settled
 from tests.adversarial.test_lost_before_begin import (
     RECEIVES,

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from dynacron import metric_names
+from dynacron.definitions import metric_names
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import ExecutionStatus
-from dynacron.domain.tasks import execution_id_for
-from dynacron.faults import Boundary
+from dynacron.domain.executions.execution import ExecutionStatus
+from dynacron.domain.tasks.task import execution_id_for
 from dynacron.local.chaos import ChaosSettings, CrashAt
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
+from dynacron.ports.faults import Boundary
 from tests.conftest import START, build_pipeline
 from tests.integration.api_client import ALICE
 from tests.pipeline import QUEUE_ARN, Pipeline

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dynacron.domain.executions import Dispatch, HandlerCallRecord, ResultSummary
-from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.schedules import AfterSchedule, OneTimeSchedule, Schedule
-from dynacron.domain.tasks import DuePlacement, Sharding, Task, TaskStatus, execution_id_for
-from dynacron.domain.tenants import DEFAULT_TENANT
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.executions.execution import Dispatch, HandlerCallRecord, ResultSummary
+from dynacron.domain.executions.retry import RetryPolicy
+from dynacron.domain.schedules.expressions import AfterSchedule, OneTimeSchedule, Schedule
+from dynacron.domain.tasks.task import DuePlacement, Sharding, Task, TaskStatus, execution_id_for
 
 START = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 SHARDING = Sharding(shard_count=4, bucket_seconds=3600)

@@ -27,10 +27,7 @@ import pytest
 from dynacron.adapters.aws import aws_adapters
 from dynacron.adapters.sqlite import sqlite_adapters
 from dynacron.adapters.sqlite.database import Database
-from dynacron.config import Settings
-from dynacron.domain.clock import SettableClock
-from dynacron.ports import AdapterSet
-from dynacron.resources import (
+from dynacron.definitions.resources import (
     COORDINATION,
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
@@ -39,6 +36,9 @@ from dynacron.resources import (
     TASKS,
     create_table_request,
 )
+from dynacron.domain.clock import SettableClock
+from dynacron.entry.settings import Settings
+from dynacron.ports import AdapterSet
 from tests.contract.builders import START
 
 AdapterFactory = Callable[[Path, SettableClock, ExitStack], AdapterSet]
@@ -76,7 +76,7 @@ class SerialisedClient:
 
 
 def make_aws_set(tmp_path: Path, clock: SettableClock, cleanup: ExitStack) -> AdapterSet:
-    """The AWS set on in-process moto, its tables and queues made from ``dynacron.resources``."""
+    """The AWS set on in-process moto, its tables and queues from ``dynacron.definitions``."""
     import boto3
     from moto import mock_aws
 

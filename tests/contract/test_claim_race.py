@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from dynacron.domain.claiming import claim_occurrence
-from dynacron.domain.tasks import DuePlacement, TaskStatus
+from dynacron.domain.tasks.claiming import claim_occurrence
+from dynacron.domain.tasks.task import DuePlacement, TaskStatus
 from dynacron.ports import AdapterSet, TaskStore
 from tests.contract.builders import ROOMY, SHARDING, START, a_task
 

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from dynacron.domain.create_keys import KEY_LIFETIME, CreateKey, KeyReservation
-from dynacron.domain.limits import (
+from dynacron.domain.coordination.create_keys import KEY_LIFETIME, CreateKey, KeyReservation
+from dynacron.domain.coordination.limits import (
     BreakerPolicy,
     BreakerState,
     HostState,
@@ -16,7 +16,7 @@ from dynacron.domain.limits import (
     after_retry_after,
     after_success,
 )
-from dynacron.domain.uptime import ShardHistory
+from dynacron.domain.coordination.uptime import ShardHistory
 from dynacron.ports import AdapterSet, ShardLease
 from tests.contract.builders import SHARDING, START
 

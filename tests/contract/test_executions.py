@@ -6,16 +6,16 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.errors import InvalidRequest
-from dynacron.domain.executions import (
+from dynacron.domain.executions.execution import (
     Dispatch,
     Execution,
     ExecutionStatus,
     HandlerCallRecord,
     ResultSummary,
 )
-from dynacron.domain.tasks import shard_for
-from dynacron.domain.tenants import DEFAULT_TENANT
+from dynacron.domain.tasks.task import shard_for
 from dynacron.ports import AdapterSet, BeginResult, ExecutionStore
 from tests.contract.builders import (
     RETRY,

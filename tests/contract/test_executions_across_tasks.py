@@ -7,9 +7,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from dynacron.domain.attention import Attention, AttentionQuery
 from dynacron.domain.errors import InvalidRequest
-from dynacron.domain.executions import Dispatch, ExecutionStatus
+from dynacron.domain.executions.attention import Attention, AttentionQuery
+from dynacron.domain.executions.execution import Dispatch, ExecutionStatus
 from dynacron.ports import AdapterSet, ExecutionStore
 from tests.contract.builders import START, a_dispatch, a_task
 from tests.contract.test_executions import LEASE, SECOND, begin, dead_letter_of

@@ -19,24 +19,24 @@ from pathlib import Path
 import pytest
 
 import dynacron
-from dynacron.adapters.sqlite.database import Database
-from dynacron.adapters.sqlite.queue import OutgoingMessage, ReceivedMessage, SqliteQueues
-from dynacron.adapters.sqlite.queue_ports import SqliteDeadLetterQueue, SqliteDispatchQueue
-from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import Dispatch
-from dynacron.local.runtime import sqs_event
-from dynacron.messages import (
+from dynacron.adapters.messages import (
     EXECUTION_ID_ATTRIBUTE,
     FORWARD_REASON_ATTRIBUTE,
     MAX_DELAY_SECONDS,
     dispatch_from_body,
 )
-from dynacron.resources import (
+from dynacron.adapters.sqlite.database import Database
+from dynacron.adapters.sqlite.queue import OutgoingMessage, ReceivedMessage, SqliteQueues
+from dynacron.adapters.sqlite.queue_ports import SqliteDeadLetterQueue, SqliteDispatchQueue
+from dynacron.definitions.resources import (
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     QUEUES,
     UNDELIVERED_QUEUE,
 )
+from dynacron.domain.clock import SettableClock
+from dynacron.domain.executions.execution import Dispatch
+from dynacron.local.runtime import sqs_event
 
 START = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 DISPATCH = DISPATCH_QUEUE.suffix

@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from dynacron.domain.claiming import claim_occurrence
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
-from dynacron.domain.tags import TagFilter, parse_tag_filter
-from dynacron.domain.tasks import DuePlacement, Task, TaskStatus
+from dynacron.domain.tasks.claiming import claim_occurrence
+from dynacron.domain.tasks.tags import TagFilter, parse_tag_filter
+from dynacron.domain.tasks.task import DuePlacement, Task, TaskStatus
 from dynacron.ports import REASON_LIMIT, AdapterSet, TaskStore
 from tests.contract.builders import ROOMY, SHARDING, START, a_follower, a_task
 

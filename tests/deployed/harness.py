@@ -39,19 +39,19 @@ from botocore.exceptions import ClientError
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.iam.access_control import IAMPolicy, PermissionResult
 
-import dynacron.app
-import dynacron.handlers
+import dynacron.adapters.delivery.registry
+import dynacron.entry.composition
 from dynacron.adapters.aws.claims import LambdaPageClaims
-from dynacron.app import TICK_LOOP_MARGIN, Dynacron
-from dynacron.aws_clients import CLAIM_INVOKE_CONFIG, aws_client_config
-from dynacron.config import LOOPBACK_NETWORKS, Settings
+from dynacron.adapters.aws.clients import CLAIM_INVOKE_CONFIG, aws_client_config
+from dynacron.adapters.delivery.registry import HandlerRegistry
+from dynacron.definitions.resources import QUEUES
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.tasks import shard_for
-from dynacron.handlers import HandlerRegistry
+from dynacron.domain.tasks.task import shard_for
+from dynacron.entry.composition import TICK_LOOP_MARGIN, Dynacron
+from dynacron.entry.settings import LOOPBACK_NETWORKS, Settings
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import ApiGateway, LocalContext, proxy_event
 from dynacron.local.runtime import sqs_event
-from dynacron.resources import QUEUES
 from tests.support import FakeLambdaContext
 
 ACCOUNT = DEFAULT_ACCOUNT_ID
@@ -386,7 +386,7 @@ class AuthorisedCalls:
 @dataclass
 class DeployedFunction:
     logical_id: str
-    entry_point: str  # the ``dynacron.app`` function its Handler names
+    entry_point: str  # the ``dynacron.entry.composition`` function its Handler names
     environment: dict[str, str]
     timeout_seconds: int
     role: Role
@@ -433,16 +433,16 @@ def own_process(code_path: Path | None) -> Iterator[HandlerRegistry]:
             if file and Path(file).is_relative_to(code_path):
                 del sys.modules[name]
     registry = HandlerRegistry()
-    shared = dynacron.handlers.default_registry
-    dynacron.handlers.default_registry = registry
+    shared = dynacron.adapters.delivery.registry.default_registry
+    dynacron.adapters.delivery.registry.default_registry = registry
     try:
         yield registry
     finally:
-        dynacron.handlers.default_registry = shared
+        dynacron.adapters.delivery.registry.default_registry = shared
 
 
 def _load_entry_point(code_path: Path | None, handler: str) -> str | None:
-    """Which ``dynacron.app`` entry point a function's Handler names, loading its
+    """Which ``dynacron.entry.composition`` entry point a function's Handler names, loading its
     module from the function's own code asset as Lambda would (None: not ours)."""
     module_name, attribute = handler.rsplit(".", 1)
     # Lambda puts the function's code first on the path (its handler modules).
@@ -464,7 +464,7 @@ def _load_entry_point(code_path: Path | None, handler: str) -> str | None:
             return None
     function = getattr(module, attribute, None)
     for name in ENTRY_POINTS:
-        if function is getattr(dynacron.app, name):
+        if function is getattr(dynacron.entry.composition, name):
             return name
     return None
 

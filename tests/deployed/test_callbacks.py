@@ -22,10 +22,10 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
-from dynacron.callbacks import CALLBACK_TOKEN_HEADER
+from dynacron.definitions.callbacks import CALLBACK_TOKEN_HEADER
+from dynacron.definitions.resources import DISPATCH_QUEUE
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import ApiGateway
-from dynacron.resources import DISPATCH_QUEUE
 from tests.deployed.harness import Deployment
 from tests.deployed.steps import deliveries_of, executions, register, task_view
 from tests.support import Delivery, Sink

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
-from dynacron.resources import COORDINATION, DUE_INDEX, TENANT_KEY_PREFIX
+from dynacron.definitions.resources import COORDINATION, DUE_INDEX, TENANT_KEY_PREFIX
 from tests.deployed.conftest import Assembly
 from tests.deployed.harness import ACCESS_DENIED, DEFAULT_STACK, Deployment, Mutation, create_stack
 from tests.integration.api_client import ALICE

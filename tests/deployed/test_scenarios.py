@@ -20,9 +20,9 @@ from urllib.parse import urlencode
 import boto3
 import pytest
 
-from dynacron.domain.signing import SIGNATURE_HEADER, verify
+from dynacron.definitions.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
+from dynacron.domain.executions.signing import SIGNATURE_HEADER, verify
 from dynacron.local.aws import REGION
-from dynacron.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from tests.deployed.harness import Deployment
 from tests.deployed.steps import deliveries_of, executions, register, task_view
 from tests.support import Sink

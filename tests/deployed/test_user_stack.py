@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from dynacron.config import HANDLER_MODULES_VAR
+from dynacron.entry.settings import HANDLER_MODULES_VAR
 from tests.deployed.harness import Deployment
 from tests.infra.conftest import USER_HANDLER
 from tests.integration.api_client import ALICE

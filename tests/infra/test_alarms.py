@@ -15,8 +15,8 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
-from dynacron import metric_names
-from dynacron.config import Settings
+from dynacron.definitions import metric_names
+from dynacron.entry.settings import Settings
 from infra.config import SchedulerConfig
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.queues import Queues

@@ -16,15 +16,15 @@ from typing import Any
 import boto3
 import pytest
 
-from dynacron.app import Dynacron
-from dynacron.config import LOOPBACK_NETWORKS, Settings
+from dynacron.definitions.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import ExecutionStatus
-from dynacron.domain.tasks import shard_for
+from dynacron.domain.executions.execution import ExecutionStatus
+from dynacron.domain.tasks.task import shard_for
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import LOOPBACK_NETWORKS, Settings
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import LocalContext, proxy_event
 from dynacron.local.runtime import sqs_event
-from dynacron.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from tests.conftest import sleep_moving
 from tests.infra.test_template import function
 from tests.integration.api_client import ALICE

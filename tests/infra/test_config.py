@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dynacron.config import Settings
+from dynacron.entry.settings import Settings
 from infra.app import command_line_context
 from infra.config import SchedulerConfig
 
@@ -87,7 +87,7 @@ def test_command_line_flags_override_cdk_json(tmp_path: Path) -> None:
 
 
 def test_the_default_stack_fires_at_least_500_a_second_at_the_least_idle_cost() -> None:
-    from dynacron.domain import capacity, capacity_model
+    from dynacron.planning import capacity, capacity_model
 
     config = config_from()
     # Elastic capacity (decision 0025): 128 MB looping ticks hand pages to claim
@@ -113,7 +113,7 @@ def test_the_default_stack_fires_at_least_500_a_second_at_the_least_idle_cost() 
 
 
 def test_a_plans_context_is_what_the_app_reads(tmp_path: Path) -> None:
-    from dynacron.domain import capacity
+    from dynacron.planning import capacity
 
     cdk_json = tmp_path / "cdk.json"
     cdk_json.write_text(json.dumps({"app": "x", "context": {"stage": "dev"}}))
@@ -168,7 +168,7 @@ def test_a_bad_tick_setting_is_refused_by_name(key: str, value: str) -> None:
 
 
 def test_a_whole_tick_of_the_default_stack_fits_inside_its_lease() -> None:
-    from dynacron.domain import capacity_model
+    from dynacron.planning import capacity_model
     from dynacron.services.tick_loop import LoopTiming
 
     # The loop renews the lease between ticks, at most every renew_every_seconds,

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dynacron import metric_names
-from dynacron.config import BUCKET_SECONDS_VAR, HANDLER_MODULES_VAR, SHARD_COUNT_VAR, Settings
-from dynacron.resources import (
+from dynacron.definitions import metric_names
+from dynacron.definitions.resources import (
     COORDINATION,
     DEAD_LETTER_QUEUE,
     DEPENDENTS_INDEX,
@@ -26,6 +25,12 @@ from dynacron.resources import (
     Key,
     QueueDefinition,
     TableDefinition,
+)
+from dynacron.entry.settings import (
+    BUCKET_SECONDS_VAR,
+    HANDLER_MODULES_VAR,
+    SHARD_COUNT_VAR,
+    Settings,
 )
 from infra.config import SchedulerConfig
 from tests.infra.conftest import (
@@ -297,7 +302,7 @@ def test_the_user_s_api_knows_their_handlers_as_their_worker_does(
     # imports the module that registers their handlers, so it accepts their names.
     user_api, user_worker = function(user_template, "Api"), function(user_template, "Worker")
     assert user_api["Code"]["S3Key"] == user_worker["Code"]["S3Key"]
-    assert user_api["Handler"] == "dynacron.app.api"
+    assert user_api["Handler"] == "dynacron.entry.composition.api"
     modules = USER_WORKER_HANDLER.rsplit(".", 1)[0]
     for properties in (user_api, user_worker):
         assert properties["Environment"]["Variables"][HANDLER_MODULES_VAR] == modules
@@ -458,7 +463,7 @@ def test_only_the_callbacks_take_no_iam(template: dict[str, Any]) -> None:
     model_id = methods[complete]["RequestModels"]["application/json"]["Ref"]
     schema = resources_of(template, "AWS::ApiGateway::Model")[model_id]["Schema"]
     # ...by the same rules as the function's model, so the two cannot disagree
-    from dynacron.models import CompleteRequest
+    from dynacron.api.requests import CompleteRequest
 
     model = CompleteRequest.model_json_schema()
     assert schema["additionalProperties"] is model["additionalProperties"] is False
@@ -487,7 +492,7 @@ def test_the_callbacks_are_throttled_on_their_own(template: dict[str, Any]) -> N
 
 def test_the_worker_is_told_the_api_url_for_callbacks(template: dict[str, Any]) -> None:
     """Every 202-capable delivery names absolute callback URLs on this API's stage."""
-    from dynacron.config import API_URL_VAR
+    from dynacron.entry.settings import API_URL_VAR
 
     (rest_api,) = resources_of(template, "AWS::ApiGateway::RestApi")
     (stage,) = resources_of(template, "AWS::ApiGateway::Stage")
@@ -846,7 +851,7 @@ def test_every_acknowledged_cdk_nag_finding_gives_its_reason(synthesized: Synthe
 def test_the_tick_is_sized_and_given_its_fairness_settings(
     template: dict[str, Any], user_template: dict[str, Any]
 ) -> None:
-    from dynacron.config import (
+    from dynacron.entry.settings import (
         CATCHUP_MAX_RUNS_VAR,
         TICK_BACKLOG_SECONDS_VAR,
         TICK_HEARTBEAT_SECONDS_VAR,
@@ -873,8 +878,8 @@ def test_the_tick_is_sized_and_given_its_fairness_settings(
 def test_the_elastic_tick_idles_small_and_hands_pages_to_a_capped_claim_function(
     template: dict[str, Any], user_template: dict[str, Any]
 ) -> None:
-    from dynacron.config import CLAIM_FUNCTION_VAR, TICK_BACKLOG_SECONDS_VAR
-    from dynacron.resources import CURSOR_KEY_PREFIX
+    from dynacron.definitions.resources import CURSOR_KEY_PREFIX
+    from dynacron.entry.settings import CLAIM_FUNCTION_VAR, TICK_BACKLOG_SECONDS_VAR
 
     default = SchedulerConfig()
     tick, claim = function(template, "Tick"), function(template, "Claim")

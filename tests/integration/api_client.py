@@ -6,7 +6,7 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
-from dynacron.app import Dynacron
+from dynacron.entry.composition import Dynacron
 from dynacron.local.gateway import LocalContext, proxy_event
 
 # The IAM principal API Gateway puts in a signed request's context.

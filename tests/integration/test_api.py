@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
+from dynacron.entry.composition import Dynacron
 from tests.conftest import START
 from tests.integration.api_client import call
 

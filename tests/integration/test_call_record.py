@@ -12,15 +12,15 @@ from datetime import timedelta
 import pytest
 
 from dynacron.adapters.aws.executions import DynamoExecutionStore
-from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import (
+from dynacron.domain.executions.execution import (
     Dispatch,
     ExecutionStatus,
     HandlerCallRecord,
     ResultSummary,
 )
-from dynacron.domain.retry import RetryPolicy
+from dynacron.domain.executions.retry import RetryPolicy
+from dynacron.entry.composition import Dynacron
 from dynacron.ports import BeginResult
 from tests.conftest import START
 

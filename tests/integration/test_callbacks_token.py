@@ -19,11 +19,11 @@ from urllib.request import Request, urlopen
 
 import pytest
 
+from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import ExecutionStatus
-from dynacron.domain.tasks import execution_id_for, task_id_of
+from dynacron.domain.executions.execution import ExecutionStatus
+from dynacron.domain.tasks.task import execution_id_for, task_id_of
 from dynacron.local.gateway import ApiGateway, LocalContext, proxy_event
-from dynacron.models import TaskCreate
 from tests.conftest import START, build_pipeline
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline

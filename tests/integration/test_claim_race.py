@@ -20,8 +20,8 @@ from dynacron.adapters.aws.queue import SqsDispatchQueue
 from dynacron.adapters.aws.task_items import task_to_item
 from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.schedules import OneTimeSchedule
-from dynacron.domain.tasks import Task, TaskStatus
+from dynacron.domain.schedules.expressions import OneTimeSchedule
+from dynacron.domain.tasks.task import Task, TaskStatus
 from dynacron.local.aws import aws_clients, provision
 from dynacron.services.page_claimer import TickReport
 from dynacron.services.tick import Ticker

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from dynacron.app import Dynacron
-from dynacron.callbacks import CALLBACKS_RESOURCE
 from dynacron.console.proxy import API_RESOURCES
 from dynacron.console.serve import console_response
+from dynacron.definitions.callbacks import CALLBACKS_RESOURCE
+from dynacron.entry.composition import Dynacron
 from tests.integration.api_client import call
 
 

@@ -11,17 +11,17 @@ import pytest
 
 import dynacron
 from dynacron.adapters.aws.tasks import DynamoTaskStore
-from dynacron.config import LOOPBACK_NETWORKS
+from dynacron.adapters.delivery.registry import HandlerRegistry
+from dynacron.api.requests import TaskPatch
+from dynacron.definitions.resources import DUE_INDEX
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.errors import Conflict
-from dynacron.domain.executions import Execution, ExecutionStatus
-from dynacron.domain.tasks import DuePlacement, Task, downstream_execution_id, execution_id_for
-from dynacron.faults import Boundary
-from dynacron.handlers import HandlerRegistry
+from dynacron.domain.executions.execution import Execution, ExecutionStatus
+from dynacron.domain.tasks.task import DuePlacement, Task, downstream_execution_id, execution_id_for
+from dynacron.entry.settings import LOOPBACK_NETWORKS
 from dynacron.local.aws import provision
 from dynacron.local.chaos import CrashAt
-from dynacron.models import TaskPatch
-from dynacron.resources import DUE_INDEX
+from dynacron.ports.faults import Boundary
 from dynacron.services.executions import Completion
 from dynacron.services.tasks import TaskService
 from tests.conftest import START

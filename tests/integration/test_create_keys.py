@@ -10,9 +10,9 @@ from typing import Any
 
 from dynacron.adapters.sqlite import sqlite_adapters
 from dynacron.adapters.sqlite.database import Database
-from dynacron.app import Dynacron
-from dynacron.config import Settings
 from dynacron.domain.clock import SettableClock
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import Settings
 from dynacron.local.gateway import LocalContext, proxy_event
 from tests.integration.api_client import ALICE, call
 

@@ -25,15 +25,15 @@ from botocore.stub import Stubber
 
 from dynacron.adapters.aws.claims import ClaimNotQueued, LambdaPageClaims
 from dynacron.adapters.aws.task_items import task_to_item
-from dynacron.app import Dynacron
-from dynacron.claims import InvalidClaimEvent, page_from_event
-from dynacron.config import LOOPBACK_NETWORKS, Settings
+from dynacron.adapters.claim_events import InvalidClaimEvent, page_from_event
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.schedules import OneTimeSchedule
-from dynacron.domain.tasks import Task, TaskStatus, due_bucket_key
-from dynacron.faults import Boundary
+from dynacron.domain.schedules.expressions import OneTimeSchedule
+from dynacron.domain.tasks.task import Task, TaskStatus, due_bucket_key
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import LOOPBACK_NETWORKS, Settings
 from dynacron.local.aws import REGION, provision
 from dynacron.ports import ClaimPage
+from dynacron.ports.faults import Boundary
 from tests.conftest import sleep_moving
 from tests.support import FakeLambdaContext
 
@@ -444,8 +444,8 @@ def test_the_thin_claim_handler_claims_a_page_from_the_environment(
     the real clock, an event as the looping tick sends it."""
     import importlib.util
 
-    from dynacron import app as composition
     from dynacron.domain.clock import SystemClock
+    from dynacron.entry import composition
     from dynacron.local.gateway import LocalContext
     from tests.support import ROOT
 

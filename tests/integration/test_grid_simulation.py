@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
-from dynacron.app import Dynacron
-from dynacron.domain.claiming import DEFAULT_MISFIRE_GRACE, advanced, claim_occurrence
+from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.schedules import Schedule, upcoming
-from dynacron.domain.tasks import Task
-from dynacron.domain.tenants import DEFAULT_TENANT
-from dynacron.models import TaskCreate
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.schedules.expressions import Schedule, upcoming
+from dynacron.domain.tasks.claiming import DEFAULT_MISFIRE_GRACE, advanced, claim_occurrence
+from dynacron.domain.tasks.task import Task
+from dynacron.entry.composition import Dynacron
 from dynacron.services.tasks import TaskService
 from tests.integration.test_tick_policies import recording_ticker
 

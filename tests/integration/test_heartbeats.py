@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from dynacron.app import Dynacron
-from dynacron.config import LOOPBACK_NETWORKS
+from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import Dispatch, ExecutionStatus, LeaseTerms
-from dynacron.domain.tasks import execution_id_for
+from dynacron.domain.executions.execution import Dispatch, ExecutionStatus, LeaseTerms
+from dynacron.domain.tasks.task import execution_id_for
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import LOOPBACK_NETWORKS
 from dynacron.local.stores import StoreOptions, open_store
-from dynacron.models import TaskCreate
 from dynacron.services.attempt_guards import Heartbeats
 from tests.integration.api_client import ALICE
 from tests.support import Sink, wait_until

@@ -10,17 +10,17 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from dynacron import metric_names
 from dynacron.adapters.aws.limits import DynamoLimitStore
-from dynacron.app import Dynacron
-from dynacron.domain.claiming import jitter_offset
+from dynacron.adapters.powertools.metrics import MetricTotals
+from dynacron.api.requests import RateLimitModel, TaskCreate
+from dynacron.definitions import metric_names
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import Dispatch, ExecutionStatus
-from dynacron.domain.limits import RateLimit, after_failure
-from dynacron.domain.tasks import execution_id_for
-from dynacron.faults import Boundary
-from dynacron.metrics import MetricTotals
-from dynacron.models import RateLimitModel, TaskCreate
+from dynacron.domain.coordination.limits import RateLimit, after_failure
+from dynacron.domain.executions.execution import Dispatch, ExecutionStatus
+from dynacron.domain.tasks.claiming import jitter_offset
+from dynacron.domain.tasks.task import execution_id_for
+from dynacron.entry.composition import Dynacron
+from dynacron.ports.faults import Boundary
 from dynacron.services.outcomes import Outcome
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import VirtualDelayQueue

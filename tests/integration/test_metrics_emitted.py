@@ -11,19 +11,19 @@ from typing import Any
 
 import pytest
 
-from dynacron import metric_names
-from dynacron.app import Dynacron
-from dynacron.config import Settings
+from dynacron.adapters.delivery.registry import ExecutionContext, HandlerRegistry
+from dynacron.adapters.messages import dispatch_from_body, dispatch_to_body
+from dynacron.adapters.powertools.metrics import EmfDocument
+from dynacron.api.requests import RetryCreate, TaskCreate
+from dynacron.definitions import metric_names
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import ExecutionStatus
-from dynacron.domain.tasks import execution_id_for, shard_for
-from dynacron.faults import Boundary
-from dynacron.handlers import ExecutionContext, HandlerRegistry
+from dynacron.domain.executions.execution import ExecutionStatus
+from dynacron.domain.tasks.task import execution_id_for, shard_for
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import Settings
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
-from dynacron.messages import dispatch_from_body, dispatch_to_body
-from dynacron.metrics import EmfDocument
-from dynacron.models import RetryCreate, TaskCreate
+from dynacron.ports.faults import Boundary
 from dynacron.services.outcomes import Outcome
 from dynacron.services.tick_loop import LoopEnd
 from tests.conftest import sleep_moving

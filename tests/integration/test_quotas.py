@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
+from dynacron.entry.composition import Dynacron
 from tests.integration.api_client import call
 
 HOOK = "http://127.0.0.1:9/hook"

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from dynacron import metric_names
-from dynacron.domain.executions import Dispatch, ExecutionStatus
-from dynacron.domain.tasks import execution_id_for
-from dynacron.faults import Boundary
+from dynacron.adapters.messages import dispatch_to_body
+from dynacron.definitions import metric_names
+from dynacron.domain.executions.execution import Dispatch, ExecutionStatus
+from dynacron.domain.tasks.task import execution_id_for
 from dynacron.local.chaos import CrashAt
-from dynacron.messages import dispatch_to_body
+from dynacron.ports.faults import Boundary
 from tests.conftest import START
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline
@@ -341,7 +341,7 @@ def test_a_deleted_task_is_skipped(pipeline: Pipeline, sink: Sink) -> None:
 @pytest.mark.parametrize("outcome", ["SUCCEEDED", "PERMANENT", "RETRY"])
 def test_python_handlers_are_chosen_by_name(aws: tuple[Any, Any], clock: Any, outcome: str) -> None:
     import dynacron
-    from dynacron.handlers import HandlerRegistry
+    from dynacron.adapters.delivery.registry import HandlerRegistry
     from dynacron.local.aws import provision
 
     registry = HandlerRegistry()
@@ -578,7 +578,7 @@ def test_executions_can_be_read_by_id(pipeline: Pipeline, sink: Sink) -> None:
 def test_deliveries_carry_the_attempt_and_callback_urls(
     aws: tuple[Any, Any], clock: Any, sink: Sink
 ) -> None:
-    from dynacron.config import LOOPBACK_NETWORKS
+    from dynacron.entry.settings import LOOPBACK_NETWORKS
     from dynacron.local.aws import provision
 
     settings = provision(
@@ -601,8 +601,8 @@ def test_deliveries_carry_the_attempt_and_callback_urls(
 def test_the_indexes_hold_only_what_is_owed(pipeline: Pipeline, sink: Sink) -> None:
     """Sparse: a finished execution leaves the lease index; a redriven one the dead
     letters; only the long job, the dead letter (then redriven) are listed across tasks."""
-    from dynacron.domain.attention import AttentionQuery
-    from dynacron.resources import EXECUTIONS, LEASE_SHARDS
+    from dynacron.definitions.resources import EXECUTIONS, LEASE_SHARDS
+    from dynacron.domain.executions.attention import AttentionQuery
 
     assert {index.name for index in EXECUTIONS.indexes} == {
         "lease-index",

@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest
 
-from dynacron.app import Dynacron
-from dynacron.callbacks import CALLBACK_TOKEN_HEADER
-from dynacron.config import Settings
-from dynacron.delivery import HttpDelivery
+from dynacron.adapters.delivery.http import HttpDelivery
+from dynacron.api.requests import TaskCreate
+from dynacron.definitions.callbacks import CALLBACK_TOKEN_HEADER
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import DeliveryResult, Dispatch
-from dynacron.domain.signing import SIGNATURE_HEADER, verify
-from dynacron.domain.tasks import execution_id_for
-from dynacron.domain.urls import UrlPolicy
-from dynacron.models import TaskCreate
+from dynacron.domain.executions.execution import DeliveryResult, Dispatch
+from dynacron.domain.executions.signing import SIGNATURE_HEADER, verify
+from dynacron.domain.tasks.task import execution_id_for
+from dynacron.domain.tasks.urls import UrlPolicy
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import Settings
 from tests.integration.api_client import ALICE, call
 from tests.support import Sink
 
@@ -82,8 +82,8 @@ def test_internal_destinations_are_refused_at_registration(
 
 
 def task_for(settings: Settings, url: str) -> Any:
-    from dynacron.domain.schedules import parse_rate
-    from dynacron.domain.tasks import Task, TaskStatus
+    from dynacron.domain.schedules.expressions import parse_rate
+    from dynacron.domain.tasks.task import Task, TaskStatus
 
     now = datetime(2026, 11, 30, 12, tzinfo=UTC)
     return Task(

@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from dynacron.adapters.aws.task_items import task_from_item
-from dynacron.app import Dynacron
-from dynacron.cli import app as cli
-from dynacron.domain.tenants import DEFAULT_TENANT
+from dynacron.cli.main import app as cli
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.entry.composition import Dynacron
 from tests.dst_cases import CASES, DstCase
 from tests.integration.api_client import call
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from dynacron.app import Dynacron
-from dynacron.cli import app as cli
+from dynacron.cli.main import app as cli
+from dynacron.entry.composition import Dynacron
 from tests.integration.api_client import call
 
 HOOK = "http://127.0.0.1:9/hook"

@@ -28,20 +28,21 @@ from dynacron.adapters.sqlite.coordination import (
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.executions import SqliteExecutionStore
 from dynacron.adapters.sqlite.tasks import SqliteTaskStore
-from dynacron.domain.attention import AttentionQuery
-from dynacron.domain.claiming import claim_occurrence
+from dynacron.domain.coordination.limits import BreakerState, HostState, RateLimit
+from dynacron.domain.coordination.uptime import Outage, ShardHistory
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
-from dynacron.domain.executions import (
+from dynacron.domain.executions.attention import AttentionQuery
+from dynacron.domain.executions.execution import (
     Dispatch,
     ExecutionStatus,
     HandlerCallRecord,
     ResultSummary,
 )
-from dynacron.domain.limits import BreakerState, HostState, RateLimit
-from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.schedules import AfterSchedule, OneTimeSchedule, RateSchedule
-from dynacron.domain.tags import parse_tag_filter
-from dynacron.domain.tasks import (
+from dynacron.domain.executions.retry import RetryPolicy
+from dynacron.domain.schedules.expressions import AfterSchedule, OneTimeSchedule, RateSchedule
+from dynacron.domain.tasks.claiming import claim_occurrence
+from dynacron.domain.tasks.tags import parse_tag_filter
+from dynacron.domain.tasks.task import (
     DuePlacement,
     Sharding,
     Task,
@@ -49,7 +50,6 @@ from dynacron.domain.tasks import (
     execution_id_for,
     shard_for,
 )
-from dynacron.domain.uptime import Outage, ShardHistory
 from dynacron.ports import UnreadableTask, UnreadableTaskError
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from dynacron.app import Dynacron
+from dynacron.definitions.resources import TENANT_INDEX
 from dynacron.domain.clock import SettableClock
-from dynacron.resources import TENANT_INDEX
+from dynacron.entry.composition import Dynacron
 from tests.integration.api_client import call
 
 BOB = "arn:aws:sts::000000000000:assumed-role/Billing/session-1"

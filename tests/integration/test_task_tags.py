@@ -15,9 +15,9 @@ from jsonschema import Draft202012Validator
 
 from dynacron.adapters.aws.task_listing import FILTERED_QUERIES
 from dynacron.adapters.aws.tasks import DynamoTaskStore
-from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.tags import TagFilter
+from dynacron.domain.tasks.tags import TagFilter
+from dynacron.entry.composition import Dynacron
 from tests.adversarial.test_api_conformance import document, request_validator
 from tests.contract.builders import START, a_task
 from tests.integration.api_client import call

@@ -13,9 +13,9 @@ import pytest
 
 from dynacron.adapters.sqlite import sqlite_adapters
 from dynacron.adapters.sqlite.database import Database
-from dynacron.app import Dynacron
-from dynacron.config import Settings
 from dynacron.domain.clock import SettableClock
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import Settings
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline
 from tests.support import Sink

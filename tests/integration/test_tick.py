@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from dynacron.adapters.aws.tasks import DynamoTaskStore
-from dynacron.app import Dynacron
+from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.tasks import TaskStatus, execution_id_for
-from dynacron.domain.tenants import DEFAULT_TENANT
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.tasks.task import TaskStatus, execution_id_for
+from dynacron.entry.composition import Dynacron
 from dynacron.local.chaos import InjectedCrash
-from dynacron.models import TaskCreate
 from dynacron.services.tick import Ticker
 
 HOOK = "http://127.0.0.1:9/hook"

@@ -12,9 +12,9 @@ from botocore.exceptions import ClientError
 
 from dynacron.adapters.aws.errors import AwsUnavailable
 from dynacron.adapters.aws.tasks import DynamoTaskStore
-from dynacron.app import Dynacron
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.tasks import TaskStatus
+from dynacron.domain.tasks.task import TaskStatus
+from dynacron.entry.composition import Dynacron
 from dynacron.services.tick import Ticker
 from tests.integration.test_tick import drain_queue, register
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from dynacron.app import Dynacron
-from dynacron.config import Settings
+from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.tasks import shard_for
-from dynacron.domain.tenants import DEFAULT_TENANT
-from dynacron.models import TaskCreate
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.tasks.task import shard_for
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import Settings
 from dynacron.services.tick_loop import LoopEnd, LoopTiming, ShardTickLoop
 from tests.conftest import sleep_moving
 from tests.support import FakeLambdaContext

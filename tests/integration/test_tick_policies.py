@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from dynacron.app import Dynacron
-from dynacron.domain.claiming import jitter_offset
+from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import Dispatch
-from dynacron.domain.tasks import TaskStatus, execution_id_for
-from dynacron.domain.tenants import DEFAULT_TENANT
-from dynacron.models import TaskCreate
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.executions.execution import Dispatch
+from dynacron.domain.tasks.claiming import jitter_offset
+from dynacron.domain.tasks.task import TaskStatus, execution_id_for
+from dynacron.entry.composition import Dynacron
 from tests.conftest import START
 from tests.support import recording_ticker
 

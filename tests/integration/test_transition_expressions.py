@@ -17,22 +17,22 @@ from dynacron.adapters.aws.execution_items import call_from_item, execution_from
 from dynacron.adapters.aws.expressions import Placeholders, write_request
 from dynacron.adapters.aws.items import conditional_write, from_item, to_item
 from dynacron.adapters.aws.task_items import retry_from_map, retry_to_map
-from dynacron.domain import transitions as t
+from dynacron.adapters.messages import upstream_from_map, upstream_to_map
+from dynacron.definitions.resources import EXECUTIONS, create_table_request
 from dynacron.domain.conditions import AllOf, AnyOf, Equals, Missing, Transition
-from dynacron.domain.execution_record import retry_record, upstream_record
-from dynacron.domain.executions import (
+from dynacron.domain.executions import transitions as t
+from dynacron.domain.executions.execution import (
     Dispatch,
     ExecutionStatus,
     HandlerCallRecord,
     ResultSummary,
     Upstream,
 )
+from dynacron.domain.executions.record import retry_record, upstream_record
+from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
-from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.tasks import execution_id_for
+from dynacron.domain.tasks.task import execution_id_for
 from dynacron.local.aws import REGION
-from dynacron.messages import upstream_from_map, upstream_to_map
-from dynacron.resources import EXECUTIONS, create_table_request
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 TABLE = "executions-under-test"

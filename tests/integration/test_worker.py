@@ -5,13 +5,13 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from dynacron.app import Dynacron
+from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import Dispatch, Execution, ExecutionStatus
-from dynacron.domain.tasks import execution_id_for
+from dynacron.domain.executions.execution import Dispatch, Execution, ExecutionStatus
+from dynacron.domain.tasks.task import execution_id_for
+from dynacron.entry.composition import Dynacron
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
-from dynacron.models import TaskCreate
 from tests.integration.api_client import ALICE, call
 from tests.support import Sink
 
@@ -230,7 +230,7 @@ def test_the_thin_lambda_handlers_work_from_the_environment(
 ) -> None:
     import importlib.util
 
-    from dynacron import app as composition
+    from dynacron.entry import composition
     from tests.support import ROOT
 
     for name, value in system.settings.to_env().items():

@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from dynacron.app import Dynacron
-from dynacron.config import LOOPBACK_NETWORKS, Settings
+from dynacron.adapters.powertools.metrics import MetricTotals
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import LOOPBACK_NETWORKS, Settings
 from dynacron.local.aws import aws_clients, provision
-from dynacron.metrics import MetricTotals
 from tests.support import Service, free_port
 
 READY = "dynacron local"
@@ -31,7 +31,7 @@ FAST_RECOVERY = (
 class Cluster:
     def __init__(self, workdir: Path, **settings: Any) -> None:
         self.workdir = workdir
-        self.aws = Service(["-m", "dynacron.cli", "aws"], "embedded AWS listening on")
+        self.aws = Service(["-m", "dynacron.cli.main", "aws"], "embedded AWS listening on")
         match = re.search(r"http://[\d.:]+", self.aws.ready_line)
         assert match is not None
         self.endpoint = match.group(0)
@@ -49,7 +49,7 @@ class Cluster:
     def start(self, name: str, components: str, *options: str) -> Service:
         """Start (or restart) component process ``name``; returns once it is running."""
         self.options[name] = [components, *options]
-        args = ["-m", "dynacron.cli", "local", "--aws-endpoint", self.endpoint, "--only"]
+        args = ["-m", "dynacron.cli.main", "local", "--aws-endpoint", self.endpoint, "--only"]
         args += [components, "--metrics-file", str(self.workdir / f"{name}.emf"), *options]
         if "api" in components:
             args += ["--port", str(free_port())]

@@ -27,7 +27,7 @@ class LocalMode:
     def start(self) -> Service:
         args = ["local", "--port", str(self.port), "--shards", "2", "--data-dir"]
         self.service = Service(
-            ["-m", "dynacron.cli", *args, str(self.data_dir), *self.options], "is running"
+            ["-m", "dynacron.cli.main", *args, str(self.data_dir), *self.options], "is running"
         )
         return self.service
 

@@ -23,7 +23,7 @@ from botocore.auth import SigV4Auth as BotocoreSigV4
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from dynacron.client import SigV4Auth
+from dynacron.client.api_client import SigV4Auth
 
 _AUTHORIZATION = re.compile(
     r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/(?P<date>\d{8})/(?P<region>[^/]+)/"

@@ -30,17 +30,17 @@ from typing import Any
 
 import pytest
 
-from dynacron import metric_names
 from dynacron.adapters.aws.task_items import task_to_item
-from dynacron.config import LOOPBACK_NETWORKS
+from dynacron.api.requests import RateLimitModel, TaskCreate
+from dynacron.definitions import metric_names
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.executions import Execution, ExecutionStatus
+from dynacron.domain.executions.execution import Execution, ExecutionStatus
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tasks import Task, execution_id_for
+from dynacron.domain.tasks.task import Task, execution_id_for
+from dynacron.entry.settings import LOOPBACK_NETWORKS
 from dynacron.local.aws import moto_sqs_sped_up, provision
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
-from dynacron.models import RateLimitModel, TaskCreate
 from tests.integration.api_client import ALICE
 from tests.pipeline import QUEUE_ARN, Pipeline
 from tests.support import Sink, wait_until

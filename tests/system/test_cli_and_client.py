@@ -13,9 +13,9 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import dynacron
-from dynacron import cli as cli_module
-from dynacron.cli import app
-from dynacron.client import ApiError, ApiUnreachable
+from dynacron.cli import main as cli_module
+from dynacron.cli.main import app
+from dynacron.client.api_client import ApiError, ApiUnreachable
 from dynacron.local.runtime import LocalOptions, LocalRuntime
 from tests.support import Sink, free_port, wait_until
 
@@ -56,7 +56,7 @@ def test_the_client_drives_local_mode_and_a_task_fires_signed(local: str, sink: 
         with pytest.raises(ApiError) as missing:
             client.get_task(task.task_id)
         assert missing.value.status == 404
-    from dynacron.domain.signing import verify
+    from dynacron.domain.executions.signing import verify
 
     delivery = sink.snapshot()[0]
     body = json.dumps(delivery.body, separators=(",", ":")).encode()

@@ -23,7 +23,7 @@ from botocore.credentials import Credentials
 from botocore.exceptions import TokenRetrievalError
 from typer.testing import CliRunner
 
-from dynacron.cli import app
+from dynacron.cli.main import app
 from dynacron.console.proxy import MAX_BODY_BYTES, ConsoleProxy, Upstream
 from dynacron.console.serve import SECURITY_HEADERS, console_response
 from dynacron.local.runtime import LocalOptions, LocalRuntime
@@ -512,7 +512,7 @@ def test_the_command_prints_the_address_and_signs_what_it_forwards(
     # Given `dynacron console` started as a user would, with credentials in the environment
     command = ["console", "--url", gateway.url, "--region", REGION, "--port", "0"]
     service = Service(
-        ["-m", "dynacron.cli", *command],
+        ["-m", "dynacron.cli.main", *command],
         ready_marker="/console/?token=",
         env=credential_env(config_dir),
     )

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from dynacron.app import Dynacron
-from dynacron.config import LOOPBACK_NETWORKS
+from dynacron.adapters.powertools.metrics import MetricTotals
+from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SystemClock
-from dynacron.domain.executions import ExecutionStatus
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.executions.execution import ExecutionStatus
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tasks import execution_id_for
-from dynacron.domain.tenants import DEFAULT_TENANT
+from dynacron.domain.tasks.task import execution_id_for
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import LOOPBACK_NETWORKS
 from dynacron.local.stores import SqliteStore, StoreOptions
-from dynacron.metrics import MetricTotals
-from dynacron.models import TaskCreate
 from tests.support import Sink
 from tests.system.local_process import LocalMode
 

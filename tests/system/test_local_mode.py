@@ -22,7 +22,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     data_dir = tmp_path_factory.mktemp("local-mode")
     args = ["local", "--port", str(port), "--shards", "4", "--workers", "4"]
-    service = Service(["-m", "dynacron.cli", *args, "--data-dir", str(data_dir)], "is running")
+    service = Service(["-m", "dynacron.cli.main", *args, "--data-dir", str(data_dir)], "is running")
     yield f"http://127.0.0.1:{port}"
     service.stop()
 

@@ -15,12 +15,12 @@ from datetime import timedelta
 
 import pytest
 
-from dynacron import metric_names
 from dynacron.adapters.aws.limits import DynamoLimitStore
-from dynacron.domain.executions import ExecutionStatus
+from dynacron.definitions import metric_names
+from dynacron.domain.executions.execution import ExecutionStatus
+from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
-from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.tasks import execution_id_for
+from dynacron.domain.tasks.task import execution_id_for
 from tests.pipeline import Pipeline
 from tests.support import Delivery, Sink
 

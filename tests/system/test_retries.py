@@ -9,8 +9,8 @@ from itertools import pairwise
 
 import pytest
 
+from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
-from dynacron.domain.retry import RetryPolicy
 from dynacron.local.runtime import LocalOptions, LocalRuntime
 from tests.support import Sink, api_call, wait_until
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from dynacron import metric_names
+from dynacron.api.requests import TaskCreate
+from dynacron.definitions import metric_names
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tasks import execution_id_for
-from dynacron.domain.tenants import DEFAULT_TENANT
-from dynacron.models import TaskCreate
+from dynacron.domain.tasks.task import execution_id_for
 from tests.support import Sink
 from tests.system.cluster import FAST_RECOVERY, Cluster
 

@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dynacron.domain import transitions as t
-from dynacron.domain.attention import Attention, AttentionQuery, attention_query
 from dynacron.domain.errors import InvalidRequest
-from dynacron.domain.execution_record import ATTENTION
-from dynacron.domain.executions import Dispatch, Execution, ExecutionStatus
-from dynacron.domain.retry import RetryPolicy
+from dynacron.domain.executions import transitions as t
+from dynacron.domain.executions.attention import Attention, AttentionQuery, attention_query
+from dynacron.domain.executions.execution import Dispatch, Execution, ExecutionStatus
+from dynacron.domain.executions.record import ATTENTION
+from dynacron.domain.executions.retry import RetryPolicy
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 LATER = NOW + timedelta(minutes=5)

@@ -9,10 +9,10 @@ from typing import Any
 import boto3
 import pytest
 
-from dynacron.app import Dynacron
-from dynacron.aws_clients import aws_client_config
-from dynacron.config import Settings
-from dynacron.resources import QUEUES, TABLES
+from dynacron.adapters.aws.clients import aws_client_config
+from dynacron.definitions.resources import QUEUES, TABLES
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import Settings
 
 
 def test_the_pool_holds_a_connection_per_tick_thread() -> None:
@@ -43,7 +43,7 @@ def test_lambda_clients_are_made_with_that_pool(monkeypatch: pytest.MonkeyPatch)
         made[service] = kwargs["config"]
         return real_client(service, region_name="us-east-1", **kwargs)
 
-    monkeypatch.setattr("dynacron.app.boto3.client", client)
+    monkeypatch.setattr("dynacron.entry.composition.boto3.client", client)
 
     Dynacron.from_environment()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dynacron.callbacks import callback_gateway_paths, callback_urls, is_callback_path
+from dynacron.definitions.callbacks import callback_gateway_paths, callback_urls, is_callback_path
 
 EXECUTION_ID = "5f0c9d2e_20261130T120000.000Z"
 

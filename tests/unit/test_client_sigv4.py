@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from dynacron.client import ApiError, Client, SigV4Auth
+from dynacron.client.api_client import ApiError, Client, SigV4Auth
 
 
 def test_requests_are_signed_for_api_gateway(monkeypatch: pytest.MonkeyPatch) -> None:

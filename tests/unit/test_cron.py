@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dynacron.domain.cron import compile_cron
 from dynacron.domain.errors import InvalidSchedule
-from dynacron.domain.schedules import parse_cron, upcoming
+from dynacron.domain.schedules.cron import compile_cron
+from dynacron.domain.schedules.expressions import parse_cron, upcoming
 
 
 def utc(*args: int) -> datetime:

@@ -42,8 +42,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dynacron.domain.errors import InvalidSchedule
-from dynacron.domain.schedules import parse_cron, upcoming
-from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
+from dynacron.domain.schedules.expressions import parse_cron, upcoming
+from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
 
 OCCURRENCES = 6
 NO_DST_ZONES = ["Asia/Kathmandu", "Asia/Tokyo", "Asia/Kolkata", "Etc/GMT+5", "America/Phoenix"]

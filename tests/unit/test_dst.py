@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from dynacron.domain.instants import format_instant, parse_instant
-from dynacron.domain.schedules import parse_at, parse_cron, upcoming
-from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
+from dynacron.domain.schedules.expressions import parse_at, parse_cron, upcoming
+from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
 from tests.dst_cases import BERLIN, CASES, LORD_HOWE, NY, DstCase
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from dynacron.domain.executions import (
+from dynacron.domain.executions.execution import (
     Execution,
     ExecutionStatus,
     LeaseTerms,

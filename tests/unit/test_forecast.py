@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
-from dynacron.domain.forecast import forecast
-from dynacron.domain.schedules import parse_cron, parse_rate
-from dynacron.domain.tasks import Task, TaskStatus
+from dynacron.domain.schedules.expressions import parse_cron, parse_rate
+from dynacron.domain.schedules.forecast import forecast
+from dynacron.domain.tasks.task import Task, TaskStatus
 
 NOW = datetime(2026, 11, 30, 23, 0, 30, tzinfo=UTC)
 MIDNIGHT = datetime(2026, 12, 1, tzinfo=UTC)

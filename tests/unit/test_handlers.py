@@ -5,10 +5,10 @@ from datetime import UTC, datetime
 import pytest
 
 import dynacron
-from dynacron.domain.executions import Dispatch, HandlerAnswer
-from dynacron.domain.schedules import parse_rate
-from dynacron.domain.tasks import Task, TaskStatus
-from dynacron.handlers import HandlerRegistry
+from dynacron.adapters.delivery.registry import HandlerRegistry
+from dynacron.domain.executions.execution import Dispatch, HandlerAnswer
+from dynacron.domain.schedules.expressions import parse_rate
+from dynacron.domain.tasks.task import Task, TaskStatus
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
@@ -51,7 +51,7 @@ def test_a_name_is_taken_once_and_must_be_well_formed() -> None:
 
 
 def test_a_python_handler_gets_the_execution_id_as_its_idempotency_key() -> None:
-    from dynacron.python_delivery import PythonDelivery
+    from dynacron.adapters.delivery.python_handlers import PythonDelivery
 
     registry = HandlerRegistry()
     seen: list[dynacron.ExecutionContext] = []
@@ -64,7 +64,7 @@ def test_a_python_handler_gets_the_execution_id_as_its_idempotency_key() -> None
 
 
 def test_a_raising_handler_is_retried_unless_it_fails_permanently() -> None:
-    from dynacron.python_delivery import PythonDelivery
+    from dynacron.adapters.delivery.python_handlers import PythonDelivery
 
     registry = HandlerRegistry()
 

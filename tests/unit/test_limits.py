@@ -6,8 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dynacron.domain.errors import InvalidRequest
-from dynacron.domain.limits import (
+from dynacron.domain.coordination.limits import (
     BreakerPolicy,
     BreakerState,
     HostState,
@@ -23,6 +22,7 @@ from dynacron.domain.limits import (
     spread,
     take_token,
 )
+from dynacron.domain.errors import InvalidRequest
 
 NOW = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)
 POLICY = BreakerPolicy(failure_threshold=3, cool_down=timedelta(seconds=10))

@@ -3,7 +3,7 @@
 AWS writes a global secondary index entry whenever an item write adds, removes or
 changes any attribute projected into it; a moved key is a delete plus a put. The
 meter (``bench.meter.index_write_units``) must count each, by the projections the
-tables declare in ``dynacron.resources``, or the cost benchmark is optimistic.
+tables declare in ``dynacron.definitions.resources``, or the cost benchmark is optimistic.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bench.meter import index_write_units, item_size
-from dynacron.resources import TASKS, IndexDefinition, Key, TableDefinition
+from dynacron.definitions.resources import TASKS, IndexDefinition, Key, TableDefinition
 
 BY_OWNER_ALL = IndexDefinition("by-owner", Key("owner"), Key("created"), "ALL")
 BY_DUE_KEYS = IndexDefinition("by-due", Key("bucket"), Key("due"), "KEYS_ONLY")

@@ -2,8 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from dynacron import metric_names
-from dynacron.metrics import FLUSH_AT_VALUES, EmfDocument, MetricTotals, ReliabilityMetrics
+from dynacron.adapters.powertools.metrics import (
+    FLUSH_AT_VALUES,
+    EmfDocument,
+    MetricTotals,
+    ReliabilityMetrics,
+)
+from dynacron.definitions import metric_names
 
 
 def test_metrics_become_one_emf_document_per_flush(capsys: pytest.CaptureFixture[str]) -> None:

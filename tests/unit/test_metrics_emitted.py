@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from dynacron import metric_names
-from dynacron.domain.executions import queue_latency
-from dynacron.metrics import FLUSH_AT_VALUES, EmfDocument, MetricTotals, ReliabilityMetrics
+from dynacron.adapters.powertools.metrics import (
+    FLUSH_AT_VALUES,
+    EmfDocument,
+    MetricTotals,
+    ReliabilityMetrics,
+)
+from dynacron.definitions import metric_names
+from dynacron.domain.executions.execution import queue_latency
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

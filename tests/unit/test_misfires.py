@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dynacron.domain.claiming import _latest_runs, advanced, claim_occurrence
-from dynacron.domain.schedules import Window, parse_cron, parse_rate, upcoming
-from dynacron.domain.tasks import CatchUp, CatchUpPolicy, Task, TaskStatus
-from dynacron.domain.uptime import MAX_OUTAGES, UNKNOWN, Outage, ShardHistory
+from dynacron.domain.coordination.uptime import MAX_OUTAGES, UNKNOWN, Outage, ShardHistory
+from dynacron.domain.schedules.expressions import Window, parse_cron, parse_rate, upcoming
+from dynacron.domain.tasks.claiming import _latest_runs, advanced, claim_occurrence
+from dynacron.domain.tasks.task import CatchUp, CatchUpPolicy, Task, TaskStatus
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
 GRACE = timedelta(seconds=60)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
-from dynacron.domain.claiming import advanced, claim_occurrence
-from dynacron.domain.schedules import FixedDelaySchedule, Window, parse_rate
-from dynacron.domain.tasks import (
+from dynacron.domain.schedules.expressions import FixedDelaySchedule, Window, parse_rate
+from dynacron.domain.tasks.claiming import advanced, claim_occurrence
+from dynacron.domain.tasks.task import (
     Overlap,
     TaskStatus,
     backfill_execution_id,

@@ -1,4 +1,4 @@
-"""The capacity plan (``dynacron.domain.capacity``, ``dynacron plan``): its model, its
+"""The capacity plan (``dynacron.planning.capacity``, ``dynacron plan``): its model, its
 figures' sources, and the sizing table in docs/deploy.md made from it."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from dynacron.cli import app
-from dynacron.config import Settings
-from dynacron.domain import capacity, capacity_model
-from dynacron.domain.capacity import PlanRefused, plan, size_elastic, size_tick
-from dynacron.domain.capacity_model import MEASURED, ElasticModel, TickModel
-from dynacron.resources import TABLES
+from dynacron.cli.main import app
+from dynacron.definitions.resources import TABLES
+from dynacron.entry.settings import Settings
+from dynacron.planning import capacity, capacity_model
+from dynacron.planning.capacity import PlanRefused, plan, size_elastic, size_tick
+from dynacron.planning.capacity_model import MEASURED, ElasticModel, TickModel
 from dynacron.services.tick_loop import LoopTiming
 from tests.support import ROOT
 

@@ -7,9 +7,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from dynacron.domain.claiming import Claim, advanced, claim_occurrence, jitter_offset
-from dynacron.domain.schedules import Schedule, Window, parse_at, parse_cron, parse_rate
-from dynacron.domain.tasks import (
+from dynacron.domain.schedules.expressions import Schedule, Window, parse_at, parse_cron, parse_rate
+from dynacron.domain.tasks.claiming import Claim, advanced, claim_occurrence, jitter_offset
+from dynacron.domain.tasks.task import (
     MAX_JITTER_SECONDS,
     CatchUp,
     CatchUpPolicy,

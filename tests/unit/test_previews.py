@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from dynacron.domain.describe import describe
-from dynacron.domain.previews import offset_changes, preview, preview_registration
-from dynacron.domain.schedules import (
+from dynacron.domain.schedules.describe import describe
+from dynacron.domain.schedules.expressions import (
     AfterSchedule,
     parse_cron,
     parse_fixed_delay,
     parse_rate,
 )
-from dynacron.domain.tasks import UNREADABLE_SCHEDULE
+from dynacron.domain.schedules.previews import offset_changes, preview, preview_registration
+from dynacron.domain.tasks.task import UNREADABLE_SCHEDULE
 
 HOUR = timedelta(hours=1)
 

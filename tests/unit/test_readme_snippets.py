@@ -6,7 +6,7 @@ import re
 import time
 from typing import Any
 
-from dynacron.domain.signing import signature_header
+from dynacron.domain.executions.signing import signature_header
 from tests.support import ROOT
 
 

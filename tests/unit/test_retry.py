@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import pytest
 
 from dynacron.domain.errors import InvalidRequest
-from dynacron.domain.retry import (
+from dynacron.domain.executions.retry import (
     AttemptFailure,
     RetryPolicy,
     decide,

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dynacron.domain.errors import InvalidSchedule
-from dynacron.domain.schedules import parse_at, parse_cron, parse_rate
+from dynacron.domain.schedules.expressions import parse_at, parse_cron, parse_rate
 
 
 def utc(*args: int) -> datetime:

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from dynacron import config
-from dynacron.config import Settings
-from dynacron.resources import QUEUES, TABLES
+from dynacron.definitions.resources import QUEUES, TABLES
+from dynacron.entry import settings as config
+from dynacron.entry.settings import Settings
 from tests.support import ROOT
 
 RESOURCES = {

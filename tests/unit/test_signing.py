@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from dynacron.domain.signing import signature_header, verify
+from dynacron.domain.executions.signing import signature_header, verify
 
 BODY = b'{"task_id":"t"}'
 

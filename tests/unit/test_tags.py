@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from dynacron.domain.errors import InvalidRequest
-from dynacron.domain.tags import (
+from dynacron.domain.tasks.changes import TaskChanges, apply_changes
+from dynacron.domain.tasks.specs import ScheduleSpec, TaskSpec, new_task
+from dynacron.domain.tasks.tags import (
     MAX_KEY_LENGTH,
     MAX_TAG_FILTERS,
     MAX_TAGS,
@@ -16,8 +18,6 @@ from dynacron.domain.tags import (
     parse_tag_filter,
     parse_tag_filters,
 )
-from dynacron.domain.task_changes import TaskChanges, apply_changes
-from dynacron.domain.task_specs import ScheduleSpec, TaskSpec, new_task
 from tests.conftest import START
 
 HOOK = "http://127.0.0.1:9/hook"

@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dynacron.domain.errors import Conflict, InvalidRequest
-from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.schedules import CronSchedule, RateSchedule
-from dynacron.domain.task_changes import UNSET, TaskChanges, apply_changes
-from dynacron.domain.task_specs import ScheduleSpec, TaskSpec, new_task, spec_of
-from dynacron.domain.tasks import CatchUp, Overlap, TaskStatus
-from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
+from dynacron.domain.executions.retry import RetryPolicy
+from dynacron.domain.schedules.expressions import CronSchedule, RateSchedule
+from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
+from dynacron.domain.tasks.changes import UNSET, TaskChanges, apply_changes
+from dynacron.domain.tasks.specs import ScheduleSpec, TaskSpec, new_task, spec_of
+from dynacron.domain.tasks.task import CatchUp, Overlap, TaskStatus
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 HOOK = "http://127.0.0.1:9/"

@@ -3,10 +3,10 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
-from dynacron.domain.claiming import advanced, claim_occurrence
 from dynacron.domain.instants import compact_instant, format_instant, parse_instant
-from dynacron.domain.schedules import parse_at, parse_cron, parse_rate
-from dynacron.domain.tasks import (
+from dynacron.domain.schedules.expressions import parse_at, parse_cron, parse_rate
+from dynacron.domain.tasks.claiming import advanced, claim_occurrence
+from dynacron.domain.tasks.task import (
     Sharding,
     Task,
     TaskStatus,

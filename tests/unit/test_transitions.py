@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from dynacron.domain import transitions as t
 from dynacron.domain.conditions import (
     AllOf,
     AnyOf,
@@ -20,17 +19,18 @@ from dynacron.domain.conditions import (
     Plus,
     Transition,
 )
-from dynacron.domain.execution_record import ERROR_LIMIT, expiry
-from dynacron.domain.executions import (
+from dynacron.domain.executions import transitions as t
+from dynacron.domain.executions.execution import (
     Dispatch,
     ExecutionStatus,
     HandlerCallRecord,
     ResultSummary,
     Upstream,
 )
-from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.schedules import RateSchedule
-from dynacron.domain.tasks import Task, TaskStatus
+from dynacron.domain.executions.record import ERROR_LIMIT, expiry
+from dynacron.domain.executions.retry import RetryPolicy
+from dynacron.domain.schedules.expressions import RateSchedule
+from dynacron.domain.tasks.task import Task, TaskStatus
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 RETENTION = timedelta(days=7)

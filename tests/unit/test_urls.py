@@ -4,9 +4,9 @@ import ipaddress
 
 import pytest
 
-from dynacron.config import LOOPBACK_NETWORKS
 from dynacron.domain.errors import InvalidRequest
-from dynacron.domain.urls import UrlPolicy
+from dynacron.domain.tasks.urls import UrlPolicy
+from dynacron.entry.settings import LOOPBACK_NETWORKS
 
 LOCAL = UrlPolicy(LOOPBACK_NETWORKS)
 DEPLOYED = UrlPolicy()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.task_changes import UNSET
-from dynacron.domain.tasks import CatchUp, Overlap
-from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
-from dynacron.models import TaskCreate, TaskPatch
+from dynacron.api.requests import TaskCreate, TaskPatch
+from dynacron.domain.executions.retry import RetryPolicy
+from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
+from dynacron.domain.tasks.changes import UNSET
+from dynacron.domain.tasks.task import CatchUp, Overlap
 
 
 def test_a_body_becomes_a_spec_with_the_wire_defaults() -> None:

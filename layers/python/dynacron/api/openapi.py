@@ -10,9 +10,9 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, O
 
 from dynacron.api.identity import API_KEY_HEADER
 from dynacron.api.problems import PROBLEM_JSON
-from dynacron.callbacks import CALLBACK_TOKEN_HEADER, CALLBACK_TOKEN_SCHEME
-from dynacron.config import Settings
-from dynacron.views import Problem
+from dynacron.api.responses import Problem
+from dynacron.definitions.callbacks import CALLBACK_TOKEN_HEADER, CALLBACK_TOKEN_SCHEME
+from dynacron.entry.settings import Settings
 
 # The callback routes' only authorisation: the token sent with the delivery.
 CALLBACK_SECURITY: list[dict[str, list[str]]] = [{CALLBACK_TOKEN_SCHEME: []}]

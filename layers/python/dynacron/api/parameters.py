@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 
-from dynacron.domain.create_keys import KEY_PATTERN, MAX_KEY_LENGTH
-from dynacron.domain.tags import FILTER_PATTERN, FILTER_RULE, MAX_TAG_FILTERS
+from dynacron.domain.coordination.create_keys import KEY_PATTERN, MAX_KEY_LENGTH
+from dynacron.domain.tasks.tags import FILTER_PATTERN, FILTER_RULE, MAX_TAG_FILTERS
 
 CreateKeyHeader = Annotated[
     str | None,

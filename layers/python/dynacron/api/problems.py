@@ -8,10 +8,10 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 
 from dynacron.api.json_body import NOT_AN_OBJECT
-from dynacron.domain.attention import STATUS_RULE
-from dynacron.domain.create_keys import HEADER as CREATE_KEY_HEADER
-from dynacron.domain.create_keys import KEY_RULE
-from dynacron.views import Problem
+from dynacron.api.responses import Problem
+from dynacron.domain.coordination.create_keys import HEADER as CREATE_KEY_HEADER
+from dynacron.domain.coordination.create_keys import KEY_RULE
+from dynacron.domain.executions.attention import STATUS_RULE
 
 PROBLEM_JSON = "application/problem+json"
 

@@ -38,29 +38,7 @@ from dynacron.api.parameters import (
     TaskId,
 )
 from dynacron.api.problems import PROBLEM_JSON, describe_validation_errors, problem
-from dynacron.callbacks import (
-    CALLBACK_TOKEN_HEADER,
-    CALLBACKS_RESOURCE,
-    is_callback_path,
-)
-from dynacron.config import Settings
-from dynacron.domain.attention import attention_query
-from dynacron.domain.create_keys import CreateKey
-from dynacron.domain.errors import (
-    CallbackRefused,
-    Conflict,
-    ExecutionNotFound,
-    InvalidRequest,
-    LimitExceeded,
-    RateLimited,
-    TaskNotFound,
-    Unauthenticated,
-)
-from dynacron.domain.quotas import TenantRateLimiter
-from dynacron.domain.tags import (
-    parse_tag_filters,
-)
-from dynacron.models import (
+from dynacron.api.requests import (
     BackfillRequest,
     CompleteRequest,
     PauseRequest,
@@ -68,10 +46,7 @@ from dynacron.models import (
     TaskCreate,
     TaskPatch,
 )
-from dynacron.services.executions import Completion, ExecutionService
-from dynacron.services.forecast import HerdForecast
-from dynacron.services.tasks import PayloadTooLarge, TaskService
-from dynacron.views import (
+from dynacron.api.responses import (
     BackfillView,
     ExecutionPage,
     ExecutionView,
@@ -82,6 +57,31 @@ from dynacron.views import (
     TaskView,
     TenantView,
 )
+from dynacron.definitions.callbacks import (
+    CALLBACK_TOKEN_HEADER,
+    CALLBACKS_RESOURCE,
+    is_callback_path,
+)
+from dynacron.domain.coordination.create_keys import CreateKey
+from dynacron.domain.coordination.quotas import TenantRateLimiter
+from dynacron.domain.errors import (
+    CallbackRefused,
+    Conflict,
+    ExecutionNotFound,
+    InvalidRequest,
+    LimitExceeded,
+    RateLimited,
+    TaskNotFound,
+    Unauthenticated,
+)
+from dynacron.domain.executions.attention import attention_query
+from dynacron.domain.tasks.tags import (
+    parse_tag_filters,
+)
+from dynacron.entry.settings import Settings
+from dynacron.services.executions import Completion, ExecutionService
+from dynacron.services.forecast import HerdForecast
+from dynacron.services.tasks import PayloadTooLarge, TaskService
 
 logger = Logger(service="dynacron-api")
 

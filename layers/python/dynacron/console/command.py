@@ -48,7 +48,7 @@ def console_command(
     Only the browser that opens the printed address (it carries this run's token)
     may use it; the API sees every call as yours.
     """
-    from dynacron.client import ApiUnreachable, SigV4Auth
+    from dynacron.client.api_client import ApiUnreachable, SigV4Auth
     from dynacron.console.proxy import ConsoleProxy, Upstream, api_base, region_of
 
     try:

@@ -3,7 +3,7 @@
 A ``Condition`` is what a stored record must be for a change to apply; a
 ``Transition`` pairs one with the attributes it sets, removes or computes. Both
 read a record as a plain mapping of attribute names to plain values (str, int,
-bool, dict), and know nothing of executions: ``dynacron.domain.transitions``
+bool, dict), and know nothing of executions: ``dynacron.domain.executions.transitions``
 states each of an execution's moves in this language, and each store carries one
 out atomically (the DynamoDB adapter compiles it into a condition and update
 expression, the SQLite adapter checks ``holds`` and writes ``applied_to`` inside

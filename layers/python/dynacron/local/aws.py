@@ -23,9 +23,7 @@ from botocore.exceptions import ClientError
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from dynacron.adapters.aws.cursors import DynamoCursorStore
-from dynacron.config import Settings
-from dynacron.domain.clock import Clock, SystemClock
-from dynacron.resources import (
+from dynacron.definitions.resources import (
     COORDINATION,
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
@@ -36,6 +34,8 @@ from dynacron.resources import (
     QueueDefinition,
     create_table_request,
 )
+from dynacron.domain.clock import Clock, SystemClock
+from dynacron.entry.settings import Settings
 
 REGION = "us-east-1"
 LOCAL_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}

@@ -17,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from dynacron.faults import Boundary
+from dynacron.ports.faults import Boundary
 
 THROTTLED = "ProvisionedThroughputExceededException"
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from dynacron.config import parse_api_keys
+from dynacron.entry.settings import parse_api_keys
 
 console = Console(stderr=True, highlight=False)
 COMPONENT_NAMES = ("api", "tick", "worker", "reaper")

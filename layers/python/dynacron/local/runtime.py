@@ -29,14 +29,15 @@ from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger
 
+from dynacron.adapters.delivery.registry import default_registry
+from dynacron.adapters.powertools.metrics import EmfDocument, MetricTotals
 from dynacron.adapters.sqlite.database import Durability
-from dynacron.app import Dynacron, default_delivery
-from dynacron.config import DEFAULT_TENANT, LOOPBACK_NETWORKS, Settings
+from dynacron.definitions.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from dynacron.domain.clock import Clock, SystemClock
-from dynacron.domain.executions import DeliveryResult, Dispatch
-from dynacron.domain.tasks import Task
-from dynacron.faults import NO_FAULTS, Faults
-from dynacron.handlers import default_registry
+from dynacron.domain.executions.execution import DeliveryResult, Dispatch
+from dynacron.domain.tasks.task import Task
+from dynacron.entry.composition import Dynacron, default_delivery
+from dynacron.entry.settings import DEFAULT_TENANT, LOOPBACK_NETWORKS, Settings
 from dynacron.local.aws import REGION
 from dynacron.local.chaos import ChaosSettings, CrashAt, SeededChance
 from dynacron.local.chaos import kill_this_process as _kill
@@ -49,8 +50,7 @@ from dynacron.local.stores import (
     StoreOptions,
     open_store,
 )
-from dynacron.metrics import EmfDocument, MetricTotals
-from dynacron.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
+from dynacron.ports.faults import NO_FAULTS, Faults
 from dynacron.services.work import Delivery
 
 logger = Logger(service="dynacron-local")

@@ -27,9 +27,10 @@ from dynacron.adapters.aws import aws_adapters
 from dynacron.adapters.sqlite import sqlite_adapters
 from dynacron.adapters.sqlite.database import Database, Durability
 from dynacron.adapters.sqlite.queue import SqliteQueues
-from dynacron.app import EXECUTION_RETENTION
-from dynacron.config import Settings
+from dynacron.definitions.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from dynacron.domain.clock import Clock
+from dynacron.entry.composition import EXECUTION_RETENTION
+from dynacron.entry.settings import Settings
 from dynacron.local.aws import (
     EmbeddedAws,
     aws_clients,
@@ -38,7 +39,6 @@ from dynacron.local.aws import (
 )
 from dynacron.local.chaos import ChaosSettings, chaotic_clients
 from dynacron.ports import AdapterSet
-from dynacron.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 
 StoreKind = Literal["sqlite", "emulator"]
 STORES: tuple[StoreKind, ...] = ("sqlite", "emulator")

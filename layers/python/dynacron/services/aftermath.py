@@ -21,9 +21,9 @@ import dataclasses
 import logging
 from datetime import datetime
 
-from dynacron.config import Settings
+from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions import (
+from dynacron.domain.executions.execution import (
     Dispatch,
     Execution,
     ExecutionStatus,
@@ -33,15 +33,15 @@ from dynacron.domain.executions import (
     new_token,
 )
 from dynacron.domain.instants import to_utc_ms
-from dynacron.domain.schedules import FixedDelaySchedule
-from dynacron.domain.tasks import (
+from dynacron.domain.schedules.expressions import FixedDelaySchedule
+from dynacron.domain.tasks.task import (
     Task,
     TaskStatus,
     downstream_execution_id,
     execution_id_for,
     skipped_reason,
 )
-from dynacron.metrics import ReliabilityMetrics
+from dynacron.entry.settings import Settings
 from dynacron.ports import DispatchQueue, ExecutionStore, TaskStore
 
 logger = logging.getLogger("dynacron")

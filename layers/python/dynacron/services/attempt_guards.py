@@ -12,12 +12,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
+from dynacron.adapters.powertools.idempotency import AttemptRefused, RemainingTime
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions import Execution, ExecutionStatus, HandlerCallRecord, LeaseTerms
-from dynacron.domain.tasks import Task
-from dynacron.faults import Boundary, Faults
-from dynacron.idempotency import AttemptRefused, RemainingTime
+from dynacron.domain.executions.execution import (
+    Execution,
+    ExecutionStatus,
+    HandlerCallRecord,
+    LeaseTerms,
+)
+from dynacron.domain.tasks.task import Task
 from dynacron.ports import BeginResult, ExecutionStore
+from dynacron.ports.faults import Boundary, Faults
 from dynacron.services.limits import Wait
 from dynacron.services.outcomes import AttemptOutcomes, Ended
 

@@ -6,18 +6,18 @@ from __future__ import annotations
 import dataclasses
 from enum import StrEnum
 
-from dynacron.domain.attention import AttentionQuery
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import CallbackRefused, Conflict, ExecutionNotFound
-from dynacron.domain.executions import (
+from dynacron.domain.executions.attention import AttentionQuery
+from dynacron.domain.executions.execution import (
     Execution,
     ExecutionStatus,
     LeaseTerms,
     new_token,
     token_matches,
 )
-from dynacron.domain.retry import AttemptFailure
-from dynacron.domain.tasks import task_id_of
+from dynacron.domain.executions.retry import AttemptFailure
+from dynacron.domain.tasks.task import task_id_of
 from dynacron.ports import DeadLetterQueue, DispatchQueue, ExecutionStore, Page
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 

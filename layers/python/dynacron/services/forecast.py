@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dynacron.domain.clock import Clock
-from dynacron.domain.forecast import Forecast, forecast
-from dynacron.domain.tasks import Task
+from dynacron.domain.schedules.forecast import Forecast, forecast
+from dynacron.domain.tasks.task import Task
 from dynacron.ports import TaskStore
 
 PAGE = 100

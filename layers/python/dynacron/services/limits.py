@@ -19,9 +19,9 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions import DeliveryResult, Dispatch, HandlerAnswer
-from dynacron.domain.limits import (
+from dynacron.domain.coordination.limits import (
     BreakerPolicy,
     HostState,
     Verdict,
@@ -33,8 +33,8 @@ from dynacron.domain.limits import (
     host_scope,
     spread,
 )
-from dynacron.domain.tasks import Task
-from dynacron.metrics import ReliabilityMetrics
+from dynacron.domain.executions.execution import DeliveryResult, Dispatch, HandlerAnswer
+from dynacron.domain.tasks.task import Task
 from dynacron.ports import LimitStore
 
 logger = logging.getLogger("dynacron")

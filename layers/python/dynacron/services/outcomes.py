@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
-from dynacron.domain.attention import Attention
+from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions import (
+from dynacron.domain.executions.attention import Attention
+from dynacron.domain.executions.execution import (
     Dispatch,
     Execution,
     ExecutionStatus,
@@ -23,12 +24,11 @@ from dynacron.domain.executions import (
     ResultSummary,
     new_token,
 )
+from dynacron.domain.executions.retry import AttemptFailure, decide
 from dynacron.domain.instants import format_instant
-from dynacron.domain.retry import AttemptFailure, decide
-from dynacron.domain.tasks import Task
-from dynacron.faults import NO_FAULTS, Boundary, Faults
-from dynacron.metrics import ReliabilityMetrics
+from dynacron.domain.tasks.task import Task
 from dynacron.ports import DeadLetterQueue, DispatchQueue, ExecutionStore
+from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.services.aftermath import Aftermath
 
 

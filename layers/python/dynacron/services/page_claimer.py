@@ -17,16 +17,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from dynacron.config import Settings
-from dynacron.domain.claiming import Claim, advanced, claim_occurrence
+from dynacron.adapters.messages import SEND_BATCH_LIMIT
+from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions import Dispatch
+from dynacron.domain.coordination.uptime import ShardHistory
+from dynacron.domain.executions.execution import Dispatch
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tasks import SKIPPED_CATCHUP, DuePlacement, Task, execution_id_for
-from dynacron.domain.uptime import ShardHistory
-from dynacron.faults import NO_FAULTS, Boundary, Faults
-from dynacron.messages import SEND_BATCH_LIMIT
-from dynacron.metrics import ReliabilityMetrics
+from dynacron.domain.tasks.claiming import Claim, advanced, claim_occurrence
+from dynacron.domain.tasks.task import SKIPPED_CATCHUP, DuePlacement, Task, execution_id_for
+from dynacron.entry.settings import Settings
 from dynacron.ports import (
     DispatchQueue,
     ExecutionStore,
@@ -36,6 +35,7 @@ from dynacron.ports import (
     UnreadableTask,
     reason_of,
 )
+from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 
 T = TypeVar("T")
 R = TypeVar("R")

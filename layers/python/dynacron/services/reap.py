@@ -33,12 +33,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions import ExecutionStatus, LeaseTerms, new_token
-from dynacron.domain.tasks import task_id_of
-from dynacron.faults import NO_FAULTS, Boundary, Faults
-from dynacron.metrics import ReliabilityMetrics
+from dynacron.domain.executions.execution import ExecutionStatus, LeaseTerms, new_token
+from dynacron.domain.tasks.task import task_id_of
 from dynacron.ports import DispatchQueue, ExecutionStore, StoreUnavailable, TaskStore, reason_of
+from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
 logger = logging.getLogger("dynacron")

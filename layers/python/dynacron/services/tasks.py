@@ -10,9 +10,11 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from dynacron.config import Settings
+from dynacron.adapters.delivery.connections import Resolver, check_handler_url
+from dynacron.adapters.delivery.registry import HandlerRegistry
 from dynacron.domain.clock import Clock
-from dynacron.domain.create_keys import HEADER, CreateKey
+from dynacron.domain.coordination.create_keys import HEADER, CreateKey
+from dynacron.domain.coordination.quotas import check_min_interval
 from dynacron.domain.errors import (
     Conflict,
     InvalidRequest,
@@ -20,37 +22,35 @@ from dynacron.domain.errors import (
     TaskNotFound,
     UnknownHandler,
 )
-from dynacron.domain.executions import Dispatch, Execution
+from dynacron.domain.executions.execution import Dispatch, Execution
 from dynacron.domain.instants import format_instant, to_utc_ms
-from dynacron.domain.previews import SchedulePreview, preview, preview_registration
-from dynacron.domain.quotas import check_min_interval
-from dynacron.domain.schedules import (
+from dynacron.domain.schedules.expressions import (
     GRID_KINDS,
     AfterSchedule,
     Schedule,
     parse_local_instant,
     upcoming,
 )
-from dynacron.domain.tags import TagFilter
-from dynacron.domain.task_changes import TaskChanges, apply_changes
-from dynacron.domain.task_specs import (
+from dynacron.domain.schedules.previews import SchedulePreview, preview, preview_registration
+from dynacron.domain.tasks.changes import TaskChanges, apply_changes
+from dynacron.domain.tasks.specs import (
     ScheduleSpec,
     TaskSpec,
     build_schedule,
     checked_first_run,
     new_task,
 )
-from dynacron.domain.tasks import (
+from dynacron.domain.tasks.tags import TagFilter
+from dynacron.domain.tasks.task import (
     UNREADABLE_SCHEDULE,
     Task,
     TaskStatus,
     backfill_execution_id,
     triggered_execution_id,
 )
-from dynacron.domain.urls import UrlPolicy
-from dynacron.handlers import HandlerRegistry
+from dynacron.domain.tasks.urls import UrlPolicy
+from dynacron.entry.settings import Settings
 from dynacron.ports import CreateKeys, ExecutionStore, Page, TaskStore, TenantStore
-from dynacron.safe_connections import Resolver, check_handler_url
 from dynacron.services.aftermath import RunStarter
 
 # One backfill request starts at most this many executions; ask again for more.

@@ -66,12 +66,11 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from dynacron.config import Settings
+from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
-from dynacron.domain.tasks import due_bucket_key
-from dynacron.domain.uptime import ShardHistory
-from dynacron.faults import NO_FAULTS, Faults
-from dynacron.metrics import ReliabilityMetrics
+from dynacron.domain.coordination.uptime import ShardHistory
+from dynacron.domain.tasks.task import due_bucket_key
+from dynacron.entry.settings import Settings
 from dynacron.ports import (
     ClaimPage,
     CursorStore,
@@ -80,6 +79,7 @@ from dynacron.ports import (
     PageClaims,
     TaskStore,
 )
+from dynacron.ports.faults import NO_FAULTS, Faults
 from dynacron.services.page_claimer import PageClaimer, TickReport
 
 logger = logging.getLogger("dynacron")

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 
+from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
-from dynacron.metrics import ReliabilityMetrics
 from dynacron.ports import ShardLeases
 from dynacron.services.tick import Ticker
 

@@ -44,20 +44,19 @@ import logging
 from datetime import datetime
 from enum import StrEnum
 
+from dynacron.adapters.messages import dispatch_from_body
+from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import DynacronError
-from dynacron.domain.executions import (
+from dynacron.domain.executions.execution import (
     Dispatch,
     Execution,
     ExecutionStatus,
     LeaseTerms,
     new_token,
 )
-from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.tasks import Task, task_id_of
-from dynacron.faults import NO_FAULTS, Boundary, Faults
-from dynacron.messages import dispatch_from_body
-from dynacron.metrics import ReliabilityMetrics
+from dynacron.domain.executions.retry import RetryPolicy
+from dynacron.domain.tasks.task import Task, task_id_of
 from dynacron.ports import (
     DeadLetterQueue,
     ExecutionStore,
@@ -66,6 +65,7 @@ from dynacron.ports import (
     UnreadableTaskError,
     reason_of,
 )
+from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.services.outcomes import AttemptOutcomes
 
 logger = logging.getLogger("dynacron")

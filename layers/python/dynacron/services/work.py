@@ -47,9 +47,15 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
-from dynacron.domain.attention import Attention
+from dynacron.adapters.powertools.idempotency import (
+    GuardedResult,
+    IdempotentHandlerCalls,
+    RemainingTime,
+)
+from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions import (
+from dynacron.domain.executions.attention import Attention
+from dynacron.domain.executions.execution import (
     DeliveryResult,
     Dispatch,
     Execution,
@@ -60,11 +66,8 @@ from dynacron.domain.executions import (
     scheduling_lag,
     token_digest,
 )
-from dynacron.domain.retry import AttemptFailure, RetryPolicy
-from dynacron.domain.tasks import Task, TaskStatus, skipped_reason
-from dynacron.faults import NO_FAULTS, Boundary, Faults
-from dynacron.idempotency import GuardedResult, IdempotentHandlerCalls, RemainingTime
-from dynacron.metrics import ReliabilityMetrics
+from dynacron.domain.executions.retry import AttemptFailure, RetryPolicy
+from dynacron.domain.tasks.task import Task, TaskStatus, skipped_reason
 from dynacron.ports import (
     BeginResult,
     DispatchQueue,
@@ -74,6 +77,7 @@ from dynacron.ports import (
     UnreadableTaskError,
     reason_of,
 )
+from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.services.attempt_guards import AttemptRecords, Heartbeats, HeldBack
 from dynacron.services.limits import LimitGate, Pass, Wait
 from dynacron.services.outcomes import AttemptOutcomes, Outcome

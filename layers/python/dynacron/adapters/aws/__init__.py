@@ -13,7 +13,7 @@ from dynacron.adapters.aws.limits import DynamoLimitStore
 from dynacron.adapters.aws.queue import SqsDeadLetterQueue, SqsDispatchQueue
 from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.adapters.aws.tenants import DynamoTenantStore
-from dynacron.config import Settings
+from dynacron.entry.settings import Settings
 from dynacron.ports import AdapterSet
 
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from dynacron.adapters.aws.errors import translating
-from dynacron.claims import page_to_event
+from dynacron.adapters.claim_events import page_to_event
 from dynacron.ports import ClaimPage
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.items import conditional_write, from_item, to_item
-from dynacron.domain.create_keys import KEY_LIFETIME, CreateKey, KeyReservation
-from dynacron.resources import CREATE_KEY_PREFIX
+from dynacron.definitions.resources import CREATE_KEY_PREFIX
+from dynacron.domain.coordination.create_keys import KEY_LIFETIME, CreateKey, KeyReservation
 
 
 def create_key_key(tenant_id: str, key: str) -> dict[str, Any]:

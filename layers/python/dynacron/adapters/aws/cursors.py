@@ -14,13 +14,13 @@ from dynacron.adapters.aws.items import (
     is_condition_failure,
     to_item,
 )
+from dynacron.definitions.resources import (
+    CURSOR_KEY_PREFIX,
+)
+from dynacron.domain.coordination.uptime import Outage, ShardHistory
 from dynacron.domain.instants import format_instant, parse_instant
-from dynacron.domain.uptime import Outage, ShardHistory
 from dynacron.ports import (
     ShardCursor,
-)
-from dynacron.resources import (
-    CURSOR_KEY_PREFIX,
 )
 
 

@@ -11,7 +11,21 @@ from dynacron.adapters.aws.items import (
 from dynacron.adapters.aws.task_items import (
     retry_from_map,
 )
-from dynacron.domain.execution_record import (
+from dynacron.adapters.messages import upstream_from_map
+from dynacron.definitions.resources import (
+    ATTENTION_INDEX,
+    DEAD_LETTER_INDEX,
+    EXECUTIONS,
+    LEASE_INDEX,
+)
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.executions.execution import (
+    Execution,
+    ExecutionStatus,
+    HandlerCallRecord,
+    ResultSummary,
+)
+from dynacron.domain.executions.record import (
     ATTENTION_AT,
     ATTENTION_TENANT,
     CALL_EXPIRES_AT,
@@ -23,21 +37,7 @@ from dynacron.domain.execution_record import (
     LEASE_SHARD,
     LEASE_UNTIL,
 )
-from dynacron.domain.executions import (
-    Execution,
-    ExecutionStatus,
-    HandlerCallRecord,
-    ResultSummary,
-)
 from dynacron.domain.instants import parse_instant
-from dynacron.domain.tenants import DEFAULT_TENANT
-from dynacron.messages import upstream_from_map
-from dynacron.resources import (
-    ATTENTION_INDEX,
-    DEAD_LETTER_INDEX,
-    EXECUTIONS,
-    LEASE_INDEX,
-)
 
 
 def execution_from_item(item: dict[str, Any]) -> Execution:

@@ -20,13 +20,18 @@ from dynacron.adapters.aws.items import (
     query_page,
     to_item,
 )
-from dynacron.domain.attention import AttentionQuery
+from dynacron.definitions.resources import (
+    ATTENTION_INDEX,
+    DEAD_LETTER_INDEX,
+    EXECUTIONS,
+    LEASE_INDEX,
+)
 from dynacron.domain.errors import InvalidRequest
-from dynacron.domain.execution_record import ATTENTION_AT, ATTENTION_TENANT, dead_letter_partition
-from dynacron.domain.executions import Execution
+from dynacron.domain.executions.attention import AttentionQuery
+from dynacron.domain.executions.execution import Execution
+from dynacron.domain.executions.record import ATTENTION_AT, ATTENTION_TENANT, dead_letter_partition
 from dynacron.domain.instants import format_instant
 from dynacron.ports import Page
-from dynacron.resources import ATTENTION_INDEX, DEAD_LETTER_INDEX, EXECUTIONS, LEASE_INDEX
 
 # Index queries (each with one BatchGetItem) a page of executions across tasks may
 # take to fill: entries whose item moved on, or of another status, are skipped.

@@ -1,6 +1,6 @@
 """Executions and their leases in DynamoDB (the ``ExecutionStore`` port).
 
-Each state transition is the domain's (``dynacron.domain.transitions``): what it
+Each state transition is the domain's (``dynacron.domain.executions.transitions``): what it
 expects and what it changes. Here each is carried out as one conditional write.
 """
 
@@ -19,21 +19,21 @@ from dynacron.adapters.aws.execution_queries import (
 )
 from dynacron.adapters.aws.expressions import apply_transition, apply_transition_returning
 from dynacron.adapters.aws.items import to_item
-from dynacron.domain import transitions
-from dynacron.domain.attention import Attention, AttentionQuery
+from dynacron.definitions.resources import LEASE_SHARDS
 from dynacron.domain.conditions import Transition
-from dynacron.domain.executions import (
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.executions import transitions
+from dynacron.domain.executions.attention import Attention, AttentionQuery
+from dynacron.domain.executions.execution import (
     Dispatch,
     Execution,
     ExecutionStatus,
     HandlerCallRecord,
     ResultSummary,
 )
-from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.tasks import Task, shard_for, task_id_of
-from dynacron.domain.tenants import DEFAULT_TENANT
+from dynacron.domain.executions.retry import RetryPolicy
+from dynacron.domain.tasks.task import Task, shard_for, task_id_of
 from dynacron.ports import BeginResult, Page
-from dynacron.resources import LEASE_SHARDS
 
 
 class DynamoExecutionStore:

@@ -16,13 +16,13 @@ from typing import Any, TypeVar
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from dynacron.definitions.resources import (
+    IndexDefinition,
+)
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.ports import (
     Page,
-)
-from dynacron.resources import (
-    IndexDefinition,
 )
 
 T = TypeVar("T")

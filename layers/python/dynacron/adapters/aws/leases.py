@@ -21,9 +21,9 @@ from typing import Any
 
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.items import conditional_write, from_item, to_item
+from dynacron.definitions.resources import COORDINATION
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.ports import ShardLease
-from dynacron.resources import COORDINATION
 
 # A lease record outlives its last holder by this long, then DynamoDB's TTL removes it.
 RECORD_RETENTION = timedelta(days=1)

@@ -23,9 +23,14 @@ from typing import Any
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.items import conditional_write, from_item, to_item
 from dynacron.adapters.aws.leases import EXPIRES_AT, record_expiry
+from dynacron.definitions.resources import (
+    COORDINATION,
+    HOST_KEY_PREFIX,
+    RATE_KEY_PREFIX,
+    SLOT_KEY_PREFIX,
+)
+from dynacron.domain.coordination.limits import BreakerState, HostState, RateLimit, take_token
 from dynacron.domain.instants import format_instant, parse_instant
-from dynacron.domain.limits import BreakerState, HostState, RateLimit, take_token
-from dynacron.resources import COORDINATION, HOST_KEY_PREFIX, RATE_KEY_PREFIX, SLOT_KEY_PREFIX
 
 # A concurrency limit tries this many of its slots before the execution waits:
 # bounded writes per attempt, whatever the limit.

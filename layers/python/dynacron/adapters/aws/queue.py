@@ -7,14 +7,14 @@ import json
 from typing import Any
 
 from dynacron.adapters.aws.errors import translating
-from dynacron.domain.executions import Dispatch
-from dynacron.messages import (
+from dynacron.adapters.messages import (
     EXECUTION_ID_ATTRIBUTE,
     FORWARD_REASON_ATTRIBUTE,
     MAX_DELAY_SECONDS,
     SEND_BATCH_LIMIT,
     dispatch_to_body,
 )
+from dynacron.domain.executions.execution import Dispatch
 
 
 class SqsDispatchQueue:

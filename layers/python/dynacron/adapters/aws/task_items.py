@@ -18,10 +18,17 @@ from dynacron.adapters.aws.items import (
     optional_instant,
     to_item,
 )
+from dynacron.definitions.resources import (
+    DEPENDENTS_INDEX,
+    DUE_INDEX,
+    TAGS_ATTRIBUTE,
+    TENANT_INDEX,
+)
+from dynacron.domain.coordination.limits import RateLimit, TaskLimits
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant, parse_instant
-from dynacron.domain.limits import RateLimit, TaskLimits
-from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.schedules import (
+from dynacron.domain.schedules.expressions import (
     AfterSchedule,
     CronSchedule,
     FixedDelaySchedule,
@@ -30,7 +37,8 @@ from dynacron.domain.schedules import (
     Schedule,
     Window,
 )
-from dynacron.domain.tasks import (
+from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
+from dynacron.domain.tasks.task import (
     DEFAULT_CATCHUP_WINDOW_SECONDS,
     UNREADABLE_SCHEDULE,
     CatchUp,
@@ -40,19 +48,11 @@ from dynacron.domain.tasks import (
     Task,
     TaskStatus,
 )
-from dynacron.domain.tenants import DEFAULT_TENANT
-from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.ports import (
     REASON_LIMIT,
     UnreadableTask,
     UnreadableTaskError,
     reason_of,
-)
-from dynacron.resources import (
-    DEPENDENTS_INDEX,
-    DUE_INDEX,
-    TAGS_ATTRIBUTE,
-    TENANT_INDEX,
 )
 
 T = TypeVar("T")

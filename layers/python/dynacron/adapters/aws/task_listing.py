@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from dynacron.adapters.aws.items import PartitionQuery, QueryFilter, filtered_query_page, query_page
-from dynacron.domain.tags import TagFilter
+from dynacron.definitions.resources import TAGS_ATTRIBUTE, TENANT_INDEX
+from dynacron.domain.tasks.tags import TagFilter
 from dynacron.ports import Page
-from dynacron.resources import TAGS_ATTRIBUTE, TENANT_INDEX
 
 # A filtered listing page's work: at most this many Query calls, each reading at
 # most this many index entries (the index's keys and at most 2 KB of tags), so one

@@ -33,11 +33,16 @@ from dynacron.adapters.aws.task_listing import (
     tenant_task_ids,
 )
 from dynacron.adapters.aws.tenants import tenant_key
-from dynacron.domain.claiming import Claim
+from dynacron.definitions.resources import (
+    DEPENDENTS_INDEX,
+    DUE_INDEX,
+    TENANT_INDEX,
+)
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tags import TagFilter, matches_all
-from dynacron.domain.tasks import (
+from dynacron.domain.tasks.claiming import Claim
+from dynacron.domain.tasks.tags import TagFilter, matches_all
+from dynacron.domain.tasks.task import (
     DuePlacement,
     Task,
     TaskStatus,
@@ -47,11 +52,6 @@ from dynacron.ports import (
     Page,
     UnreadableTask,
     UnreadableTaskError,
-)
-from dynacron.resources import (
-    DEPENDENTS_INDEX,
-    DUE_INDEX,
-    TENANT_INDEX,
 )
 
 

@@ -12,7 +12,7 @@ from dynacron.adapters.aws.items import (
     is_condition_failure,
     to_item,
 )
-from dynacron.resources import (
+from dynacron.definitions.resources import (
     TENANT_KEY_PREFIX,
 )
 

@@ -18,9 +18,9 @@ from dynacron.adapters.sqlite.executions import SqliteExecutionStore
 from dynacron.adapters.sqlite.queue import SqliteQueues
 from dynacron.adapters.sqlite.queue_ports import SqliteDeadLetterQueue, SqliteDispatchQueue
 from dynacron.adapters.sqlite.tasks import SqliteTaskStore
+from dynacron.definitions.resources import LEASE_SHARDS
 from dynacron.domain.clock import Clock
 from dynacron.ports import AdapterSet, DeadLetterQueue, DispatchQueue
-from dynacron.resources import LEASE_SHARDS
 
 
 @dataclass(frozen=True)

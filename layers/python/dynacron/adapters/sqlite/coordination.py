@@ -18,11 +18,11 @@ from typing import Any
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.records import dump, instant_or_none, load, optional_instant
 from dynacron.adapters.sqlite.schema import COORDINATION
+from dynacron.definitions.resources import SLOT_KEY_PREFIX
+from dynacron.domain.coordination.limits import BreakerState, HostState, RateLimit, take_token
+from dynacron.domain.coordination.uptime import Outage, ShardHistory
 from dynacron.domain.instants import format_instant, parse_instant
-from dynacron.domain.limits import BreakerState, HostState, RateLimit, take_token
-from dynacron.domain.uptime import Outage, ShardHistory
 from dynacron.ports import ShardCursor, ShardLease
-from dynacron.resources import SLOT_KEY_PREFIX
 
 # A concurrency limit tries this many of its slots before the execution waits
 # (as on DynamoDB: bounded work per attempt, whatever the limit).

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.schema import COORDINATION
-from dynacron.domain.create_keys import KEY_LIFETIME, CreateKey, KeyReservation
+from dynacron.domain.coordination.create_keys import KEY_LIFETIME, CreateKey, KeyReservation
 
 
 class SqliteCreateKeys:

@@ -10,9 +10,17 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from dynacron.adapters.messages import upstream_from_map
 from dynacron.adapters.sqlite.records import dump, load, retry_from_map
 from dynacron.domain.conditions import Transition
-from dynacron.domain.execution_record import (
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.executions.execution import (
+    Execution,
+    ExecutionStatus,
+    HandlerCallRecord,
+    ResultSummary,
+)
+from dynacron.domain.executions.record import (
     ATTENTION_AT,
     ATTENTION_TENANT,
     CALL_EXPIRES_AT,
@@ -23,16 +31,8 @@ from dynacron.domain.execution_record import (
     LEASE_SHARD,
     LEASE_UNTIL,
 )
-from dynacron.domain.executions import (
-    Execution,
-    ExecutionStatus,
-    HandlerCallRecord,
-    ResultSummary,
-)
 from dynacron.domain.instants import parse_instant
-from dynacron.domain.tasks import task_id_of
-from dynacron.domain.tenants import DEFAULT_TENANT
-from dynacron.messages import upstream_from_map
+from dynacron.domain.tasks.task import task_id_of
 
 
 def execution_from_record(values: Mapping[str, Any]) -> Execution:

@@ -1,6 +1,6 @@
 """Executions and their leases on SQLite (the ``ExecutionStore`` port).
 
-The rules are the domain's (``dynacron.domain.transitions``): each method builds
+The rules are the domain's (``dynacron.domain.executions.transitions``): each method builds
 the same ``Transition`` the DynamoDB adapter compiles into a condition expression,
 and carries it out inside one ``database.write()`` transaction: read the record,
 check ``holds``, write ``applied_to`` with the index columns taken from it. The
@@ -31,27 +31,27 @@ from dynacron.adapters.sqlite.schema import (
     EXECUTIONS,
     EXECUTIONS_ATTENTION,
 )
-from dynacron.domain import transitions
-from dynacron.domain.attention import Attention, AttentionQuery
+from dynacron.definitions.resources import LEASE_SHARDS
 from dynacron.domain.conditions import Transition
-from dynacron.domain.execution_record import (
-    DEAD_LETTER,
-    DEAD_LETTERED_AT,
-    dead_letter_partition,
-)
-from dynacron.domain.executions import (
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.executions import transitions
+from dynacron.domain.executions.attention import Attention, AttentionQuery
+from dynacron.domain.executions.execution import (
     Dispatch,
     Execution,
     ExecutionStatus,
     HandlerCallRecord,
     ResultSummary,
 )
+from dynacron.domain.executions.record import (
+    DEAD_LETTER,
+    DEAD_LETTERED_AT,
+    dead_letter_partition,
+)
+from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
-from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.tasks import Task, shard_for
-from dynacron.domain.tenants import DEFAULT_TENANT
+from dynacron.domain.tasks.task import Task, shard_for
 from dynacron.ports import BeginResult, Page
-from dynacron.resources import LEASE_SHARDS
 
 _DEAD_LETTER_LISTING = Listing(
     "executions/dead-letter",

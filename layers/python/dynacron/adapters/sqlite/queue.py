@@ -36,8 +36,8 @@ from typing import Any
 
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.signals import signal_for
+from dynacron.definitions.resources import QUEUES, QueueDefinition
 from dynacron.domain.clock import Clock
-from dynacron.resources import QUEUES, QueueDefinition
 
 TABLE = "queue_messages"
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import json
 
-from dynacron.adapters.sqlite.queue import OutgoingMessage, SqliteQueues
-from dynacron.domain.executions import Dispatch
-from dynacron.messages import (
+from dynacron.adapters.messages import (
     EXECUTION_ID_ATTRIBUTE,
     FORWARD_REASON_ATTRIBUTE,
     MAX_DELAY_SECONDS,
     dispatch_to_body,
 )
-from dynacron.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE
+from dynacron.adapters.sqlite.queue import OutgoingMessage, SqliteQueues
+from dynacron.definitions.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE
+from dynacron.domain.executions.execution import Dispatch
 
 
 class SqliteDispatchQueue:

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from dynacron.domain.coordination.limits import RateLimit, TaskLimits
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant, parse_instant
-from dynacron.domain.limits import RateLimit, TaskLimits
-from dynacron.domain.retry import RetryPolicy
-from dynacron.domain.schedules import (
+from dynacron.domain.schedules.expressions import (
     AfterSchedule,
     CronSchedule,
     FixedDelaySchedule,
@@ -29,7 +30,8 @@ from dynacron.domain.schedules import (
     Schedule,
     Window,
 )
-from dynacron.domain.tasks import (
+from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
+from dynacron.domain.tasks.task import (
     DEFAULT_CATCHUP_WINDOW_SECONDS,
     UNREADABLE_SCHEDULE,
     CatchUp,
@@ -38,8 +40,6 @@ from dynacron.domain.tasks import (
     Task,
     TaskStatus,
 )
-from dynacron.domain.tenants import DEFAULT_TENANT
-from dynacron.domain.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.ports import REASON_LIMIT, UnreadableTask, reason_of
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -25,11 +25,11 @@ from dynacron.adapters.sqlite.records import (
     task_to_record,
 )
 from dynacron.adapters.sqlite.schema import COORDINATION, TASKS
-from dynacron.domain.claiming import Claim
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tags import TagFilter, matches_all
-from dynacron.domain.tasks import DuePlacement, Task, TaskStatus
+from dynacron.domain.tasks.claiming import Claim
+from dynacron.domain.tasks.tags import TagFilter, matches_all
+from dynacron.domain.tasks.task import DuePlacement, Task, TaskStatus
 from dynacron.ports import REASON_LIMIT, Page, UnreadableTask, UnreadableTaskError
 
 

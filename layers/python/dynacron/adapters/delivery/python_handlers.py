@@ -1,0 +1,126 @@
+"""Delivery of one attempt to a Python handler registered in this process: it runs
+in a thread of its own, and the worker stops waiting for it at the call's deadline."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import threading
+from collections.abc import Callable
+
+from dynacron.adapters.delivery.registry import ExecutionContext, HandlerRegistry, PermanentFailure
+from dynacron.adapters.messages import upstream_to_map
+from dynacron.domain.executions.execution import DeliveryResult, Dispatch
+from dynacron.domain.executions.retry import AttemptFailure
+from dynacron.domain.tasks.task import Task
+
+logger = logging.getLogger("dynacron")
+
+
+class PythonDelivery:
+    """Calls a handler registered with ``@dynacron.handler`` in this process.
+
+    The handler runs in a thread of its own, and the worker waits for it at most
+    ``timeout_seconds``: then the attempt fails as timed out. Python cannot stop a
+    thread, so a handler that overruns goes on in the background until it returns
+    (its work may still happen: ``execution_id`` is the key that makes a later
+    attempt's effect happen once). A worker process may hold several such threads;
+    while one runs, this process does not call the handler again for the same
+    execution (that attempt fails, to be retried), so it never runs twice at once
+    here. Another process cannot know: the handler's own key must hold.
+    """
+
+    def __init__(self, registry: HandlerRegistry, timeout_seconds: float | None = None) -> None:
+        self._registry = registry
+        self._timeout_seconds = timeout_seconds
+        self._overrunning: dict[str, _HandlerRun] = {}
+        self._lock = threading.Lock()
+
+    def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
+        assert task.handler_name is not None, "a Python delivery needs a handler name"
+        function = self._registry.get(task.handler_name)
+        if function is None:
+            # Registered when the task was created, so this process lacks the module:
+            # a deployment mistake that a later attempt (on a fixed worker) may outlive.
+            return DeliveryResult.failed(
+                AttemptFailure(f"no handler named {task.handler_name!r} in this worker")
+            )
+        context = ExecutionContext(
+            execution_id=dispatch.execution_id,
+            task_id=task.task_id,
+            scheduled_at=dispatch.scheduled_at,
+            attempt=dispatch.attempt,
+            payload=task.payload,
+            upstream=upstream_to_map(dispatch.upstream) if dispatch.upstream else None,
+        )
+        with self._lock:
+            earlier = self._overrunning.get(dispatch.execution_id)
+            if earlier is not None and not earlier.done.is_set():
+                return DeliveryResult.failed(
+                    AttemptFailure("the handler is still running from an earlier attempt")
+                )
+            self._overrunning.pop(dispatch.execution_id, None)
+        run = _HandlerRun(function, context)
+        thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(run,),
+            name=f"handler-{dispatch.execution_id}",
+            daemon=True,  # an overrunning handler must not keep the process alive
+        )
+        thread.start()
+        if not run.done.wait(self._timeout_seconds):
+            with self._lock:
+                self._overrunning = {
+                    key: other
+                    for key, other in self._overrunning.items()
+                    if not other.done.is_set()
+                }
+                self._overrunning[dispatch.execution_id] = run
+            logger.warning(
+                "python handler overran its timeout; left running in the background",
+                extra={"execution_id": dispatch.execution_id, "handler": task.handler_name},
+            )
+            return DeliveryResult.failed(
+                AttemptFailure(f"handler timed out after {self._timeout_seconds:g} s")
+            )
+        if isinstance(run.error, PermanentFailure):
+            return DeliveryResult.failed(
+                AttemptFailure(f"handler failed permanently: {run.error}", retryable=False)
+            )
+        if run.error is not None:
+            error = run.error
+            return DeliveryResult.failed(
+                AttemptFailure(f"handler raised {type(error).__name__}: {error}")
+            )
+        returned = run.returned
+        return DeliveryResult.succeeded(excerpt=None if returned is None else _as_text(returned))
+
+
+class _HandlerRun:
+    """One Python handler call, made in its own thread; ``done`` once it returned or raised."""
+
+    def __init__(self, function: Callable[[ExecutionContext], object], context: ExecutionContext):
+        self._function = function
+        self._context = context
+        self.done = threading.Event()
+        self.returned: object = None
+        self.error: Exception | None = None
+
+    def __call__(self) -> None:
+        try:
+            self.returned = self._function(self._context)
+        except PermanentFailure as error:
+            self.error = error
+        except Exception as error:
+            logger.warning("python handler raised", exc_info=True)
+            self.error = error
+        finally:
+            self.done.set()
+
+
+def _as_text(returned: object) -> str:
+    try:
+        return json.dumps(returned, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return repr(returned)

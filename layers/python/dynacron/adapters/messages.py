@@ -1,0 +1,68 @@
+"""A dispatch as a queue message body, and the message attributes dynacron sets:
+the same wire format on every queue (SQS deployed, SQLite locally)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dynacron.domain.executions.execution import Dispatch, ResultSummary, Upstream
+from dynacron.domain.instants import format_instant, parse_instant
+
+SEND_BATCH_LIMIT = 10
+# SQS delays one message by at most 15 minutes; longer waits take several hops.
+MAX_DELAY_SECONDS = 900
+EXECUTION_ID_ATTRIBUTE = "execution_id"
+# On a message passed on to the dead-letter queue as it was: why it was not recorded.
+FORWARD_REASON_ATTRIBUTE = "reason"
+
+
+def dispatch_to_body(dispatch: Dispatch) -> str:
+    body: dict[str, Any] = {
+        "execution_id": dispatch.execution_id,
+        "task_id": dispatch.task_id,
+        "scheduled_at": format_instant(dispatch.scheduled_at),
+        "attempt": dispatch.attempt,
+    }
+    if dispatch.not_before is not None:
+        body["not_before"] = format_instant(dispatch.not_before)
+    if dispatch.upstream is not None:
+        body["upstream"] = upstream_to_map(dispatch.upstream)
+    if dispatch.tenant_id is not None:
+        body["tenant_id"] = dispatch.tenant_id
+    return json.dumps(body)
+
+
+def upstream_to_map(upstream: Upstream) -> dict[str, Any]:
+    return {
+        "execution_id": upstream.execution_id,
+        "status_code": upstream.result.status_code,
+        "excerpt": upstream.result.excerpt,
+    }
+
+
+def upstream_from_map(values: dict[str, Any] | None) -> Upstream | None:
+    if not values:
+        return None
+    status_code = values.get("status_code")
+    return Upstream(
+        execution_id=values["execution_id"],
+        result=ResultSummary(
+            status_code=int(status_code) if status_code is not None else None,
+            excerpt=values.get("excerpt"),
+        ),
+    )
+
+
+def dispatch_from_body(body: str) -> Dispatch:
+    values = json.loads(body)
+    not_before = values.get("not_before")
+    return Dispatch(
+        execution_id=values["execution_id"],
+        task_id=values["task_id"],
+        scheduled_at=parse_instant(values["scheduled_at"]),
+        attempt=int(values.get("attempt", 1)),
+        not_before=parse_instant(not_before) if not_before else None,
+        upstream=upstream_from_map(values.get("upstream")),
+        tenant_id=values.get("tenant_id"),
+    )

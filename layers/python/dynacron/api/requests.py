@@ -1,0 +1,471 @@
+"""Wire models of what the HTTP API accepts: pydantic, one per body. A task's body
+becomes a domain value here, once (``to_spec``, ``to_changes``); what the API
+returns is ``views``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from dynacron.domain.coordination.limits import (
+    MAX_CONCURRENCY,
+    MAX_RATE_PER_SECOND,
+    RateLimit,
+    TaskLimits,
+)
+from dynacron.domain.executions.retry import (
+    MAX_ATTEMPTS_LIMIT,
+    MAX_DELAY_LIMIT_SECONDS,
+    RetryPolicy,
+)
+from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
+from dynacron.domain.tasks.changes import UNSET, TaskChanges
+from dynacron.domain.tasks.specs import (
+    MAX_PAYLOAD_DEPTH,
+    SCHEDULE_KINDS,
+    ScheduleSpec,
+    TaskSpec,
+    payload_depth,
+)
+from dynacron.domain.tasks.tags import (
+    KEY_PATTERN,
+    KEY_RULE,
+    MAX_TAGS,
+    MAX_VALUE_LENGTH,
+    VALUE_PATTERN,
+    VALUE_RULE,
+)
+from dynacron.domain.tasks.task import (
+    MAX_CATCHUP_WINDOW_SECONDS,
+    MAX_JITTER_SECONDS,
+    CatchUp,
+    Overlap,
+)
+from dynacron.domain.tasks.urls import MAX_URL_LENGTH
+
+
+class DstPolicyModel(BaseModel):
+    """What a cron schedule does when daylight saving skips or repeats a wall-clock time."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    nonexistent: Literal["shift", "skip"] = Field(
+        default="shift",
+        description="A time the clocks skip: 'shift' to the first instant after the gap, "
+        "or 'skip' it",
+    )
+    ambiguous: Literal["first", "last", "both"] = Field(
+        default="first",
+        description="A time the clocks repeat: run at the 'first', 'last' or 'both'",
+    )
+
+    @classmethod
+    def of(cls, policy: DstPolicy) -> DstPolicyModel:
+        return cls(nonexistent=policy.nonexistent.value, ambiguous=policy.ambiguous.value)
+
+    def to_domain(self) -> DstPolicy:
+        return DstPolicy(Nonexistent(self.nonexistent), Ambiguous(self.ambiguous))
+
+
+def _bounds(minimum: int, maximum: int) -> dict[str, Any]:
+    return {"minimum": minimum, "maximum": maximum}
+
+
+class RetryCreate(BaseModel):
+    """A task's retry policy; every field has a default."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    # The bounds are stated in the schema and checked by ``RetryPolicy``, whose
+    # messages say the whole range ("must be between 1 and 100").
+    max_attempts: int = Field(
+        default=5,
+        description="Attempts in all, the first included",
+        json_schema_extra=_bounds(1, MAX_ATTEMPTS_LIMIT),
+    )
+    base_delay_seconds: int = Field(
+        default=5,
+        description="Ceiling of the first backoff",
+        json_schema_extra=_bounds(1, MAX_DELAY_LIMIT_SECONDS),
+    )
+    max_delay_seconds: int = Field(
+        default=600,
+        description="Ceiling of any backoff (at least base_delay_seconds)",
+        json_schema_extra=_bounds(1, MAX_DELAY_LIMIT_SECONDS),
+    )
+
+    def to_domain(self) -> RetryPolicy:
+        return RetryPolicy(self.max_attempts, self.base_delay_seconds, self.max_delay_seconds)
+
+
+class RateLimitModel(BaseModel):
+    """Limits on the task's handler host, shared with every task that calls it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    # The maxima are stated in the schema and checked by the domain (``RateLimit``,
+    # ``TaskLimits``), whose messages say the whole range.
+    per_second: float | None = Field(
+        default=None,
+        gt=0,
+        description="Executions per second to the host (token bucket)",
+        json_schema_extra={"maximum": MAX_RATE_PER_SECOND},
+    )
+    burst: int = Field(
+        default=1,
+        ge=1,
+        description="How many may start at once",
+        json_schema_extra={"maximum": MAX_CONCURRENCY},
+    )
+    max_in_flight: int | None = Field(
+        default=None,
+        ge=1,
+        description="Deliveries to the host at once",
+        json_schema_extra={"maximum": MAX_CONCURRENCY},
+    )
+
+    @classmethod
+    def of(cls, limits: TaskLimits) -> RateLimitModel | None:
+        rate = limits.rate_limit
+        if rate is None and limits.host_max_concurrency is None:
+            return None
+        return cls(
+            per_second=rate.per_second if rate else None,
+            burst=rate.burst if rate else 1,
+            max_in_flight=limits.host_max_concurrency,
+        )
+
+    def to_domain(self, max_concurrency: int | None) -> TaskLimits:
+        rate = RateLimit(self.per_second, self.burst) if self.per_second is not None else None
+        return TaskLimits(max_concurrency, rate, self.max_in_flight)
+
+
+# The rules between fields of a task body that the service enforces, stated in
+# the OpenAPI document (JSON Schema) so that a body valid by the document is not
+# refused for breaking one of them. "Given" is present and not null.
+def _given(name: str) -> dict[str, Any]:
+    return {"required": [name], "properties": {name: {"type": "string"}}}
+
+
+def _absent(name: str) -> dict[str, Any]:
+    return {"properties": {name: {"type": "null"}}}
+
+
+def _run_all() -> dict[str, Any]:
+    return {"required": ["catchup"], "properties": {"catchup": {"const": "run_all"}}}
+
+
+def _task_create_rules(schema: dict[str, Any]) -> None:
+    """Exactly one schedule kind and one handler; ``anchor`` with ``rate`` only,
+    ``dst`` never with ``rate``; ``catchup_window_seconds`` with ``run_all`` only."""
+    schema["allOf"] = [
+        {"oneOf": [_given(kind) for kind in SCHEDULE_KINDS]},
+        {"oneOf": [_given("handler_url"), _given("handler")]},
+        {"anyOf": [_absent("anchor"), _given("rate")]},
+        {"anyOf": [_absent("dst"), _absent("rate")]},
+        {"anyOf": [_absent("catchup_window_seconds"), _run_all()]},
+    ]
+
+
+def _missing(name: str) -> dict[str, Any]:
+    return {"properties": {name: False}}
+
+
+def _task_patch_rules(schema: dict[str, Any]) -> None:
+    """A patch that names a schedule kind (even as null) gives exactly one, which
+    replaces the task's; the same for the handler. The rules of ``TaskCreate`` that
+    hold whatever the stored task is; the rest depend on it (``anchor`` alone fits a
+    rate task only, ``catchup_window_seconds`` alone a ``run_all`` task only)."""
+    other_kinds = [_absent(kind) for kind in SCHEDULE_KINDS if kind != "rate"]
+    schema["allOf"] = [
+        {
+            "oneOf": [
+                {"allOf": [_missing(kind) for kind in SCHEDULE_KINDS]},
+                *[_given(kind) for kind in SCHEDULE_KINDS],
+            ]
+        },
+        {
+            "oneOf": [
+                {"allOf": [_missing("handler_url"), _missing("handler")]},
+                _given("handler_url"),
+                _given("handler"),
+            ]
+        },
+        {"anyOf": [_absent("anchor"), {"allOf": other_kinds}]},
+        {"anyOf": [_absent("dst"), _absent("rate")]},
+        {"anyOf": [_absent("catchup_window_seconds"), _absent("catchup"), _run_all()]},
+    ]
+
+
+def _tags_schema(schema: dict[str, Any]) -> None:
+    """The bounds ``domain.tags`` checks (its messages name the tag), stated here so
+    that a body valid by the document is not refused for its tags."""
+    bounded = {
+        "type": "object",
+        "maxProperties": MAX_TAGS,
+        "propertyNames": {"pattern": KEY_PATTERN},
+        "additionalProperties": {
+            "type": "string",
+            "maxLength": MAX_VALUE_LENGTH,
+            "pattern": VALUE_PATTERN,
+        },
+    }
+    if "anyOf" in schema:  # PATCH: null too (leaves the stored tags)
+        schema["anyOf"] = [bounded if s.get("type") == "object" else s for s in schema["anyOf"]]
+    else:
+        schema.update(bounded)
+
+
+TAGS_DESCRIPTION = (
+    f"Labels to find the task by (GET /tasks?tag=key:value): at most {MAX_TAGS}, "
+    f"each key {KEY_RULE}, each value {VALUE_RULE}; never interpreted"
+)
+
+
+def _schedule_rules(schema: dict[str, Any]) -> None:
+    """Exactly one schedule kind; ``anchor`` with ``rate`` only, ``dst`` never with it."""
+    schema["allOf"] = [
+        {"oneOf": [_given(kind) for kind in SCHEDULE_KINDS]},
+        {"anyOf": [_absent("anchor"), _given("rate")]},
+        {"anyOf": [_absent("dst"), _absent("rate")]},
+    ]
+
+
+class ScheduleFields(BaseModel):
+    """When a task runs, as ``POST /tasks`` takes it: exactly one of ``cron``, ``rate``,
+    ``at``, ``fixed_delay`` or ``after``, and what qualifies it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_schedule_rules)
+
+    cron: str | None = Field(
+        default=None,
+        description="5 fields, or 6 with seconds first; names, L, W, #, ?, H and macros",
+        max_length=200,
+    )
+    rate: str | None = Field(
+        default=None, description="e.g. '30 seconds', '5 minutes', '1 day'", max_length=50
+    )
+    at: str | None = Field(
+        default=None, description="ISO 8601 instant for a one-time task", max_length=64
+    )
+    fixed_delay: str | None = Field(
+        default=None,
+        description="e.g. '5 minutes': due that long after the previous execution finished",
+        max_length=50,
+    )
+    after: str | None = Field(
+        default=None,
+        description="A task id: run once per successful execution of that task",
+        min_length=1,
+        max_length=64,
+    )
+    timezone: str = Field(default="UTC", description="IANA time zone", max_length=64)
+    dst: DstPolicyModel | None = Field(
+        default=None, description="cron and at only; default shift and first"
+    )
+    anchor: str | None = Field(
+        default=None,
+        description="rate only: the first occurrence, and the grid every later one is on "
+        "(default: start_at, else the registration time)",
+        max_length=64,
+    )
+    start_at: str | None = Field(
+        default=None, description="ISO 8601: no occurrence before it", max_length=64
+    )
+    end_at: str | None = Field(
+        default=None,
+        description="ISO 8601: no occurrence after it; then the task is COMPLETED",
+        max_length=64,
+    )
+
+    def schedule_spec(self) -> ScheduleSpec:
+        return ScheduleSpec(
+            cron=self.cron,
+            rate=self.rate,
+            at=self.at,
+            fixed_delay=self.fixed_delay,
+            after=self.after,
+            timezone=self.timezone,
+            dst=self.dst.to_domain() if self.dst is not None else None,
+            anchor=self.anchor,
+            start_at=self.start_at,
+            end_at=self.end_at,
+        )
+
+
+class SchedulePreviewRequest(ScheduleFields):
+    """Body of ``POST /schedules/preview``: a schedule as ``POST /tasks`` takes it."""
+
+    count: int = Field(default=10, ge=1, le=100, description="How many occurrences")
+
+
+class TaskCreate(ScheduleFields):
+    """Body of ``POST /tasks``: exactly one of ``cron``, ``rate``, ``at``,
+    ``fixed_delay`` or ``after``, and exactly one of ``handler_url`` or ``handler``."""
+
+    model_config = ConfigDict(json_schema_extra=_task_create_rules)
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    jitter_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_JITTER_SECONDS,
+        description="Delay each execution's start by a fixed 0..N seconds drawn from its id",
+    )
+    catchup: Literal["skip", "run_once", "run_all"] = Field(
+        default="run_once", description="What happens to occurrences missed during an outage"
+    )
+    catchup_window_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_CATCHUP_WINDOW_SECONDS,
+        description="run_all only: missed occurrences older than this never run (default 1 day)",
+    )
+    overlap: Literal["allow", "skip", "buffer_one"] = Field(
+        default="allow",
+        description="A scheduled occurrence due while the previous one runs: run it anyway, "
+        "skip it (recorded as SKIPPED), or run it when the previous one ends (at most one waits)",
+    )
+    handler_url: str | None = Field(
+        default=None,
+        max_length=MAX_URL_LENGTH,
+        description="http(s) URL that receives a POST per execution",
+    )
+    handler: str | None = Field(
+        default=None, max_length=128, description="Name of a registered Python handler"
+    )
+    payload: dict[str, Any] = Field(
+        default_factory=dict,
+        description=f"JSON object sent to the handler; nested at most {MAX_PAYLOAD_DEPTH} levels",
+    )
+    retry: RetryCreate | None = None
+    max_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        description="Executions of this task delivering at once",
+        json_schema_extra={"maximum": MAX_CONCURRENCY},
+    )
+    rate_limit: RateLimitModel | None = None
+    tags: dict[str, str] = Field(
+        default_factory=dict, description=TAGS_DESCRIPTION, json_schema_extra=_tags_schema
+    )
+
+    @field_validator("payload", check_fields=False)
+    @classmethod
+    def _payload_not_too_deep(cls, payload: dict[str, Any] | None) -> dict[str, Any] | None:
+        if payload is not None and payload_depth(payload) > MAX_PAYLOAD_DEPTH:
+            raise ValueError(f"is nested more than {MAX_PAYLOAD_DEPTH} levels deep")
+        return payload
+
+    def limits(self) -> TaskLimits:
+        if self.rate_limit is None:
+            return TaskLimits(max_concurrency=self.max_concurrency)
+        return self.rate_limit.to_domain(self.max_concurrency)
+
+    def to_spec(self) -> TaskSpec:
+        """The registration this body asks for, as the domain takes it."""
+        return TaskSpec(
+            schedule=self.schedule_spec(),
+            handler_url=self.handler_url,
+            handler_name=self.handler,
+            payload=self.payload,
+            name=self.name,
+            retry=self.retry.to_domain() if self.retry is not None else RetryPolicy(),
+            catchup=CatchUp(self.catchup),
+            catchup_window_seconds=self.catchup_window_seconds,
+            jitter_seconds=self.jitter_seconds,
+            overlap=Overlap(self.overlap),
+            limits=self.limits(),
+            tags=self.tags,
+        )
+
+
+# The fields of ``TaskCreate`` that say when a task runs; a PATCH naming any of
+# them (even as null) recomputes the schedule.
+SCHEDULE_FIELDS = (*SCHEDULE_KINDS, "timezone", "dst", "anchor", "start_at", "end_at")
+
+
+class TaskPatch(TaskCreate):
+    """Body of ``PATCH /tasks/{task_id}``: any fields of ``TaskCreate``; the rest stay.
+
+    ``version``, when given, must be the task's current version (else 409).
+    """
+
+    model_config = ConfigDict(json_schema_extra=_task_patch_rules)
+
+    version: int | None = Field(default=None, ge=1)
+    # Every field is optional here: a default must not overwrite a stored value.
+    timezone: str | None = Field(default=None, max_length=64)  # type: ignore[assignment]
+    jitter_seconds: int | None = Field(  # type: ignore[assignment]
+        default=None, ge=0, le=MAX_JITTER_SECONDS
+    )
+    catchup: Literal["skip", "run_once", "run_all"] | None = None  # type: ignore[assignment]
+    overlap: Literal["allow", "skip", "buffer_one"] | None = None  # type: ignore[assignment]
+    payload: dict[str, Any] | None = None  # type: ignore[assignment]
+    tags: dict[str, str] | None = Field(  # type: ignore[assignment]
+        default=None,
+        description=TAGS_DESCRIPTION + "; replaces the whole map ({} clears it)",
+        json_schema_extra=_tags_schema,
+    )
+
+    def to_changes(self) -> TaskChanges:
+        """The changes this body asks for. A schedule kind or a handler sent as null
+        is ``UNSET`` (another one replaces it), and so is ``catchup`` (the stored
+        policy stays, its window goes); other nulls leave the stored value."""
+        named = self.model_fields_set
+
+        def cleared(name: str) -> Any:
+            value = getattr(self, name)
+            return UNSET if value is None and name in named else value
+
+        return TaskChanges(
+            version=self.version,
+            name=self.name,
+            cron=cleared("cron"),
+            rate=cleared("rate"),
+            at=cleared("at"),
+            fixed_delay=cleared("fixed_delay"),
+            after=cleared("after"),
+            timezone=self.timezone,
+            dst=self.dst.to_domain() if self.dst is not None else None,
+            anchor=self.anchor,
+            start_at=self.start_at,
+            end_at=self.end_at,
+            handler_url=cleared("handler_url"),
+            handler_name=cleared("handler"),
+            payload=self.payload,
+            retry=self.retry.to_domain() if self.retry is not None else None,
+            catchup=CatchUp(self.catchup) if self.catchup is not None else cleared("catchup"),
+            catchup_window_seconds=self.catchup_window_seconds,
+            jitter_seconds=self.jitter_seconds,
+            overlap=Overlap(self.overlap) if self.overlap is not None else None,
+            tags=self.tags,
+            reschedule=any(name in named for name in SCHEDULE_FIELDS),
+        )
+
+
+class PauseRequest(BaseModel):
+    """Body of ``POST /tasks/{task_id}/pause`` (optional)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    note: str | None = Field(default=None, max_length=500)
+
+
+class BackfillRequest(BaseModel):
+    """Body of ``POST /tasks/{task_id}/backfill``: both ends inclusive, ISO 8601."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    from_: str = Field(alias="from", max_length=64)
+    to: str = Field(max_length=64)
+
+
+class CompleteRequest(BaseModel):
+    """Body of ``POST /executions/{execution_id}/complete``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    status: Literal["SUCCEEDED", "FAILED"]
+    error: str | None = Field(default=None, max_length=2000)

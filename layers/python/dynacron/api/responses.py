@@ -1,0 +1,299 @@
+"""Wire models of what the HTTP API returns: pydantic, one per body."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from dynacron.api.requests import DstPolicyModel, RateLimitModel
+from dynacron.domain.executions.execution import Execution
+from dynacron.domain.instants import format_instant
+from dynacron.domain.schedules.forecast import Forecast
+from dynacron.domain.schedules.previews import OffsetChange, SchedulePreview
+from dynacron.domain.tasks.specs import spec_of
+from dynacron.domain.tasks.task import UNREADABLE_SCHEDULE, Task
+
+
+class BackfillView(BaseModel):
+    task_id: str
+    # Every occurrence in the range, in order, and which of them this call started.
+    execution_ids: list[str]
+    started: list[str]
+    already_requested: list[str]
+
+
+class RetryView(BaseModel):
+    max_attempts: int
+    base_delay_seconds: int
+    max_delay_seconds: int
+
+
+class ScheduleView(BaseModel):
+    # "unreadable": the stored schedule cannot be read (the task is ERROR; PATCH a new one).
+    kind: Literal["cron", "rate", "at", "fixed_delay", "after", "unreadable"]
+    expression: str
+
+
+class TaskView(BaseModel):
+    task_id: str
+    name: str
+    schedule: ScheduleView
+    timezone: str
+    dst: DstPolicyModel | None
+    anchor: str | None
+    start_at: str | None
+    end_at: str | None
+    jitter_seconds: int
+    catchup: str
+    catchup_window_seconds: int | None
+    overlap: str
+    after: str | None
+    pause_note: str | None
+    running_execution: str | None
+    buffered_at: str | None
+    handler_url: str | None
+    handler: str | None
+    retry: RetryView
+    max_concurrency: int | None = None
+    rate_limit: RateLimitModel | None = None
+    payload: dict[str, Any]
+    tags: dict[str, str]
+    status: str
+    # ERROR only: why the scheduler set the task aside.
+    status_reason: str | None = None
+    next_run_at: str | None
+    last_scheduled_at: str | None
+    version: int
+    created_at: str
+    updated_at: str
+
+    @classmethod
+    def of(cls, task: Task) -> TaskView:
+        """The task as the API shows it: what would register it again, and its state."""
+        spec = spec_of(task)
+        when = spec.schedule
+        schedule = task.schedule
+        expression = format_instant(schedule.at) if schedule.kind == "at" else schedule.expression
+        shown = (
+            ScheduleView(kind="unreadable", expression="")
+            if schedule is UNREADABLE_SCHEDULE
+            else ScheduleView(kind=schedule.kind, expression=expression)
+        )
+        return cls(
+            task_id=task.task_id,
+            name=task.name,
+            schedule=shown,
+            timezone=when.timezone,
+            dst=DstPolicyModel.of(when.dst) if when.dst is not None else None,
+            anchor=when.anchor,
+            start_at=when.start_at,
+            end_at=when.end_at,
+            jitter_seconds=spec.jitter_seconds,
+            catchup=spec.catchup.value,
+            catchup_window_seconds=spec.catchup_window_seconds,
+            overlap=spec.overlap.value,
+            after=when.after or None,
+            pause_note=task.pause_note,
+            running_execution=task.running_execution,
+            buffered_at=_optional_instant(task.buffered_at),
+            handler_url=spec.handler_url,
+            handler=spec.handler_name,
+            retry=RetryView(
+                max_attempts=spec.retry.max_attempts,
+                base_delay_seconds=spec.retry.base_delay_seconds,
+                max_delay_seconds=spec.retry.max_delay_seconds,
+            ),
+            max_concurrency=spec.limits.max_concurrency,
+            rate_limit=RateLimitModel.of(spec.limits),
+            payload=spec.payload,
+            tags=spec.tags,
+            status=task.status.value,
+            status_reason=task.status_reason,
+            next_run_at=_optional_instant(task.next_run_at),
+            last_scheduled_at=_optional_instant(task.last_scheduled_at),
+            version=task.version,
+            created_at=format_instant(task.created_at),
+            updated_at=format_instant(task.updated_at),
+        )
+
+
+class OffsetChangeView(BaseModel):
+    """The time zone's UTC offset changed (daylight saving began or ended) at ``at``,
+    from ``offset_before`` to ``offset_after`` (``+01:00``), before ``next_occurrence``."""
+
+    at: str
+    offset_before: str
+    offset_after: str
+    next_occurrence: str
+
+    @classmethod
+    def of(cls, change: OffsetChange) -> OffsetChangeView:
+        return cls(
+            at=format_instant(change.at),
+            offset_before=_offset(change.offset_before),
+            offset_after=_offset(change.offset_after),
+            next_occurrence=format_instant(change.next_occurrence),
+        )
+
+
+class SchedulePreviewView(BaseModel):
+    """Body of ``POST /schedules/preview``: the next occurrences (UTC) a schedule
+    would have, what it means in words, and the daylight-saving changes of its time
+    zone that fall between them."""
+
+    timezone: str
+    explanation: str = Field(description="The schedule in words, as `dynacron next --explain`")
+    occurrences: list[str]
+    dst_transitions: list[OffsetChangeView] = Field(
+        default_factory=list,
+        description="Where the time zone's UTC offset changes between two occurrences",
+    )
+
+    @classmethod
+    def of(cls, preview: SchedulePreview) -> SchedulePreviewView:
+        return cls(
+            timezone=preview.timezone,
+            explanation=preview.explanation,
+            occurrences=[format_instant(o) for o in preview.occurrences],
+            dst_transitions=[OffsetChangeView.of(c) for c in preview.offset_changes],
+        )
+
+
+class OccurrencesView(SchedulePreviewView):
+    """Body of ``GET /tasks/{task_id}/next``: upcoming occurrences, UTC, explained."""
+
+    task_id: str
+    # Older servers answered without these: a client reading one still parses.
+    explanation: str = Field(
+        default="", description="The schedule in words, as `dynacron next --explain`"
+    )
+
+    @classmethod
+    def of_task(cls, task_id: str, preview: SchedulePreview) -> OccurrencesView:
+        return cls(task_id=task_id, **SchedulePreviewView.of(preview).model_dump())
+
+
+def _offset(offset: timedelta) -> str:
+    """``+01:00``, ``-03:30``, ``+00:00``: as ISO 8601 writes a UTC offset."""
+    minutes = int(offset.total_seconds()) // 60
+    sign = "-" if minutes < 0 else "+"
+    hours, minutes = divmod(abs(minutes), 60)
+    return f"{sign}{hours:02d}:{minutes:02d}"
+
+
+def _optional_instant(value: datetime | None) -> str | None:
+    return format_instant(value) if value is not None else None
+
+
+class ExecutionView(BaseModel):
+    execution_id: str
+    task_id: str
+    scheduled_at: str
+    status: str
+    attempt: int
+    started_at: str | None
+    completed_at: str | None
+    error: str | None
+    next_attempt_at: str | None
+    lease_until: str | None
+    dead_lettered_at: str | None
+    upstream_execution_id: str | None
+    result_status_code: int | None
+    result_excerpt: str | None
+    # When it entered the state it is listed in across tasks (GET /executions);
+    # null while it is not listed there.
+    attention_at: str | None = None
+
+    @classmethod
+    def of(cls, execution: Execution) -> ExecutionView:
+        def instant(value: Any) -> str | None:
+            return format_instant(value) if value else None
+
+        return cls(
+            execution_id=execution.execution_id,
+            task_id=execution.task_id,
+            scheduled_at=format_instant(execution.scheduled_at),
+            status=execution.status.value,
+            attempt=execution.attempt,
+            started_at=instant(execution.started_at),
+            completed_at=instant(execution.completed_at),
+            error=execution.error,
+            next_attempt_at=instant(execution.next_attempt_at),
+            lease_until=instant(execution.lease_until),
+            dead_lettered_at=instant(execution.dead_lettered_at),
+            upstream_execution_id=execution.upstream.execution_id if execution.upstream else None,
+            result_status_code=execution.result.status_code if execution.result else None,
+            result_excerpt=execution.result.excerpt if execution.result else None,
+            attention_at=instant(execution.attention_at),
+        )
+
+
+class TaskPage(BaseModel):
+    items: list[TaskView]
+    next_token: str | None
+
+
+class ExecutionPage(BaseModel):
+    items: list[ExecutionView]
+    next_token: str | None
+
+
+class MinuteCount(BaseModel):
+    minute: str
+    executions: int
+
+
+class ForecastView(BaseModel):
+    """Body of ``GET /forecast``: executions starting in each minute ahead (UTC;
+    minutes with none are left out), the busiest minute, and whether every task
+    was counted (false: the counts are a lower bound)."""
+
+    start: str
+    minutes: int
+    tasks: int
+    complete: bool
+    peak: MinuteCount | None
+    per_minute: list[MinuteCount]
+
+    @classmethod
+    def of(cls, forecast: Forecast) -> ForecastView:
+        peak = forecast.peak
+        return cls(
+            start=format_instant(forecast.start),
+            minutes=forecast.minutes,
+            tasks=forecast.tasks,
+            complete=forecast.complete,
+            peak=MinuteCount(minute=format_instant(peak[0]), executions=peak[1]) if peak else None,
+            per_minute=[
+                MinuteCount(minute=format_instant(minute), executions=count)
+                for minute, count in sorted(forecast.per_minute.items())
+            ],
+        )
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, Any]] | None = None
+    limit: str | None = Field(
+        default=None, description="The limit that refused the request, e.g. 'max_tasks_per_tenant'"
+    )
+
+
+class TenantView(BaseModel):
+    """Body of ``GET /tenant``: who the caller is to dynacron, and its limits."""
+
+    tenant_id: str
+    signing_secrets: list[str] = Field(
+        description="Verify deliveries with any of these (newest first; two during a rotation)"
+    )
+    task_count: int
+    max_tasks: int
+    max_payload_bytes: int
+    min_interval_seconds: int

@@ -1,0 +1,69 @@
+"""The tables the ``dynacron`` command line prints (``--json`` prints the API's answer)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from dynacron.api.responses import ExecutionPage, ExecutionView, TaskPage, TaskView
+
+
+def table(
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], next_token: str | None
+) -> Table:
+    shown = Table(title=title, title_justify="left")
+    for column in columns:
+        shown.add_column(column, overflow="fold")
+    for row in rows:
+        # Text, never markup: names, tags and errors are whatever their owner wrote.
+        shown.add_row(*(Text("" if v is None else str(v)) for v in row))
+    if next_token:
+        shown.caption = f"more: --next-token {next_token}"
+    return shown
+
+
+def tasks(page: TaskPage | TaskView) -> Table:
+    items = page.items if isinstance(page, TaskPage) else [page]
+    return table(
+        "tasks",
+        ["task_id", "name", "schedule", "status", "next_run_at", "handler_url", "tags"],
+        [
+            [
+                t.task_id,
+                t.name,
+                f"{t.schedule.kind} {t.schedule.expression}",
+                f"{t.status}: {t.status_reason}" if t.status_reason else t.status,
+                t.next_run_at,
+                t.handler_url,
+                ", ".join(f"{k}={v}" for k, v in t.tags.items()),
+            ]
+            for t in items
+        ],
+        page.next_token if isinstance(page, TaskPage) else None,
+    )
+
+
+def executions(page: ExecutionPage | ExecutionView) -> Table:
+    items = page.items if isinstance(page, ExecutionPage) else [page]
+    return table(
+        "executions",
+        ["execution_id", "scheduled_at", "status", "attempt", "error"],
+        [[e.execution_id, e.scheduled_at, e.status, e.attempt, e.error] for e in items],
+        page.next_token if isinstance(page, ExecutionPage) else None,
+    )
+
+
+def listed(page: ExecutionPage) -> Table:
+    """Executions across tasks (``GET /executions``)."""
+    return table(
+        "executions across tasks",
+        ["attention_at", "status", "execution_id", "attempt", "lease_until", "error"],
+        [
+            [e.attention_at, e.status, e.execution_id, e.attempt, e.lease_until, e.error]
+            for e in page.items
+        ],
+        page.next_token,
+    )

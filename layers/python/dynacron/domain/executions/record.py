@@ -1,0 +1,147 @@
+"""An execution's record as stored: its attribute names and the shape of its values.
+
+A record is a plain mapping of the execution item's attribute names, as stored
+(``status``, ``attempt``, ``lease_token``, ``lease_until`` as ISO text,
+``lease_shard``, ``call_status``, ...), to plain values (str, int, bool, dict).
+The transitions (``dynacron.domain.executions.transitions``) write it through the helpers
+here; the stores index it and read it back by the same names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from dynacron.domain.conditions import AllOf, AnyOf, Below, Condition, Equals, Exists, Missing
+from dynacron.domain.executions.execution import HandlerCallRecord, ResultSummary, Upstream
+from dynacron.domain.executions.retry import RetryPolicy
+from dynacron.domain.instants import format_instant
+
+# The record's attributes that transitions test or that stores index. The AWS
+# resources (``dynacron.definitions.resources``) name the same ones for keys, indexes and TTL.
+EXECUTION_ID = "execution_id"
+STATUS = "status"
+ATTEMPT = "attempt"
+FIRST_ATTEMPT = "first_attempt"
+LEASE_TOKEN = "lease_token"
+LEASE_UNTIL = "lease_until"
+# Present while the lease is one the reaper must watch (the lease index's partition).
+LEASE_SHARD = "lease_shard"
+NEXT_ATTEMPT_AT = "next_attempt_at"
+COMPLETED_AT = "completed_at"
+ACCEPTED_AT = "accepted_at"
+ERROR = "error"
+RESULT = "result"
+# When the record may be deleted (epoch seconds): the executions table's TTL.
+EXPIRES_AT = "expires_at"
+# A dead letter's partition (one per tenant) and time, in the dead-letter index.
+DEAD_LETTER = "dead_letter"
+DEAD_LETTERED_AT = "dead_lettered_at"
+# Present only while the execution is listed across its tenant's tasks (the
+# attention index, decision 0028): its tenant, and since when.
+ATTENTION_TENANT = "attention_tenant"
+ATTENTION_AT = "attention_at"
+ATTENTION = frozenset({ATTENTION_TENANT, ATTENTION_AT})
+# The handler-call record kept on the execution (decision 0016); its answer is ``result``.
+CALL_STATUS = "call_status"
+CALL_EXPIRES_AT = "call_expires_at"
+CALL_IN_PROGRESS_UNTIL = "call_in_progress_until"
+
+# A stored error message is cut to this many characters.
+ERROR_LIMIT = 2000
+
+
+def dead_letter_partition(tenant_id: str) -> str:
+    """Each tenant's dead letters are one partition of the dead-letter index."""
+    return f"dead-letter#{tenant_id}"
+
+
+# --- what the transitions write ----------------------------------------------------
+
+
+def expiry(retention: timedelta, *ends: datetime | None) -> int:
+    """When a record may be deleted (epoch seconds): ``retention`` after the latest of
+    ``ends``.
+
+    Each transition that starts, moves on or ends an execution passes the moments
+    it matters until (now, its lease's end, its next attempt), never its scheduled
+    time: a backfilled or caught-up occurrence may be years old, and must not be
+    born expired (with its lease and idempotency record).
+    """
+    return int((max(end for end in ends if end is not None) + retention).timestamp())
+
+
+def present(values: Mapping[str, Any]) -> dict[str, Any]:
+    # An absent attribute, never a null one: as DynamoDB items have always been stored.
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def retry_record(policy: RetryPolicy) -> dict[str, int]:
+    """The retry policy as the record keeps it (the budget of its current attempts)."""
+    return {
+        "max_attempts": policy.max_attempts,
+        "base_delay_seconds": policy.base_delay_seconds,
+        "max_delay_seconds": policy.max_delay_seconds,
+    }
+
+
+def upstream_record(upstream: Upstream | None) -> dict[str, Any] | None:
+    """The upstream execution as the record keeps it (as the message carries it)."""
+    if upstream is None:
+        return None
+    return present(
+        {
+            "execution_id": upstream.execution_id,
+            "status_code": upstream.result.status_code,
+            "excerpt": upstream.result.excerpt,
+        }
+    )
+
+
+def result_record(result: ResultSummary) -> dict[str, Any]:
+    return present({"status_code": result.status_code, "excerpt": result.excerpt})
+
+
+def call_sets(call: HandlerCallRecord) -> dict[str, Any]:
+    """The attributes that keep a handler-call record on its execution."""
+    sets: dict[str, Any] = {CALL_STATUS: call.status, CALL_EXPIRES_AT: call.expires_at}
+    if call.in_progress_until_ms is not None:
+        sets[CALL_IN_PROGRESS_UNTIL] = call.in_progress_until_ms
+    if call.response is not None:
+        sets[RESULT] = result_record(call.response)
+    return sets
+
+
+def call_replaceable(call_now_ms: int) -> Condition:
+    """The handler-call record there may be replaced (by the wall clock's ``call_now_ms``):
+    there is none, it expired, or its call in progress timed out. Powertools' own
+    condition for saving an in-progress record."""
+    return AnyOf(
+        Missing(CALL_STATUS),
+        Below(CALL_EXPIRES_AT, call_now_ms // 1000),
+        AllOf(
+            Equals(CALL_STATUS, HandlerCallRecord.IN_PROGRESS),
+            Exists(CALL_IN_PROGRESS_UNTIL),
+            Below(CALL_IN_PROGRESS_UNTIL, call_now_ms),
+        ),
+    )
+
+
+def dead_letter_sets(tenant_id: str, now: datetime) -> dict[str, Any]:
+    """The attributes that list an execution as a dead letter of ``tenant_id``."""
+    return {DEAD_LETTER: dead_letter_partition(tenant_id), DEAD_LETTERED_AT: format_instant(now)}
+
+
+def attention_sets(tenant_id: str, at: datetime) -> dict[str, Any]:
+    """The attributes that list an execution across ``tenant_id``'s tasks from ``at``."""
+    return {ATTENTION_TENANT: tenant_id, ATTENTION_AT: format_instant(at)}
+
+
+def lease_sets(lease_token: str, lease_until: datetime, lease_shard: str) -> dict[str, Any]:
+    """The attributes of a lease held by ``lease_token``, watched by the reaper."""
+    return {
+        LEASE_UNTIL: format_instant(lease_until),
+        LEASE_SHARD: lease_shard,
+        LEASE_TOKEN: lease_token,
+    }

@@ -1,0 +1,323 @@
+"""Runtime settings, passed explicitly; ``from_env`` is the one place that reads them.
+
+Nothing reads the environment at import time: the Lambda handlers call
+``Settings.from_env`` on their first invocation, local mode builds Settings itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TypeVar
+
+from dynacron.definitions.resources import (
+    COORDINATION,
+    DEAD_LETTER_QUEUE,
+    DISPATCH_QUEUE,
+    EXECUTIONS,
+    TASKS,
+    WORKER_TIMEOUT_SECONDS,
+)
+from dynacron.domain.coordination.limits import BreakerPolicy
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.executions.execution import LeaseTerms
+from dynacron.domain.tasks.task import Sharding
+
+SHARD_COUNT_VAR = "DYNACRON_SHARD_COUNT"
+BUCKET_SECONDS_VAR = "DYNACRON_BUCKET_SECONDS"
+ALLOW_NETWORKS_VAR = "DYNACRON_DELIVERY_ALLOW_NETWORKS"
+HTTP_TIMEOUT_VAR = "DYNACRON_HTTP_TIMEOUT_SECONDS"
+API_KEYS_VAR = "DYNACRON_API_KEYS"
+MIN_INTERVAL_VAR = "DYNACRON_MIN_INTERVAL_SECONDS"
+MAX_TASKS_VAR = "DYNACRON_MAX_TASKS_PER_TENANT"
+RATE_LIMIT_VAR = "DYNACRON_TENANT_RATE_PER_SECOND"
+RATE_BURST_VAR = "DYNACRON_TENANT_RATE_BURST"
+LEASE_SECONDS_VAR = "DYNACRON_LEASE_SECONDS"
+CLOCK_SKEW_VAR = "DYNACRON_CLOCK_SKEW_SECONDS"
+CALLBACK_LEASE_VAR = "DYNACRON_CALLBACK_LEASE_SECONDS"
+PICKUP_GRACE_VAR = "DYNACRON_PICKUP_GRACE_SECONDS"
+API_URL_VAR = "DYNACRON_API_URL"
+HANDLER_MODULES_VAR = "DYNACRON_HANDLER_MODULES"
+BREAKER_FAILURE_THRESHOLD_VAR = "DYNACRON_BREAKER_FAILURE_THRESHOLD"
+BREAKER_COOL_DOWN_VAR = "DYNACRON_BREAKER_COOL_DOWN_SECONDS"
+MAX_QUEUED_DISPATCHES_VAR = "DYNACRON_MAX_QUEUED_DISPATCHES"
+FORECAST_MAX_TASKS_VAR = "DYNACRON_FORECAST_MAX_TASKS"
+FORECAST_MAX_OCCURRENCES_VAR = "DYNACRON_FORECAST_MAX_OCCURRENCES"
+MAX_RETRY_AFTER_VAR = "DYNACRON_MAX_RETRY_AFTER_SECONDS"
+WORKER_MARGIN_VAR = "DYNACRON_WORKER_MARGIN_SECONDS"
+# The tick's fairness settings (read by the tick only).
+TICK_MAX_CLAIMS_PER_TASK_VAR = "DYNACRON_TICK_MAX_CLAIMS_PER_TASK"
+TICK_BACKLOG_SECONDS_VAR = "DYNACRON_TICK_BACKLOG_SECONDS"
+CATCHUP_MAX_RUNS_VAR = "DYNACRON_CATCHUP_MAX_RUNS"
+TICK_HEARTBEAT_SECONDS_VAR = "DYNACRON_TICK_HEARTBEAT_SECONDS"
+# The claim function the looping tick hands large pages to (its ARN; decision 0025).
+CLAIM_FUNCTION_VAR = "DYNACRON_CLAIM_FUNCTION"
+LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
+__all__ = ["DEFAULT_TENANT", "LOOPBACK_NETWORKS", "Settings", "parse_api_keys"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    tasks_table: str
+    executions_table: str
+    coordination_table: str
+    dispatch_queue_url: str
+    dead_letter_queue_url: str
+    shard_count: int = 4
+    # Width of a due-index time bucket. Wide buckets mean few queries per tick;
+    # the sort key bounds each query to what is due, so width never costs reads.
+    bucket_seconds: int = 3600
+    # Networks a handler URL may resolve into. Empty means "public addresses only"
+    # (the deployed default); local mode sets loopback only.
+    delivery_allow_networks: tuple[str, ...] = ()
+    http_timeout_seconds: float = 10.0
+    max_payload_bytes: int = 32 * 1024
+    # How far back a shard with no cursor yet starts looking for due items.
+    initial_lookback_seconds: int = 7 * 24 * 3600
+    # An old bucket is only left behind once it ended this long ago, so that
+    # an index write still propagating (GSIs are eventually consistent) or a
+    # writer whose clock lags is not skipped.
+    cursor_grace_seconds: int = 120
+    tick_page_size: int = 100
+    tick_max_claims: int = 2000
+    # Claims (and sends) of one page are issued from this many threads: each is
+    # a round trip of ~10 ms to DynamoDB, so one at a time caps a shard near
+    # 100 claims/s. Distinct tasks, distinct items: no claim waits on another.
+    tick_concurrency: int = 16
+    # An occurrence claimed later than this is late; it was missed (and its
+    # task's catch-up policy decides) only if no tick of its shard ran while it
+    # was on time, or the task was paused. Lateness from load runs late.
+    misfire_grace_seconds: int = 60
+    # A tick records that its shard ran at most this often (one write on the
+    # cursor item); keep it well under the misfire grace.
+    tick_heartbeat_seconds: int = 10
+    # One task gets at most this many claims in one tick; the rest of its
+    # backlog waits for the next tick, so it cannot fill the claim budget.
+    tick_max_claims_per_task: int = 10
+    # After what is on time, the backlog is worked for at most this long per
+    # tick (after its first page), so the next tick starts on time.
+    tick_backlog_seconds: float = 0.8
+    # run_all runs at most this many missed occurrences of one downtime (the
+    # latest); older ones are skipped, and one SKIPPED execution says so.
+    catchup_max_runs: int = 100
+    # API keys mapped to tenants, as (key, tenant) pairs; a key given with a
+    # request wins over the caller's IAM principal.
+    api_keys: tuple[tuple[str, str], ...] = ()
+    # The tenant of a caller with no identity at all (local mode without keys);
+    # None means such a caller is refused with 401.
+    default_tenant: str | None = None
+    max_tasks_per_tenant: int = 10_000
+    # A schedule may not fire more often than this (1: every second, the tick's resolution).
+    min_interval_seconds: int = 1
+    # Per tenant and per API process; 0 switches the limiter off.
+    tenant_rate_per_second: float = 20.0
+    tenant_rate_burst: int = 100
+    # Follow a handler's redirect to another host (each hop is still checked).
+    follow_cross_host_redirects: bool = False
+    # A running execution's lease: renewed by the worker's heartbeat every third
+    # of it, so a worker that dies is noticed within one lease.
+    lease_seconds: float = 30.0
+    # Machines disagree about the time by up to this much: the reaper waits this
+    # long past a lease's end, and a holder renews this long before it.
+    clock_skew_seconds: float = 5.0
+    # How long a handler that answered 202 Accepted has to call heartbeat or complete.
+    callback_lease_seconds: float = 600.0
+    # How long a queued attempt may wait in SQS past its due time before the
+    # reaper sends it again (the first message may have been lost in a crash).
+    pickup_grace_seconds: float = 300.0
+    # How long a handler's recorded success answers for its execution_id.
+    idempotency_ttl_seconds: int = 24 * 3600
+    # One worker invocation's time limit (the Lambda timeout in AWS).
+    worker_timeout_seconds: int = WORKER_TIMEOUT_SECONDS
+    reaper_page_size: int = 100
+    reaper_max_per_run: int = 1000
+    # Where handlers reach the API for heartbeat and complete calls (optional).
+    api_base_url: str | None = None
+    # Modules to import at start so their ``@dynacron.handler`` functions register.
+    handler_modules: tuple[str, ...] = ()
+    # A host's breaker opens after this many consecutive failures, for the cool-down.
+    breaker_failure_threshold: int = 5
+    breaker_cool_down_seconds: float = 10.0
+    # The tick enqueues nothing more while the dispatch queue holds this many messages.
+    max_queued_dispatches: int = 20_000
+    # GET /forecast reads at most this many tasks and computes this many executions
+    # (a per-second cron costs 50-100 µs an occurrence on a whole vCPU, and the API
+    # function has some 0.15 vCPU at 256 MB: 30,000 stay inside its 29 s).
+    forecast_max_tasks: int = 20_000
+    forecast_max_occurrences: int = 30_000
+    # A handler's Retry-After pauses its host (for its tenant) and delays its retry
+    # by at most this long, and at most the task's retry.max_delay_seconds.
+    max_retry_after_seconds: int = 3600
+    # A worker takes the next record of its batch only while a whole handler call
+    # (http_timeout_seconds) and this margin, to begin and record it, fit in what
+    # is left of its invocation; the rest go back to the queue unbegun.
+    worker_margin_seconds: float = 5.0
+    # Elastic capacity (decision 0025): with a claim function, a tick hands a page
+    # of at least ``tick_fanout_min_tasks`` due tasks (a 128 MB tick claims about
+    # 20 a second) to a claim invocation, at most ``tick_fanout_max_pages`` pages a
+    # tick (a large page beyond waits for the next tick), and claims smaller pages
+    # itself. A task handed out is not handed out or
+    # claimed by the tick again for ``tick_fanout_fresh_seconds``; after that, if
+    # still due (the invocation failed or never ran), the tick finds it again.
+    claim_function: str | None = None
+    tick_fanout_min_tasks: int = 20
+    tick_fanout_max_pages: int = 10
+    tick_fanout_fresh_seconds: float = 10.0
+
+    @property
+    def breaker_policy(self) -> BreakerPolicy:
+        return BreakerPolicy(
+            failure_threshold=self.breaker_failure_threshold,
+            cool_down=timedelta(seconds=self.breaker_cool_down_seconds),
+            probe_lease=timedelta(seconds=self.http_timeout_seconds + 2 * self.clock_skew_seconds),
+        )
+
+    @property
+    def sharding(self) -> Sharding:
+        return Sharding(shard_count=self.shard_count, bucket_seconds=self.bucket_seconds)
+
+    @property
+    def lease_terms(self) -> LeaseTerms:
+        return LeaseTerms(
+            running=timedelta(seconds=self.lease_seconds),
+            awaiting_callback=timedelta(seconds=self.callback_lease_seconds),
+            pickup_grace=timedelta(seconds=self.pickup_grace_seconds),
+            clock_skew=timedelta(seconds=self.clock_skew_seconds),
+        )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        heartbeat = _at_least(1, environ, TICK_HEARTBEAT_SECONDS_VAR, cls.tick_heartbeat_seconds)
+        if heartbeat >= cls.misfire_grace_seconds:
+            # A gap longer than the grace is an outage: a heartbeat that rare would
+            # turn every quiet moment into one.
+            raise ValueError(
+                f"{TICK_HEARTBEAT_SECONDS_VAR} must be under the misfire grace "
+                f"({cls.misfire_grace_seconds} s), not {heartbeat}"
+            )
+        return cls(
+            tasks_table=environ[TASKS.env_var],
+            executions_table=environ[EXECUTIONS.env_var],
+            coordination_table=environ[COORDINATION.env_var],
+            dispatch_queue_url=environ[DISPATCH_QUEUE.env_var],
+            dead_letter_queue_url=environ[DEAD_LETTER_QUEUE.env_var],
+            shard_count=int(environ.get(SHARD_COUNT_VAR, cls.shard_count)),
+            bucket_seconds=int(environ.get(BUCKET_SECONDS_VAR, cls.bucket_seconds)),
+            delivery_allow_networks=_split(environ.get(ALLOW_NETWORKS_VAR, "")),
+            http_timeout_seconds=float(environ.get(HTTP_TIMEOUT_VAR, cls.http_timeout_seconds)),
+            api_keys=parse_api_keys(environ.get(API_KEYS_VAR, "")),
+            min_interval_seconds=_at_least(1, environ, MIN_INTERVAL_VAR, cls.min_interval_seconds),
+            max_tasks_per_tenant=_at_least(1, environ, MAX_TASKS_VAR, cls.max_tasks_per_tenant),
+            tenant_rate_per_second=_at_least(
+                0.0, environ, RATE_LIMIT_VAR, cls.tenant_rate_per_second
+            ),
+            tenant_rate_burst=_at_least(1, environ, RATE_BURST_VAR, cls.tenant_rate_burst),
+            lease_seconds=float(environ.get(LEASE_SECONDS_VAR, cls.lease_seconds)),
+            clock_skew_seconds=float(environ.get(CLOCK_SKEW_VAR, cls.clock_skew_seconds)),
+            callback_lease_seconds=float(
+                environ.get(CALLBACK_LEASE_VAR, cls.callback_lease_seconds)
+            ),
+            pickup_grace_seconds=float(environ.get(PICKUP_GRACE_VAR, cls.pickup_grace_seconds)),
+            api_base_url=environ.get(API_URL_VAR) or None,
+            handler_modules=_split(environ.get(HANDLER_MODULES_VAR, "")),
+            breaker_failure_threshold=_at_least(
+                1, environ, BREAKER_FAILURE_THRESHOLD_VAR, cls.breaker_failure_threshold
+            ),
+            breaker_cool_down_seconds=_at_least(
+                0.0, environ, BREAKER_COOL_DOWN_VAR, cls.breaker_cool_down_seconds
+            ),
+            max_queued_dispatches=_at_least(
+                1, environ, MAX_QUEUED_DISPATCHES_VAR, cls.max_queued_dispatches
+            ),
+            forecast_max_tasks=_at_least(
+                1, environ, FORECAST_MAX_TASKS_VAR, cls.forecast_max_tasks
+            ),
+            forecast_max_occurrences=_at_least(
+                1, environ, FORECAST_MAX_OCCURRENCES_VAR, cls.forecast_max_occurrences
+            ),
+            max_retry_after_seconds=_at_least(
+                0, environ, MAX_RETRY_AFTER_VAR, cls.max_retry_after_seconds
+            ),
+            worker_margin_seconds=_at_least(
+                0.0, environ, WORKER_MARGIN_VAR, cls.worker_margin_seconds
+            ),
+            tick_max_claims_per_task=_at_least(
+                1, environ, TICK_MAX_CLAIMS_PER_TASK_VAR, cls.tick_max_claims_per_task
+            ),
+            tick_backlog_seconds=_at_least(
+                0.0, environ, TICK_BACKLOG_SECONDS_VAR, cls.tick_backlog_seconds
+            ),
+            catchup_max_runs=_at_least(1, environ, CATCHUP_MAX_RUNS_VAR, cls.catchup_max_runs),
+            tick_heartbeat_seconds=heartbeat,
+            claim_function=environ.get(CLAIM_FUNCTION_VAR) or None,
+        )
+
+    def to_env(self) -> dict[str, str]:
+        """The environment that makes ``from_env`` return these settings."""
+        return {
+            TASKS.env_var: self.tasks_table,
+            EXECUTIONS.env_var: self.executions_table,
+            COORDINATION.env_var: self.coordination_table,
+            DISPATCH_QUEUE.env_var: self.dispatch_queue_url,
+            DEAD_LETTER_QUEUE.env_var: self.dead_letter_queue_url,
+            SHARD_COUNT_VAR: str(self.shard_count),
+            BUCKET_SECONDS_VAR: str(self.bucket_seconds),
+            ALLOW_NETWORKS_VAR: ",".join(self.delivery_allow_networks),
+            HTTP_TIMEOUT_VAR: str(self.http_timeout_seconds),
+            API_KEYS_VAR: ",".join(f"{key}={tenant}" for key, tenant in self.api_keys),
+            MIN_INTERVAL_VAR: str(self.min_interval_seconds),
+            MAX_TASKS_VAR: str(self.max_tasks_per_tenant),
+            RATE_LIMIT_VAR: str(self.tenant_rate_per_second),
+            RATE_BURST_VAR: str(self.tenant_rate_burst),
+            LEASE_SECONDS_VAR: str(self.lease_seconds),
+            CLOCK_SKEW_VAR: str(self.clock_skew_seconds),
+            CALLBACK_LEASE_VAR: str(self.callback_lease_seconds),
+            PICKUP_GRACE_VAR: str(self.pickup_grace_seconds),
+            API_URL_VAR: self.api_base_url or "",
+            HANDLER_MODULES_VAR: ",".join(self.handler_modules),
+            BREAKER_FAILURE_THRESHOLD_VAR: str(self.breaker_failure_threshold),
+            BREAKER_COOL_DOWN_VAR: str(self.breaker_cool_down_seconds),
+            MAX_QUEUED_DISPATCHES_VAR: str(self.max_queued_dispatches),
+            FORECAST_MAX_TASKS_VAR: str(self.forecast_max_tasks),
+            FORECAST_MAX_OCCURRENCES_VAR: str(self.forecast_max_occurrences),
+            MAX_RETRY_AFTER_VAR: str(self.max_retry_after_seconds),
+            WORKER_MARGIN_VAR: str(self.worker_margin_seconds),
+            TICK_MAX_CLAIMS_PER_TASK_VAR: str(self.tick_max_claims_per_task),
+            TICK_BACKLOG_SECONDS_VAR: str(self.tick_backlog_seconds),
+            CATCHUP_MAX_RUNS_VAR: str(self.catchup_max_runs),
+            TICK_HEARTBEAT_SECONDS_VAR: str(self.tick_heartbeat_seconds),
+            CLAIM_FUNCTION_VAR: self.claim_function or "",
+        }
+
+
+Number = TypeVar("Number", int, float)
+
+
+def _at_least(minimum: Number, environ: Mapping[str, str], var: str, default: Number) -> Number:
+    """``var`` as a number of ``default``'s type, at least ``minimum``; errors name ``var``."""
+    raw = environ.get(var)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = type(default)(raw)
+    except ValueError:
+        raise ValueError(f"{var} must be a number, not {raw!r}") from None
+    if value < minimum:
+        raise ValueError(f"{var} must be at least {minimum}, not {raw!r}")
+    return value
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def parse_api_keys(text: str) -> tuple[tuple[str, str], ...]:
+    """``"KEY=TENANT,KEY2"`` -> pairs; a key without ``=TENANT`` gets a tenant named
+    after its hash (never the key itself: tenant names are stored and shown)."""
+    pairs = []
+    for entry in _split(text):
+        key, _, tenant = entry.partition("=")
+        pairs.append((key, tenant or "key-" + hashlib.sha256(key.encode()).hexdigest()[:12]))
+    return tuple(pairs)
