@@ -8,113 +8,148 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.console import Console
 
 from dynacron.entry.settings import parse_api_keys
 
+if TYPE_CHECKING:
+    from dynacron.adapters.sqlite.database import Durability
+    from dynacron.local.runtime import LocalRuntime
+
 console = Console(stderr=True, highlight=False)
 COMPONENT_NAMES = ("api", "tick", "worker", "reaper")
+ALL_COMPONENTS = ",".join(COMPONENT_NAMES)
 # Per project: the directory `make run` starts in.
 DEFAULT_DATA_DIR = Path(".dynacron")
 
 
+# The options of `dynacron local`, each with its help text.
+PortOption = Annotated[int, typer.Option(help="API port on the loopback interface")]
+ShardsOption = Annotated[int, typer.Option(min=1, max=64, help="Due-index shards to tick")]
+WorkersOption = Annotated[int, typer.Option(min=1, max=64, help="Worker threads polling SQS")]
+StoreOption = Annotated[
+    str,
+    typer.Option(
+        help="sqlite: keep tasks and history in --data-dir across restarts; "
+        "emulator: the AWS code paths on an in-memory AWS emulator, forgotten at exit"
+    ),
+]
+DataDirOption = Annotated[
+    Path,
+    typer.Option(
+        envvar="DYNACRON_DATA_DIR",
+        help="Where the sqlite store keeps its database (created if missing)",
+    ),
+]
+SyncOption = Annotated[
+    str,
+    typer.Option(
+        help="What a change survives. full: every change survives a power loss; "
+        "acknowledged: what the API acknowledged survives a power loss, and the "
+        "scheduler's own last changes may be undone (run again); "
+        "normal: every change survives a crash, the last may not survive a power loss"
+    ),
+]
+TickIntervalOption = Annotated[
+    float | None,
+    typer.Option(
+        min=0.01,
+        max=60,
+        help="Seconds between ticks (default: 0.05 on sqlite, 1 on the emulator)",
+    ),
+]
+AwsEndpointOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Use this AWS endpoint (an emulator already running): implies --store emulator"
+    ),
+]
+OnlyOption = Annotated[
+    str,
+    typer.Option(help="Comma-separated components to run: api, tick, worker, reaper"),
+]
+HandlersOption = Annotated[
+    str, typer.Option(help="Comma-separated modules that register Python handlers")
+]
+LeaseSecondsOption = Annotated[
+    float | None, typer.Option(help="Lease of a running execution (heartbeats renew it)")
+]
+ClockSkewSecondsOption = Annotated[
+    float | None, typer.Option(help="Margin for clock skew in lease decisions")
+]
+PickupGraceSecondsOption = Annotated[
+    float | None, typer.Option(help="How late a queued attempt may start before a resend")
+]
+HttpTimeoutSecondsOption = Annotated[
+    float | None, typer.Option(help="Time limit of one HTTP handler call")
+]
+VisibilityTimeoutOption = Annotated[
+    int | None, typer.Option(help="Receive with this SQS visibility timeout (seconds)")
+]
+BatchSizeOption = Annotated[
+    int, typer.Option(min=1, max=10, help="SQS messages per worker invocation")
+]
+ReaperIntervalOption = Annotated[float, typer.Option(help="Seconds between reaper runs")]
+MetricsFileOption = Annotated[
+    Path | None, typer.Option(help="Append EMF metric documents to this file")
+]
+ChaosSeedOption = Annotated[
+    int | None, typer.Option(help="Inject faults, seeded (for crash tests)", hidden=True)
+]
+CrashRateOption = Annotated[float, typer.Option(hidden=True)]
+ThrottleRateOption = Annotated[float, typer.Option(hidden=True)]
+DuplicateRateOption = Annotated[float, typer.Option(hidden=True)]
+SendFailureRateOption = Annotated[float, typer.Option(hidden=True)]
+VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Log every step")]
+ApiKeyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--api-key",
+        help="KEY or KEY=TENANT (repeatable): require one of these keys; "
+        "without any, every caller is the one default tenant",
+    ),
+]
+ApiUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Where handlers call back when --only leaves the API to another process "
+        "(default: this process's API)"
+    ),
+]
+
+
 def local(
-    port: Annotated[int, typer.Option(help="API port on the loopback interface")] = 8080,
-    shards: Annotated[int, typer.Option(min=1, max=64, help="Due-index shards to tick")] = 4,
-    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker threads polling SQS")] = 4,
-    store: Annotated[
-        str,
-        typer.Option(
-            help="sqlite: keep tasks and history in --data-dir across restarts; "
-            "emulator: the AWS code paths on an in-memory AWS emulator, forgotten at exit"
-        ),
-    ] = "sqlite",
-    data_dir: Annotated[
-        Path,
-        typer.Option(
-            envvar="DYNACRON_DATA_DIR",
-            help="Where the sqlite store keeps its database (created if missing)",
-        ),
-    ] = DEFAULT_DATA_DIR,
-    sync: Annotated[
-        str,
-        typer.Option(
-            help="What a change survives. full: every change survives a power loss; "
-            "acknowledged: what the API acknowledged survives a power loss, and the "
-            "scheduler's own last changes may be undone (run again); "
-            "normal: every change survives a crash, the last may not survive a power loss"
-        ),
-    ] = "acknowledged",
-    tick_interval: Annotated[
-        float | None,
-        typer.Option(
-            min=0.01,
-            max=60,
-            help="Seconds between ticks (default: 0.05 on sqlite, 1 on the emulator)",
-        ),
-    ] = None,
-    aws_endpoint: Annotated[
-        str | None,
-        typer.Option(
-            help="Use this AWS endpoint (an emulator already running): implies --store emulator"
-        ),
-    ] = None,
-    only: Annotated[
-        str,
-        typer.Option(help="Comma-separated components to run: api, tick, worker, reaper"),
-    ] = ",".join(COMPONENT_NAMES),
-    handlers: Annotated[
-        str, typer.Option(help="Comma-separated modules that register Python handlers")
-    ] = "",
-    lease_seconds: Annotated[
-        float | None, typer.Option(help="Lease of a running execution (heartbeats renew it)")
-    ] = None,
-    clock_skew_seconds: Annotated[
-        float | None, typer.Option(help="Margin for clock skew in lease decisions")
-    ] = None,
-    pickup_grace_seconds: Annotated[
-        float | None, typer.Option(help="How late a queued attempt may start before a resend")
-    ] = None,
-    http_timeout_seconds: Annotated[
-        float | None, typer.Option(help="Time limit of one HTTP handler call")
-    ] = None,
-    visibility_timeout: Annotated[
-        int | None, typer.Option(help="Receive with this SQS visibility timeout (seconds)")
-    ] = None,
-    batch_size: Annotated[
-        int, typer.Option(min=1, max=10, help="SQS messages per worker invocation")
-    ] = 10,
-    reaper_interval: Annotated[float, typer.Option(help="Seconds between reaper runs")] = 1.0,
-    metrics_file: Annotated[
-        Path | None, typer.Option(help="Append EMF metric documents to this file")
-    ] = None,
-    chaos_seed: Annotated[
-        int | None, typer.Option(help="Inject faults, seeded (for crash tests)", hidden=True)
-    ] = None,
-    crash_rate: Annotated[float, typer.Option(hidden=True)] = 0.0,
-    throttle_rate: Annotated[float, typer.Option(hidden=True)] = 0.0,
-    duplicate_rate: Annotated[float, typer.Option(hidden=True)] = 0.0,
-    send_failure_rate: Annotated[float, typer.Option(hidden=True)] = 0.0,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every step")] = False,
-    api_key: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--api-key",
-            help="KEY or KEY=TENANT (repeatable): require one of these keys; "
-            "without any, every caller is the one default tenant",
-        ),
-    ] = None,
-    api_url: Annotated[
-        str | None,
-        typer.Option(
-            help="Where handlers call back when --only leaves the API to another process "
-            "(default: this process's API)"
-        ),
-    ] = None,
+    port: PortOption = 8080,
+    shards: ShardsOption = 4,
+    workers: WorkersOption = 4,
+    store: StoreOption = "sqlite",
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
+    sync: SyncOption = "acknowledged",
+    tick_interval: TickIntervalOption = None,
+    aws_endpoint: AwsEndpointOption = None,
+    only: OnlyOption = ALL_COMPONENTS,
+    handlers: HandlersOption = "",
+    lease_seconds: LeaseSecondsOption = None,
+    clock_skew_seconds: ClockSkewSecondsOption = None,
+    pickup_grace_seconds: PickupGraceSecondsOption = None,
+    http_timeout_seconds: HttpTimeoutSecondsOption = None,
+    visibility_timeout: VisibilityTimeoutOption = None,
+    batch_size: BatchSizeOption = 10,
+    reaper_interval: ReaperIntervalOption = 1.0,
+    metrics_file: MetricsFileOption = None,
+    chaos_seed: ChaosSeedOption = None,
+    crash_rate: CrashRateOption = 0.0,
+    throttle_rate: ThrottleRateOption = 0.0,
+    duplicate_rate: DuplicateRateOption = 0.0,
+    send_failure_rate: SendFailureRateOption = 0.0,
+    verbose: VerboseOption = False,
+    api_key: ApiKeyOption = None,
+    api_url: ApiUrlOption = None,
 ) -> None:
     """Run dynacron on this machine: the HTTP API, tick, workers and reaper, on a
     SQLite database in --data-dir that keeps tasks and history across restarts.
@@ -128,17 +163,10 @@ def local(
     from dynacron.local.stores import STORES
 
     _quiet_logs(verbose)
-    if store not in STORES:
-        console.print(f"[red]--store takes one of {', '.join(STORES)}[/red]")
-        raise typer.Exit(2)
-    if sync not in DURABILITIES:
-        console.print(f"[red]--sync takes one of {', '.join(DURABILITIES)}[/red]")
-        raise typer.Exit(2)
+    _refuse_unknown("--store", (store,), STORES)
+    _refuse_unknown("--sync", (sync,), DURABILITIES)
     components = tuple(c.strip() for c in only.split(",") if c.strip())
-    unknown = sorted(set(components) - set(COMPONENT_NAMES))
-    if unknown or not components:
-        console.print(f"[red]--only takes some of {', '.join(COMPONENT_NAMES)}[/red]")
-        raise typer.Exit(2)
+    _refuse_unknown("--only", components, COMPONENT_NAMES)
     overrides: dict[str, Any] = {
         name: value
         for name, value in (
@@ -159,66 +187,87 @@ def local(
             duplicate_rate=duplicate_rate,
             send_failure_rate=send_failure_rate,
         )
-    runtime = LocalRuntime(
-        LocalOptions(
-            port=port,
-            shards=shards,
-            workers=workers,
-            store="emulator" if store == "emulator" else "sqlite",
-            data_dir=data_dir.absolute(),
-            durability=sync,
-            tick_interval=tick_interval,
-            aws_endpoint=aws_endpoint,
-            api_keys=parse_api_keys(",".join(api_key or [])),
-            components=components,
-            visibility_timeout=visibility_timeout,
-            batch_size=batch_size,
-            reaper_interval=reaper_interval,
-            settings_overrides=overrides,
-            metrics_file=metrics_file,
-            chaos=chaos,
-            api_url=api_url,
-        )
+    options = LocalOptions(
+        port=port,
+        shards=shards,
+        workers=workers,
+        store="emulator" if store == "emulator" else "sqlite",
+        data_dir=data_dir.absolute(),
+        durability=cast("Durability", sync),  # one of DURABILITIES: checked above
+        tick_interval=tick_interval,
+        aws_endpoint=aws_endpoint,
+        api_keys=parse_api_keys(",".join(api_key or [])),
+        components=components,
+        visibility_timeout=visibility_timeout,
+        batch_size=batch_size,
+        reaper_interval=reaper_interval,
+        settings_overrides=overrides,
+        metrics_file=metrics_file,
+        chaos=chaos,
+        api_url=api_url,
     )
+    _run(LocalRuntime(options))
+
+
+def _refuse_unknown(option: str, given: tuple[str, ...], known: Iterable[str]) -> None:
+    """Exit with status 2 unless ``given`` is a non-empty subset of ``known``."""
+    choices = tuple(known)
+    if not given or set(given) - set(choices):
+        how_many = "one" if option != "--only" else "some"
+        console.print(f"[red]{option} takes {how_many} of {', '.join(choices)}[/red]")
+        raise typer.Exit(2)
+
+
+def _run(runtime: LocalRuntime) -> None:
+    """Start ``runtime``, print what it does until Ctrl-C or SIGTERM, then stop it."""
+    options = runtime.options
     try:
         runtime.start()
     except ValueError as error:
         console.print(f"[red]could not start:[/red] {error}")
         raise typer.Exit(2) from None
     except OSError as error:
-        console.print(f"[red]could not start:[/red] {error}. Is port {port} already in use?")
-        raise typer.Exit(1) from None
-    _announce(runtime, components, shards, workers)
-    signal.signal(signal.SIGTERM, lambda *_: runtime.stop())
-    last: tuple[int, ...] = (0,) * 7
-
-    def show(activity: object) -> None:
-        nonlocal last
-        dispatched, succeeded, failed = runtime.activity.snapshot()
-        totals = runtime.metrics.totals
-        current = (
-            dispatched,
-            succeeded,
-            failed,
-            int(totals.total("Retries")),
-            int(totals.total("DeadLetters")),
-            int(totals.total("LeasesReaped")),
-            int(totals.total("DuplicatesSuppressed")),
+        console.print(
+            f"[red]could not start:[/red] {error}. Is port {options.port} already in use?"
         )
-        if current != last:
-            console.print(
-                f"{time.strftime('%H:%M:%S')}  dispatched {dispatched}  succeeded {succeeded}  "
-                f"failed {failed}  retries {current[3]}  dead letters {current[4]}  "
-                f"reaped {current[5]}  duplicates suppressed {current[6]}"
-            )
-            last = current
-
+        raise typer.Exit(1) from None
+    _announce(runtime, options.components, options.shards, options.workers)
+    signal.signal(signal.SIGTERM, lambda *_: runtime.stop())
     try:
-        runtime.wait(show)
+        runtime.wait(_ActivityLine(runtime))
     except KeyboardInterrupt:
         console.print("stopping…")
     finally:
         runtime.stop()
+
+
+class _ActivityLine:
+    """Prints one line of totals whenever they change (called by ``runtime.wait``)."""
+
+    def __init__(self, runtime: LocalRuntime) -> None:
+        self._runtime = runtime
+        self._last: tuple[int, ...] = (0,) * 7
+
+    def __call__(self, activity: object) -> None:
+        dispatched, succeeded, failed = self._runtime.activity.snapshot()
+        totals = self._runtime.metrics.totals
+        current = (
+            dispatched,
+            succeeded,
+            failed,
+            *(
+                int(totals.total(name))
+                for name in ("Retries", "DeadLetters", "LeasesReaped", "DuplicatesSuppressed")
+            ),
+        )
+        if current == self._last:
+            return
+        self._last = current
+        console.print(
+            f"{time.strftime('%H:%M:%S')}  dispatched {dispatched}  succeeded {succeeded}  "
+            f"failed {failed}  retries {current[3]}  dead letters {current[4]}  "
+            f"reaped {current[5]}  duplicates suppressed {current[6]}"
+        )
 
 
 def aws(

@@ -15,6 +15,7 @@ capacity saves.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dynacron.planning.capacity_model import (
@@ -282,32 +283,11 @@ def plan(
         p.sqs_standard_per_million_requests / 1e6
     )
 
-    def on_demand(reads: float, writes: float) -> float:
-        return (
-            reads * p.dynamodb_on_demand_per_million_read_units
-            + writes * p.dynamodb_on_demand_per_million_write_units
-        ) / 1e6
-
-    def provisioned(reads: float, writes: float) -> float:
-        # Units used over the month, paid as unit-hours at the utilisation auto scaling keeps;
-        # never less than every target's minimum of one unit each.
-        hours = month / 3600
-        floor = (
-            provisioned_targets
-            * hours
-            * (p.dynamodb_provisioned_per_rcu_hour + p.dynamodb_provisioned_per_wcu_hour)
-        )
-        used = (
-            reads / 3600 * p.dynamodb_provisioned_per_rcu_hour
-            + writes / 3600 * p.dynamodb_provisioned_per_wcu_hour
-        ) / p.provisioned_utilisation
-        return max(floor, used)
-
     loaded_reads = idle_reads + fires * measured.read_units_per_fire
     loaded_writes = idle_writes + fires * measured.write_units_per_fire
-    saving = on_demand(loaded_reads, loaded_writes) - provisioned(loaded_reads, loaded_writes)
-    billing = "provisioned" if saving >= PROVISIONED_FROM_SAVING_USD else "on-demand"
-    dynamodb_cost = provisioned if billing == "provisioned" else on_demand
+    dynamodb = _DynamoDbBilling(prices, provisioned_targets)
+    billing = dynamodb.billing_for(loaded_reads, loaded_writes)
+    dynamodb_cost = dynamodb.cost_of(billing)
     max_capacity = None
     if billing == "provisioned":
         busiest = fires_per_second * measured.busiest_target_units_per_fire
@@ -329,6 +309,100 @@ def plan(
         busy_seconds * WORKER_MEMORY_MB / 1024 * p.lambda_arm_per_gb_second
         + measured.worker_invocations_per_fire * p.lambda_per_million_requests / 1e6
     )
+    notes = _quota_notes(max_capacity, workers, wanted_workers, claim_concurrency, busy_seconds)
+    idle = MonthlyCost(
+        tick_lambda=tick_lambda,
+        tick_requests=tick_requests,
+        dynamodb=dynamodb_cost(idle_reads, idle_writes),
+        sqs=sqs_idle,
+        worker_lambda=0.0,
+        cloudwatch=shards * cloudwatch_usd_per_shard_month(measured, prices),
+    )
+    loaded = MonthlyCost(
+        tick_lambda=tick_lambda,
+        tick_requests=tick_requests,
+        dynamodb=dynamodb_cost(loaded_reads, loaded_writes),
+        sqs=sqs_loaded,
+        worker_lambda=worker_lambda,
+        cloudwatch=shards * cloudwatch_usd_per_shard_month(measured, prices),
+        claim_lambda=claim_lambda,
+    )
+    looping_only_idle = _looping_only_idle(
+        idle.total - shards * idle_usd_per_shard_month(memory, measured, prices),
+        fires_per_second,
+        tick_concurrency,
+        model,
+        min_shards=min_shards,
+        measured=measured,
+        prices=prices,
+    )
+    return Plan(
+        fires_per_second=fires_per_second,
+        shards=shards,
+        tick_memory_mb=memory,
+        tick_concurrency=tick_concurrency,
+        claims_per_second_per_shard=elastic.pages_per_second(memory) * elastic.tick.page_size,
+        claim_memory_mb=CLAIM_MEMORY_MB,
+        claim_reserved_concurrency=claim_concurrency,
+        claim_capacity=claim_concurrency * elastic.claims_per_invocation_second(tick_concurrency),
+        worker_max_concurrency=workers,
+        workers_keep_up=wanted_workers <= MAX_WORKER_CONCURRENCY,
+        billing=billing,
+        provisioned_max_capacity=max_capacity,
+        idle=idle,
+        loaded=loaded,
+        looping_only_idle=looping_only_idle,
+        notes=tuple(notes),
+    )
+
+
+@dataclass(frozen=True)
+class _DynamoDbBilling:
+    """What a month of read and write units costs, on demand or provisioned."""
+
+    prices: Prices
+    provisioned_targets: int
+
+    def on_demand(self, reads: float, writes: float) -> float:
+        p = self.prices
+        return (
+            reads * p.dynamodb_on_demand_per_million_read_units
+            + writes * p.dynamodb_on_demand_per_million_write_units
+        ) / 1e6
+
+    def provisioned(self, reads: float, writes: float) -> float:
+        # Units used over the month, paid as unit-hours at the utilisation auto scaling keeps;
+        # never less than every target's minimum of one unit each.
+        p = self.prices
+        hours = MONTH_SECONDS / 3600
+        floor = (
+            self.provisioned_targets
+            * hours
+            * (p.dynamodb_provisioned_per_rcu_hour + p.dynamodb_provisioned_per_wcu_hour)
+        )
+        used = (
+            reads / 3600 * p.dynamodb_provisioned_per_rcu_hour
+            + writes / 3600 * p.dynamodb_provisioned_per_wcu_hour
+        ) / p.provisioned_utilisation
+        return max(floor, used)
+
+    def billing_for(self, reads: float, writes: float) -> str:
+        """Provisioned once it saves enough over on demand at this load."""
+        saving = self.on_demand(reads, writes) - self.provisioned(reads, writes)
+        return "provisioned" if saving >= PROVISIONED_FROM_SAVING_USD else "on-demand"
+
+    def cost_of(self, billing: str) -> Callable[[float, float], float]:
+        return self.provisioned if billing == "provisioned" else self.on_demand
+
+
+def _quota_notes(
+    max_capacity: int | None,
+    workers: int,
+    wanted_workers: int,
+    claim_concurrency: int,
+    busy_seconds: float,
+) -> list[str]:
+    """What the plan needs AWS to raise, or cannot do, said as a person would."""
     notes = []
     if max_capacity is not None and max_capacity > TABLE_UNIT_QUOTA:
         notes.append(
@@ -348,23 +422,21 @@ def plan(
             "concurrent Lambdas unless raised): a faster handler, or answering 202 and "
             "completing by callback, frees the worker sooner"
         )
-    idle = MonthlyCost(
-        tick_lambda=tick_lambda,
-        tick_requests=tick_requests,
-        dynamodb=dynamodb_cost(idle_reads, idle_writes),
-        sqs=sqs_idle,
-        worker_lambda=0.0,
-        cloudwatch=shards * cloudwatch_usd_per_shard_month(measured, prices),
-    )
-    loaded = MonthlyCost(
-        tick_lambda=tick_lambda,
-        tick_requests=tick_requests,
-        dynamodb=dynamodb_cost(loaded_reads, loaded_writes),
-        sqs=sqs_loaded,
-        worker_lambda=worker_lambda,
-        cloudwatch=shards * cloudwatch_usd_per_shard_month(measured, prices),
-        claim_lambda=claim_lambda,
-    )
+    return notes
+
+
+def _looping_only_idle(
+    idle_without_ticks: float,
+    fires_per_second: float,
+    tick_concurrency: int,
+    model: TickModel,
+    *,
+    min_shards: int,
+    measured: Measured,
+    prices: Prices,
+) -> float:
+    """The idle month of the same stack with looping ticks large enough alone (inf if none
+    is): each shard's idle cost at its memory in place of the elastic shards' at 128 MB."""
     try:
         looping_shards, looping_memory = size_tick(
             fires_per_second,
@@ -374,32 +446,10 @@ def plan(
             measured=measured,
             prices=prices,
         )
-        # The same stack with looping ticks that large: each shard's idle cost at
-        # its memory in place of the elastic shards' at 128 MB.
-        looping_only_idle = (
-            idle.total
-            - shards * idle_usd_per_shard_month(memory, measured, prices)
-            + looping_shards * idle_usd_per_shard_month(looping_memory, measured, prices)
-        )
     except PlanRefused:
-        looping_only_idle = math.inf
-    return Plan(
-        fires_per_second=fires_per_second,
-        shards=shards,
-        tick_memory_mb=memory,
-        tick_concurrency=tick_concurrency,
-        claims_per_second_per_shard=elastic.pages_per_second(memory) * elastic.tick.page_size,
-        claim_memory_mb=CLAIM_MEMORY_MB,
-        claim_reserved_concurrency=claim_concurrency,
-        claim_capacity=claim_concurrency * elastic.claims_per_invocation_second(tick_concurrency),
-        worker_max_concurrency=workers,
-        workers_keep_up=wanted_workers <= MAX_WORKER_CONCURRENCY,
-        billing=billing,
-        provisioned_max_capacity=max_capacity,
-        idle=idle,
-        loaded=loaded,
-        looping_only_idle=looping_only_idle,
-        notes=tuple(notes),
+        return math.inf
+    return idle_without_ticks + looping_shards * idle_usd_per_shard_month(
+        looping_memory, measured, prices
     )
 
 
