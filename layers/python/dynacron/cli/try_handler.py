@@ -176,6 +176,8 @@ def describe_delivery(
 
 
 class _Handler(BaseHTTPRequestHandler):
+    """Checks, prints and answers each POST; a GET (a browser) is told what this is."""
+
     server: TryServer
     server_version = "dynacron-try-handler"
 
