@@ -20,6 +20,7 @@ from rich.table import Table
 from dynacron.api.requests import TaskCreate
 from dynacron.api.responses import ExecutionPage
 from dynacron.cli import tables
+from dynacron.cli.try_handler import try_handler
 from dynacron.client.api_client import LOCAL_URL, ApiError, ApiUnreachable, Client, SigV4Auth
 from dynacron.console.command import console_command
 from dynacron.domain.errors import InvalidRequest
@@ -44,6 +45,7 @@ app.add_typer(dead_letters_app, name="dead-letters")
 app.command()(local_commands.local)
 app.command()(local_commands.aws)
 app.command("console")(console_command)
+app.command("try-handler")(try_handler)
 console = Console(stderr=True, highlight=False)
 
 

@@ -18,6 +18,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from dynacron.adapters.delivery.answers import failed_answer_error
 from dynacron.adapters.delivery.connections import (
     PinnedTransport,
     Resolver,
@@ -205,7 +206,12 @@ class HttpDelivery:
             return DeliveryResult.succeeded(response.status_code, excerpt)
         failure = failure_for_status(
             response.status_code,
-            f"handler answered HTTP {response.status_code}: {excerpt[:500]}",
+            failed_answer_error(
+                response.status_code,
+                response.reason_phrase,
+                response.headers.get("content-type", ""),
+                excerpt,
+            ),
             response.headers.get("Retry-After"),
             self._clock.now(),
             min(self._max_retry_after_seconds, task.retry.max_delay_seconds),
