@@ -303,7 +303,10 @@ def _announce(runtime: Any, components: tuple[str, ...], shards: int, workers: i
         who = f"{', '.join(tenants)} (by --api-key)" if tenants else "'default' (no key needed)"
         console.print(f"  tenants       {who}")
         console.print(
-            f"  try           curl -s -X POST {api}/tasks -H 'content-type: application/json' "
+            "  try           dynacron try-handler --port 9000   (in another terminal), then"
+        )
+        console.print(
+            f"                curl -s -X POST {api}/tasks -H 'content-type: application/json' "
             """-d '{"rate": "5 seconds", "handler_url": "http://127.0.0.1:9000/hook"}'"""
         )
 
