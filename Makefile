@@ -35,11 +35,13 @@ AXE         := $(AXE_DIR)/axe.min.js
 export DYNACRON_CHROMIUM := $(CHROMIUM)
 export DYNACRON_AXE := $(CURDIR)/$(AXE)
 
-.PHONY: run test test-lambda-python lint format typecheck bench clean help synth deploy bootstrap verify-grants browser-deps chromium screenshots
+.PHONY: run test unit contract test-lambda-python lint format typecheck bench clean help synth deploy bootstrap verify-grants browser-deps chromium screenshots
 
 help:
 	@echo "make run    set up and start dynacron locally (API on http://127.0.0.1:8080)"
 	@echo "make test   set up, lint, type-check and run the whole test suite (unit and deployed tiers on Lambda's Python 3.12 too)"
+	@echo "make unit   tests/unit only (pure domain; seconds), while you work; make test is the gate"
+	@echo "make contract  tests/contract only (one suite over both adapter sets)"
 	@echo "make lint   ruff + mypy only"
 	@echo "make screenshots  regenerate the console's pictures in docs/images/ (README)"
 	@echo "make bench  run the benchmarks and regenerate BENCHMARKS.md (BENCH_QUICK=1: shorter; BENCH=cost: one section)"
@@ -79,6 +81,14 @@ PYTEST := pytest -n $(TEST_WORKERS) --dist worksteal
 test: lint browser-deps
 	$(BIN)/$(PYTEST)
 	$(MAKE) test-lambda-python
+
+# The quick tiers alone, while you work (tests/README.md says what each tier needs);
+# `make test` stays the gate: lint, every tier, and Lambda's Python.
+unit: $(STAMP)
+	$(BIN)/$(PYTEST) tests/unit
+
+contract: $(STAMP)
+	$(BIN)/$(PYTEST) tests/contract
 
 browser-deps: chromium $(AXE)
 

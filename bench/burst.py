@@ -24,6 +24,7 @@ from typing import Any
 
 from bench.common import QUICK, distribution, write_result
 from bench.loopback import LoopbackHandler, bare_posts
+from bench.processes import Service, free_port, wait_until
 from dynacron.adapters.aws.task_items import task_to_item
 from dynacron.adapters.aws.tenants import DynamoTenantStore
 from dynacron.domain.clock import SystemClock
@@ -34,7 +35,6 @@ from dynacron.domain.tasks.task import Task, TaskStatus
 from dynacron.local.aws import aws_clients, provision
 from dynacron.local.stores import StoreOptions, open_store
 from dynacron.services.tasks import new_signing_secret
-from tests.support import Service, free_port, wait_until
 
 WRITE_BATCH = 25
 SHARDS = 4  # local mode's default

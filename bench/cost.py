@@ -22,6 +22,7 @@ from typing import Any
 import boto3
 
 from bench.common import in_process_aws, write_result
+from bench.loopback import Delivery, Sink
 from bench.meter import Meter, item_size, read_units, summarise
 from dynacron.adapters.powertools.metrics import EmfDocument
 from dynacron.api.requests import TaskCreate
@@ -34,7 +35,6 @@ from dynacron.local.aws import REGION
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
 from dynacron.services.tick_loop import ShardTickLoop
-from tests.support import Delivery, Sink
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 
 from bench.common import QUICK, percentile, write_result
 from bench.loopback import LoopbackHandler
+from bench.processes import Service, api_call, free_port, wait_until
 from dynacron.domain.instants import format_instant, parse_instant
-from tests.support import Service, api_call, free_port, wait_until
 
 # The emulator carries some 20 fires a second: its rows stop there.
 EMULATOR_MAX_RATE = 50

@@ -29,7 +29,7 @@ from dynacron.services.tick_loop import LoopEnd
 from tests.conftest import sleep_moving
 from tests.integration.api_client import ALICE
 from tests.support import FakeLambdaContext, RaiseAt
-from tests.unit.test_metrics_emitted import emitted, shard, units
+from tests.unit.test_emf_documents import emitted, shard, units
 
 DISPATCH_ARN = "arn:aws:sqs:us-east-1:123456789012:dynacron-dispatch"
 HOOK = "http://127.0.0.1:9/hook"

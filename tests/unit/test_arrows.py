@@ -63,6 +63,17 @@ def test_the_cdk_app_reads_definitions_not_runtime_code() -> None:
     assert not offending, sorted(offending)
 
 
+def test_the_benchmarks_import_nothing_of_the_tests() -> None:
+    # The tests use bench's sink and process helpers; the arrow never points back.
+    offending = {
+        f"{path.relative_to(ROOT)}: {module}"
+        for path in (ROOT / "bench").rglob("*.py")
+        for module in imported_modules(path)
+        if module.split(".")[0] == "tests"
+    }
+    assert not offending, sorted(offending)
+
+
 def test_the_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
     # A domain module that reaches for boto3 is caught, from any depth of the file.
     sneaky = tmp_path / "sneaky.py"

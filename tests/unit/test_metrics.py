@@ -23,7 +23,7 @@ def test_metrics_become_one_emf_document_per_flush(capsys: pytest.CaptureFixture
     metrics.flush()  # nothing new: nothing emitted
     (document,) = documents
     # The first directive; a dead letter's ExecutionsFinished has one of its own
-    # (its outcome dimension): tests/unit/test_metrics_emitted.py
+    # (its outcome dimension): tests/unit/test_emf_documents.py
     directive = document["_aws"]["CloudWatchMetrics"][0]
     assert directive["Namespace"] == metric_names.NAMESPACE
     assert directive["Dimensions"] == [[metric_names.SERVICE_DIMENSION]]

@@ -16,8 +16,8 @@ from dynacron.domain.tasks.task import (
     task_id_of,
     triggered_execution_id,
 )
-from tests.unit.test_tasks import T0
-from tests.unit.test_tasks import make_task as unit_task
+from tests.unit.test_task_rules import T0
+from tests.unit.test_task_rules import make_task as unit_task
 
 MINUTE = timedelta(minutes=1)
 EVERY_MINUTE = parse_rate("1 minute", anchor=T0)

@@ -17,8 +17,8 @@ from dynacron.domain.tasks.task import (
     TaskStatus,
     execution_id_for,
 )
-from tests.unit.test_tasks import T0
-from tests.unit.test_tasks import make_task as unit_task
+from tests.unit.test_task_rules import T0
+from tests.unit.test_task_rules import make_task as unit_task
 
 MINUTE = timedelta(minutes=1)
 

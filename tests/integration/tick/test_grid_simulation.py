@@ -29,7 +29,7 @@ from dynacron.domain.tasks.claiming import DEFAULT_MISFIRE_GRACE, advanced, clai
 from dynacron.domain.tasks.task import Task
 from dynacron.entry.composition import Dynacron
 from dynacron.services.tasks import TaskService
-from tests.integration.test_tick_policies import recording_ticker
+from tests.integration.tick.test_tick_policies import recording_ticker
 
 TASKS = {
     "hourly-berlin-run-once": {"cron": "0 * * * *", "timezone": "Europe/Berlin"},

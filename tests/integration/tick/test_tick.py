@@ -1,3 +1,7 @@
+"""One tick on moto: a due task sent once and moved on, the shard's cursor over old
+buckets, bounded pages, a crash between send and claim; the other files of this
+folder hold the loop, its concurrency, policies, elastic capacity and races."""
+
 from __future__ import annotations
 
 import dataclasses

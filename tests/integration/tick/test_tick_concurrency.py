@@ -16,7 +16,7 @@ from dynacron.domain.clock import SettableClock
 from dynacron.domain.tasks.task import TaskStatus
 from dynacron.entry.composition import Dynacron
 from dynacron.services.tick import Ticker
-from tests.integration.test_tick import drain_queue, register
+from tests.integration.tick.test_tick import drain_queue, register
 
 DUE_AT = "2026-11-30T12:00:01Z"
 TASKS = 40
