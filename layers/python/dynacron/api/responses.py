@@ -14,6 +14,7 @@ from dynacron.domain.schedules.forecast import Forecast
 from dynacron.domain.schedules.previews import OffsetChange, SchedulePreview
 from dynacron.domain.tasks.specs import spec_of
 from dynacron.domain.tasks.task import UNREADABLE_SCHEDULE, Task
+from dynacron.ports import Page
 
 
 class BackfillView(BaseModel):
@@ -22,6 +23,16 @@ class BackfillView(BaseModel):
     execution_ids: list[str]
     started: list[str]
     already_requested: list[str]
+
+    @classmethod
+    def of(cls, task_id: str, execution_ids: list[str], started: list[str]) -> BackfillView:
+        already_requested = [i for i in execution_ids if i not in started]
+        return cls(
+            task_id=task_id,
+            execution_ids=execution_ids,
+            started=started,
+            already_requested=already_requested,
+        )
 
 
 class RetryView(BaseModel):
@@ -234,10 +245,19 @@ class TaskPage(BaseModel):
     items: list[TaskView]
     next_token: str | None
 
+    @classmethod
+    def of(cls, page: Page[Task]) -> TaskPage:
+        return cls(items=[TaskView.of(task) for task in page.items], next_token=page.next_token)
+
 
 class ExecutionPage(BaseModel):
     items: list[ExecutionView]
     next_token: str | None
+
+    @classmethod
+    def of(cls, page: Page[Execution]) -> ExecutionPage:
+        items = [ExecutionView.of(execution) for execution in page.items]
+        return cls(items=items, next_token=page.next_token)
 
 
 class MinuteCount(BaseModel):
