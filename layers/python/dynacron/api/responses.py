@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -15,6 +15,9 @@ from dynacron.domain.schedules.previews import OffsetChange, SchedulePreview
 from dynacron.domain.tasks.specs import spec_of
 from dynacron.domain.tasks.task import UNREADABLE_SCHEDULE, Task
 from dynacron.ports import Page
+
+if TYPE_CHECKING:
+    from dynacron.entry.settings import Settings
 
 
 class BackfillView(BaseModel):
@@ -317,3 +320,16 @@ class TenantView(BaseModel):
     max_tasks: int
     max_payload_bytes: int
     min_interval_seconds: int
+
+    @classmethod
+    def of(
+        cls, tenant_id: str, signing_secrets: list[str], task_count: int, settings: Settings
+    ) -> TenantView:
+        return cls(
+            tenant_id=tenant_id,
+            signing_secrets=signing_secrets,
+            task_count=task_count,
+            max_tasks=settings.max_tasks_per_tenant,
+            max_payload_bytes=settings.max_payload_bytes,
+            min_interval_seconds=settings.min_interval_seconds,
+        )

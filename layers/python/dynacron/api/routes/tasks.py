@@ -34,6 +34,14 @@ from dynacron.services.tasks import TaskService
 def tasks_router(tasks: TaskService) -> Router:
     """The routes of a tenant's tasks, served by ``tasks``."""
     router = Router()  # type: ignore[no-untyped-call]  # (its __init__ is unannotated)
+    _add_task_routes(router, tasks)
+    _add_control_routes(router, tasks)
+    _add_timeline_routes(router, tasks)
+    return router
+
+
+def _add_task_routes(router: Router, tasks: TaskService) -> None:
+    """Register, list, read, change and delete a task."""
 
     @router.post("/tasks", responses=problems(409, 413, ok=(201, "Registered")))
     def create_task(
@@ -62,6 +70,15 @@ def tasks_router(tasks: TaskService) -> Router:
     def patch_task(task_id: TaskId, body: TaskPatch) -> TaskView:
         return TaskView.of(tasks.patch(caller_tenant(router), task_id, body.to_changes()))
 
+    @router.delete("/tasks/<task_id>", responses=problems(404, ok=(204, "Deleted")))
+    def delete_task(task_id: TaskId) -> Response[None]:
+        tasks.delete(caller_tenant(router), task_id)
+        return Response(status_code=204)
+
+
+def _add_control_routes(router: Router, tasks: TaskService) -> None:
+    """Pause and resume a task, run it now, run it for past occurrences."""
+
     @router.post("/tasks/<task_id>/pause", responses=problems(404, 409))
     def pause_task(task_id: TaskId, body: PauseRequest | None = None) -> TaskView:
         note = body.note if body else None
@@ -80,10 +97,9 @@ def tasks_router(tasks: TaskService) -> Router:
         backfill = tasks.backfill(caller_tenant(router), task_id, body.from_, body.to)
         return accepted(BackfillView.of(task_id, backfill.execution_ids, backfill.started))
 
-    @router.delete("/tasks/<task_id>", responses=problems(404, ok=(204, "Deleted")))
-    def delete_task(task_id: TaskId) -> Response[None]:
-        tasks.delete(caller_tenant(router), task_id)
-        return Response(status_code=204)
+
+def _add_timeline_routes(router: Router, tasks: TaskService) -> None:
+    """A task's executions so far, and its occurrences ahead."""
 
     @router.get("/tasks/<task_id>/executions", responses=problems(404))
     def list_executions(
@@ -97,5 +113,3 @@ def tasks_router(tasks: TaskService) -> Router:
     ) -> OccurrencesView:
         task, preview = tasks.upcoming(caller_tenant(router), task_id, count, after)
         return OccurrencesView.of_task(task.task_id, preview)
-
-    return router

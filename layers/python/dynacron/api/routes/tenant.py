@@ -19,21 +19,13 @@ def tenant_router(tasks: TaskService, settings: Settings) -> Router:
     @router.get("/tenant", responses=problems())
     def get_tenant() -> TenantView:
         tenant = caller_tenant(router)
-        return tenant_view(tenant, tasks.signing_secrets(tenant))
+        secrets = tasks.signing_secrets(tenant)
+        return TenantView.of(tenant, secrets, tasks.task_count(tenant), settings)
 
     @router.post("/tenant/signing-secrets/rotate", responses=problems(409))
     def rotate_signing_secret() -> TenantView:
         tenant = caller_tenant(router)
-        return tenant_view(tenant, tasks.rotate_signing_secret(tenant))
-
-    def tenant_view(tenant: str, secrets: list[str]) -> TenantView:
-        return TenantView(
-            tenant_id=tenant,
-            signing_secrets=secrets,
-            task_count=tasks.task_count(tenant),
-            max_tasks=settings.max_tasks_per_tenant,
-            max_payload_bytes=settings.max_payload_bytes,
-            min_interval_seconds=settings.min_interval_seconds,
-        )
+        secrets = tasks.rotate_signing_secret(tenant)
+        return TenantView.of(tenant, secrets, tasks.task_count(tenant), settings)
 
     return router
