@@ -1,1 +1,2 @@
-"""The HTTP API: routes, and the one place errors become HTTP responses."""
+"""The HTTP API: a Powertools resolver of one Router per resource (routes/), its
+requests and responses, and the one table where errors become HTTP answers (errors.py)."""

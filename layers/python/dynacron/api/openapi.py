@@ -14,6 +14,11 @@ from dynacron.api.responses import Problem
 from dynacron.definitions.callbacks import CALLBACK_TOKEN_HEADER, CALLBACK_TOKEN_SCHEME
 from dynacron.entry.settings import Settings
 
+OPENAPI_PATH = "/openapi.json"
+DOCS_PATH = "/docs"
+# The document and its page: served to anyone, no tenant derived.
+PUBLIC_PATHS = frozenset({OPENAPI_PATH, DOCS_PATH})
+
 # The callback routes' only authorisation: the token sent with the delivery.
 CALLBACK_SECURITY: list[dict[str, list[str]]] = [{CALLBACK_TOKEN_SCHEME: []}]
 

@@ -1,6 +1,6 @@
 """Wire models of what the HTTP API accepts: pydantic, one per body. A task's body
 becomes a domain value here, once (``to_spec``, ``to_changes``); what the API
-returns is ``views``."""
+returns is ``responses``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from dynacron.api.request_rules import (
+    schedule_rules,
+    tags_schema,
+    task_create_rules,
+    task_patch_rules,
+)
 from dynacron.domain.coordination.limits import (
     MAX_CONCURRENCY,
     MAX_RATE_PER_SECOND,
@@ -29,11 +35,8 @@ from dynacron.domain.tasks.specs import (
     payload_depth,
 )
 from dynacron.domain.tasks.tags import (
-    KEY_PATTERN,
     KEY_RULE,
     MAX_TAGS,
-    MAX_VALUE_LENGTH,
-    VALUE_PATTERN,
     VALUE_RULE,
 )
 from dynacron.domain.tasks.task import (
@@ -141,102 +144,17 @@ class RateLimitModel(BaseModel):
         return TaskLimits(max_concurrency, rate, self.max_in_flight)
 
 
-# The rules between fields of a task body that the service enforces, stated in
-# the OpenAPI document (JSON Schema) so that a body valid by the document is not
-# refused for breaking one of them. "Given" is present and not null.
-def _given(name: str) -> dict[str, Any]:
-    return {"required": [name], "properties": {name: {"type": "string"}}}
-
-
-def _absent(name: str) -> dict[str, Any]:
-    return {"properties": {name: {"type": "null"}}}
-
-
-def _run_all() -> dict[str, Any]:
-    return {"required": ["catchup"], "properties": {"catchup": {"const": "run_all"}}}
-
-
-def _task_create_rules(schema: dict[str, Any]) -> None:
-    """Exactly one schedule kind and one handler; ``anchor`` with ``rate`` only,
-    ``dst`` never with ``rate``; ``catchup_window_seconds`` with ``run_all`` only."""
-    schema["allOf"] = [
-        {"oneOf": [_given(kind) for kind in SCHEDULE_KINDS]},
-        {"oneOf": [_given("handler_url"), _given("handler")]},
-        {"anyOf": [_absent("anchor"), _given("rate")]},
-        {"anyOf": [_absent("dst"), _absent("rate")]},
-        {"anyOf": [_absent("catchup_window_seconds"), _run_all()]},
-    ]
-
-
-def _missing(name: str) -> dict[str, Any]:
-    return {"properties": {name: False}}
-
-
-def _task_patch_rules(schema: dict[str, Any]) -> None:
-    """A patch that names a schedule kind (even as null) gives exactly one, which
-    replaces the task's; the same for the handler. The rules of ``TaskCreate`` that
-    hold whatever the stored task is; the rest depend on it (``anchor`` alone fits a
-    rate task only, ``catchup_window_seconds`` alone a ``run_all`` task only)."""
-    other_kinds = [_absent(kind) for kind in SCHEDULE_KINDS if kind != "rate"]
-    schema["allOf"] = [
-        {
-            "oneOf": [
-                {"allOf": [_missing(kind) for kind in SCHEDULE_KINDS]},
-                *[_given(kind) for kind in SCHEDULE_KINDS],
-            ]
-        },
-        {
-            "oneOf": [
-                {"allOf": [_missing("handler_url"), _missing("handler")]},
-                _given("handler_url"),
-                _given("handler"),
-            ]
-        },
-        {"anyOf": [_absent("anchor"), {"allOf": other_kinds}]},
-        {"anyOf": [_absent("dst"), _absent("rate")]},
-        {"anyOf": [_absent("catchup_window_seconds"), _absent("catchup"), _run_all()]},
-    ]
-
-
-def _tags_schema(schema: dict[str, Any]) -> None:
-    """The bounds ``domain.tags`` checks (its messages name the tag), stated here so
-    that a body valid by the document is not refused for its tags."""
-    bounded = {
-        "type": "object",
-        "maxProperties": MAX_TAGS,
-        "propertyNames": {"pattern": KEY_PATTERN},
-        "additionalProperties": {
-            "type": "string",
-            "maxLength": MAX_VALUE_LENGTH,
-            "pattern": VALUE_PATTERN,
-        },
-    }
-    if "anyOf" in schema:  # PATCH: null too (leaves the stored tags)
-        schema["anyOf"] = [bounded if s.get("type") == "object" else s for s in schema["anyOf"]]
-    else:
-        schema.update(bounded)
-
-
 TAGS_DESCRIPTION = (
     f"Labels to find the task by (GET /tasks?tag=key:value): at most {MAX_TAGS}, "
     f"each key {KEY_RULE}, each value {VALUE_RULE}; never interpreted"
 )
 
 
-def _schedule_rules(schema: dict[str, Any]) -> None:
-    """Exactly one schedule kind; ``anchor`` with ``rate`` only, ``dst`` never with it."""
-    schema["allOf"] = [
-        {"oneOf": [_given(kind) for kind in SCHEDULE_KINDS]},
-        {"anyOf": [_absent("anchor"), _given("rate")]},
-        {"anyOf": [_absent("dst"), _absent("rate")]},
-    ]
-
-
 class ScheduleFields(BaseModel):
     """When a task runs, as ``POST /tasks`` takes it: exactly one of ``cron``, ``rate``,
     ``at``, ``fixed_delay`` or ``after``, and what qualifies it."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_schedule_rules)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=schedule_rules)
 
     cron: str | None = Field(
         default=None,
@@ -304,7 +222,7 @@ class TaskCreate(ScheduleFields):
     """Body of ``POST /tasks``: exactly one of ``cron``, ``rate``, ``at``,
     ``fixed_delay`` or ``after``, and exactly one of ``handler_url`` or ``handler``."""
 
-    model_config = ConfigDict(json_schema_extra=_task_create_rules)
+    model_config = ConfigDict(json_schema_extra=task_create_rules)
 
     name: str | None = Field(default=None, min_length=1, max_length=200)
     jitter_seconds: int = Field(
@@ -348,7 +266,7 @@ class TaskCreate(ScheduleFields):
     )
     rate_limit: RateLimitModel | None = None
     tags: dict[str, str] = Field(
-        default_factory=dict, description=TAGS_DESCRIPTION, json_schema_extra=_tags_schema
+        default_factory=dict, description=TAGS_DESCRIPTION, json_schema_extra=tags_schema
     )
 
     @field_validator("payload", check_fields=False)
@@ -392,7 +310,7 @@ class TaskPatch(TaskCreate):
     ``version``, when given, must be the task's current version (else 409).
     """
 
-    model_config = ConfigDict(json_schema_extra=_task_patch_rules)
+    model_config = ConfigDict(json_schema_extra=task_patch_rules)
 
     version: int | None = Field(default=None, ge=1)
     # Every field is optional here: a default must not overwrite a stored value.
@@ -406,7 +324,7 @@ class TaskPatch(TaskCreate):
     tags: dict[str, str] | None = Field(  # type: ignore[assignment]
         default=None,
         description=TAGS_DESCRIPTION + "; replaces the whole map ({} clears it)",
-        json_schema_extra=_tags_schema,
+        json_schema_extra=tags_schema,
     )
 
     def to_changes(self) -> TaskChanges:

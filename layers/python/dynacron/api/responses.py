@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -14,6 +14,10 @@ from dynacron.domain.schedules.forecast import Forecast
 from dynacron.domain.schedules.previews import OffsetChange, SchedulePreview
 from dynacron.domain.tasks.specs import spec_of
 from dynacron.domain.tasks.task import UNREADABLE_SCHEDULE, Task
+from dynacron.ports import Page
+
+if TYPE_CHECKING:
+    from dynacron.entry.settings import Settings
 
 
 class BackfillView(BaseModel):
@@ -22,6 +26,16 @@ class BackfillView(BaseModel):
     execution_ids: list[str]
     started: list[str]
     already_requested: list[str]
+
+    @classmethod
+    def of(cls, task_id: str, execution_ids: list[str], started: list[str]) -> BackfillView:
+        already_requested = [i for i in execution_ids if i not in started]
+        return cls(
+            task_id=task_id,
+            execution_ids=execution_ids,
+            started=started,
+            already_requested=already_requested,
+        )
 
 
 class RetryView(BaseModel):
@@ -234,10 +248,19 @@ class TaskPage(BaseModel):
     items: list[TaskView]
     next_token: str | None
 
+    @classmethod
+    def of(cls, page: Page[Task]) -> TaskPage:
+        return cls(items=[TaskView.of(task) for task in page.items], next_token=page.next_token)
+
 
 class ExecutionPage(BaseModel):
     items: list[ExecutionView]
     next_token: str | None
+
+    @classmethod
+    def of(cls, page: Page[Execution]) -> ExecutionPage:
+        items = [ExecutionView.of(execution) for execution in page.items]
+        return cls(items=items, next_token=page.next_token)
 
 
 class MinuteCount(BaseModel):
@@ -297,3 +320,16 @@ class TenantView(BaseModel):
     max_tasks: int
     max_payload_bytes: int
     min_interval_seconds: int
+
+    @classmethod
+    def of(
+        cls, tenant_id: str, signing_secrets: list[str], task_count: int, settings: Settings
+    ) -> TenantView:
+        return cls(
+            tenant_id=tenant_id,
+            signing_secrets=signing_secrets,
+            task_count=task_count,
+            max_tasks=settings.max_tasks_per_tenant,
+            max_payload_bytes=settings.max_payload_bytes,
+            min_interval_seconds=settings.min_interval_seconds,
+        )

@@ -1,0 +1,115 @@
+"""Routes of ``/tasks``: register, read, change, pause, run and delete a task."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from dynacron.api.answers import accepted, created
+from dynacron.api.caller import caller_tenant
+from dynacron.api.openapi import problems
+from dynacron.api.parameters import (
+    CreateKeyHeader,
+    PageLimit,
+    PageToken,
+    PreviewAfter,
+    PreviewCount,
+    TagFilters,
+    TaskId,
+)
+from dynacron.api.requests import BackfillRequest, PauseRequest, TaskCreate, TaskPatch
+from dynacron.api.responses import (
+    BackfillView,
+    ExecutionPage,
+    ExecutionView,
+    OccurrencesView,
+    TaskPage,
+    TaskView,
+)
+from dynacron.domain.coordination.create_keys import CreateKey
+from dynacron.domain.tasks.tags import parse_tag_filters
+from dynacron.services.tasks import TaskService
+
+
+def tasks_router(tasks: TaskService) -> Router:
+    """The routes of a tenant's tasks, served by ``tasks``."""
+    router = Router()  # type: ignore[no-untyped-call]  # (its __init__ is unannotated)
+    _add_task_routes(router, tasks)
+    _add_control_routes(router, tasks)
+    _add_timeline_routes(router, tasks)
+    return router
+
+
+def _add_task_routes(router: Router, tasks: TaskService) -> None:
+    """Register, list, read, change and delete a task."""
+
+    @router.post("/tasks", responses=problems(409, 413, ok=(201, "Registered")))
+    def create_task(
+        body: TaskCreate, idempotency_key: CreateKeyHeader = None
+    ) -> Response[TaskView]:
+        if idempotency_key is None:
+            return created(TaskView.of(tasks.register(caller_tenant(router), body.to_spec())))
+        key = CreateKey.of(idempotency_key, router.current_event.json_body)
+        task, replayed = tasks.register_once(caller_tenant(router), body.to_spec(), key)
+        return created(TaskView.of(task), {"Idempotent-Replayed": "true"} if replayed else None)
+
+    @router.get("/tasks", responses=problems())
+    def list_tasks(
+        limit: PageLimit = 50,
+        next_token: PageToken = None,
+        tag: TagFilters = [],  # noqa: B006 (read, never mutated)
+    ) -> TaskPage:
+        filters = parse_tag_filters(tag)
+        return TaskPage.of(tasks.page(caller_tenant(router), limit, next_token, filters))
+
+    @router.get("/tasks/<task_id>", responses=problems(404))
+    def get_task(task_id: TaskId) -> TaskView:
+        return TaskView.of(tasks.get(caller_tenant(router), task_id))
+
+    @router.patch("/tasks/<task_id>", responses=problems(404, 409))
+    def patch_task(task_id: TaskId, body: TaskPatch) -> TaskView:
+        return TaskView.of(tasks.patch(caller_tenant(router), task_id, body.to_changes()))
+
+    @router.delete("/tasks/<task_id>", responses=problems(404, ok=(204, "Deleted")))
+    def delete_task(task_id: TaskId) -> Response[None]:
+        tasks.delete(caller_tenant(router), task_id)
+        return Response(status_code=204)
+
+
+def _add_control_routes(router: Router, tasks: TaskService) -> None:
+    """Pause and resume a task, run it now, run it for past occurrences."""
+
+    @router.post("/tasks/<task_id>/pause", responses=problems(404, 409))
+    def pause_task(task_id: TaskId, body: PauseRequest | None = None) -> TaskView:
+        note = body.note if body else None
+        return TaskView.of(tasks.pause(caller_tenant(router), task_id, note))
+
+    @router.post("/tasks/<task_id>/resume", responses=problems(404, 409))
+    def resume_task(task_id: TaskId) -> TaskView:
+        return TaskView.of(tasks.resume(caller_tenant(router), task_id))
+
+    @router.post("/tasks/<task_id>/trigger", responses=problems(404, 409, ok=(202, "Started")))
+    def trigger_task(task_id: TaskId) -> Response[ExecutionView]:
+        return accepted(ExecutionView.of(tasks.trigger(caller_tenant(router), task_id)))
+
+    @router.post("/tasks/<task_id>/backfill", responses=problems(404, 409, ok=(202, "Started")))
+    def backfill_task(task_id: TaskId, body: BackfillRequest) -> Response[BackfillView]:
+        backfill = tasks.backfill(caller_tenant(router), task_id, body.from_, body.to)
+        return accepted(BackfillView.of(task_id, backfill.execution_ids, backfill.started))
+
+
+def _add_timeline_routes(router: Router, tasks: TaskService) -> None:
+    """A task's executions so far, and its occurrences ahead."""
+
+    @router.get("/tasks/<task_id>/executions", responses=problems(404))
+    def list_executions(
+        task_id: TaskId, limit: PageLimit = 50, next_token: PageToken = None
+    ) -> ExecutionPage:
+        return ExecutionPage.of(tasks.executions(caller_tenant(router), task_id, limit, next_token))
+
+    @router.get("/tasks/<task_id>/next", responses=problems(404))
+    def next_occurrences(
+        task_id: TaskId, count: PreviewCount = 10, after: PreviewAfter = None
+    ) -> OccurrencesView:
+        task, preview = tasks.upcoming(caller_tenant(router), task_id, count, after)
+        return OccurrencesView.of_task(task.task_id, preview)
