@@ -13,7 +13,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import dynacron
-from dynacron.cli import main as cli_module
+from dynacron.cli import connection as cli_output
 from dynacron.cli.main import app
 from dynacron.client.api_client import ApiError, ApiUnreachable
 from dynacron.local.runtime import LocalOptions, LocalRuntime
@@ -249,7 +249,7 @@ def test_tags_from_the_cli_on_create_update_and_list(
 ) -> None:
     # Tables as wide as they need: a console made at import takes COLUMNS as it was
     # then (pytest-xdist's workers set 80), so a tag line would fold
-    monkeypatch.setattr(cli_module, "out", Console(highlight=False, width=300))
+    monkeypatch.setattr(cli_output, "out", Console(highlight=False, width=300))
     target = ["--url", local, "--api-key", "k2"]
     hook = "http://127.0.0.1:9/h"
     # Given a task created with --tag in both spellings, one value holding markup

@@ -19,7 +19,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import dynacron
-from dynacron.cli import main as cli_module
+from dynacron.cli import connection as cli_output
 from dynacron.cli.main import app
 from dynacron.domain.executions.signing import signature_header
 from dynacron.local.runtime import LocalOptions, LocalRuntime
@@ -167,7 +167,7 @@ def http_server() -> Iterator[str]:
 def test_the_cli_shows_an_html_error_page_as_its_status_and_title(
     local: str, http_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli_module, "out", Console(highlight=False, width=300))
+    monkeypatch.setattr(cli_output, "out", Console(highlight=False, width=300))
     with dynacron.Client(local) as client:
         task = client.create_task(cron=YEARLY, handler_url=f"{http_server}/hook", name="static")
         execution_id = client.trigger_task(task.task_id).execution_id

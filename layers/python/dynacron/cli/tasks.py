@@ -1,0 +1,154 @@
+"""`dynacron tasks ...`: register, inspect and control tasks."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from dynacron.api.requests import TaskCreate
+from dynacron.cli import tables
+from dynacron.cli.connection import (
+    LimitOption,
+    TagFilterOption,
+    TagOption,
+    TokenOption,
+    add_connection_options,
+    answer,
+    api,
+    console,
+    out,
+    show,
+    split_tag,
+    tags_of,
+    target_of,
+)
+
+tasks_app = typer.Typer(help="Register, inspect and control tasks.", no_args_is_help=True)
+add_connection_options(tasks_app)
+
+
+@tasks_app.command("create")
+def tasks_create(
+    ctx: typer.Context,
+    handler_url: Annotated[str, typer.Option(help="The http(s) URL to POST each execution to")],
+    cron: Annotated[
+        str | None, typer.Option(help="A cron expression, e.g. '0 9 * * MON-FRI'")
+    ] = None,
+    rate: Annotated[str | None, typer.Option(help="A rate, e.g. '5 minutes'")] = None,
+    at: Annotated[str | None, typer.Option(help="An ISO 8601 instant, for a one-time task")] = None,
+    name: Annotated[str | None, typer.Option(help="A name to recognise it by")] = None,
+    tz: Annotated[str, typer.Option("--tz", help="IANA time zone")] = "UTC",
+    payload: Annotated[str, typer.Option(help="JSON object sent with every execution")] = "{}",
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(help="Run the command again with the same key: one task (for 24 hours)"),
+    ] = None,
+    tag: TagOption = None,
+) -> None:
+    """Register a task: give exactly one of --cron, --rate or --at."""
+    target = target_of(ctx)
+    try:
+        body = json.loads(payload)
+    except ValueError as error:
+        console.print(f"[red]error:[/red] --payload is not JSON: {error}")
+        raise typer.Exit(2) from None
+    try:
+        request = TaskCreate(
+            handler_url=handler_url,
+            cron=cron,
+            rate=rate,
+            at=at,
+            name=name,
+            timezone=tz,
+            payload=body,
+            tags=tags_of(tag or []),
+        )
+    except ValidationError as error:
+        console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+    with api(target) as client:
+        task = client.create_task(request, idempotency_key=idempotency_key)
+    show(target, task, tables.tasks)
+
+
+@tasks_app.command("update")
+def tasks_update(
+    ctx: typer.Context,
+    task_id: str,
+    name: Annotated[str | None, typer.Option(help="A new name")] = None,
+    tag: TagOption = None,
+    clear_tags: Annotated[bool, typer.Option("--clear-tags", help="Remove every tag")] = False,
+    version: Annotated[
+        int | None, typer.Option(min=1, help="Refuse the change unless the task is at it")
+    ] = None,
+) -> None:
+    """Change a task. --tag replaces all of its tags with those given."""
+    if tag and clear_tags:
+        console.print("[red]error:[/red] give --tag or --clear-tags, not both")
+        raise typer.Exit(2)
+    fields: dict[str, Any] = {"name": name, "version": version}
+    if tag or clear_tags:
+        fields["tags"] = tags_of(tag or [])
+    changes = {k: v for k, v in fields.items() if v is not None}
+    if not changes:
+        console.print("[red]error:[/red] nothing to change: give --name, --tag or --clear-tags")
+        raise typer.Exit(2)
+    answer(ctx, lambda client: client.patch_task(task_id, **changes), tables.tasks)
+
+
+@tasks_app.command("list")
+def tasks_list(
+    ctx: typer.Context,
+    limit: LimitOption = 50,
+    next_token: TokenOption = None,
+    tag: TagFilterOption = None,
+) -> None:
+    """Your tasks, oldest first, one page at a time; with --tag, those with every tag
+    given (a page may then hold fewer than --limit: follow --next-token)."""
+    filters = [
+        key if value is None else f"{key}:{value}" for key, value in map(split_tag, tag or [])
+    ]
+    answer(ctx, lambda client: client.list_tasks(limit, next_token, tag=filters), tables.tasks)
+
+
+@tasks_app.command("get")
+def tasks_get(ctx: typer.Context, task_id: str) -> None:
+    """One task."""
+    answer(ctx, lambda client: client.get_task(task_id), tables.tasks)
+
+
+@tasks_app.command("pause")
+def tasks_pause(
+    ctx: typer.Context,
+    task_id: str,
+    note: Annotated[str | None, typer.Option(help="Why, for whoever resumes it")] = None,
+) -> None:
+    """Stop a task firing until it is resumed."""
+    answer(ctx, lambda client: client.pause_task(task_id, note), tables.tasks)
+
+
+@tasks_app.command("resume")
+def tasks_resume(ctx: typer.Context, task_id: str) -> None:
+    """Let a paused task fire again; what it missed follows its catch-up policy."""
+    answer(ctx, lambda client: client.resume_task(task_id), tables.tasks)
+
+
+@tasks_app.command("trigger")
+def tasks_trigger(ctx: typer.Context, task_id: str) -> None:
+    """Run a task once now, outside its schedule."""
+    answer(ctx, lambda client: client.trigger_task(task_id), tables.executions)
+
+
+@tasks_app.command("delete")
+def tasks_delete(ctx: typer.Context, task_id: str) -> None:
+    """Delete a task; executions already queued are skipped."""
+    target = target_of(ctx)
+    with api(target) as client:
+        client.delete_task(task_id)
+    if target.as_json:
+        out.print_json(json.dumps({"deleted": task_id}))
+    else:
+        out.print(f"deleted {task_id}")
