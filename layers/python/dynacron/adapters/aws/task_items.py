@@ -313,10 +313,3 @@ def _readable(read: Task | UnreadableTask) -> Task:
     if isinstance(read, UnreadableTask):
         raise UnreadableTaskError(f"task {read.task_id}: {read.reason}")
     return read
-
-
-def _next_version(seen: dict[str, Any] | None) -> int:
-    try:
-        return int((seen or {})["N"]) + 1
-    except (KeyError, TypeError, ValueError):
-        return 1
