@@ -128,20 +128,6 @@ class AtMost(Condition):
         )
 
 
-@dataclass(frozen=True)
-class AtLeast(Condition):
-    """``field`` is present and at least ``value`` (``>=``), compared as ``Below`` is."""
-
-    field: str
-    value: Any
-
-    def holds(self, record: Record | None) -> bool:
-        stored = _comparable(record, self.field, self.value)
-        if stored is _INCOMPARABLE or _kind(stored) not in ("number", "str"):
-            return False
-        return bool(stored >= self.value)
-
-
 @dataclass(frozen=True, init=False)
 class _Combined(Condition):
     conditions: tuple[Condition, ...]

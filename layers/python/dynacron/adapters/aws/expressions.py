@@ -15,7 +15,6 @@ from dynacron.adapters.aws.items import conditional_write, is_condition_failure,
 from dynacron.domain.conditions import (
     AllOf,
     AnyOf,
-    AtLeast,
     AtMost,
     Below,
     Condition,
@@ -68,8 +67,6 @@ class Placeholders:
                 return f"{self.name(field)} < {self.value(value)}"
             case AtMost(field, value):
                 return f"{self.name(field)} <= {self.value(value)}"
-            case AtLeast(field, value):
-                return f"{self.name(field)} >= {self.value(value)}"
             case AllOf():
                 return " AND ".join(self._operand(c) for c in condition.conditions)
             case AnyOf():
