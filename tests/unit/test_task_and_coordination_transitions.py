@@ -59,7 +59,10 @@ def test_at_most_holds_for_equal_and_lower_values_of_the_same_kind() -> None:
 
 def test_copy_reads_the_record_as_it_was_and_a_delete_changes_nothing_else() -> None:
     swap = Transition(
-        expects=Equals("a", 1), sets={"b": "new"}, computes={"c": Copy("b")}, removes=frozenset({"d"})
+        expects=Equals("a", 1),
+        sets={"b": "new"},
+        computes={"c": Copy("b")},
+        removes=frozenset({"d"}),
     )
     assert swap.applied_to({"a": 1, "b": "old", "d": 0}) == {"a": 1, "b": "new", "c": "old"}
     with pytest.raises(ValueError, match="missing"):
