@@ -97,14 +97,8 @@ def test_a_task_is_read_back_as_stored(adapters: AdapterSet) -> None:
     assert readable == [other]
     assert unreadable == []
     # A recurring schedule and a payload with a fraction and non-ASCII text come back whole
-    rate = create(
-        tasks,
-        a_task(
-            "every-minute",
-            schedule=RateSchedule(every_seconds=60, anchor=START),
-            payload={"n": 1.5, "text": "é"},
-        ),
-    )
+    every_minute = a_task("every-minute", schedule=RateSchedule(every_seconds=60, anchor=START))
+    rate = create(tasks, dataclasses.replace(every_minute, payload={"n": 1.5, "text": "é"}))
     assert tasks.get("every-minute") == rate
 
 

@@ -32,8 +32,7 @@ from dynacron.definitions.resources import (
 )
 from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination import transitions
-from dynacron.domain.coordination.limits import BreakerState, HostState, RateLimit, take_token
-from dynacron.domain.instants import parse_instant
+from dynacron.domain.coordination.limits import HostState, RateLimit, take_token
 
 # A concurrency limit tries this many of its slots before the execution waits:
 # bounded writes per attempt, whatever the limit.
@@ -55,17 +54,8 @@ class DynamoLimitStore:
         response = self._client.get_item(
             TableName=self._table, Key=_key(f"{HOST_KEY_PREFIX}{host}"), ConsistentRead=True
         )
-        if "Item" not in response:
-            return HostState(host=host)
-        values = from_item(response["Item"])
-        return HostState(
-            host=host,
-            breaker=BreakerState(values.get("breaker", BreakerState.CLOSED)),
-            consecutive_failures=int(values.get("consecutive_failures", 0)),
-            breaker_until=_instant(values.get("breaker_until")),
-            paused_until=_instant(values.get("paused_until")),
-            version=int(values.get("version", 0)),
-        )
+        item = response.get("Item")
+        return transitions.host_from_record(host, from_item(item) if item else None)
 
     def replace_host(self, state: HostState, now: datetime) -> bool:
         """Write ``state`` if the stored one is still the version before it."""
@@ -171,7 +161,3 @@ def _key(value: str) -> dict[str, Any]:
 
 def _number(value: float) -> Decimal:
     return Decimal(f"{value:.6f}")
-
-
-def _instant(value: str | None) -> datetime | None:
-    return parse_instant(value) if value else None

@@ -264,11 +264,10 @@ class DynamoTaskStore:
         holds it; otherwise the slot is left as it is.
         """
         seen = _plain(self.stored_version(task_id))
-        if release_slot_of is not None and self._apply(
-            task_id, transitions.set_aside(seen, reason, now, release_slot_of=release_slot_of)
-        ):
-            return True
-        return self._apply(task_id, transitions.set_aside(seen, reason, now))
+        attempts = transitions.set_aside_attempts(
+            seen, reason, now, release_slot_of=release_slot_of
+        )
+        return any(self._apply(task_id, attempt) for attempt in attempts)
 
     def _apply(self, task_id: str, transition: Transition) -> bool:
         """Carry out ``transition`` on the task as one conditional write; False if it

@@ -22,7 +22,7 @@ from dynacron.adapters.sqlite.schema import COORDINATION
 from dynacron.definitions.resources import SLOT_KEY_PREFIX
 from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination import transitions
-from dynacron.domain.coordination.limits import BreakerState, HostState, RateLimit, take_token
+from dynacron.domain.coordination.limits import HostState, RateLimit, take_token
 from dynacron.domain.coordination.uptime import ShardHistory
 from dynacron.domain.instants import parse_instant
 from dynacron.ports import ShardCursor, ShardLease
@@ -216,17 +216,8 @@ class SqliteLimitStore:
         database.ensure_schema(COORDINATION)
 
     def host(self, host: str) -> HostState:
-        values = _HOSTS.read(self._database.connection(), {"host": host})
-        if values is None:
-            return HostState(host=host)
-        return HostState(
-            host=host,
-            breaker=BreakerState(values.get("breaker", BreakerState.CLOSED)),
-            consecutive_failures=int(values.get("consecutive_failures", 0)),
-            breaker_until=instant_or_none(values.get("breaker_until")),
-            paused_until=instant_or_none(values.get("paused_until")),
-            version=int(values.get("version", 0)),
-        )
+        record = _HOSTS.read(self._database.connection(), {"host": host})
+        return transitions.host_from_record(host, record)
 
     def replace_host(self, state: HostState, now: datetime) -> bool:
         """Write ``state`` if the stored one is still the version before it."""

@@ -202,11 +202,10 @@ class SqliteTaskStore:
         """``set_aside`` at the version stored now; with ``release_slot_of``, the run slot
         that execution holds is freed too, if it still holds it."""
         seen = self.stored_version(task_id)
-        if release_slot_of is not None and self._apply(
-            task_id, transitions.set_aside(seen, reason, now, release_slot_of=release_slot_of)
-        ):
-            return True
-        return self._apply(task_id, transitions.set_aside(seen, reason, now))
+        attempts = transitions.set_aside_attempts(
+            seen, reason, now, release_slot_of=release_slot_of
+        )
+        return any(self._apply(task_id, attempt) for attempt in attempts)
 
     def replace(
         self,

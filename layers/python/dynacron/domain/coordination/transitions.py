@@ -11,6 +11,7 @@ row). Two stores, one set of rules.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -27,7 +28,7 @@ from dynacron.domain.conditions import (
     Transition,
 )
 from dynacron.domain.coordination.create_keys import KEY_LIFETIME, CreateKey
-from dynacron.domain.coordination.limits import HostState
+from dynacron.domain.coordination.limits import BreakerState, HostState
 from dynacron.domain.coordination.uptime import Outage, ShardHistory
 from dynacron.domain.instants import format_instant, parse_instant
 
@@ -140,6 +141,20 @@ def host_record(state: HostState) -> dict[str, Any]:
     return {name: value for name, value in record.items() if value is not None}
 
 
+def host_from_record(host: str, record: Mapping[str, Any] | None) -> HostState:
+    """A host's breaker state as stored (the initial state where there is none)."""
+    if record is None:
+        return HostState(host=host)
+    return HostState(
+        host=host,
+        breaker=BreakerState(record.get("breaker", BreakerState.CLOSED)),
+        consecutive_failures=int(record.get("consecutive_failures", 0)),
+        breaker_until=_instant_from(record.get("breaker_until")),
+        paused_until=_instant_from(record.get("paused_until")),
+        version=int(record.get(VERSION, 0)),
+    )
+
+
 def replace_host(state: HostState) -> Transition:
     """Store a host's breaker state whole. Expects none stored, or the one at the
     version before ``state``'s."""
@@ -219,6 +234,10 @@ def rotate_secret(current: list[str], fresh_secret: str) -> Transition:
         expects=Equals(SIGNING_SECRETS, list(current)),
         sets={SIGNING_SECRETS: [fresh_secret, current[0]]},
     )
+
+
+def _instant_from(value: str | None) -> datetime | None:
+    return parse_instant(value) if value else None
 
 
 def _instant_or_none(value: datetime | None) -> str | None:

@@ -114,6 +114,18 @@ def set_aside(
     )
 
 
+def set_aside_attempts(
+    seen_version: Any, reason: str, now: datetime, *, release_slot_of: str | None = None
+) -> list[Transition]:
+    """The set-asides to try in turn, until one holds: with ``release_slot_of``, first
+    one that frees the run slot that execution holds (nothing else would free it),
+    then, the slot held by another, one that leaves it as it is."""
+    plain = set_aside(seen_version, reason, now)
+    if release_slot_of is None:
+        return [plain]
+    return [set_aside(seen_version, reason, now, release_slot_of=release_slot_of), plain]
+
+
 def mark_has_dependents(tenant_id: str) -> Transition:
     """Note that some task runs after this one. Expects the task to be ``tenant_id``'s;
     bumps the version, so that a whole-task write based on an older read is refused
