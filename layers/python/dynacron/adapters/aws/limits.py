@@ -34,9 +34,6 @@ from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination import transitions
 from dynacron.domain.coordination.limits import HostState, RateLimit, take_token
 
-# A concurrency limit tries this many of its slots before the execution waits:
-# bounded writes per attempt, whatever the limit.
-SLOT_PROBES = 4
 # Racing writers can make both GCRA writes miss; after this many rounds, wait.
 RATE_ROUNDS = 3
 KEY = COORDINATION.partition_key.name
@@ -130,10 +127,9 @@ class DynamoLimitStore:
     ) -> str | None:
         """Hold one of ``scope``'s ``limit`` slots until ``until``; its key, or None if
         the slots tried were all held. Starts at a random slot so waiters spread out."""
-        first = self._rng.randrange(limit)
         take = transitions.acquire_slot(holder, now, until)
-        for offset in range(min(limit, SLOT_PROBES)):
-            slot = f"{SLOT_KEY_PREFIX}{scope}#{(first + offset) % limit}"
+        for scoped in transitions.slots_to_try(scope, limit, self._rng.randrange(limit)):
+            slot = SLOT_KEY_PREFIX + scoped
             if self._apply(slot, take, record_expiry(until)):
                 return slot
         return None

@@ -27,10 +27,6 @@ from dynacron.domain.coordination.uptime import ShardHistory
 from dynacron.domain.instants import parse_instant
 from dynacron.ports import ShardCursor, ShardLease
 
-# A concurrency limit tries this many of its slots before the execution waits
-# (as on DynamoDB: bounded work per attempt, whatever the limit).
-SLOT_PROBES = 4
-
 _CURSORS = RowTable(
     "shard_cursors",
     ("shard",),
@@ -247,10 +243,9 @@ class SqliteLimitStore:
     ) -> str | None:
         """Hold one of ``scope``'s ``limit`` slots until ``until``; its key, or None if
         the slots tried were all held. Starts at a random slot so waiters spread out."""
-        first = self._rng.randrange(limit)
         take = transitions.acquire_slot(holder, now, until)
-        for offset in range(min(limit, SLOT_PROBES)):
-            slot = f"{SLOT_KEY_PREFIX}{scope}#{(first + offset) % limit}"
+        for scoped in transitions.slots_to_try(scope, limit, self._rng.randrange(limit)):
+            slot = SLOT_KEY_PREFIX + scoped
             if self._apply(_SLOTS, {"slot": slot}, take):
                 return slot
         return None

@@ -107,6 +107,17 @@ def withdraw_handover(owner: str) -> Transition:
 # --- concurrency slots and host breakers ----------------------------------------------
 
 
+# A concurrency limit tries this many of its slots before the execution waits:
+# bounded writes per attempt, whatever the limit.
+SLOT_PROBES = 4
+
+
+def slots_to_try(scope: str, limit: int, first: int) -> list[str]:
+    """The slots of ``scope``'s ``limit`` a taker tries, in turn, starting at ``first``
+    (drawn at random, so that waiters spread out): at most ``SLOT_PROBES``."""
+    return [f"{scope}#{(first + offset) % limit}" for offset in range(min(limit, SLOT_PROBES))]
+
+
 def acquire_slot(holder: str, now: datetime, until: datetime) -> Transition:
     """Hold a slot until ``until``, written whole. Expects it free, expired before
     ``now``, or ``holder``'s already."""
