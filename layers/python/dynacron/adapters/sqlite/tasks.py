@@ -22,7 +22,6 @@ from dynacron.adapters.sqlite.records import (
     load,
     read_task,
     shown_task,
-    task_to_record,
 )
 from dynacron.adapters.sqlite.schema import COORDINATION, TASKS
 from dynacron.domain.conditions import Transition
@@ -30,6 +29,7 @@ from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.claiming import Claim
+from dynacron.domain.tasks.record import task_record
 from dynacron.domain.tasks.tags import TagFilter, matches_all
 from dynacron.domain.tasks.task import DuePlacement, Task
 from dynacron.ports import Page, UnreadableTask, UnreadableTaskError
@@ -91,7 +91,7 @@ class SqliteTaskStore:
                 )
             if _row(connection, task.task_id) is not None:
                 raise InvalidRequest("task_id", f"a task {task.task_id!r} already exists")
-            _put(connection, task_to_record(task), placement)
+            _put(connection, task_record(task), placement)
             connection.execute(
                 """INSERT INTO tenants (tenant_id, task_count, signing_secrets) VALUES (?, 1, ?)
                    ON CONFLICT (tenant_id) DO UPDATE SET task_count = task_count + 1,
@@ -223,7 +223,7 @@ class SqliteTaskStore:
                 row = _row(connection, task_id)
                 if row is None or not expects.holds(_as_stored(row)):
                     return False
-            _put(connection, task_to_record(task), placement)
+            _put(connection, task_record(task), placement)
         return True
 
     def mark_has_dependents(self, tenant_id: str, task_id: str) -> bool:
