@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.executions.attention import Attention, AttentionQuery
@@ -36,6 +36,8 @@ from dynacron.ports.tasks import DuePage as DuePage
 from dynacron.ports.tasks import DuePageHandOut as DuePageHandOut
 from dynacron.ports.tasks import OwnedTasks as OwnedTasks
 from dynacron.ports.tasks import TaskStore as TaskStore
+from dynacron.ports.tasks import UnreadableTask as UnreadableTask
+from dynacron.ports.tasks import UnreadableTaskError as UnreadableTaskError
 
 T = TypeVar("T")
 
@@ -58,22 +60,6 @@ class Page(Generic[T]):
 
 # A reason is kept short: it is shown to the owner and stored on the item.
 REASON_LIMIT = TASK_REASON_LIMIT
-
-
-class UnreadableTaskError(ValueError):
-    """A stored task item that cannot be decoded into a ``Task``."""
-
-
-@dataclass(frozen=True)
-class UnreadableTask:
-    """A stored task that cannot be decoded: written around the API (by hand, a bug,
-    a migration). What the tick needs to set it aside without decoding it."""
-
-    task_id: str
-    reason: str
-    # The stored version as it was read, in the store's own form (None if
-    # missing): the set-aside write is conditional on it.
-    seen_version: Any
 
 
 def reason_of(error: BaseException) -> str:

@@ -19,7 +19,46 @@ from dynacron.domain.tasks.tags import TagFilter
 from dynacron.domain.tasks.task import DuePlacement, Task
 
 if TYPE_CHECKING:
-    from dynacron.ports import Page, UnreadableTask
+    from dynacron.ports import Page
+
+
+class UnreadableTaskError(ValueError):
+    """A stored task item that cannot be decoded into a ``Task``."""
+
+
+@dataclass(frozen=True)
+class UnreadableTask:
+    """A stored task that cannot be decoded: written around the API (by hand, a bug,
+    a migration). What the tick needs to set it aside without decoding it."""
+
+    task_id: str
+    reason: str
+    # The stored version as it was read, in the store's own form (None if
+    # missing): the set-aside write is conditional on it.
+    seen_version: Any
+
+
+def sorted_reads(
+    reads: Iterable[Task | UnreadableTask],
+) -> tuple[list[Task], list[UnreadableTask]]:
+    """Tasks read, with those that cannot be decoded apart (``read_many``'s answer)."""
+    tasks: list[Task] = []
+    unreadable: list[UnreadableTask] = []
+    for read in reads:
+        if isinstance(read, UnreadableTask):
+            unreadable.append(read)
+        else:
+            tasks.append(read)
+    return tasks, unreadable
+
+
+def all_readable(read: tuple[list[Task], list[UnreadableTask]]) -> list[Task]:
+    """The tasks of ``read_many``'s answer; ``UnreadableTaskError`` if one could not be
+    decoded (``get_many``'s answer)."""
+    tasks, unreadable = read
+    if unreadable:
+        raise UnreadableTaskError(f"task {unreadable[0].task_id}: {unreadable[0].reason}")
+    return tasks
 
 
 class OwnedTasks(Protocol):

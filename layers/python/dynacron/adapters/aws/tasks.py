@@ -51,8 +51,8 @@ from dynacron.domain.tasks.task import (
 from dynacron.ports import (
     Page,
     UnreadableTask,
-    UnreadableTaskError,
 )
+from dynacron.ports.tasks import all_readable, sorted_reads
 
 
 class DynamoTaskStore:
@@ -225,22 +225,12 @@ class DynamoTaskStore:
     def get_many(self, task_ids: Iterable[str]) -> list[Task]:
         """Strongly consistent reads of up to any number of tasks; missing ones are left
         out; ``UnreadableTaskError`` if one cannot be decoded."""
-        tasks, unreadable = self.read_many(task_ids)
-        if unreadable:
-            raise UnreadableTaskError(f"task {unreadable[0].task_id}: {unreadable[0].reason}")
-        return tasks
+        return all_readable(self.read_many(task_ids))
 
     def read_many(self, task_ids: Iterable[str]) -> tuple[list[Task], list[UnreadableTask]]:
         """As ``get_many``, with the tasks that cannot be decoded apart, not raised."""
-        tasks: list[Task] = []
-        unreadable: list[UnreadableTask] = []
-        for item in self._batch_items(task_ids, consistent=True).values():
-            read = read_task_item(item)
-            if isinstance(read, Task):
-                tasks.append(read)
-            else:
-                unreadable.append(read)
-        return tasks, unreadable
+        items = self._batch_items(task_ids, consistent=True).values()
+        return sorted_reads(read_task_item(item) for item in items)
 
     def _batch_items(self, task_ids: Iterable[str], consistent: bool) -> dict[str, dict[str, Any]]:
         """The stored items of ``task_ids`` that exist, by id, in BatchGetItem calls."""

@@ -33,6 +33,7 @@ from dynacron.domain.tasks.record import task_record
 from dynacron.domain.tasks.tags import TagFilter, matches_all
 from dynacron.domain.tasks.task import DuePlacement, Task
 from dynacron.ports import Page, UnreadableTask, UnreadableTaskError
+from dynacron.ports.tasks import all_readable, sorted_reads
 
 
 def _tags_condition(tags: tuple[TagFilter, ...]) -> tuple[str, tuple[Any, ...]] | None:
@@ -157,22 +158,12 @@ class SqliteTaskStore:
 
     def get_many(self, task_ids: Iterable[str]) -> list[Task]:
         """The tasks that exist; ``UnreadableTaskError`` if one cannot be decoded."""
-        tasks, unreadable = self.read_many(task_ids)
-        if unreadable:
-            raise UnreadableTaskError(f"task {unreadable[0].task_id}: {unreadable[0].reason}")
-        return tasks
+        return all_readable(self.read_many(task_ids))
 
     def read_many(self, task_ids: Iterable[str]) -> tuple[list[Task], list[UnreadableTask]]:
         """As ``get_many``, with the tasks that cannot be decoded apart, not raised."""
-        tasks: list[Task] = []
-        unreadable: list[UnreadableTask] = []
-        for row in self._rows(list(dict.fromkeys(task_ids))):
-            read = read_task(row["task_id"], row["record"], row["version"])
-            if isinstance(read, Task):
-                tasks.append(read)
-            else:
-                unreadable.append(read)
-        return tasks, unreadable
+        rows = self._rows(list(dict.fromkeys(task_ids)))
+        return sorted_reads(read_task(r["task_id"], r["record"], r["version"]) for r in rows)
 
     def _rows(self, task_ids: list[str]) -> Iterator[sqlite3.Row]:
         connection = self._database.connection()
