@@ -3,11 +3,11 @@
 A ``Condition`` is what a stored record must be for a change to apply; a
 ``Transition`` pairs one with the attributes it sets, removes or computes. Both
 read a record as a plain mapping of attribute names to plain values (str, int,
-bool, dict), and know nothing of executions: ``dynacron.domain.executions.transitions``
-states each of an execution's moves in this language, and each store carries one
-out atomically (the DynamoDB adapter compiles it into a condition and update
-expression, the SQLite adapter checks ``holds`` and writes ``applied_to`` inside
-one transaction).
+bool, dict), and know nothing of executions or tasks: the ``transitions`` modules of
+``dynacron.domain.executions``, ``.tasks`` and ``.coordination`` state each move in
+this language, and each store carries one out atomically (the DynamoDB adapters
+compile it into a condition and update expression, the SQLite adapters check
+``holds`` and write ``applied_to`` inside one transaction).
 
 Conditions follow DynamoDB's semantics, so both stores agree on every edge: a
 comparison with a missing attribute is false, except ``NotEquals`` (``<>``), which

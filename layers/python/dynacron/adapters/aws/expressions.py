@@ -147,6 +147,8 @@ def apply_transition_returning(
 ) -> tuple[bool, dict[str, Any] | None]:
     """As ``apply_transition``, with the item: the new one if the transition held,
     else the one that made it fail (None if there is none)."""
+    if transition.deletes:
+        raise ValueError("a deleted record has no new item to return")
     request = write_request(transition, key)
     try:
         if transition.creates:
