@@ -39,8 +39,8 @@ from bench.aws_double import REGION, AwsDouble, _Body
 from bench.capacity import cgroup_directory, limit_cpu, process_cpu_seconds
 from bench.common import QUICK, RESULTS, write_result
 from bench.throughput import NOW, due_items, warm
-from dynacron.adapters.aws.claims import LambdaPageClaims
 from dynacron.adapters.aws.cursors import DynamoCursorStore
+from dynacron.adapters.aws.due_page_hand_out import LambdaDuePageHandOut
 from dynacron.domain.clock import SettableClock
 from dynacron.entry.composition import Dynacron
 from dynacron.planning import capacity_model
@@ -96,7 +96,7 @@ def hand_out_child(tasks: int, cgroup: str | None) -> dict[str, Any]:
         dynamodb=dynamodb,
         sqs=sqs,
         clock=SettableClock(NOW),
-        page_claims=LambdaPageClaims(client, CLAIM_FUNCTION),
+        page_claims=LambdaDuePageHandOut(client, CLAIM_FUNCTION),
     )
     warm(app)
     double.latency_seconds = DOUBLE_LATENCY_MS / 1000

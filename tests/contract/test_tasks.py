@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
+from dynacron.domain.schedules.expressions import RateSchedule
 from dynacron.domain.tasks.claiming import claim_occurrence
 from dynacron.domain.tasks.tags import TagFilter, parse_tag_filter
 from dynacron.domain.tasks.task import DuePlacement, Task, TaskStatus
@@ -95,6 +96,10 @@ def test_a_task_is_read_back_as_stored(adapters: AdapterSet) -> None:
     readable, unreadable = tasks.read_many(["other-job", "missing"])
     assert readable == [other]
     assert unreadable == []
+    # A recurring schedule and a payload with a fraction and non-ASCII text come back whole
+    every_minute = a_task("every-minute", schedule=RateSchedule(every_seconds=60, anchor=START))
+    rate = create(tasks, dataclasses.replace(every_minute, payload={"n": 1.5, "text": "é"}))
+    assert tasks.get("every-minute") == rate
 
 
 def test_get_owned_and_delete_owned_see_only_the_tenants_own(adapters: AdapterSet) -> None:
@@ -147,6 +152,10 @@ def test_page_owned_pages_a_tenants_tasks_oldest_first(adapters: AdapterSet) -> 
     assert first_token is not None
     with pytest.raises(InvalidRequest):
         tasks.page_owned("other", 2, first_token)
+    # and a token no listing gave is refused
+    for bad in ("not-a-token", "eyJ9"):
+        with pytest.raises(InvalidRequest):
+            tasks.page_owned("acme", 2, bad)
 
 
 def every_tagged(
@@ -292,6 +301,13 @@ def test_replace_only_from_the_expected_version(adapters: AdapterSet) -> None:
         expected_version=3,
         unchanged={"upstream": 2},
     )
+    # and a task named in ``unchanged`` that does not exist refuses the change too
+    assert not tasks.replace(
+        dataclasses.replace(paused, name="checked against nothing", version=4),
+        None,
+        expected_version=3,
+        unchanged={"missing": 1},
+    )
     assert tasks.get("job") == paused
     assert tasks.get("upstream") == upstream
 
@@ -317,6 +333,35 @@ def test_claim_advances_a_task_once(adapters: AdapterSet) -> None:
     assert claimed.next_run_at is None
     assert due_ids(tasks) == []
     assert not tasks.claim(claim, None, now)
+
+
+def test_claim_moves_a_recurring_task_on_and_refuses_a_stale_version(
+    adapters: AdapterSet,
+) -> None:
+    tasks = adapters.tasks
+    # Given a recurring task: only its version (not its status) tells a stale claim apart
+    task = create(tasks, a_task("every-minute", schedule=RateSchedule(60, anchor=START)))
+    now = START + timedelta(seconds=1)
+    claim = claim_occurrence(task, now)
+    assert claim is not None
+    assert claim.next_run_at == START + MINUTE
+    placement = SHARDING.place(task.task_id, claim.next_run_at, now)
+    assert placement is not None
+
+    # When it is claimed twice from the same read, the second is refused
+    assert tasks.claim(claim, placement, now)
+    assert not tasks.claim(claim, placement, now)
+
+    # Then it is due again at its next occurrence, in that occurrence's bucket
+    stored = tasks.get("every-minute")
+    assert stored is not None
+    assert (stored.status, stored.version, stored.next_run_at, stored.last_scheduled_at) == (
+        TaskStatus.ACTIVE,
+        2,
+        START + MINUTE,
+        START,
+    )
+    assert tasks.due_task_ids(placement.key, START + MINUTE, 10, None)[0] == ["every-minute"]
 
 
 def test_due_task_ids_in_order_with_limit_and_start_key(adapters: AdapterSet) -> None:

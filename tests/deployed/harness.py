@@ -41,8 +41,8 @@ from moto.iam.access_control import IAMPolicy, PermissionResult
 
 import dynacron.adapters.delivery.registry
 import dynacron.entry.composition
-from dynacron.adapters.aws.claims import LambdaPageClaims
 from dynacron.adapters.aws.clients import CLAIM_INVOKE_CONFIG, aws_client_config
+from dynacron.adapters.aws.due_page_hand_out import LambdaDuePageHandOut
 from dynacron.adapters.delivery.registry import HandlerRegistry
 from dynacron.definitions.resources import QUEUES
 from dynacron.domain.clock import SettableClock
@@ -818,7 +818,7 @@ def build_function(
             invoker.meta.events.register(
                 "before-call.lambda.Invoke", functools.partial(_queue_claim, claim_events)
             )
-            page_claims = LambdaPageClaims(invoker, settings.claim_function)
+            page_claims = LambdaDuePageHandOut(invoker, settings.claim_function)
         function.app = Dynacron(
             settings,
             dynamodb=dynamodb,

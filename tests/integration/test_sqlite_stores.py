@@ -20,17 +20,12 @@ import pytest
 
 from dynacron.adapters.sqlite import sqlite_stores
 from dynacron.adapters.sqlite.coordination import (
-    SqliteCursorStore,
-    SqliteLimitStore,
     SqliteShardLeases,
-    SqliteTenantStore,
 )
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.executions import SqliteExecutionStore
 from dynacron.adapters.sqlite.tasks import SqliteTaskStore
-from dynacron.domain.coordination.limits import BreakerState, HostState, RateLimit
-from dynacron.domain.coordination.uptime import Outage, ShardHistory
-from dynacron.domain.errors import InvalidRequest, LimitExceeded
+from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions.attention import AttentionQuery
 from dynacron.domain.executions.execution import (
     Dispatch,
@@ -48,7 +43,6 @@ from dynacron.domain.tasks.task import (
     Task,
     TaskStatus,
     execution_id_for,
-    shard_for,
 )
 from dynacron.ports import UnreadableTask, UnreadableTaskError
 
@@ -109,120 +103,6 @@ def create(store: SqliteTaskStore, task: Task, max_tasks: int = 100) -> Task:
 # Tasks ---------------------------------------------------------------------------
 
 
-def test_a_created_task_reads_back_whole(tasks: SqliteTaskStore) -> None:
-    task = create(tasks, a_task("t1", every_seconds=60))
-
-    assert tasks.get("t1") == task
-    assert tasks.get_owned("tenant-a", "t1") == task
-    assert tasks.get("missing") is None
-
-
-def test_quota_counts_a_tenants_tasks_and_refuses_beyond_it(
-    tasks: SqliteTaskStore, database: Database
-) -> None:
-    tenants = SqliteTenantStore(database)
-    create(tasks, a_task("t1"), max_tasks=2)
-    create(tasks, a_task("t2"), max_tasks=2)
-
-    with pytest.raises(LimitExceeded):
-        create(tasks, a_task("t3"), max_tasks=2)
-
-    assert tasks.get("t3") is None
-    assert tenants.task_count("tenant-a") == 2
-    # The first task's secret is the tenant's; later ones do not replace it.
-    assert tenants.signing_secrets("tenant-a") == ["secret-t1"]
-    # Another tenant has a quota of its own.
-    create(tasks, a_task("t4", tenant="tenant-b"), max_tasks=2)
-    assert tenants.task_count("tenant-b") == 1
-
-
-def test_a_duplicate_id_is_refused_and_not_counted(
-    tasks: SqliteTaskStore, database: Database
-) -> None:
-    create(tasks, a_task("t1"))
-
-    with pytest.raises(InvalidRequest):
-        create(tasks, a_task("t1", tenant="tenant-a"))
-
-    assert SqliteTenantStore(database).task_count("tenant-a") == 1
-
-
-def test_delete_owned_releases_quota_only_for_the_owner(
-    tasks: SqliteTaskStore, database: Database
-) -> None:
-    create(tasks, a_task("t1"))
-
-    assert tasks.delete_owned("tenant-b", "t1") is False
-    assert tasks.get("t1") is not None
-    assert tasks.delete_owned("tenant-a", "t1") is True
-    assert tasks.get("t1") is None
-    assert tasks.delete_owned("tenant-a", "t1") is False
-    assert SqliteTenantStore(database).task_count("tenant-a") == 0
-
-
-def test_pages_of_a_tenants_tasks_with_tokens_bound_to_the_tenant(
-    tasks: SqliteTaskStore,
-) -> None:
-    for i in range(7):
-        create(tasks, a_task(f"a{i}", created_at=NOW + timedelta(seconds=i)))
-    create(tasks, a_task("b0", tenant="tenant-b"))
-
-    seen: list[str] = []
-    tokens: list[str] = []
-    token: str | None = None
-    pages = 0
-    while True:
-        page = tasks.page_owned("tenant-a", 3, token)
-        seen += [t.task_id for t in page.items]
-        pages += 1
-        token = page.next_token
-        if token is None:
-            break
-        tokens.append(token)
-
-    assert seen == [f"a{i}" for i in range(7)]
-    assert pages == 3
-    assert [t.task_id for t in tasks.page_owned("tenant-b", 10, None).items] == ["b0"]
-    assert tasks.get_owned("tenant-b", "a0") is None
-    # Another tenant's listing does not accept this tenant's token
-    with pytest.raises(InvalidRequest):
-        tasks.page_owned("tenant-b", 3, tokens[0])
-    for bad in ("not-a-token", "eyJ9"):
-        with pytest.raises(InvalidRequest):
-            tasks.page_owned("tenant-a", 3, bad)
-
-
-def test_due_ids_of_one_bucket_in_order_with_limit_and_start_key(
-    tasks: SqliteTaskStore,
-) -> None:
-    # Given tasks of one shard due at different times, and one not due yet
-    ids = [f"d{i}" for i in range(40)]
-    shard_ids = [i for i in ids if shard_for(i, SHARDING.shard_count) == 0][:6]
-    assert len(shard_ids) >= 4
-    for offset, task_id in enumerate(reversed(shard_ids)):
-        create(tasks, a_task(task_id, next_run_at=NOW - timedelta(seconds=offset)))
-    bucket = DuePlacement(SHARDING.bucket(NOW), 0).key
-
-    # When the bucket is read two at a time
-    found: list[str] = []
-    start_key = None
-    while True:
-        page, start_key = tasks.due_task_ids(bucket, NOW, 2, start_key)
-        assert len(page) <= 2
-        found += page
-        if start_key is None:
-            break
-
-    # Then every due task comes once, oldest first
-    assert found == list(shard_ids)
-    # Not due yet, or due before due_from: left out
-    assert (
-        tasks.due_task_ids(bucket, NOW - timedelta(seconds=2), 10, None)[0] == list(shard_ids)[:-2]
-    )
-    later = tasks.due_task_ids(bucket, NOW, 10, None, due_from=NOW - timedelta(seconds=1))
-    assert later == (list(shard_ids)[-2:], None)
-
-
 def test_claim_race_eight_threads_claim_each_due_task_exactly_once(tmp_path: Path) -> None:
     # Given 1,000 recurring tasks due now in one bucket (NORMAL sync: a quicker test);
     # recurring, so only the version (not the status) tells a stale claim apart
@@ -269,66 +149,6 @@ def test_claim_race_eight_threads_claim_each_due_task_exactly_once(tmp_path: Pat
     assert done.version == 2
     assert done.next_run_at == NOW + timedelta(seconds=60)
     database.close()
-
-
-def test_claim_moves_a_recurring_task_on_and_refuses_a_stale_version(
-    tasks: SqliteTaskStore,
-) -> None:
-    task = create(tasks, a_task("r1", every_seconds=60))
-    claim = claim_occurrence(task, NOW)
-    assert claim is not None
-    assert claim.next_run_at == NOW + timedelta(seconds=60)
-    placement = SHARDING.place(task.task_id, claim.next_run_at, NOW)
-
-    assert tasks.claim(claim, placement, NOW) is True
-    assert tasks.claim(claim, placement, NOW) is False
-
-    stored = tasks.get("r1")
-    assert stored is not None
-    assert (stored.version, stored.next_run_at, stored.last_scheduled_at) == (
-        2,
-        NOW + timedelta(seconds=60),
-        NOW,
-    )
-    assert placement is not None
-    assert tasks.due_task_ids(placement.key, NOW + timedelta(seconds=60), 10, None)[0] == ["r1"]
-
-
-def test_replace_needs_the_expected_version_and_every_unchanged_one(
-    tasks: SqliteTaskStore,
-) -> None:
-    task = create(tasks, a_task("t1", every_seconds=60))
-    upstream = create(tasks, a_task("u1", every_seconds=60))
-    paused = Task(**{**task.__dict__, "status": TaskStatus.PAUSED, "version": 2})
-
-    # A stale expectation of the task, or of a task it depends on, changes nothing
-    assert tasks.replace(paused, None, expected_version=5) is False
-    assert tasks.replace(paused, None, 1, unchanged={"u1": 7}) is False
-    assert tasks.replace(paused, None, 1, unchanged={"missing": 1}) is False
-    assert tasks.get("t1") == task
-
-    assert tasks.replace(paused, None, 1, unchanged={"u1": upstream.version}) is True
-    assert tasks.get("t1") == paused
-    # Paused: out of the due index
-    bucket = place(task)
-    assert bucket is not None
-    assert "t1" not in tasks.due_task_ids(bucket.key, NOW, 10, None)[0]
-
-
-def test_dependents_and_mark_has_dependents(tasks: SqliteTaskStore) -> None:
-    create(tasks, a_task("up", every_seconds=60))
-    create(tasks, a_task("down2", after="up", next_run_at=None))
-    create(tasks, a_task("down1", after="up", next_run_at=None))
-    create(tasks, a_task("other", after="elsewhere", next_run_at=None))
-
-    assert tasks.dependents("up") == ["down1", "down2"]
-    assert tasks.dependents("down1") == []
-    assert tasks.mark_has_dependents("tenant-b", "up") is False
-    assert tasks.mark_has_dependents("tenant-a", "up") is True
-    marked = tasks.get("up")
-    assert marked is not None
-    assert marked.has_dependents
-    assert marked.version == 2
 
 
 def test_an_unreadable_task_is_told_apart_shown_and_set_aside(
@@ -428,155 +248,7 @@ def test_a_tag_filter_passes_over_rows_that_are_not_json_or_hold_odd_tags(
     assert len(tasks.page_owned("tenant-a", 10, None).items) == 4
 
 
-def test_set_aside_by_id_frees_the_slot_only_of_its_holder(tasks: SqliteTaskStore) -> None:
-    task = create(tasks, a_task("t1", every_seconds=60))
-    holding = Task(**{**task.__dict__, "running_execution": "t1_x", "version": 2})
-    assert tasks.replace(holding, place(holding), 1)
-
-    assert tasks.set_aside_by_id("t1", "boom", NOW, release_slot_of="t1_other") is True
-    kept = tasks.get("t1")
-    assert kept is not None
-    assert kept.status is TaskStatus.ERROR
-    assert kept.running_execution == "t1_x"
-    assert kept.version == 3
-
-    assert tasks.set_aside_by_id("t1", "boom", NOW, release_slot_of="t1_x") is True
-    freed = tasks.get("t1")
-    assert freed is not None
-    assert freed.running_execution is None
-    assert tasks.set_aside_by_id("missing", "boom", NOW) is False
-
-
-# Coordination ----------------------------------------------------------------------
-
-
-def test_tenant_secrets_ensure_and_rotate(database: Database) -> None:
-    tenants = SqliteTenantStore(database)
-    assert tenants.signing_secrets("t") == []
-    assert tenants.task_count("t") == 0
-
-    assert tenants.ensure_secret("t", "s1") == ["s1"]
-    assert tenants.ensure_secret("t", "s2") == ["s1"]
-    assert tenants.rotate_secret("t", "s3") == ["s3", "s1"]
-    assert tenants.rotate_secret("t", "s4") == ["s4", "s3"]
-    assert tenants.signing_secrets("t") == ["s4", "s3"]
-    # A tenant with no secret gets the fresh one as its first
-    assert tenants.rotate_secret("u", "u1") == ["u1"]
-
-
-def test_cursors_advance_forward_only_and_record_tick_once(database: Database) -> None:
-    cursors = SqliteCursorStore(database)
-    assert cursors.get(0) is None
-    assert cursors.advance(0, NOW) is True
-    assert cursors.advance(0, NOW - timedelta(minutes=1)) is False
-    assert cursors.advance(0, NOW) is False
-    assert cursors.advance(0, NOW + timedelta(minutes=1)) is True
-    assert cursors.get(0) == NOW + timedelta(minutes=1)
-    assert cursors.get(1) is None
-
-    empty = cursors.read(0).history
-    first = ShardHistory(ticking_since=NOW, last_tick=NOW, outages=())
-    assert cursors.record_tick(0, first, empty) is True
-    # A second tick that read the same (empty) history lost
-    assert cursors.record_tick(0, first, empty) is False
-    outage = Outage(last_tick=NOW, next_tick=NOW + timedelta(minutes=5))
-    second = ShardHistory(
-        ticking_since=NOW + timedelta(minutes=5),
-        last_tick=NOW + timedelta(minutes=5),
-        outages=(outage,),
-    )
-    assert cursors.record_tick(0, second, first) is True
-    read = cursors.read(0, timedelta(seconds=30))
-    assert read.bucket == NOW + timedelta(minutes=1)
-    assert read.history.outages == (outage,)
-    assert read.history.last_tick == NOW + timedelta(minutes=5)
-    assert read.history.heartbeat == timedelta(seconds=30)
-
-
-def test_shard_leases_acquire_handover_renew_release(database: Database) -> None:
-    leases = SqliteShardLeases(database)
-    until = NOW + timedelta(seconds=30)
-
-    assert leases.acquire(0, "a", NOW, until) is True
-    assert leases.acquire(0, "b", NOW, until) is False
-    assert leases.acquire(0, "a", NOW, until + timedelta(seconds=1)) is True
-    assert leases.request_handover(0, "a") is False
-    assert leases.request_handover(1, "b") is False  # nobody holds shard 1
-    assert leases.request_handover(0, "b") is True
-    # A successor is waiting: no renewal, a handover instead
-    assert leases.renew(0, "a", until) is False
-    assert leases.hand_over(0, "b", until) is False
-    assert leases.hand_over(0, "a", until + timedelta(seconds=5)) is True
-    lease = leases.get(0)
-    assert lease is not None
-    assert (lease.owner, lease.successor) == ("b", None)
-    assert lease.lease_until == until + timedelta(seconds=5)
-    assert leases.renew(0, "b", until + timedelta(seconds=10)) is True
-
-    # An expired lease is anyone's
-    assert leases.acquire(0, "c", until + timedelta(seconds=10), until + timedelta(minutes=1))
-    # Withdrawing a request is not a release; releasing a held lease is
-    assert leases.request_handover(0, "d") is True
-    assert leases.release(0, "d") is False
-    lease = leases.get(0)
-    assert lease is not None
-    assert lease.successor is None
-    assert leases.release(0, "c") is True
-    assert leases.get(0) is None
-
-
-def test_limit_slots_up_to_the_limit_and_expiry(database: Database) -> None:
-    limits = SqliteLimitStore(database, rng=random.Random(1))
-    until = NOW + timedelta(seconds=60)
-
-    held = [limits.acquire_slot("task#x", 2, f"e{i}", NOW, until) for i in range(3)]
-    assert held[0] is not None
-    assert held[1] is not None
-    assert held[0] != held[1]
-    assert held[2] is None
-    # Asking again as a holder gets its own slot back
-    assert limits.acquire_slot("task#x", 2, "e0", NOW, until) == held[0]
-
-    assert limits.extend_slot(held[0], "e9", until) is False
-    assert limits.extend_slot(held[0], "e0", until + timedelta(seconds=60)) is True
-    assert limits.release_slot(held[1], "e9") is False
-    assert limits.release_slot(held[1], "e1") is True
-    assert limits.acquire_slot("task#x", 2, "e2", NOW, until) == held[1]
-    # Once e2's lease ran out, its slot is free for another; e0's extended one is not
-    later = until + timedelta(seconds=1)
-    assert limits.acquire_slot("task#x", 2, "e3", later, later + timedelta(seconds=60)) == held[1]
-    assert limits.release_slot(held[1], "e2") is False
-
-
-def test_token_bucket_allows_a_burst_then_says_how_long_to_wait(database: Database) -> None:
-    limits = SqliteLimitStore(database)
-    rate = RateLimit(per_second=2.0, burst=2)
-
-    assert limits.take_token("h", rate, NOW) == 0.0
-    assert limits.take_token("h", rate, NOW) == 0.0
-    wait = limits.take_token("h", rate, NOW)
-    assert wait == pytest.approx(0.5)
-    # Another host's bucket is its own
-    assert limits.take_token("g", rate, NOW) == 0.0
-    assert limits.take_token("h", rate, NOW + timedelta(seconds=wait)) == 0.0
-
-
-def test_host_state_replaced_only_from_the_version_before(database: Database) -> None:
-    limits = SqliteLimitStore(database)
-    assert limits.host("h") == HostState(host="h")
-    opened = HostState(
-        host="h",
-        breaker=BreakerState.OPEN,
-        consecutive_failures=5,
-        breaker_until=NOW + timedelta(seconds=30),
-        version=1,
-    )
-    assert limits.replace_host(opened, NOW) is True
-    assert limits.replace_host(opened, NOW) is False  # a racer that read version 0
-    assert limits.host("h") == opened
-    closed = HostState(host="h", version=2)
-    assert limits.replace_host(closed, NOW) is True
-    assert limits.host("h") == closed
+# Several Database objects on one file ---------------------------------------
 
 
 def test_two_databases_on_one_file_act_as_two_processes(tmp_path: Path) -> None:

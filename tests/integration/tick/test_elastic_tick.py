@@ -2,7 +2,7 @@
 tasks to claim invocations, and nothing is lost when one fails or never runs.
 
 moto's Lambda needs Docker to run code, so the Lambda client is a stand-in at the
-port's edge: it decodes the ``Invoke`` the real adapter (``LambdaPageClaims``)
+port's edge: it decodes the ``Invoke`` the real adapter (``LambdaDuePageHandOut``)
 makes and runs ``Dynacron.claim`` in-process with that event, as the deployed claim
 function would (a second ``Dynacron``, its own Ticker, the same moto tables).
 The adapter's request itself is checked against botocore's Stubber.
@@ -23,16 +23,16 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from dynacron.adapters.aws.claims import ClaimNotQueued, LambdaPageClaims
+from dynacron.adapters.aws.due_page_hand_out import ClaimNotQueued, LambdaDuePageHandOut
 from dynacron.adapters.aws.task_items import task_to_item
-from dynacron.adapters.claim_events import InvalidClaimEvent, page_from_event
+from dynacron.adapters.due_page_events import InvalidClaimEvent, page_from_event
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.schedules.expressions import OneTimeSchedule
 from dynacron.domain.tasks.task import Task, TaskStatus, due_bucket_key
 from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import LOOPBACK_NETWORKS, Settings
 from dynacron.local.aws import REGION, provision
-from dynacron.ports import ClaimPage
+from dynacron.ports import DuePage
 from dynacron.ports.faults import Boundary
 from tests.conftest import sleep_moving
 from tests.support import FakeLambdaContext
@@ -109,7 +109,7 @@ def make_elastic(aws: tuple[Any, Any], **tick_settings: Any) -> Elastic:
         dynamodb=dynamodb,
         sqs=sqs,
         clock=clock,
-        page_claims=LambdaPageClaims(stand_in, CLAIM_FUNCTION),
+        page_claims=LambdaDuePageHandOut(stand_in, CLAIM_FUNCTION),
         # The looping tick waits by moving the clock
         sleep=sleep_moving(clock),
     )
@@ -369,7 +369,7 @@ def test_a_claim_of_tasks_no_longer_due_sends_nothing(elastic: Elastic) -> None:
 
 
 def test_a_claim_event_that_is_not_a_page_is_refused_by_name() -> None:
-    assert page_from_event({"shard": 2, "task_ids": ["a", "b"]}) == ClaimPage(2, ("a", "b"))
+    assert page_from_event({"shard": 2, "task_ids": ["a", "b"]}) == DuePage(2, ("a", "b"))
     for event in (
         {"task_ids": ["a"]},
         {"shard": "0", "task_ids": ["a"]},
@@ -398,7 +398,7 @@ def test_the_adapter_invokes_the_claim_function_asynchronously(
     lambda_client: tuple[Any, Stubber],
 ) -> None:
     client, stubber = lambda_client
-    page = ClaimPage(shard=3, task_ids=("t1", "t2"))
+    page = DuePage(shard=3, task_ids=("t1", "t2"))
     stubber.add_response(
         "invoke",
         {"StatusCode": 202},
@@ -408,20 +408,20 @@ def test_the_adapter_invokes_the_claim_function_asynchronously(
             "Payload": json.dumps({"shard": 3, "task_ids": ["t1", "t2"]}).encode(),
         },
     )
-    LambdaPageClaims(client, CLAIM_FUNCTION).hand_out(page)
+    LambdaDuePageHandOut(client, CLAIM_FUNCTION).hand_out(page)
 
 
 def test_the_adapter_raises_when_lambda_does_not_queue_the_event(
     lambda_client: tuple[Any, Stubber],
 ) -> None:
     client, stubber = lambda_client
-    claims = LambdaPageClaims(client, CLAIM_FUNCTION)
+    claims = LambdaDuePageHandOut(client, CLAIM_FUNCTION)
     stubber.add_client_error("invoke", "TooManyRequestsException", http_status_code=429)
     with pytest.raises(ClientError):
-        claims.hand_out(ClaimPage(0, ("t1",)))
+        claims.hand_out(DuePage(0, ("t1",)))
     stubber.add_response("invoke", {"StatusCode": 200})
     with pytest.raises(ClaimNotQueued):
-        claims.hand_out(ClaimPage(0, ("t1",)))
+        claims.hand_out(DuePage(0, ("t1",)))
 
 
 def test_the_deployed_tick_hands_out_through_lambda_only_when_given_a_claim_function(
@@ -434,7 +434,7 @@ def test_the_deployed_tick_hands_out_through_lambda_only_when_given_a_claim_func
     assert Dynacron.from_environment().ticker._page_claims is None
     monkeypatch.setenv("DYNACRON_CLAIM_FUNCTION", CLAIM_FUNCTION)
     claims = Dynacron.from_environment().ticker._page_claims
-    assert isinstance(claims, LambdaPageClaims)
+    assert isinstance(claims, LambdaDuePageHandOut)
 
 
 def test_the_thin_claim_handler_claims_a_page_from_the_environment(

@@ -3,11 +3,11 @@
 A ``Condition`` is what a stored record must be for a change to apply; a
 ``Transition`` pairs one with the attributes it sets, removes or computes. Both
 read a record as a plain mapping of attribute names to plain values (str, int,
-bool, dict), and know nothing of executions: ``dynacron.domain.executions.transitions``
-states each of an execution's moves in this language, and each store carries one
-out atomically (the DynamoDB adapter compiles it into a condition and update
-expression, the SQLite adapter checks ``holds`` and writes ``applied_to`` inside
-one transaction).
+bool, dict), and know nothing of executions or tasks: the ``transitions`` modules of
+``dynacron.domain.executions``, ``.tasks`` and ``.coordination`` state each move in
+this language, and each store carries one out atomically (the DynamoDB adapters
+compile it into a condition and update expression, the SQLite adapters check
+``holds`` and write ``applied_to`` inside one transaction).
 
 Conditions follow DynamoDB's semantics, so both stores agree on every edge: a
 comparison with a missing attribute is false, except ``NotEquals`` (``<>``), which
@@ -115,6 +115,19 @@ class Below(Condition):
         return bool(stored < self.value)
 
 
+@dataclass(frozen=True)
+class AtMost(Condition):
+    """``field`` is present and at most ``value`` (``<=``), compared as ``Below`` is."""
+
+    field: str
+    value: Any
+
+    def holds(self, record: Record | None) -> bool:
+        return Below(self.field, self.value).holds(record) or Equals(self.field, self.value).holds(
+            record
+        )
+
+
 @dataclass(frozen=True, init=False)
 class _Combined(Condition):
     conditions: tuple[Condition, ...]
@@ -154,19 +167,29 @@ class Plus:
 
 
 @dataclass(frozen=True)
+class Copy:
+    """The value ``source`` had before the transition (as ``Plus`` reads it)."""
+
+    source: str
+
+
+@dataclass(frozen=True)
 class Transition:
-    """One atomic change of an execution record.
+    """One atomic change of a stored record.
 
     Applies only if ``expects`` holds. Then ``removes`` go, ``sets`` are written,
     and each of ``computes`` is set from the record as it was. With ``creates``,
-    ``sets`` is the whole new record and ``expects`` is that there is none.
+    ``sets`` is the whole new record, written over whatever ``expects`` admits (as
+    a conditional put: nothing, or a record in a state it may replace). With
+    ``deletes``, the record goes and nothing else changes.
     """
 
     expects: Condition
     sets: Mapping[str, Any] = field(default_factory=dict)
     removes: frozenset[str] = frozenset()
-    computes: Mapping[str, Plus] = field(default_factory=dict)
+    computes: Mapping[str, Plus | Copy] = field(default_factory=dict)
     creates: bool = False
+    deletes: bool = False
 
     def __post_init__(self) -> None:
         if any(value is None for value in self.sets.values()):
@@ -176,20 +199,26 @@ class Transition:
             raise ValueError("a transition changes each attribute once")
         if self.creates and (self.removes or self.computes):
             raise ValueError("a new record is written whole")
+        if self.deletes and (self.creates or self.sets or self.removes or self.computes):
+            raise ValueError("a deleted record changes nothing else")
 
     def holds(self, record: Record | None) -> bool:
         """Whether the transition applies to ``record`` (None: there is none)."""
         return self.expects.holds(record)
 
     def applied_to(self, record: Record | None) -> dict[str, Any]:
-        """The record after the transition (whether it ``holds`` is not checked here)."""
+        """The record after the transition (whether it ``holds`` is not checked here;
+        empty if it ``deletes`` the record)."""
+        if self.deletes:
+            return {}
         if self.creates:
             return dict(self.sets)
         before = dict(record or {})
         after = {name: value for name, value in before.items() if name not in self.removes}
         after.update(self.sets)
-        for name, plus in self.computes.items():
-            if plus.source not in before:
-                raise ValueError(f"{name} is computed from {plus.source}, which is missing")
-            after[name] = before[plus.source] + plus.amount
+        for name, computed in self.computes.items():
+            if computed.source not in before:
+                raise ValueError(f"{name} is computed from {computed.source}, which is missing")
+            value = before[computed.source]
+            after[name] = value + computed.amount if isinstance(computed, Plus) else value
         return after

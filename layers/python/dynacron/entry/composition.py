@@ -26,9 +26,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from dynacron.adapters.aws import aws_adapters
-from dynacron.adapters.aws.claims import LambdaPageClaims
 from dynacron.adapters.aws.clients import CLAIM_INVOKE_CONFIG, aws_client_config
-from dynacron.adapters.claim_events import page_from_event
+from dynacron.adapters.aws.due_page_hand_out import LambdaDuePageHandOut
 from dynacron.adapters.delivery.connections import Resolver, system_resolver
 from dynacron.adapters.delivery.http import HandlerDelivery, HttpDelivery, SecretsOf
 from dynacron.adapters.delivery.python_handlers import PythonDelivery
@@ -37,6 +36,7 @@ from dynacron.adapters.delivery.registry import (
     default_registry,
     import_handler_modules,
 )
+from dynacron.adapters.due_page_events import page_from_event
 from dynacron.adapters.messages import dispatch_from_body
 from dynacron.adapters.powertools.idempotency import IdempotentHandlerCalls
 from dynacron.adapters.powertools.metrics import Emit, ReliabilityMetrics, print_emf
@@ -47,7 +47,7 @@ from dynacron.domain.coordination.quotas import TenantRateLimiter
 from dynacron.domain.executions.execution import Dispatch, queue_latency
 from dynacron.domain.tasks.urls import UrlPolicy
 from dynacron.entry.settings import Settings
-from dynacron.ports import AdapterSet, DispatchQueue, PageClaims
+from dynacron.ports import AdapterSet, DispatchQueue, DuePageHandOut
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.services.aftermath import Aftermath, RunStarter
 from dynacron.services.attempt_guards import InvocationBudget
@@ -97,7 +97,7 @@ class Dynacron:
         emit_metrics: Emit = print_emf,
         faults: Faults = NO_FAULTS,
         dispatch_queue: DispatchQueue | None = None,
-        page_claims: PageClaims | None = None,
+        page_claims: DuePageHandOut | None = None,
     ) -> None:
         import_handler_modules(settings.handler_modules)
         self.settings = settings
@@ -419,7 +419,7 @@ class Dynacron:
         page_claims = None
         if settings.claim_function:
             # Only the looping tick is given a claim function (infra/constructs/tick.py).
-            page_claims = LambdaPageClaims(
+            page_claims = LambdaDuePageHandOut(
                 boto3.client("lambda", config=CLAIM_INVOKE_CONFIG), settings.claim_function
             )
         return cls(

@@ -46,7 +46,7 @@ A per-shard cursor remembers the oldest bucket that may still hold work, so an
 item in an older bucket (the scheduler was down, a tick fell behind) is never
 missed, and buckets already drained are not queried again.
 
-6. Elastic capacity (decision 0025): given a ``PageClaims`` port, a tick hands
+6. Elastic capacity (decision 0025): given a ``DuePageHandOut`` port, a tick hands
    a page of at least ``tick_fanout_min_tasks`` due tasks to a claim
    invocation instead of claiming it, and goes on to the next page; past
    ``tick_fanout_max_pages`` a tick, a large page waits for the next tick.
@@ -72,11 +72,11 @@ from dynacron.domain.coordination.uptime import ShardHistory
 from dynacron.domain.tasks.task import due_bucket_key
 from dynacron.entry.settings import Settings
 from dynacron.ports import (
-    ClaimPage,
     CursorStore,
     DispatchQueue,
+    DuePage,
+    DuePageHandOut,
     ExecutionStore,
-    PageClaims,
     TaskStore,
 )
 from dynacron.ports.faults import NO_FAULTS, Faults
@@ -106,7 +106,7 @@ class Ticker:
         faults: Faults = NO_FAULTS,
         metrics: ReliabilityMetrics | None = None,
         sleep: Callable[[float], None] = time.sleep,
-        page_claims: PageClaims | None = None,
+        page_claims: DuePageHandOut | None = None,
     ) -> None:
         self._page_claims = page_claims
         # Task id -> until when its hand-out is fresh. Kept by the Ticker, so a
@@ -178,7 +178,7 @@ class Ticker:
         report.cursor = new_cursor
         return report
 
-    def claim_page(self, page: ClaimPage, deadline: datetime | None = None) -> TickReport:
+    def claim_page(self, page: DuePage, deadline: datetime | None = None) -> TickReport:
         """Claim one page a tick handed out (the claim function's work): the page
         part of ``tick_shard``, with no lease, no cursor and no hand-outs of its own.
 
@@ -287,7 +287,7 @@ class Ticker:
         if self._page_claims is None or len(task_ids) < self._settings.tick_fanout_min_tasks:
             return False
         try:
-            self._page_claims.hand_out(ClaimPage(shard=shard, task_ids=tuple(task_ids)))
+            self._page_claims.hand_out(DuePage(shard=shard, task_ids=tuple(task_ids)))
         except Exception:
             logger.warning(
                 "could not hand a page to a claim invocation; claiming it here",

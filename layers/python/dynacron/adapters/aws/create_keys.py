@@ -7,9 +7,11 @@ from datetime import datetime
 from typing import Any
 
 from dynacron.adapters.aws.errors import translating
-from dynacron.adapters.aws.items import conditional_write, from_item, to_item
+from dynacron.adapters.aws.expressions import apply_to_record
+from dynacron.adapters.aws.items import from_item, to_item
 from dynacron.definitions.resources import CREATE_KEY_PREFIX
-from dynacron.domain.coordination.create_keys import KEY_LIFETIME, CreateKey, KeyReservation
+from dynacron.domain.coordination import transitions
+from dynacron.domain.coordination.create_keys import CreateKey, KeyReservation
 
 
 def create_key_key(tenant_id: str, key: str) -> dict[str, Any]:
@@ -28,26 +30,11 @@ class DynamoCreateKeys:
     def reserve(
         self, tenant_id: str, key: CreateKey, task_id: str, now: datetime
     ) -> KeyReservation:
-        expires_at = int((now + KEY_LIFETIME).timestamp())
-        reserved = conditional_write(
-            self._client.update_item,
+        reserved = apply_to_record(
+            self._client,
             self._table,
-            Key=create_key_key(tenant_id, key.key),
-            UpdateExpression=(
-                "SET task_id = :task, fingerprint = :fingerprint, created = :no, "
-                "expires_at = :expires"
-            ),
-            ConditionExpression="attribute_not_exists(#key) OR expires_at <= :now",
-            ExpressionAttributeNames={"#key": "key"},
-            ExpressionAttributeValues=to_item(
-                {
-                    ":task": task_id,
-                    ":fingerprint": key.fingerprint,
-                    ":no": False,
-                    ":expires": expires_at,
-                    ":now": int(now.timestamp()),
-                }
-            ),
+            from_item(create_key_key(tenant_id, key.key)),
+            transitions.reserve_create_key(key, task_id, now),
         )
         if reserved:
             return KeyReservation(task_id, key.fingerprint, created=False)
@@ -64,11 +51,9 @@ class DynamoCreateKeys:
     def mark_created(self, tenant_id: str, key: str, task_id: str) -> None:
         # Only the reservation of this task: one that expired and was taken since
         # names another.
-        conditional_write(
-            self._client.update_item,
+        apply_to_record(
+            self._client,
             self._table,
-            Key=create_key_key(tenant_id, key),
-            UpdateExpression="SET created = :yes",
-            ConditionExpression="task_id = :task",
-            ExpressionAttributeValues=to_item({":yes": True, ":task": task_id}),
+            from_item(create_key_key(tenant_id, key)),
+            transitions.mark_key_created(task_id),
         )

@@ -5,6 +5,7 @@ and that write carried out.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -14,12 +15,14 @@ from dynacron.adapters.aws.items import conditional_write, is_condition_failure,
 from dynacron.domain.conditions import (
     AllOf,
     AnyOf,
+    AtMost,
     Below,
     Condition,
     Equals,
     Exists,
     Missing,
     NotEquals,
+    Plus,
     Transition,
 )
 
@@ -62,6 +65,8 @@ class Placeholders:
                 return f"{self.name(field)} <> {self.value(value)}"
             case Below(field, value):
                 return f"{self.name(field)} < {self.value(value)}"
+            case AtMost(field, value):
+                return f"{self.name(field)} <= {self.value(value)}"
             case AllOf():
                 return " AND ".join(self._operand(c) for c in condition.conditions)
             case AnyOf():
@@ -76,8 +81,9 @@ class Placeholders:
         """The changes of ``transition`` (not a new record) as an UpdateExpression."""
         assignments = [f"{self.name(n)} = {self.value(v)}" for n, v in transition.sets.items()]
         assignments += [
-            f"{self.name(n)} = {self.name(plus.source)} + {self.value(plus.amount)}"
-            for n, plus in transition.computes.items()
+            f"{self.name(n)} = {self.name(computed.source)}"
+            + (f" + {self.value(computed.amount)}" if isinstance(computed, Plus) else "")
+            for n, computed in transition.computes.items()
         ]
         clauses = []
         if assignments:
@@ -101,8 +107,12 @@ class Placeholders:
 def write_request(transition: Transition, key: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments (but the table) of the one write that carries out
     ``transition`` on the item at ``key``: a conditional PutItem of the whole record
-    when it ``creates`` one, else a conditional UpdateItem."""
+    when it ``creates`` one, a conditional DeleteItem when it ``deletes`` it, else a
+    conditional UpdateItem."""
     placeholders = Placeholders()
+    if transition.deletes:
+        condition = placeholders.condition(transition.expects)
+        return {"Key": key, "ConditionExpression": condition, **placeholders.request()}
     if transition.creates:
         condition = placeholders.condition(transition.expects)
         return {
@@ -124,7 +134,11 @@ def apply_transition(client: Any, table: str, key: dict[str, Any], transition: T
     """Carry out ``transition`` on the item at ``key`` of ``table`` as one conditional
     write; False if it did not hold."""
     request = write_request(transition, key)
-    write = client.put_item if transition.creates else client.update_item
+    write = client.update_item
+    if transition.creates:
+        write = client.put_item
+    elif transition.deletes:
+        write = client.delete_item
     return conditional_write(write, table, **request)
 
 
@@ -133,6 +147,8 @@ def apply_transition_returning(
 ) -> tuple[bool, dict[str, Any] | None]:
     """As ``apply_transition``, with the item: the new one if the transition held,
     else the one that made it fail (None if there is none)."""
+    if transition.deletes:
+        raise ValueError("a deleted record has no new item to return")
     request = write_request(transition, key)
     try:
         if transition.creates:
@@ -151,3 +167,24 @@ def apply_transition_returning(
             return False, error.response.get("Item")
         raise
     return True, response.get("Attributes")
+
+
+def apply_to_record(
+    client: Any,
+    table: str,
+    key: dict[str, Any],
+    transition: Transition,
+    *,
+    also_sets: dict[str, Any] | None = None,
+) -> bool:
+    """``apply_transition`` on the record at ``key`` (plain values): a whole new record
+    holds its key too, and ``also_sets`` adds what only this store keeps (a TTL) to
+    any write but a delete. False if the transition did not hold."""
+    sets = dict(transition.sets)
+    if transition.creates:
+        sets.update(key)
+    if also_sets and not transition.deletes:
+        sets.update(also_sets)
+    if sets != transition.sets:
+        transition = dataclasses.replace(transition, sets=sets)
+    return apply_transition(client, table, to_item(key), transition)

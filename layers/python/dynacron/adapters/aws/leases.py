@@ -2,16 +2,10 @@
 the client is injected).
 
 A lease says which tick invocation works a shard, and until when. Every change
-is one conditional write naming the state it expects:
-
-- ``acquire``: the lease is free, has expired, or is already ours;
-- ``request_handover``: someone else holds it; ask them to pass it on;
-- ``renew``: we hold it and nobody is waiting for it;
-- ``hand_over``: we hold it and someone is waiting: make them the holder;
-- ``release``: we hold it (or were waiting for it) and stop.
-
-A handover is one write, so a shard is never worked by two invocations at once
-and never left without one while its successor is waiting.
+is one conditional write of a ``domain.coordination.transitions`` transition
+(acquire, request a handover, renew, hand over, release). A handover is one
+write, so a shard is never worked by two invocations at once and never left
+without one while its successor is waiting.
 """
 
 from __future__ import annotations
@@ -20,9 +14,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dynacron.adapters.aws.errors import translating
-from dynacron.adapters.aws.items import conditional_write, from_item, to_item
+from dynacron.adapters.aws.expressions import apply_to_record
+from dynacron.adapters.aws.items import from_item, to_item
 from dynacron.definitions.resources import COORDINATION
-from dynacron.domain.instants import format_instant, parse_instant
+from dynacron.domain.conditions import Transition
+from dynacron.domain.coordination import transitions
+from dynacron.domain.instants import parse_instant
 from dynacron.ports import ShardLease
 
 # A lease record outlives its last holder by this long, then DynamoDB's TTL removes it.
@@ -39,11 +36,11 @@ class DynamoShardLeases:
 
     @staticmethod
     def _key(shard: int) -> dict[str, Any]:
-        return to_item({COORDINATION.partition_key.name: f"tick-lease#{shard}"})
+        return {COORDINATION.partition_key.name: f"tick-lease#{shard}"}
 
     def get(self, shard: int) -> ShardLease | None:
         response = self._client.get_item(
-            TableName=self._table, Key=self._key(shard), ConsistentRead=True
+            TableName=self._table, Key=to_item(self._key(shard)), ConsistentRead=True
         )
         if "Item" not in response:
             return None
@@ -56,87 +53,33 @@ class DynamoShardLeases:
 
     def acquire(self, shard: int, owner: str, now: datetime, until: datetime) -> bool:
         """Take the shard's lease if it is free, expired or already ours."""
-        item = {
-            **self._key(shard),
-            **to_item(
-                {
-                    "owner": owner,
-                    "lease_until": format_instant(until),
-                    EXPIRES_AT: record_expiry(until),
-                }
-            ),
-        }
-        return self._conditional(
-            self._client.put_item,
-            Item=item,
-            ConditionExpression=("attribute_not_exists(#key) OR #until <= :now OR #owner = :owner"),
-            ExpressionAttributeNames={
-                "#key": COORDINATION.partition_key.name,
-                "#until": "lease_until",
-                "#owner": "owner",
-            },
-            ExpressionAttributeValues=to_item({":now": format_instant(now), ":owner": owner}),
-        )
+        return self._apply(shard, transitions.acquire_lease(owner, now, until), until)
 
     def request_handover(self, shard: int, owner: str) -> bool:
         """Ask the current holder to pass the lease to ``owner`` at its next renewal."""
-        return self._update(
-            shard,
-            "SET #successor = :owner",
-            "attribute_exists(#owner) AND #owner <> :owner",
-            {":owner": owner},
-        )
+        return self._apply(shard, transitions.request_handover(owner))
 
     def renew(self, shard: int, owner: str, until: datetime) -> bool:
         """Extend our lease; False if it is no longer ours or a successor is waiting."""
-        return self._update(
-            shard,
-            "SET #until = :until, #expires = :expires",
-            "#owner = :owner AND attribute_not_exists(#successor)",
-            {":owner": owner, ":until": format_instant(until), ":expires": record_expiry(until)},
-        )
+        return self._apply(shard, transitions.renew_lease(owner, until), until)
 
     def hand_over(self, shard: int, owner: str, until: datetime) -> bool:
         """Make the waiting successor the holder, until ``until``; False if we hold nothing."""
-        return self._update(
-            shard,
-            "SET #owner = #successor, #until = :until, #expires = :expires REMOVE #successor",
-            "#owner = :owner AND attribute_exists(#successor)",
-            {":owner": owner, ":until": format_instant(until), ":expires": record_expiry(until)},
-        )
+        return self._apply(shard, transitions.hand_over_lease(owner, until), until)
 
     def release(self, shard: int, owner: str) -> bool:
         """Give the lease up, or withdraw our request for it; True if we held it."""
-        released = self._conditional(
-            self._client.delete_item,
-            ConditionExpression="#owner = :owner",
-            ExpressionAttributeNames={"#owner": "owner"},
-            ExpressionAttributeValues=to_item({":owner": owner}),
-            Key=self._key(shard),
-        )
+        released = self._apply(shard, transitions.release_lease(owner))
         if not released:
-            self._update(shard, "REMOVE #successor", "#successor = :owner", {":owner": owner})
+            self._apply(shard, transitions.withdraw_handover(owner))
         return released
 
-    def _update(self, shard: int, update: str, condition: str, values: dict[str, Any]) -> bool:
-        names = {
-            "#owner": "owner",
-            "#successor": "successor",
-            "#until": "lease_until",
-            "#expires": EXPIRES_AT,
-        }
-        used = {name: attr for name, attr in names.items() if name in update + condition}
-        return self._conditional(
-            self._client.update_item,
-            Key=self._key(shard),
-            UpdateExpression=update,
-            ConditionExpression=condition,
-            ExpressionAttributeNames=used,
-            ExpressionAttributeValues=to_item(values),
+    def _apply(self, shard: int, transition: Transition, until: datetime | None = None) -> bool:
+        """One conditional write; a lease held until ``until`` is kept a day longer."""
+        expiry = {EXPIRES_AT: record_expiry(until)} if until is not None else None
+        return apply_to_record(
+            self._client, self._table, self._key(shard), transition, also_sets=expiry
         )
-
-    def _conditional(self, write: Any, **request: Any) -> bool:
-        return conditional_write(write, self._table, **request)
 
 
 def record_expiry(until: datetime) -> int:

@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from dynacron.adapters.aws.errors import translating
+from dynacron.adapters.aws.expressions import apply_to_record
 from dynacron.adapters.aws.items import conditional_write, from_item, to_item
 from dynacron.adapters.aws.leases import EXPIRES_AT, record_expiry
 from dynacron.definitions.resources import (
@@ -29,12 +30,10 @@ from dynacron.definitions.resources import (
     RATE_KEY_PREFIX,
     SLOT_KEY_PREFIX,
 )
-from dynacron.domain.coordination.limits import BreakerState, HostState, RateLimit, take_token
-from dynacron.domain.instants import format_instant, parse_instant
+from dynacron.domain.conditions import Transition
+from dynacron.domain.coordination import transitions
+from dynacron.domain.coordination.limits import HostState, RateLimit, take_token
 
-# A concurrency limit tries this many of its slots before the execution waits:
-# bounded writes per attempt, whatever the limit.
-SLOT_PROBES = 4
 # Racing writers can make both GCRA writes miss; after this many rounds, wait.
 RATE_ROUNDS = 3
 KEY = COORDINATION.partition_key.name
@@ -52,37 +51,17 @@ class DynamoLimitStore:
         response = self._client.get_item(
             TableName=self._table, Key=_key(f"{HOST_KEY_PREFIX}{host}"), ConsistentRead=True
         )
-        if "Item" not in response:
-            return HostState(host=host)
-        values = from_item(response["Item"])
-        return HostState(
-            host=host,
-            breaker=BreakerState(values.get("breaker", BreakerState.CLOSED)),
-            consecutive_failures=int(values.get("consecutive_failures", 0)),
-            breaker_until=_instant(values.get("breaker_until")),
-            paused_until=_instant(values.get("paused_until")),
-            version=int(values.get("version", 0)),
-        )
+        item = response.get("Item")
+        return transitions.host_from_record(host, from_item(item) if item else None)
 
     def replace_host(self, state: HostState, now: datetime) -> bool:
         """Write ``state`` if the stored one is still the version before it."""
-        values = {
-            "breaker": state.breaker.value,
-            "consecutive_failures": state.consecutive_failures,
-            "breaker_until": _optional(state.breaker_until),
-            "paused_until": _optional(state.paused_until),
-            "version": state.version,
-            # Kept while a pause or an open breaker still matters, then a day more.
-            EXPIRES_AT: record_expiry(
-                max(t for t in (now, state.paused_until, state.breaker_until) if t is not None)
-            ),
-        }
-        return self._conditional(
-            self._client.put_item,
-            Item={**_key(f"{HOST_KEY_PREFIX}{state.host}"), **to_item(values)},
-            ConditionExpression="attribute_not_exists(#key) OR #version = :expected",
-            ExpressionAttributeNames={"#key": KEY, "#version": "version"},
-            ExpressionAttributeValues=to_item({":expected": state.version - 1}),
+        # Kept while a pause or an open breaker still matters, then a day more.
+        expiry = record_expiry(
+            max(t for t in (now, state.paused_until, state.breaker_until) if t is not None)
+        )
+        return self._apply(
+            f"{HOST_KEY_PREFIX}{state.host}", transitions.replace_host(state), expiry
         )
 
     # Token bucket ------------------------------------------------------------------
@@ -148,64 +127,25 @@ class DynamoLimitStore:
     ) -> str | None:
         """Hold one of ``scope``'s ``limit`` slots until ``until``; its key, or None if
         the slots tried were all held. Starts at a random slot so waiters spread out."""
-        first = self._rng.randrange(limit)
-        for offset in range(min(limit, SLOT_PROBES)):
-            slot = f"{SLOT_KEY_PREFIX}{scope}#{(first + offset) % limit}"
-            if self._conditional(
-                self._client.put_item,
-                Item={
-                    **_key(slot),
-                    **to_item(
-                        {
-                            "holder": holder,
-                            "lease_until": format_instant(until),
-                            EXPIRES_AT: record_expiry(until),
-                        }
-                    ),
-                },
-                ConditionExpression=(
-                    "attribute_not_exists(#key) OR #until < :now OR #holder = :holder"
-                ),
-                ExpressionAttributeNames={
-                    "#key": KEY,
-                    "#until": "lease_until",
-                    "#holder": "holder",
-                },
-                ExpressionAttributeValues=to_item({":now": format_instant(now), ":holder": holder}),
-            ):
+        take = transitions.acquire_slot(holder, now, until)
+        for scoped in transitions.slots_to_try(scope, limit, self._rng.randrange(limit)):
+            slot = SLOT_KEY_PREFIX + scoped
+            if self._apply(slot, take, record_expiry(until)):
                 return slot
         return None
 
     def extend_slot(self, slot: str, holder: str, until: datetime) -> bool:
         """Hold a slot we hold until ``until``; False if someone else holds it now."""
-        return self._conditional(
-            self._client.update_item,
-            Key=_key(slot),
-            UpdateExpression="SET #until = :until, #expires = :expires",
-            ConditionExpression="#holder = :holder",
-            ExpressionAttributeNames={
-                "#until": "lease_until",
-                "#expires": EXPIRES_AT,
-                "#holder": "holder",
-            },
-            ExpressionAttributeValues=to_item(
-                {
-                    ":until": format_instant(until),
-                    ":expires": record_expiry(until),
-                    ":holder": holder,
-                }
-            ),
-        )
+        return self._apply(slot, transitions.extend_slot(holder, until), record_expiry(until))
 
     def release_slot(self, slot: str, holder: str) -> bool:
         """Free a slot we hold; False if its lease ran out and someone else took it."""
-        return self._conditional(
-            self._client.delete_item,
-            Key=_key(slot),
-            ConditionExpression="#holder = :holder",
-            ExpressionAttributeNames={"#holder": "holder"},
-            ExpressionAttributeValues=to_item({":holder": holder}),
-        )
+        return self._apply(slot, transitions.release_slot(holder))
+
+    def _apply(self, key: str, transition: Transition, expires_at: int | None = None) -> bool:
+        """One conditional write of ``transition`` on the record at ``key``."""
+        expiry = {EXPIRES_AT: expires_at} if expires_at is not None else None
+        return apply_to_record(self._client, self._table, {KEY: key}, transition, also_sets=expiry)
 
     def _conditional(self, write: Any, **request: Any) -> bool:
         return conditional_write(write, self._table, **request)
@@ -217,11 +157,3 @@ def _key(value: str) -> dict[str, Any]:
 
 def _number(value: float) -> Decimal:
     return Decimal(f"{value:.6f}")
-
-
-def _instant(value: str | None) -> datetime | None:
-    return parse_instant(value) if value else None
-
-
-def _optional(value: datetime | None) -> str | None:
-    return format_instant(value) if value is not None else None

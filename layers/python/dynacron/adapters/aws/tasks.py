@@ -11,17 +11,17 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from dynacron.adapters.aws.errors import translating
+from dynacron.adapters.aws.expressions import Placeholders, apply_transition
 from dynacron.adapters.aws.items import (
     batch_get,
     cancelled_by,
+    deserializer,
     from_item,
     is_condition_failure,
     is_transaction_refusal,
-    serializer,
     to_item,
 )
 from dynacron.adapters.aws.task_items import (
-    _next_version,
     _readable,
     read_task_item,
     shown_task_item,
@@ -38,21 +38,21 @@ from dynacron.definitions.resources import (
     DUE_INDEX,
     TENANT_INDEX,
 )
+from dynacron.domain.conditions import Condition, Transition
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
+from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.claiming import Claim
 from dynacron.domain.tasks.tags import TagFilter, matches_all
 from dynacron.domain.tasks.task import (
     DuePlacement,
     Task,
-    TaskStatus,
 )
 from dynacron.ports import (
-    REASON_LIMIT,
     Page,
     UnreadableTask,
-    UnreadableTaskError,
 )
+from dynacron.ports.tasks import all_readable, sorted_reads
 
 
 class DynamoTaskStore:
@@ -225,22 +225,12 @@ class DynamoTaskStore:
     def get_many(self, task_ids: Iterable[str]) -> list[Task]:
         """Strongly consistent reads of up to any number of tasks; missing ones are left
         out; ``UnreadableTaskError`` if one cannot be decoded."""
-        tasks, unreadable = self.read_many(task_ids)
-        if unreadable:
-            raise UnreadableTaskError(f"task {unreadable[0].task_id}: {unreadable[0].reason}")
-        return tasks
+        return all_readable(self.read_many(task_ids))
 
     def read_many(self, task_ids: Iterable[str]) -> tuple[list[Task], list[UnreadableTask]]:
         """As ``get_many``, with the tasks that cannot be decoded apart, not raised."""
-        tasks: list[Task] = []
-        unreadable: list[UnreadableTask] = []
-        for item in self._batch_items(task_ids, consistent=True).values():
-            read = read_task_item(item)
-            if isinstance(read, Task):
-                tasks.append(read)
-            else:
-                unreadable.append(read)
-        return tasks, unreadable
+        items = self._batch_items(task_ids, consistent=True).values()
+        return sorted_reads(read_task_item(item) for item in items)
 
     def _batch_items(self, task_ids: Iterable[str], consistent: bool) -> dict[str, dict[str, Any]]:
         """The stored items of ``task_ids`` that exist, by id, in BatchGetItem calls."""
@@ -249,10 +239,10 @@ class DynamoTaskStore:
 
     def set_aside(self, task: Task | UnreadableTask, reason: str, now: datetime) -> bool:
         """Mark a task ERROR with ``reason``, out of the due index, if it is still at the
-        version read: nothing else of it is needed, so an item that cannot be decoded
-        is set aside too. False if it changed meanwhile."""
-        seen = serializer.serialize(task.version) if isinstance(task, Task) else task.seen_version
-        return self._set_aside(task.task_id, reason, now, seen_version=seen)
+        version read (``transitions.set_aside``): nothing else of it is needed, so an
+        item that cannot be decoded is set aside too. False if it changed meanwhile."""
+        seen = task.version if isinstance(task, Task) else _plain(task.seen_version)
+        return self._apply(task.task_id, transitions.set_aside(seen, reason, now))
 
     def set_aside_by_id(
         self, task_id: str, reason: str, now: datetime, *, release_slot_of: str | None = None
@@ -263,63 +253,18 @@ class DynamoTaskStore:
         end could not be handled, so nothing else would ever free it), if it still
         holds it; otherwise the slot is left as it is.
         """
-        seen = self.stored_version(task_id)
-        if release_slot_of is not None and self._set_aside(
-            task_id, reason, now, seen_version=seen, release_slot_of=release_slot_of
-        ):
-            return True
-        return self._set_aside(task_id, reason, now, seen_version=seen)
-
-    def _set_aside(
-        self,
-        task_id: str,
-        reason: str,
-        now: datetime,
-        *,
-        seen_version: dict[str, Any] | None,
-        release_slot_of: str | None = None,
-    ) -> bool:
-        names = {
-            "#status": "status",
-            "#version": "version",
-            "#bucket": DUE_INDEX.partition_key.name,
-        }
-        values = to_item(
-            {
-                ":error": TaskStatus.ERROR.value,
-                ":reason": reason[:REASON_LIMIT],
-                ":now": format_instant(now),
-                ":next": _next_version(seen_version),
-            }
+        seen = _plain(self.stored_version(task_id))
+        attempts = transitions.set_aside_attempts(
+            seen, reason, now, release_slot_of=release_slot_of
         )
-        condition = "attribute_exists(task_id) AND "
-        if seen_version is None:
-            condition += "attribute_not_exists(#version)"
-        else:
-            condition += "#version = :seen"
-            values[":seen"] = seen_version
-        removes = ["#bucket"]
-        if release_slot_of is not None:
-            condition += " AND running_execution = :slot"
-            values[":slot"] = serializer.serialize(release_slot_of)
-            removes += ["running_execution", "buffered_at"]
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=to_item({"task_id": task_id}),
-                UpdateExpression=(
-                    "SET #status = :error, status_reason = :reason, updated_at = :now, "
-                    "#version = :next REMOVE " + ", ".join(removes)
-                ),
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as error:
-            if is_condition_failure(error):
-                return False
-            raise
-        return True
+        return any(self._apply(task_id, attempt) for attempt in attempts)
+
+    def _apply(self, task_id: str, transition: Transition) -> bool:
+        """Carry out ``transition`` on the task as one conditional write; False if it
+        did not hold."""
+        return apply_transition(
+            self._client, self._table, to_item({"task_id": task_id}), transition
+        )
 
     def stored_version(self, task_id: str) -> dict[str, Any] | None:
         """The ``version`` attribute as stored, undecoded (None if missing)."""
@@ -342,28 +287,21 @@ class DynamoTaskStore:
         version) must also still hold, in one transaction: the tasks a dependency
         chain was checked against.
         """
+        replacement = transitions.replace(expected_version, unchanged)
+        placeholders = Placeholders()
         put = {
             "TableName": self._table,
             "Item": task_to_item(task, placement),
-            "ConditionExpression": "#version = :expected",
-            "ExpressionAttributeNames": {"#version": "version"},
-            "ExpressionAttributeValues": to_item({":expected": expected_version}),
+            "ConditionExpression": placeholders.condition(replacement.expects),
+            **placeholders.request(),
         }
         try:
-            if not unchanged:
+            if not replacement.unchanged:
                 self._client.put_item(**put)
                 return True
             checks = [
-                {
-                    "ConditionCheck": {
-                        "TableName": self._table,
-                        "Key": to_item({"task_id": task_id}),
-                        "ConditionExpression": "#version = :expected",
-                        "ExpressionAttributeNames": {"#version": "version"},
-                        "ExpressionAttributeValues": to_item({":expected": version}),
-                    }
-                }
-                for task_id, version in unchanged.items()
+                {"ConditionCheck": _condition_check(self._table, task_id, expects)}
+                for task_id, expects in replacement.unchanged.items()
             ]
             self._client.transact_write_items(TransactItems=[{"Put": put}, *checks])
         except ClientError as error:
@@ -376,23 +314,7 @@ class DynamoTaskStore:
         """Note that some task runs after ``task_id``; a new version, so that a whole-item
         write based on an older read cannot erase the mark. False (and nothing
         written) if ``tenant_id`` has no such task."""
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=to_item({"task_id": task_id}),
-                UpdateExpression="SET has_dependents = :yes, #version = #version + :one",
-                ConditionExpression="#tenant = :tenant",
-                ExpressionAttributeNames={
-                    "#version": "version",
-                    "#tenant": TENANT_INDEX.partition_key.name,
-                },
-                ExpressionAttributeValues=to_item({":yes": True, ":one": 1, ":tenant": tenant_id}),
-            )
-        except ClientError as error:
-            if not is_condition_failure(error):
-                raise
-            return False
-        return True
+        return self._apply(task_id, transitions.mark_has_dependents(tenant_id))
 
     def dependents(self, task_id: str) -> list[str]:
         """Ids of the tasks set to run after ``task_id`` (``after``), from the sparse index."""
@@ -449,53 +371,20 @@ class DynamoTaskStore:
         Guarded by the version read with the claim: of any number of concurrent
         claimers of the same occurrence exactly one succeeds.
         """
-        names = {
-            "#status": "status",
-            "#version": "version",
-            "#bucket": DUE_INDEX.partition_key.name,
-        }
-        values: dict[str, Any] = {
-            ":expected_version": claim.task.version,
-            ":active": TaskStatus.ACTIVE.value,
-            ":one": 1,
-            ":now": format_instant(now),
-        }
-        sets = ["#version = #version + :one", "updated_at = :now"]
-        if claim.scheduled_at is not None:
-            values[":scheduled"] = format_instant(claim.scheduled_at)
-            sets.append("last_scheduled_at = :scheduled")
-        if claim.takes_slot:
-            values[":running"] = claim.execution_id
-            sets.append("running_execution = :running")
-        if claim.buffered is not None:
-            values[":buffered"] = format_instant(claim.buffered)
-            sets.append("buffered_at = :buffered")
-        removes: list[str] = []
-        if claim.awaits_finish:
-            # fixed_delay: out of the due index until its execution finishes.
-            removes += ["next_run_at", "#bucket"]
-        elif claim.next_run_at is None or placement is None:
-            values[":completed"] = TaskStatus.COMPLETED.value
-            sets.append("#status = :completed")
-            removes += ["next_run_at", "#bucket"]
-        else:
-            values[":next"] = format_instant(claim.next_run_at)
-            values[":placement"] = placement.key
-            sets += ["next_run_at = :next", "#bucket = :placement"]
-        expression = "SET " + ", ".join(sets)
-        if removes:
-            expression += " REMOVE " + ", ".join(removes)
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=to_item({"task_id": claim.task.task_id}),
-                UpdateExpression=expression,
-                ConditionExpression="#version = :expected_version AND #status = :active",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=to_item(values),
-            )
-        except ClientError as error:
-            if is_condition_failure(error):
-                return False
-            raise
-        return True
+        transition = transitions.claim(claim, placement.key if placement else None, now)
+        return self._apply(claim.task.task_id, transition)
+
+
+def _plain(version: dict[str, Any] | None) -> Any:
+    """A stored ``version`` attribute (undecoded, None if missing) as a plain value."""
+    return deserializer.deserialize(version) if version is not None else None
+
+
+def _condition_check(table: str, task_id: str, expects: Condition) -> dict[str, Any]:
+    placeholders = Placeholders()
+    return {
+        "TableName": table,
+        "Key": to_item({"task_id": task_id}),
+        "ConditionExpression": placeholders.condition(expects),
+        **placeholders.request(),
+    }

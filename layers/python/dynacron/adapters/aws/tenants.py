@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from dynacron.adapters.aws.errors import translating
-from dynacron.adapters.aws.items import (
-    from_item,
-    is_condition_failure,
-    to_item,
-)
-from dynacron.definitions.resources import (
-    TENANT_KEY_PREFIX,
-)
+from dynacron.adapters.aws.expressions import apply_to_record
+from dynacron.adapters.aws.items import from_item, to_item
+from dynacron.definitions.resources import TENANT_KEY_PREFIX
+from dynacron.domain.coordination import transitions
 
 
 def tenant_key(tenant_id: str) -> dict[str, Any]:
@@ -62,17 +56,9 @@ class DynamoTenantStore:
         current = self.ensure_secret(tenant_id, fresh_secret)
         if current[0] == fresh_secret:
             return current  # it had none: the fresh one is its first
-        rotated = [fresh_secret, current[0]]
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=tenant_key(tenant_id),
-                UpdateExpression="SET signing_secrets = :rotated",
-                ConditionExpression="signing_secrets = :current",
-                ExpressionAttributeValues=to_item({":rotated": rotated, ":current": current}),
-            )
-        except ClientError as error:
-            if is_condition_failure(error):
-                return None
-            raise
-        return rotated
+        rotation = transitions.rotate_secret(current, fresh_secret)
+        if not apply_to_record(
+            self._client, self._table, from_item(tenant_key(tenant_id)), rotation
+        ):
+            return None
+        return list(rotation.sets[transitions.SIGNING_SECRETS])

@@ -2,9 +2,9 @@
 counts and secrets, tick leases, and the workers' shared limits (the ``CursorStore``,
 ``TenantStore``, ``ShardLeases`` and ``LimitStore`` ports).
 
-Each change states what it expects, as the DynamoDB adapters' conditions do: one
-``UPDATE ... WHERE`` where a single statement says it, else a ``database.write()``
-transaction that reads, checks and writes under the write lock. Instants are
+Each conditional change is a ``domain.coordination.transitions`` transition, the one
+the DynamoDB adapters write: carried out (``rows.carry_out``) in one
+``database.write()`` transaction that reads, checks and writes under the write lock. Instants are
 stored in their fixed-width text form, so text order is time order.
 """
 
@@ -16,17 +16,34 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dynacron.adapters.sqlite.database import Database
-from dynacron.adapters.sqlite.records import dump, instant_or_none, load, optional_instant
+from dynacron.adapters.sqlite.records import instant_or_none
+from dynacron.adapters.sqlite.rows import RowTable, carry_out
 from dynacron.adapters.sqlite.schema import COORDINATION
 from dynacron.definitions.resources import SLOT_KEY_PREFIX
-from dynacron.domain.coordination.limits import BreakerState, HostState, RateLimit, take_token
-from dynacron.domain.coordination.uptime import Outage, ShardHistory
-from dynacron.domain.instants import format_instant, parse_instant
+from dynacron.domain.conditions import Transition
+from dynacron.domain.coordination import transitions
+from dynacron.domain.coordination.limits import HostState, RateLimit, take_token
+from dynacron.domain.coordination.uptime import ShardHistory
+from dynacron.domain.instants import parse_instant
 from dynacron.ports import ShardCursor, ShardLease
 
-# A concurrency limit tries this many of its slots before the execution waits
-# (as on DynamoDB: bounded work per attempt, whatever the limit).
-SLOT_PROBES = 4
+_CURSORS = RowTable(
+    "shard_cursors",
+    ("shard",),
+    (transitions.BUCKET, transitions.LAST_TICK_AT, transitions.TICKING_SINCE, transitions.OUTAGES),
+    json_columns=frozenset({transitions.OUTAGES}),
+)
+_TENANTS = RowTable(
+    "tenants",
+    ("tenant_id",),
+    ("task_count", transitions.SIGNING_SECRETS),
+    json_columns=frozenset({transitions.SIGNING_SECRETS}),
+)
+_LEASES = RowTable(
+    "shard_leases", ("shard",), (transitions.OWNER, transitions.LEASE_UNTIL, transitions.SUCCESSOR)
+)
+_HOSTS = RowTable("limit_hosts", ("host",), (transitions.VERSION,), has_record=True)
+_SLOTS = RowTable("limit_slots", ("slot",), (transitions.HOLDER, transitions.LEASE_UNTIL))
 
 
 class SqliteCursorStore:
@@ -54,7 +71,8 @@ class SqliteCursorStore:
                 ticking_since=instant_or_none(values.get("ticking_since")),
                 last_tick=instant_or_none(values.get("last_tick_at")),
                 outages=tuple(
-                    _outage_from_text(o) for o in json.loads(values.get("outages") or "[]")
+                    transitions.outage_from_text(o)
+                    for o in json.loads(values.get("outages") or "[]")
                 ),
                 heartbeat=heartbeat,
             ),
@@ -63,51 +81,15 @@ class SqliteCursorStore:
     def record_tick(self, shard: int, history: ShardHistory, seen: ShardHistory) -> bool:
         """Store ``history`` if the stored one is still ``seen``: of two ticks of one
         shard, one records an outage, once."""
-        assert history.last_tick is not None
-        assert history.ticking_since is not None
-        with self._database.write() as connection:
-            row = connection.execute(
-                "SELECT last_tick_at FROM shard_cursors WHERE shard = ?", (shard,)
-            ).fetchone()
-            stored = row["last_tick_at"] if row is not None else None
-            if stored != optional_instant(seen.last_tick):
-                return False
-            connection.execute(
-                """INSERT INTO shard_cursors (shard, last_tick_at, ticking_since, outages)
-                   VALUES (?, ?, ?, ?) ON CONFLICT (shard) DO UPDATE SET
-                   last_tick_at = excluded.last_tick_at, ticking_since = excluded.ticking_since,
-                   outages = excluded.outages""",
-                (
-                    shard,
-                    format_instant(history.last_tick),
-                    format_instant(history.ticking_since),
-                    json.dumps([_outage_to_text(o) for o in history.outages]),
-                ),
-            )
-        return True
+        return self._apply(shard, transitions.record_tick(history, seen))
 
     def advance(self, shard: int, bucket: datetime) -> bool:
         """Move the cursor forward to ``bucket``; never backwards."""
-        changed = (
-            self._database.connection()
-            .execute(
-                """INSERT INTO shard_cursors (shard, bucket) VALUES (?, ?)
-                   ON CONFLICT (shard) DO UPDATE SET bucket = excluded.bucket
-                   WHERE bucket IS NULL OR bucket < excluded.bucket""",
-                (shard, format_instant(bucket)),
-            )
-            .rowcount
-        )
-        return bool(changed)
+        return self._apply(shard, transitions.advance_cursor(bucket))
 
-
-def _outage_to_text(outage: Outage) -> str:
-    return f"{format_instant(outage.last_tick)}/{format_instant(outage.next_tick)}"
-
-
-def _outage_from_text(text: str) -> Outage:
-    last_tick, _, next_tick = text.partition("/")
-    return Outage(last_tick=parse_instant(last_tick), next_tick=parse_instant(next_tick))
+    def _apply(self, shard: int, transition: Transition) -> bool:
+        with self._database.write() as connection:
+            return carry_out(connection, _CURSORS, {"shard": shard}, transition)
 
 
 class SqliteTenantStore:
@@ -145,12 +127,10 @@ class SqliteTenantStore:
             current = self._ensure(connection, tenant_id, fresh_secret)
             if current[0] == fresh_secret:
                 return current  # it had none: the fresh one is its first
-            rotated = [fresh_secret, current[0]]
-            connection.execute(
-                "UPDATE tenants SET signing_secrets = ? WHERE tenant_id = ?",
-                (json.dumps(rotated), tenant_id),
-            )
-            return rotated
+            rotation = transitions.rotate_secret(current, fresh_secret)
+            if not carry_out(connection, _TENANTS, {"tenant_id": tenant_id}, rotation):
+                return None
+            return list(rotation.sets[transitions.SIGNING_SECRETS])
 
     @staticmethod
     def _ensure(connection: Any, tenant_id: str, fresh_secret: str) -> list[str]:
@@ -196,54 +176,30 @@ class SqliteShardLeases:
     def acquire(self, shard: int, owner: str, now: datetime, until: datetime) -> bool:
         """Take the shard's lease if it is free, expired or already ours (a successor
         waiting for it is forgotten, as a whole-item put forgets it)."""
-        changed = (
-            self._database.connection()
-            .execute(
-                """INSERT INTO shard_leases (shard, owner, lease_until) VALUES (?, ?, ?)
-                   ON CONFLICT (shard) DO UPDATE SET owner = excluded.owner,
-                   lease_until = excluded.lease_until, successor = NULL
-                   WHERE lease_until <= ? OR owner = excluded.owner""",
-                (shard, owner, format_instant(until), format_instant(now)),
-            )
-            .rowcount
-        )
-        return bool(changed)
+        return self._apply(shard, transitions.acquire_lease(owner, now, until))
 
     def request_handover(self, shard: int, owner: str) -> bool:
         """Ask the current holder to pass the lease to ``owner`` at its next renewal."""
-        return self._change(
-            "UPDATE shard_leases SET successor = ? WHERE shard = ? AND owner <> ?",
-            (owner, shard, owner),
-        )
+        return self._apply(shard, transitions.request_handover(owner))
 
     def renew(self, shard: int, owner: str, until: datetime) -> bool:
         """Extend our lease; False if it is no longer ours or a successor is waiting."""
-        return self._change(
-            """UPDATE shard_leases SET lease_until = ?
-               WHERE shard = ? AND owner = ? AND successor IS NULL""",
-            (format_instant(until), shard, owner),
-        )
+        return self._apply(shard, transitions.renew_lease(owner, until))
 
     def hand_over(self, shard: int, owner: str, until: datetime) -> bool:
         """Make the waiting successor the holder, until ``until``; False if we hold nothing."""
-        return self._change(
-            """UPDATE shard_leases SET owner = successor, lease_until = ?, successor = NULL
-               WHERE shard = ? AND owner = ? AND successor IS NOT NULL""",
-            (format_instant(until), shard, owner),
-        )
+        return self._apply(shard, transitions.hand_over_lease(owner, until))
 
     def release(self, shard: int, owner: str) -> bool:
         """Give the lease up, or withdraw our request for it; True if we held it."""
-        if self._change("DELETE FROM shard_leases WHERE shard = ? AND owner = ?", (shard, owner)):
+        if self._apply(shard, transitions.release_lease(owner)):
             return True
-        self._change(
-            "UPDATE shard_leases SET successor = NULL WHERE shard = ? AND successor = ?",
-            (shard, owner),
-        )
+        self._apply(shard, transitions.withdraw_handover(owner))
         return False
 
-    def _change(self, statement: str, parameters: tuple[Any, ...]) -> bool:
-        return bool(self._database.connection().execute(statement, parameters).rowcount)
+    def _apply(self, shard: int, transition: Transition) -> bool:
+        with self._database.write() as connection:
+            return carry_out(connection, _LEASES, {"shard": shard}, transition)
 
 
 class SqliteLimitStore:
@@ -256,43 +212,12 @@ class SqliteLimitStore:
         database.ensure_schema(COORDINATION)
 
     def host(self, host: str) -> HostState:
-        row = (
-            self._database.connection()
-            .execute("SELECT record FROM limit_hosts WHERE host = ?", (host,))
-            .fetchone()
-        )
-        if row is None:
-            return HostState(host=host)
-        values = load(row["record"])
-        return HostState(
-            host=host,
-            breaker=BreakerState(values.get("breaker", BreakerState.CLOSED)),
-            consecutive_failures=int(values.get("consecutive_failures", 0)),
-            breaker_until=instant_or_none(values.get("breaker_until")),
-            paused_until=instant_or_none(values.get("paused_until")),
-            version=int(values.get("version", 0)),
-        )
+        record = _HOSTS.read(self._database.connection(), {"host": host})
+        return transitions.host_from_record(host, record)
 
     def replace_host(self, state: HostState, now: datetime) -> bool:
         """Write ``state`` if the stored one is still the version before it."""
-        record = {
-            "breaker": state.breaker.value,
-            "consecutive_failures": state.consecutive_failures,
-            "breaker_until": optional_instant(state.breaker_until),
-            "paused_until": optional_instant(state.paused_until),
-            "version": state.version,
-        }
-        changed = (
-            self._database.connection()
-            .execute(
-                """INSERT INTO limit_hosts (host, version, record) VALUES (?, ?, ?)
-                   ON CONFLICT (host) DO UPDATE SET version = excluded.version,
-                   record = excluded.record WHERE version = ?""",
-                (state.host, state.version, dump(record), state.version - 1),
-            )
-            .rowcount
-        )
-        return bool(changed)
+        return self._apply(_HOSTS, {"host": state.host}, transitions.replace_host(state))
 
     def take_token(self, host: str, limit: RateLimit, now: datetime) -> float:
         """Take one token of ``host``'s bucket; returns 0, or the seconds to wait.
@@ -318,38 +243,21 @@ class SqliteLimitStore:
     ) -> str | None:
         """Hold one of ``scope``'s ``limit`` slots until ``until``; its key, or None if
         the slots tried were all held. Starts at a random slot so waiters spread out."""
-        first = self._rng.randrange(limit)
-        connection = self._database.connection()
-        for offset in range(min(limit, SLOT_PROBES)):
-            slot = f"{SLOT_KEY_PREFIX}{scope}#{(first + offset) % limit}"
-            taken = connection.execute(
-                """INSERT INTO limit_slots (slot, holder, lease_until) VALUES (?, ?, ?)
-                   ON CONFLICT (slot) DO UPDATE SET holder = excluded.holder,
-                   lease_until = excluded.lease_until
-                   WHERE lease_until < ? OR holder = excluded.holder""",
-                (slot, holder, format_instant(until), format_instant(now)),
-            ).rowcount
-            if taken:
+        take = transitions.acquire_slot(holder, now, until)
+        for scoped in transitions.slots_to_try(scope, limit, self._rng.randrange(limit)):
+            slot = SLOT_KEY_PREFIX + scoped
+            if self._apply(_SLOTS, {"slot": slot}, take):
                 return slot
         return None
 
     def extend_slot(self, slot: str, holder: str, until: datetime) -> bool:
         """Hold a slot we hold until ``until``; False if someone else holds it now."""
-        changed = (
-            self._database.connection()
-            .execute(
-                "UPDATE limit_slots SET lease_until = ? WHERE slot = ? AND holder = ?",
-                (format_instant(until), slot, holder),
-            )
-            .rowcount
-        )
-        return bool(changed)
+        return self._apply(_SLOTS, {"slot": slot}, transitions.extend_slot(holder, until))
 
     def release_slot(self, slot: str, holder: str) -> bool:
         """Free a slot we hold; False if its lease ran out and someone else took it."""
-        changed = (
-            self._database.connection()
-            .execute("DELETE FROM limit_slots WHERE slot = ? AND holder = ?", (slot, holder))
-            .rowcount
-        )
-        return bool(changed)
+        return self._apply(_SLOTS, {"slot": slot}, transitions.release_slot(holder))
+
+    def _apply(self, table: RowTable, key: dict[str, Any], transition: Transition) -> bool:
+        with self._database.write() as connection:
+            return carry_out(connection, table, key, transition)

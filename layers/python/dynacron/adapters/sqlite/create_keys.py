@@ -5,8 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from dynacron.adapters.sqlite.database import Database
+from dynacron.adapters.sqlite.rows import RowTable, carry_out
 from dynacron.adapters.sqlite.schema import COORDINATION
-from dynacron.domain.coordination.create_keys import KEY_LIFETIME, CreateKey, KeyReservation
+from dynacron.domain.coordination import transitions
+from dynacron.domain.coordination.create_keys import CreateKey, KeyReservation
+
+_CREATE_KEYS = RowTable(
+    "create_keys",
+    ("tenant_id", "key"),
+    (transitions.TASK_ID, transitions.FINGERPRINT, transitions.CREATED, transitions.EXPIRES_AT),
+)
 
 
 class SqliteCreateKeys:
@@ -24,30 +32,18 @@ class SqliteCreateKeys:
             connection.execute(
                 "DELETE FROM create_keys WHERE expires_at <= ?", (int(now.timestamp()),)
             )
-            held = connection.execute(
-                "SELECT task_id, fingerprint, created FROM create_keys "
-                "WHERE tenant_id = ? AND key = ?",
-                (tenant_id, key.key),
-            ).fetchone()
-            if held is not None:
+            key_of = {"tenant_id": tenant_id, "key": key.key}
+            reserve = transitions.reserve_create_key(key, task_id, now)
+            if not carry_out(connection, _CREATE_KEYS, key_of, reserve):
+                held = _CREATE_KEYS.read(connection, key_of) or {}
                 return KeyReservation(held["task_id"], held["fingerprint"], bool(held["created"]))
-            connection.execute(
-                "INSERT INTO create_keys (tenant_id, key, task_id, fingerprint, created, "
-                "expires_at) VALUES (?, ?, ?, ?, 0, ?)",
-                (
-                    tenant_id,
-                    key.key,
-                    task_id,
-                    key.fingerprint,
-                    int((now + KEY_LIFETIME).timestamp()),
-                ),
-            )
         return KeyReservation(task_id, key.fingerprint, created=False)
 
     def mark_created(self, tenant_id: str, key: str, task_id: str) -> None:
         with self._database.write() as connection:
-            connection.execute(
-                "UPDATE create_keys SET created = 1 WHERE tenant_id = ? AND key = ? "
-                "AND task_id = ?",
-                (tenant_id, key, task_id),
+            carry_out(
+                connection,
+                _CREATE_KEYS,
+                {"tenant_id": tenant_id, "key": key},
+                transitions.mark_key_created(task_id),
             )

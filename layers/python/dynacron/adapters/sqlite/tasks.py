@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -22,15 +22,18 @@ from dynacron.adapters.sqlite.records import (
     load,
     read_task,
     shown_task,
-    task_to_record,
 )
 from dynacron.adapters.sqlite.schema import COORDINATION, TASKS
+from dynacron.domain.conditions import Transition
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
+from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.claiming import Claim
+from dynacron.domain.tasks.record import task_record
 from dynacron.domain.tasks.tags import TagFilter, matches_all
-from dynacron.domain.tasks.task import DuePlacement, Task, TaskStatus
-from dynacron.ports import REASON_LIMIT, Page, UnreadableTask, UnreadableTaskError
+from dynacron.domain.tasks.task import DuePlacement, Task
+from dynacron.ports import Page, UnreadableTask, UnreadableTaskError
+from dynacron.ports.tasks import all_readable, sorted_reads
 
 
 def _tags_condition(tags: tuple[TagFilter, ...]) -> tuple[str, tuple[Any, ...]] | None:
@@ -89,7 +92,7 @@ class SqliteTaskStore:
                 )
             if _row(connection, task.task_id) is not None:
                 raise InvalidRequest("task_id", f"a task {task.task_id!r} already exists")
-            _put(connection, task_to_record(task), placement)
+            _put(connection, task_record(task), placement)
             connection.execute(
                 """INSERT INTO tenants (tenant_id, task_count, signing_secrets) VALUES (?, 1, ?)
                    ON CONFLICT (tenant_id) DO UPDATE SET task_count = task_count + 1,
@@ -155,22 +158,12 @@ class SqliteTaskStore:
 
     def get_many(self, task_ids: Iterable[str]) -> list[Task]:
         """The tasks that exist; ``UnreadableTaskError`` if one cannot be decoded."""
-        tasks, unreadable = self.read_many(task_ids)
-        if unreadable:
-            raise UnreadableTaskError(f"task {unreadable[0].task_id}: {unreadable[0].reason}")
-        return tasks
+        return all_readable(self.read_many(task_ids))
 
     def read_many(self, task_ids: Iterable[str]) -> tuple[list[Task], list[UnreadableTask]]:
         """As ``get_many``, with the tasks that cannot be decoded apart, not raised."""
-        tasks: list[Task] = []
-        unreadable: list[UnreadableTask] = []
-        for row in self._rows(list(dict.fromkeys(task_ids))):
-            read = read_task(row["task_id"], row["record"], row["version"])
-            if isinstance(read, Task):
-                tasks.append(read)
-            else:
-                unreadable.append(read)
-        return tasks, unreadable
+        rows = self._rows(list(dict.fromkeys(task_ids)))
+        return sorted_reads(read_task(r["task_id"], r["record"], r["version"]) for r in rows)
 
     def _rows(self, task_ids: list[str]) -> Iterator[sqlite3.Row]:
         connection = self._database.connection()
@@ -192,7 +185,7 @@ class SqliteTaskStore:
         """Mark a task ERROR with ``reason``, out of the due index, if it is still at the
         version read (an undecodable one too). False if it changed meanwhile."""
         seen = task.version if isinstance(task, Task) else task.seen_version
-        return self._set_aside(task.task_id, reason, now, seen_version=seen)
+        return self._apply(task.task_id, transitions.set_aside(seen, reason, now))
 
     def set_aside_by_id(
         self, task_id: str, reason: str, now: datetime, *, release_slot_of: str | None = None
@@ -200,39 +193,10 @@ class SqliteTaskStore:
         """``set_aside`` at the version stored now; with ``release_slot_of``, the run slot
         that execution holds is freed too, if it still holds it."""
         seen = self.stored_version(task_id)
-        if release_slot_of is not None and self._set_aside(
-            task_id, reason, now, seen_version=seen, release_slot_of=release_slot_of
-        ):
-            return True
-        return self._set_aside(task_id, reason, now, seen_version=seen)
-
-    def _set_aside(
-        self,
-        task_id: str,
-        reason: str,
-        now: datetime,
-        *,
-        seen_version: Any,
-        release_slot_of: str | None = None,
-    ) -> bool:
-        def expects(row: sqlite3.Row, record: Record) -> bool:
-            if row["version"] != seen_version:
-                return False
-            return release_slot_of is None or record.get("running_execution") == release_slot_of
-
-        def change(record: Record) -> None:
-            record.update(
-                status=TaskStatus.ERROR.value,
-                status_reason=reason[:REASON_LIMIT],
-                updated_at=format_instant(now),
-                version=_next_version(seen_version),
-            )
-            record.pop("due_bucket", None)
-            if release_slot_of is not None:
-                record.pop("running_execution", None)
-                record.pop("buffered_at", None)
-
-        return self._update(task_id, expects, change)
+        attempts = transitions.set_aside_attempts(
+            seen, reason, now, release_slot_of=release_slot_of
+        )
+        return any(self._apply(task_id, attempt) for attempt in attempts)
 
     def replace(
         self,
@@ -243,23 +207,20 @@ class SqliteTaskStore:
     ) -> bool:
         """Store ``task`` whole, if the stored one is still at ``expected_version`` and
         every task in ``unchanged`` (id to version) still is at its version."""
+        replacement = transitions.replace(expected_version, unchanged)
+        expected = {task.task_id: replacement.expects, **replacement.unchanged}
         with self._database.write() as connection:
-            for task_id, version in {task.task_id: expected_version, **(unchanged or {})}.items():
+            for task_id, expects in expected.items():
                 row = _row(connection, task_id)
-                if row is None or row["version"] != version:
+                if row is None or not expects.holds(_as_stored(row)):
                     return False
-            _put(connection, task_to_record(task), placement)
+            _put(connection, task_record(task), placement)
         return True
 
     def mark_has_dependents(self, tenant_id: str, task_id: str) -> bool:
         """Note that some task runs after ``task_id``, with a new version (so a whole-task
         write based on an older read cannot erase it); False if the tenant has no such task."""
-
-        def change(record: Record) -> None:
-            record["has_dependents"] = True
-            record["version"] = _next_version(record.get("version"))
-
-        return self._update(task_id, lambda row, _: row["tenant_id"] == tenant_id, change)
+        return self._apply(task_id, transitions.mark_has_dependents(tenant_id))
 
     def dependents(self, task_id: str) -> list[str]:
         """Ids of the tasks set to run after ``task_id`` (``after``)."""
@@ -305,51 +266,18 @@ class SqliteTaskStore:
         """Advance a task past the occurrence(s) in ``claim``, if it is still ACTIVE at
         the version read with the claim: of concurrent claimers exactly one succeeds."""
 
-        def expects(row: sqlite3.Row, record: Record) -> bool:
-            return bool(
-                row["version"] == claim.task.version
-                and record.get("status") == TaskStatus.ACTIVE.value
-            )
+        transition = transitions.claim(claim, placement.key if placement else None, now)
+        return self._apply(claim.task.task_id, transition)
 
-        def change(record: Record) -> None:
-            record["version"] = claim.task.version + 1
-            record["updated_at"] = format_instant(now)
-            if claim.scheduled_at is not None:
-                record["last_scheduled_at"] = format_instant(claim.scheduled_at)
-            if claim.takes_slot:
-                record["running_execution"] = claim.execution_id
-            if claim.buffered is not None:
-                record["buffered_at"] = format_instant(claim.buffered)
-            if claim.awaits_finish:
-                # fixed_delay: out of the due index until its execution finishes.
-                record.pop("next_run_at", None)
-                record.pop("due_bucket", None)
-            elif claim.next_run_at is None or placement is None:
-                record["status"] = TaskStatus.COMPLETED.value
-                record.pop("next_run_at", None)
-                record.pop("due_bucket", None)
-            else:
-                record["next_run_at"] = format_instant(claim.next_run_at)
-                record["due_bucket"] = placement.key
-
-        return self._update(claim.task.task_id, expects, change)
-
-    def _update(
-        self,
-        task_id: str,
-        expects: Callable[[sqlite3.Row, Record], bool],
-        change: Callable[[Record], None],
-    ) -> bool:
-        """Read the row, check ``expects``, write ``change``d: one transaction."""
+    def _apply(self, task_id: str, transition: Transition) -> bool:
+        """Carry out ``transition`` on the task in one transaction: read the row, check
+        what it expects, write the record it makes (index columns with it)."""
         with self._database.write() as connection:
             row = _row(connection, task_id)
-            if row is None:
+            stored = _as_stored(row) if row is not None else None
+            if row is None or not transition.holds(stored):
                 return False
-            record = _record_of(row)
-            if not expects(row, record):
-                return False
-            change(record)
-            _write_record(connection, row, record)
+            _write_record(connection, row, transition.applied_to(stored))
         return True
 
 
@@ -367,6 +295,18 @@ def _record_of(row: sqlite3.Row) -> Record:
         return load(row["record"])
     except ValueError:
         return {"task_id": row["task_id"], "unreadable_record": row["record"]}
+
+
+def _as_stored(row: sqlite3.Row) -> Record:
+    """The row as a transition reads it: the record, with the key, owner
+    and version its columns hold (a version the column does not hold, not being a
+    whole number, counts as none, as the version read from it does)."""
+    record = _record_of(row)
+    record.update(task_id=row["task_id"], tenant_id=row["tenant_id"])
+    record.pop("version", None)
+    if row["version"] is not None:
+        record["version"] = row["version"]
+    return record
 
 
 def _put(connection: sqlite3.Connection, record: Record, placement: DuePlacement | None) -> None:
@@ -405,10 +345,3 @@ def _index_columns(record: Record) -> tuple[str | None, str | None, str | None]:
         return value if isinstance(value, str) else None
 
     return text("due_bucket"), text("next_run_at"), text("after_task_id")
-
-
-def _next_version(seen: Any) -> int:
-    try:
-        return int(seen) + 1
-    except (TypeError, ValueError):
-        return 1

@@ -1,5 +1,5 @@
 """Pages of due tasks handed to the claim function with an asynchronous Lambda invoke
-(the ``PageClaims`` port, decision 0025)."""
+(the ``DuePageHandOut`` port, decision 0025)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 from typing import Any
 
 from dynacron.adapters.aws.errors import translating
-from dynacron.adapters.claim_events import page_to_event
-from dynacron.ports import ClaimPage
+from dynacron.adapters.due_page_events import page_to_event
+from dynacron.ports import DuePage
 
 
-class LambdaPageClaims:
+class LambdaDuePageHandOut:
     """Hands a page to the claim function: ``Invoke`` with InvocationType ``Event``.
 
     Lambda queues the event and answers 202 at once; the looping tick goes on.
@@ -23,7 +23,7 @@ class LambdaPageClaims:
         self._client = translating(client)
         self._function = function_name
 
-    def hand_out(self, page: ClaimPage) -> None:
+    def hand_out(self, page: DuePage) -> None:
         response = self._client.invoke(
             FunctionName=self._function,
             InvocationType="Event",

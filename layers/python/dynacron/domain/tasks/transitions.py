@@ -1,0 +1,159 @@
+"""A task's conditional changes as data: what each one expects, what it changes.
+
+The claim of an occurrence, a set-aside, the mark that some task runs after this
+one, and a whole replacement are each a pure function here, returning a
+``Transition`` (``dynacron.domain.conditions``) on the task record's attribute
+names below, or for a replacement the conditions a whole-task write must meet.
+Each store carries one out atomically (DynamoDB: one conditional write; SQLite:
+one transaction that checks the condition on the row). Two stores, one set of rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from dynacron.domain.conditions import AllOf, Condition, Equals, Exists, Missing, Plus, Transition
+from dynacron.domain.instants import format_instant
+from dynacron.domain.tasks.claiming import Claim
+from dynacron.domain.tasks.task import TaskStatus
+
+# The task record's attributes that transitions test or change. The AWS resources
+# (``dynacron.definitions.resources``) name the same ones for keys and indexes.
+TASK_ID = "task_id"
+TENANT_ID = "tenant_id"
+VERSION = "version"
+STATUS = "status"
+STATUS_REASON = "status_reason"
+UPDATED_AT = "updated_at"
+NEXT_RUN_AT = "next_run_at"
+# Present while the task is in the due index (the index's partition: shard and bucket).
+DUE_BUCKET = "due_bucket"
+LAST_SCHEDULED_AT = "last_scheduled_at"
+# The execution holding the task's run slot (overlap: skip or buffer_one).
+RUNNING_EXECUTION = "running_execution"
+BUFFERED_AT = "buffered_at"
+HAS_DEPENDENTS = "has_dependents"
+
+# A reason is kept short: it is shown to the owner and stored on the record.
+REASON_LIMIT = 500
+
+
+def claim(claim: Claim, placement_key: str | None, now: datetime) -> Transition:
+    """Move a task past the occurrence(s) of ``claim``.
+
+    Expects the task still ACTIVE at the version the claim read: of any number of
+    concurrent claimers of the same occurrence exactly one wins. Changes: a new
+    version; the occurrence claimed; the run slot and buffered occurrence; then
+    either out of the due index until a fixed-delay run finishes, or COMPLETED
+    (no next occurrence, or no ``placement_key`` for it), or due again at the next
+    occurrence in the bucket ``placement_key``.
+    """
+    sets: dict[str, Any] = {UPDATED_AT: format_instant(now)}
+    if claim.scheduled_at is not None:
+        sets[LAST_SCHEDULED_AT] = format_instant(claim.scheduled_at)
+    if claim.takes_slot and claim.execution_id is not None:
+        sets[RUNNING_EXECUTION] = claim.execution_id
+    if claim.buffered is not None:
+        sets[BUFFERED_AT] = format_instant(claim.buffered)
+    removes: frozenset[str] = frozenset()
+    if claim.awaits_finish:
+        removes = frozenset({NEXT_RUN_AT, DUE_BUCKET})
+    elif claim.next_run_at is None or placement_key is None:
+        sets[STATUS] = TaskStatus.COMPLETED.value
+        removes = frozenset({NEXT_RUN_AT, DUE_BUCKET})
+    else:
+        sets[NEXT_RUN_AT] = format_instant(claim.next_run_at)
+        sets[DUE_BUCKET] = placement_key
+    return Transition(
+        expects=AllOf(Equals(VERSION, claim.task.version), Equals(STATUS, TaskStatus.ACTIVE.value)),
+        sets=sets,
+        removes=removes,
+        computes={VERSION: Plus(VERSION, 1)},
+    )
+
+
+def next_version(seen: Any) -> int:
+    """The version after ``seen`` as stored (any form a record written around the API
+    may hold): one more than a whole number, else 1."""
+    try:
+        return int(str(seen)) + 1
+    except (TypeError, ValueError):
+        return 1
+
+
+def set_aside(
+    seen_version: Any, reason: str, now: datetime, *, release_slot_of: str | None = None
+) -> Transition:
+    """Mark a task ERROR with ``reason``, out of the due index, with a new version.
+
+    Expects the task at ``seen_version`` as stored (None: it has none), whatever
+    else it holds: nothing else of it is read, so one that cannot be decoded is set
+    aside too. With ``release_slot_of``, also expects that execution to hold the run
+    slot, and frees it.
+    """
+    expects: list[Condition] = [
+        Exists(TASK_ID),
+        Missing(VERSION) if seen_version is None else Equals(VERSION, seen_version),
+    ]
+    removes = {DUE_BUCKET}
+    if release_slot_of is not None:
+        expects.append(Equals(RUNNING_EXECUTION, release_slot_of))
+        removes |= {RUNNING_EXECUTION, BUFFERED_AT}
+    return Transition(
+        expects=AllOf(*expects),
+        sets={
+            STATUS: TaskStatus.ERROR.value,
+            STATUS_REASON: reason[:REASON_LIMIT],
+            UPDATED_AT: format_instant(now),
+            VERSION: next_version(seen_version),
+        },
+        removes=frozenset(removes),
+    )
+
+
+def set_aside_attempts(
+    seen_version: Any, reason: str, now: datetime, *, release_slot_of: str | None = None
+) -> list[Transition]:
+    """The set-asides to try in turn, until one holds: with ``release_slot_of``, first
+    one that frees the run slot that execution holds (nothing else would free it),
+    then, the slot held by another, one that leaves it as it is."""
+    plain = set_aside(seen_version, reason, now)
+    if release_slot_of is None:
+        return [plain]
+    return [set_aside(seen_version, reason, now, release_slot_of=release_slot_of), plain]
+
+
+def mark_has_dependents(tenant_id: str) -> Transition:
+    """Note that some task runs after this one. Expects the task to be ``tenant_id``'s;
+    bumps the version, so that a whole-task write based on an older read is refused
+    rather than erasing the mark."""
+    return Transition(
+        expects=Equals(TENANT_ID, tenant_id),
+        sets={HAS_DEPENDENTS: True},
+        computes={VERSION: Plus(VERSION, 1)},
+    )
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """What a whole-task write (pause, resume, PATCH, the release of a run slot)
+    expects, checked in one transaction with the write: of the task written, and of
+    each other task (by id) the change was checked against."""
+
+    expects: Condition
+    unchanged: Mapping[str, Condition] = field(default_factory=dict)
+
+
+def replace(expected_version: int, unchanged: Mapping[str, int] | None = None) -> Replacement:
+    """A whole-task write that expects the stored task still at ``expected_version``
+    (any write in between, a claim or another change, bumped it) and each task of
+    ``unchanged`` (id to version: a dependency chain) still at its version."""
+    return Replacement(
+        expects=Equals(VERSION, expected_version),
+        unchanged={
+            task_id: Equals(VERSION, version) for task_id, version in (unchanged or {}).items()
+        },
+    )
