@@ -146,7 +146,7 @@ def allow_follow_ups(
     executions: dynamodb.Table,
     dispatch_queue_arn: str,
 ) -> None:
-    """What ending an execution (``services/aftermath.py``) and starting a run outside
+    """What ending an execution (``services/follow_ups.py``) and starting a run outside
     the tick (trigger, backfill, dependents, a buffered occurrence) need: read the
     task and its dependents, free its run slot (a versioned put), set aside a
     dependent that cannot be read (an update, decision 0021), record the new

@@ -565,7 +565,7 @@ ITEM_READ_WRITE = {
 }
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
 # Ending an execution frees its task's run slot and starts its dependents
-# (services/aftermath.py); the worker, the reaper and the API (callbacks) all may.
+# (services/follow_ups.py); the worker, the reaper and the API (callbacks) all may.
 # An unreadable dependent is set aside (an update, decision 0021).
 FOLLOW_UPS = {
     "Tasks": {

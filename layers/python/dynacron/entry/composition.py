@@ -49,9 +49,9 @@ from dynacron.domain.tasks.urls import UrlPolicy
 from dynacron.entry.settings import Settings
 from dynacron.ports import AdapterSet, DispatchQueue, PageClaims
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
-from dynacron.services.aftermath import Aftermath, RunStarter
-from dynacron.services.attempt_guards import InvocationBudget
+from dynacron.services.attempt_records import InvocationBudget
 from dynacron.services.executions import ExecutionService
+from dynacron.services.follow_ups import Aftermath, RunStarter
 from dynacron.services.forecast import HerdForecast
 from dynacron.services.limits import LimitGate
 from dynacron.services.outcomes import AttemptOutcomes

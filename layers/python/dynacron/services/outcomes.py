@@ -29,7 +29,7 @@ from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.task import Task
 from dynacron.ports import DeadLetterQueue, DispatchQueue, ExecutionStore
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
-from dynacron.services.aftermath import Aftermath
+from dynacron.services.follow_ups import Aftermath
 
 
 class Outcome(StrEnum):

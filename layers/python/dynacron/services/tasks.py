@@ -51,7 +51,7 @@ from dynacron.domain.tasks.task import (
 from dynacron.domain.tasks.urls import UrlPolicy
 from dynacron.entry.settings import Settings
 from dynacron.ports import CreateKeys, ExecutionStore, Page, TaskStore, TenantStore
-from dynacron.services.aftermath import RunStarter
+from dynacron.services.follow_ups import RunStarter
 
 # One backfill request starts at most this many executions; ask again for more.
 MAX_BACKFILL = 100

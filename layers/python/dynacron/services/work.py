@@ -32,7 +32,7 @@ SKIPPED, as for a paused task. Anything else raised fails the record: before
 (decision 0022); after ``begin`` the message guards a lease, and the attempt
 fails when the lease runs out.
 
-A batch shares one invocation's time: ``attempt_guards.InvocationBudget`` says whether a whole
+A batch shares one invocation's time: ``attempt_records.InvocationBudget`` says whether a whole
 handler call and the margin to record it still fit. A record that does not is
 not begun; it is sent again as a fresh message (``return_unbegun``) and the one
 received counts as done, so it uses neither an attempt nor one of SQS's receives
@@ -78,7 +78,7 @@ from dynacron.ports import (
     reason_of,
 )
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
-from dynacron.services.attempt_guards import AttemptRecords, Heartbeats, HeldBack
+from dynacron.services.attempt_records import AttemptRecords, Heartbeats, HeldBack
 from dynacron.services.limits import LimitGate, Pass, Wait
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
