@@ -18,6 +18,7 @@ from dynacron.definitions.callbacks import (
     EXECUTION_ID_PARAMETER,
     callback_gateway_paths,
 )
+from dynacron.definitions.environment import HANDLER_MODULES_VAR
 from dynacron.definitions.resources import (
     ATTENTION_INDEX,
     COORDINATION,
@@ -28,7 +29,6 @@ from dynacron.definitions.resources import (
     TASKS,
     TENANT_INDEX,
 )
-from dynacron.entry.settings import HANDLER_MODULES_VAR
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import HANDLER, RETENTION, allow, allow_follow_ups, index_arn
 from infra.constructs.nag import acknowledge

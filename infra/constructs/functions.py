@@ -13,8 +13,8 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from dynacron.definitions import metric_names
+from dynacron.definitions.environment import BUCKET_SECONDS_VAR, SHARD_COUNT_VAR
 from dynacron.definitions.resources import DEPENDENTS_INDEX, IndexDefinition
-from dynacron.entry.settings import BUCKET_SECONDS_VAR, SHARD_COUNT_VAR
 from infra.config import SchedulerConfig
 from infra.constructs.nag import acknowledge
 from infra.layer import FUNCTIONS, LayerAssets

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from dynacron.definitions.environment import API_URL_VAR
 from dynacron.definitions.resources import QUEUES, TABLES
-from dynacron.entry.settings import API_URL_VAR
 from infra.config import SchedulerConfig
 from infra.constructs.api import Api
 from infra.constructs.foundation import Foundation

@@ -18,6 +18,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from dynacron.definitions.environment import (
+    CATCHUP_MAX_RUNS_VAR,
+    CLAIM_FUNCTION_VAR,
+    TICK_BACKLOG_SECONDS_VAR,
+    TICK_HEARTBEAT_SECONDS_VAR,
+    TICK_MAX_CLAIMS_PER_TASK_VAR,
+)
 from dynacron.definitions.resources import (
     COORDINATION,
     CURSOR_KEY_PREFIX,
@@ -25,13 +32,6 @@ from dynacron.definitions.resources import (
     DUE_INDEX,
     EXECUTIONS,
     TASKS,
-)
-from dynacron.entry.settings import (
-    CATCHUP_MAX_RUNS_VAR,
-    CLAIM_FUNCTION_VAR,
-    TICK_BACKLOG_SECONDS_VAR,
-    TICK_HEARTBEAT_SECONDS_VAR,
-    TICK_MAX_CLAIMS_PER_TASK_VAR,
 )
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import ITEM_READ_WRITE, allow, index_arn

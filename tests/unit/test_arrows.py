@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "layers" / "python" / "dynacron"
 # What of the package infra/ may read: definitions and names, never runtime code.
-INFRA_MAY_IMPORT = ("dynacron.definitions", "dynacron.entry.settings")
+INFRA_MAY_IMPORT = ("dynacron.definitions",)
 
 
 def imported_modules(path: Path) -> Iterator[str]:

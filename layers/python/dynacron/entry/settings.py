@@ -12,6 +12,42 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
 
+from dynacron.definitions.environment import (
+    ALLOW_NETWORKS_VAR,
+    API_KEYS_VAR,
+    API_URL_VAR,
+    BREAKER_COOL_DOWN_VAR,
+    BREAKER_FAILURE_THRESHOLD_VAR,
+    BUCKET_SECONDS_VAR,
+    CALLBACK_LEASE_VAR,
+    CATCHUP_MAX_RUNS_VAR,
+    CLAIM_FUNCTION_VAR,
+    CLOCK_SKEW_VAR,
+    DEFAULT_BUCKET_SECONDS,
+    DEFAULT_CATCHUP_MAX_RUNS,
+    DEFAULT_MISFIRE_GRACE_SECONDS,
+    DEFAULT_SHARD_COUNT,
+    DEFAULT_TICK_BACKLOG_SECONDS,
+    DEFAULT_TICK_HEARTBEAT_SECONDS,
+    DEFAULT_TICK_MAX_CLAIMS_PER_TASK,
+    FORECAST_MAX_OCCURRENCES_VAR,
+    FORECAST_MAX_TASKS_VAR,
+    HANDLER_MODULES_VAR,
+    HTTP_TIMEOUT_VAR,
+    LEASE_SECONDS_VAR,
+    MAX_QUEUED_DISPATCHES_VAR,
+    MAX_RETRY_AFTER_VAR,
+    MAX_TASKS_VAR,
+    MIN_INTERVAL_VAR,
+    PICKUP_GRACE_VAR,
+    RATE_BURST_VAR,
+    RATE_LIMIT_VAR,
+    SHARD_COUNT_VAR,
+    TICK_BACKLOG_SECONDS_VAR,
+    TICK_HEARTBEAT_SECONDS_VAR,
+    TICK_MAX_CLAIMS_PER_TASK_VAR,
+    WORKER_MARGIN_VAR,
+)
 from dynacron.definitions.resources import (
     COORDINATION,
     DEAD_LETTER_QUEUE,
@@ -25,37 +61,22 @@ from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.executions.execution import LeaseTerms
 from dynacron.domain.tasks.task import Sharding
 
-SHARD_COUNT_VAR = "DYNACRON_SHARD_COUNT"
-BUCKET_SECONDS_VAR = "DYNACRON_BUCKET_SECONDS"
-ALLOW_NETWORKS_VAR = "DYNACRON_DELIVERY_ALLOW_NETWORKS"
-HTTP_TIMEOUT_VAR = "DYNACRON_HTTP_TIMEOUT_SECONDS"
-API_KEYS_VAR = "DYNACRON_API_KEYS"
-MIN_INTERVAL_VAR = "DYNACRON_MIN_INTERVAL_SECONDS"
-MAX_TASKS_VAR = "DYNACRON_MAX_TASKS_PER_TENANT"
-RATE_LIMIT_VAR = "DYNACRON_TENANT_RATE_PER_SECOND"
-RATE_BURST_VAR = "DYNACRON_TENANT_RATE_BURST"
-LEASE_SECONDS_VAR = "DYNACRON_LEASE_SECONDS"
-CLOCK_SKEW_VAR = "DYNACRON_CLOCK_SKEW_SECONDS"
-CALLBACK_LEASE_VAR = "DYNACRON_CALLBACK_LEASE_SECONDS"
-PICKUP_GRACE_VAR = "DYNACRON_PICKUP_GRACE_SECONDS"
-API_URL_VAR = "DYNACRON_API_URL"
-HANDLER_MODULES_VAR = "DYNACRON_HANDLER_MODULES"
-BREAKER_FAILURE_THRESHOLD_VAR = "DYNACRON_BREAKER_FAILURE_THRESHOLD"
-BREAKER_COOL_DOWN_VAR = "DYNACRON_BREAKER_COOL_DOWN_SECONDS"
-MAX_QUEUED_DISPATCHES_VAR = "DYNACRON_MAX_QUEUED_DISPATCHES"
-FORECAST_MAX_TASKS_VAR = "DYNACRON_FORECAST_MAX_TASKS"
-FORECAST_MAX_OCCURRENCES_VAR = "DYNACRON_FORECAST_MAX_OCCURRENCES"
-MAX_RETRY_AFTER_VAR = "DYNACRON_MAX_RETRY_AFTER_SECONDS"
-WORKER_MARGIN_VAR = "DYNACRON_WORKER_MARGIN_SECONDS"
-# The tick's fairness settings (read by the tick only).
-TICK_MAX_CLAIMS_PER_TASK_VAR = "DYNACRON_TICK_MAX_CLAIMS_PER_TASK"
-TICK_BACKLOG_SECONDS_VAR = "DYNACRON_TICK_BACKLOG_SECONDS"
-CATCHUP_MAX_RUNS_VAR = "DYNACRON_CATCHUP_MAX_RUNS"
-TICK_HEARTBEAT_SECONDS_VAR = "DYNACRON_TICK_HEARTBEAT_SECONDS"
-# The claim function the looping tick hands large pages to (its ARN; decision 0025).
-CLAIM_FUNCTION_VAR = "DYNACRON_CLAIM_FUNCTION"
 LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
-__all__ = ["DEFAULT_TENANT", "LOOPBACK_NETWORKS", "Settings", "parse_api_keys"]
+# The variables' names are defined with the rest of what infra/ reads; importing
+# them from here still works.
+__all__ = [
+    "API_URL_VAR",
+    "CATCHUP_MAX_RUNS_VAR",
+    "CLAIM_FUNCTION_VAR",
+    "DEFAULT_TENANT",
+    "HANDLER_MODULES_VAR",
+    "LOOPBACK_NETWORKS",
+    "TICK_BACKLOG_SECONDS_VAR",
+    "TICK_HEARTBEAT_SECONDS_VAR",
+    "TICK_MAX_CLAIMS_PER_TASK_VAR",
+    "Settings",
+    "parse_api_keys",
+]
 
 
 @dataclass(frozen=True)
@@ -65,10 +86,9 @@ class Settings:
     coordination_table: str
     dispatch_queue_url: str
     dead_letter_queue_url: str
-    shard_count: int = 4
-    # Width of a due-index time bucket. Wide buckets mean few queries per tick;
-    # the sort key bounds each query to what is due, so width never costs reads.
-    bucket_seconds: int = 3600
+    shard_count: int = DEFAULT_SHARD_COUNT
+    # Width of a due-index time bucket (why wide: definitions.environment).
+    bucket_seconds: int = DEFAULT_BUCKET_SECONDS
     # Networks a handler URL may resolve into. Empty means "public addresses only"
     # (the deployed default); local mode sets loopback only.
     delivery_allow_networks: tuple[str, ...] = ()
@@ -89,19 +109,19 @@ class Settings:
     # An occurrence claimed later than this is late; it was missed (and its
     # task's catch-up policy decides) only if no tick of its shard ran while it
     # was on time, or the task was paused. Lateness from load runs late.
-    misfire_grace_seconds: int = 60
+    misfire_grace_seconds: int = DEFAULT_MISFIRE_GRACE_SECONDS
     # A tick records that its shard ran at most this often (one write on the
     # cursor item); keep it well under the misfire grace.
-    tick_heartbeat_seconds: int = 10
+    tick_heartbeat_seconds: int = DEFAULT_TICK_HEARTBEAT_SECONDS
     # One task gets at most this many claims in one tick; the rest of its
     # backlog waits for the next tick, so it cannot fill the claim budget.
-    tick_max_claims_per_task: int = 10
+    tick_max_claims_per_task: int = DEFAULT_TICK_MAX_CLAIMS_PER_TASK
     # After what is on time, the backlog is worked for at most this long per
     # tick (after its first page), so the next tick starts on time.
-    tick_backlog_seconds: float = 0.8
+    tick_backlog_seconds: float = DEFAULT_TICK_BACKLOG_SECONDS
     # run_all runs at most this many missed occurrences of one downtime (the
     # latest); older ones are skipped, and one SKIPPED execution says so.
-    catchup_max_runs: int = 100
+    catchup_max_runs: int = DEFAULT_CATCHUP_MAX_RUNS
     # API keys mapped to tenants, as (key, tenant) pairs; a key given with a
     # request wins over the caller's IAM principal.
     api_keys: tuple[tuple[str, str], ...] = ()
