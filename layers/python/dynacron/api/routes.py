@@ -11,7 +11,7 @@ authorisation (decision 0023), and the execution it opens names the tenant.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -22,7 +22,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from dynacron import __version__
 from dynacron.api.identity import tenant_of
 from dynacron.api.json_body import parse_json_body
-from dynacron.api.openapi import CALLBACK_SECURITY, problems, security_of
+from dynacron.api.openapi import CALLBACK_SECURITY, CallerIdentities, problems, security_of
 from dynacron.api.parameters import (
     CreateKeyHeader,
     ExecutionId,
@@ -78,7 +78,6 @@ from dynacron.domain.executions.attention import attention_query
 from dynacron.domain.tasks.tags import (
     parse_tag_filters,
 )
-from dynacron.entry.settings import Settings
 from dynacron.services.executions import Completion, ExecutionService
 from dynacron.services.forecast import HerdForecast
 from dynacron.services.tasks import PayloadTooLarge, TaskService
@@ -91,10 +90,22 @@ PUBLIC_PATHS = frozenset({OPENAPI_PATH, DOCS_PATH})
 TENANT_CONTEXT_KEY = "tenant"
 
 
+class ApiSettings(CallerIdentities, Protocol):
+    """What the API reads of the settings (``Settings`` has it): who callers are,
+    and the limits a tenant is told of."""
+
+    @property
+    def max_tasks_per_tenant(self) -> int: ...
+    @property
+    def max_payload_bytes(self) -> int: ...
+    @property
+    def min_interval_seconds(self) -> int: ...
+
+
 def build_api(
     tasks: TaskService,
     executions: ExecutionService,
-    settings: Settings,
+    settings: ApiSettings,
     rate_limiter: TenantRateLimiter,
     forecast: HerdForecast | None = None,
 ) -> APIGatewayRestResolver:

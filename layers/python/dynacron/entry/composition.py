@@ -29,7 +29,7 @@ from dynacron.adapters.aws import aws_adapters
 from dynacron.adapters.aws.claims import LambdaPageClaims
 from dynacron.adapters.aws.clients import CLAIM_INVOKE_CONFIG, aws_client_config
 from dynacron.adapters.claim_events import page_from_event
-from dynacron.adapters.delivery.connections import Resolver, system_resolver
+from dynacron.adapters.delivery.connections import HandlerUrlCheck, Resolver, system_resolver
 from dynacron.adapters.delivery.http import HandlerDelivery, HttpDelivery, SecretsOf
 from dynacron.adapters.delivery.python_handlers import PythonDelivery
 from dynacron.adapters.delivery.registry import (
@@ -48,6 +48,7 @@ from dynacron.domain.executions.execution import Dispatch, queue_latency
 from dynacron.domain.tasks.urls import UrlPolicy
 from dynacron.entry.settings import Settings
 from dynacron.ports import AdapterSet, DispatchQueue, PageClaims
+from dynacron.ports.delivery import Delivery
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.services.attempt_records import InvocationBudget
 from dynacron.services.executions import ExecutionService
@@ -60,7 +61,7 @@ from dynacron.services.tasks import TaskService
 from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import ShardTickLoop
 from dynacron.services.undelivered import UndeliveredDispatches
-from dynacron.services.work import Delivery, ExecutionRunner
+from dynacron.services.work import ExecutionRunner
 
 logger = Logger(service="dynacron")
 
@@ -130,17 +131,17 @@ class Dynacron:
             tenants=self.tenants,
             create_keys=adapters.create_keys,
             starter=self.starter,
-            settings=settings,
+            settings=settings.task_settings,
             clock=clock,
             handlers=self.handlers,
-            resolver=resolver,
+            urls=HandlerUrlCheck(UrlPolicy(settings.delivery_allow_networks), resolver),
         )
         self.ticker = Ticker(
             tasks=self.tasks,
             executions=self.executions,
             queue=self.queue,
             cursors=self.cursors,
-            settings=settings,
+            settings=settings.tick_settings,
             clock=clock,
             faults=faults,
             metrics=self.metrics,
@@ -151,7 +152,7 @@ class Dynacron:
             tasks=self.tasks,
             executions=self.executions,
             starter=self.starter,
-            settings=settings,
+            sharding=settings.sharding,
             clock=clock,
             metrics=self.metrics,
         )
@@ -225,6 +226,7 @@ class Dynacron:
             clock=clock,
             lease_terms=terms,
             max_receive_count=DISPATCH_QUEUE.max_receive_count or 0,
+            decode=dispatch_from_body,
             faults=faults,
         )
         self.forecast = HerdForecast(

@@ -60,6 +60,8 @@ from dynacron.domain.coordination.limits import BreakerPolicy
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.executions.execution import LeaseTerms
 from dynacron.domain.tasks.task import Sharding
+from dynacron.services.tasks import TaskSettings
+from dynacron.services.tick_settings import TickSettings
 
 LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
 # The variables' names are defined with the rest of what infra/ reads; importing
@@ -197,6 +199,37 @@ class Settings:
     @property
     def sharding(self) -> Sharding:
         return Sharding(shard_count=self.shard_count, bucket_seconds=self.bucket_seconds)
+
+    @property
+    def tick_settings(self) -> TickSettings:
+        """What the tick reads."""
+        return TickSettings(
+            sharding=self.sharding,
+            misfire_grace_seconds=self.misfire_grace_seconds,
+            tick_heartbeat_seconds=self.tick_heartbeat_seconds,
+            initial_lookback_seconds=self.initial_lookback_seconds,
+            cursor_grace_seconds=self.cursor_grace_seconds,
+            tick_page_size=self.tick_page_size,
+            tick_max_claims=self.tick_max_claims,
+            tick_max_claims_per_task=self.tick_max_claims_per_task,
+            tick_backlog_seconds=self.tick_backlog_seconds,
+            tick_concurrency=self.tick_concurrency,
+            catchup_max_runs=self.catchup_max_runs,
+            max_queued_dispatches=self.max_queued_dispatches,
+            tick_fanout_min_tasks=self.tick_fanout_min_tasks,
+            tick_fanout_max_pages=self.tick_fanout_max_pages,
+            tick_fanout_fresh_seconds=self.tick_fanout_fresh_seconds,
+        )
+
+    @property
+    def task_settings(self) -> TaskSettings:
+        """What registering and changing tasks read."""
+        return TaskSettings(
+            sharding=self.sharding,
+            max_tasks_per_tenant=self.max_tasks_per_tenant,
+            min_interval_seconds=self.min_interval_seconds,
+            max_payload_bytes=self.max_payload_bytes,
+        )
 
     @property
     def lease_terms(self) -> LeaseTerms:

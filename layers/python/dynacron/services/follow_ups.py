@@ -21,7 +21,6 @@ import dataclasses
 import logging
 from datetime import datetime
 
-from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions.execution import (
     Dispatch,
@@ -35,14 +34,15 @@ from dynacron.domain.executions.execution import (
 from dynacron.domain.instants import to_utc_ms
 from dynacron.domain.schedules.expressions import FixedDelaySchedule
 from dynacron.domain.tasks.task import (
+    Sharding,
     Task,
     TaskStatus,
     downstream_execution_id,
     execution_id_for,
     skipped_reason,
 )
-from dynacron.entry.settings import Settings
 from dynacron.ports import DispatchQueue, ExecutionStore, TaskStore
+from dynacron.ports.metrics import Metrics
 
 logger = logging.getLogger("dynacron")
 
@@ -89,15 +89,15 @@ class Aftermath:
         tasks: TaskStore,
         executions: ExecutionStore,
         starter: RunStarter,
-        settings: Settings,
+        sharding: Sharding,
         clock: Clock,
-        metrics: ReliabilityMetrics | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._metrics = metrics
         self._tasks = tasks
         self._executions = executions
         self._starter = starter
-        self._sharding = settings.sharding
+        self._sharding = sharding
         self._clock = clock
 
     def owes(self, execution: Execution, task: Task | None) -> bool:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
-from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions.attention import Attention
 from dynacron.domain.executions.execution import (
@@ -29,6 +28,7 @@ from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.task import Task
 from dynacron.ports import DeadLetterQueue, DispatchQueue, ExecutionStore
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
+from dynacron.ports.metrics import Metrics
 from dynacron.services.follow_ups import Aftermath
 
 
@@ -76,7 +76,7 @@ class AttemptOutcomes:
         executions: ExecutionStore,
         queue: DispatchQueue,
         dead_letter_queue: DeadLetterQueue,
-        metrics: ReliabilityMetrics,
+        metrics: Metrics,
         clock: Clock,
         lease_terms: LeaseTerms,
         aftermath: Aftermath,

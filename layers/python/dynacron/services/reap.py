@@ -33,12 +33,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions.execution import ExecutionStatus, LeaseTerms, new_token
 from dynacron.domain.tasks.task import task_id_of
 from dynacron.ports import DispatchQueue, ExecutionStore, StoreUnavailable, TaskStore, reason_of
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
+from dynacron.ports.metrics import Metrics
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
 logger = logging.getLogger("dynacron")
@@ -64,7 +64,7 @@ class Reaper:
         executions: ExecutionStore,
         queue: DispatchQueue,
         outcomes: AttemptOutcomes,
-        metrics: ReliabilityMetrics,
+        metrics: Metrics,
         clock: Clock,
         lease_terms: LeaseTerms,
         max_per_run: int = 1000,

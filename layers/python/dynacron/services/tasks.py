@@ -10,8 +10,6 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from dynacron.adapters.delivery.connections import Resolver, check_handler_url
-from dynacron.adapters.delivery.registry import HandlerRegistry
 from dynacron.domain.clock import Clock
 from dynacron.domain.coordination.create_keys import HEADER, CreateKey
 from dynacron.domain.coordination.quotas import check_min_interval
@@ -43,14 +41,14 @@ from dynacron.domain.tasks.specs import (
 from dynacron.domain.tasks.tags import TagFilter
 from dynacron.domain.tasks.task import (
     UNREADABLE_SCHEDULE,
+    Sharding,
     Task,
     TaskStatus,
     backfill_execution_id,
     triggered_execution_id,
 )
-from dynacron.domain.tasks.urls import UrlPolicy
-from dynacron.entry.settings import Settings
 from dynacron.ports import CreateKeys, ExecutionStore, Page, TaskStore, TenantStore
+from dynacron.ports.delivery import HandlerNames, HandlerUrls
 from dynacron.services.follow_ups import RunStarter
 
 # One backfill request starts at most this many executions; ask again for more.
@@ -73,6 +71,17 @@ def new_signing_secret() -> str:
     return "whsec_" + secrets.token_hex(32)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TaskSettings:
+    """What registering and changing a task are held to (``Settings.task_settings``)."""
+
+    sharding: Sharding
+    max_tasks_per_tenant: int
+    # A schedule may not fire more often than this.
+    min_interval_seconds: int
+    max_payload_bytes: int
+
+
 class TaskService:
     def __init__(
         self,
@@ -82,21 +91,20 @@ class TaskService:
         tenants: TenantStore,
         create_keys: CreateKeys,
         starter: RunStarter,
-        settings: Settings,
+        settings: TaskSettings,
         clock: Clock,
-        handlers: HandlerRegistry,
-        resolver: Resolver,
+        handlers: HandlerNames,
+        urls: HandlerUrls,
     ) -> None:
         self._starter = starter
         self._tenants = tenants
         self._create_keys = create_keys
-        self._resolver = resolver
+        self._urls = urls
         self._tasks = tasks
         self._executions = executions
         self._settings = settings
         self._clock = clock
         self._handlers = handlers
-        self._url_policy = UrlPolicy(settings.delivery_allow_networks)
 
     def register(self, tenant_id: str, spec: TaskSpec) -> Task:
         """Check ``spec`` completely, then store the task within the tenant's quota."""
@@ -398,7 +406,7 @@ class TaskService:
         this process (that there is exactly one is the domain's rule)."""
         if task.handler_url is not None:
             # Checked again at delivery: DNS may change between now and then.
-            check_handler_url(self._url_policy, self._resolver, task.handler_url)
+            self._urls.check(task.handler_url)
         elif task.handler_name not in self._handlers:
             raise UnknownHandler(
                 "handler", f"no Python handler is registered as {task.handler_name!r}"

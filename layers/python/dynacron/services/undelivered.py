@@ -44,8 +44,6 @@ import logging
 from datetime import datetime
 from enum import StrEnum
 
-from dynacron.adapters.messages import dispatch_from_body
-from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import DynacronError
 from dynacron.domain.executions.execution import (
@@ -66,6 +64,8 @@ from dynacron.ports import (
     reason_of,
 )
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
+from dynacron.ports.messages import DecodeDispatch
+from dynacron.ports.metrics import Metrics
 from dynacron.services.outcomes import AttemptOutcomes
 
 logger = logging.getLogger("dynacron")
@@ -106,12 +106,14 @@ class UndeliveredDispatches:
         executions: ExecutionStore,
         outcomes: AttemptOutcomes,
         dead_letter_queue: DeadLetterQueue,
-        metrics: ReliabilityMetrics,
+        metrics: Metrics,
         clock: Clock,
         lease_terms: LeaseTerms,
         max_receive_count: int,
+        decode: DecodeDispatch,
         faults: Faults = NO_FAULTS,
     ) -> None:
+        self._decode = decode
         self._tasks = tasks
         self._executions = executions
         self._outcomes = outcomes
@@ -125,7 +127,7 @@ class UndeliveredDispatches:
     def settle_message(self, body: str) -> Settled:
         """Settle one message of the undelivered queue, whatever its body."""
         try:
-            dispatch = dispatch_from_body(body)
+            dispatch = self._decode(body)
             if task_id_of(dispatch.execution_id) != dispatch.task_id:
                 raise ValueError("the execution id is not one of the task's")
         except (ValueError, KeyError, TypeError, AttributeError, DynacronError):
