@@ -19,7 +19,6 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
-from dynacron import __version__
 from dynacron.api.identity import tenant_of
 from dynacron.api.json_body import parse_json_body
 from dynacron.api.openapi import CALLBACK_SECURITY, CallerIdentities, problems, security_of
@@ -81,6 +80,7 @@ from dynacron.domain.tasks.tags import (
 from dynacron.services.executions import Completion, ExecutionService
 from dynacron.services.forecast import HerdForecast
 from dynacron.services.tasks import PayloadTooLarge, TaskService
+from dynacron.version import __version__
 
 logger = Logger(service="dynacron-api")
 
