@@ -42,7 +42,7 @@ TICK_TIMEOUT = Duration.minutes(2)
 # EventBridge allows five targets per rule.
 TARGETS_PER_RULE = 5
 # One page of at most 100 claims takes about 0.3 s at 1,769 MB; the claim stops
-# starting rounds 5 s before this (dynacron.entry.composition.CLAIM_MARGIN).
+# starting rounds 5 s before this (dynacron.entry.events.CLAIM_MARGIN).
 CLAIM_TIMEOUT = Duration.seconds(30)
 
 

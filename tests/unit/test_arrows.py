@@ -49,7 +49,7 @@ def test_each_lambda_entry_point_imports_the_package_and_no_other_function() -> 
     assert len(handlers) >= 6
     for path in handlers:
         modules = set(imported_modules(path))
-        assert modules <= {"dynacron.entry.composition"}, (path.parent.name, modules)
+        assert modules <= {"dynacron.entry.functions"}, (path.parent.name, modules)
 
 
 def test_the_cdk_app_reads_definitions_not_runtime_code() -> None:

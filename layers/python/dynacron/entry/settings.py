@@ -242,14 +242,6 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        heartbeat = _at_least(1, environ, TICK_HEARTBEAT_SECONDS_VAR, cls.tick_heartbeat_seconds)
-        if heartbeat >= cls.misfire_grace_seconds:
-            # A gap longer than the grace is an outage: a heartbeat that rare would
-            # turn every quiet moment into one.
-            raise ValueError(
-                f"{TICK_HEARTBEAT_SECONDS_VAR} must be under the misfire grace "
-                f"({cls.misfire_grace_seconds} s), not {heartbeat}"
-            )
         return cls(
             tasks_table=environ[TASKS.env_var],
             executions_table=environ[EXECUTIONS.env_var],
@@ -303,7 +295,7 @@ class Settings:
                 0.0, environ, TICK_BACKLOG_SECONDS_VAR, cls.tick_backlog_seconds
             ),
             catchup_max_runs=_at_least(1, environ, CATCHUP_MAX_RUNS_VAR, cls.catchup_max_runs),
-            tick_heartbeat_seconds=heartbeat,
+            tick_heartbeat_seconds=_tick_heartbeat(environ, cls.misfire_grace_seconds),
             claim_function=environ.get(CLAIM_FUNCTION_VAR) or None,
         )
 
@@ -360,6 +352,18 @@ def _at_least(minimum: Number, environ: Mapping[str, str], var: str, default: Nu
     if value < minimum:
         raise ValueError(f"{var} must be at least {minimum}, not {raw!r}")
     return value
+
+
+def _tick_heartbeat(environ: Mapping[str, str], misfire_grace_seconds: int) -> int:
+    heartbeat = _at_least(1, environ, TICK_HEARTBEAT_SECONDS_VAR, DEFAULT_TICK_HEARTBEAT_SECONDS)
+    if heartbeat >= misfire_grace_seconds:
+        # A gap longer than the grace is an outage: a heartbeat that rare would
+        # turn every quiet moment into one.
+        raise ValueError(
+            f"{TICK_HEARTBEAT_SECONDS_VAR} must be under the misfire grace "
+            f"({misfire_grace_seconds} s), not {heartbeat}"
+        )
+    return heartbeat
 
 
 def _split(text: str) -> tuple[str, ...]:
