@@ -11,7 +11,6 @@ import pytest
 
 import dynacron
 from dynacron.adapters.aws.tasks import DynamoTaskStore
-from dynacron.adapters.delivery.connections import HandlerUrlCheck
 from dynacron.adapters.delivery.registry import HandlerRegistry
 from dynacron.api.requests import TaskPatch
 from dynacron.definitions.resources import DUE_INDEX
@@ -19,7 +18,6 @@ from dynacron.domain.clock import SettableClock
 from dynacron.domain.errors import Conflict
 from dynacron.domain.executions.execution import Execution, ExecutionStatus
 from dynacron.domain.tasks.task import DuePlacement, Task, downstream_execution_id, execution_id_for
-from dynacron.domain.tasks.urls import UrlPolicy
 from dynacron.entry.settings import LOOPBACK_NETWORKS
 from dynacron.local.aws import provision
 from dynacron.local.chaos import CrashAt
@@ -461,14 +459,14 @@ def test_two_changes_racing_to_close_a_cycle_cannot_both_succeed(
     )
     service = TaskService(
         tasks=racing,
-        executions=app.executions,
+        execution_store=app.executions,
         tenants=app.tenants,
         create_keys=app.adapters.create_keys,
         starter=app.starter,
         settings=pipeline.settings.task_settings,
         clock=pipeline.clock,
         handlers=app.handlers,
-        urls=HandlerUrlCheck(UrlPolicy(pipeline.settings.delivery_allow_networks), app.resolver),
+        urls=app.task_service.urls,
     )
     # Given "y after x" lands between the check and the write of "x after y"
     racing.competitor = lambda: app.task_service.patch(ALICE, y, TaskPatch(after=x).to_changes())

@@ -121,7 +121,7 @@ class Dynacron(LambdaEvents):
         )
         self.task_service = TaskService(
             tasks=self.tasks,
-            executions=self.executions,
+            execution_store=self.executions,
             tenants=self.tenants,
             create_keys=self.adapters.create_keys,
             starter=self.starter,
@@ -236,8 +236,8 @@ class Dynacron(LambdaEvents):
             lease_terms=settings.lease_terms,
         )
         self.forecast = HerdForecast(
-            self.tasks,
-            self.clock,
+            tasks=self.tasks,
+            clock=self.clock,
             max_tasks=settings.forecast_max_tasks,
             max_occurrences=settings.forecast_max_occurrences,
         )
