@@ -30,7 +30,8 @@ from dynacron.definitions.resources import COORDINATION, EXECUTIONS, TASKS
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.instants import format_instant
-from dynacron.entry.composition import TICK_LOOP_MARGIN, Dynacron
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.events import TICK_LOOP_MARGIN
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event

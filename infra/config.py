@@ -10,7 +10,15 @@ from typing import Any, Literal
 
 from constructs import Node
 
-from dynacron.entry.settings import Settings
+from dynacron.definitions.environment import (
+    DEFAULT_BUCKET_SECONDS,
+    DEFAULT_CATCHUP_MAX_RUNS,
+    DEFAULT_MISFIRE_GRACE_SECONDS,
+    DEFAULT_SHARD_COUNT,
+    DEFAULT_TICK_BACKLOG_SECONDS,
+    DEFAULT_TICK_HEARTBEAT_SECONDS,
+    DEFAULT_TICK_MAX_CLAIMS_PER_TASK,
+)
 
 Billing = Literal["on-demand", "provisioned"]
 BILLING_MODES: tuple[Billing, ...] = ("on-demand", "provisioned")
@@ -23,8 +31,8 @@ class SchedulerConfig:
 
     stage: str = "dev"
     # Runtime settings the functions receive: the defaults are the runtime's own.
-    shard_count: int = Settings.shard_count
-    bucket_seconds: int = Settings.bucket_seconds
+    shard_count: int = DEFAULT_SHARD_COUNT
+    bucket_seconds: int = DEFAULT_BUCKET_SECONDS
     api_memory_mb: int = 256
     # The looping tick idles small and hands large pages to the claim function
     # (decision 0025): 4 shards x 128 MB idle, claim invocations of one vCPU
@@ -44,10 +52,10 @@ class SchedulerConfig:
     # 500 fires/s of handlers answering in 0.2 s (``dynacron plan``).
     worker_max_concurrency: int = 157
     # The tick's fairness settings (services/tick.py), set on the tick only: the runtime's own.
-    tick_max_claims_per_task: int = Settings.tick_max_claims_per_task
-    tick_backlog_seconds: float = Settings.tick_backlog_seconds
-    catchup_max_runs: int = Settings.catchup_max_runs
-    tick_heartbeat_seconds: int = Settings.tick_heartbeat_seconds
+    tick_max_claims_per_task: int = DEFAULT_TICK_MAX_CLAIMS_PER_TASK
+    tick_backlog_seconds: float = DEFAULT_TICK_BACKLOG_SECONDS
+    catchup_max_runs: int = DEFAULT_CATCHUP_MAX_RUNS
+    tick_heartbeat_seconds: int = DEFAULT_TICK_HEARTBEAT_SECONDS
     api_rate_limit: float = 50.0
     api_burst_limit: int = 100
     # Each token-authorised callback method's own throttle (decision 0023).
@@ -90,7 +98,7 @@ class SchedulerConfig:
             "catchup_max_runs": self.catchup_max_runs >= 1,
             "tick_heartbeat_seconds": 1
             <= self.tick_heartbeat_seconds
-            < Settings.misfire_grace_seconds,
+            < DEFAULT_MISFIRE_GRACE_SECONDS,
             "billing": self.billing in BILLING_MODES,
             "log_retention_days": self.log_retention_days in LOG_RETENTION_DAYS,
             "provisioned_max_capacity": 1

@@ -73,7 +73,7 @@ def recording_ticker(system: Dynacron, **settings: Any) -> tuple[Ticker, Recordi
         executions=system.executions,
         queue=queue,
         cursors=system.cursors,
-        settings=dataclasses.replace(system.settings, **settings),
+        settings=dataclasses.replace(system.settings, **settings).tick_settings,
         clock=system.clock,
     )
     return ticker, queue

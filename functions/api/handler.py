@@ -1,5 +1,5 @@
 """Lambda entry point: the logic lives in the dynacron layer."""
 
-from dynacron.entry.composition import api as handler
+from dynacron.entry.functions import api as handler
 
 __all__ = ["handler"]

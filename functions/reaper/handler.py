@@ -1,5 +1,5 @@
 """Lambda entry point: the logic lives in the dynacron layer."""
 
-from dynacron.entry.composition import reaper as handler
+from dynacron.entry.functions import reaper as handler
 
 __all__ = ["handler"]

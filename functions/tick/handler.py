@@ -1,5 +1,5 @@
 """Lambda entry point: the logic lives in the dynacron layer."""
 
-from dynacron.entry.composition import tick as handler
+from dynacron.entry.functions import tick as handler
 
 __all__ = ["handler"]

@@ -1,5 +1,5 @@
 """Lambda entry point: the logic lives in the dynacron layer."""
 
-from dynacron.entry.composition import undelivered as handler
+from dynacron.entry.functions import undelivered as handler
 
 __all__ = ["handler"]

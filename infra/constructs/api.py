@@ -18,6 +18,7 @@ from dynacron.definitions.callbacks import (
     EXECUTION_ID_PARAMETER,
     callback_gateway_paths,
 )
+from dynacron.definitions.environment import HANDLER_MODULES_VAR
 from dynacron.definitions.resources import (
     ATTENTION_INDEX,
     COORDINATION,
@@ -28,14 +29,13 @@ from dynacron.definitions.resources import (
     TASKS,
     TENANT_INDEX,
 )
-from dynacron.entry.settings import HANDLER_MODULES_VAR
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import HANDLER, RETENTION, allow, allow_follow_ups, index_arn
 from infra.constructs.nag import acknowledge
 
 API_TIMEOUT = Duration.seconds(29)  # API Gateway's own integration limit
 # With the user's code (their handlers) the entry point comes from the layer.
-API_HANDLER = "dynacron.entry.composition.api"
+API_HANDLER = "dynacron.entry.functions.api"
 # Field-level validation lives in the API function (one set of pydantic models,
 # errors as problem+json); the gateway only turns away bodies that are not a
 # JSON object before they cost an invocation.
@@ -86,7 +86,7 @@ class Api(Construct):
         handler_modules: Sequence[str] = (),
     ) -> None:
         """``code`` and ``handler_modules``: the user's Python handlers, so that the
-        API accepts a task naming one (it runs ``dynacron.entry.composition.api``
+        API accepts a task naming one (it runs ``dynacron.entry.functions.api``
         from the layer)."""
         super().__init__(scope, construct_id)
         config, storage = foundation.config, foundation.storage

@@ -13,8 +13,8 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from dynacron.definitions import metric_names
+from dynacron.definitions.environment import BUCKET_SECONDS_VAR, SHARD_COUNT_VAR
 from dynacron.definitions.resources import DEPENDENTS_INDEX, IndexDefinition
-from dynacron.entry.settings import BUCKET_SECONDS_VAR, SHARD_COUNT_VAR
 from infra.config import SchedulerConfig
 from infra.constructs.nag import acknowledge
 from infra.layer import FUNCTIONS, LayerAssets
@@ -146,7 +146,7 @@ def allow_follow_ups(
     executions: dynamodb.Table,
     dispatch_queue_arn: str,
 ) -> None:
-    """What ending an execution (``services/aftermath.py``) and starting a run outside
+    """What ending an execution (``services/follow_ups.py``) and starting a run outside
     the tick (trigger, backfill, dependents, a buffered occurrence) need: read the
     task and its dependents, free its run slot (a versioned put), set aside a
     dependent that cannot be read (an update, decision 0021), record the new

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from dynacron.definitions.environment import API_URL_VAR
 from dynacron.definitions.resources import QUEUES, TABLES
-from dynacron.entry.settings import API_URL_VAR
 from infra.config import SchedulerConfig
 from infra.constructs.api import Api
 from infra.constructs.foundation import Foundation
@@ -28,11 +28,11 @@ class DynacronScheduler(Construct):
 
     Add it to your own stack; to run your own Python handlers, pass their code as
     ``worker_code`` with a ``worker_handler`` module that imports them and exposes
-    ``dynacron.entry.composition.worker`` as its handler (see docs/deploy.md).
+    ``dynacron.entry.functions.worker`` as its handler (see docs/deploy.md).
 
     The API gets the same code, so that it knows the handlers' names when a task is
     registered: it imports ``handler_modules`` (default: the ``worker_handler``'s
-    module, which imports the handlers) and runs ``dynacron.entry.composition.api`` from the layer.
+    module, which imports the handlers) and runs ``dynacron.entry.functions.api`` from the layer.
     """
 
     def __init__(

@@ -18,6 +18,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from dynacron.definitions.environment import (
+    CATCHUP_MAX_RUNS_VAR,
+    CLAIM_FUNCTION_VAR,
+    TICK_BACKLOG_SECONDS_VAR,
+    TICK_HEARTBEAT_SECONDS_VAR,
+    TICK_MAX_CLAIMS_PER_TASK_VAR,
+)
 from dynacron.definitions.resources import (
     COORDINATION,
     CURSOR_KEY_PREFIX,
@@ -25,13 +32,6 @@ from dynacron.definitions.resources import (
     DUE_INDEX,
     EXECUTIONS,
     TASKS,
-)
-from dynacron.entry.settings import (
-    CATCHUP_MAX_RUNS_VAR,
-    CLAIM_FUNCTION_VAR,
-    TICK_BACKLOG_SECONDS_VAR,
-    TICK_HEARTBEAT_SECONDS_VAR,
-    TICK_MAX_CLAIMS_PER_TASK_VAR,
 )
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import ITEM_READ_WRITE, allow, index_arn
@@ -42,7 +42,7 @@ TICK_TIMEOUT = Duration.minutes(2)
 # EventBridge allows five targets per rule.
 TARGETS_PER_RULE = 5
 # One page of at most 100 claims takes about 0.3 s at 1,769 MB; the claim stops
-# starting rounds 5 s before this (dynacron.entry.composition.CLAIM_MARGIN).
+# starting rounds 5 s before this (dynacron.entry.events.CLAIM_MARGIN).
 CLAIM_TIMEOUT = Duration.seconds(30)
 
 

@@ -12,6 +12,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
+from dynacron.definitions.environment import HANDLER_MODULES_VAR
 from dynacron.definitions.resources import (
     COORDINATION,
     DEAD_LETTER_INDEX,
@@ -24,7 +25,6 @@ from dynacron.definitions.resources import (
     TENANT_KEY_PREFIX,
     WORKER_TIMEOUT_SECONDS,
 )
-from dynacron.entry.settings import HANDLER_MODULES_VAR
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import HANDLER, ITEM_READ_WRITE, allow, allow_follow_ups, index_arn
 

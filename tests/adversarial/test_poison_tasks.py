@@ -500,7 +500,7 @@ def test_a_claim_that_raises_sets_its_task_aside_and_the_page_goes_on(
         executions=system.executions,
         queue=system.queue,
         cursors=system.cursors,
-        settings=dataclasses.replace(system.settings, tick_concurrency=concurrency),
+        settings=dataclasses.replace(system.settings, tick_concurrency=concurrency).tick_settings,
         clock=clock,
     )
     reports = ticker.tick()

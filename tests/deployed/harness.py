@@ -40,14 +40,15 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.iam.access_control import IAMPolicy, PermissionResult
 
 import dynacron.adapters.delivery.registry
-import dynacron.entry.composition
+import dynacron.entry.functions
 from dynacron.adapters.aws.clients import CLAIM_INVOKE_CONFIG, aws_client_config
 from dynacron.adapters.aws.due_page_hand_out import LambdaDuePageHandOut
 from dynacron.adapters.delivery.registry import HandlerRegistry
 from dynacron.definitions.resources import QUEUES
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.tasks.task import shard_for
-from dynacron.entry.composition import TICK_LOOP_MARGIN, Dynacron
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.events import TICK_LOOP_MARGIN
 from dynacron.entry.settings import LOOPBACK_NETWORKS, Settings
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import ApiGateway, LocalContext, proxy_event
@@ -386,7 +387,7 @@ class AuthorisedCalls:
 @dataclass
 class DeployedFunction:
     logical_id: str
-    entry_point: str  # the ``dynacron.entry.composition`` function its Handler names
+    entry_point: str  # the ``dynacron.entry.functions`` function its Handler names
     environment: dict[str, str]
     timeout_seconds: int
     role: Role
@@ -442,7 +443,7 @@ def own_process(code_path: Path | None) -> Iterator[HandlerRegistry]:
 
 
 def _load_entry_point(code_path: Path | None, handler: str) -> str | None:
-    """Which ``dynacron.entry.composition`` entry point a function's Handler names, loading its
+    """Which ``dynacron.entry.functions`` entry point a function's Handler names, loading its
     module from the function's own code asset as Lambda would (None: not ours)."""
     module_name, attribute = handler.rsplit(".", 1)
     # Lambda puts the function's code first on the path (its handler modules).
@@ -464,7 +465,7 @@ def _load_entry_point(code_path: Path | None, handler: str) -> str | None:
             return None
     function = getattr(module, attribute, None)
     for name in ENTRY_POINTS:
-        if function is getattr(dynacron.entry.composition, name):
+        if function is getattr(dynacron.entry.functions, name):
             return name
     return None
 

@@ -103,7 +103,7 @@ def synthesize(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     user_code.mkdir()
     (user_code / "my_worker.py").write_text(
         "import my_jobs  # noqa: F401  (registers the user's handlers)\n"
-        "from dynacron.entry.composition import worker as handler\n"
+        "from dynacron.entry.functions import worker as handler\n"
     )
     (user_code / "my_jobs.py").write_text(USER_JOBS)
     app = build_app(

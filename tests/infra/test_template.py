@@ -302,7 +302,7 @@ def test_the_user_s_api_knows_their_handlers_as_their_worker_does(
     # imports the module that registers their handlers, so it accepts their names.
     user_api, user_worker = function(user_template, "Api"), function(user_template, "Worker")
     assert user_api["Code"]["S3Key"] == user_worker["Code"]["S3Key"]
-    assert user_api["Handler"] == "dynacron.entry.composition.api"
+    assert user_api["Handler"] == "dynacron.entry.functions.api"
     modules = USER_WORKER_HANDLER.rsplit(".", 1)[0]
     for properties in (user_api, user_worker):
         assert properties["Environment"]["Variables"][HANDLER_MODULES_VAR] == modules
@@ -565,7 +565,7 @@ ITEM_READ_WRITE = {
 }
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
 # Ending an execution frees its task's run slot and starts its dependents
-# (services/aftermath.py); the worker, the reaper and the API (callbacks) all may.
+# (services/follow_ups.py); the worker, the reaper and the API (callbacks) all may.
 # An unreadable dependent is set aside (an update, decision 0021).
 FOLLOW_UPS = {
     "Tasks": {

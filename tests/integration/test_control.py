@@ -459,14 +459,14 @@ def test_two_changes_racing_to_close_a_cycle_cannot_both_succeed(
     )
     service = TaskService(
         tasks=racing,
-        executions=app.executions,
+        execution_store=app.executions,
         tenants=app.tenants,
         create_keys=app.adapters.create_keys,
         starter=app.starter,
-        settings=pipeline.settings,
+        settings=pipeline.settings.task_settings,
         clock=pipeline.clock,
         handlers=app.handlers,
-        resolver=app.resolver,
+        urls=app.task_service.urls,
     )
     # Given "y after x" lands between the check and the write of "x after y"
     racing.competitor = lambda: app.task_service.patch(ALICE, y, TaskPatch(after=x).to_changes())

@@ -17,7 +17,7 @@ from dynacron.domain.tasks.task import execution_id_for
 from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import LOOPBACK_NETWORKS
 from dynacron.local.stores import StoreOptions, open_store
-from dynacron.services.attempt_guards import Heartbeats
+from dynacron.services.attempt_records import Heartbeats
 from tests.integration.api_client import ALICE
 from tests.support import Sink, wait_until
 

@@ -230,13 +230,13 @@ def test_the_thin_lambda_handlers_work_from_the_environment(
 ) -> None:
     import importlib.util
 
-    from dynacron.entry import composition
+    from dynacron.entry import functions
     from tests.support import ROOT
 
     for name, value in system.settings.to_env().items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "dynacron-test")
-    composition._deployed.cache_clear()
+    functions._deployed.cache_clear()
 
     def load(function: str) -> Any:
         spec = importlib.util.spec_from_file_location(
@@ -296,7 +296,7 @@ def test_the_thin_lambda_handlers_work_from_the_environment(
     )
     assert result == {"batchItemFailures": []}
     assert len(sink.snapshot()) == claimed
-    composition._deployed.cache_clear()
+    functions._deployed.cache_clear()
 
 
 BOB = "arn:aws:iam::000000000000:user/bob"

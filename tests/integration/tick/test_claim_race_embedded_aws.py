@@ -81,7 +81,7 @@ def test_eight_concurrent_claimers_claim_each_due_item_exactly_once(endpoint: st
             ),
             queue=SqsDispatchQueue(client_sqs, settings.dispatch_queue_url),
             cursors=DynamoCursorStore(client_dynamodb, settings.coordination_table),
-            settings=settings,
+            settings=settings.tick_settings,
             clock=SettableClock(DUE + timedelta(seconds=1)),
         )
         barrier.wait()

@@ -445,7 +445,7 @@ def test_the_thin_claim_handler_claims_a_page_from_the_environment(
     import importlib.util
 
     from dynacron.domain.clock import SystemClock
-    from dynacron.entry import composition
+    from dynacron.entry import functions
     from dynacron.local.gateway import LocalContext
     from tests.support import ROOT
 
@@ -454,7 +454,7 @@ def test_the_thin_claim_handler_claims_a_page_from_the_environment(
     # The claim function's environment: the tick's, without a claim function of its own
     for name, value in elastic.claimer.settings.to_env().items():
         monkeypatch.setenv(name, value)
-    composition._deployed.cache_clear()
+    functions._deployed.cache_clear()
     spec = importlib.util.spec_from_file_location(
         "handler_claim", ROOT / "functions" / "claim" / "handler.py"
     )
@@ -470,4 +470,4 @@ def test_the_thin_claim_handler_claims_a_page_from_the_environment(
     assert len(set(sent_execution_ids(elastic))) == 7
     with pytest.raises(InvalidClaimEvent):
         module.handler({"shard": 0}, LocalContext("dynacron-claim"))
-    composition._deployed.cache_clear()
+    functions._deployed.cache_clear()

@@ -177,7 +177,9 @@ def test_a_large_due_set_is_taken_in_bounded_pages_and_budgets(
         executions=system.executions,
         queue=system.queue,
         cursors=system.cursors,
-        settings=dataclasses.replace(system.settings, tick_page_size=7, tick_max_claims=40),
+        settings=dataclasses.replace(
+            system.settings, tick_page_size=7, tick_max_claims=40
+        ).tick_settings,
         clock=clock,
     )
     for _ in range(120):
@@ -209,7 +211,7 @@ def test_a_crash_between_send_and_claim_loses_nothing(
         executions=system.executions,
         queue=system.queue,
         cursors=system.cursors,
-        settings=system.settings,
+        settings=system.settings.tick_settings,
         clock=clock,
     )
     with pytest.raises(InjectedCrash):

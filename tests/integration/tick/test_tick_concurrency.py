@@ -65,7 +65,7 @@ def ticker_with(
         executions=system.executions,
         queue=system.queue,
         cursors=system.cursors,
-        settings=dataclasses.replace(system.settings, **settings),
+        settings=dataclasses.replace(system.settings, **settings).tick_settings,
         clock=clock,
     )
 

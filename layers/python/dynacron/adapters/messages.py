@@ -9,7 +9,9 @@ from typing import Any
 from dynacron.domain.executions.execution import Dispatch, ResultSummary, Upstream
 from dynacron.domain.instants import format_instant, parse_instant
 
-SEND_BATCH_LIMIT = 10
+# A limit of the queue port, kept importable from here.
+from dynacron.ports.messages import SEND_BATCH_LIMIT as SEND_BATCH_LIMIT
+
 # SQS delays one message by at most 15 minutes; longer waits take several hops.
 MAX_DELAY_SECONDS = 900
 EXECUTION_ID_ATTRIBUTE = "execution_id"

@@ -12,15 +12,14 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 
 from dynacron.api.caller import TENANT_CONTEXT_KEY
 from dynacron.api.identity import tenant_of
-from dynacron.api.openapi import PUBLIC_PATHS
+from dynacron.api.openapi import PUBLIC_PATHS, CallerIdentities
 from dynacron.definitions.callbacks import is_callback_path
 from dynacron.domain.coordination.quotas import TenantRateLimiter
-from dynacron.entry.settings import Settings
 
 Middleware = Callable[[APIGatewayRestResolver, NextMiddleware], Response[Any]]
 
 
-def authenticate(settings: Settings, rate_limiter: TenantRateLimiter) -> Middleware:
+def authenticate(settings: CallerIdentities, rate_limiter: TenantRateLimiter) -> Middleware:
     """A middleware that derives the caller's tenant, rate-limits it and stores it for
     ``caller_tenant()``: every route acts for one tenant, a route added later too.
 

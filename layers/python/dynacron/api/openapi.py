@@ -3,7 +3,7 @@ route may give, and how callers authenticate."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
@@ -12,7 +12,6 @@ from dynacron.api.identity import API_KEY_HEADER
 from dynacron.api.problems import PROBLEM_JSON
 from dynacron.api.responses import Problem
 from dynacron.definitions.callbacks import CALLBACK_TOKEN_HEADER, CALLBACK_TOKEN_SCHEME
-from dynacron.entry.settings import Settings
 
 OPENAPI_PATH = "/openapi.json"
 DOCS_PATH = "/docs"
@@ -64,7 +63,17 @@ def problems(*statuses: int, ok: tuple[int, str] = (200, "OK")) -> dict[int, Ope
     return success | errors
 
 
-def security_of(settings: Settings) -> dict[str, Any]:
+class CallerIdentities(Protocol):
+    """Who a caller can be: the API keys configured, and the tenant of a caller
+    with no identity at all (``Settings`` has both)."""
+
+    @property
+    def api_keys(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def default_tenant(self) -> str | None: ...
+
+
+def security_of(settings: CallerIdentities) -> dict[str, Any]:
     """How callers authenticate, as the OpenAPI document states it: an API key where
     keys are configured, else a SigV4 signature where there is no default tenant
     (deployed: API Gateway checks it), else nothing (local mode: one tenant).

@@ -17,7 +17,7 @@ from dynacron.domain.tasks.task import UNREADABLE_SCHEDULE, Task
 from dynacron.ports import Page
 
 if TYPE_CHECKING:
-    from dynacron.entry.settings import Settings
+    from dynacron.api.settings import TenantLimits
 
 
 class BackfillView(BaseModel):
@@ -323,7 +323,7 @@ class TenantView(BaseModel):
 
     @classmethod
     def of(
-        cls, tenant_id: str, signing_secrets: list[str], task_count: int, settings: Settings
+        cls, tenant_id: str, signing_secrets: list[str], task_count: int, settings: TenantLimits
     ) -> TenantView:
         return cls(
             tenant_id=tenant_id,

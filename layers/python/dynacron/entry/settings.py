@@ -12,6 +12,42 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
 
+from dynacron.definitions.environment import (
+    ALLOW_NETWORKS_VAR,
+    API_KEYS_VAR,
+    API_URL_VAR,
+    BREAKER_COOL_DOWN_VAR,
+    BREAKER_FAILURE_THRESHOLD_VAR,
+    BUCKET_SECONDS_VAR,
+    CALLBACK_LEASE_VAR,
+    CATCHUP_MAX_RUNS_VAR,
+    CLAIM_FUNCTION_VAR,
+    CLOCK_SKEW_VAR,
+    DEFAULT_BUCKET_SECONDS,
+    DEFAULT_CATCHUP_MAX_RUNS,
+    DEFAULT_MISFIRE_GRACE_SECONDS,
+    DEFAULT_SHARD_COUNT,
+    DEFAULT_TICK_BACKLOG_SECONDS,
+    DEFAULT_TICK_HEARTBEAT_SECONDS,
+    DEFAULT_TICK_MAX_CLAIMS_PER_TASK,
+    FORECAST_MAX_OCCURRENCES_VAR,
+    FORECAST_MAX_TASKS_VAR,
+    HANDLER_MODULES_VAR,
+    HTTP_TIMEOUT_VAR,
+    LEASE_SECONDS_VAR,
+    MAX_QUEUED_DISPATCHES_VAR,
+    MAX_RETRY_AFTER_VAR,
+    MAX_TASKS_VAR,
+    MIN_INTERVAL_VAR,
+    PICKUP_GRACE_VAR,
+    RATE_BURST_VAR,
+    RATE_LIMIT_VAR,
+    SHARD_COUNT_VAR,
+    TICK_BACKLOG_SECONDS_VAR,
+    TICK_HEARTBEAT_SECONDS_VAR,
+    TICK_MAX_CLAIMS_PER_TASK_VAR,
+    WORKER_MARGIN_VAR,
+)
 from dynacron.definitions.resources import (
     COORDINATION,
     DEAD_LETTER_QUEUE,
@@ -24,38 +60,25 @@ from dynacron.domain.coordination.limits import BreakerPolicy
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.executions.execution import LeaseTerms
 from dynacron.domain.tasks.task import Sharding
+from dynacron.services.tasks import TaskSettings
+from dynacron.services.tick_settings import TickSettings
 
-SHARD_COUNT_VAR = "DYNACRON_SHARD_COUNT"
-BUCKET_SECONDS_VAR = "DYNACRON_BUCKET_SECONDS"
-ALLOW_NETWORKS_VAR = "DYNACRON_DELIVERY_ALLOW_NETWORKS"
-HTTP_TIMEOUT_VAR = "DYNACRON_HTTP_TIMEOUT_SECONDS"
-API_KEYS_VAR = "DYNACRON_API_KEYS"
-MIN_INTERVAL_VAR = "DYNACRON_MIN_INTERVAL_SECONDS"
-MAX_TASKS_VAR = "DYNACRON_MAX_TASKS_PER_TENANT"
-RATE_LIMIT_VAR = "DYNACRON_TENANT_RATE_PER_SECOND"
-RATE_BURST_VAR = "DYNACRON_TENANT_RATE_BURST"
-LEASE_SECONDS_VAR = "DYNACRON_LEASE_SECONDS"
-CLOCK_SKEW_VAR = "DYNACRON_CLOCK_SKEW_SECONDS"
-CALLBACK_LEASE_VAR = "DYNACRON_CALLBACK_LEASE_SECONDS"
-PICKUP_GRACE_VAR = "DYNACRON_PICKUP_GRACE_SECONDS"
-API_URL_VAR = "DYNACRON_API_URL"
-HANDLER_MODULES_VAR = "DYNACRON_HANDLER_MODULES"
-BREAKER_FAILURE_THRESHOLD_VAR = "DYNACRON_BREAKER_FAILURE_THRESHOLD"
-BREAKER_COOL_DOWN_VAR = "DYNACRON_BREAKER_COOL_DOWN_SECONDS"
-MAX_QUEUED_DISPATCHES_VAR = "DYNACRON_MAX_QUEUED_DISPATCHES"
-FORECAST_MAX_TASKS_VAR = "DYNACRON_FORECAST_MAX_TASKS"
-FORECAST_MAX_OCCURRENCES_VAR = "DYNACRON_FORECAST_MAX_OCCURRENCES"
-MAX_RETRY_AFTER_VAR = "DYNACRON_MAX_RETRY_AFTER_SECONDS"
-WORKER_MARGIN_VAR = "DYNACRON_WORKER_MARGIN_SECONDS"
-# The tick's fairness settings (read by the tick only).
-TICK_MAX_CLAIMS_PER_TASK_VAR = "DYNACRON_TICK_MAX_CLAIMS_PER_TASK"
-TICK_BACKLOG_SECONDS_VAR = "DYNACRON_TICK_BACKLOG_SECONDS"
-CATCHUP_MAX_RUNS_VAR = "DYNACRON_CATCHUP_MAX_RUNS"
-TICK_HEARTBEAT_SECONDS_VAR = "DYNACRON_TICK_HEARTBEAT_SECONDS"
-# The claim function the looping tick hands large pages to (its ARN; decision 0025).
-CLAIM_FUNCTION_VAR = "DYNACRON_CLAIM_FUNCTION"
 LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
-__all__ = ["DEFAULT_TENANT", "LOOPBACK_NETWORKS", "Settings", "parse_api_keys"]
+# The variables' names are defined with the rest of what infra/ reads; importing
+# them from here still works.
+__all__ = [
+    "API_URL_VAR",
+    "CATCHUP_MAX_RUNS_VAR",
+    "CLAIM_FUNCTION_VAR",
+    "DEFAULT_TENANT",
+    "HANDLER_MODULES_VAR",
+    "LOOPBACK_NETWORKS",
+    "TICK_BACKLOG_SECONDS_VAR",
+    "TICK_HEARTBEAT_SECONDS_VAR",
+    "TICK_MAX_CLAIMS_PER_TASK_VAR",
+    "Settings",
+    "parse_api_keys",
+]
 
 
 @dataclass(frozen=True)
@@ -65,10 +88,9 @@ class Settings:
     coordination_table: str
     dispatch_queue_url: str
     dead_letter_queue_url: str
-    shard_count: int = 4
-    # Width of a due-index time bucket. Wide buckets mean few queries per tick;
-    # the sort key bounds each query to what is due, so width never costs reads.
-    bucket_seconds: int = 3600
+    shard_count: int = DEFAULT_SHARD_COUNT
+    # Width of a due-index time bucket (why wide: definitions.environment).
+    bucket_seconds: int = DEFAULT_BUCKET_SECONDS
     # Networks a handler URL may resolve into. Empty means "public addresses only"
     # (the deployed default); local mode sets loopback only.
     delivery_allow_networks: tuple[str, ...] = ()
@@ -89,19 +111,19 @@ class Settings:
     # An occurrence claimed later than this is late; it was missed (and its
     # task's catch-up policy decides) only if no tick of its shard ran while it
     # was on time, or the task was paused. Lateness from load runs late.
-    misfire_grace_seconds: int = 60
+    misfire_grace_seconds: int = DEFAULT_MISFIRE_GRACE_SECONDS
     # A tick records that its shard ran at most this often (one write on the
     # cursor item); keep it well under the misfire grace.
-    tick_heartbeat_seconds: int = 10
+    tick_heartbeat_seconds: int = DEFAULT_TICK_HEARTBEAT_SECONDS
     # One task gets at most this many claims in one tick; the rest of its
     # backlog waits for the next tick, so it cannot fill the claim budget.
-    tick_max_claims_per_task: int = 10
+    tick_max_claims_per_task: int = DEFAULT_TICK_MAX_CLAIMS_PER_TASK
     # After what is on time, the backlog is worked for at most this long per
     # tick (after its first page), so the next tick starts on time.
-    tick_backlog_seconds: float = 0.8
+    tick_backlog_seconds: float = DEFAULT_TICK_BACKLOG_SECONDS
     # run_all runs at most this many missed occurrences of one downtime (the
     # latest); older ones are skipped, and one SKIPPED execution says so.
-    catchup_max_runs: int = 100
+    catchup_max_runs: int = DEFAULT_CATCHUP_MAX_RUNS
     # API keys mapped to tenants, as (key, tenant) pairs; a key given with a
     # request wins over the caller's IAM principal.
     api_keys: tuple[tuple[str, str], ...] = ()
@@ -179,6 +201,37 @@ class Settings:
         return Sharding(shard_count=self.shard_count, bucket_seconds=self.bucket_seconds)
 
     @property
+    def tick_settings(self) -> TickSettings:
+        """What the tick reads."""
+        return TickSettings(
+            sharding=self.sharding,
+            misfire_grace_seconds=self.misfire_grace_seconds,
+            tick_heartbeat_seconds=self.tick_heartbeat_seconds,
+            initial_lookback_seconds=self.initial_lookback_seconds,
+            cursor_grace_seconds=self.cursor_grace_seconds,
+            tick_page_size=self.tick_page_size,
+            tick_max_claims=self.tick_max_claims,
+            tick_max_claims_per_task=self.tick_max_claims_per_task,
+            tick_backlog_seconds=self.tick_backlog_seconds,
+            tick_concurrency=self.tick_concurrency,
+            catchup_max_runs=self.catchup_max_runs,
+            max_queued_dispatches=self.max_queued_dispatches,
+            tick_fanout_min_tasks=self.tick_fanout_min_tasks,
+            tick_fanout_max_pages=self.tick_fanout_max_pages,
+            tick_fanout_fresh_seconds=self.tick_fanout_fresh_seconds,
+        )
+
+    @property
+    def task_settings(self) -> TaskSettings:
+        """What registering and changing tasks read."""
+        return TaskSettings(
+            sharding=self.sharding,
+            max_tasks_per_tenant=self.max_tasks_per_tenant,
+            min_interval_seconds=self.min_interval_seconds,
+            max_payload_bytes=self.max_payload_bytes,
+        )
+
+    @property
     def lease_terms(self) -> LeaseTerms:
         return LeaseTerms(
             running=timedelta(seconds=self.lease_seconds),
@@ -189,14 +242,6 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        heartbeat = _at_least(1, environ, TICK_HEARTBEAT_SECONDS_VAR, cls.tick_heartbeat_seconds)
-        if heartbeat >= cls.misfire_grace_seconds:
-            # A gap longer than the grace is an outage: a heartbeat that rare would
-            # turn every quiet moment into one.
-            raise ValueError(
-                f"{TICK_HEARTBEAT_SECONDS_VAR} must be under the misfire grace "
-                f"({cls.misfire_grace_seconds} s), not {heartbeat}"
-            )
         return cls(
             tasks_table=environ[TASKS.env_var],
             executions_table=environ[EXECUTIONS.env_var],
@@ -250,7 +295,7 @@ class Settings:
                 0.0, environ, TICK_BACKLOG_SECONDS_VAR, cls.tick_backlog_seconds
             ),
             catchup_max_runs=_at_least(1, environ, CATCHUP_MAX_RUNS_VAR, cls.catchup_max_runs),
-            tick_heartbeat_seconds=heartbeat,
+            tick_heartbeat_seconds=_tick_heartbeat(environ, cls.misfire_grace_seconds),
             claim_function=environ.get(CLAIM_FUNCTION_VAR) or None,
         )
 
@@ -307,6 +352,18 @@ def _at_least(minimum: Number, environ: Mapping[str, str], var: str, default: Nu
     if value < minimum:
         raise ValueError(f"{var} must be at least {minimum}, not {raw!r}")
     return value
+
+
+def _tick_heartbeat(environ: Mapping[str, str], misfire_grace_seconds: int) -> int:
+    heartbeat = _at_least(1, environ, TICK_HEARTBEAT_SECONDS_VAR, DEFAULT_TICK_HEARTBEAT_SECONDS)
+    if heartbeat >= misfire_grace_seconds:
+        # A gap longer than the grace is an outage: a heartbeat that rare would
+        # turn every quiet moment into one.
+        raise ValueError(
+            f"{TICK_HEARTBEAT_SECONDS_VAR} must be under the misfire grace "
+            f"({misfire_grace_seconds} s), not {heartbeat}"
+        )
+    return heartbeat
 
 
 def _split(text: str) -> tuple[str, ...]:

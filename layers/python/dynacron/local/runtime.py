@@ -50,8 +50,8 @@ from dynacron.local.stores import (
     StoreOptions,
     open_store,
 )
+from dynacron.ports.delivery import Delivery
 from dynacron.ports.faults import NO_FAULTS, Faults
-from dynacron.services.work import Delivery
 
 logger = Logger(service="dynacron-local")
 

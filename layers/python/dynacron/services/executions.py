@@ -33,27 +33,18 @@ class Completion(StrEnum):
     FAILED = "FAILED"
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ExecutionService:
-    def __init__(
-        self,
-        *,
-        executions: ExecutionStore,
-        queue: DispatchQueue,
-        dead_letter_queue: DeadLetterQueue,
-        outcomes: AttemptOutcomes,
-        clock: Clock,
-        lease_terms: LeaseTerms,
-    ) -> None:
-        self._executions = executions
-        self._queue = queue
-        self._dead_letter_queue = dead_letter_queue
-        self._outcomes = outcomes
-        self._clock = clock
-        self._terms = lease_terms
+    executions: ExecutionStore
+    queue: DispatchQueue
+    dead_letter_queue: DeadLetterQueue
+    outcomes: AttemptOutcomes
+    clock: Clock
+    lease_terms: LeaseTerms
 
     def get(self, tenant_id: str, execution_id: str) -> Execution:
         """The tenant's execution; ``ExecutionNotFound`` if missing or another tenant's."""
-        execution = self._executions.get(_shaped(execution_id))
+        execution = self.executions.get(_shaped(execution_id))
         # GetItem takes no condition: the owner is checked here, once for every route.
         if execution is None or execution.tenant_id != tenant_id:
             raise ExecutionNotFound(execution_id)
@@ -87,7 +78,7 @@ class ExecutionService:
         ``Conflict`` that changes nothing), until the next attempt begins.
         """
         try:
-            execution = self._executions.get(_shaped(execution_id))
+            execution = self.executions.get(_shaped(execution_id))
         except ExecutionNotFound:
             execution = None
         digest = execution.callback_digest if execution is not None else None
@@ -100,8 +91,8 @@ class ExecutionService:
         """A long job is alive: its lease is extended by the callback lease."""
         _still_running(execution)
         assert execution.lease_token is not None
-        lease_until = self._clock.now() + self._terms.awaiting_callback
-        if not self._executions.renew(execution.execution_id, execution.lease_token, lease_until):
+        lease_until = self.clock.now() + self.lease_terms.awaiting_callback
+        if not self.executions.renew(execution.execution_id, execution.lease_token, lease_until):
             raise Conflict(
                 f"execution {execution.execution_id!r} moved on while the heartbeat arrived"
             )
@@ -112,10 +103,10 @@ class ExecutionService:
         _still_running(execution)
         assert execution.lease_token is not None
         if status is Completion.SUCCEEDED:
-            outcome = self._outcomes.succeeded(execution, execution.lease_token)
+            outcome = self.outcomes.succeeded(execution, execution.lease_token)
         else:
             failure = AttemptFailure(f"the handler reported failure: {error or 'no reason given'}")
-            outcome = self._outcomes.failed(execution, execution.lease_token, failure)
+            outcome = self.outcomes.failed(execution, execution.lease_token, failure)
         if outcome is Outcome.LEASE_LOST:
             raise Conflict(
                 f"execution {execution.execution_id!r} moved on while the completion arrived"
@@ -126,19 +117,19 @@ class ExecutionService:
         self, tenant_id: str, query: AttentionQuery, limit: int, token: str | None
     ) -> Page[Execution]:
         """The tenant's executions an operator looks for (``domain.attention``), newest first."""
-        return self._executions.across_tasks(tenant_id, query, limit, token)
+        return self.executions.across_tasks(tenant_id, query, limit, token)
 
     def dead_letters(self, tenant_id: str, limit: int, token: str | None) -> Page[Execution]:
-        return self._executions.dead_letters(tenant_id, limit, token)
+        return self.executions.dead_letters(tenant_id, limit, token)
 
     def redrive(self, tenant_id: str, execution_id: str) -> Execution:
         """Replay a dead letter under the same execution id, with a fresh retry budget."""
-        now = self._clock.now()
-        execution = self._executions.redrive(
+        now = self.clock.now()
+        execution = self.executions.redrive(
             tenant_id,
             _shaped(execution_id),
             now=now,
-            lease_until=self._terms.pickup_deadline(now),
+            lease_until=self.lease_terms.pickup_deadline(now),
             new_token=new_token(),
         )
         if execution is None:
@@ -148,8 +139,8 @@ class ExecutionService:
             )
         # Recorded first: if this send is lost, the queued attempt's lease runs out
         # and the reaper sends it.
-        self._queue.send_later(execution.as_dispatch(), 0)
-        self._dead_letter_queue.remove(execution_id)
+        self.queue.send_later(execution.as_dispatch(), 0)
+        self.dead_letter_queue.remove(execution_id)
         return execution
 
     def _authorised(self, tenant_id: str, execution_id: str, callback_token: str) -> Execution:

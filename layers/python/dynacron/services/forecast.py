@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.schedules.forecast import Forecast, forecast
@@ -12,29 +13,27 @@ from dynacron.ports import TaskStore
 PAGE = 100
 
 
+@dataclass(frozen=True, kw_only=True)
 class HerdForecast:
     """Bounded: reads at most ``max_tasks`` tasks and counts at most ``max_occurrences``."""
 
-    def __init__(
-        self, tasks: TaskStore, clock: Clock, max_tasks: int, max_occurrences: int
-    ) -> None:
-        self._tasks = tasks
-        self._clock = clock
-        self._max_tasks = max_tasks
-        self._max_occurrences = max_occurrences
+    tasks: TaskStore
+    clock: Clock
+    max_tasks: int
+    max_occurrences: int
 
     def next_hours(self, tenant_id: str, hours: int) -> Forecast:
         result = forecast(
-            self._tasks_of(tenant_id), self._clock.now(), hours * 60, self._max_occurrences
+            self._tasks_of(tenant_id), self.clock.now(), hours * 60, self.max_occurrences
         )
-        if result.tasks >= self._max_tasks:
+        if result.tasks >= self.max_tasks:
             return Forecast(result.start, result.minutes, result.per_minute, result.tasks, False)
         return result
 
     def _tasks_of(self, tenant_id: str) -> Iterator[Task]:
         token, read = None, 0
-        while read < self._max_tasks:
-            page = self._tasks.page_owned(tenant_id, min(PAGE, self._max_tasks - read), token)
+        while read < self.max_tasks:
+            page = self.tasks.page_owned(tenant_id, min(PAGE, self.max_tasks - read), token)
             yield from page.items
             read += len(page.items)
             token = page.next_token

@@ -19,7 +19,6 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.domain.coordination.limits import (
     BreakerPolicy,
@@ -36,6 +35,7 @@ from dynacron.domain.coordination.limits import (
 from dynacron.domain.executions.execution import DeliveryResult, Dispatch, HandlerAnswer
 from dynacron.domain.tasks.task import Task
 from dynacron.ports import LimitStore
+from dynacron.ports.metrics import Metrics
 
 logger = logging.getLogger("dynacron")
 
@@ -79,7 +79,7 @@ class LimitGate:
         self,
         *,
         store: LimitStore,
-        metrics: ReliabilityMetrics,
+        metrics: Metrics,
         clock: Clock,
         breaker: BreakerPolicy,
         call_timeout: timedelta,

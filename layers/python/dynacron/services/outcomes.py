@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
-from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions.attention import Attention
 from dynacron.domain.executions.execution import (
@@ -29,7 +28,8 @@ from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.task import Task
 from dynacron.ports import DeadLetterQueue, DispatchQueue, ExecutionStore
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
-from dynacron.services.aftermath import Aftermath
+from dynacron.ports.metrics import Metrics
+from dynacron.services.follow_ups import Aftermath
 
 
 class Outcome(StrEnum):
@@ -69,27 +69,16 @@ class Unread:
 UNREAD = Unread()
 
 
+@dataclass(frozen=True, kw_only=True)
 class AttemptOutcomes:
-    def __init__(
-        self,
-        *,
-        executions: ExecutionStore,
-        queue: DispatchQueue,
-        dead_letter_queue: DeadLetterQueue,
-        metrics: ReliabilityMetrics,
-        clock: Clock,
-        lease_terms: LeaseTerms,
-        aftermath: Aftermath,
-        faults: Faults = NO_FAULTS,
-    ) -> None:
-        self._aftermath = aftermath
-        self._executions = executions
-        self._queue = queue
-        self._dead_letter_queue = dead_letter_queue
-        self._metrics = metrics
-        self._clock = clock
-        self._terms = lease_terms
-        self._faults = faults
+    executions: ExecutionStore
+    queue: DispatchQueue
+    dead_letter_queue: DeadLetterQueue
+    metrics: Metrics
+    clock: Clock
+    lease_terms: LeaseTerms
+    aftermath: Aftermath
+    faults: Faults = NO_FAULTS
 
     def succeeded(
         self,
@@ -133,42 +122,42 @@ class AttemptOutcomes:
     ) -> Ended | None:
         """The end's one write (with ``call``, the handler's success saved in it too);
         None if the lease was lost. ``follow_through`` does what the end owes."""
-        now = self._clock.now()
+        now = self.clock.now()
         ended = dataclasses.replace(
             execution, status=status, completed_at=now, error=error, result=result
         )
         if isinstance(task, Unread):
-            task = self._aftermath.task_of(execution)
-        follow_up_token = new_token() if self._aftermath.owes(ended, task) else None
-        done = self._executions.finish(
+            task = self.aftermath.task_of(execution)
+        follow_up_token = new_token() if self.aftermath.owes(ended, task) else None
+        done = self.executions.finish(
             execution.execution_id,
             lease_token,
             status,
             now,
             follow_up_token=follow_up_token,
-            follow_up_until=now + self._terms.running,
+            follow_up_until=now + self.lease_terms.running,
             error=error,
             result=result,
             call=call,
         )
         if done:
-            self._metrics.execution_ended(status.value)
+            self.metrics.execution_ended(status.value)
         return Ended(ended, follow_up_token) if done else None
 
     def follow_through(self, ended: Ended) -> Outcome:
         if ended.follow_up_token is not None:
-            self._faults.reached(Boundary.ENDED_NOT_FOLLOWED_UP)
+            self.faults.reached(Boundary.ENDED_NOT_FOLLOWED_UP)
             self.follow_up(ended.execution, ended.follow_up_token)
         return ended.outcome
 
     def follow_up(self, execution: Execution, lease_token: str) -> None:
         """Do what an ended execution owes, then drop the lease that guaranteed it."""
-        self._aftermath.follow_up(execution)
-        self._executions.release(execution.execution_id, lease_token)
+        self.aftermath.follow_up(execution)
+        self.executions.release(execution.execution_id, lease_token)
 
     def failed(self, execution: Execution, lease_token: str, failure: AttemptFailure) -> Outcome:
         """A failed attempt: the next one queued after its backoff, or a dead letter."""
-        self._metrics.attempt_failed()
+        self.metrics.attempt_failed()
         decision = decide(
             execution.retry,
             failure,
@@ -182,7 +171,7 @@ class AttemptOutcomes:
             execution, lease_token, execution.attempt + 1, decision.retry_in_seconds, failure.error
         ):
             return Outcome.LEASE_LOST
-        self._metrics.retry_scheduled()
+        self.metrics.retry_scheduled()
         return Outcome.RETRY_SCHEDULED
 
     def lease_ran_out(self, execution: Execution, lease_token: str) -> Outcome:
@@ -207,17 +196,17 @@ class AttemptOutcomes:
         delay_seconds: float,
         error: str | None = None,
     ) -> bool:
-        now = self._clock.now()
+        now = self.clock.now()
         due = now + timedelta(seconds=delay_seconds)
         # Recorded before it is sent: if the sender dies in between, the queued
         # attempt's lease runs out and the reaper sends it.
-        requeued = self._executions.requeue(
+        requeued = self.executions.requeue(
             execution.execution_id,
             lease_token,
             expected=ExecutionStatus.RUNNING,
             attempt=attempt,
             not_before=due,
-            lease_until=self._terms.pickup_deadline(due),
+            lease_until=self.lease_terms.pickup_deadline(due),
             new_token=new_token(),
             error=error,
             # A failed attempt waits for a retry: listed across its tenant's tasks.
@@ -225,8 +214,8 @@ class AttemptOutcomes:
         )
         if not requeued:
             return False
-        self._faults.reached(Boundary.RETRY_RECORDED_NOT_SENT)
-        self._queue.send_later(
+        self.faults.reached(Boundary.RETRY_RECORDED_NOT_SENT)
+        self.queue.send_later(
             Dispatch(
                 execution_id=execution.execution_id,
                 task_id=execution.task_id,
@@ -241,28 +230,28 @@ class AttemptOutcomes:
         return True
 
     def _dead_letter(self, execution: Execution, lease_token: str, error: str) -> Outcome:
-        now = self._clock.now()
+        now = self.clock.now()
         chore_token = new_token()
-        listed = self._executions.dead_letter(
+        listed = self.executions.dead_letter(
             execution.execution_id,
             lease_token,
             now=now,
             error=error,
-            lease_until=now + self._terms.running,
+            lease_until=now + self.lease_terms.running,
             new_token=chore_token,
             tenant_id=execution.tenant_id,
         )
         if not listed:
             return Outcome.LEASE_LOST
-        self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
+        self.faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
         failed = dataclasses.replace(execution, status=ExecutionStatus.FAILED, completed_at=now)
         self.send_dead_letter_copy(failed, error, chore_token)
-        self._metrics.dead_lettered()
+        self.metrics.dead_lettered()
         return Outcome.DEAD_LETTERED
 
     def send_dead_letter_copy(self, execution: Execution, error: str, lease_token: str) -> None:
         """Free what the failed execution held, put the copy in the dead-letter queue,
         then drop the lease that guaranteed both."""
-        self._aftermath.follow_up(execution)
-        self._dead_letter_queue.send(execution.as_dispatch(), error)
-        self._executions.release(execution.execution_id, lease_token)
+        self.aftermath.follow_up(execution)
+        self.dead_letter_queue.send(execution.as_dispatch(), error)
+        self.executions.release(execution.execution_id, lease_token)

@@ -17,15 +17,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from dynacron.adapters.messages import SEND_BATCH_LIMIT
-from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.domain.coordination.uptime import ShardHistory
 from dynacron.domain.executions.execution import Dispatch
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.claiming import Claim, advanced, claim_occurrence
 from dynacron.domain.tasks.task import SKIPPED_CATCHUP, DuePlacement, Task, execution_id_for
-from dynacron.entry.settings import Settings
 from dynacron.ports import (
     DispatchQueue,
     ExecutionStore,
@@ -36,6 +33,9 @@ from dynacron.ports import (
     reason_of,
 )
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
+from dynacron.ports.messages import SEND_BATCH_LIMIT
+from dynacron.ports.metrics import NO_METRICS, Metrics
+from dynacron.services.tick_settings import TickSettings
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -103,13 +103,13 @@ class PageClaimer:
         tasks: TaskStore,
         executions: ExecutionStore,
         queue: DispatchQueue,
-        settings: Settings,
+        settings: TickSettings,
         clock: Clock,
         faults: Faults = NO_FAULTS,
-        metrics: ReliabilityMetrics | None = None,
+        metrics: Metrics | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._metrics = metrics or ReliabilityMetrics(lambda document: None)
+        self._metrics = metrics or NO_METRICS
         self._sleep = sleep
         self._tasks = tasks
         self._executions = executions

@@ -33,12 +33,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions.execution import ExecutionStatus, LeaseTerms, new_token
 from dynacron.domain.tasks.task import task_id_of
 from dynacron.ports import DispatchQueue, ExecutionStore, StoreUnavailable, TaskStore, reason_of
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
+from dynacron.ports.metrics import Metrics
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
 logger = logging.getLogger("dynacron")
@@ -57,39 +57,27 @@ class ReapReport:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
 
 
+@dataclass(frozen=True, kw_only=True)
 class Reaper:
-    def __init__(
-        self,
-        *,
-        executions: ExecutionStore,
-        queue: DispatchQueue,
-        outcomes: AttemptOutcomes,
-        metrics: ReliabilityMetrics,
-        clock: Clock,
-        lease_terms: LeaseTerms,
-        max_per_run: int = 1000,
-        faults: Faults = NO_FAULTS,
-        tasks: TaskStore | None = None,
-    ) -> None:
-        self._tasks = tasks
-        self._executions = executions
-        self._queue = queue
-        self._outcomes = outcomes
-        self._metrics = metrics
-        self._clock = clock
-        self._terms = lease_terms
-        self._max_per_run = max_per_run
-        self._faults = faults
+    executions: ExecutionStore
+    queue: DispatchQueue
+    outcomes: AttemptOutcomes
+    metrics: Metrics
+    clock: Clock
+    lease_terms: LeaseTerms
+    max_per_run: int = 1000
+    faults: Faults = NO_FAULTS
+    tasks: TaskStore | None = None
 
     def reap(self) -> ReapReport:
         report = ReapReport()
-        for shard in range(self._executions.lease_shards):
-            budget = self._max_per_run - report.expired
+        for shard in range(self.executions.lease_shards):
+            budget = self.max_per_run - report.expired
             if budget <= 0:
                 break
-            now = self._clock.now()
-            cutoff = self._terms.abandoned_before(now)
-            for execution_id in self._executions.expired_leases(shard, cutoff, budget):
+            now = self.clock.now()
+            cutoff = self.lease_terms.abandoned_before(now)
+            for execution_id in self.executions.expired_leases(shard, cutoff, budget):
                 report.expired += 1
                 try:
                     self._reap_one(execution_id, report)
@@ -106,19 +94,19 @@ class Reaper:
             extra={"execution_id": execution_id, "reason": reason_of(error)},
             exc_info=error,
         )
-        now = self._clock.now()
+        now = self.clock.now()
         reason = f"handling its expired lease raised {reason_of(error)}"
         try:
-            if self._executions.set_aside(execution_id, reason, now):
+            if self.executions.set_aside(execution_id, reason, now):
                 report.set_aside += 1
-                self._metrics.lease_set_aside()
-            if self._tasks is not None and self._tasks.set_aside_by_id(
+                self.metrics.lease_set_aside()
+            if self.tasks is not None and self.tasks.set_aside_by_id(
                 task_id_of(execution_id),
                 f"the end of execution {execution_id} could not be handled: {reason_of(error)}",
                 now,
                 release_slot_of=execution_id,
             ):
-                self._metrics.task_set_aside()
+                self.metrics.task_set_aside()
         except StoreUnavailable:
             raise
         except Exception:
@@ -127,9 +115,9 @@ class Reaper:
             logger.exception("could not set the lease aside", extra={"execution_id": execution_id})
 
     def _reap_one(self, execution_id: str, report: ReapReport) -> None:
-        now = self._clock.now()
-        cutoff = self._terms.abandoned_before(now)
-        execution = self._executions.get(execution_id)
+        now = self.clock.now()
+        cutoff = self.lease_terms.abandoned_before(now)
+        execution = self.executions.get(execution_id)
         if (
             execution is None
             or execution.lease_token is None
@@ -139,27 +127,29 @@ class Reaper:
             return  # the index lagged behind a renewal or a finish
         queued = execution.status is ExecutionStatus.QUEUED
         token = new_token()
-        taken = self._executions.take_over(
+        taken = self.executions.take_over(
             execution_id,
             execution.lease_token,
             cutoff=cutoff,
             new_token=token,
-            lease_until=self._terms.pickup_deadline(now) if queued else now + self._terms.running,
+            lease_until=self.lease_terms.pickup_deadline(now)
+            if queued
+            else now + self.lease_terms.running,
         )
         if not taken:
             report.lost_races += 1
             return
         report.reaped += 1
-        self._metrics.lease_reaped()
-        self._faults.reached(Boundary.REAPER_TOOK_OVER)
+        self.metrics.lease_reaped()
+        self.faults.reached(Boundary.REAPER_TOOK_OVER)
         if execution.status is ExecutionStatus.RUNNING:
-            report.add(self._outcomes.lease_ran_out(execution, token))
+            report.add(self.outcomes.lease_ran_out(execution, token))
         elif queued:
-            self._queue.send_later(execution.as_dispatch(), 0)
+            self.queue.send_later(execution.as_dispatch(), 0)
             report.add("RESENT")
         elif execution.status is ExecutionStatus.FAILED:
-            self._outcomes.send_dead_letter_copy(execution, execution.error or "", token)
+            self.outcomes.send_dead_letter_copy(execution, execution.error or "", token)
             report.add(Outcome.DEAD_LETTERED)
         else:
-            self._outcomes.follow_up(execution, token)
+            self.outcomes.follow_up(execution, token)
             report.add("FOLLOWED_UP")

@@ -10,8 +10,6 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from dynacron.adapters.delivery.connections import Resolver, check_handler_url
-from dynacron.adapters.delivery.registry import HandlerRegistry
 from dynacron.domain.clock import Clock
 from dynacron.domain.coordination.create_keys import HEADER, CreateKey
 from dynacron.domain.coordination.quotas import check_min_interval
@@ -43,15 +41,15 @@ from dynacron.domain.tasks.specs import (
 from dynacron.domain.tasks.tags import TagFilter
 from dynacron.domain.tasks.task import (
     UNREADABLE_SCHEDULE,
+    Sharding,
     Task,
     TaskStatus,
     backfill_execution_id,
     triggered_execution_id,
 )
-from dynacron.domain.tasks.urls import UrlPolicy
-from dynacron.entry.settings import Settings
 from dynacron.ports import CreateKeys, ExecutionStore, Page, TaskStore, TenantStore
-from dynacron.services.aftermath import RunStarter
+from dynacron.ports.delivery import HandlerNames, HandlerUrls
+from dynacron.services.follow_ups import RunStarter
 
 # One backfill request starts at most this many executions; ask again for more.
 MAX_BACKFILL = 100
@@ -73,30 +71,29 @@ def new_signing_secret() -> str:
     return "whsec_" + secrets.token_hex(32)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TaskSettings:
+    """What registering and changing a task are held to (``Settings.task_settings``)."""
+
+    sharding: Sharding
+    max_tasks_per_tenant: int
+    # A schedule may not fire more often than this.
+    min_interval_seconds: int
+    max_payload_bytes: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TaskService:
-    def __init__(
-        self,
-        *,
-        tasks: TaskStore,
-        executions: ExecutionStore,
-        tenants: TenantStore,
-        create_keys: CreateKeys,
-        starter: RunStarter,
-        settings: Settings,
-        clock: Clock,
-        handlers: HandlerRegistry,
-        resolver: Resolver,
-    ) -> None:
-        self._starter = starter
-        self._tenants = tenants
-        self._create_keys = create_keys
-        self._resolver = resolver
-        self._tasks = tasks
-        self._executions = executions
-        self._settings = settings
-        self._clock = clock
-        self._handlers = handlers
-        self._url_policy = UrlPolicy(settings.delivery_allow_networks)
+    tasks: TaskStore
+    # Named apart from the ``executions`` method, which lists a task's executions.
+    execution_store: ExecutionStore
+    tenants: TenantStore
+    create_keys: CreateKeys
+    starter: RunStarter
+    settings: TaskSettings
+    clock: Clock
+    handlers: HandlerNames
+    urls: HandlerUrls
 
     def register(self, tenant_id: str, spec: TaskSpec) -> Task:
         """Check ``spec`` completely, then store the task within the tenant's quota."""
@@ -112,15 +109,15 @@ class TaskService:
         requests at once create it once (the second is told the id is taken). A
         request refused as invalid takes no key: its corrected retry may use it.
         """
-        self._checked(tenant_id, spec, uuid.uuid4().hex, to_utc_ms(self._clock.now()))
-        held = self._create_keys.reserve(tenant_id, key, uuid.uuid4().hex, self._clock.now())
+        self._checked(tenant_id, spec, uuid.uuid4().hex, to_utc_ms(self.clock.now()))
+        held = self.create_keys.reserve(tenant_id, key, uuid.uuid4().hex, self.clock.now())
         if held.fingerprint != key.fingerprint:
             raise InvalidRequest(
                 HEADER,
                 "was sent with another request in the last 24 hours: send the same body "
                 "to retry that request, or a new key for a new one",
             )
-        made = self._tasks.get_owned(tenant_id, held.task_id)
+        made = self.tasks.get_owned(tenant_id, held.task_id)
         if made is not None:
             return made, True
         if held.created:
@@ -128,20 +125,20 @@ class TaskService:
         try:
             task = self._register(tenant_id, spec, held.task_id)
         except InvalidRequest:
-            made = self._tasks.get_owned(tenant_id, held.task_id)
+            made = self.tasks.get_owned(tenant_id, held.task_id)
             if made is None:
                 raise
             return made, True  # a request with the same key, at the same time
-        self._create_keys.mark_created(tenant_id, key.key, held.task_id)
+        self.create_keys.mark_created(tenant_id, key.key, held.task_id)
         return task, False
 
     def _register(self, tenant_id: str, spec: TaskSpec, task_id: str) -> Task:
-        now = to_utc_ms(self._clock.now())
+        now = to_utc_ms(self.clock.now())
         task = self._checked(tenant_id, spec, task_id, now)
-        self._tasks.create_within_quota(
+        self.tasks.create_within_quota(
             task,
-            self._settings.sharding.place(task_id, task.next_run_at, now),
-            self._settings.max_tasks_per_tenant,
+            self.settings.sharding.place(task_id, task.next_run_at, now),
+            self.settings.max_tasks_per_tenant,
             new_signing_secret(),
         )
         return task
@@ -150,7 +147,7 @@ class TaskService:
         """The task ``spec`` makes, checked completely; raises what is wrong with it."""
         task = new_task(spec, now, task_id=task_id, tenant_id=tenant_id)
         self._check_chain(tenant_id, task_id, task.schedule)
-        check_min_interval(task.schedule, now, self._settings.min_interval_seconds)
+        check_min_interval(task.schedule, now, self.settings.min_interval_seconds)
         self._check_handler(task)
         self._check_payload_size(task.payload)
         return task
@@ -159,12 +156,12 @@ class TaskService:
         """Change a task in place (``apply_changes``), conditional on the version read
         and, when it now follows another task, on the versions of its chain."""
         task = self.get(tenant_id, task_id)
-        now = to_utc_ms(self._clock.now())
+        now = to_utc_ms(self.clock.now())
         changed = apply_changes(task, changes, now)
         chain: dict[str, int] = {}
         if changes.touches_schedule:
             chain = self._check_chain(tenant_id, task_id, changed.schedule)
-            check_min_interval(changed.schedule, now, self._settings.min_interval_seconds)
+            check_min_interval(changed.schedule, now, self.settings.min_interval_seconds)
         self._check_handler(changed)
         self._check_payload_size(changed.payload)
         return self._replace(task, changed, now, chain)
@@ -194,7 +191,7 @@ class TaskService:
     def _set_status(
         self, task: Task, status: TaskStatus, note: str | None, *, resumed: bool = False
     ) -> Task:
-        now = to_utc_ms(self._clock.now())
+        now = to_utc_ms(self.clock.now())
         changed = dataclasses.replace(
             task,
             status=status,
@@ -209,11 +206,11 @@ class TaskService:
     def trigger(self, tenant_id: str, task_id: str) -> Execution:
         """Run the task now, with its own execution id; its schedule is not touched."""
         task = self._runnable(tenant_id, task_id)
-        now = to_utc_ms(self._clock.now())
+        now = to_utc_ms(self.clock.now())
         dispatch = Dispatch(
             execution_id=triggered_execution_id(task_id, now), task_id=task_id, scheduled_at=now
         )
-        if not self._starter.start(task, dispatch):
+        if not self.starter.start(task, dispatch):
             raise Conflict(f"task {task_id!r} was already triggered at {format_instant(now)}")
         return self._started(dispatch.execution_id)
 
@@ -229,7 +226,7 @@ class TaskService:
             raise InvalidRequest(
                 "task_id", f"a {task.schedule.kind} task has no grid of occurrences to backfill"
             )
-        now = self._clock.now()
+        now = self.clock.now()
         first = parse_local_instant("from", start, task.timezone)
         last = parse_local_instant("to", end, task.timezone)
         if last < first:
@@ -255,7 +252,7 @@ class TaskService:
                 scheduled_at=occurrence,
             )
             ids.append(dispatch.execution_id)
-            if self._starter.start(task, dispatch):
+            if self.starter.start(task, dispatch):
                 started.append(dispatch.execution_id)
         return Backfill(execution_ids=ids, started=started)
 
@@ -266,15 +263,15 @@ class TaskService:
         return task
 
     def _started(self, execution_id: str) -> Execution:
-        execution = self._executions.get(execution_id)
+        execution = self.execution_store.get(execution_id)
         assert execution is not None, "recorded a moment ago"
         return execution
 
     def _replace(
         self, task: Task, changed: Task, now: datetime, unchanged: dict[str, int] | None = None
     ) -> Task:
-        placement = self._settings.sharding.place_task(changed, now)
-        if not self._tasks.replace(changed, placement, task.version, unchanged or {}):
+        placement = self.settings.sharding.place_task(changed, now)
+        if not self.tasks.replace(changed, placement, task.version, unchanged or {}):
             raise Conflict(f"task {task.task_id!r} changed meanwhile; read it and try again")
         return changed
 
@@ -283,7 +280,7 @@ class TaskService:
             upstream_id = schedule.upstream_task_id
             # Marked first: a dependent never exists while its upstream is unmarked.
             # The mark is conditional on the owner: another tenant's task is "missing".
-            if not self._tasks.mark_has_dependents(tenant_id, upstream_id):
+            if not self.tasks.mark_has_dependents(tenant_id, upstream_id):
                 raise InvalidRequest("after", f"no task {upstream_id!r} exists")
         return self._chain_versions(tenant_id, task_id, schedule)
 
@@ -307,7 +304,7 @@ class TaskService:
                 raise InvalidRequest(
                     "after", f"a dependency chain may be at most {MAX_CHAIN_LENGTH} tasks long"
                 )
-            upstream = self._tasks.get_owned(tenant_id, upstream_id)
+            upstream = self.tasks.get_owned(tenant_id, upstream_id)
             if upstream is None:
                 raise InvalidRequest("after", f"no task {upstream_id!r} exists")
             versions[upstream_id] = upstream.version
@@ -316,11 +313,11 @@ class TaskService:
 
     def _check_payload_size(self, payload: dict[str, Any]) -> None:
         size = len(json.dumps(payload, separators=(",", ":")).encode())
-        if size > self._settings.max_payload_bytes:
+        if size > self.settings.max_payload_bytes:
             raise PayloadTooLarge(
                 "max_payload_bytes",
                 "payload",
-                f"is {size} bytes as JSON; the limit is {self._settings.max_payload_bytes} bytes",
+                f"is {size} bytes as JSON; the limit is {self.settings.max_payload_bytes} bytes",
             )
 
     def upcoming(
@@ -335,7 +332,7 @@ class TaskService:
         start = (
             parse_local_instant("after", after, task.timezone)
             if after is not None
-            else self._clock.now()
+            else self.clock.now()
         )
         return task, preview(task.schedule, task.timezone, start, count)
 
@@ -346,17 +343,17 @@ class TaskService:
         A cron's ``H`` fields are spread by the task id, which only registering
         gives: the preview spreads them by a fresh one, as one example.
         """
-        now = to_utc_ms(self._clock.now())
+        now = to_utc_ms(self.clock.now())
         seed = uuid.uuid4().hex
         schedule = build_schedule(spec, now, seed=seed)
         checked_first_run(schedule, spec, now)
         self._chain_versions(tenant_id, seed, schedule)
-        check_min_interval(schedule, now, self._settings.min_interval_seconds)
+        check_min_interval(schedule, now, self.settings.min_interval_seconds)
         return preview_registration(schedule, spec.timezone, now, count)
 
     def get(self, tenant_id: str, task_id: str) -> Task:
         """The tenant's task; ``TaskNotFound`` whether it is missing or another tenant's."""
-        task = self._tasks.get_owned(tenant_id, task_id)
+        task = self.tasks.get_owned(tenant_id, task_id)
         if task is None:
             raise TaskNotFound(task_id)
         return task
@@ -367,10 +364,10 @@ class TaskService:
         """One page of the tenant's tasks, oldest first; with ``tags``, only those that
         match every filter (a page may then hold fewer than ``limit``: follow
         ``next_token`` until it is None)."""
-        return self._tasks.page_owned(tenant_id, limit, token, tags)
+        return self.tasks.page_owned(tenant_id, limit, token, tags)
 
     def delete(self, tenant_id: str, task_id: str) -> None:
-        if not self._tasks.delete_owned(tenant_id, task_id):
+        if not self.tasks.delete_owned(tenant_id, task_id):
             raise TaskNotFound(task_id)
 
     def executions(
@@ -378,28 +375,28 @@ class TaskService:
     ) -> Page[Execution]:
         # Executions live in their task's partition: owning the task is owning them.
         self.get(tenant_id, task_id)
-        return self._executions.list_for_task(task_id, limit, token)
+        return self.execution_store.list_for_task(task_id, limit, token)
 
     def signing_secrets(self, tenant_id: str) -> list[str]:
         """The tenant's signing secrets, newest first, created on first ask."""
-        return self._tenants.ensure_secret(tenant_id, new_signing_secret())
+        return self.tenants.ensure_secret(tenant_id, new_signing_secret())
 
     def rotate_signing_secret(self, tenant_id: str) -> list[str]:
-        rotated = self._tenants.rotate_secret(tenant_id, new_signing_secret())
+        rotated = self.tenants.rotate_secret(tenant_id, new_signing_secret())
         if rotated is None:
             raise Conflict("the signing secret was rotated concurrently; read it again")
         return rotated
 
     def task_count(self, tenant_id: str) -> int:
-        return self._tenants.task_count(tenant_id)
+        return self.tenants.task_count(tenant_id)
 
     def _check_handler(self, task: Task) -> None:
         """An HTTP handler the URL policy allows, or a Python handler registered in
         this process (that there is exactly one is the domain's rule)."""
         if task.handler_url is not None:
             # Checked again at delivery: DNS may change between now and then.
-            check_handler_url(self._url_policy, self._resolver, task.handler_url)
-        elif task.handler_name not in self._handlers:
+            self.urls.check(task.handler_url)
+        elif task.handler_name not in self.handlers:
             raise UnknownHandler(
                 "handler", f"no Python handler is registered as {task.handler_name!r}"
             )

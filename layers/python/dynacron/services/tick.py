@@ -66,11 +66,9 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.domain.coordination.uptime import ShardHistory
 from dynacron.domain.tasks.task import due_bucket_key
-from dynacron.entry.settings import Settings
 from dynacron.ports import (
     CursorStore,
     DispatchQueue,
@@ -80,7 +78,9 @@ from dynacron.ports import (
     TaskStore,
 )
 from dynacron.ports.faults import NO_FAULTS, Faults
+from dynacron.ports.metrics import NO_METRICS, Metrics
 from dynacron.services.page_claimer import PageClaimer, TickReport
+from dynacron.services.tick_settings import TickSettings
 
 logger = logging.getLogger("dynacron")
 
@@ -101,10 +101,10 @@ class Ticker:
         executions: ExecutionStore,
         queue: DispatchQueue,
         cursors: CursorStore,
-        settings: Settings,
+        settings: TickSettings,
         clock: Clock,
         faults: Faults = NO_FAULTS,
-        metrics: ReliabilityMetrics | None = None,
+        metrics: Metrics | None = None,
         sleep: Callable[[float], None] = time.sleep,
         page_claims: DuePageHandOut | None = None,
     ) -> None:
@@ -112,14 +112,14 @@ class Ticker:
         # Task id -> until when its hand-out is fresh. Kept by the Ticker, so a
         # looping tick (one Ticker, a tick a second) remembers across its ticks.
         self._handed_out: dict[str, datetime] = {}
-        self._metrics = metrics or ReliabilityMetrics(lambda document: None)
+        self._metrics = metrics or NO_METRICS
         self._tasks = tasks
         self._queue = queue
         self._cursors = cursors
         self._settings = settings
         self._clock = clock
         self._sharding = settings.sharding
-        self._width = timedelta(seconds=settings.bucket_seconds)
+        self._width = timedelta(seconds=settings.sharding.bucket_seconds)
         self._misfire_grace = timedelta(seconds=settings.misfire_grace_seconds)
         self._heartbeat = timedelta(seconds=settings.tick_heartbeat_seconds)
         self._pages = PageClaimer(
@@ -135,7 +135,7 @@ class Ticker:
 
     def tick(self) -> list[TickReport]:
         """Tick every shard once (local mode); deployed, each shard has its own tick."""
-        return [self.tick_shard(shard) for shard in range(self._settings.shard_count)]
+        return [self.tick_shard(shard) for shard in range(self._settings.sharding.shard_count)]
 
     def tick_shard(self, shard: int, deadline: datetime | None = None) -> TickReport:
         """One tick of ``shard``; with ``deadline``, no page is started after it."""

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 
-from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.ports import ShardLeases
+from dynacron.ports.metrics import NO_METRICS, Metrics
 from dynacron.services.tick import Ticker
 
 logger = logging.getLogger("dynacron")
@@ -99,9 +99,9 @@ class ShardTickLoop:
         owner: str,
         deadline: datetime,
         timing: LoopTiming | None = None,
-        metrics: ReliabilityMetrics | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
-        self._metrics = metrics or ReliabilityMetrics(lambda document: None)
+        self._metrics = metrics or NO_METRICS
         self._failures_in_a_row = 0
         self._ticker = ticker
         self._leases = leases

@@ -44,8 +44,6 @@ import logging
 from datetime import datetime
 from enum import StrEnum
 
-from dynacron.adapters.messages import dispatch_from_body
-from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import DynacronError
 from dynacron.domain.executions.execution import (
@@ -66,6 +64,8 @@ from dynacron.ports import (
     reason_of,
 )
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
+from dynacron.ports.messages import DecodeDispatch
+from dynacron.ports.metrics import Metrics
 from dynacron.services.outcomes import AttemptOutcomes
 
 logger = logging.getLogger("dynacron")
@@ -98,38 +98,31 @@ def never_began(receives: int) -> str:
     )
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class UndeliveredDispatches:
-    def __init__(
-        self,
-        *,
-        tasks: TaskStore,
-        executions: ExecutionStore,
-        outcomes: AttemptOutcomes,
-        dead_letter_queue: DeadLetterQueue,
-        metrics: ReliabilityMetrics,
-        clock: Clock,
-        lease_terms: LeaseTerms,
-        max_receive_count: int,
-        faults: Faults = NO_FAULTS,
-    ) -> None:
-        self._tasks = tasks
-        self._executions = executions
-        self._outcomes = outcomes
-        self._dead_letter_queue = dead_letter_queue
-        self._metrics = metrics
-        self._clock = clock
-        self._terms = lease_terms
-        self._reason = never_began(max_receive_count)
-        self._faults = faults
+    tasks: TaskStore
+    executions: ExecutionStore
+    outcomes: AttemptOutcomes
+    dead_letter_queue: DeadLetterQueue
+    metrics: Metrics
+    clock: Clock
+    lease_terms: LeaseTerms
+    max_receive_count: int
+    decode: DecodeDispatch
+    faults: Faults = NO_FAULTS
+
+    @property
+    def _reason(self) -> str:
+        return never_began(self.max_receive_count)
 
     def settle_message(self, body: str) -> Settled:
         """Settle one message of the undelivered queue, whatever its body."""
         try:
-            dispatch = dispatch_from_body(body)
+            dispatch = self.decode(body)
             if task_id_of(dispatch.execution_id) != dispatch.task_id:
                 raise ValueError("the execution id is not one of the task's")
         except (ValueError, KeyError, TypeError, AttributeError, DynacronError):
-            self._dead_letter_queue.forward(body, NOT_A_DISPATCH)
+            self.dead_letter_queue.forward(body, NOT_A_DISPATCH)
             return Settled.FORWARDED
         try:
             return self.settle(dispatch)
@@ -147,13 +140,13 @@ class UndeliveredDispatches:
         )
         reason = f"settling undelivered execution {dispatch.execution_id} raised {reason_of(error)}"
         try:
-            if self._tasks.set_aside_by_id(
+            if self.tasks.set_aside_by_id(
                 dispatch.task_id,
                 reason,
-                self._clock.now(),
+                self.clock.now(),
                 release_slot_of=dispatch.execution_id,
             ):
-                self._metrics.task_set_aside()
+                self.metrics.task_set_aside()
         except StoreUnavailable:
             raise
         except Exception:
@@ -163,7 +156,7 @@ class UndeliveredDispatches:
     def settle(self, dispatch: Dispatch) -> Settled:
         """Make sure the undelivered ``dispatch`` is seen: see the module's docstring.
         Raises only on infrastructure errors (the message is then read again)."""
-        current = self._executions.get(dispatch.execution_id)
+        current = self.executions.get(dispatch.execution_id)
         if current is None:
             return self._record(dispatch)
         if (
@@ -182,14 +175,14 @@ class UndeliveredDispatches:
         return Settled.MOVED_ON
 
     def _record(self, dispatch: Dispatch) -> Settled:
-        now = self._clock.now()
+        now = self.clock.now()
         try:
-            task: Task | None = self._tasks.get(dispatch.task_id)
+            task: Task | None = self.tasks.get(dispatch.task_id)
         except UnreadableTaskError as error:
-            if self._tasks.set_aside_by_id(
+            if self.tasks.set_aside_by_id(
                 dispatch.task_id, str(error), now, release_slot_of=dispatch.execution_id
             ):
-                self._metrics.task_set_aside()
+                self.metrics.task_set_aside()
             return self._record_unreadable(dispatch, str(error))
         if task is None:
             logger.warning(
@@ -198,66 +191,66 @@ class UndeliveredDispatches:
             )
             return Settled.TASK_DELETED
         token = new_token()
-        recorded = self._executions.record_undelivered(
+        recorded = self.executions.record_undelivered(
             dispatch,
             now=now,
             error=self._reason,
             retry=task.retry,
             tenant_id=task.tenant_id,
-            lease_until=now + self._terms.running,
+            lease_until=now + self.lease_terms.running,
             lease_token=token,
         )
         if not recorded:
             # Recorded meanwhile: by a copy of this message that began, or by an
             # earlier reading of this one (whose copy the reaper sends if need be).
             return Settled.MOVED_ON
-        self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
+        self.faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
         failed = _never_began(dispatch, now, self._reason, task.retry, task.tenant_id)
-        self._outcomes.send_dead_letter_copy(failed, self._reason, token)
-        self._metrics.dead_lettered()
+        self.outcomes.send_dead_letter_copy(failed, self._reason, token)
+        self.metrics.dead_lettered()
         return Settled.DEAD_LETTERED
 
     def _record_unreadable(self, dispatch: Dispatch, why: str) -> Settled:
         """As ``_record``, for a task that cannot be read and was just set aside: the
         slot was freed by that write, so only the copy is owed. A redrive after the
         owner fixed the task (PATCH) runs it."""
-        now = self._clock.now()
+        now = self.clock.now()
         token = new_token()
         reason = f"{self._reason}; the task was set aside: {why}"
-        tenant_id = self._executions.owner_of(dispatch)
-        if not self._executions.record_undelivered(
+        tenant_id = self.executions.owner_of(dispatch)
+        if not self.executions.record_undelivered(
             dispatch,
             now=now,
             error=reason,
             retry=RetryPolicy(),
             tenant_id=tenant_id,
-            lease_until=now + self._terms.running,
+            lease_until=now + self.lease_terms.running,
             lease_token=token,
         ):
             return Settled.MOVED_ON
-        self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
+        self.faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
         failed = _never_began(dispatch, now, reason, RetryPolicy(), tenant_id)
-        self._dead_letter_queue.send(failed.as_dispatch(), reason)
-        self._executions.release(dispatch.execution_id, token)
-        self._metrics.dead_lettered()
+        self.dead_letter_queue.send(failed.as_dispatch(), reason)
+        self.executions.release(dispatch.execution_id, token)
+        self.metrics.dead_lettered()
         return Settled.DEAD_LETTERED
 
     def _dead_letter_queued(self, queued: Execution, seen_token: str) -> Settled:
-        now = self._clock.now()
+        now = self.clock.now()
         token = new_token()
-        listed = self._executions.dead_letter_queued(
+        listed = self.executions.dead_letter_queued(
             queued.execution_id,
             seen_token,
             attempt=queued.attempt,
             now=now,
             error=self._reason,
-            lease_until=now + self._terms.running,
+            lease_until=now + self.lease_terms.running,
             new_token=token,
             tenant_id=queued.tenant_id,
         )
         if not listed:
             return Settled.MOVED_ON
-        self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
+        self.faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
         failed = dataclasses.replace(
             queued,
             status=ExecutionStatus.FAILED,
@@ -265,8 +258,8 @@ class UndeliveredDispatches:
             error=self._reason,
             next_attempt_at=None,
         )
-        self._outcomes.send_dead_letter_copy(failed, self._reason, token)
-        self._metrics.dead_lettered()
+        self.outcomes.send_dead_letter_copy(failed, self._reason, token)
+        self.metrics.dead_lettered()
         return Settled.DEAD_LETTERED
 
     def _guarded(self, running: Execution, seen_token: str) -> Settled:
@@ -274,21 +267,21 @@ class UndeliveredDispatches:
         (``ExecutionRunner._not_begun``): take a lease that ran out over, else let the
         reaper watch it. Either way the lease is indexed before the message goes."""
         assert running.lease_until is not None
-        now = self._clock.now()
-        cutoff = self._terms.abandoned_before(now)
+        now = self.clock.now()
+        cutoff = self.lease_terms.abandoned_before(now)
         if running.lease_until < cutoff:
             token = new_token()
-            if self._executions.take_over(
+            if self.executions.take_over(
                 running.execution_id,
                 seen_token,
                 cutoff=cutoff,
                 new_token=token,
-                lease_until=now + self._terms.running,
+                lease_until=now + self.lease_terms.running,
             ):
-                self._metrics.lease_reaped()
-                self._outcomes.lease_ran_out(running, token)
+                self.metrics.lease_reaped()
+                self.outcomes.lease_ran_out(running, token)
                 return Settled.TAKEN_OVER
-        self._executions.watch(running.execution_id, seen_token)
+        self.executions.watch(running.execution_id, seen_token)
         return Settled.WATCHED
 
 

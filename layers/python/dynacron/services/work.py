@@ -32,7 +32,7 @@ SKIPPED, as for a paused task. Anything else raised fails the record: before
 (decision 0022); after ``begin`` the message guards a lease, and the attempt
 fails when the lease runs out.
 
-A batch shares one invocation's time: ``attempt_guards.InvocationBudget`` says whether a whole
+A batch shares one invocation's time: ``attempt_records.InvocationBudget`` says whether a whole
 handler call and the margin to record it still fit. A record that does not is
 not begun; it is sent again as a fresh message (``return_unbegun``) and the one
 received counts as done, so it uses neither an attempt nor one of SQS's receives
@@ -45,14 +45,7 @@ import functools
 import logging
 from dataclasses import replace
 from datetime import datetime
-from typing import Protocol
 
-from dynacron.adapters.powertools.idempotency import (
-    GuardedResult,
-    IdempotentHandlerCalls,
-    RemainingTime,
-)
-from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions.attention import Attention
 from dynacron.domain.executions.execution import (
@@ -77,18 +70,17 @@ from dynacron.ports import (
     UnreadableTaskError,
     reason_of,
 )
+from dynacron.ports.delivery import Delivery
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
-from dynacron.services.attempt_guards import AttemptRecords, Heartbeats, HeldBack
+from dynacron.ports.guards import GuardedResult, HandlerCalls, RemainingTime
+from dynacron.ports.metrics import Metrics
+from dynacron.services.attempt_records import AttemptRecords, Heartbeats, HeldBack
 from dynacron.services.limits import LimitGate, Pass, Wait
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
 logger = logging.getLogger("dynacron")
 # A task in these states runs none of its executions: they are recorded SKIPPED.
 NOT_RUNNING = (TaskStatus.PAUSED, TaskStatus.ERROR)
-
-
-class Delivery(Protocol):
-    def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult: ...
 
 
 class ExecutionRunner:
@@ -99,9 +91,9 @@ class ExecutionRunner:
         executions: ExecutionStore,
         queue: DispatchQueue,
         delivery: Delivery,
-        handler_calls: IdempotentHandlerCalls,
+        handler_calls: HandlerCalls,
         outcomes: AttemptOutcomes,
-        metrics: ReliabilityMetrics,
+        metrics: Metrics,
         clock: Clock,
         lease_terms: LeaseTerms,
         faults: Faults = NO_FAULTS,

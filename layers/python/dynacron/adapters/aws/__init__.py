@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from dynacron.adapters.aws.create_keys import DynamoCreateKeys
 from dynacron.adapters.aws.cursors import DynamoCursorStore
@@ -13,12 +13,26 @@ from dynacron.adapters.aws.limits import DynamoLimitStore
 from dynacron.adapters.aws.queue import SqsDeadLetterQueue, SqsDispatchQueue
 from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.adapters.aws.tenants import DynamoTenantStore
-from dynacron.entry.settings import Settings
 from dynacron.ports import AdapterSet
 
 
+class AwsResourceNames(Protocol):
+    """The tables and queues the AWS set works on (``Settings`` has them)."""
+
+    @property
+    def tasks_table(self) -> str: ...
+    @property
+    def executions_table(self) -> str: ...
+    @property
+    def coordination_table(self) -> str: ...
+    @property
+    def dispatch_queue_url(self) -> str: ...
+    @property
+    def dead_letter_queue_url(self) -> str: ...
+
+
 def aws_adapters(
-    settings: Settings, *, dynamodb: Any, sqs: Any, execution_retention: timedelta
+    settings: AwsResourceNames, *, dynamodb: Any, sqs: Any, execution_retention: timedelta
 ) -> AdapterSet:
     """Every port on the tables and queues ``settings`` name, through the given clients."""
     return AdapterSet(

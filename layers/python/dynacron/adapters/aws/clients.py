@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from botocore.config import Config
+from typing import Protocol
 
-from dynacron.entry.settings import Settings
+from botocore.config import Config
 
 # An asynchronous invoke answers 202 as soon as Lambda has queued the event; a
 # tick that cannot hand a page out within seconds claims it itself.
@@ -13,7 +13,14 @@ CLAIM_INVOKE_CONFIG = Config(
 )
 
 
-def aws_client_config(settings: Settings) -> Config:
+class TickConcurrency(Protocol):
+    """How many calls a tick issues at once (``Settings`` has it)."""
+
+    @property
+    def tick_concurrency(self) -> int: ...
+
+
+def aws_client_config(settings: TickConcurrency) -> Config:
     """A pooled connection for every tick thread.
 
     botocore pools 10 connections by default; the tick issues up to

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpcore
@@ -179,6 +180,17 @@ def check_handler_url(policy: UrlPolicy, resolver: Resolver, url: str) -> None:
     """Registration's check: the URL's form, then where its host resolves to now."""
     host, port = policy.check_url(url)
     allowed_addresses(policy, resolver, host, port)
+
+
+@dataclass(frozen=True)
+class HandlerUrlCheck:
+    """``ports.delivery.HandlerUrls``: ``check_handler_url`` under one policy and resolver."""
+
+    policy: UrlPolicy
+    resolver: Resolver = system_resolver
+
+    def check(self, url: str) -> None:
+        check_handler_url(self.policy, self.resolver, url)
 
 
 class PinnedBackend(httpcore.NetworkBackend):

@@ -26,7 +26,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
@@ -41,6 +41,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import D
 from dynacron.domain.executions.execution import DeliveryResult, HandlerCallRecord, ResultSummary
 from dynacron.domain.executions.retry import AttemptFailure
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
+from dynacron.ports.guards import AttemptRefused, CallRecords, GuardedResult, RemainingTime
 
 # Fixed, so the key does not depend on the Lambda function's name: the worker,
 # local mode and any future caller agree on the record of an execution.
@@ -48,29 +49,6 @@ KEY_PREFIX = "dynacron-handler"
 # Leaves the worker time to record the outcome after the handler's own timeout
 # (at most as long again as the timeout itself).
 RECORDING_MARGIN_MS = 5_000
-
-
-class RemainingTime(Protocol):
-    def get_remaining_time_in_millis(self) -> int: ...
-
-
-class AttemptRefused(Exception):
-    """The attempt may not begin (a duplicate or stale message): nothing was saved."""
-
-
-class CallRecords(Protocol):
-    """Where one execution's handler-call record is kept, and what saving it also does."""
-
-    def save_in_progress(self, record: HandlerCallRecord, now_ms: int) -> HandlerCallRecord | None:
-        """Save ``record`` unless the one there still counts at ``now_ms``: then return
-        that one. Raise ``AttemptRefused`` if the attempt may not begin at all."""
-        ...
-
-    def save_success(self, record: HandlerCallRecord) -> None: ...
-
-    def delete(self) -> None: ...
-
-    def load(self) -> HandlerCallRecord | None: ...
 
 
 class ExecutionItemPersistence(BasePersistenceLayer):
@@ -150,20 +128,6 @@ class HandlerDeadline:
         return min(limit, self.invocation.get_remaining_time_in_millis())
 
 
-@dataclass(frozen=True)
-class GuardedResult:
-    # None when the attempt was refused (nothing was called or saved).
-    result: DeliveryResult | None
-    # True when the handler had already succeeded for this execution and was not called.
-    replayed: bool = False
-    # True when another call for this execution was still in progress: not called.
-    in_progress: bool = False
-
-    @property
-    def refused(self) -> bool:
-        return self.result is None
-
-
 class _NotASuccess(Exception):
     """Carries a non-success answer out of the idempotent call, so Powertools deletes
     its in-progress record instead of saving the answer."""
@@ -174,7 +138,8 @@ class _NotASuccess(Exception):
 
 
 class IdempotentHandlerCalls:
-    """At most one handler call per execution at a time; none after a success."""
+    """At most one handler call per execution at a time; none after a success
+    (``ports.guards.HandlerCalls``)."""
 
     def __init__(
         self, *, ttl_seconds: int, handler_timeout_seconds: float, faults: Faults = NO_FAULTS

@@ -21,8 +21,8 @@ from dynacron.api.routes.meta import include_meta_routes
 from dynacron.api.routes.schedules import schedules_router
 from dynacron.api.routes.tasks import tasks_router
 from dynacron.api.routes.tenant import tenant_router
+from dynacron.api.settings import ApiSettings
 from dynacron.domain.coordination.quotas import TenantRateLimiter
-from dynacron.entry.settings import Settings
 from dynacron.services.executions import ExecutionService
 from dynacron.services.forecast import HerdForecast
 from dynacron.services.tasks import TaskService
@@ -34,7 +34,7 @@ __all__ = ["build_api", "unroutable_path", "unsupported_body"]
 def build_api(
     tasks: TaskService,
     executions: ExecutionService,
-    settings: Settings,
+    settings: ApiSettings,
     rate_limiter: TenantRateLimiter,
     forecast: HerdForecast | None = None,
 ) -> APIGatewayRestResolver:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
-from dynacron import __version__
-from dynacron.api.openapi import DOCS_PATH, OPENAPI_PATH, security_of
-from dynacron.entry.settings import Settings
+from dynacron.api.openapi import DOCS_PATH, OPENAPI_PATH, CallerIdentities, security_of
+from dynacron.version import __version__
 
 
-def include_meta_routes(app: APIGatewayRestResolver, settings: Settings) -> None:
+def include_meta_routes(app: APIGatewayRestResolver, settings: CallerIdentities) -> None:
     """Serve the document of every route ``app`` has (include it last) and its page.
 
     On the resolver, not a ``Router``: both are made from the resolver's routes.

@@ -8,11 +8,11 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from dynacron.api.caller import caller_tenant
 from dynacron.api.openapi import problems
 from dynacron.api.responses import TenantView
-from dynacron.entry.settings import Settings
+from dynacron.api.settings import TenantLimits
 from dynacron.services.tasks import TaskService
 
 
-def tenant_router(tasks: TaskService, settings: Settings) -> Router:
+def tenant_router(tasks: TaskService, settings: TenantLimits) -> Router:
     """The caller's tenant, served by ``tasks``; its limits are ``settings``'."""
     router = Router()  # type: ignore[no-untyped-call]  # (its __init__ is unannotated)
 

@@ -192,7 +192,7 @@ class FixedDelaySchedule:
     """Due ``delay_seconds`` after the previous execution *finished*, so runs never overlap.
 
     There is no grid: the next occurrence is only known once an execution ends,
-    and the worker that ends it files it (see ``services.aftermath``). The first
+    and the worker that ends it files it (see ``services.follow_ups``). The first
     one is due at registration, or at ``start_at``. ``next_after`` answers the
     preview question "if every run took no time".
     """

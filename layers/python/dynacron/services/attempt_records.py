@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
-from dynacron.adapters.powertools.idempotency import AttemptRefused, RemainingTime
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions.execution import (
     Execution,
@@ -23,6 +22,7 @@ from dynacron.domain.executions.execution import (
 from dynacron.domain.tasks.task import Task
 from dynacron.ports import BeginResult, ExecutionStore
 from dynacron.ports.faults import Boundary, Faults
+from dynacron.ports.guards import AttemptRefused, RemainingTime
 from dynacron.services.limits import Wait
 from dynacron.services.outcomes import AttemptOutcomes, Ended
 

@@ -21,7 +21,6 @@ import dataclasses
 import logging
 from datetime import datetime
 
-from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions.execution import (
     Dispatch,
@@ -35,14 +34,15 @@ from dynacron.domain.executions.execution import (
 from dynacron.domain.instants import to_utc_ms
 from dynacron.domain.schedules.expressions import FixedDelaySchedule
 from dynacron.domain.tasks.task import (
+    Sharding,
     Task,
     TaskStatus,
     downstream_execution_id,
     execution_id_for,
     skipped_reason,
 )
-from dynacron.entry.settings import Settings
 from dynacron.ports import DispatchQueue, ExecutionStore, TaskStore
+from dynacron.ports.metrics import Metrics
 
 logger = logging.getLogger("dynacron")
 
@@ -51,54 +51,38 @@ logger = logging.getLogger("dynacron")
 MAX_SLOT_ATTEMPTS = 5
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RunStarter:
     """Starts an execution that does not come from the tick: recorded first, then sent."""
 
-    def __init__(
-        self,
-        *,
-        executions: ExecutionStore,
-        queue: DispatchQueue,
-        clock: Clock,
-        lease_terms: LeaseTerms,
-    ) -> None:
-        self._executions = executions
-        self._queue = queue
-        self._clock = clock
-        self._terms = lease_terms
+    executions: ExecutionStore
+    queue: DispatchQueue
+    clock: Clock
+    lease_terms: LeaseTerms
 
     def start(self, task: Task, dispatch: Dispatch) -> bool:
         """Queue ``dispatch``'s first attempt; False (and nothing sent) if its id exists."""
-        now = self._clock.now()
-        created = self._executions.enqueue(
+        now = self.clock.now()
+        created = self.executions.enqueue(
             dispatch,
             retry=task.retry,
-            lease_until=self._terms.pickup_deadline(now),
+            lease_until=self.lease_terms.pickup_deadline(now),
             lease_token=new_token(),
             tenant_id=task.tenant_id,
         )
         if created:
-            self._queue.send_later(dispatch, 0)
+            self.queue.send_later(dispatch, 0)
         return created
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Aftermath:
-    def __init__(
-        self,
-        *,
-        tasks: TaskStore,
-        executions: ExecutionStore,
-        starter: RunStarter,
-        settings: Settings,
-        clock: Clock,
-        metrics: ReliabilityMetrics | None = None,
-    ) -> None:
-        self._metrics = metrics
-        self._tasks = tasks
-        self._executions = executions
-        self._starter = starter
-        self._sharding = settings.sharding
-        self._clock = clock
+    tasks: TaskStore
+    executions: ExecutionStore
+    starter: RunStarter
+    sharding: Sharding
+    clock: Clock
+    metrics: Metrics | None = None
 
     def owes(self, execution: Execution, task: Task | None) -> bool:
         """Whether ``execution``, ending now, owes anything: it holds ``task``'s run
@@ -110,10 +94,10 @@ class Aftermath:
             return False
         if task is not None and not task.has_dependents:
             return False
-        return bool(self._tasks.dependents(execution.task_id))
+        return bool(self.tasks.dependents(execution.task_id))
 
     def task_of(self, execution: Execution) -> Task | None:
-        return self._tasks.get(execution.task_id)
+        return self.tasks.get(execution.task_id)
 
     def follow_up(self, execution: Execution) -> None:
         """Everything ``execution``'s end owes; repeatable."""
@@ -122,25 +106,25 @@ class Aftermath:
         self._free_slot(execution)
 
     def _start_dependents(self, upstream: Execution) -> None:
-        ended_at = upstream.completed_at or self._clock.now()
-        dependents, unreadable = self._tasks.read_many(self._tasks.dependents(upstream.task_id))
+        ended_at = upstream.completed_at or self.clock.now()
+        dependents, unreadable = self.tasks.read_many(self.tasks.dependents(upstream.task_id))
         for poison in unreadable:
             logger.warning(
                 "dependent task set aside",
                 extra={"task_id": poison.task_id, "reason": poison.reason},
             )
-            if self._tasks.set_aside(poison, poison.reason, self._clock.now()) and self._metrics:
-                self._metrics.task_set_aside()
+            if self.tasks.set_aside(poison, poison.reason, self.clock.now()) and self.metrics:
+                self.metrics.task_set_aside()
         for task in dependents:
             if task.upstream_task_id != upstream.task_id:
                 continue  # the index lags behind a PATCH of ``after``
             execution_id = downstream_execution_id(task.task_id, upstream.execution_id)
             if task.status is not TaskStatus.ACTIVE:
-                self._executions.record_skipped(
-                    task, execution_id, ended_at, skipped_reason(task), self._clock.now()
+                self.executions.record_skipped(
+                    task, execution_id, ended_at, skipped_reason(task), self.clock.now()
                 )
                 continue
-            self._starter.start(
+            self.starter.start(
                 task,
                 Dispatch(
                     execution_id=execution_id,
@@ -160,10 +144,10 @@ class Aftermath:
         ``delay`` after this one ended.
         """
         for _ in range(MAX_SLOT_ATTEMPTS):
-            task = self._tasks.get(execution.task_id)
+            task = self.tasks.get(execution.task_id)
             if task is None or task.running_execution != execution.execution_id:
                 return
-            now = to_utc_ms(self._clock.now())
+            now = to_utc_ms(self.clock.now())
             if task.buffered_at is not None:
                 promoted = self._promote_buffered(task, task.buffered_at, now)
                 if promoted is None:
@@ -173,7 +157,7 @@ class Aftermath:
                 execution = promoted
                 continue
             freed = self._freed(task, execution.completed_at or now, now)
-            if self._tasks.replace(freed, self._sharding.place_task(freed, now), task.version):
+            if self.tasks.replace(freed, self.sharding.place_task(freed, now), task.version):
                 return
 
     def _promote_buffered(
@@ -184,7 +168,7 @@ class Aftermath:
         dispatch = Dispatch(
             execution_id=execution_id, task_id=task.task_id, scheduled_at=buffered_at
         )
-        self._starter.start(task, dispatch)
+        self.starter.start(task, dispatch)
         promoted = dataclasses.replace(
             task,
             running_execution=execution_id,
@@ -192,11 +176,9 @@ class Aftermath:
             version=task.version + 1,
             updated_at=now,
         )
-        if not self._tasks.replace(
-            promoted, self._sharding.place_task(promoted, now), task.version
-        ):
+        if not self.tasks.replace(promoted, self.sharding.place_task(promoted, now), task.version):
             return None
-        return self._executions.get(execution_id)
+        return self.executions.get(execution_id)
 
     @staticmethod
     def _freed(task: Task, ended_at: datetime, now: datetime) -> Task:

@@ -1,0 +1,243 @@
+"""Lambda events handled: each function's event read, its service called, the
+result reported and the metrics flushed.
+
+``LambdaEvents`` holds the handling; ``composition.Dynacron`` is one (it builds
+the services these methods call), and ``functions`` hands every Lambda
+invocation to the deployed one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from dynacron.adapters.due_page_events import page_from_event
+from dynacron.adapters.messages import dispatch_from_body
+from dynacron.adapters.powertools.metrics import ReliabilityMetrics
+from dynacron.api.routes import unroutable_path, unsupported_body
+from dynacron.domain.clock import Clock
+from dynacron.domain.executions.execution import Dispatch, queue_latency
+from dynacron.entry.settings import Settings
+from dynacron.ports import ShardLeases
+from dynacron.ports.faults import Boundary, Faults
+from dynacron.services.attempt_records import InvocationBudget
+from dynacron.services.reap import Reaper
+from dynacron.services.tick import Ticker
+from dynacron.services.tick_loop import ShardTickLoop
+from dynacron.services.undelivered import UndeliveredDispatches
+from dynacron.services.work import ExecutionRunner
+
+logger = Logger(service="dynacron")
+
+# A looping tick stops this long before Lambda would stop it, to finish its last
+# tick and release its lease cleanly.
+TICK_LOOP_MARGIN = timedelta(seconds=15)
+# A claim invocation starts no round of claims this long before its timeout: what
+# it leaves is still due, and the looping tick finds it again.
+CLAIM_MARGIN = timedelta(seconds=5)
+
+# Powertools keeps the request being handled on the resolver's class
+# (``BaseRouter.current_event``), so every resolver of a process shares it: two
+# requests handled at once, by one resolver or two, would read each other's event
+# and tenant. One request at a time per process, as in a Lambda execution
+# environment; local mode's gateway answers requests on threads.
+_API_LOCK = threading.Lock()
+
+
+class LambdaEvents:
+    """One method per Lambda function: ``api``, ``tick``, ``claim``, ``worker``,
+    ``reaper``, ``undelivered``. What they call is set by the composition root."""
+
+    settings: Settings
+    clock: Clock
+    faults: Faults
+    metrics: ReliabilityMetrics
+    leases: ShardLeases
+    ticker: Ticker
+    runner: ExecutionRunner
+    lease_reaper: Reaper
+    undelivered_dispatches: UndeliveredDispatches
+    _api: APIGatewayRestResolver
+    _sleep: Callable[[float], None]
+
+    def api(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        with _API_LOCK:
+            try:
+                return (
+                    unroutable_path(event)
+                    or unsupported_body(event)
+                    or self._api.resolve(event, context)
+                )
+            finally:
+                self.metrics.flush()
+
+    def tick(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """Tick the shard named in the event, or every shard when none is named.
+
+        With ``"loop": true`` (the deployed schedule's event) work the named shard
+        every second, holding its lease, until relieved: see ``services.tick_loop``.
+        """
+        shard = event.get("shard")
+        if event.get("loop") and shard is not None:
+            return self._tick_loop(int(shard), context)
+        try:
+            reports = (
+                [self.ticker.tick_shard(int(shard))] if shard is not None else self.ticker.tick()
+            )
+        finally:
+            self.metrics.flush()
+        claimed = sum(r.claimed for r in reports)
+        if claimed:
+            logger.info("tick dispatched executions", extra={"claimed": claimed})
+        return {"claimed": claimed, "shards": [r.shard for r in reports]}
+
+    def claim(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """Claim the page of due tasks a looping tick handed out (decision 0025):
+        ``{"shard": N, "task_ids": [...]}``, at most one page."""
+        page = page_from_event(event)
+        remaining = timedelta(milliseconds=context.get_remaining_time_in_millis())
+        try:
+            report = self.ticker.claim_page(
+                page, deadline=self.clock.now() + remaining - CLAIM_MARGIN
+            )
+        finally:
+            self.metrics.flush()
+        logger.info(
+            "claimed a page handed out",
+            extra={
+                "shard": page.shard,
+                "tasks": len(page.task_ids),
+                "claimed": report.claimed,
+                "lost_races": report.lost_races,
+                "set_aside": report.set_aside,
+            },
+        )
+        return {
+            "shard": page.shard,
+            "claimed": report.claimed,
+            "rescheduled": report.rescheduled,
+            "lost_races": report.lost_races,
+            "set_aside": report.set_aside,
+            "cut_short": report.cut_short,
+        }
+
+    def _tick_loop(self, shard: int, context: Any) -> dict[str, Any]:
+        budget = timedelta(milliseconds=context.get_remaining_time_in_millis())
+        loop = ShardTickLoop(
+            ticker=self.ticker,
+            leases=self.leases,
+            clock=self.clock,
+            shard=shard,
+            owner=context.aws_request_id,
+            deadline=self.clock.now() + budget - TICK_LOOP_MARGIN,
+            metrics=self.metrics,
+        )
+        report = loop.run(self._sleep)
+        ended = report.ended.value if report.ended else None
+        if report.took_over_expired:
+            logger.warning("took over an expired tick lease", extra={"shard": shard})
+        logger.info(
+            "tick loop ended",
+            extra={
+                "shard": shard,
+                "ended": ended,
+                "ticks": report.ticks,
+                "claimed": report.claimed,
+                "handed_out": report.handed_out,
+                "failed_ticks": report.failed_ticks,
+            },
+        )
+        return {
+            "claimed": report.claimed,
+            "handed_out": report.handed_out,
+            "shards": [shard],
+            "ticks": report.ticks,
+            "ended": ended,
+            "failed_ticks": report.failed_ticks,
+            "max_lateness_seconds": max(report.lateness_seconds, default=0.0),
+        }
+
+    def worker(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """Run an SQS batch; failed records are reported back for redelivery.
+
+        Records one after another, each only while a whole handler call and the
+        margin still fit in the invocation; the others go back unbegun.
+        """
+        processor = BatchProcessor(event_type=EventType.SQS)
+        budget = InvocationBudget(
+            context,
+            call=timedelta(seconds=self.settings.http_timeout_seconds),
+            margin=timedelta(seconds=self.settings.worker_margin_seconds),
+        )
+        returned = 0
+
+        def run_record(record: SQSRecord) -> None:
+            nonlocal returned
+            dispatch = dispatch_from_body(record.body)
+            if not budget.take_one():
+                self.runner.return_unbegun(dispatch)
+                returned += 1
+                return
+            self._record_queue_latency(record, dispatch)
+            self.runner.run(dispatch, context)
+            self.faults.reached(Boundary.WORKER_RECORD_DONE)
+
+        try:
+            response = process_partial_response(
+                event=event, record_handler=run_record, processor=processor, context=context
+            )
+        finally:
+            self.metrics.flush()
+        if returned:
+            logger.info("out of time: records sent back unbegun", extra={"returned": returned})
+        return dict(response)
+
+    def _record_queue_latency(self, record: SQSRecord, dispatch: Dispatch) -> None:
+        """``QueueLatency``, from SQS's ``SentTimestamp`` (epoch milliseconds)."""
+        sent_ms = record.attributes.get("SentTimestamp")
+        if sent_ms is None:
+            return
+        sent_at = datetime.fromtimestamp(int(sent_ms) / 1000, UTC)
+        due_at = dispatch.not_before or dispatch.scheduled_at
+        latency = queue_latency(sent_at, due_at, self.clock.now())
+        if latency is not None:
+            self.metrics.queue_latency(latency.total_seconds())
+
+    def reaper(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """Make executions whose lease ran out move again (see services/reap.py)."""
+        try:
+            report = self.lease_reaper.reap()
+        finally:
+            self.metrics.flush()
+        if report.reaped:
+            logger.info("reaper took over expired leases", extra={"reaped": report.reaped})
+        set_aside = {"set_aside": report.set_aside} if report.set_aside else {}
+        return {"expired": report.expired, "reaped": report.reaped, **report.outcomes, **set_aside}
+
+    def undelivered(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """Settle the dispatch messages SQS gave up on (see services/undelivered.py);
+        a record that fails (DynamoDB or SQS unreachable) is reported back and read
+        again after the queue's visibility timeout."""
+        processor = BatchProcessor(event_type=EventType.SQS)
+
+        def settle_record(record: SQSRecord) -> None:
+            self.undelivered_dispatches.settle_message(record.body)
+
+        try:
+            response = process_partial_response(
+                event=event, record_handler=settle_record, processor=processor, context=context
+            )
+        finally:
+            self.metrics.flush()
+        return dict(response)

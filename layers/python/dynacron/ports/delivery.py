@@ -1,0 +1,35 @@
+"""Reaching a task's handler: calling it, and what registration checks of it.
+
+``adapters.delivery`` implements these: HTTP handlers behind pinned, checked
+connections (httpx), Python handlers from the registry.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from dynacron.domain.executions.execution import DeliveryResult, Dispatch
+from dynacron.domain.tasks.task import Task
+
+
+class Delivery(Protocol):
+    """Calls a task's handler for one attempt."""
+
+    def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
+        """The handler's answer; a failure to reach it is a failed result, not an exception."""
+        ...
+
+
+class HandlerUrls(Protocol):
+    """Registration's check of a handler URL."""
+
+    def check(self, url: str) -> None:
+        """Raise ``InvalidRequest`` if ``url`` is malformed or its host is, or
+        resolves now to, an address the delivery policy refuses."""
+        ...
+
+
+class HandlerNames(Protocol):
+    """The Python handlers this process can run, by name."""
+
+    def __contains__(self, name: object) -> bool: ...

@@ -1,0 +1,74 @@
+"""The guard around a handler call: at most one call per execution at a time, none
+after a success (decision 0016).
+
+``adapters.powertools.idempotency.IdempotentHandlerCalls`` runs it with Powertools'
+idempotency utility; ``services.work`` only sees what is here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from dynacron.domain.executions.execution import DeliveryResult, HandlerCallRecord
+
+
+class RemainingTime(Protocol):
+    """What an invocation tells of its time left (a Lambda context has this)."""
+
+    def get_remaining_time_in_millis(self) -> int: ...
+
+
+class AttemptRefused(Exception):
+    """The attempt may not begin (a duplicate or stale message): nothing was saved."""
+
+
+class CallRecords(Protocol):
+    """Where one execution's handler-call record is kept, and what saving it also does."""
+
+    def save_in_progress(self, record: HandlerCallRecord, now_ms: int) -> HandlerCallRecord | None:
+        """Save ``record`` unless the one there still counts at ``now_ms``: then return
+        that one. Raise ``AttemptRefused`` if the attempt may not begin at all."""
+        ...
+
+    def save_success(self, record: HandlerCallRecord) -> None: ...
+
+    def delete(self) -> None: ...
+
+    def load(self) -> HandlerCallRecord | None: ...
+
+
+@dataclass(frozen=True)
+class GuardedResult:
+    # None when the attempt was refused (nothing was called or saved).
+    result: DeliveryResult | None
+    # True when the handler had already succeeded for this execution and was not called.
+    replayed: bool = False
+    # True when another call for this execution was still in progress: not called.
+    in_progress: bool = False
+
+    @property
+    def refused(self) -> bool:
+        return self.result is None
+
+
+class HandlerCalls(Protocol):
+    """Calls a handler at most once at a time per execution, and never after its success."""
+
+    @property
+    def in_progress_limit_seconds(self) -> float:
+        """The longest an in-progress record can block a new call (a dead caller's)."""
+        ...
+
+    def call(
+        self,
+        execution_id: str,
+        records: CallRecords,
+        handler_call: Callable[[], DeliveryResult],
+        invocation: RemainingTime | None = None,
+    ) -> GuardedResult:
+        """Call ``handler_call`` under the record ``records`` keeps: or replay the
+        success recorded, or refuse (``GuardedResult.refused``) when ``records``
+        raised ``AttemptRefused``."""
+        ...
