@@ -23,6 +23,7 @@ from datetime import datetime
 
 from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.execution import (
     Dispatch,
     Execution,
@@ -70,13 +71,15 @@ class RunStarter:
     def start(self, task: Task, dispatch: Dispatch) -> bool:
         """Queue ``dispatch``'s first attempt; False (and nothing sent) if its id exists."""
         now = self._clock.now()
-        created = self._executions.enqueue(
+        queued = transitions.enqueue(
             dispatch,
             retry=task.retry,
             lease_until=self._terms.pickup_deadline(now),
             lease_token=new_token(),
             tenant_id=task.tenant_id,
+            keeping=self._executions.keeping(dispatch.execution_id),
         )
+        created = self._executions.apply(dispatch.execution_id, queued)
         if created:
             self._queue.send_later(dispatch, 0)
         return created
@@ -136,9 +139,15 @@ class Aftermath:
                 continue  # the index lags behind a PATCH of ``after``
             execution_id = downstream_execution_id(task.task_id, upstream.execution_id)
             if task.status is not TaskStatus.ACTIVE:
-                self._executions.record_skipped(
-                    task, execution_id, ended_at, skipped_reason(task), self._clock.now()
+                skipped = transitions.record_skipped(
+                    task,
+                    execution_id,
+                    ended_at,
+                    skipped_reason(task),
+                    self._clock.now(),
+                    keeping=self._executions.keeping(execution_id),
                 )
+                self._executions.apply(execution_id, skipped)
                 continue
             self._starter.start(
                 task,

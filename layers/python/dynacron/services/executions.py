@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import CallbackRefused, Conflict, ExecutionNotFound
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.attention import AttentionQuery
 from dynacron.domain.executions.execution import (
     Execution,
@@ -101,7 +102,12 @@ class ExecutionService:
         _still_running(execution)
         assert execution.lease_token is not None
         lease_until = self._clock.now() + self._terms.awaiting_callback
-        if not self._executions.renew(execution.execution_id, execution.lease_token, lease_until):
+        renew = transitions.renew(
+            execution.lease_token,
+            lease_until,
+            keeping=self._executions.keeping(execution.execution_id),
+        )
+        if not self._executions.apply(execution.execution_id, renew):
             raise Conflict(
                 f"execution {execution.execution_id!r} moved on while the heartbeat arrived"
             )
@@ -126,7 +132,7 @@ class ExecutionService:
         self, tenant_id: str, query: AttentionQuery, limit: int, token: str | None
     ) -> Page[Execution]:
         """The tenant's executions an operator looks for (``domain.attention``), newest first."""
-        return self._executions.across_tasks(tenant_id, query, limit, token)
+        return self._executions.needing_attention(tenant_id, query, limit, token)
 
     def dead_letters(self, tenant_id: str, limit: int, token: str | None) -> Page[Execution]:
         return self._executions.dead_letters(tenant_id, limit, token)
@@ -134,13 +140,15 @@ class ExecutionService:
     def redrive(self, tenant_id: str, execution_id: str) -> Execution:
         """Replay a dead letter under the same execution id, with a fresh retry budget."""
         now = self._clock.now()
-        execution = self._executions.redrive(
+        redrive = transitions.redrive(
             tenant_id,
-            _shaped(execution_id),
             now=now,
             lease_until=self._terms.pickup_deadline(now),
             new_token=new_token(),
+            keeping=self._executions.keeping(execution_id),
         )
+        redriven = self._executions.apply_returning(_shaped(execution_id), redrive)
+        execution = redriven.execution if redriven.held else None
         if execution is None:
             current = self.get(tenant_id, execution_id)
             raise Conflict(

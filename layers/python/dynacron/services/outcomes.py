@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.attention import Attention
 from dynacron.domain.executions.execution import (
     Dispatch,
@@ -140,8 +141,7 @@ class AttemptOutcomes:
         if isinstance(task, Unread):
             task = self._aftermath.task_of(execution)
         follow_up_token = new_token() if self._aftermath.owes(ended, task) else None
-        done = self._executions.finish(
-            execution.execution_id,
+        finish = transitions.finish(
             lease_token,
             status,
             now,
@@ -150,7 +150,9 @@ class AttemptOutcomes:
             error=error,
             result=result,
             call=call,
+            keeping=self._executions.keeping(execution.execution_id),
         )
+        done = self._executions.apply(execution.execution_id, finish)
         if done:
             self._metrics.execution_ended(status.value)
         return Ended(ended, follow_up_token) if done else None
@@ -164,7 +166,7 @@ class AttemptOutcomes:
     def follow_up(self, execution: Execution, lease_token: str) -> None:
         """Do what an ended execution owes, then drop the lease that guaranteed it."""
         self._aftermath.follow_up(execution)
-        self._executions.release(execution.execution_id, lease_token)
+        self._executions.apply(execution.execution_id, transitions.release(lease_token))
 
     def failed(self, execution: Execution, lease_token: str, failure: AttemptFailure) -> Outcome:
         """A failed attempt: the next one queued after its backoff, or a dead letter."""
@@ -211,8 +213,7 @@ class AttemptOutcomes:
         due = now + timedelta(seconds=delay_seconds)
         # Recorded before it is sent: if the sender dies in between, the queued
         # attempt's lease runs out and the reaper sends it.
-        requeued = self._executions.requeue(
-            execution.execution_id,
+        requeue = transitions.requeue(
             lease_token,
             expected=ExecutionStatus.RUNNING,
             attempt=attempt,
@@ -222,8 +223,9 @@ class AttemptOutcomes:
             error=error,
             # A failed attempt waits for a retry: listed across its tenant's tasks.
             attention=Attention(execution.tenant_id, now) if error is not None else None,
+            keeping=self._executions.keeping(execution.execution_id),
         )
-        if not requeued:
+        if not self._executions.apply(execution.execution_id, requeue):
             return False
         self._faults.reached(Boundary.RETRY_RECORDED_NOT_SENT)
         self._queue.send_later(
@@ -243,16 +245,16 @@ class AttemptOutcomes:
     def _dead_letter(self, execution: Execution, lease_token: str, error: str) -> Outcome:
         now = self._clock.now()
         chore_token = new_token()
-        listed = self._executions.dead_letter(
-            execution.execution_id,
+        dead_letter = transitions.dead_letter(
             lease_token,
             now=now,
             error=error,
             lease_until=now + self._terms.running,
             new_token=chore_token,
             tenant_id=execution.tenant_id,
+            keeping=self._executions.keeping(execution.execution_id),
         )
-        if not listed:
+        if not self._executions.apply(execution.execution_id, dead_letter):
             return Outcome.LEASE_LOST
         self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
         failed = dataclasses.replace(execution, status=ExecutionStatus.FAILED, completed_at=now)
@@ -265,4 +267,4 @@ class AttemptOutcomes:
         then drop the lease that guaranteed both."""
         self._aftermath.follow_up(execution)
         self._dead_letter_queue.send(execution.as_dispatch(), error)
-        self._executions.release(execution.execution_id, lease_token)
+        self._executions.apply(execution.execution_id, transitions.release(lease_token))

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.execution import ExecutionStatus, LeaseTerms, new_token
 from dynacron.domain.tasks.task import task_id_of
 from dynacron.ports import DispatchQueue, ExecutionStore, StoreUnavailable, TaskStore, reason_of
@@ -109,7 +110,7 @@ class Reaper:
         now = self._clock.now()
         reason = f"handling its expired lease raised {reason_of(error)}"
         try:
-            if self._executions.set_aside(execution_id, reason, now):
+            if self._executions.apply(execution_id, transitions.set_aside(reason, now)):
                 report.set_aside += 1
                 self._metrics.lease_set_aside()
             if self._tasks is not None and self._tasks.set_aside_by_id(
@@ -139,13 +140,14 @@ class Reaper:
             return  # the index lagged behind a renewal or a finish
         queued = execution.status is ExecutionStatus.QUEUED
         token = new_token()
-        taken = self._executions.take_over(
-            execution_id,
+        take_over = transitions.take_over(
             execution.lease_token,
             cutoff=cutoff,
             new_token=token,
             lease_until=self._terms.pickup_deadline(now) if queued else now + self._terms.running,
+            keeping=self._executions.keeping(execution_id),
         )
+        taken = self._executions.apply(execution_id, take_over)
         if not taken:
             report.lost_races += 1
             return

@@ -48,6 +48,7 @@ from dynacron.adapters.messages import dispatch_from_body
 from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import DynacronError
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.execution import (
     Dispatch,
     Execution,
@@ -66,6 +67,7 @@ from dynacron.ports import (
     reason_of,
 )
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
+from dynacron.services.attempts import tenant_of
 from dynacron.services.outcomes import AttemptOutcomes
 
 logger = logging.getLogger("dynacron")
@@ -171,7 +173,7 @@ class UndeliveredDispatches:
             and current.attempt == dispatch.attempt
             and current.lease_token is not None
         ):
-            return self._dead_letter_queued(current, current.lease_token)
+            return self._dead_letter_undelivered(current, current.lease_token)
         if (
             current.status is ExecutionStatus.RUNNING
             and not current.lease_indexed
@@ -198,7 +200,7 @@ class UndeliveredDispatches:
             )
             return Settled.TASK_DELETED
         token = new_token()
-        recorded = self._executions.record_undelivered(
+        undelivered = transitions.record_undelivered(
             dispatch,
             now=now,
             error=self._reason,
@@ -206,8 +208,9 @@ class UndeliveredDispatches:
             tenant_id=task.tenant_id,
             lease_until=now + self._terms.running,
             lease_token=token,
+            keeping=self._executions.keeping(dispatch.execution_id),
         )
-        if not recorded:
+        if not self._executions.apply(dispatch.execution_id, undelivered):
             # Recorded meanwhile: by a copy of this message that began, or by an
             # earlier reading of this one (whose copy the reaper sends if need be).
             return Settled.MOVED_ON
@@ -224,8 +227,8 @@ class UndeliveredDispatches:
         now = self._clock.now()
         token = new_token()
         reason = f"{self._reason}; the task was set aside: {why}"
-        tenant_id = self._executions.owner_of(dispatch)
-        if not self._executions.record_undelivered(
+        tenant_id = tenant_of(self._executions, dispatch)
+        undelivered = transitions.record_undelivered(
             dispatch,
             now=now,
             error=reason,
@@ -233,20 +236,21 @@ class UndeliveredDispatches:
             tenant_id=tenant_id,
             lease_until=now + self._terms.running,
             lease_token=token,
-        ):
+            keeping=self._executions.keeping(dispatch.execution_id),
+        )
+        if not self._executions.apply(dispatch.execution_id, undelivered):
             return Settled.MOVED_ON
         self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
         failed = _never_began(dispatch, now, reason, RetryPolicy(), tenant_id)
         self._dead_letter_queue.send(failed.as_dispatch(), reason)
-        self._executions.release(dispatch.execution_id, token)
+        self._executions.apply(dispatch.execution_id, transitions.release(token))
         self._metrics.dead_lettered()
         return Settled.DEAD_LETTERED
 
-    def _dead_letter_queued(self, queued: Execution, seen_token: str) -> Settled:
+    def _dead_letter_undelivered(self, queued: Execution, seen_token: str) -> Settled:
         now = self._clock.now()
         token = new_token()
-        listed = self._executions.dead_letter_queued(
-            queued.execution_id,
+        dead_letter = transitions.dead_letter_undelivered(
             seen_token,
             attempt=queued.attempt,
             now=now,
@@ -254,8 +258,9 @@ class UndeliveredDispatches:
             lease_until=now + self._terms.running,
             new_token=token,
             tenant_id=queued.tenant_id,
+            keeping=self._executions.keeping(queued.execution_id),
         )
-        if not listed:
+        if not self._executions.apply(queued.execution_id, dead_letter):
             return Settled.MOVED_ON
         self._faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
         failed = dataclasses.replace(
@@ -278,17 +283,21 @@ class UndeliveredDispatches:
         cutoff = self._terms.abandoned_before(now)
         if running.lease_until < cutoff:
             token = new_token()
-            if self._executions.take_over(
-                running.execution_id,
+            take_over = transitions.take_over(
                 seen_token,
                 cutoff=cutoff,
                 new_token=token,
                 lease_until=now + self._terms.running,
-            ):
+                keeping=self._executions.keeping(running.execution_id),
+            )
+            if self._executions.apply(running.execution_id, take_over):
                 self._metrics.lease_reaped()
                 self._outcomes.lease_ran_out(running, token)
                 return Settled.TAKEN_OVER
-        self._executions.watch(running.execution_id, seen_token)
+        keeping = self._executions.keeping(running.execution_id)
+        self._executions.apply(
+            running.execution_id, transitions.hand_to_reaper(seen_token, keeping=keeping)
+        )
         return Settled.WATCHED
 
 

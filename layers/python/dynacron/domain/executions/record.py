@@ -10,6 +10,7 @@ here; the stores index it and read it back by the same names.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -50,6 +51,16 @@ CALL_IN_PROGRESS_UNTIL = "call_in_progress_until"
 
 # A stored error message is cut to this many characters.
 ERROR_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class Keeping:
+    """How a store keeps one execution's record, which most transitions write: the
+    lease shard its watched lease is indexed under, and how long the record is kept
+    after it stops mattering (``expiry``). The store's, not the change's, to say."""
+
+    lease_shard: str
+    retention: timedelta
 
 
 def dead_letter_partition(tenant_id: str) -> str:
