@@ -167,6 +167,9 @@ class Transition:
     removes: frozenset[str] = frozenset()
     computes: Mapping[str, Plus] = field(default_factory=dict)
     creates: bool = False
+    # Which move of the record this is (``begin``, ``finish``, ...): for whoever
+    # watches the writes (the cost meter names each write by it); no part of the change.
+    move: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if any(value is None for value in self.sets.values()):

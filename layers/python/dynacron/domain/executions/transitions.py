@@ -10,8 +10,11 @@ Two stores, one set of rules.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, ParamSpec
 
 from dynacron.domain.conditions import (
     AllOf,
@@ -69,7 +72,22 @@ from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.task import Task
 
+P = ParamSpec("P")
+
 # --- one function per conditional change of an execution ---------------------------
+
+
+def _move(name: str) -> Callable[[Callable[P, Transition]], Callable[P, Transition]]:
+    """Names the move each transition of the decorated function makes (``Transition.move``)."""
+
+    def naming(build: Callable[P, Transition]) -> Callable[P, Transition]:
+        @functools.wraps(build)
+        def named(*args: P.args, **kwargs: P.kwargs) -> Transition:
+            return dataclasses.replace(build(*args, **kwargs), move=name)
+
+        return named
+
+    return naming
 
 
 def _held(lease_token: str, status: ExecutionStatus = ExecutionStatus.RUNNING) -> Condition:
@@ -97,6 +115,7 @@ def _running(
     }
 
 
+@_move("begin")
 def begin_new(
     dispatch: Dispatch,
     *,
@@ -125,6 +144,7 @@ def begin_new(
     return Transition(Missing(EXECUTION_ID), present(record), creates=True)
 
 
+@_move("begin")
 def begin_queued(
     dispatch: Dispatch,
     *,
@@ -151,6 +171,7 @@ def begin_queued(
     return Transition(AllOf(*queued), sets, frozenset({NEXT_ATTEMPT_AT, LEASE_SHARD}))
 
 
+@_move("enqueue")
 def enqueue(
     dispatch: Dispatch,
     *,
@@ -181,6 +202,7 @@ def enqueue(
     return Transition(Missing(EXECUTION_ID), present(record), creates=True)
 
 
+@_move("record_skipped")
 def record_skipped(
     task: Task,
     execution_id: str,
@@ -205,6 +227,7 @@ def record_skipped(
     return Transition(Missing(EXECUTION_ID), record, creates=True)
 
 
+@_move("renew")
 def renew(
     lease_token: str,
     lease_until: datetime,
@@ -229,6 +252,7 @@ def renew(
     return Transition(_held(lease_token), sets)
 
 
+@_move("finish")
 def finish(
     lease_token: str,
     status: ExecutionStatus,
@@ -274,6 +298,7 @@ def finish(
     return Transition(_held(lease_token), sets, frozenset(removes))
 
 
+@_move("requeue")
 def requeue(
     lease_token: str,
     *,
@@ -304,6 +329,7 @@ def requeue(
     return Transition(_held(lease_token, expected), sets, frozenset({ACCEPTED_AT}))
 
 
+@_move("dead_letter")
 def dead_letter(
     lease_token: str,
     *,
@@ -329,6 +355,7 @@ def dead_letter(
     return Transition(_held(lease_token), sets, frozenset({ACCEPTED_AT, NEXT_ATTEMPT_AT}))
 
 
+@_move("record_undelivered")
 def record_undelivered(
     dispatch: Dispatch,
     *,
@@ -364,6 +391,7 @@ def record_undelivered(
     return Transition(Missing(EXECUTION_ID), present(record), creates=True)
 
 
+@_move("dead_letter_undelivered")
 def dead_letter_undelivered(
     seen_token: str,
     *,
@@ -394,6 +422,7 @@ def dead_letter_undelivered(
     return Transition(expects, sets, frozenset({NEXT_ATTEMPT_AT}))
 
 
+@_move("set_aside")
 def set_aside(reason: str, now: datetime) -> Transition:
     """An execution out of the lease index for good, and why; its status unchanged."""
     return Transition(
@@ -403,6 +432,7 @@ def set_aside(reason: str, now: datetime) -> Transition:
     )
 
 
+@_move("release")
 def release(lease_token: str) -> Transition:
     """The lease held by ``lease_token`` dropped, whatever the status: its obligation is met."""
     return Transition(
@@ -410,12 +440,14 @@ def release(lease_token: str) -> Transition:
     )
 
 
+@_move("save_call")
 def save_call(lease_token: str, call: HandlerCallRecord, call_now_ms: int) -> Transition:
     """The in-progress handler-call record ``call`` saved on the running attempt held by
     ``lease_token``, if the one there may be replaced at ``call_now_ms``."""
     return Transition(AllOf(_held(lease_token), call_replaceable(call_now_ms)), call_sets(call))
 
 
+@_move("keep_call")
 def keep_call(call: HandlerCallRecord) -> Transition:
     """The completed handler-call record ``call`` saved whoever holds the lease, unless
     the execution has SUCCEEDED already."""
@@ -426,6 +458,7 @@ def keep_call(call: HandlerCallRecord) -> Transition:
     )
 
 
+@_move("clear_call")
 def clear_call(in_progress_until_ms: int | None) -> Transition:
     """The in-progress handler-call record saved with ``in_progress_until_ms`` dropped;
     one saved since by another call is left alone."""
@@ -440,6 +473,7 @@ def clear_call(in_progress_until_ms: int | None) -> Transition:
     )
 
 
+@_move("take_over")
 def take_over(
     seen_token: str,
     *,
@@ -461,6 +495,7 @@ def take_over(
     )
 
 
+@_move("hand_to_reaper")
 def hand_to_reaper(seen_token: str, *, keeping: Keeping) -> Transition:
     """A running lease still held by ``seen_token`` put in the lease index, where the
     reaper looks, unchanged (its message may then be deleted)."""
@@ -470,6 +505,7 @@ def hand_to_reaper(seen_token: str, *, keeping: Keeping) -> Transition:
     )
 
 
+@_move("redrive")
 def redrive(
     tenant_id: str,
     *,
