@@ -44,7 +44,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -95,6 +96,19 @@ class Delivery(Protocol):
     def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult: ...
 
 
+@dataclass(frozen=True)
+class _Attempt:
+    """One attempt as the worker runs it: the tokens it begins with, when, and what
+    the limits admitted (None: none apply)."""
+
+    dispatch: Dispatch
+    task: Task | None
+    lease_token: str
+    callback_token: str
+    began_at: datetime
+    admitted: Pass | None
+
+
 class ExecutionRunner:
     def __init__(
         self,
@@ -138,26 +152,36 @@ class ExecutionRunner:
             return self._set_aside(dispatch, error, now)
         if isinstance(admitted, Wait):
             return self._wait(dispatch, admitted, now)
-        lease_token, callback_token = new_token(), new_token()
-        begin = functools.partial(
+        attempt = _Attempt(dispatch, task, new_token(), new_token(), now, admitted)
+        if task is None or task.status in NOT_RUNNING:
+            self._report_limits(admitted, None)
+            return self._skip(self._beginning(attempt)(), attempt.lease_token, task)
+        return self._call(attempt, task, invocation)
+
+    def _beginning(self, attempt: _Attempt) -> Callable[..., BeginResult]:
+        """The begin of ``attempt`` (``attempts.begin``), to be called with or without the
+        in-progress record of its handler call."""
+        task, dispatch, now = attempt.task, attempt.dispatch, attempt.began_at
+        return functools.partial(
             attempts.begin,
             self._executions,
             dispatch,
             now=now,
             lease_until=now + self._terms.running,
-            lease_token=lease_token,
-            callback_digest=token_digest(callback_token),
+            lease_token=attempt.lease_token,
+            callback_digest=token_digest(attempt.callback_token),
             retry=task.retry if task is not None else RetryPolicy(),
             tenant_id=task.tenant_id if task is not None else tenant_of(self._executions, dispatch),
         )
-        if task is None or task.status in NOT_RUNNING:
-            self._report_limits(admitted, None)
-            return self._skip(begin(), lease_token, task)
+
+    def _call(self, attempt: _Attempt, task: Task, invocation: RemainingTime | None) -> Outcome:
+        """Begin ``attempt`` and call its handler, guarded by its handler-call record."""
+        dispatch, lease_token, admitted = attempt.dispatch, attempt.lease_token, attempt.admitted
         # The attempt begins in the write that saves the in-progress record of its
         # handler call, and ends in the write that saves its success (decision 0016).
         records = AttemptRecords(
             dispatch.execution_id,
-            begin=begin,
+            begin=self._beginning(attempt),
             lease_token=lease_token,
             task=task,
             executions=self._executions,
@@ -169,7 +193,7 @@ class ExecutionRunner:
                 dispatch.execution_id,
                 records,
                 lambda: self._call_handler(
-                    task, dispatch, lease_token, callback_token, now, admitted
+                    task, dispatch, lease_token, attempt.callback_token, attempt.began_at, admitted
                 ),
                 invocation,
             )

@@ -14,12 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dynacron.adapters.sqlite.database import Database
-from dynacron.adapters.sqlite.execution_records import (
-    call_from_record,
-    carry_out,
-    execution_from_record,
-    read_record,
-)
+from dynacron.adapters.sqlite.execution_records import carry_out, read_record
 from dynacron.adapters.sqlite.records import (
     Listing,
     decode_page_token,
@@ -39,7 +34,9 @@ from dynacron.domain.executions.record import (
     DEAD_LETTER,
     DEAD_LETTERED_AT,
     Keeping,
+    call_from_record,
     dead_letter_partition,
+    execution_from_record,
 )
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.task import shard_for
