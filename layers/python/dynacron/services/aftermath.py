@@ -2,7 +2,7 @@
 
 An execution ends exactly once (one conditional write under its lease token), but
 the process that ended it can die a moment later. So the end keeps a short
-follow-up lease on the execution (``ExecutionStore.finish``), this runs, and only
+follow-up lease on the execution (``transitions.finish``), this runs, and only
 then is the lease released; if the finisher died, the reaper finds the lease run
 out and runs this again. Everything here is therefore safe to repeat:
 
