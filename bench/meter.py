@@ -302,7 +302,9 @@ def _caller() -> str:
             owner = frame.f_locals.get("self")
             port = BACKEND_PREFIX.sub("", type(owner).__name__) if owner is not None else ""
             prefix = f"{port}." if port else ""
-            return prefix + frame.f_code.co_name
+            # A store that carries out transitions: named by the move (``begin``, ``finish``).
+            move = getattr(frame.f_locals.get("transition"), "move", "")
+            return prefix + (move or frame.f_code.co_name)
         frame = frame.f_back
     return "bench"
 

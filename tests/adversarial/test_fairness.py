@@ -28,6 +28,7 @@ from dynacron.local.aws import provision
 from dynacron.services.page_claimer import TickReport
 from dynacron.services.tick import Ticker
 from tests.conftest import sleep_moving
+from tests.contract import changes
 from tests.support import recording_ticker
 
 HOOK = "http://127.0.0.1:9/hook"
@@ -327,7 +328,8 @@ def test_a_backfilled_occurrence_200_days_old_is_not_born_expired(
     # When it runs, an hour later, and finishes two hours after that
     clock.advance(timedelta(hours=1))
     dispatch = Dispatch(execution_id=execution_id, task_id=task_id, scheduled_at=old)
-    began = system.executions.begin(
+    began = changes.begin(
+        system.executions,
         dispatch,
         now=clock.now(),
         lease_until=clock.now() + timedelta(seconds=30),
@@ -338,7 +340,9 @@ def test_a_backfilled_occurrence_200_days_old_is_not_born_expired(
     )
     assert began.began
     clock.advance(timedelta(hours=2))
-    assert system.executions.finish(execution_id, "token-1", ExecutionStatus.SUCCEEDED, clock.now())
+    assert changes.finish(
+        system.executions, execution_id, "token-1", ExecutionStatus.SUCCEEDED, clock.now()
+    )
     # Then it expires the retention after its end
     assert stored_expiry(aws, system, execution_id) == clock.now() + EXECUTION_RETENTION
 
@@ -353,7 +357,7 @@ def test_a_skipped_record_of_an_old_occurrence_counts_from_when_it_was_written(
     assert task is not None
     old = clock.now() - timedelta(days=200)
     execution_id = execution_id_for(task_id, old)
-    assert system.executions.record_skipped(task, execution_id, old, "why", clock.now())
+    assert changes.record_skipped(system.executions, task, execution_id, old, "why", clock.now())
     assert stored_expiry(aws, system, execution_id) == clock.now() + EXECUTION_RETENTION
 
 

@@ -1,4 +1,5 @@
-"""The ExecutionStore contract: every transition, with the states it refuses."""
+"""The ExecutionStore contract: every transition carried out (``apply``), with the states
+it refuses, and the queries; ``tests.contract.changes`` makes each change as the services do."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.execution import (
     Dispatch,
     Execution,
@@ -16,7 +18,8 @@ from dynacron.domain.executions.execution import (
     ResultSummary,
 )
 from dynacron.domain.tasks.task import shard_for
-from dynacron.ports import AdapterSet, BeginResult, ExecutionStore
+from dynacron.ports import AdapterSet, Applied, BeginResult, ExecutionStore
+from tests.contract import changes
 from tests.contract.builders import (
     RETRY,
     START,
@@ -43,7 +46,8 @@ def begin(
     call: HandlerCallRecord | None = None,
     call_now: datetime | None = None,
 ) -> BeginResult:
-    return store.begin(
+    return changes.begin(
+        store,
         dispatch,
         now=now,
         lease_until=now + LEASE,
@@ -57,7 +61,8 @@ def begin(
 
 
 def enqueue(store: ExecutionStore, dispatch: Dispatch, token: str, lease_until: datetime) -> bool:
-    return store.enqueue(
+    return changes.enqueue(
+        store,
         dispatch,
         retry=RETRY,
         lease_until=lease_until,
@@ -67,7 +72,8 @@ def enqueue(store: ExecutionStore, dispatch: Dispatch, token: str, lease_until: 
 
 
 def requeue(store: ExecutionStore, execution_id: str, token: str, attempt: int, new: str) -> bool:
-    return store.requeue(
+    return changes.requeue(
+        store,
         execution_id,
         token,
         expected=ExecutionStatus.RUNNING,
@@ -83,6 +89,31 @@ def watched(store: ExecutionStore, execution_id: str, cutoff: datetime = LATER) 
     """Whether the reaper would find the execution's lease ended before ``cutoff``."""
     shard = shard_for(execution_id, store.lease_shards)
     return execution_id in store.expired_leases(shard, cutoff, 1000)
+
+
+def test_apply_returning_answers_with_the_record_as_it_is_or_was(adapters: AdapterSet) -> None:
+    store = adapters.executions
+    dispatch = a_dispatch()
+    execution_id = dispatch.execution_id
+    release = transitions.release("lease-a")
+    # No record: refused, with nothing to say why
+    assert store.apply_returning(execution_id, release) == Applied(False)
+    call = call_in_progress(START)
+    assert begin(store, dispatch, "lease-a", call=call).began
+
+    # Refused: the execution as it is, with its handler-call record, unchanged
+    running = store.get(execution_id)
+    refused = store.apply_returning(execution_id, transitions.release("lease-x"))
+    assert refused == Applied(False, running, call)
+    assert store.get(execution_id) == running
+
+    # Held: the execution as it now is
+    held = store.apply_returning(execution_id, release)
+    assert held.held
+    assert held.execution is not None
+    assert held.execution == store.get(execution_id)
+    assert held.execution.lease_token is None
+    assert held.call == call
 
 
 def test_begin_starts_a_new_execution_once(adapters: AdapterSet) -> None:
@@ -122,7 +153,7 @@ def test_begin_refuses_a_finished_execution(adapters: AdapterSet) -> None:
     store = adapters.executions
     dispatch = a_dispatch()
     begin(store, dispatch, "lease-a")
-    assert store.finish(dispatch.execution_id, "lease-a", ExecutionStatus.SUCCEEDED, START)
+    assert changes.finish(store, dispatch.execution_id, "lease-a", ExecutionStatus.SUCCEEDED, START)
 
     refused = begin(store, dispatch, "lease-b", now=START + SECOND)
 
@@ -221,10 +252,11 @@ def test_holder_writes_refuse_another_token(adapters: AdapterSet) -> None:
     running = begin(store, dispatch, "lease-a").current
 
     # When anyone but the holder renews, finishes, requeues or dead-letters it
-    assert not store.renew(execution_id, "lease-x", START + 5 * LEASE)
-    assert not store.finish(execution_id, "lease-x", ExecutionStatus.SUCCEEDED, START)
+    assert not changes.renew(store, execution_id, "lease-x", START + 5 * LEASE)
+    assert not changes.finish(store, execution_id, "lease-x", ExecutionStatus.SUCCEEDED, START)
     assert not requeue(store, execution_id, "lease-x", 2, "queued-2")
-    assert not store.dead_letter(
+    assert not changes.dead_letter(
+        store,
         execution_id,
         "lease-x",
         now=START,
@@ -234,7 +266,8 @@ def test_holder_writes_refuse_another_token(adapters: AdapterSet) -> None:
         tenant_id=DEFAULT_TENANT,
     )
     # or the holder requeues expecting a state it is not in
-    assert not store.requeue(
+    assert not changes.requeue(
+        store,
         execution_id,
         "lease-a",
         expected=ExecutionStatus.QUEUED,
@@ -254,7 +287,7 @@ def test_renew_extends_the_lease_and_a_202_is_watched(adapters: AdapterSet) -> N
     execution_id = dispatch.execution_id
     begin(store, dispatch, "lease-a")
 
-    assert store.renew(execution_id, "lease-a", START + 2 * LEASE)
+    assert changes.renew(store, execution_id, "lease-a", START + 2 * LEASE)
     renewed = store.get(execution_id)
     assert renewed is not None
     assert renewed.lease_until == START + 2 * LEASE
@@ -262,7 +295,9 @@ def test_renew_extends_the_lease_and_a_202_is_watched(adapters: AdapterSet) -> N
     assert not watched(store, execution_id)
 
     # When the handler answers 202, the lease outlives the message: the reaper watches it
-    assert store.renew(execution_id, "lease-a", START + 3 * LEASE, accepted_at=START + SECOND)
+    assert changes.renew(
+        store, execution_id, "lease-a", START + 3 * LEASE, accepted_at=START + SECOND
+    )
     accepted = store.get(execution_id)
     assert accepted is not None
     assert accepted.accepted_at == START + SECOND
@@ -276,9 +311,11 @@ def test_finish_with_a_follow_up_lease_then_release(adapters: AdapterSet) -> Non
     execution_id = dispatch.execution_id
     begin(store, dispatch, "lease-a")
     done = START + 5 * SECOND
+    assert changes.renew(store, execution_id, "lease-a", START + 2 * LEASE, accepted_at=START)
 
     # When the holder finishes it, keeping a short lease for what its end owes
-    assert store.finish(
+    assert changes.finish(
+        store,
         execution_id,
         "lease-a",
         ExecutionStatus.SUCCEEDED,
@@ -294,20 +331,21 @@ def test_finish_with_a_follow_up_lease_then_release(adapters: AdapterSet) -> Non
     assert finished.status is ExecutionStatus.SUCCEEDED
     assert finished.completed_at == done
     assert finished.result == ResultSummary(status_code=200, excerpt="ok")
+    assert finished.accepted_at is None
     assert (finished.lease_token, finished.lease_until) == ("follow-up", done + LEASE)
     assert watched(store, execution_id)
-    assert not store.finish(execution_id, "lease-a", ExecutionStatus.SUCCEEDED, done)
-    assert not store.renew(execution_id, "follow-up", done + 2 * LEASE)
+    assert not changes.finish(store, execution_id, "lease-a", ExecutionStatus.SUCCEEDED, done)
+    assert not changes.renew(store, execution_id, "follow-up", done + 2 * LEASE)
 
     # When the follow-up is done, the lease goes (only for its token)
-    assert not store.release(execution_id, "lease-a")
-    assert store.release(execution_id, "follow-up")
+    assert not changes.release(store, execution_id, "lease-a")
+    assert changes.release(store, execution_id, "follow-up")
     released = store.get(execution_id)
     assert released is not None
     assert released.status is ExecutionStatus.SUCCEEDED
     assert (released.lease_token, released.lease_until) == (None, None)
     assert not watched(store, execution_id)
-    assert not store.release(execution_id, "follow-up")
+    assert not changes.release(store, execution_id, "follow-up")
 
 
 def test_finish_without_a_follow_up_drops_the_lease(adapters: AdapterSet) -> None:
@@ -315,8 +353,8 @@ def test_finish_without_a_follow_up_drops_the_lease(adapters: AdapterSet) -> Non
     dispatch = a_dispatch()
     begin(store, dispatch, "lease-a")
 
-    assert store.finish(
-        dispatch.execution_id, "lease-a", ExecutionStatus.SKIPPED, START, error="task paused"
+    assert changes.finish(
+        store, dispatch.execution_id, "lease-a", ExecutionStatus.SKIPPED, START, error="task paused"
     )
 
     skipped = store.get(dispatch.execution_id)
@@ -341,7 +379,10 @@ def test_requeue_queues_the_next_attempt_under_a_new_lease(adapters: AdapterSet)
     assert (queued.lease_token, queued.lease_until) == ("queued-2", START + 70 * SECOND)
     assert queued.error == "attempt failed"
     assert watched(store, execution_id)
-    assert not store.renew(execution_id, "lease-a", LATER)
+    assert not changes.renew(store, execution_id, "lease-a", LATER)
+    # The next attempt begins from it; a stale message of attempt 1 does not
+    assert not begin(store, dispatch, "lease-b").began
+    assert begin(store, a_dispatch(attempt=2), "lease-b").began
 
 
 def test_dead_letter_lists_it_for_its_tenant_until_released(adapters: AdapterSet) -> None:
@@ -352,7 +393,8 @@ def test_dead_letter_lists_it_for_its_tenant_until_released(adapters: AdapterSet
     failed_at = START + 5 * SECOND
 
     # When the holder dead-letters it
-    assert store.dead_letter(
+    assert changes.dead_letter(
+        store,
         execution_id,
         "lease-a",
         now=failed_at,
@@ -367,11 +409,12 @@ def test_dead_letter_lists_it_for_its_tenant_until_released(adapters: AdapterSet
     assert failed is not None
     assert (failed.status, failed.error) == (ExecutionStatus.FAILED, "no attempts left")
     assert failed.completed_at == failed_at
+    assert failed.dead_lettered_at == failed_at
     assert failed.lease_token == "dead-copy"
     assert [e.execution_id for e in store.dead_letters("acme", 10, None).items] == [execution_id]
     assert store.dead_letters("other", 10, None).items == []
     assert watched(store, execution_id)
-    assert store.release(execution_id, "dead-copy")
+    assert changes.release(store, execution_id, "dead-copy")
     assert not watched(store, execution_id)
     assert [e.execution_id for e in store.dead_letters("acme", 10, None).items] == [execution_id]
 
@@ -385,8 +428,8 @@ def test_take_over_only_after_the_cutoff_and_only_with_the_seen_token(
     begin(store, dispatch, "lease-a")  # until START + 30 s
 
     def take_over(seen: str, cutoff: datetime, new: str) -> bool:
-        return store.take_over(
-            execution_id, seen, cutoff=cutoff, new_token=new, lease_until=cutoff + LEASE
+        return changes.take_over(
+            store, execution_id, seen, cutoff=cutoff, new_token=new, lease_until=cutoff + LEASE
         )
 
     # When the reaper tries before the lease ended (by its cutoff), or with another token
@@ -394,7 +437,7 @@ def test_take_over_only_after_the_cutoff_and_only_with_the_seen_token(
     assert not take_over("lease-a", START + 10 * SECOND, "reaper-1")
     assert not take_over("lease-x", START + 2 * LEASE, "reaper-1")
     assert store.get(execution_id) is not None
-    assert store.renew(execution_id, "lease-a", START + LEASE)  # still the holder's
+    assert changes.renew(store, execution_id, "lease-a", START + LEASE)  # still the holder's
 
     # When it tries after the cutoff with the token it saw
     assert take_over("lease-a", START + 2 * LEASE, "reaper-1")
@@ -404,35 +447,37 @@ def test_take_over_only_after_the_cutoff_and_only_with_the_seen_token(
     assert taken is not None
     assert (taken.lease_token, taken.lease_until) == ("reaper-1", START + 3 * LEASE)
     assert watched(store, execution_id)
-    assert not store.renew(execution_id, "lease-a", LATER)
+    assert not changes.renew(store, execution_id, "lease-a", LATER)
+    assert not changes.finish(store, execution_id, "lease-a", ExecutionStatus.SUCCEEDED, START)
     assert not take_over("lease-a", START + 5 * LEASE, "reaper-2")
 
 
-def test_watch_puts_a_live_lease_in_view_of_the_reaper(adapters: AdapterSet) -> None:
+def test_hand_to_reaper_puts_a_live_lease_in_its_view(adapters: AdapterSet) -> None:
     store = adapters.executions
     dispatch = a_dispatch()
     execution_id = dispatch.execution_id
     begin(store, dispatch, "lease-a")
     assert not watched(store, execution_id)
 
-    assert not store.watch(execution_id, "lease-x")
+    assert not changes.hand_to_reaper(store, execution_id, "lease-x")
     assert not watched(store, execution_id)
-    assert store.watch(execution_id, "lease-a")
+    assert changes.hand_to_reaper(store, execution_id, "lease-a")
 
     watching = store.get(execution_id)
     assert watching is not None
     assert watching.lease_token == "lease-a"
     assert watched(store, execution_id)
     # A final execution is never watched again for its old holder.
-    assert store.finish(execution_id, "lease-a", ExecutionStatus.SUCCEEDED, START)
-    assert not store.watch(execution_id, "lease-a")
+    assert changes.finish(store, execution_id, "lease-a", ExecutionStatus.SUCCEEDED, START)
+    assert not changes.hand_to_reaper(store, execution_id, "lease-a")
 
 
 def dead_letter_of(store: ExecutionStore, dispatch: Dispatch, failed_at: datetime) -> None:
     """Begin ``dispatch`` and dead-letter it at ``failed_at``, its copy already sent."""
     tenant = dispatch.tenant_id or DEFAULT_TENANT
     assert begin(store, dispatch, "lease-a", now=failed_at - SECOND).began
-    assert store.dead_letter(
+    assert changes.dead_letter(
+        store,
         dispatch.execution_id,
         "lease-a",
         now=failed_at,
@@ -441,7 +486,7 @@ def dead_letter_of(store: ExecutionStore, dispatch: Dispatch, failed_at: datetim
         new_token="dead-copy",
         tenant_id=tenant,
     )
-    assert store.release(dispatch.execution_id, "dead-copy")
+    assert changes.release(store, dispatch.execution_id, "dead-copy")
 
 
 def test_redrive_only_a_dead_letter_of_its_tenant(adapters: AdapterSet) -> None:
@@ -452,7 +497,8 @@ def test_redrive_only_a_dead_letter_of_its_tenant(adapters: AdapterSet) -> None:
     redriven_at = START + timedelta(hours=1)
 
     def redrive(tenant_id: str) -> Execution | None:
-        return store.redrive(
+        return changes.redrive(
+            store,
             tenant_id,
             execution_id,
             now=redriven_at,
@@ -474,14 +520,15 @@ def test_redrive_only_a_dead_letter_of_its_tenant(adapters: AdapterSet) -> None:
     assert (redriven.attempt, redriven.first_attempt) == (4, 4)
     assert redriven.next_attempt_at == redriven_at
     assert (redriven.lease_token, redriven.lease_until) == ("redriven", redriven_at + LEASE)
+    assert (redriven.dead_lettered_at, redriven.completed_at) == (None, None)
     assert watched(store, execution_id)
     assert store.dead_letters("acme", 10, None).items == []
 
     # And it is no dead letter any more
     assert redrive("acme") is None
     assert (
-        store.redrive(
-            "acme", "never_19700101T000000000Z", now=START, lease_until=LATER, new_token="x"
+        changes.redrive(
+            store, "acme", "never_19700101T000000000Z", now=START, lease_until=LATER, new_token="x"
         )
         is None
     )
@@ -492,7 +539,8 @@ def test_record_undelivered_records_a_dead_letter_once(adapters: AdapterSet) -> 
     dispatch = a_dispatch(tenant_id="acme")
 
     def record(error: str, token: str) -> bool:
-        return store.record_undelivered(
+        return changes.record_undelivered(
+            store,
             dispatch,
             now=START,
             error=error,
@@ -516,7 +564,8 @@ def test_record_undelivered_records_a_dead_letter_once(adapters: AdapterSet) -> 
     # An execution that began first is not recorded undelivered.
     other = a_dispatch("other-job")
     begin(store, other, "lease-a")
-    assert not store.record_undelivered(
+    assert not changes.record_undelivered(
+        store,
         other,
         now=START,
         error="late",
@@ -527,7 +576,7 @@ def test_record_undelivered_records_a_dead_letter_once(adapters: AdapterSet) -> 
     )
 
 
-def test_dead_letter_queued_only_while_queued_for_that_attempt_and_token(
+def test_dead_letter_undelivered_only_while_queued_for_that_attempt_and_token(
     adapters: AdapterSet,
 ) -> None:
     store = adapters.executions
@@ -535,8 +584,9 @@ def test_dead_letter_queued_only_while_queued_for_that_attempt_and_token(
     execution_id = dispatch.execution_id
     assert enqueue(store, dispatch, "queued", START + LEASE)
 
-    def dead_letter_queued(seen: str, attempt: int) -> bool:
-        return store.dead_letter_queued(
+    def dead_letter_undelivered(seen: str, attempt: int) -> bool:
+        return changes.dead_letter_undelivered(
+            store,
             execution_id,
             seen,
             attempt=attempt,
@@ -547,9 +597,9 @@ def test_dead_letter_queued_only_while_queued_for_that_attempt_and_token(
             tenant_id="acme",
         )
 
-    assert not dead_letter_queued("resent", 1)
-    assert not dead_letter_queued("queued", 2)
-    assert dead_letter_queued("queued", 1)
+    assert not dead_letter_undelivered("resent", 1)
+    assert not dead_letter_undelivered("queued", 2)
+    assert dead_letter_undelivered("queued", 1)
 
     failed = store.get(execution_id)
     assert failed is not None
@@ -557,13 +607,14 @@ def test_dead_letter_queued_only_while_queued_for_that_attempt_and_token(
     assert failed.lease_token == "dead-copy"
     assert failed.next_attempt_at is None
     assert [e.execution_id for e in store.dead_letters("acme", 10, None).items] == [execution_id]
-    assert not dead_letter_queued("queued", 1)
+    assert not dead_letter_undelivered("queued", 1)
 
     # A queued attempt that began meanwhile is not dead-lettered.
     running = a_dispatch("running-job")
     assert enqueue(store, running, "queued", START + LEASE)
     begin(store, running, "lease-a")
-    assert not store.dead_letter_queued(
+    assert not changes.dead_letter_undelivered(
+        store,
         running.execution_id,
         "queued",
         attempt=1,
@@ -583,35 +634,35 @@ def test_call_records_save_keep_and_clear(adapters: AdapterSet) -> None:
     first = call_in_progress(START, runs_for=30 * SECOND)
 
     # save_call: only for the attempt the token began
-    assert not store.save_call(execution_id, "lease-x", first, epoch_ms(START)).began
-    saved = store.save_call(execution_id, "lease-a", first, epoch_ms(START))
+    assert not changes.save_call(store, execution_id, "lease-x", first, epoch_ms(START)).began
+    saved = changes.save_call(store, execution_id, "lease-a", first, epoch_ms(START))
     assert saved.began
     assert saved.held_call is None
     assert store.held_call(execution_id) == first
 
     # A second call while the first is in progress: the first still counts
     second = call_in_progress(START + 10 * SECOND)
-    held = store.save_call(execution_id, "lease-a", second, epoch_ms(START + 10 * SECOND))
+    held = changes.save_call(store, execution_id, "lease-a", second, epoch_ms(START + 10 * SECOND))
     assert held.began
     assert held.held_call == first
     assert store.held_call(execution_id) == first
 
     # clear_call: only the record saved with that in-progress deadline
-    assert not store.clear_call(execution_id, epoch_ms(START + 99 * SECOND))
-    assert not store.clear_call(execution_id, None)
-    assert store.clear_call(execution_id, first.in_progress_until_ms)
+    assert not changes.clear_call(store, execution_id, epoch_ms(START + 99 * SECOND))
+    assert not changes.clear_call(store, execution_id, None)
+    assert changes.clear_call(store, execution_id, first.in_progress_until_ms)
     assert store.held_call(execution_id) is None
-    assert not store.clear_call(execution_id, first.in_progress_until_ms)
+    assert not changes.clear_call(store, execution_id, first.in_progress_until_ms)
 
     # keep_call: a success is kept whoever holds the lease, until the execution succeeded
     completed = call_completed(START + 20 * SECOND)
-    assert store.keep_call(execution_id, completed)
+    assert changes.keep_call(store, execution_id, completed)
     assert store.held_call(execution_id) == completed
-    assert not store.clear_call(execution_id, None)  # a completed record is never cleared
-    assert store.finish(execution_id, "lease-a", ExecutionStatus.SUCCEEDED, START)
-    assert not store.keep_call(execution_id, call_completed(START + 30 * SECOND))
+    assert not changes.clear_call(store, execution_id, None)  # a completed record is never cleared
+    assert changes.finish(store, execution_id, "lease-a", ExecutionStatus.SUCCEEDED, START)
+    assert not changes.keep_call(store, execution_id, call_completed(START + 30 * SECOND))
     assert store.held_call(execution_id) == completed
-    assert not store.keep_call("missing_20261130T120000000Z", completed)
+    assert not changes.keep_call(store, "missing_20261130T120000000Z", completed)
 
 
 def test_set_aside_takes_it_out_of_the_reapers_view(adapters: AdapterSet) -> None:
@@ -620,13 +671,13 @@ def test_set_aside_takes_it_out_of_the_reapers_view(adapters: AdapterSet) -> Non
     assert enqueue(store, dispatch, "queued", START + LEASE)
     assert watched(store, dispatch.execution_id)
 
-    assert store.set_aside(dispatch.execution_id, "handling it raised", START)
+    assert changes.set_aside(store, dispatch.execution_id, "handling it raised", START)
 
     assert not watched(store, dispatch.execution_id)
     kept = store.get(dispatch.execution_id)
     assert kept is not None
     assert kept.status is ExecutionStatus.QUEUED
-    assert not store.set_aside("missing_20261130T120000000Z", "nothing there", START)
+    assert not changes.set_aside(store, "missing_20261130T120000000Z", "nothing there", START)
 
 
 def test_expired_leases_by_shard_before_the_cutoff(adapters: AdapterSet) -> None:
@@ -652,6 +703,7 @@ def test_expired_leases_by_shard_before_the_cutoff(adapters: AdapterSet) -> None
             if end < cutoff and shard_for(execution_id, store.lease_shards) == shard
         }
         assert sorted(ids) == sorted(expected)
+        assert ids == sorted(ids, key=ends.__getitem__)  # the earliest end first
     assert sum(len(ids) for ids in found.values()) == 12
     # and no more than asked for
     busiest = max(found, key=lambda shard: len(found[shard]))
@@ -664,8 +716,8 @@ def test_record_skipped_once(adapters: AdapterSet) -> None:
     task = a_task("job", tenant_id="acme")
     execution_id = a_dispatch("job").execution_id
 
-    assert store.record_skipped(task, execution_id, START, "overlap", START + SECOND)
-    assert not store.record_skipped(task, execution_id, START, "again", START + SECOND)
+    assert changes.record_skipped(store, task, execution_id, START, "overlap", START + SECOND)
+    assert not changes.record_skipped(store, task, execution_id, START, "again", START + SECOND)
 
     skipped = store.get(execution_id)
     assert skipped is not None
@@ -707,6 +759,9 @@ def test_dead_letters_are_paged_newest_first(adapters: AdapterSet) -> None:
     assert first_token is not None
     with pytest.raises(InvalidRequest):
         store.dead_letters("other", 2, first_token)
+    # nor in a task's history
+    with pytest.raises(InvalidRequest):
+        store.list_for_task("job-1", 2, first_token)
 
 
 def test_list_for_task_is_paged_newest_first(adapters: AdapterSet) -> None:
@@ -737,13 +792,13 @@ def test_list_for_task_is_paged_newest_first(adapters: AdapterSet) -> None:
         store.list_for_task("other-job", 2, first_token)
 
 
-def test_owner_of_a_dispatch(adapters: AdapterSet) -> None:
+def test_tenant_of_a_dispatch(adapters: AdapterSet) -> None:
     store = adapters.executions
-    assert store.owner_of(a_dispatch("job", tenant_id="acme")) == "acme"
+    assert changes.tenant_of(store, a_dispatch("job", tenant_id="acme")) == "acme"
     # A message sent before messages named their tenant: as another execution recorded it
     old_message = Dispatch(
         execution_id=a_dispatch("job").execution_id, task_id="job", scheduled_at=START
     )
-    assert store.owner_of(old_message) == DEFAULT_TENANT
+    assert changes.tenant_of(store, old_message) == DEFAULT_TENANT
     begin(store, a_dispatch("job", at=START - timedelta(hours=1), tenant_id="acme"), "lease-a")
-    assert store.owner_of(old_message) == "acme"
+    assert changes.tenant_of(store, old_message) == "acme"

@@ -11,6 +11,7 @@ from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions.attention import Attention, AttentionQuery
 from dynacron.domain.executions.execution import Dispatch, ExecutionStatus
 from dynacron.ports import AdapterSet, ExecutionStore
+from tests.contract import changes
 from tests.contract.builders import START, a_dispatch, a_task
 from tests.contract.test_executions import LEASE, SECOND, begin, dead_letter_of
 
@@ -24,7 +25,7 @@ def listed(
     ids: list[str] = []
     token: str | None = None
     for _ in range(50):
-        page = store.across_tasks(tenant_id, query, limit, token)
+        page = store.needing_attention(tenant_id, query, limit, token)
         assert len(page.items) <= limit
         ids += [e.execution_id for e in page.items]
         token = page.next_token
@@ -37,7 +38,8 @@ def failed_once(store: ExecutionStore, dispatch: Dispatch, failed_at: datetime) 
     """Begin ``dispatch`` and fail its attempt at ``failed_at``: QUEUED for a retry."""
     tenant = dispatch.tenant_id or "default"
     assert begin(store, dispatch, "first", now=failed_at - SECOND).began
-    assert store.requeue(
+    assert changes.requeue(
+        store,
         dispatch.execution_id,
         "first",
         expected=ExecutionStatus.RUNNING,
@@ -55,7 +57,8 @@ def accepted(store: ExecutionStore, dispatch: Dispatch, at: datetime) -> str:
     """Begin ``dispatch`` and have its handler answer 202 at ``at``: a long job running."""
     tenant = dispatch.tenant_id or "default"
     assert begin(store, dispatch, "long", now=at - SECOND).began
-    assert store.renew(
+    assert changes.renew(
+        store,
         dispatch.execution_id,
         "long",
         at + timedelta(hours=1),
@@ -71,13 +74,16 @@ def test_only_executions_an_operator_looks_for_are_listed(adapters: AdapterSet) 
     # long job) and one postponed before it ever failed
     succeeded = a_dispatch("fine", tenant_id="acme")
     assert begin(store, succeeded, "ok").began
-    assert store.finish(succeeded.execution_id, "ok", ExecutionStatus.SUCCEEDED, START)
+    assert changes.finish(store, succeeded.execution_id, "ok", ExecutionStatus.SUCCEEDED, START)
     task = a_task("skipper", tenant_id="acme")
-    assert store.record_skipped(task, "skipper_20261130T120000.000Z", START, "overlap", START)
+    assert changes.record_skipped(
+        store, task, "skipper_20261130T120000.000Z", START, "overlap", START
+    )
     assert begin(store, a_dispatch("busy", tenant_id="acme"), "busy").began
     postponed = a_dispatch("waits", tenant_id="acme")
     assert begin(store, postponed, "p").began
-    assert store.requeue(
+    assert changes.requeue(
+        store,
         postponed.execution_id,
         "p",
         expected=ExecutionStatus.RUNNING,
@@ -94,7 +100,7 @@ def test_only_executions_an_operator_looks_for_are_listed(adapters: AdapterSet) 
 
     # Then only the last three are listed, newest first, each with when it was listed
     assert listed(store, "acme") == [dead.execution_id, retrying, long_job]
-    page = store.across_tasks("acme", ANY, 10, None)
+    page = store.needing_attention("acme", ANY, 10, None)
     assert [(e.status, e.attention_at) for e in page.items] == [
         (ExecutionStatus.FAILED, START + 3 * SECOND),
         (ExecutionStatus.QUEUED, START + 2 * SECOND),
@@ -119,10 +125,10 @@ def test_a_tenant_never_sees_another_tenants_executions(adapters: AdapterSet) ->
     assert listed(store, "nobody") == []
 
     # And a token of acme's listing is refused to the other tenant, not followed
-    token = store.across_tasks("acme", ANY, 2, None).next_token
+    token = store.needing_attention("acme", ANY, 2, None).next_token
     assert token is not None
     with pytest.raises(InvalidRequest) as refused:
-        store.across_tasks("other", ANY, 2, token)
+        store.needing_attention("other", ANY, 2, token)
     assert refused.value.field == "next_token"
 
 
@@ -156,16 +162,21 @@ def test_a_retry_is_listed_until_it_succeeds_and_a_redrive_until_it_runs_well(
     assert begin(store, retry, "second", now=START + 20 * SECOND).began
     running = AttentionQuery(status=ExecutionStatus.RUNNING)
     assert listed(store, "acme", running) == [retrying]
-    assert store.finish(retrying, "second", ExecutionStatus.SUCCEEDED, START + 21 * SECOND)
+    assert changes.finish(store, retrying, "second", ExecutionStatus.SUCCEEDED, START + 21 * SECOND)
     assert listed(store, "acme") == [dead.execution_id]
 
     # When the dead letter is redriven it is listed QUEUED, from the redrive
     redriven_at = START + timedelta(hours=1)
-    redriven = store.redrive(
-        "acme", dead.execution_id, now=redriven_at, lease_until=redriven_at + LEASE, new_token="r"
+    redriven = changes.redrive(
+        store,
+        "acme",
+        dead.execution_id,
+        now=redriven_at,
+        lease_until=redriven_at + LEASE,
+        new_token="r",
     )
     assert redriven is not None
-    page = store.across_tasks("acme", ANY, 10, None)
+    page = store.needing_attention("acme", ANY, 10, None)
     assert [(e.execution_id, e.status, e.attention_at) for e in page.items] == [
         (dead.execution_id, ExecutionStatus.QUEUED, redriven_at)
     ]
@@ -218,7 +229,7 @@ def test_paged_newest_first_and_a_token_is_good_for_its_query_only(
     assert every[2:] == list(reversed(ids[:5]))
 
     # And a token is refused by another query, and when it is not a token at all
-    token = store.across_tasks("acme", ANY, 3, None).next_token
+    token = store.needing_attention("acme", ANY, 3, None).next_token
     assert token is not None
     for query, bad in [
         (AttentionQuery(status=ExecutionStatus.FAILED), token),
@@ -227,4 +238,4 @@ def test_paged_newest_first_and_a_token_is_good_for_its_query_only(
         (ANY, token[:-4]),
     ]:
         with pytest.raises(InvalidRequest):
-            store.across_tasks("acme", query, 3, bad)
+            store.needing_attention("acme", query, 3, bad)

@@ -23,6 +23,7 @@ from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.entry.composition import Dynacron
 from dynacron.ports import BeginResult
 from tests.conftest import START
+from tests.contract import changes
 
 EXECUTION = "task1_20261130T120000.000Z"
 DAY = 24 * 3600
@@ -46,7 +47,8 @@ def store(system: Dynacron) -> DynamoExecutionStore:
 def begin(
     store: DynamoExecutionStore, clock: SettableClock, call: HandlerCallRecord, attempt: int = 1
 ) -> BeginResult:
-    return store.begin(
+    return changes.begin(
+        store,
         Dispatch(EXECUTION, "task1", START, attempt=attempt),
         now=clock.now(),
         lease_until=clock.now() + timedelta(seconds=30),
@@ -59,7 +61,8 @@ def begin(
 
 
 def queue_attempt_2(store: DynamoExecutionStore, clock: SettableClock) -> None:
-    assert store.requeue(
+    assert changes.requeue(
+        store,
         EXECUTION,
         "token-1",
         expected=ExecutionStatus.RUNNING,
@@ -118,10 +121,10 @@ def test_a_success_kept_after_the_lease_was_lost_is_held_for_the_next_attempt(
     success = HandlerCallRecord(
         HandlerCallRecord.COMPLETED, int(time.time()) + DAY, response=ResultSummary(200, "ok")
     )
-    assert not store.finish(
-        EXECUTION, "token-1", ExecutionStatus.SUCCEEDED, clock.now(), call=success
+    assert not changes.finish(
+        store, EXECUTION, "token-1", ExecutionStatus.SUCCEEDED, clock.now(), call=success
     )
-    assert store.keep_call(EXECUTION, success)
+    assert changes.keep_call(store, EXECUTION, success)
     begun = begin(store, clock, in_progress(now_ms() + 10_000), attempt=2)
     assert begun.began
     assert begun.held_call == success
@@ -136,9 +139,9 @@ def test_a_delete_removes_only_the_record_its_call_saved(
     theirs = in_progress(now_ms() + 10_000)
     begin(store, clock, theirs, attempt=2)
     # The late first call failed: its delete must not free the second call's lock
-    assert not store.clear_call(EXECUTION, mine.in_progress_until_ms)
+    assert not changes.clear_call(store, EXECUTION, mine.in_progress_until_ms)
     assert store.held_call(EXECUTION) == theirs
-    assert store.clear_call(EXECUTION, theirs.in_progress_until_ms)
+    assert changes.clear_call(store, EXECUTION, theirs.in_progress_until_ms)
     assert store.held_call(EXECUTION) is None
 
 
@@ -147,5 +150,7 @@ def test_a_late_success_does_not_overwrite_an_execution_that_succeeded(
 ) -> None:
     begin(store, clock, in_progress(now_ms() + 10_000))
     done = HandlerCallRecord(HandlerCallRecord.COMPLETED, int(time.time()) + DAY)
-    assert store.finish(EXECUTION, "token-1", ExecutionStatus.SUCCEEDED, clock.now(), call=done)
-    assert not store.keep_call(EXECUTION, done)
+    assert changes.finish(
+        store, EXECUTION, "token-1", ExecutionStatus.SUCCEEDED, clock.now(), call=done
+    )
+    assert not changes.keep_call(store, EXECUTION, done)

@@ -12,7 +12,9 @@ import pytest
 
 from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
+from dynacron.domain.conditions import Transition
 from dynacron.domain.executions.execution import Dispatch, ExecutionStatus, LeaseTerms
+from dynacron.domain.executions.record import Keeping
 from dynacron.domain.tasks.task import execution_id_for
 from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import LOOPBACK_NETWORKS
@@ -81,13 +83,18 @@ def test_every_call_in_flight_has_its_lease_extended_until_it_returns(
 
 
 class CountingRenewals:
-    """Stands in for the execution store's ``renew``: every lease renews, and the
-    instant each was asked is kept (what is tested is when, not the write)."""
+    """Stands in for the execution store, which a heartbeat asks to carry out a
+    renewal: every lease renews, and the instant each was asked is kept (what is
+    tested is when, not the write)."""
 
     def __init__(self) -> None:
         self.asked: list[tuple[str, float]] = []
 
-    def renew(self, execution_id: str, lease_token: str, lease_until: datetime) -> bool:
+    def keeping(self, execution_id: str) -> Keeping:
+        return Keeping("0", timedelta(days=1))
+
+    def apply(self, execution_id: str, transition: Transition) -> bool:
+        assert transition.move == "renew"
         self.asked.append((execution_id, time.monotonic()))
         return True
 

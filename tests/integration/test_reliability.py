@@ -16,6 +16,7 @@ from dynacron.domain.tasks.task import execution_id_for
 from dynacron.local.chaos import CrashAt
 from dynacron.ports.faults import Boundary
 from tests.conftest import START
+from tests.contract import changes
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline
 from tests.support import Delivery, Sink, wait_until
@@ -548,8 +549,11 @@ def test_a_renewed_lease_cannot_be_taken_over(pipeline: Pipeline, sink: Sink) ->
     terms = pipeline.settings.lease_terms
     late = execution.lease_until + terms.clock_skew + timedelta(seconds=1)
     # The holder renews just before the reaper writes
-    assert pipeline.app.executions.renew(execution_id, execution.lease_token, late + terms.running)
-    taken = pipeline.app.executions.take_over(
+    assert changes.renew(
+        pipeline.app.executions, execution_id, execution.lease_token, late + terms.running
+    )
+    taken = changes.take_over(
+        pipeline.app.executions,
         execution_id,
         execution.lease_token,
         cutoff=terms.abandoned_before(late),
@@ -557,7 +561,8 @@ def test_a_renewed_lease_cannot_be_taken_over(pipeline: Pipeline, sink: Sink) ->
         lease_until=late + terms.running,
     )
     assert not taken
-    assert pipeline.app.executions.finish(
+    assert changes.finish(
+        pipeline.app.executions,
         execution_id,
         execution.lease_token,
         ExecutionStatus.SUCCEEDED,
@@ -629,5 +634,5 @@ def test_the_indexes_hold_only_what_is_owed(pipeline: Pipeline, sink: Sink) -> N
     assert leased() == {waiting, dead}
     assert store.dead_letters(ALICE, 10, None).items == []
     assert done not in leased()
-    listed = store.across_tasks(ALICE, AttentionQuery(), 10, None).items
+    listed = store.needing_attention(ALICE, AttentionQuery(), 10, None).items
     assert sorted(e.execution_id for e in listed) == sorted([waiting, dead])

@@ -25,13 +25,11 @@ from dynacron.adapters.sqlite.coordination import (
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.executions import SqliteExecutionStore
 from dynacron.adapters.sqlite.tasks import SqliteTaskStore
-from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.attention import AttentionQuery
 from dynacron.domain.executions.execution import (
     Dispatch,
     ExecutionStatus,
-    HandlerCallRecord,
-    ResultSummary,
 )
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.schedules.expressions import AfterSchedule, OneTimeSchedule, RateSchedule
@@ -45,6 +43,7 @@ from dynacron.domain.tasks.task import (
     execution_id_for,
 )
 from dynacron.ports import UnreadableTask, UnreadableTaskError
+from dynacron.services import attempts
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SHARDING = Sharding(shard_count=4, bucket_seconds=60)
@@ -281,11 +280,8 @@ def test_two_databases_on_one_file_act_as_two_processes(tmp_path: Path) -> None:
 
 RETENTION = timedelta(days=7)
 LEASE = NOW + timedelta(minutes=5)
-
-
-@pytest.fixture
-def executions(database: Database) -> SqliteExecutionStore:
-    return SqliteExecutionStore(database, RETENTION, lease_shards=4)
+# The execution cases every store shares are in the contract suite
+# (tests/contract/test_executions.py); here, only what is SQLite's own.
 
 
 def a_dispatch(task_id: str = "t1", at: datetime = NOW, attempt: int = 1) -> Dispatch:
@@ -299,13 +295,10 @@ def a_dispatch(task_id: str = "t1", at: datetime = NOW, attempt: int = 1) -> Dis
 
 
 def begin(
-    store: SqliteExecutionStore,
-    dispatch: Dispatch,
-    token: str = "tok1",
-    call: HandlerCallRecord | None = None,
-    call_now_ms: int = 0,
+    store: SqliteExecutionStore, dispatch: Dispatch, token: str = "tok1"
 ) -> tuple[bool, ExecutionStatus | None]:
-    result = store.begin(
+    result = attempts.begin(
+        store,
         dispatch,
         now=NOW,
         lease_until=LEASE,
@@ -313,427 +306,8 @@ def begin(
         callback_digest="digest",
         retry=RetryPolicy(),
         tenant_id="tenant-a",
-        call=call,
-        call_now_ms=call_now_ms,
     )
     return result.began, result.current.status if result.current else None
-
-
-def enqueue(store: SqliteExecutionStore, dispatch: Dispatch, token: str = "q1") -> bool:
-    return store.enqueue(
-        dispatch, retry=RetryPolicy(), lease_until=LEASE, lease_token=token, tenant_id="tenant-a"
-    )
-
-
-def test_begin_new_then_refuse_a_duplicate(executions: SqliteExecutionStore) -> None:
-    dispatch = a_dispatch()
-
-    assert begin(executions, dispatch) == (True, ExecutionStatus.RUNNING)
-    assert begin(executions, dispatch, token="tok2") == (False, ExecutionStatus.RUNNING)
-
-    execution = executions.get(dispatch.execution_id)
-    assert execution is not None
-    assert (execution.lease_token, execution.attempt, execution.tenant_id) == (
-        "tok1",
-        1,
-        "tenant-a",
-    )
-    # Begun from a message: not in the lease index (the message guards it)
-    assert execution.lease_indexed is False
-    assert executions.expired_leases(0, LEASE + timedelta(days=1), 100) == []
-    assert executions.get("t1_nothing") is None
-
-
-def test_begin_a_queued_execution_only_for_its_attempt(
-    executions: SqliteExecutionStore,
-) -> None:
-    dispatch = a_dispatch()
-    assert enqueue(executions, dispatch) is True
-    assert enqueue(executions, dispatch) is False
-    queued = executions.get(dispatch.execution_id)
-    assert queued is not None
-    assert queued.status is ExecutionStatus.QUEUED
-    assert queued.lease_indexed
-
-    assert begin(executions, a_dispatch(attempt=2)) == (False, ExecutionStatus.QUEUED)
-    assert begin(executions, dispatch) == (True, ExecutionStatus.RUNNING)
-    running = executions.get(dispatch.execution_id)
-    assert running is not None
-    assert running.lease_indexed is False
-    assert running.next_attempt_at is None
-
-
-def test_renew_finish_and_release_name_the_lease_token(
-    executions: SqliteExecutionStore,
-) -> None:
-    dispatch = a_dispatch()
-    execution_id = dispatch.execution_id
-    begin(executions, dispatch)
-
-    assert executions.renew(execution_id, "wrong", LEASE) is False
-    assert executions.renew(execution_id, "tok1", LEASE, accepted_at=NOW) is True
-    renewed = executions.get(execution_id)
-    assert renewed is not None
-    assert renewed.accepted_at == NOW
-    assert renewed.lease_indexed
-
-    assert executions.finish(execution_id, "wrong", ExecutionStatus.SUCCEEDED, NOW) is False
-    follow_up_until = NOW + timedelta(seconds=30)
-    assert executions.finish(
-        execution_id,
-        "tok1",
-        ExecutionStatus.SUCCEEDED,
-        NOW,
-        follow_up_token="fu",
-        follow_up_until=follow_up_until,
-        result=ResultSummary(200, "ok"),
-    )
-    # The follow-up lease is watched: once it ends, the reaper finds it
-    shard = next(s for s in range(4) if execution_id in executions.expired_leases(s, LEASE, 10))
-    assert executions.expired_leases(shard, follow_up_until, 10) == []
-    finished = executions.get(execution_id)
-    assert finished is not None
-    assert finished.status is ExecutionStatus.SUCCEEDED
-    assert finished.result == ResultSummary(200, "ok")
-    assert finished.accepted_at is None
-
-    assert executions.release(execution_id, "tok1") is False
-    assert executions.release(execution_id, "fu") is True
-    assert executions.expired_leases(shard, LEASE, 10) == []
-    released = executions.get(execution_id)
-    assert released is not None
-    assert released.lease_token is None
-
-
-def test_requeue_gives_a_new_token_and_the_old_one_stops_working(
-    executions: SqliteExecutionStore,
-) -> None:
-    dispatch = a_dispatch()
-    begin(executions, dispatch)
-    retry_at = NOW + timedelta(seconds=10)
-
-    assert not executions.requeue(
-        dispatch.execution_id,
-        "tok1",
-        expected=ExecutionStatus.QUEUED,
-        attempt=2,
-        not_before=retry_at,
-        lease_until=LEASE,
-        new_token="tok2",
-    )
-    assert executions.requeue(
-        dispatch.execution_id,
-        "tok1",
-        expected=ExecutionStatus.RUNNING,
-        attempt=2,
-        not_before=retry_at,
-        lease_until=LEASE,
-        new_token="tok2",
-        error="HTTP 500",
-    )
-    assert executions.renew(dispatch.execution_id, "tok1", LEASE) is False
-    queued = executions.get(dispatch.execution_id)
-    assert queued is not None
-    assert (queued.status, queued.attempt, queued.next_attempt_at, queued.error) == (
-        ExecutionStatus.QUEUED,
-        2,
-        retry_at,
-        "HTTP 500",
-    )
-    # The next attempt begins from it; a stale message of attempt 1 does not
-    assert begin(executions, dispatch, token="tok3") == (False, ExecutionStatus.QUEUED)
-    assert begin(executions, a_dispatch(attempt=2), token="tok3") == (
-        True,
-        ExecutionStatus.RUNNING,
-    )
-
-
-def test_take_over_only_an_expired_lease_with_the_token_seen(
-    executions: SqliteExecutionStore,
-) -> None:
-    dispatch = a_dispatch()
-    begin(executions, dispatch)
-    execution_id = dispatch.execution_id
-
-    # Not yet ended before the cutoff, or another token: refused
-    assert not executions.take_over(
-        execution_id, "tok1", cutoff=LEASE, new_token="r1", lease_until=LEASE
-    )
-    after = LEASE + timedelta(seconds=1)
-    assert not executions.take_over(
-        execution_id, "other", cutoff=after, new_token="r1", lease_until=after
-    )
-    assert executions.take_over(
-        execution_id, "tok1", cutoff=after, new_token="r1", lease_until=after
-    )
-    # The late worker's writes now fail; the taker's lease is watched
-    assert executions.finish(execution_id, "tok1", ExecutionStatus.SUCCEEDED, NOW) is False
-    taken = executions.get(execution_id)
-    assert taken is not None
-    assert taken.lease_token == "r1"
-    assert taken.lease_indexed
-
-
-def test_watch_puts_a_running_lease_in_the_index(executions: SqliteExecutionStore) -> None:
-    dispatch = a_dispatch()
-    begin(executions, dispatch)
-
-    assert executions.watch(dispatch.execution_id, "other") is False
-    assert executions.watch(dispatch.execution_id, "tok1") is True
-    found = [i for s in range(4) for i in executions.expired_leases(s, LEASE + timedelta(1), 10)]
-    assert found == [dispatch.execution_id]
-
-
-def test_expired_leases_by_shard_oldest_first_up_to_the_limit(
-    executions: SqliteExecutionStore,
-) -> None:
-    ids = []
-    for i in range(12):
-        dispatch = a_dispatch(f"task{i}")
-        executions.enqueue(
-            dispatch,
-            retry=RetryPolicy(),
-            lease_until=NOW + timedelta(seconds=i),
-            lease_token=f"q{i}",
-            tenant_id="tenant-a",
-        )
-        ids.append(dispatch.execution_id)
-
-    by_shard = {s: executions.expired_leases(s, NOW + timedelta(seconds=6), 100) for s in range(4)}
-
-    assert sorted(i for found in by_shard.values() for i in found) == sorted(ids[:6])
-    for found in by_shard.values():
-        assert found == sorted(found, key=ids.index)
-    busiest = max(by_shard, key=lambda s: len(by_shard[s]))
-    assert (
-        executions.expired_leases(busiest, NOW + timedelta(seconds=6), 1) == by_shard[busiest][:1]
-    )
-
-
-def dead_letter(store: SqliteExecutionStore, task_id: str, at: datetime, tenant: str) -> str:
-    dispatch = a_dispatch(task_id)
-    begin(store, dispatch, token=f"tok-{task_id}")
-    assert store.dead_letter(
-        dispatch.execution_id,
-        f"tok-{task_id}",
-        now=at,
-        error="gave up",
-        lease_until=at + timedelta(seconds=30),
-        new_token=f"dl-{task_id}",
-        tenant_id=tenant,
-    )
-    return dispatch.execution_id
-
-
-def test_dead_letters_page_newest_first_per_tenant(executions: SqliteExecutionStore) -> None:
-    ids = [
-        dead_letter(executions, f"d{i}", NOW + timedelta(seconds=i), "tenant-a") for i in range(5)
-    ]
-    dead_letter(executions, "other", NOW, "tenant-b")
-
-    seen: list[str] = []
-    tokens: list[str] = []
-    token: str | None = None
-    while True:
-        page = executions.dead_letters("tenant-a", 2, token)
-        seen += [e.execution_id for e in page.items]
-        if page.next_token is None:
-            break
-        token = page.next_token
-        tokens.append(token)
-
-    assert seen == list(reversed(ids))
-    assert len(tokens) == 2
-    with pytest.raises(InvalidRequest):
-        executions.dead_letters("tenant-b", 2, tokens[0])
-    with pytest.raises(InvalidRequest):
-        executions.list_for_task("d1", 2, tokens[0])
-    assert [e.task_id for e in executions.dead_letters("tenant-b", 10, None).items] == ["other"]
-    failed = executions.get(ids[0])
-    assert failed is not None
-    assert failed.status is ExecutionStatus.FAILED
-    assert failed.dead_lettered_at == NOW
-
-
-def test_redrive_only_a_dead_letter_of_that_tenant(executions: SqliteExecutionStore) -> None:
-    execution_id = dead_letter(executions, "d1", NOW, "tenant-a")
-    later = NOW + timedelta(minutes=1)
-
-    assert (
-        executions.redrive("tenant-b", execution_id, now=later, lease_until=LEASE, new_token="r")
-        is None
-    )
-    redriven = executions.redrive(
-        "tenant-a", execution_id, now=later, lease_until=LEASE, new_token="r"
-    )
-    assert redriven is not None
-    assert (redriven.status, redriven.attempt, redriven.first_attempt) == (
-        ExecutionStatus.QUEUED,
-        2,
-        2,
-    )
-    assert redriven.dead_lettered_at is None
-    assert redriven.completed_at is None
-    assert executions.dead_letters("tenant-a", 10, None).items == []
-    # Not a dead letter any more: a second redrive finds none
-    assert (
-        executions.redrive("tenant-a", execution_id, now=later, lease_until=LEASE, new_token="s")
-        is None
-    )
-
-
-def test_record_undelivered_once_and_dead_letter_queued(
-    executions: SqliteExecutionStore,
-) -> None:
-    undelivered = a_dispatch("u1")
-
-    def record() -> bool:
-        return executions.record_undelivered(
-            undelivered,
-            now=NOW,
-            error="never began",
-            retry=RetryPolicy(),
-            tenant_id="tenant-a",
-            lease_until=LEASE,
-            lease_token="u",
-        )
-
-    assert record() is True
-    assert record() is False
-
-    queued = a_dispatch("q1")
-    enqueue(executions, queued, token="q")
-
-    def give_up(seen_token: str) -> bool:
-        return executions.dead_letter_queued(
-            queued.execution_id,
-            seen_token,
-            attempt=1,
-            now=NOW,
-            error="receive count exceeded",
-            lease_until=LEASE,
-            new_token="dl",
-            tenant_id="tenant-a",
-        )
-
-    assert give_up("wrong") is False
-    assert give_up("q") is True
-    listed = {e.execution_id for e in executions.dead_letters("tenant-a", 10, None).items}
-    assert listed == {undelivered.execution_id, queued.execution_id}
-
-
-def test_skipped_and_set_aside(executions: SqliteExecutionStore) -> None:
-    task = a_task("t1")
-    execution_id = execution_id_for("t1", NOW)
-    assert executions.record_skipped(task, execution_id, NOW, "overlap", NOW) is True
-    assert executions.record_skipped(task, execution_id, NOW, "overlap", NOW) is False
-    skipped = executions.get(execution_id)
-    assert skipped is not None
-    assert (skipped.status, skipped.error) == (ExecutionStatus.SKIPPED, "overlap")
-
-    queued = a_dispatch("t2")
-    enqueue(executions, queued)
-    assert executions.set_aside(queued.execution_id, "raised", NOW) is True
-    assert executions.set_aside("t9_missing", "raised", NOW) is False
-    assert all(executions.expired_leases(s, LEASE + timedelta(days=1), 10) == [] for s in range(4))
-
-
-def test_list_for_task_newest_first_with_tokens(executions: SqliteExecutionStore) -> None:
-    ids = [a_dispatch("t1", NOW + timedelta(minutes=i)).execution_id for i in range(5)]
-    for i in range(5):
-        begin(executions, a_dispatch("t1", NOW + timedelta(minutes=i)))
-    begin(executions, a_dispatch("t10"))
-
-    seen: list[str] = []
-    token: str | None = None
-    while True:
-        page = executions.list_for_task("t1", 2, token)
-        seen += [e.execution_id for e in page.items]
-        token = page.next_token
-        if token is None:
-            break
-        with pytest.raises(InvalidRequest):
-            executions.list_for_task("t10", 2, token)
-
-    assert seen == list(reversed(ids))
-    assert executions.owner_of(Dispatch("t1_x", "t1", NOW)) == "tenant-a"
-    assert executions.owner_of(Dispatch("t5_x", "t5", NOW)) == "default"
-
-
-IN_PROGRESS_UNTIL_MS = int(NOW.timestamp() * 1000) + 60_000
-
-
-def in_progress(until_ms: int = IN_PROGRESS_UNTIL_MS) -> HandlerCallRecord:
-    return HandlerCallRecord(
-        status=HandlerCallRecord.IN_PROGRESS,
-        expires_at=int(NOW.timestamp()) + 3600,
-        in_progress_until_ms=until_ms,
-    )
-
-
-def test_call_records_saved_held_kept_and_cleared(executions: SqliteExecutionStore) -> None:
-    now_ms = int(NOW.timestamp() * 1000)
-    # Given an execution whose first attempt's call is still in progress, queued again
-    dispatch = a_dispatch()
-    first = in_progress(now_ms + 1_000)
-    assert begin(executions, dispatch, token="tok0", call=first, call_now_ms=now_ms)[0]
-    assert executions.requeue(
-        dispatch.execution_id,
-        "tok0",
-        expected=ExecutionStatus.RUNNING,
-        attempt=2,
-        not_before=NOW,
-        lease_until=LEASE,
-        new_token="q",
-    )
-
-    # When the second attempt begins with its own record while that one still counts
-    result = executions.begin(
-        a_dispatch(attempt=2),
-        now=NOW,
-        lease_until=LEASE,
-        lease_token="tok1",
-        callback_digest="d",
-        retry=RetryPolicy(),
-        tenant_id="tenant-a",
-        call=in_progress(),
-        call_now_ms=now_ms,
-    )
-
-    # Then it began, and the record that still counts is the first one
-    assert result.began
-    assert result.held_call == first
-    # Once that one timed out, save_call replaces it
-    assert not executions.save_call(dispatch.execution_id, "wrong", in_progress(), now_ms).began
-    held = executions.save_call(dispatch.execution_id, "tok1", in_progress(), now_ms)
-    assert held.began
-    assert held.held_call is not None
-    saved = executions.save_call(dispatch.execution_id, "tok1", in_progress(), now_ms + 2_000)
-    assert saved.began
-    assert saved.held_call is None
-    assert executions.held_call(dispatch.execution_id) == in_progress()
-
-    # clear_call drops only the record saved with the given deadline
-    assert executions.clear_call(dispatch.execution_id, IN_PROGRESS_UNTIL_MS + 1) is False
-    assert executions.clear_call(dispatch.execution_id, IN_PROGRESS_UNTIL_MS) is True
-    assert executions.held_call(dispatch.execution_id) is None
-
-    # keep_call saves a success, until the execution has succeeded
-    done = HandlerCallRecord(
-        HandlerCallRecord.COMPLETED, first.expires_at, response=ResultSummary(200, "ok")
-    )
-    assert executions.keep_call(dispatch.execution_id, done) is True
-    assert executions.held_call(dispatch.execution_id) == done
-    assert executions.finish(dispatch.execution_id, "tok1", ExecutionStatus.SUCCEEDED, NOW)
-    assert executions.keep_call(dispatch.execution_id, done) is False
-    assert executions.keep_call("t9_missing", done) is False
-
-
-def test_begin_with_a_call_record_on_a_new_execution(executions: SqliteExecutionStore) -> None:
-    dispatch = a_dispatch()
-    began, _ = begin(executions, dispatch, call=in_progress(), call_now_ms=0)
-    assert began
-    assert executions.held_call(dispatch.execution_id) == in_progress()
 
 
 def test_the_factory_gives_every_store_on_one_file(database: Database) -> None:
@@ -760,7 +334,8 @@ def test_two_databases_race_to_begin_and_take_over(tmp_path: Path) -> None:
         store = stores[index % 2]
         barrier.wait()
         for dispatch in dispatches:
-            if store.begin(
+            if attempts.begin(
+                store,
                 dispatch,
                 now=NOW,
                 lease_until=LEASE,
@@ -775,13 +350,14 @@ def test_two_databases_race_to_begin_and_take_over(tmp_path: Path) -> None:
             current = store.get(dispatch.execution_id)
             assert current is not None
             assert current.lease_token is not None
-            if store.take_over(
-                dispatch.execution_id,
+            take_over = transitions.take_over(
                 current.lease_token,
                 cutoff=after,
                 new_token=f"r{index}",
                 lease_until=after,
-            ):
+                keeping=store.keeping(dispatch.execution_id),
+            )
+            if store.apply(dispatch.execution_id, take_over):
                 with lock:
                     taken.append(dispatch.execution_id)
 
@@ -851,7 +427,8 @@ def test_a_file_made_before_the_attention_index_gets_it_and_lists_new_failures(
     database = Database(path)
     store = SqliteExecutionStore(database, timedelta(days=7))
     dispatch = Dispatch(execution_id="new_20261130T120000.000Z", task_id="new", scheduled_at=NOW)
-    assert store.begin(
+    assert attempts.begin(
+        store,
         dispatch,
         now=NOW,
         lease_until=NOW + timedelta(seconds=30),
@@ -860,24 +437,25 @@ def test_a_file_made_before_the_attention_index_gets_it_and_lists_new_failures(
         retry=RetryPolicy(),
         tenant_id="tenant-a",
     ).began
-    assert store.dead_letter(
-        dispatch.execution_id,
+    dead_letter = transitions.dead_letter(
         "t",
         now=NOW,
         error="refused",
         lease_until=NOW + timedelta(seconds=30),
         new_token="c",
         tenant_id="tenant-a",
+        keeping=store.keeping(dispatch.execution_id),
     )
+    assert store.apply(dispatch.execution_id, dead_letter)
 
     # Then the new failure is listed, the old row is kept as it was, unlisted
-    page = store.across_tasks("tenant-a", AttentionQuery(), 10, None)
+    page = store.needing_attention("tenant-a", AttentionQuery(), 10, None)
     assert [e.execution_id for e in page.items] == [dispatch.execution_id]
     assert store.get("old_1") is not None
     # And opening it again changes nothing
     assert (
         SqliteExecutionStore(database, timedelta(days=7))
-        .across_tasks("tenant-a", AttentionQuery(), 10, None)
+        .needing_attention("tenant-a", AttentionQuery(), 10, None)
         .items
         == page.items
     )

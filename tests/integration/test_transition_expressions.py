@@ -28,7 +28,7 @@ from dynacron.domain.executions.execution import (
     ResultSummary,
     Upstream,
 )
-from dynacron.domain.executions.record import retry_record, upstream_record
+from dynacron.domain.executions.record import Keeping, retry_record, upstream_record
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.task import execution_id_for
@@ -116,13 +116,13 @@ IN_PROGRESS = HandlerCallRecord(HandlerCallRecord.IN_PROGRESS, 2_000_000_000, CA
 COMPLETED = HandlerCallRecord(
     HandlerCallRecord.COMPLETED, 2_000_000_000, None, ResultSummary(201, "done")
 )
-LEASE: dict[str, Any] = {"lease_shard": SHARD, "retention": RETENTION}
+LEASE: dict[str, Any] = {"keeping": Keeping(SHARD, RETENTION)}
 BEGIN: dict[str, Any] = {
     "now": NOW,
     "lease_until": NOW + timedelta(seconds=30),
     "lease_token": "began",
     "callback_digest": "new-digest",
-    "retention": RETENTION,
+    "keeping": Keeping(SHARD, RETENTION),
 }
 
 TRANSITIONS: dict[str, Callable[[], Transition]] = {
@@ -185,7 +185,7 @@ TRANSITIONS: dict[str, Callable[[], Transition]] = {
         lease_token="u",
         **LEASE,
     ),
-    "dead_letter_queued": lambda: t.dead_letter_queued(
+    "dead_letter_undelivered": lambda: t.dead_letter_undelivered(
         "held",
         attempt=2,
         now=NOW,
@@ -193,7 +193,7 @@ TRANSITIONS: dict[str, Callable[[], Transition]] = {
         lease_until=NOW,
         new_token="d",
         tenant_id="acme",
-        lease_shard=SHARD,
+        **LEASE,
     ),
     "set_aside": lambda: t.set_aside("raised", NOW),
     "release": lambda: t.release("held"),
@@ -208,7 +208,7 @@ TRANSITIONS: dict[str, Callable[[], Transition]] = {
         lease_until=NOW + timedelta(minutes=5),
         **LEASE,
     ),
-    "watch": lambda: t.watch("held", lease_shard=SHARD),
+    "hand_to_reaper": lambda: t.hand_to_reaper("held", keeping=Keeping(SHARD, RETENTION)),
     "redrive": lambda: t.redrive(
         "acme", now=NOW, lease_until=NOW + timedelta(minutes=5), new_token="again", **LEASE
     ),

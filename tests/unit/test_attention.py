@@ -11,12 +11,13 @@ from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions import transitions as t
 from dynacron.domain.executions.attention import Attention, AttentionQuery, attention_query
 from dynacron.domain.executions.execution import Dispatch, Execution, ExecutionStatus
-from dynacron.domain.executions.record import ATTENTION
+from dynacron.domain.executions.record import ATTENTION, Keeping
 from dynacron.domain.executions.retry import RetryPolicy
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 LATER = NOW + timedelta(minutes=5)
 RETENTION = timedelta(days=7)
+KEEPING = Keeping("1", RETENTION)
 DISPATCH = Dispatch(execution_id="task-1_20261130T120000.000Z", task_id="task-1", scheduled_at=NOW)
 LISTED = {"attention_tenant": "acme", "attention_at": "2026-11-30T12:00:00.000Z"}
 
@@ -31,21 +32,19 @@ def test_a_first_attempt_that_succeeds_is_never_listed() -> None:
         callback_digest="d",
         retry=RetryPolicy(),
         tenant_id="acme",
-        retention=RETENTION,
+        keeping=KEEPING,
     )
-    finished = t.finish(
-        "held", ExecutionStatus.SUCCEEDED, NOW, lease_shard="1", retention=RETENTION
-    )
+    finished = t.finish("held", ExecutionStatus.SUCCEEDED, NOW, keeping=KEEPING)
     record = finished.applied_to(begun.applied_to(None))
     # Then neither lists it
     assert not ATTENTION & set(record)
 
 
 def test_each_failure_lists_it_for_its_tenant_from_when_it_failed() -> None:
-    common = {"lease_until": LATER, "new_token": "n", "tenant_id": "acme", "lease_shard": "1"}
+    common = {"lease_until": LATER, "new_token": "n", "tenant_id": "acme", "keeping": KEEPING}
     failures = [
-        t.dead_letter("held", now=NOW, error="e", retention=RETENTION, **common),
-        t.dead_letter_queued("seen", attempt=1, now=NOW, error="e", **common),
+        t.dead_letter("held", now=NOW, error="e", **common),
+        t.dead_letter_undelivered("seen", attempt=1, now=NOW, error="e", **common),
         t.record_undelivered(
             DISPATCH,
             now=NOW,
@@ -54,12 +53,9 @@ def test_each_failure_lists_it_for_its_tenant_from_when_it_failed() -> None:
             tenant_id="acme",
             lease_until=LATER,
             lease_token="n",
-            lease_shard="1",
-            retention=RETENTION,
+            keeping=KEEPING,
         ),
-        t.redrive(
-            "acme", now=NOW, lease_until=LATER, new_token="n", lease_shard="1", retention=RETENTION
-        ),
+        t.redrive("acme", now=NOW, lease_until=LATER, new_token="n", keeping=KEEPING),
     ]
     for failure in failures:
         assert {name: failure.sets[name] for name in ATTENTION} == LISTED
@@ -67,7 +63,7 @@ def test_each_failure_lists_it_for_its_tenant_from_when_it_failed() -> None:
 
 def test_a_retry_and_a_long_job_are_listed_only_when_asked() -> None:
     attention = Attention("acme", NOW)
-    terms = {"lease_shard": "1", "retention": RETENTION}
+    terms = {"keeping": KEEPING}
     requeue = {
         "expected": ExecutionStatus.RUNNING,
         "attempt": 2,
@@ -90,7 +86,7 @@ def test_a_retry_and_a_long_job_are_listed_only_when_asked() -> None:
 
 def test_an_end_takes_it_off_the_listing() -> None:
     for status in (ExecutionStatus.SUCCEEDED, ExecutionStatus.SKIPPED):
-        end = t.finish("held", status, NOW, lease_shard="1", retention=RETENTION)
+        end = t.finish("held", status, NOW, keeping=KEEPING)
         record = end.applied_to({"status": "RUNNING", "lease_token": "held", **LISTED})
         assert end.removes >= ATTENTION
         assert not ATTENTION & set(record)

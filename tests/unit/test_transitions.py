@@ -27,7 +27,7 @@ from dynacron.domain.executions.execution import (
     ResultSummary,
     Upstream,
 )
-from dynacron.domain.executions.record import ERROR_LIMIT, expiry
+from dynacron.domain.executions.record import ERROR_LIMIT, Keeping, expiry
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.schedules.expressions import RateSchedule
 from dynacron.domain.tasks.task import Task, TaskStatus
@@ -36,6 +36,7 @@ NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 RETENTION = timedelta(days=7)
 DISPATCH = Dispatch(execution_id="task-1#20261130T120000.000Z", task_id="task-1", scheduled_at=NOW)
 SHARD = "3"
+KEEPING = Keeping(SHARD, RETENTION)
 
 
 def iso(instant: datetime) -> str:
@@ -160,7 +161,7 @@ def test_begin_new_creates_a_running_record_only_where_there_is_none() -> None:
         callback_digest="dig",
         retry=RetryPolicy(max_attempts=4, base_delay_seconds=30, max_delay_seconds=3600),
         tenant_id="acme",
-        retention=RETENTION,
+        keeping=KEEPING,
     )
     assert change.creates
     assert change.holds(None)
@@ -194,7 +195,7 @@ def test_begin_new_with_a_call_saves_the_call_record() -> None:
         callback_digest="dig",
         retry=RetryPolicy(),
         tenant_id="acme",
-        retention=RETENTION,
+        keeping=KEEPING,
         call=call,
     )
     record = change.applied_to(None)
@@ -212,7 +213,7 @@ def test_begin_queued_only_for_exactly_the_queued_attempt() -> None:
         lease_until=NOW + timedelta(seconds=30),
         lease_token="new",
         callback_digest="dig2",
-        retention=RETENTION,
+        keeping=KEEPING,
     )
     assert change.holds(queued())
     assert not change.holds(queued(attempt=3))
@@ -237,7 +238,7 @@ def test_begin_queued_with_a_call_needs_a_replaceable_call_record() -> None:
             lease_until=NOW,
             lease_token="new",
             callback_digest="dig",
-            retention=RETENTION,
+            keeping=KEEPING,
             call=call,
             call_now_ms=now_ms,
         )
@@ -264,8 +265,7 @@ def test_enqueue_creates_a_watched_queued_first_attempt() -> None:
         lease_until=NOW + timedelta(minutes=5),
         lease_token="tok",
         tenant_id="acme",
-        lease_shard=SHARD,
-        retention=RETENTION,
+        keeping=KEEPING,
     )
     assert change.holds(None)
     assert not change.holds(queued())
@@ -291,7 +291,7 @@ def test_record_skipped_creates_a_final_record_with_its_reason_cut() -> None:
         updated_at=NOW,
         tenant_id="acme",
     )
-    change = t.record_skipped(task, "e-1", NOW, "x" * 5000, NOW, retention=RETENTION)
+    change = t.record_skipped(task, "e-1", NOW, "x" * 5000, NOW, keeping=KEEPING)
     assert not change.holds(running())
     record = change.applied_to(None)
     assert record["status"] == "SKIPPED"
@@ -310,8 +310,7 @@ def test_record_undelivered_creates_a_listed_dead_letter() -> None:
         tenant_id="acme",
         lease_until=NOW + timedelta(days=30),
         lease_token="tok",
-        lease_shard=SHARD,
-        retention=RETENTION,
+        keeping=KEEPING,
     )
     assert not change.holds(queued())
     record = change.applied_to(None)
@@ -329,7 +328,7 @@ def test_record_undelivered_creates_a_listed_dead_letter() -> None:
 
 def test_renew_extends_only_the_holders_running_lease() -> None:
     until = NOW + timedelta(minutes=1)
-    change = t.renew("held", until, lease_shard=SHARD, retention=RETENTION)
+    change = t.renew("held", until, keeping=KEEPING)
     assert change.holds(running())
     assert not change.holds(running(lease_token="other"))
     assert not change.holds(queued(lease_token="held"))
@@ -337,16 +336,14 @@ def test_renew_extends_only_the_holders_running_lease() -> None:
     assert after["lease_until"] == iso(until)
     assert after["expires_at"] == epoch(until + RETENTION)
     assert "lease_shard" not in after
-    accepted = t.renew("held", until, NOW, lease_shard=SHARD, retention=RETENTION)
+    accepted = t.renew("held", until, NOW, keeping=KEEPING)
     after = accepted.applied_to(running())
     assert after["accepted_at"] == iso(NOW)
     assert after["lease_shard"] == SHARD
 
 
 def test_finish_refuses_another_lease_token() -> None:
-    change = t.finish(
-        "held", ExecutionStatus.SUCCEEDED, NOW, lease_shard=SHARD, retention=RETENTION
-    )
+    change = t.finish("held", ExecutionStatus.SUCCEEDED, NOW, keeping=KEEPING)
     assert change.holds(running())
     assert not change.holds(running(lease_token="stolen"))
     assert not change.holds(running(status="SUCCEEDED"))
@@ -360,8 +357,7 @@ def test_finish_without_a_follow_up_drops_the_lease_and_any_old_error() -> None:
         ExecutionStatus.SUCCEEDED,
         NOW,
         result=ResultSummary(200, None),
-        lease_shard=SHARD,
-        retention=RETENTION,
+        keeping=KEEPING,
     )
     after = change.applied_to(before)
     assert after["status"] == "SUCCEEDED"
@@ -384,8 +380,7 @@ def test_finish_with_a_follow_up_leaves_a_watched_short_lease_and_the_call() -> 
         follow_up_until=until,
         error="x" * 3000,
         call=call,
-        lease_shard=SHARD,
-        retention=RETENTION,
+        keeping=KEEPING,
     )
     after = change.applied_to(before)
     assert (after["lease_token"], after["lease_until"]) == ("follow", iso(until))
@@ -407,8 +402,7 @@ def test_requeue_from_the_expected_status_under_a_new_watched_lease() -> None:
         lease_until=NOW + timedelta(minutes=5),
         new_token="next",
         error="500",
-        lease_shard=SHARD,
-        retention=RETENTION,
+        keeping=KEEPING,
     )
     assert change.holds(running())
     assert not change.holds(running(lease_token="other"))
@@ -427,8 +421,7 @@ def test_requeue_from_the_expected_status_under_a_new_watched_lease() -> None:
         not_before=NOW,
         lease_until=NOW,
         new_token="next",
-        lease_shard=SHARD,
-        retention=RETENTION,
+        keeping=KEEPING,
     )
     assert from_queued.holds(queued(lease_token="held"))
     assert not from_queued.holds(running())
@@ -443,8 +436,7 @@ def test_dead_letter_lists_a_running_attempt_in_its_tenants_partition() -> None:
         lease_until=NOW + timedelta(minutes=1),
         new_token="dlq",
         tenant_id="acme",
-        lease_shard=SHARD,
-        retention=RETENTION,
+        keeping=KEEPING,
     )
     assert not change.holds(running(lease_token="other"))
     assert not change.holds(queued(lease_token="held"))
@@ -456,8 +448,8 @@ def test_dead_letter_lists_a_running_attempt_in_its_tenants_partition() -> None:
     assert "next_attempt_at" not in after
 
 
-def test_dead_letter_queued_only_while_queued_for_that_attempt_and_token() -> None:
-    change = t.dead_letter_queued(
+def test_dead_letter_undelivered_only_while_queued_for_that_attempt_and_token() -> None:
+    change = t.dead_letter_undelivered(
         "held",
         attempt=2,
         now=NOW,
@@ -465,7 +457,7 @@ def test_dead_letter_queued_only_while_queued_for_that_attempt_and_token() -> No
         lease_until=NOW,
         new_token="dlq",
         tenant_id="acme",
-        lease_shard=SHARD,
+        keeping=KEEPING,
     )
     assert change.holds(queued())
     assert not change.holds(queued(lease_token="resent"))
@@ -477,7 +469,7 @@ def test_dead_letter_queued_only_while_queued_for_that_attempt_and_token() -> No
     assert after["expires_at"] == queued()["expires_at"]  # left as the queued attempt set it
 
 
-def test_set_aside_and_release_and_watch() -> None:
+def test_set_aside_and_release_and_hand_to_reaper() -> None:
     aside = t.set_aside("raised", NOW)
     assert not aside.holds(None)
     after = aside.applied_to(queued())
@@ -491,7 +483,7 @@ def test_set_aside_and_release_and_watch() -> None:
     after = release.applied_to(queued())
     assert not {"lease_token", "lease_until", "lease_shard"} & after.keys()
 
-    watch = t.watch("held", lease_shard=SHARD)
+    watch = t.hand_to_reaper("held", keeping=KEEPING)
     assert watch.holds(running())
     assert not watch.holds(queued())
     assert not watch.holds(running(lease_token="moved-on"))
@@ -505,8 +497,7 @@ def test_take_over_refuses_a_lease_not_yet_expired_or_held_by_another() -> None:
         cutoff=lease_end,
         new_token="reaper",
         lease_until=NOW + timedelta(minutes=5),
-        lease_shard=SHARD,
-        retention=RETENTION,
+        keeping=KEEPING,
     )
     assert not change.holds(running())  # ends exactly at the cutoff: not before it
     assert change.holds(running(lease_until=iso(lease_end - timedelta(milliseconds=1))))
@@ -586,8 +577,7 @@ def test_redrive_only_from_failed_dead_letters_of_that_tenant_and_bumps_attempt(
         now=later,
         lease_until=later + timedelta(minutes=5),
         new_token="again",
-        lease_shard=SHARD,
-        retention=RETENTION,
+        keeping=KEEPING,
     )
     assert change.holds(dead())
     assert not change.holds(dead(dead_letter="dead-letter#other"))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dynacron.domain.executions.execution import Dispatch, ResultSummary, Upstream
+from dynacron.domain.executions.execution import Dispatch, Upstream
+from dynacron.domain.executions.record import upstream_from_record
 from dynacron.domain.instants import format_instant, parse_instant
 
 # A limit of the queue port, kept importable from here.
@@ -44,16 +45,8 @@ def upstream_to_map(upstream: Upstream) -> dict[str, Any]:
 
 
 def upstream_from_map(values: dict[str, Any] | None) -> Upstream | None:
-    if not values:
-        return None
-    status_code = values.get("status_code")
-    return Upstream(
-        execution_id=values["execution_id"],
-        result=ResultSummary(
-            status_code=int(status_code) if status_code is not None else None,
-            excerpt=values.get("excerpt"),
-        ),
-    )
+    # As an execution's record keeps it: one reader for both.
+    return upstream_from_record(values)
 
 
 def dispatch_from_body(body: str) -> Dispatch:

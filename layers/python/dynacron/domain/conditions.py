@@ -190,6 +190,9 @@ class Transition:
     computes: Mapping[str, Plus | Copy] = field(default_factory=dict)
     creates: bool = False
     deletes: bool = False
+    # Which move of the record this is (``begin``, ``finish``, ...): for whoever
+    # watches the writes (the cost meter names each write by it); no part of the change.
+    move: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if any(value is None for value in self.sets.values()):

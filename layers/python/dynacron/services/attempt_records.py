@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.execution import (
     Execution,
     ExecutionStatus,
@@ -23,6 +24,7 @@ from dynacron.domain.tasks.task import Task
 from dynacron.ports import BeginResult, ExecutionStore
 from dynacron.ports.faults import Boundary, Faults
 from dynacron.ports.guards import AttemptRefused, RemainingTime
+from dynacron.services.attempts import save_call
 from dynacron.services.limits import Wait
 from dynacron.services.outcomes import AttemptOutcomes, Ended
 
@@ -106,8 +108,8 @@ class AttemptRecords:
         if self.begun is None:
             begun = self._begin(call=record, call_now_ms=now_ms)
         else:  # Powertools asks again after a record expired meanwhile
-            begun = self._executions.save_call(
-                self._execution_id, self._lease_token, record, now_ms
+            begun = save_call(
+                self._executions, self._execution_id, self._lease_token, record, now_ms
             )
         if not begun.began or begun.current is None:
             self.refused = begun.current
@@ -131,12 +133,13 @@ class AttemptRecords:
         if self.ended is None:
             # Taken over while the handler ran: the success must not be lost, nor
             # called again. The attempt that took over replays it.
-            self._executions.keep_call(self._execution_id, record)
+            self._executions.apply(self._execution_id, transitions.keep_call(record))
             self._faults.reached(Boundary.WORKER_OUTCOME_NOT_RECORDED)
 
     def delete(self) -> None:
         if self._saved is not None:
-            self._executions.clear_call(self._execution_id, self._saved.in_progress_until_ms)
+            clear = transitions.clear_call(self._saved.in_progress_until_ms)
+            self._executions.apply(self._execution_id, clear)
 
     def load(self) -> HandlerCallRecord | None:
         return self._executions.held_call(self._execution_id)
@@ -219,9 +222,12 @@ class Heartbeats:
             execution_id, lease_token = lease
             renewed = True
             try:
-                renewed = self._executions.renew(
-                    execution_id, lease_token, self._clock.now() + self._terms.running
+                renew = transitions.renew(
+                    lease_token,
+                    self._clock.now() + self._terms.running,
+                    keeping=self._executions.keeping(execution_id),
                 )
+                renewed = self._executions.apply(execution_id, renew)
             except Exception:
                 logger.warning("heartbeat failed; trying again", exc_info=True)
             with self._changed:

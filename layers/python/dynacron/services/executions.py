@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import CallbackRefused, Conflict, ExecutionNotFound
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.attention import AttentionQuery
 from dynacron.domain.executions.execution import (
     Execution,
@@ -92,7 +93,12 @@ class ExecutionService:
         _still_running(execution)
         assert execution.lease_token is not None
         lease_until = self.clock.now() + self.lease_terms.awaiting_callback
-        if not self.executions.renew(execution.execution_id, execution.lease_token, lease_until):
+        renew = transitions.renew(
+            execution.lease_token,
+            lease_until,
+            keeping=self.executions.keeping(execution.execution_id),
+        )
+        if not self.executions.apply(execution.execution_id, renew):
             raise Conflict(
                 f"execution {execution.execution_id!r} moved on while the heartbeat arrived"
             )
@@ -117,7 +123,7 @@ class ExecutionService:
         self, tenant_id: str, query: AttentionQuery, limit: int, token: str | None
     ) -> Page[Execution]:
         """The tenant's executions an operator looks for (``domain.attention``), newest first."""
-        return self.executions.across_tasks(tenant_id, query, limit, token)
+        return self.executions.needing_attention(tenant_id, query, limit, token)
 
     def dead_letters(self, tenant_id: str, limit: int, token: str | None) -> Page[Execution]:
         return self.executions.dead_letters(tenant_id, limit, token)
@@ -125,13 +131,15 @@ class ExecutionService:
     def redrive(self, tenant_id: str, execution_id: str) -> Execution:
         """Replay a dead letter under the same execution id, with a fresh retry budget."""
         now = self.clock.now()
-        execution = self.executions.redrive(
+        redrive = transitions.redrive(
             tenant_id,
-            _shaped(execution_id),
             now=now,
             lease_until=self.lease_terms.pickup_deadline(now),
             new_token=new_token(),
+            keeping=self.executions.keeping(execution_id),
         )
+        redriven = self.executions.apply_returning(_shaped(execution_id), redrive)
+        execution = redriven.execution if redriven.held else None
         if execution is None:
             current = self.get(tenant_id, execution_id)
             raise Conflict(

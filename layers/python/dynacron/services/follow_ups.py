@@ -2,7 +2,7 @@
 
 An execution ends exactly once (one conditional write under its lease token), but
 the process that ended it can die a moment later. So the end keeps a short
-follow-up lease on the execution (``ExecutionStore.finish``), this runs, and only
+follow-up lease on the execution (``transitions.finish``), this runs, and only
 then is the lease released; if the finisher died, the reaper finds the lease run
 out and runs this again. Everything here is therefore safe to repeat:
 
@@ -22,6 +22,7 @@ import logging
 from datetime import datetime
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.execution import (
     Dispatch,
     Execution,
@@ -63,13 +64,15 @@ class RunStarter:
     def start(self, task: Task, dispatch: Dispatch) -> bool:
         """Queue ``dispatch``'s first attempt; False (and nothing sent) if its id exists."""
         now = self.clock.now()
-        created = self.executions.enqueue(
+        queued = transitions.enqueue(
             dispatch,
             retry=task.retry,
             lease_until=self.lease_terms.pickup_deadline(now),
             lease_token=new_token(),
             tenant_id=task.tenant_id,
+            keeping=self.executions.keeping(dispatch.execution_id),
         )
+        created = self.executions.apply(dispatch.execution_id, queued)
         if created:
             self.queue.send_later(dispatch, 0)
         return created
@@ -120,9 +123,15 @@ class Aftermath:
                 continue  # the index lags behind a PATCH of ``after``
             execution_id = downstream_execution_id(task.task_id, upstream.execution_id)
             if task.status is not TaskStatus.ACTIVE:
-                self.executions.record_skipped(
-                    task, execution_id, ended_at, skipped_reason(task), self.clock.now()
+                skipped = transitions.record_skipped(
+                    task,
+                    execution_id,
+                    ended_at,
+                    skipped_reason(task),
+                    self.clock.now(),
+                    keeping=self.executions.keeping(execution_id),
                 )
+                self.executions.apply(execution_id, skipped)
                 continue
             self.starter.start(
                 task,

@@ -13,6 +13,7 @@ from datetime import timedelta
 from enum import StrEnum
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.attention import Attention
 from dynacron.domain.executions.execution import (
     Dispatch,
@@ -129,8 +130,7 @@ class AttemptOutcomes:
         if isinstance(task, Unread):
             task = self.aftermath.task_of(execution)
         follow_up_token = new_token() if self.aftermath.owes(ended, task) else None
-        done = self.executions.finish(
-            execution.execution_id,
+        finish = transitions.finish(
             lease_token,
             status,
             now,
@@ -139,7 +139,9 @@ class AttemptOutcomes:
             error=error,
             result=result,
             call=call,
+            keeping=self.executions.keeping(execution.execution_id),
         )
+        done = self.executions.apply(execution.execution_id, finish)
         if done:
             self.metrics.execution_ended(status.value)
         return Ended(ended, follow_up_token) if done else None
@@ -153,7 +155,7 @@ class AttemptOutcomes:
     def follow_up(self, execution: Execution, lease_token: str) -> None:
         """Do what an ended execution owes, then drop the lease that guaranteed it."""
         self.aftermath.follow_up(execution)
-        self.executions.release(execution.execution_id, lease_token)
+        self.executions.apply(execution.execution_id, transitions.release(lease_token))
 
     def failed(self, execution: Execution, lease_token: str, failure: AttemptFailure) -> Outcome:
         """A failed attempt: the next one queued after its backoff, or a dead letter."""
@@ -200,8 +202,7 @@ class AttemptOutcomes:
         due = now + timedelta(seconds=delay_seconds)
         # Recorded before it is sent: if the sender dies in between, the queued
         # attempt's lease runs out and the reaper sends it.
-        requeued = self.executions.requeue(
-            execution.execution_id,
+        requeue = transitions.requeue(
             lease_token,
             expected=ExecutionStatus.RUNNING,
             attempt=attempt,
@@ -211,8 +212,9 @@ class AttemptOutcomes:
             error=error,
             # A failed attempt waits for a retry: listed across its tenant's tasks.
             attention=Attention(execution.tenant_id, now) if error is not None else None,
+            keeping=self.executions.keeping(execution.execution_id),
         )
-        if not requeued:
+        if not self.executions.apply(execution.execution_id, requeue):
             return False
         self.faults.reached(Boundary.RETRY_RECORDED_NOT_SENT)
         self.queue.send_later(
@@ -232,16 +234,16 @@ class AttemptOutcomes:
     def _dead_letter(self, execution: Execution, lease_token: str, error: str) -> Outcome:
         now = self.clock.now()
         chore_token = new_token()
-        listed = self.executions.dead_letter(
-            execution.execution_id,
+        dead_letter = transitions.dead_letter(
             lease_token,
             now=now,
             error=error,
             lease_until=now + self.lease_terms.running,
             new_token=chore_token,
             tenant_id=execution.tenant_id,
+            keeping=self.executions.keeping(execution.execution_id),
         )
-        if not listed:
+        if not self.executions.apply(execution.execution_id, dead_letter):
             return Outcome.LEASE_LOST
         self.faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
         failed = dataclasses.replace(execution, status=ExecutionStatus.FAILED, completed_at=now)
@@ -254,4 +256,4 @@ class AttemptOutcomes:
         then drop the lease that guaranteed both."""
         self.aftermath.follow_up(execution)
         self.dead_letter_queue.send(execution.as_dispatch(), error)
-        self.executions.release(execution.execution_id, lease_token)
+        self.executions.apply(execution.execution_id, transitions.release(lease_token))

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.coordination.uptime import ShardHistory
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.execution import Dispatch
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.claiming import Claim, advanced, claim_occurrence
@@ -334,14 +335,16 @@ class PageClaimer:
         """
         if claim.overlap_skipped is None or claim.overlap_reason is None:
             return
-        task_id = claim.task.task_id
-        self._executions.record_skipped(
+        execution_id = execution_id_for(claim.task.task_id, claim.overlap_skipped)
+        skipped = transitions.record_skipped(
             claim.task,
-            execution_id_for(task_id, claim.overlap_skipped),
+            execution_id,
             claim.overlap_skipped,
             claim.overlap_reason,
             now,
+            keeping=self._executions.keeping(execution_id),
         )
+        self._executions.apply(execution_id, skipped)
 
     def _record_catchup_cut(self, claim: Claim, now: datetime) -> None:
         """Missed occurrences run_all passed over leave one SKIPPED execution saying so,
@@ -353,10 +356,13 @@ class PageClaimer:
             kept=format_instant(kept) if kept is not None else "the schedule ended",
             limit=self._settings.catchup_max_runs,
         )
-        self._executions.record_skipped(
+        execution_id = execution_id_for(claim.task.task_id, claim.skipped_since)
+        skipped = transitions.record_skipped(
             claim.task,
-            execution_id_for(claim.task.task_id, claim.skipped_since),
+            execution_id,
             claim.skipped_since,
             reason,
             now,
+            keeping=self._executions.keeping(execution_id),
         )
+        self._executions.apply(execution_id, skipped)

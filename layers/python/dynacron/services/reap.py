@@ -34,6 +34,7 @@ import logging
 from dataclasses import dataclass, field
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.execution import ExecutionStatus, LeaseTerms, new_token
 from dynacron.domain.tasks.task import task_id_of
 from dynacron.ports import DispatchQueue, ExecutionStore, StoreUnavailable, TaskStore, reason_of
@@ -97,7 +98,7 @@ class Reaper:
         now = self.clock.now()
         reason = f"handling its expired lease raised {reason_of(error)}"
         try:
-            if self.executions.set_aside(execution_id, reason, now):
+            if self.executions.apply(execution_id, transitions.set_aside(reason, now)):
                 report.set_aside += 1
                 self.metrics.lease_set_aside()
             if self.tasks is not None and self.tasks.set_aside_by_id(
@@ -127,15 +128,16 @@ class Reaper:
             return  # the index lagged behind a renewal or a finish
         queued = execution.status is ExecutionStatus.QUEUED
         token = new_token()
-        taken = self.executions.take_over(
-            execution_id,
+        take_over = transitions.take_over(
             execution.lease_token,
             cutoff=cutoff,
             new_token=token,
             lease_until=self.lease_terms.pickup_deadline(now)
             if queued
             else now + self.lease_terms.running,
+            keeping=self.executions.keeping(execution_id),
         )
+        taken = self.executions.apply(execution_id, take_over)
         if not taken:
             report.lost_races += 1
             return

@@ -46,6 +46,7 @@ from enum import StrEnum
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import DynacronError
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.execution import (
     Dispatch,
     Execution,
@@ -66,6 +67,7 @@ from dynacron.ports import (
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.ports.messages import DecodeDispatch
 from dynacron.ports.metrics import Metrics
+from dynacron.services.attempts import tenant_of
 from dynacron.services.outcomes import AttemptOutcomes
 
 logger = logging.getLogger("dynacron")
@@ -164,7 +166,7 @@ class UndeliveredDispatches:
             and current.attempt == dispatch.attempt
             and current.lease_token is not None
         ):
-            return self._dead_letter_queued(current, current.lease_token)
+            return self._dead_letter_undelivered(current, current.lease_token)
         if (
             current.status is ExecutionStatus.RUNNING
             and not current.lease_indexed
@@ -191,7 +193,7 @@ class UndeliveredDispatches:
             )
             return Settled.TASK_DELETED
         token = new_token()
-        recorded = self.executions.record_undelivered(
+        undelivered = transitions.record_undelivered(
             dispatch,
             now=now,
             error=self._reason,
@@ -199,8 +201,9 @@ class UndeliveredDispatches:
             tenant_id=task.tenant_id,
             lease_until=now + self.lease_terms.running,
             lease_token=token,
+            keeping=self.executions.keeping(dispatch.execution_id),
         )
-        if not recorded:
+        if not self.executions.apply(dispatch.execution_id, undelivered):
             # Recorded meanwhile: by a copy of this message that began, or by an
             # earlier reading of this one (whose copy the reaper sends if need be).
             return Settled.MOVED_ON
@@ -217,8 +220,8 @@ class UndeliveredDispatches:
         now = self.clock.now()
         token = new_token()
         reason = f"{self._reason}; the task was set aside: {why}"
-        tenant_id = self.executions.owner_of(dispatch)
-        if not self.executions.record_undelivered(
+        tenant_id = tenant_of(self.executions, dispatch)
+        undelivered = transitions.record_undelivered(
             dispatch,
             now=now,
             error=reason,
@@ -226,20 +229,21 @@ class UndeliveredDispatches:
             tenant_id=tenant_id,
             lease_until=now + self.lease_terms.running,
             lease_token=token,
-        ):
+            keeping=self.executions.keeping(dispatch.execution_id),
+        )
+        if not self.executions.apply(dispatch.execution_id, undelivered):
             return Settled.MOVED_ON
         self.faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
         failed = _never_began(dispatch, now, reason, RetryPolicy(), tenant_id)
         self.dead_letter_queue.send(failed.as_dispatch(), reason)
-        self.executions.release(dispatch.execution_id, token)
+        self.executions.apply(dispatch.execution_id, transitions.release(token))
         self.metrics.dead_lettered()
         return Settled.DEAD_LETTERED
 
-    def _dead_letter_queued(self, queued: Execution, seen_token: str) -> Settled:
+    def _dead_letter_undelivered(self, queued: Execution, seen_token: str) -> Settled:
         now = self.clock.now()
         token = new_token()
-        listed = self.executions.dead_letter_queued(
-            queued.execution_id,
+        dead_letter = transitions.dead_letter_undelivered(
             seen_token,
             attempt=queued.attempt,
             now=now,
@@ -247,8 +251,9 @@ class UndeliveredDispatches:
             lease_until=now + self.lease_terms.running,
             new_token=token,
             tenant_id=queued.tenant_id,
+            keeping=self.executions.keeping(queued.execution_id),
         )
-        if not listed:
+        if not self.executions.apply(queued.execution_id, dead_letter):
             return Settled.MOVED_ON
         self.faults.reached(Boundary.DEAD_LETTER_RECORDED_NOT_SENT)
         failed = dataclasses.replace(
@@ -271,17 +276,21 @@ class UndeliveredDispatches:
         cutoff = self.lease_terms.abandoned_before(now)
         if running.lease_until < cutoff:
             token = new_token()
-            if self.executions.take_over(
-                running.execution_id,
+            take_over = transitions.take_over(
                 seen_token,
                 cutoff=cutoff,
                 new_token=token,
                 lease_until=now + self.lease_terms.running,
-            ):
+                keeping=self.executions.keeping(running.execution_id),
+            )
+            if self.executions.apply(running.execution_id, take_over):
                 self.metrics.lease_reaped()
                 self.outcomes.lease_ran_out(running, token)
                 return Settled.TAKEN_OVER
-        self.executions.watch(running.execution_id, seen_token)
+        keeping = self.executions.keeping(running.execution_id)
+        self.executions.apply(
+            running.execution_id, transitions.hand_to_reaper(seen_token, keeping=keeping)
+        )
         return Settled.WATCHED
 
 

@@ -2,9 +2,10 @@
 
 1. A message due later than now (a long retry delay, in hops of 15 minutes) is
    sent on, untouched.
-2. ``begin``: one conditional write makes the execution RUNNING under a new lease,
-   only if it was never seen or is QUEUED for exactly this attempt. Anything else
-   is a duplicate (SQS delivered twice, two ticks sent it) or a stale attempt:
+2. ``attempts.begin``: one conditional write makes the execution RUNNING under a
+   new lease, only if it was never seen or is QUEUED for exactly this attempt.
+   Anything else is a duplicate (SQS delivered twice, two ticks sent it) or a stale
+   attempt:
    the message is dropped, and nothing runs twice. The new lease is not in the
    reaper's index: the message, undeleted until the attempt has moved on, is its
    guard; coming back to a running attempt, it takes over a lease that ran out,
@@ -43,10 +44,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.executions import transitions
 from dynacron.domain.executions.attention import Attention
 from dynacron.domain.executions.execution import (
     DeliveryResult,
@@ -74,13 +77,28 @@ from dynacron.ports.delivery import Delivery
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.ports.guards import GuardedResult, HandlerCalls, RemainingTime
 from dynacron.ports.metrics import Metrics
+from dynacron.services import attempts
 from dynacron.services.attempt_records import AttemptRecords, Heartbeats, HeldBack
+from dynacron.services.attempts import tenant_of
 from dynacron.services.limits import LimitGate, Pass, Wait
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
 logger = logging.getLogger("dynacron")
 # A task in these states runs none of its executions: they are recorded SKIPPED.
 NOT_RUNNING = (TaskStatus.PAUSED, TaskStatus.ERROR)
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """One attempt as the worker runs it: the tokens it begins with, when, and what
+    the limits admitted (None: none apply)."""
+
+    dispatch: Dispatch
+    task: Task | None
+    lease_token: str
+    callback_token: str
+    began_at: datetime
+    admitted: Pass | None
 
 
 class ExecutionRunner:
@@ -119,42 +137,43 @@ class ExecutionRunner:
             self._queue.send_later(dispatch, (dispatch.not_before - now).total_seconds())
             return Outcome.DEFERRED
         try:
-            task = self._tasks.get(dispatch.task_id)
-            # Limits, breaker and pauses are checked before the attempt begins: an
-            # attempt that must wait is sent on unchanged and uses up nothing.
-            admitted = (
-                self._limits.admit(task, dispatch)
-                if self._limits and task and task.status not in NOT_RUNNING
-                else None
-            )
+            task, admitted = self._admit(dispatch)
         except StoreUnavailable:
             raise
         except Exception as error:
             return self._set_aside(dispatch, error, now)
         if isinstance(admitted, Wait):
-            self._keep_pickup_lease(dispatch, admitted.until)
-            later = replace(dispatch, not_before=admitted.until)
-            self._queue.send_later(later, (admitted.until - now).total_seconds())
-            return Outcome.WAITING
-        lease_token, callback_token = new_token(), new_token()
-        begin = functools.partial(
-            self._executions.begin,
+            return self._wait(dispatch, admitted, now)
+        attempt = _Attempt(dispatch, task, new_token(), new_token(), now, admitted)
+        if task is None or task.status in NOT_RUNNING:
+            self._report_limits(admitted, None)
+            return self._skip(self._beginning(attempt)(), attempt.lease_token, task)
+        return self._call(attempt, task, invocation)
+
+    def _beginning(self, attempt: _Attempt) -> Callable[..., BeginResult]:
+        """The begin of ``attempt`` (``attempts.begin``), to be called with or without the
+        in-progress record of its handler call."""
+        task, dispatch, now = attempt.task, attempt.dispatch, attempt.began_at
+        return functools.partial(
+            attempts.begin,
+            self._executions,
             dispatch,
             now=now,
             lease_until=now + self._terms.running,
-            lease_token=lease_token,
-            callback_digest=token_digest(callback_token),
+            lease_token=attempt.lease_token,
+            callback_digest=token_digest(attempt.callback_token),
             retry=task.retry if task is not None else RetryPolicy(),
-            tenant_id=task.tenant_id if task is not None else self._executions.owner_of(dispatch),
+            tenant_id=task.tenant_id if task is not None else tenant_of(self._executions, dispatch),
         )
-        if task is None or task.status in NOT_RUNNING:
-            self._report_limits(admitted, None)
-            return self._skip(begin(), lease_token, task)
+
+    def _call(self, attempt: _Attempt, task: Task, invocation: RemainingTime | None) -> Outcome:
+        """Begin ``attempt`` and call its handler, guarded by its handler-call record."""
+        dispatch, lease_token, admitted = attempt.dispatch, attempt.lease_token, attempt.admitted
         # The attempt begins in the write that saves the in-progress record of its
         # handler call, and ends in the write that saves its success (decision 0016).
         records = AttemptRecords(
             dispatch.execution_id,
-            begin=begin,
+            begin=self._beginning(attempt),
             lease_token=lease_token,
             task=task,
             executions=self._executions,
@@ -166,7 +185,7 @@ class ExecutionRunner:
                 dispatch.execution_id,
                 records,
                 lambda: self._call_handler(
-                    task, dispatch, lease_token, callback_token, now, admitted
+                    task, dispatch, lease_token, attempt.callback_token, attempt.began_at, admitted
                 ),
                 invocation,
             )
@@ -176,6 +195,34 @@ class ExecutionRunner:
             self._report_limits(admitted, None)
             delay = (held_back.wait.until - self._clock.now()).total_seconds()
             return self._outcomes.postpone(records.begun, lease_token, delay)
+        return self._called(records, guarded, lease_token, task, admitted)
+
+    def _admit(self, dispatch: Dispatch) -> tuple[Task | None, Pass | Wait | None]:
+        """The task as it is now, and what its limits, breaker and pauses say. Checked
+        before the attempt begins: an attempt that must wait is sent on unchanged and
+        uses up nothing. None for a deleted task (or one that does not run)."""
+        task = self._tasks.get(dispatch.task_id)
+        if self._limits is None or task is None or task.status in NOT_RUNNING:
+            return task, None
+        return task, self._limits.admit(task, dispatch)
+
+    def _wait(self, dispatch: Dispatch, wait: Wait, now: datetime) -> Outcome:
+        """Send the message on unchanged, due when ``wait`` ends."""
+        self._keep_pickup_lease(dispatch, wait.until)
+        later = replace(dispatch, not_before=wait.until)
+        self._queue.send_later(later, (wait.until - now).total_seconds())
+        return Outcome.WAITING
+
+    def _called(
+        self,
+        records: AttemptRecords,
+        guarded: GuardedResult,
+        lease_token: str,
+        task: Task,
+        admitted: Pass | None,
+    ) -> Outcome:
+        """What the guarded handler call came to: refused before it began, taken over
+        before the call, or a result to record."""
         if records.begun is None:
             self._report_limits(admitted, None)
             return self._not_begun(records.refused)
@@ -215,15 +262,16 @@ class ExecutionRunner:
             or queued.lease_token is None
         ):
             return
-        self._executions.requeue(
-            dispatch.execution_id,
+        requeue = transitions.requeue(
             queued.lease_token,
             expected=ExecutionStatus.QUEUED,
             attempt=dispatch.attempt,
             not_before=until,
             lease_until=self._terms.pickup_deadline(until),
             new_token=new_token(),
+            keeping=self._executions.keeping(dispatch.execution_id),
         )
+        self._executions.apply(dispatch.execution_id, requeue)
 
     def _set_aside(self, dispatch: Dispatch, error: Exception, now: datetime) -> Outcome:
         """The task made the worker raise before the attempt began: it is set aside
@@ -244,14 +292,15 @@ class ExecutionRunner:
         ):
             self._metrics.task_set_aside()
         lease_token = new_token()
-        begun = self._executions.begin(
+        begun = attempts.begin(
+            self._executions,
             dispatch,
             now=now,
             lease_until=now + self._terms.running,
             lease_token=lease_token,
             callback_digest=token_digest(new_token()),
             retry=RetryPolicy(),
-            tenant_id=self._executions.owner_of(dispatch),
+            tenant_id=tenant_of(self._executions, dispatch),
         )
         if not begun.began or begun.current is None:
             return self._not_begun(begun.current)
@@ -322,19 +371,21 @@ class ExecutionRunner:
             cutoff = self._terms.abandoned_before(now)
             if current.lease_until < cutoff:
                 token = new_token()
-                taken = self._executions.take_over(
-                    current.execution_id,
+                take_over = transitions.take_over(
                     current.lease_token,
                     cutoff=cutoff,
                     new_token=token,
                     lease_until=now + self._terms.running,
+                    keeping=self._executions.keeping(current.execution_id),
                 )
-                if taken:
+                if self._executions.apply(current.execution_id, take_over):
                     self._metrics.lease_reaped()
                     return self._outcomes.lease_ran_out(current, token)
             # Alive, or renewed just now: the reaper watches it from here on. If the
             # holder moved on instead, what it moved to is watched or final.
-            self._executions.watch(current.execution_id, current.lease_token)
+            keeping = self._executions.keeping(current.execution_id)
+            hand_over = transitions.hand_to_reaper(current.lease_token, keeping=keeping)
+            self._executions.apply(current.execution_id, hand_over)
         self._metrics.duplicate_suppressed()
         return Outcome.DUPLICATE
 
@@ -370,14 +421,15 @@ class ExecutionRunner:
             return self._outcomes.succeeded(execution, lease_token, result.summary, task)
         if result.answer is HandlerAnswer.ACCEPTED:
             accepted_at = self._clock.now()
-            waiting = self._executions.renew(
-                execution.execution_id,
+            renew = transitions.renew(
                 lease_token,
                 accepted_at + self._terms.awaiting_callback,
                 accepted_at=accepted_at,
                 # A long job: listed across its tenant's tasks while it runs.
                 attention=Attention(execution.tenant_id, accepted_at),
+                keeping=self._executions.keeping(execution.execution_id),
             )
+            waiting = self._executions.apply(execution.execution_id, renew)
             return Outcome.ACCEPTED if waiting else Outcome.LEASE_LOST
         failure = result.failure or AttemptFailure("the handler failed")
         return self._outcomes.failed(execution, lease_token, failure)

@@ -1,7 +1,7 @@
 """Executions: one run of one occurrence of a task, the message that carries it, its lease.
 
 An execution moves through these states; every move is one conditional write
-that names the state it expects (see ``store.ExecutionStore``):
+that names the state it expects (see ``transitions``):
 
     (none) --first message--> RUNNING --2xx--> SUCCEEDED
     QUEUED --its message----> RUNNING --202--> RUNNING (awaiting heartbeat/complete)

@@ -10,13 +10,21 @@ here; the stores index it and read it back by the same names.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from dynacron.domain.conditions import AllOf, AnyOf, Below, Condition, Equals, Exists, Missing
-from dynacron.domain.executions.execution import HandlerCallRecord, ResultSummary, Upstream
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.executions.execution import (
+    Execution,
+    ExecutionStatus,
+    HandlerCallRecord,
+    ResultSummary,
+    Upstream,
+)
 from dynacron.domain.executions.retry import RetryPolicy
-from dynacron.domain.instants import format_instant
+from dynacron.domain.instants import format_instant, parse_instant
 
 # The record's attributes that transitions test or that stores index. The AWS
 # resources (``dynacron.definitions.resources``) name the same ones for keys, indexes and TTL.
@@ -50,6 +58,16 @@ CALL_IN_PROGRESS_UNTIL = "call_in_progress_until"
 
 # A stored error message is cut to this many characters.
 ERROR_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class Keeping:
+    """How a store keeps one execution's record, which most transitions write: the
+    lease shard its watched lease is indexed under, and how long the record is kept
+    after it stops mattering (``expiry``). The store's, not the change's, to say."""
+
+    lease_shard: str
+    retention: timedelta
 
 
 def dead_letter_partition(tenant_id: str) -> str:
@@ -145,3 +163,80 @@ def lease_sets(lease_token: str, lease_until: datetime, lease_shard: str) -> dic
         LEASE_SHARD: lease_shard,
         LEASE_TOKEN: lease_token,
     }
+
+
+# --- what the stores read back -----------------------------------------------------
+
+
+def execution_from_record(values: Mapping[str, Any]) -> Execution:
+    """The execution a record holds (numbers may come back as any number type)."""
+
+    def instant(name: str) -> datetime | None:
+        return parse_instant(values[name]) if name in values else None
+
+    return Execution(
+        execution_id=values[EXECUTION_ID],
+        task_id=values["task_id"],
+        scheduled_at=parse_instant(values["scheduled_at"]),
+        status=ExecutionStatus(values[STATUS]),
+        attempt=int(values.get(ATTEMPT, 1)),
+        started_at=instant("started_at"),
+        completed_at=instant(COMPLETED_AT),
+        error=values.get(ERROR),
+        first_attempt=int(values.get(FIRST_ATTEMPT, 1)),
+        retry=retry_from_record(values.get("retry")),
+        next_attempt_at=instant(NEXT_ATTEMPT_AT),
+        lease_until=instant(LEASE_UNTIL),
+        lease_token=values.get(LEASE_TOKEN),
+        accepted_at=instant(ACCEPTED_AT),
+        callback_digest=values.get("callback_digest"),
+        dead_lettered_at=instant(DEAD_LETTERED_AT),
+        tenant_id=values.get("tenant_id", DEFAULT_TENANT),
+        upstream=upstream_from_record(values.get("upstream")),
+        result=result_from_record(values.get(RESULT)),
+        lease_indexed=LEASE_SHARD in values,
+        attention_at=instant(ATTENTION_AT) if ATTENTION_TENANT in values else None,
+    )
+
+
+def call_from_record(values: Mapping[str, Any] | None) -> HandlerCallRecord | None:
+    """The handler-call record kept on an execution record, if it holds one."""
+    if not values or CALL_STATUS not in values:
+        return None
+    until = values.get(CALL_IN_PROGRESS_UNTIL)
+    completed = values[CALL_STATUS] == HandlerCallRecord.COMPLETED
+    return HandlerCallRecord(
+        status=values[CALL_STATUS],
+        expires_at=int(values[CALL_EXPIRES_AT]),
+        in_progress_until_ms=int(until) if until is not None else None,
+        response=result_from_record(values.get(RESULT)) if completed else None,
+    )
+
+
+def result_from_record(values: Mapping[str, Any] | None) -> ResultSummary | None:
+    if values is None:
+        return None
+    status_code = values.get("status_code")
+    return ResultSummary(
+        status_code=int(status_code) if status_code is not None else None,
+        excerpt=values.get("excerpt"),
+    )
+
+
+def retry_from_record(values: Mapping[str, Any] | None) -> RetryPolicy:
+    if not values:
+        return RetryPolicy()
+    return RetryPolicy(**{name: int(value) for name, value in values.items()})
+
+
+def upstream_from_record(values: Mapping[str, Any] | None) -> Upstream | None:
+    if not values:
+        return None
+    status_code = values.get("status_code")
+    return Upstream(
+        execution_id=values["execution_id"],
+        result=ResultSummary(
+            status_code=int(status_code) if status_code is not None else None,
+            excerpt=values.get("excerpt"),
+        ),
+    )

@@ -10,8 +10,11 @@ Two stores, one set of rules.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Any
+import dataclasses
+import functools
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, ParamSpec
 
 from dynacron.domain.conditions import (
     AllOf,
@@ -52,6 +55,7 @@ from dynacron.domain.executions.record import (
     NEXT_ATTEMPT_AT,
     RESULT,
     STATUS,
+    Keeping,
     attention_sets,
     call_replaceable,
     call_sets,
@@ -68,7 +72,22 @@ from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.task import Task
 
-# --- one function per ExecutionStore method ------------------------------------------
+P = ParamSpec("P")
+
+# --- one function per conditional change of an execution ---------------------------
+
+
+def _move(name: str) -> Callable[[Callable[P, Transition]], Callable[P, Transition]]:
+    """Names the move each transition of the decorated function makes (``Transition.move``)."""
+
+    def naming(build: Callable[P, Transition]) -> Callable[P, Transition]:
+        @functools.wraps(build)
+        def named(*args: P.args, **kwargs: P.kwargs) -> Transition:
+            return dataclasses.replace(build(*args, **kwargs), move=name)
+
+        return named
+
+    return naming
 
 
 def _held(lease_token: str, status: ExecutionStatus = ExecutionStatus.RUNNING) -> Condition:
@@ -82,7 +101,7 @@ def _running(
     lease_until: datetime,
     lease_token: str,
     callback_digest: str,
-    retention: timedelta,
+    keeping: Keeping,
 ) -> dict[str, Any]:
     # No lease shard: the undeleted SQS message brings a running attempt back (0015).
     return {
@@ -92,10 +111,11 @@ def _running(
         LEASE_TOKEN: lease_token,
         LEASE_UNTIL: format_instant(lease_until),
         "callback_digest": callback_digest,
-        EXPIRES_AT: expiry(retention, lease_until),
+        EXPIRES_AT: expiry(keeping.retention, lease_until),
     }
 
 
+@_move("begin")
 def begin_new(
     dispatch: Dispatch,
     *,
@@ -105,7 +125,7 @@ def begin_new(
     callback_digest: str,
     retry: RetryPolicy,
     tenant_id: str,
-    retention: timedelta,
+    keeping: Keeping,
     call: HandlerCallRecord | None = None,
 ) -> Transition:
     """``begin`` of an execution never seen before: a new record, RUNNING (with the
@@ -118,12 +138,13 @@ def begin_new(
         "retry": retry_record(retry),
         "tenant_id": tenant_id,
         "upstream": upstream_record(dispatch.upstream),
-        **_running(dispatch, now, lease_until, lease_token, callback_digest, retention),
+        **_running(dispatch, now, lease_until, lease_token, callback_digest, keeping),
         **(call_sets(call) if call is not None else {}),
     }
     return Transition(Missing(EXECUTION_ID), present(record), creates=True)
 
 
+@_move("begin")
 def begin_queued(
     dispatch: Dispatch,
     *,
@@ -131,7 +152,7 @@ def begin_queued(
     lease_until: datetime,
     lease_token: str,
     callback_digest: str,
-    retention: timedelta,
+    keeping: Keeping,
     call: HandlerCallRecord | None = None,
     call_now_ms: int = 0,
 ) -> Transition:
@@ -143,13 +164,14 @@ def begin_queued(
         Equals(STATUS, ExecutionStatus.QUEUED.value),
         Equals(ATTEMPT, dispatch.attempt),
     ]
-    sets = _running(dispatch, now, lease_until, lease_token, callback_digest, retention)
+    sets = _running(dispatch, now, lease_until, lease_token, callback_digest, keeping)
     if call is not None:
         queued.append(call_replaceable(call_now_ms))
         sets |= call_sets(call)
     return Transition(AllOf(*queued), sets, frozenset({NEXT_ATTEMPT_AT, LEASE_SHARD}))
 
 
+@_move("enqueue")
 def enqueue(
     dispatch: Dispatch,
     *,
@@ -157,8 +179,7 @@ def enqueue(
     lease_until: datetime,
     lease_token: str,
     tenant_id: str,
-    lease_shard: str,
-    retention: timedelta,
+    keeping: Keeping,
 ) -> Transition:
     """A new execution QUEUED for its first attempt, its lease watched by the reaper
     (if the message is lost, the lease runs out and the reaper sends it)."""
@@ -173,14 +194,15 @@ def enqueue(
         NEXT_ATTEMPT_AT: format_instant(dispatch.not_before or dispatch.scheduled_at),
         LEASE_TOKEN: lease_token,
         LEASE_UNTIL: format_instant(lease_until),
-        LEASE_SHARD: lease_shard,
+        LEASE_SHARD: keeping.lease_shard,
         "tenant_id": tenant_id,
-        EXPIRES_AT: expiry(retention, lease_until, dispatch.not_before),
+        EXPIRES_AT: expiry(keeping.retention, lease_until, dispatch.not_before),
         "upstream": upstream_record(dispatch.upstream),
     }
     return Transition(Missing(EXECUTION_ID), present(record), creates=True)
 
 
+@_move("record_skipped")
 def record_skipped(
     task: Task,
     execution_id: str,
@@ -188,7 +210,7 @@ def record_skipped(
     reason: str,
     now: datetime,
     *,
-    retention: timedelta,
+    keeping: Keeping,
 ) -> Transition:
     """A new execution of ``task`` that never runs, and why: SKIPPED from the start."""
     record = {
@@ -200,36 +222,37 @@ def record_skipped(
         ATTEMPT: 0,
         COMPLETED_AT: format_instant(now),
         ERROR: reason[:ERROR_LIMIT],
-        EXPIRES_AT: expiry(retention, now),
+        EXPIRES_AT: expiry(keeping.retention, now),
     }
     return Transition(Missing(EXECUTION_ID), record, creates=True)
 
 
+@_move("renew")
 def renew(
     lease_token: str,
     lease_until: datetime,
     accepted_at: datetime | None = None,
     *,
-    lease_shard: str,
-    retention: timedelta,
+    keeping: Keeping,
     attention: Attention | None = None,
 ) -> Transition:
     """A running lease held by ``lease_token`` extended to ``lease_until``. With
     ``accepted_at`` (a 202 answer) the lease outlives the worker's message, and so
-    the reaper watches it (``lease_shard``); with ``attention`` the long job is
+    the reaper watches it (in its lease shard); with ``attention`` the long job is
     listed across its tenant's tasks too. A heartbeat leaves the listing as it is."""
     sets: dict[str, Any] = {
         LEASE_UNTIL: format_instant(lease_until),
-        EXPIRES_AT: expiry(retention, lease_until),
+        EXPIRES_AT: expiry(keeping.retention, lease_until),
     }
     if accepted_at is not None:
         sets[ACCEPTED_AT] = format_instant(accepted_at)
-        sets[LEASE_SHARD] = lease_shard
+        sets[LEASE_SHARD] = keeping.lease_shard
     if attention is not None:
         sets |= attention_sets(attention.tenant_id, attention.at)
     return Transition(_held(lease_token), sets)
 
 
+@_move("finish")
 def finish(
     lease_token: str,
     status: ExecutionStatus,
@@ -240,8 +263,7 @@ def finish(
     error: str | None = None,
     result: ResultSummary | None = None,
     call: HandlerCallRecord | None = None,
-    lease_shard: str,
-    retention: timedelta,
+    keeping: Keeping,
 ) -> Transition:
     """A running attempt held by ``lease_token`` ended for good with ``status``.
 
@@ -254,7 +276,7 @@ def finish(
     sets: dict[str, Any] = {
         STATUS: status.value,
         COMPLETED_AT: format_instant(now),
-        EXPIRES_AT: expiry(retention, now, follow_up_until),
+        EXPIRES_AT: expiry(keeping.retention, now, follow_up_until),
     }
     # The callback digest stays (as it does through requeue and dead_letter): a
     # replayed callback of this attempt is then told the execution ended (409), not
@@ -264,7 +286,7 @@ def finish(
         sets |= call_sets(call)
         removes.add(CALL_IN_PROGRESS_UNTIL)
     if follow_up_token is not None and follow_up_until is not None:
-        sets |= lease_sets(follow_up_token, follow_up_until, lease_shard)
+        sets |= lease_sets(follow_up_token, follow_up_until, keeping.lease_shard)
     else:
         removes |= {LEASE_TOKEN, LEASE_UNTIL, LEASE_SHARD}
     if result is not None:
@@ -276,6 +298,7 @@ def finish(
     return Transition(_held(lease_token), sets, frozenset(removes))
 
 
+@_move("requeue")
 def requeue(
     lease_token: str,
     *,
@@ -285,8 +308,7 @@ def requeue(
     lease_until: datetime,
     new_token: str,
     error: str | None = None,
-    lease_shard: str,
-    retention: timedelta,
+    keeping: Keeping,
     attention: Attention | None = None,
 ) -> Transition:
     """An attempt held by ``lease_token`` in status ``expected``, QUEUED for ``attempt``
@@ -297,8 +319,8 @@ def requeue(
         STATUS: ExecutionStatus.QUEUED.value,
         ATTEMPT: attempt,
         NEXT_ATTEMPT_AT: format_instant(not_before),
-        **lease_sets(new_token, lease_until, lease_shard),
-        EXPIRES_AT: expiry(retention, not_before, lease_until),
+        **lease_sets(new_token, lease_until, keeping.lease_shard),
+        EXPIRES_AT: expiry(keeping.retention, not_before, lease_until),
     }
     if error is not None:
         sets[ERROR] = error[:ERROR_LIMIT]
@@ -307,6 +329,7 @@ def requeue(
     return Transition(_held(lease_token, expected), sets, frozenset({ACCEPTED_AT}))
 
 
+@_move("dead_letter")
 def dead_letter(
     lease_token: str,
     *,
@@ -315,8 +338,7 @@ def dead_letter(
     lease_until: datetime,
     new_token: str,
     tenant_id: str,
-    lease_shard: str,
-    retention: timedelta,
+    keeping: Keeping,
 ) -> Transition:
     """A running attempt held by ``lease_token`` FAILED and listed as a dead letter of
     ``tenant_id``, with a short watched lease until its copy for the dead-letter
@@ -324,15 +346,16 @@ def dead_letter(
     sets = {
         STATUS: ExecutionStatus.FAILED.value,
         COMPLETED_AT: format_instant(now),
-        EXPIRES_AT: expiry(retention, now, lease_until),
+        EXPIRES_AT: expiry(keeping.retention, now, lease_until),
         ERROR: error[:ERROR_LIMIT],
         **dead_letter_sets(tenant_id, now),
         **attention_sets(tenant_id, now),
-        **lease_sets(new_token, lease_until, lease_shard),
+        **lease_sets(new_token, lease_until, keeping.lease_shard),
     }
     return Transition(_held(lease_token), sets, frozenset({ACCEPTED_AT, NEXT_ATTEMPT_AT}))
 
 
+@_move("record_undelivered")
 def record_undelivered(
     dispatch: Dispatch,
     *,
@@ -342,8 +365,7 @@ def record_undelivered(
     tenant_id: str,
     lease_until: datetime,
     lease_token: str,
-    lease_shard: str,
-    retention: timedelta,
+    keeping: Keeping,
 ) -> Transition:
     """A new execution whose attempt never began: FAILED and listed as a dead letter
     of ``tenant_id`` (decision 0022), with a short watched lease as ``dead_letter``
@@ -361,15 +383,16 @@ def record_undelivered(
         ERROR: error[:ERROR_LIMIT],
         **dead_letter_sets(tenant_id, now),
         **attention_sets(tenant_id, now),
-        **lease_sets(lease_token, lease_until, lease_shard),
+        **lease_sets(lease_token, lease_until, keeping.lease_shard),
         # From when the record stops mattering, never from the occurrence.
-        EXPIRES_AT: expiry(retention, now),
+        EXPIRES_AT: expiry(keeping.retention, now),
         "upstream": upstream_record(dispatch.upstream),
     }
     return Transition(Missing(EXECUTION_ID), present(record), creates=True)
 
 
-def dead_letter_queued(
+@_move("dead_letter_undelivered")
+def dead_letter_undelivered(
     seen_token: str,
     *,
     attempt: int,
@@ -378,7 +401,7 @@ def dead_letter_queued(
     lease_until: datetime,
     new_token: str,
     tenant_id: str,
-    lease_shard: str,
+    keeping: Keeping,
 ) -> Transition:
     """An execution still QUEUED for ``attempt`` under ``seen_token``, whose message was
     given up on before it began: FAILED and listed, as ``dead_letter`` does. Its
@@ -394,11 +417,12 @@ def dead_letter_queued(
         ERROR: error[:ERROR_LIMIT],
         **dead_letter_sets(tenant_id, now),
         **attention_sets(tenant_id, now),
-        **lease_sets(new_token, lease_until, lease_shard),
+        **lease_sets(new_token, lease_until, keeping.lease_shard),
     }
     return Transition(expects, sets, frozenset({NEXT_ATTEMPT_AT}))
 
 
+@_move("set_aside")
 def set_aside(reason: str, now: datetime) -> Transition:
     """An execution out of the lease index for good, and why; its status unchanged."""
     return Transition(
@@ -408,6 +432,7 @@ def set_aside(reason: str, now: datetime) -> Transition:
     )
 
 
+@_move("release")
 def release(lease_token: str) -> Transition:
     """The lease held by ``lease_token`` dropped, whatever the status: its obligation is met."""
     return Transition(
@@ -415,12 +440,14 @@ def release(lease_token: str) -> Transition:
     )
 
 
+@_move("save_call")
 def save_call(lease_token: str, call: HandlerCallRecord, call_now_ms: int) -> Transition:
     """The in-progress handler-call record ``call`` saved on the running attempt held by
     ``lease_token``, if the one there may be replaced at ``call_now_ms``."""
     return Transition(AllOf(_held(lease_token), call_replaceable(call_now_ms)), call_sets(call))
 
 
+@_move("keep_call")
 def keep_call(call: HandlerCallRecord) -> Transition:
     """The completed handler-call record ``call`` saved whoever holds the lease, unless
     the execution has SUCCEEDED already."""
@@ -431,6 +458,7 @@ def keep_call(call: HandlerCallRecord) -> Transition:
     )
 
 
+@_move("clear_call")
 def clear_call(in_progress_until_ms: int | None) -> Transition:
     """The in-progress handler-call record saved with ``in_progress_until_ms`` dropped;
     one saved since by another call is left alone."""
@@ -445,14 +473,14 @@ def clear_call(in_progress_until_ms: int | None) -> Transition:
     )
 
 
+@_move("take_over")
 def take_over(
     seen_token: str,
     *,
     cutoff: datetime,
     new_token: str,
     lease_until: datetime,
-    lease_shard: str,
-    retention: timedelta,
+    keeping: Keeping,
 ) -> Transition:
     """A lease still held by ``seen_token`` that ended before ``cutoff``, claimed under
     ``new_token`` and watched: a holder that renewed or moved on makes it fail."""
@@ -461,28 +489,30 @@ def take_over(
         {
             LEASE_TOKEN: new_token,
             LEASE_UNTIL: format_instant(lease_until),
-            LEASE_SHARD: lease_shard,
-            EXPIRES_AT: expiry(retention, lease_until),
+            LEASE_SHARD: keeping.lease_shard,
+            EXPIRES_AT: expiry(keeping.retention, lease_until),
         },
     )
 
 
-def watch(seen_token: str, *, lease_shard: str) -> Transition:
-    """A running lease still held by ``seen_token`` put where the reaper looks, unchanged."""
+@_move("hand_to_reaper")
+def hand_to_reaper(seen_token: str, *, keeping: Keeping) -> Transition:
+    """A running lease still held by ``seen_token`` put in the lease index, where the
+    reaper looks, unchanged (its message may then be deleted)."""
     return Transition(
         AllOf(Equals(STATUS, ExecutionStatus.RUNNING.value), Equals(LEASE_TOKEN, seen_token)),
-        {LEASE_SHARD: lease_shard},
+        {LEASE_SHARD: keeping.lease_shard},
     )
 
 
+@_move("redrive")
 def redrive(
     tenant_id: str,
     *,
     now: datetime,
     lease_until: datetime,
     new_token: str,
-    lease_shard: str,
-    retention: timedelta,
+    keeping: Keeping,
 ) -> Transition:
     """A dead letter of ``tenant_id`` QUEUED again, due now, under a new watched lease:
     the next attempt number, and a fresh retry budget that starts at it. It stays
@@ -495,9 +525,9 @@ def redrive(
         {
             STATUS: ExecutionStatus.QUEUED.value,
             NEXT_ATTEMPT_AT: format_instant(now),
-            **lease_sets(new_token, lease_until, lease_shard),
+            **lease_sets(new_token, lease_until, keeping.lease_shard),
             **attention_sets(tenant_id, now),
-            EXPIRES_AT: expiry(retention, now, lease_until),
+            EXPIRES_AT: expiry(keeping.retention, now, lease_until),
         },
         frozenset({DEAD_LETTER, DEAD_LETTERED_AT, COMPLETED_AT}),
         {ATTEMPT: Plus(ATTEMPT, 1), FIRST_ATTEMPT: Plus(ATTEMPT, 1)},
