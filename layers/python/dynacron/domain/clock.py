@@ -8,13 +8,18 @@ from typing import Protocol
 
 
 class Clock(Protocol):
+    """Tells the time; the one source of "now" in the domain and the services."""
+
     def now(self) -> datetime:
         """The current instant, timezone-aware, in UTC."""
         ...
 
 
 class SystemClock:
+    """The machine's clock."""
+
     def now(self) -> datetime:
+        """The machine's time, in UTC."""
         return datetime.now(UTC)
 
 
@@ -28,14 +33,17 @@ class SettableClock:
         self._lock = threading.Lock()
 
     def now(self) -> datetime:
+        """The instant last set or advanced to."""
         with self._lock:
             return self._now
 
     def set(self, instant: datetime) -> None:
+        """Move to ``instant`` (kept in UTC), forward or back."""
         with self._lock:
             self._now = instant.astimezone(UTC)
 
     def advance(self, delta: timedelta) -> datetime:
+        """Move on by ``delta``; returns the new instant."""
         with self._lock:
             self._now += delta
             return self._now

@@ -64,6 +64,7 @@ class Exists(Condition):
     field: str
 
     def holds(self, record: Record | None) -> bool:
+        """False when there is no record."""
         return record is not None and self.field in record
 
 
@@ -74,6 +75,7 @@ class Missing(Condition):
     field: str
 
     def holds(self, record: Record | None) -> bool:
+        """True when there is no record."""
         return record is None or self.field not in record
 
 
@@ -85,6 +87,7 @@ class Equals(Condition):
     value: Any
 
     def holds(self, record: Record | None) -> bool:
+        """False on a missing field or a value of another kind."""
         stored = _comparable(record, self.field, self.value)
         return stored is not _INCOMPARABLE and bool(stored == self.value)
 
@@ -97,6 +100,7 @@ class NotEquals(Condition):
     value: Any
 
     def holds(self, record: Record | None) -> bool:
+        """True on a missing field or a value of another kind."""
         return not Equals(self.field, self.value).holds(record)
 
 
@@ -109,6 +113,7 @@ class Below(Condition):
     value: Any
 
     def holds(self, record: Record | None) -> bool:
+        """False on a missing field, a value of another kind, or one with no order."""
         stored = _comparable(record, self.field, self.value)
         if stored is _INCOMPARABLE or _kind(stored) not in ("number", "str"):
             return False
@@ -123,6 +128,7 @@ class AtMost(Condition):
     value: Any
 
     def holds(self, record: Record | None) -> bool:
+        """``Below`` or ``Equals``: false on a missing field or a value of another kind."""
         return Below(self.field, self.value).holds(record) or Equals(self.field, self.value).holds(
             record
         )
@@ -143,6 +149,7 @@ class AllOf(_Combined):
     """Every one of ``conditions`` holds (``AND``)."""
 
     def holds(self, record: Record | None) -> bool:
+        """Every condition holds (none given: true)."""
         return all(c.holds(record) for c in self.conditions)
 
 
@@ -151,6 +158,7 @@ class AnyOf(_Combined):
     """At least one of ``conditions`` holds (``OR``)."""
 
     def holds(self, record: Record | None) -> bool:
+        """One condition holds, at least (none given: false)."""
         return any(c.holds(record) for c in self.conditions)
 
 

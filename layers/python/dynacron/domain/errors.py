@@ -21,6 +21,8 @@ class InvalidSchedule(InvalidRequest):
 
 
 class TaskNotFound(DynacronError):
+    """No such task for the caller's tenant (another tenant's task is not found either)."""
+
     def __init__(self, task_id: str) -> None:
         super().__init__(f"task {task_id!r} does not exist")
         self.task_id = task_id
@@ -51,6 +53,8 @@ class Unauthenticated(DynacronError):
 
 
 class ExecutionNotFound(DynacronError):
+    """No such execution for the caller's tenant (another tenant's is not found either)."""
+
     def __init__(self, execution_id: str) -> None:
         super().__init__(f"execution {execution_id!r} does not exist")
         self.execution_id = execution_id

@@ -46,6 +46,9 @@ class Throttled(StoreUnavailable):
 
 @dataclass(frozen=True)
 class Page(Generic[T]):
+    """One page of a listing, in the listing's order; ``next_token`` (opaque, None on
+    the last page) asks for the page after it."""
+
     items: list[T]
     next_token: str | None
 
@@ -66,19 +69,34 @@ class DispatchQueue(Protocol):
         """Send; returns the dispatches accepted (a rejected one is not claimed)."""
         ...
 
-    def depth(self) -> int: ...
+    def depth(self) -> int:
+        """Messages waiting for a worker or being worked: approximate on SQS."""
+        ...
 
-    def send_later(self, dispatch: Dispatch, delay_seconds: float) -> None: ...
+    def send_later(self, dispatch: Dispatch, delay_seconds: float) -> None:
+        """Send one dispatch, invisible for ``delay_seconds``, capped at 15 minutes as
+        SQS caps it: a worker that meets it before ``not_before`` sends it on again.
+        Raises ``StoreUnavailable`` if it was not sent."""
+        ...
 
 
 class DeadLetterQueue(Protocol):
     """Copies of dead-lettered executions, for alarms and operators."""
 
-    def send(self, dispatch: Dispatch, error: str) -> None: ...
+    def send(self, dispatch: Dispatch, error: str) -> None:
+        """Copy a dead-lettered execution here with ``error``, findable by its
+        execution id. The executions store, not this copy, is the dead letter's record."""
+        ...
 
-    def forward(self, body: str, reason: str) -> None: ...
+    def forward(self, body: str, reason: str) -> None:
+        """Pass on, as it is, a message nothing can be recorded for (a body that is
+        not a dispatch), with ``reason``."""
+        ...
 
-    def remove(self, execution_id: str) -> int: ...
+    def remove(self, execution_id: str) -> int:
+        """Delete an execution's copies (it was redriven); returns how many were found.
+        SQS looks through a bounded number of messages, so a copy may survive."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -32,4 +32,7 @@ class HandlerUrls(Protocol):
 class HandlerNames(Protocol):
     """The Python handlers this process can run, by name."""
 
-    def __contains__(self, name: object) -> bool: ...
+    def __contains__(self, name: object) -> bool:
+        """True if a handler is registered as ``name`` in this process now: registration
+        refuses a Python task naming one that is not."""
+        ...

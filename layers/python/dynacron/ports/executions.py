@@ -38,6 +38,8 @@ class Applied:
 
 @dataclass(frozen=True)
 class BeginResult:
+    """What ``services.attempts.begin`` came to: whether this worker now holds the attempt."""
+
     began: bool
     # Begun: the execution as it now is. Refused: as it was, which says why
     # (finished, held by another worker, waiting for another attempt).

@@ -13,6 +13,8 @@ from typing import Protocol
 
 
 class Boundary(StrEnum):
+    """The step boundaries a chaos test may stop the pipeline at."""
+
     # The tick sends first and claims second (see services/tick.py).
     TICK_SENT_NOT_CLAIMED = "tick.sent-not-claimed"
     TICK_CLAIMED_ONE = "tick.claimed-one"
@@ -31,14 +33,18 @@ class Boundary(StrEnum):
 
 
 class Faults(Protocol):
+    """Where a test injects a crash; production passes ``NO_FAULTS``."""
+
     def reached(self, boundary: Boundary) -> None:
         """Called when the pipeline crosses ``boundary``; may not return."""
         ...
 
 
 class NoFaults:
+    """Injects nothing: every boundary is crossed."""
+
     def reached(self, boundary: Boundary) -> None:
-        pass
+        """Return at once."""
 
 
 NO_FAULTS = NoFaults()

@@ -17,7 +17,9 @@ from dynacron.domain.executions.execution import DeliveryResult, HandlerCallReco
 class RemainingTime(Protocol):
     """What an invocation tells of its time left (a Lambda context has this)."""
 
-    def get_remaining_time_in_millis(self) -> int: ...
+    def get_remaining_time_in_millis(self) -> int:
+        """Milliseconds left before the invocation is stopped."""
+        ...
 
 
 class AttemptRefused(Exception):
@@ -32,15 +34,26 @@ class CallRecords(Protocol):
         that one. Raise ``AttemptRefused`` if the attempt may not begin at all."""
         ...
 
-    def save_success(self, record: HandlerCallRecord) -> None: ...
+    def save_success(self, record: HandlerCallRecord) -> None:
+        """Save the handler's success in the write that ends the execution SUCCEEDED;
+        if the attempt's lease was lost meanwhile, keep it on the execution anyway,
+        for the attempt that took over to replay instead of calling again."""
+        ...
 
-    def delete(self) -> None: ...
+    def delete(self) -> None:
+        """Drop the in-progress record this attempt saved (the call did not succeed),
+        so that the next attempt calls the handler again; nothing if it saved none."""
+        ...
 
-    def load(self) -> HandlerCallRecord | None: ...
+    def load(self) -> HandlerCallRecord | None:
+        """The record the execution holds now; None if it holds none."""
+        ...
 
 
 @dataclass(frozen=True)
 class GuardedResult:
+    """What a guarded handler call came to: the handler's answer, or why it was not called."""
+
     # None when the attempt was refused (nothing was called or saved).
     result: DeliveryResult | None
     # True when the handler had already succeeded for this execution and was not called.
@@ -50,6 +63,7 @@ class GuardedResult:
 
     @property
     def refused(self) -> bool:
+        """True when the attempt may not begin: nothing was called or saved."""
         return self.result is None
 
 

@@ -105,6 +105,8 @@ class AttemptRecords:
         self._saved: HandlerCallRecord | None = None
 
     def save_in_progress(self, record: HandlerCallRecord, now_ms: int) -> HandlerCallRecord | None:
+        """Begin the attempt with ``record`` (or, once begun, save it again): None, or
+        the record that still counts; ``AttemptRefused`` when the message may not begin."""
         if self.begun is None:
             begun = self._begin(call=record, call_now_ms=now_ms)
         else:  # Powertools asks again after a record expired meanwhile
@@ -120,6 +122,8 @@ class AttemptRecords:
         return begun.held_call
 
     def save_success(self, record: HandlerCallRecord) -> None:
+        """End the execution SUCCEEDED with ``record``, or keep the success for the
+        attempt that took the lease over."""
         assert self.begun is not None
         self.ended = self._outcomes.end(
             self.begun,
@@ -137,11 +141,13 @@ class AttemptRecords:
             self._faults.reached(Boundary.WORKER_OUTCOME_NOT_RECORDED)
 
     def delete(self) -> None:
+        """Clear the in-progress record this attempt saved, if it saved one."""
         if self._saved is not None:
             clear = transitions.clear_call(self._saved.in_progress_until_ms)
             self._executions.apply(self._execution_id, clear)
 
     def load(self) -> HandlerCallRecord | None:
+        """The handler-call record the execution holds now."""
         return self._executions.held_call(self._execution_id)
 
 
@@ -179,6 +185,7 @@ class Heartbeats:
 
     @contextmanager
     def keeping(self, execution_id: str, lease_token: str) -> Iterator[None]:
+        """Renew the lease while inside; on leaving, wait for a renewal under way."""
         lease = (execution_id, lease_token)
         interval = self._terms.heartbeat_interval.total_seconds()
         with self._changed:

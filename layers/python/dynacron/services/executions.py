@@ -30,12 +30,17 @@ TOKEN_REFUSED = (
 
 
 class Completion(StrEnum):
+    """How a long job says it ended, in its ``complete`` callback."""
+
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ExecutionService:
+    """The API's use cases on executions, each for one tenant: another tenant's
+    execution looks exactly like a missing one."""
+
     executions: ExecutionStore
     queue: DispatchQueue
     dead_letter_queue: DeadLetterQueue
@@ -126,6 +131,7 @@ class ExecutionService:
         return self.executions.needing_attention(tenant_id, query, limit, token)
 
     def dead_letters(self, tenant_id: str, limit: int, token: str | None) -> Page[Execution]:
+        """One page of the tenant's dead letters, most recent first."""
         return self.executions.dead_letters(tenant_id, limit, token)
 
     def redrive(self, tenant_id: str, execution_id: str) -> Execution:

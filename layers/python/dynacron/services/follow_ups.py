@@ -1,18 +1,9 @@
 """What the end of an execution owes: its dependents started, its task's run slot freed.
 
-An execution ends exactly once (one conditional write under its lease token), but
-the process that ended it can die a moment later. So the end keeps a short
-follow-up lease on the execution (``transitions.finish``), this runs, and only
-then is the lease released; if the finisher died, the reaper finds the lease run
-out and runs this again. Everything here is therefore safe to repeat:
-
-- a dependent's execution id is derived from the upstream execution id and
-  recorded with a conditional put, so a second success signal starts nothing;
-- the run slot is freed by a write conditional on the task's version, and only
-  while the task still names this execution as the one running.
-
-A dependent that cannot be read is set aside (ERROR with the reason; decision
-0021) and the other dependents are started: the upstream is not at fault.
+It runs under the follow-up lease the end keeps, and again by the reaper if the
+finisher died, so everything here is safe to repeat. Why, in docs/decisions/:
+0010-overlap-and-execution-follow-ups.md, 0012-dependencies.md and
+0021-setting-aside-poison-work.md (an unreadable dependent is set aside alone).
 """
 
 from __future__ import annotations
@@ -80,6 +71,8 @@ class RunStarter:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Aftermath:
+    """Does what an ended execution owes, repeatably; the finisher or the reaper calls it."""
+
     tasks: TaskStore
     executions: ExecutionStore
     starter: RunStarter
@@ -100,6 +93,7 @@ class Aftermath:
         return bool(self.tasks.dependents(execution.task_id))
 
     def task_of(self, execution: Execution) -> Task | None:
+        """``execution``'s task, for ``owes``; None if it was deleted."""
         return self.tasks.get(execution.task_id)
 
     def follow_up(self, execution: Execution) -> None:

@@ -23,6 +23,8 @@ class HerdForecast:
     max_occurrences: int
 
     def next_hours(self, tenant_id: str, hours: int) -> Forecast:
+        """The tenant's executions per minute from now over ``hours``; not ``complete``
+        (a lower bound) when a budget ran out."""
         result = forecast(
             self._tasks_of(tenant_id), self.clock.now(), hours * 60, self.max_occurrences
         )

@@ -1,15 +1,7 @@
 """The gate every delivery passes: host pause and breaker, concurrency slots, rate.
 
-``admit`` runs before an attempt begins; a ``Wait`` answer means the worker sends
-the message on with a delay: the attempt has not started, so no attempt is used,
-and the wait is counted as lateness. ``before_call`` runs just before the handler
-is called and makes sure the slots held will outlast the call. ``report`` runs
-after the handler answered, frees the slots and tells the host's breaker how the
-call went.
-
-Host state is kept per tenant and host (``host_scope``, decision 0020): a
-tenant's 429s, failures, rate and host concurrency pause, trip or fill only its
-own view of a host, never another tenant's.
+Why, in docs/decisions/: 0013-limits-breakers-pacing.md and
+0020-host-pauses-per-tenant.md (host state is kept per tenant and host).
 """
 
 from __future__ import annotations
@@ -75,6 +67,16 @@ class Pass:
 
 
 class LimitGate:
+    """Admits a delivery or says how long it must wait, per tenant and host.
+
+    ``admit`` runs before an attempt begins; a ``Wait`` answer means the worker sends
+    the message on with a delay: the attempt has not started, so no attempt is used,
+    and the wait is counted as lateness. ``before_call`` runs just before the handler
+    is called and makes sure the slots held will outlast the call. ``report`` runs
+    after the handler answered, frees the slots and tells the host's breaker how the
+    call went.
+    """
+
     def __init__(
         self,
         *,
@@ -147,7 +149,7 @@ class LimitGate:
         return granted
 
     def before_call(self, granted: Pass) -> Wait | None:
-        """Just before the handler is called: do the slots held outlast the call?
+        """Just before the handler is called: make sure the slots held outlast the call.
 
         Their leases ran from admission, and the writes since (``begin``, the
         idempotency record) take milliseconds, or seconds when DynamoDB throttles

@@ -34,6 +34,8 @@ from dynacron.services.follow_ups import Aftermath
 
 
 class Outcome(StrEnum):
+    """What became of one message or attempt: the worker's, the reaper's and the API's answer."""
+
     SUCCEEDED = "SUCCEEDED"
     ACCEPTED = "ACCEPTED"
     RETRY_SCHEDULED = "RETRY_SCHEDULED"
@@ -60,6 +62,7 @@ class Ended:
 
     @property
     def outcome(self) -> Outcome:
+        """The execution's final status, as an outcome."""
         return Outcome(self.execution.status.value)
 
 
@@ -72,6 +75,9 @@ UNREAD = Unread()
 
 @dataclass(frozen=True, kw_only=True)
 class AttemptOutcomes:
+    """Ends attempts under their lease token: success, failure (retry or dead letter),
+    a lease run out, a postponement; a refused write changes nothing."""
+
     executions: ExecutionStore
     queue: DispatchQueue
     dead_letter_queue: DeadLetterQueue
@@ -147,6 +153,7 @@ class AttemptOutcomes:
         return Ended(ended, follow_up_token) if done else None
 
     def follow_through(self, ended: Ended) -> Outcome:
+        """Do what ``ended`` owes, if anything, and say what it came to."""
         if ended.follow_up_token is not None:
             self.faults.reached(Boundary.ENDED_NOT_FOLLOWED_UP)
             self.follow_up(ended.execution, ended.follow_up_token)

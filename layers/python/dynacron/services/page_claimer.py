@@ -1,10 +1,8 @@
-"""Claiming one page of due tasks: steps 2-5 of the tick (see ``tick``), the looping
-tick's and the claim function's one code path.
-
-Re-read the page consistently, send what runs, then claim each sent task with a
-conditional write on its version (concurrently, from a small pool), claim again
-a task still due, and set aside a task that makes any of it raise. What the
-tick did goes into its ``TickReport``.
+"""Claiming one page of due tasks, the looping tick's and the claim function's one
+code path: re-read the page, send what runs, claim each sent task on its version
+(concurrently), claim again a task still due, set aside a task that makes any of it
+raise. Why, in docs/decisions/: 0001-claim-protocol.md, 0009-h-jitter-catch-up.md,
+0014-tick-concurrency.md and 0021-setting-aside-poison-work.md.
 """
 
 from __future__ import annotations
@@ -49,6 +47,8 @@ THROTTLE_MAX_SLEEP = 2.0
 
 @dataclass
 class TickReport:
+    """What one tick of a shard, or one claimed page, did: counts, the cursor, lateness."""
+
     shard: int
     buckets_queried: int = 0
     candidates: int = 0
@@ -135,7 +135,7 @@ class PageClaimer:
         report: TickReport,
         due_from: datetime | None,
     ) -> tuple[bool, bool]:
-        """Read, send and claim one page of due tasks (steps 2-5): the looping tick's
+        """Read, send and claim one page of due tasks (decision 0001): the looping tick's
         and the claim function's one code path.
 
         Returns (whether nothing due was left behind, whether the tick must stop:
@@ -176,6 +176,7 @@ class PageClaimer:
         return drained, False
 
     def past_deadline(self, report: TickReport) -> bool:
+        """Whether the tick's deadline came (by the tick's clock): then it is ``cut_short``."""
         if report.deadline is None or self._clock.now() < report.deadline:
             return False
         report.cut_short = True

@@ -1,31 +1,11 @@
-"""The reaper: executions whose lease ran out are made to move again.
+"""The reaper: executions whose lease ran out are taken over and made to move again.
 
-An execution holds a lease while something is owed to it: a queued attempt must
-start, a running attempt must heartbeat or finish, a dead letter's copy must reach
-the dead-letter queue. The reaper watches the leases that no SQS message guards
-(a running attempt begun from a message is recovered by that message coming back:
-decision 0015). It asks the sparse lease index for leases that
-ended more than the clock-skew margin ago (a query per shard, never a Scan), and
-for each one takes the lease over with a conditional write on the token it saw.
-A worker that renews or finishes first makes that write fail, and the reaper
-leaves the execution alone; if the reaper wins, the worker's writes fail instead.
-
-Then, by status:
-
-- RUNNING: the attempt failed (a 202 handler never called back, or the worker
-  died after a copy of its message handed the lease over); it is retried after
-  its backoff, or dead-lettered;
-- QUEUED: the attempt's message never started (lost in a crash); it is sent again;
-- FAILED: the dead-letter copy was never sent; it is sent now (and the run slot freed);
-- SUCCEEDED or SKIPPED: what its end owed (dependents, the run slot; see
-  ``aftermath``) may not have happened; it is done now.
-
-A lease whose handling raises (its task cannot be read, its fixed delay overflows
-a date) would raise again every run, and stop the sweep at that lease each time.
-It is set aside instead: out of the lease index, the reason on the execution, and
-its task ERROR with the reason (its run slot freed if this execution held it,
-since nothing else ever will). The sweep goes on. Infrastructure errors still end
-the run: the next one tries again. See decision 0021.
+It sweeps the lease index shard by shard, takes each expired lease over on the token
+it saw, then acts by status: a RUNNING attempt failed, a QUEUED one is sent again, a
+FAILED one's dead-letter copy is sent, an ended one's follow-ups are done; a lease
+whose handling raises is set aside. Why, in docs/decisions/:
+0008-lease-and-reaper-protocol.md, 0010-overlap-and-execution-follow-ups.md,
+0015-message-guarded-leases.md and 0021-setting-aside-poison-work.md.
 """
 
 from __future__ import annotations
@@ -47,6 +27,9 @@ logger = logging.getLogger("dynacron")
 
 @dataclass
 class ReapReport:
+    """What one sweep did: leases found expired, taken over, lost to a race, set aside;
+    and the outcomes of the attempts it ended, by name."""
+
     expired: int = 0
     reaped: int = 0
     lost_races: int = 0
@@ -55,11 +38,14 @@ class ReapReport:
     outcomes: dict[str, int] = field(default_factory=dict)
 
     def add(self, outcome: str) -> None:
+        """Count one attempt's ``outcome``."""
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
 
 
 @dataclass(frozen=True, kw_only=True)
 class Reaper:
+    """Takes over the expired leases of the lease index and makes their executions move."""
+
     executions: ExecutionStore
     queue: DispatchQueue
     outcomes: AttemptOutcomes
@@ -71,6 +57,9 @@ class Reaper:
     tasks: TaskStore | None = None
 
     def reap(self) -> ReapReport:
+        """One sweep of the lease shards in turn, each earliest expiry first, at most
+        ``max_per_run`` leases in all. Raises ``StoreUnavailable``, ending the sweep; anything else
+        raised for one lease sets that lease aside and the sweep goes on."""
         report = ReapReport()
         for shard in range(self.executions.lease_shards):
             budget = self.max_per_run - report.expired

@@ -59,15 +59,19 @@ MAX_CHAIN_LENGTH = 10
 
 @dataclasses.dataclass(frozen=True)
 class Backfill:
+    """A backfill's executions, one per occurrence, in time order; ``started``: those
+    recorded now (the others existed already)."""
+
     execution_ids: list[str]
     started: list[str]
 
 
 class PayloadTooLarge(LimitExceeded):
-    pass
+    """The payload, as compact JSON, is over ``max_payload_bytes`` (HTTP 413)."""
 
 
 def new_signing_secret() -> str:
+    """A fresh random secret for signing deliveries, 256 bits in hex."""
     return "whsec_" + secrets.token_hex(32)
 
 
@@ -84,6 +88,8 @@ class TaskSettings:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TaskService:
+    """Registers, reads, changes, controls and deletes one tenant's tasks at a time."""
+
     tasks: TaskStore
     # Named apart from the ``executions`` method, which lists a task's executions.
     execution_store: ExecutionStore
@@ -367,12 +373,14 @@ class TaskService:
         return self.tasks.page_owned(tenant_id, limit, token, tags)
 
     def delete(self, tenant_id: str, task_id: str) -> None:
+        """Delete the tenant's task; ``TaskNotFound`` if it has none of that id."""
         if not self.tasks.delete_owned(tenant_id, task_id):
             raise TaskNotFound(task_id)
 
     def executions(
         self, tenant_id: str, task_id: str, limit: int, token: str | None
     ) -> Page[Execution]:
+        """One page of the task's executions, newest scheduled time first."""
         # Executions live in their task's partition: owning the task is owning them.
         self.get(tenant_id, task_id)
         return self.execution_store.list_for_task(task_id, limit, token)
@@ -382,12 +390,15 @@ class TaskService:
         return self.tenants.ensure_secret(tenant_id, new_signing_secret())
 
     def rotate_signing_secret(self, tenant_id: str) -> list[str]:
+        """Make a fresh secret current, keeping the one before it; newest first.
+        ``Conflict`` if another rotation came between."""
         rotated = self.tenants.rotate_secret(tenant_id, new_signing_secret())
         if rotated is None:
             raise Conflict("the signing secret was rotated concurrently; read it again")
         return rotated
 
     def task_count(self, tenant_id: str) -> int:
+        """How many tasks the tenant has."""
         return self.tenants.task_count(tenant_id)
 
     def _check_handler(self, task: Task) -> None:

@@ -1,62 +1,11 @@
-"""The tick: find a shard's due tasks, send their executions, claim them.
+"""The tick: walk a shard's due index, then send and claim what is due.
 
-Order of steps, and why:
-
-1. Query the due index for one (time bucket, shard) partition, bounded pages,
-   sort key ``next_run_at <= now``. Never a Scan: the cost follows what is due,
-   not how many tasks exist. What is due *now* comes first: the buckets that
-   can hold on-time occurrences are queried for the sort-key range
-   ``[now - misfire grace, now]`` before any backlog (the sort key is
-   ``next_run_at``, so a task resumed with an old ``next_run_at``, filed in the
-   current bucket, sorts first but is outside that range). Then the backlog,
-   oldest bucket first.
-2. Re-read the candidates with a strongly consistent BatchGetItem. The index is
-   eventually consistent; a stale entry for a task another tick just advanced
-   must not be sent again.
-3. Send the executions (SendMessageBatch), *then* claim each sent task with a
-   conditional write on its version. A page's sends, then its claims, are
-   issued concurrently from a small thread pool (``tick_concurrency``): each
-   is a network round trip, and one at a time would cap a shard at about
-   100 claims per second. A crash after sending and before claiming
-   leaves the task due, so the next tick sends the same ``execution_id`` again:
-   a duplicate, never a loss. The opposite order could lose an occurrence.
-4. A task still due after its claim (catch-up ``run_all``, or on-time
-   occurrences behind a late one) is claimed again in the same pass, from the
-   state just written, until nothing is due, the task has had
-   ``tick_max_claims_per_task`` claims in this tick, or the claim budget is
-   spent; the rest waits for the next tick. Which missed occurrences run at
-   all is the task's catch-up policy, decided in ``claim_occurrence``, and so
-   is the overlap policy: an occurrence due while the previous one still holds
-   the task's run slot is skipped (recorded as a SKIPPED execution) or buffered.
-
-Misfires mean downtime, not load: every tick records a heartbeat on its shard's
-cursor item (at most every ``tick_heartbeat_seconds``), and a gap of more than
-the misfire grace is stored as an outage. An occurrence later than the grace is
-*missed* only if it fell due in an outage (or before the shard's first tick, or
-while its task was paused); one held back by pacing or a backlog runs late.
-
-5. A task that makes any of this raise (it cannot be decoded, computing its
-   next occurrence overflows, its claim cannot be built) is set aside: ERROR
-   with the reason, out of the due index, in a write conditional on the version
-   read. The rest of the page goes on. Infrastructure errors (throttling that
-   outlasts the retries, a DynamoDB or SQS error) still end the tick: they are
-   no task's fault, and the next tick tries again. See decision 0021.
-
-A per-shard cursor remembers the oldest bucket that may still hold work, so an
-item in an older bucket (the scheduler was down, a tick fell behind) is never
-missed, and buckets already drained are not queried again.
-
-6. Elastic capacity (decision 0025): given a ``DuePageHandOut`` port, a tick hands
-   a page of at least ``tick_fanout_min_tasks`` due tasks to a claim
-   invocation instead of claiming it, and goes on to the next page; past
-   ``tick_fanout_max_pages`` a tick, a large page waits for the next tick.
-   The claim invocation runs steps 2-5 for that page (``claim_page``), the
-   same code, without the shard's lease: the conditional claims make two
-   claimers safe. A bucket with a page handed out counts as not drained, so
-   the cursor never passes it; its tasks are skipped for
-   ``tick_fanout_fresh_seconds`` (their claimer is at work) and then, if still
-   due, found and handed out or claimed again. A page Lambda refuses, the
-   tick claims itself.
+What is due now is queried first, then the backlog from the shard's cursor, oldest
+bucket first; each page is claimed by ``page_claimer``, or handed to a claim
+invocation. Why, in docs/decisions/: 0001-claim-protocol.md (send, then claim),
+0002-due-index-and-cursor.md, 0009-h-jitter-catch-up.md (misfires, on time first),
+0014-tick-concurrency.md, 0021-setting-aside-poison-work.md and
+0025-elastic-tick-capacity.md (pages handed out).
 """
 
 from __future__ import annotations
@@ -91,7 +40,7 @@ MAX_OLD_BUCKETS_PER_TICK = 48
 
 
 class Ticker:
-    """Walks a shard's due index (step 1 and the cursor), handing large pages out or
+    """Walks a shard's due index from its cursor (decision 0002), handing large pages out or
     claiming them with its ``PageClaimer``."""
 
     def __init__(

@@ -1,27 +1,10 @@
-"""The deployed tick: one invocation works one shard each second until relieved.
+"""The deployed tick: one invocation ticks one shard each second under the shard's
+lease, until it hands the lease to the next minute's invocation, reaches its
+deadline or loses the lease; local mode ticks every shard itself instead.
 
-EventBridge fires at most once a minute, and not on the minute's first second.
-So each minute a tick invocation is started for each shard; it holds the shard's
-lease (see ``dynacron.adapters.aws.leases``) and ticks the shard at the top of every second.
-When the next minute's invocation arrives it asks for the lease, and the holder
-hands it over at its next renewal, in one conditional write: the shard is never
-worked by two invocations at once, and never idle while its successor waits.
-
-If no successor arrives (EventBridge is late), the holder keeps ticking until
-its own deadline; if the holder dies, its lease expires and the next invocation
-takes it. Local mode does not need any of this: it ticks every shard itself.
-
-Two things keep one bad tick from costing the shard (decision 0021):
-
-- a tick that raises is logged with its stack and counted (``TickFailures``);
-  the loop backs off briefly and goes on, never ending on one tick's exception;
-  only a tick that returned counts as the shard's heartbeat (``TickHeartbeat``),
-  whose alarm treats no data as breaching;
-- each tick is bounded by the lease: it starts no page after
-  ``lease_seconds - tick_margin_seconds`` from the last renewal (nor after the
-  loop's deadline), so a tick of ``tick_max_claims`` claims can never outlast
-  the lease it runs under. What it left is still due, for the next tick, which
-  comes after a renewal.
+Why, in docs/decisions/: 0005-tick-design.md (the loop and the handover),
+0021-setting-aside-poison-work.md (a failed tick backs off; a tick is bounded by the
+lease) and 0024-monitoring-without-blind-spots.md (the heartbeat).
 """
 
 from __future__ import annotations
@@ -42,6 +25,8 @@ logger = logging.getLogger("dynacron")
 
 @dataclass(frozen=True)
 class LoopTiming:
+    """The loop's clockwork: ticks, the shard lease, polls and backoff, in seconds."""
+
     tick_interval_seconds: float = 1.0
     # A holder that stops renewing loses the shard this long after its last renewal.
     # It must outlast the longest tick (tick_max_claims claims), as the lease is
@@ -61,6 +46,9 @@ class LoopTiming:
 
 
 class LoopEnd(Enum):
+    """Why a loop ended: its successor took the lease, its deadline came, or the lease
+    was lost (taken over after it ran out)."""
+
     HANDED_OVER = "handed_over"
     DEADLINE = "deadline"
     LOST = "lost"
@@ -68,6 +56,8 @@ class LoopEnd(Enum):
 
 @dataclass
 class TickLoopReport:
+    """What one loop did on its shard: ticks, claims, hand-outs, waits, and how it ended."""
+
     shard: int
     owner: str
     ticks: int = 0
@@ -116,6 +106,7 @@ class ShardTickLoop:
 
     @property
     def holding(self) -> bool:
+        """Whether this loop holds the shard's lease now."""
         return self._holding
 
     def run(self, sleep: Callable[[float], None]) -> TickLoopReport:

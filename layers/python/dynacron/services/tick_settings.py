@@ -11,6 +11,8 @@ from dynacron.domain.tasks.task import Sharding
 
 @dataclass(frozen=True, kw_only=True)
 class TickSettings:
+    """The settings the tick reads, by their names in ``Settings``."""
+
     sharding: Sharding
     misfire_grace_seconds: int
     tick_heartbeat_seconds: int

@@ -1,40 +1,8 @@
-"""Dispatch messages SQS gave up on before their attempt began (decision 0022).
-
-A dispatch message has no execution record until a worker begins it. If it is
-received ``maxReceiveCount`` times without being deleted (a worker that crashed or
-timed out before ``begin``, an infrastructure error, a Lambda timeout in the middle
-of a batch), SQS moves it to the undelivered queue, where this settles it by what
-its execution's record says:
-
-- no record: the attempt never began. It is recorded FAILED, a dead letter of its
-  task's tenant, so ``GET /dead-letters`` lists it and a redrive replays it; then,
-  as for every dead letter, the task's run slot is freed (fixed_delay files its
-  next run, buffer_one starts the occurrence waiting) and a copy goes to the
-  dead-letter queue;
-- QUEUED for this attempt (a retry, a trigger, a buffered run): the same, by a
-  write conditional on the lease it holds;
-- RUNNING outside the lease index: this message was the attempt's guard (decision
-  0015). As a redelivery would, it takes the lease over if it ran out (the attempt
-  failed; retried or dead-lettered by the task's policy) or hands it to the reaper;
-- anything else: the attempt moved on (a copy of the message began it, the reaper
-  resent it) and owes nothing here.
-
-A task that cannot be read (written around the API) is set aside, as the tick and
-the worker do (decision 0021), its slot freed in the same write; the dead letter is
-recorded under the message's tenant, without the task's follow-up, which would
-read it again.
-
-A body that is not a dispatch names no execution to record: it is passed on to
-the dead-letter queue as it is, for the queue's alarm and an operator.
-
-Every write is conditional, so reading one message twice records it once; a crash
-between the record and its copy leaves a lease the reaper finds (decision 0008).
-
-Nothing but an infrastructure error fails a message here: this queue has no
-redrive policy, so a message that raised every time would come back for the
-queue's whole retention. Anything else raised while settling one sets its task
-aside with the reason (the reaper meets what is left of its execution, and does
-the same if it raises again), and the message is done.
+"""Dispatch messages SQS gave up on before their attempt began, settled by what their
+execution's record says: recorded as a dead letter, taken over or handed to the
+reaper as a redelivery would, or done with (``Settled``). Only an infrastructure
+error fails a message here. Why, in docs/decisions/: 0022-dead-letters-before-begin.md
+and 0021-setting-aside-poison-work.md.
 """
 
 from __future__ import annotations
@@ -74,6 +42,8 @@ logger = logging.getLogger("dynacron")
 
 
 class Settled(StrEnum):
+    """How one undelivered message was settled."""
+
     # Recorded as a dead letter (listed, redrivable) and its slot freed.
     DEAD_LETTERED = "DEAD_LETTERED"
     # The message guarded a running attempt: taken over, or handed to the reaper.
@@ -102,6 +72,8 @@ def never_began(receives: int) -> str:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class UndeliveredDispatches:
+    """Settles the undelivered queue's messages; raises only ``StoreUnavailable``."""
+
     tasks: TaskStore
     executions: ExecutionStore
     outcomes: AttemptOutcomes

@@ -1,43 +1,12 @@
-"""Running one attempt of an execution: take its lease, call its handler, record the outcome.
+"""Running one attempt of an execution: begin it under a lease, call its handler,
+record the outcome (``ExecutionRunner``).
 
-1. A message due later than now (a long retry delay, in hops of 15 minutes) is
-   sent on, untouched.
-2. ``attempts.begin``: one conditional write makes the execution RUNNING under a
-   new lease, only if it was never seen or is QUEUED for exactly this attempt.
-   Anything else is a duplicate (SQS delivered twice, two ticks sent it) or a stale
-   attempt:
-   the message is dropped, and nothing runs twice. The new lease is not in the
-   reaper's index: the message, undeleted until the attempt has moved on, is its
-   guard; coming back to a running attempt, it takes over a lease that ran out,
-   or hands a live one to the reaper, before it is dropped (decision 0015).
-3. The handler is called inside Powertools idempotency keyed by execution id,
-   while a heartbeat thread extends the lease. The record is kept on the
-   execution item (decision 0016): the ``begin`` above is the write that saves
-   it in progress, and the write that ends the attempt SUCCEEDED saves the success.
-   Right before the call, the limit slots taken at admission must still be held
-   with time to spare; if one was lost, the attempt is postponed without calling
-   (it uses no attempt).
-4. The outcome is written with the lease token: SUCCEEDED; a 202 waits for the
-   handler's callbacks; a failure is retried after a backoff or dead-lettered.
-
-Infrastructure errors (DynamoDB, SQS) propagate, so the message returns to the
-queue and, coming back, finds the lease it began as step 2 says.
-
-A task that makes the worker raise before the attempt begins (it cannot be read,
-or admitting it raises) is set aside as the tick does (decision 0021): ERROR with
-the reason, its run slot freed if this execution held it; the execution is
-recorded SKIPPED with the reason under the message's tenant, and the rest of the
-batch goes on. An execution of a task already set aside (ERROR) is not run either:
-SKIPPED, as for a paused task. Anything else raised fails the record: before
-``begin`` it ends, after ``maxReceiveCount`` receives, as a listed dead letter
-(decision 0022); after ``begin`` the message guards a lease, and the attempt
-fails when the lease runs out.
-
-A batch shares one invocation's time: ``attempt_records.InvocationBudget`` says whether a whole
-handler call and the margin to record it still fit. A record that does not is
-not begun; it is sent again as a fresh message (``return_unbegun``) and the one
-received counts as done, so it uses neither an attempt nor one of SQS's receives
-toward the dead-letter queue.
+Why, in docs/decisions/: 0006-retry-mechanism.md (a message due later is sent on),
+0015-message-guarded-leases.md (the message guards the running lease),
+0016-idempotency-record-on-the-execution.md (the handler-call record),
+0013-limits-breakers-pacing.md, 0021-setting-aside-poison-work.md (a task that makes
+the worker raise) and 0022-dead-letters-before-begin.md (a record that fails before
+``begin``; a record the invocation has no time left for).
 """
 
 from __future__ import annotations
@@ -102,6 +71,8 @@ class _Attempt:
 
 
 class ExecutionRunner:
+    """Runs the attempts the dispatch messages name, one message at a time."""
+
     def __init__(
         self,
         *,

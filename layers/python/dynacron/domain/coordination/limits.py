@@ -77,7 +77,8 @@ class RateDecision:
 
 
 def take_token(limit: RateLimit, tat: float | None, now: float) -> RateDecision:
-    """GCRA on epoch seconds: may one execution start now, given the bucket's ``tat``?"""
+    """GCRA on epoch seconds: whether one execution may start now, given the bucket's
+    ``tat`` (its theoretical arrival time; None for a bucket never used)."""
     start = now if tat is None else max(tat, now)
     if start - now > limit.tolerance:
         return RateDecision(False, start, start - now - limit.tolerance)
@@ -85,6 +86,7 @@ def take_token(limit: RateLimit, tat: float | None, now: float) -> RateDecision:
 
 
 def check_concurrency(value: int | None, field: str) -> int | None:
+    """``value`` if None or within 1 and ``MAX_CONCURRENCY``; else ``InvalidRequest``."""
     if value is not None and not 1 <= value <= MAX_CONCURRENCY:
         raise InvalidRequest(field, f"must be between 1 and {MAX_CONCURRENCY}")
     return value
@@ -107,6 +109,9 @@ class TaskLimits:
 
 
 class BreakerState(StrEnum):
+    """A host's breaker: CLOSED calls, OPEN waits out its cool-down, HALF_OPEN lets one
+    probe through."""
+
     CLOSED = "CLOSED"
     OPEN = "OPEN"
     HALF_OPEN = "HALF_OPEN"
@@ -114,6 +119,8 @@ class BreakerState(StrEnum):
 
 @dataclass(frozen=True)
 class BreakerPolicy:
+    """When a breaker opens (failures in a row) and how long it stays open."""
+
     failure_threshold: int = 5
     cool_down: timedelta = timedelta(seconds=10)
     # How long one probe may take before another execution may probe instead.
@@ -135,6 +142,8 @@ class HostState:
 
 
 class Verdict(StrEnum):
+    """What ``admit`` says of one call to a host."""
+
     GO = "GO"
     PROBE = "PROBE"  # go, as the half-open breaker's single probe
     WAIT = "WAIT"
@@ -142,6 +151,8 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class HostAdmission:
+    """``admit``'s answer: the verdict, and for WAIT until when and why."""
+
     verdict: Verdict
     wait_until: datetime | None = None
     reason: str = ""
@@ -161,6 +172,8 @@ def admit(state: HostState, now: datetime) -> HostAdmission:
 
 
 def after_probe_taken(state: HostState, now: datetime, policy: BreakerPolicy) -> HostState:
+    """The host once one execution took the probe: HALF_OPEN, no other probe until
+    ``probe_lease`` has passed."""
     return _next(state, breaker=BreakerState.HALF_OPEN, breaker_until=now + policy.probe_lease)
 
 

@@ -191,6 +191,7 @@ def outage_to_text(outage: Outage) -> str:
 
 
 def outage_from_text(text: str) -> Outage:
+    """An outage as ``outage_to_text`` stored it."""
     last_tick, _, next_tick = text.partition("/")
     return Outage(last_tick=parse_instant(last_tick), next_tick=parse_instant(next_tick))
 

@@ -31,6 +31,8 @@ from dynacron.domain.executions.retry import AttemptFailure, RetryPolicy
 
 
 class ExecutionStatus(StrEnum):
+    """Where an execution is: waiting for an attempt, running one, or ended (final)."""
+
     QUEUED = "QUEUED"
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
@@ -39,6 +41,7 @@ class ExecutionStatus(StrEnum):
 
     @property
     def is_final(self) -> bool:
+        """Whether the execution ended: SUCCEEDED, FAILED (a dead letter) or SKIPPED."""
         return self not in (ExecutionStatus.QUEUED, ExecutionStatus.RUNNING)
 
 
@@ -109,6 +112,9 @@ class Dispatch:
 
 @dataclass(frozen=True)
 class Execution:
+    """One occurrence of a task (or a trigger, backfill, dependent run), across its
+    attempts: its status, its lease, and what its handler answered."""
+
     execution_id: str
     task_id: str
     scheduled_at: datetime
@@ -141,9 +147,11 @@ class Execution:
 
     @property
     def attempts_used(self) -> int:
+        """Attempts counted against the current retry budget, this one included."""
         return self.attempt - self.first_attempt + 1
 
     def as_dispatch(self) -> Dispatch:
+        """The message that runs the execution's current attempt."""
         return Dispatch(
             execution_id=self.execution_id,
             task_id=self.task_id,
@@ -215,6 +223,8 @@ def queue_latency(sent_at: datetime, due_at: datetime, started_at: datetime) -> 
 
 
 class HandlerAnswer(StrEnum):
+    """What a handler's answer means for the attempt."""
+
     SUCCEEDED = "SUCCEEDED"
     # 202: the handler took the job and reports back through heartbeat/complete.
     ACCEPTED = "ACCEPTED"
@@ -232,16 +242,19 @@ class DeliveryResult:
 
     @property
     def ok(self) -> bool:
+        """Whether the handler succeeded (a 202 is not yet a success)."""
         return self.answer is HandlerAnswer.SUCCEEDED
 
     @property
     def summary(self) -> ResultSummary:
+        """The status code and excerpt, as a success is kept."""
         return ResultSummary(self.status_code, self.excerpt)
 
     @classmethod
     def succeeded(
         cls, status_code: int | None = None, excerpt: str | None = None
     ) -> DeliveryResult:
+        """A success; the excerpt is cut to ``RESULT_EXCERPT_LIMIT`` characters."""
         return cls(
             HandlerAnswer.SUCCEEDED,
             status_code,
@@ -250,8 +263,10 @@ class DeliveryResult:
 
     @classmethod
     def accepted(cls, status_code: int = 202) -> DeliveryResult:
+        """The handler took the job and will report back through the callbacks."""
         return cls(HandlerAnswer.ACCEPTED, status_code)
 
     @classmethod
     def failed(cls, failure: AttemptFailure, status_code: int | None = None) -> DeliveryResult:
+        """A failed call: ``failure`` says whether trying again may help."""
         return cls(HandlerAnswer.FAILED, status_code, failure)

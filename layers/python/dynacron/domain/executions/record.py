@@ -91,7 +91,8 @@ def expiry(retention: timedelta, *ends: datetime | None) -> int:
 
 
 def present(values: Mapping[str, Any]) -> dict[str, Any]:
-    # An absent attribute, never a null one: as DynamoDB items have always been stored.
+    """``values`` without the None ones: a field is absent, never null, as DynamoDB
+    items have always been stored."""
     return {name: value for name, value in values.items() if value is not None}
 
 
@@ -118,6 +119,7 @@ def upstream_record(upstream: Upstream | None) -> dict[str, Any] | None:
 
 
 def result_record(result: ResultSummary) -> dict[str, Any]:
+    """A handler's answer as the record keeps it."""
     return present({"status_code": result.status_code, "excerpt": result.excerpt})
 
 
@@ -214,6 +216,7 @@ def call_from_record(values: Mapping[str, Any] | None) -> HandlerCallRecord | No
 
 
 def result_from_record(values: Mapping[str, Any] | None) -> ResultSummary | None:
+    """A handler's answer as ``result_record`` stored it; None if none was."""
     if values is None:
         return None
     status_code = values.get("status_code")
@@ -224,12 +227,14 @@ def result_from_record(values: Mapping[str, Any] | None) -> ResultSummary | None
 
 
 def retry_from_record(values: Mapping[str, Any] | None) -> RetryPolicy:
+    """The retry policy as ``retry_record`` stored it; the default if none was."""
     if not values:
         return RetryPolicy()
     return RetryPolicy(**{name: int(value) for name, value in values.items()})
 
 
 def upstream_from_record(values: Mapping[str, Any] | None) -> Upstream | None:
+    """The upstream execution as ``upstream_record`` stored it; None if none was."""
     if not values:
         return None
     status_code = values.get("status_code")

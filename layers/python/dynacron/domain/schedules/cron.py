@@ -52,6 +52,8 @@ _ASCII_WHITESPACE = re.compile(f"[{re.escape(string.whitespace)}]+")
 
 @dataclass(frozen=True)
 class FieldSpec:
+    """One field of a cron expression: its range, its names (JAN, MON), and H's range."""
+
     name: str
     low: int
     high: int
@@ -63,6 +65,7 @@ class FieldSpec:
 
     @property
     def allowed(self) -> str:
+        """The field's values as an error message states them, e.g. ``1-12 or JAN-DEC``."""
         allowed = f"{self.low}-{self.high}"
         if self.names:
             allowed += f" or {self.names[0]}-{self.names[-1]}"
@@ -101,6 +104,7 @@ class DayRule:
     match_both: bool
 
     def days(self, year: int, month: int) -> tuple[int, ...]:
+        """The matching days of ``month`` of ``year``, in order (cached)."""
         return _matching_days(self, year, month)
 
 
@@ -190,6 +194,7 @@ class CronSpec:
                         yield hour, minute, second
 
     def fires(self) -> bool:
+        """Whether it ever matches (``0 0 30 2 *`` never does), within ``SEARCH_YEARS``."""
         start = datetime(2000, 1, 1)  # noqa: DTZ001 -- a wall-clock time
         return next(self.wall_times_from(start), None) is not None
 

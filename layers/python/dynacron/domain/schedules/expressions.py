@@ -77,6 +77,8 @@ class Window:
     def next_within(
         self, instant: datetime, next_after: Callable[[datetime], datetime | None]
     ) -> datetime | None:
+        """``next_after(instant)``, from ``start_at`` on (inclusive) if ``instant`` is
+        before it; None past ``end_at``, or past the end of time (year 9999)."""
         try:
             if self.start_at is not None and instant < self.start_at:
                 instant = self.start_at - _JUST_BEFORE
@@ -107,16 +109,21 @@ class CronSchedule:
 
     @cached_property
     def spec(self) -> CronSpec:
+        """The expression compiled, ``H`` resolved with ``seed``."""
         return compile_cron(self.expression, self.seed)
 
     @cached_property
     def zone(self) -> ZoneInfo:
+        """The time zone the expression is read in."""
         return load_zone(self.timezone)
 
     def first_run(self, now: datetime) -> datetime | None:
+        """The first wall-clock match after ``now``, within the window."""
         return self.next_after(now)
 
     def next_after(self, instant: datetime) -> datetime | None:
+        """The first match after ``instant`` (strictly), within the window; None if none.
+        A time the clocks skip or repeat runs as ``dst`` says."""
         return self.window.next_within(instant, self._next_unbounded)
 
     def _next_unbounded(self, instant: datetime) -> datetime | None:
@@ -138,9 +145,12 @@ class RateSchedule:
     kind: Literal["rate"] = "rate"
 
     def first_run(self, now: datetime) -> datetime | None:
+        """The first point of the grid after ``now``, within the window: ``anchor``
+        itself if it is still ahead."""
         return self.next_after(now)
 
     def next_after(self, instant: datetime) -> datetime | None:
+        """The first point of the grid after ``instant`` (strictly), within the window."""
         return self.window.next_within(instant, self._next_unbounded)
 
     def _next_unbounded(self, instant: datetime) -> datetime | None:
@@ -152,6 +162,7 @@ class RateSchedule:
 
     @property
     def expression(self) -> str:
+        """The rate as written, e.g. ``"5 minutes"``."""
         return rate_expression(self.every_seconds)
 
 
@@ -173,6 +184,7 @@ class OneTimeSchedule:
     kind: Literal["at"] = "at"
 
     def first_run(self, now: datetime) -> datetime | None:
+        """``at``, even if it is already past (within the window); None outside it."""
         # A one-time task registered slightly late still fires, at once.
         try:
             just_before = self.at - _JUST_BEFORE
@@ -181,6 +193,7 @@ class OneTimeSchedule:
         return self.window.next_within(just_before, self._next_unbounded)
 
     def next_after(self, instant: datetime) -> datetime | None:
+        """``at`` if it is after ``instant``, within the window; else None: it ran."""
         return self.window.next_within(instant, self._next_unbounded)
 
     def _next_unbounded(self, instant: datetime) -> datetime | None:
@@ -202,6 +215,7 @@ class FixedDelaySchedule:
     kind: Literal["fixed_delay"] = "fixed_delay"
 
     def first_run(self, now: datetime) -> datetime | None:
+        """Now, or ``start_at`` if later; None if that is past ``end_at``."""
         first = max(now, self.window.start_at or now)
         if self.window.end_at is not None and first > self.window.end_at:
             return None
@@ -219,6 +233,7 @@ class FixedDelaySchedule:
 
     @property
     def expression(self) -> str:
+        """The delay as written, e.g. ``"5 minutes"``."""
         return rate_expression(self.delay_seconds)
 
 
@@ -231,13 +246,16 @@ class AfterSchedule:
     kind: Literal["after"] = "after"
 
     def first_run(self, now: datetime) -> datetime | None:
+        """None: an upstream success starts each run, never the clock."""
         return None
 
     def next_after(self, instant: datetime) -> datetime | None:
+        """None: an upstream success starts each run, never the clock."""
         return None
 
     @property
     def expression(self) -> str:
+        """The upstream task's id."""
         return self.upstream_task_id
 
 
@@ -394,6 +412,9 @@ def parse_local_instant(
 def parse_local_instants(
     field_name: str, text: str, timezone: str = "UTC", dst: DstPolicy | None = None
 ) -> tuple[datetime, ...]:
+    """Every instant ``text`` names, in order: one, or two for a local time the clocks
+    repeat with ``dst.ambiguous`` BOTH. ``InvalidSchedule`` naming ``field_name`` for
+    text that is not an instant, out of range, or skipped with ``dst.nonexistent`` SKIP."""
     zone = load_zone(timezone)
     not_an_instant = InvalidSchedule(
         field_name, f"{text!r} is not an ISO 8601 instant such as '2026-12-01T09:00:00Z'"

@@ -28,6 +28,9 @@ MAX_PER_TASK = 5_000
 
 @dataclass(frozen=True)
 class Forecast:
+    """Executions per minute over ``minutes`` minutes from ``start``, counted over
+    ``tasks`` tasks."""
+
     start: datetime
     minutes: int
     per_minute: Counter[datetime]
@@ -38,6 +41,7 @@ class Forecast:
 
     @property
     def peak(self) -> tuple[datetime, int] | None:
+        """The busiest minute and its count; None if nothing runs."""
         return self.per_minute.most_common(1)[0] if self.per_minute else None
 
 

@@ -28,6 +28,9 @@ class OffsetChange:
 
 @dataclass(frozen=True)
 class SchedulePreview:
+    """A schedule's next occurrences, what it means in words, and the offset changes
+    of its time zone between them."""
+
     timezone: str
     explanation: str
     occurrences: list[datetime]

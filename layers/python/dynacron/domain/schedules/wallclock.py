@@ -38,6 +38,8 @@ class Ambiguous(StrEnum):
 
 @dataclass(frozen=True)
 class DstPolicy:
+    """What a wall-clock time does when daylight saving skips or repeats it."""
+
     nonexistent: Nonexistent = Nonexistent.SHIFT
     ambiguous: Ambiguous = Ambiguous.FIRST
 
@@ -82,6 +84,7 @@ def transition_in(zone: ZoneInfo, low: datetime, high: datetime) -> datetime:
 
 
 def offset_at(zone: ZoneInfo, instant: datetime) -> timedelta:
+    """``zone``'s UTC offset at ``instant``."""
     offset = instant.astimezone(zone).utcoffset()
     assert offset is not None
     return offset

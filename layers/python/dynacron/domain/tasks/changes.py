@@ -88,6 +88,7 @@ class TaskChanges:
 
     @property
     def names_kind(self) -> bool:
+        """Whether the change gives a schedule kind (``cron``, ``rate``, ...): a new schedule."""
         return any(getattr(self, kind) is not None for kind in SCHEDULE_KINDS)
 
     @property

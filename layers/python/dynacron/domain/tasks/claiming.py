@@ -63,16 +63,19 @@ class Claim:
 
     @property
     def execution_id(self) -> str | None:
+        """The id of the execution that runs ``scheduled_at``; None when nothing runs."""
         if self.scheduled_at is None:
             return None
         return execution_id_for(self.task.task_id, self.scheduled_at)
 
     @property
     def completes_task(self) -> bool:
+        """Whether the task has nothing left to run (COMPLETED), nor waits for a finish."""
         return self.next_run_at is None and not self.awaits_finish
 
     @property
     def takes_slot(self) -> bool:
+        """Whether the execution claimed holds the task's run slot (``Task.holds_slot``)."""
         return self.scheduled_at is not None and self.task.holds_slot
 
     def dispatch(self, now: datetime) -> Dispatch | None:

@@ -51,6 +51,7 @@ def _instant_or_none(value: Any) -> Any:
 
 
 def schedule_to_map(schedule: Schedule) -> dict[str, Any]:
+    """A schedule as the record keeps it: its kind, its fields, instants as ISO text."""
     window = {
         "start_at": _optional_instant(schedule.window.start_at),
         "end_at": _optional_instant(schedule.window.end_at),
@@ -84,6 +85,7 @@ def schedule_to_map(schedule: Schedule) -> dict[str, Any]:
 
 
 def schedule_from_map(values: dict[str, Any]) -> Schedule:
+    """A schedule as ``schedule_to_map`` stored it; raises on one it cannot read."""
     # Records written before a field existed lack it: each missing field is its default.
     window = Window(
         start_at=_instant_or_none(values.get("start_at")),
@@ -117,6 +119,7 @@ def schedule_from_map(values: dict[str, Any]) -> Schedule:
 
 
 def retry_to_map(policy: RetryPolicy) -> dict[str, int]:
+    """A task's retry policy as the record keeps it."""
     return {
         "max_attempts": policy.max_attempts,
         "base_delay_seconds": policy.base_delay_seconds,
@@ -125,6 +128,7 @@ def retry_to_map(policy: RetryPolicy) -> dict[str, int]:
 
 
 def retry_from_map(values: dict[str, Any] | None) -> RetryPolicy:
+    """A retry policy as ``retry_to_map`` stored it; the default if none was."""
     if not values:
         return RetryPolicy()
     return RetryPolicy(**{name: int(value) for name, value in values.items()})
@@ -144,6 +148,7 @@ def limits_to_map(limits: TaskLimits) -> dict[str, Any] | None:
 
 
 def limits_from_map(values: dict[str, Any] | None) -> TaskLimits:
+    """A task's limits as ``limits_to_map`` stored them; none if none were."""
     if not values:
         return TaskLimits()
 
@@ -233,6 +238,7 @@ def task_from_record(values: dict[str, Any]) -> Task:
 
 
 def tags_from(value: Any) -> dict[str, str]:
+    """Stored tags (none if absent); ``ValueError`` if they are not a map of strings."""
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):

@@ -68,6 +68,7 @@ class ScheduleSpec:
     end_at: str | None = None
 
     def kinds_given(self) -> list[str]:
+        """The schedule kinds this spec names; registration needs exactly one."""
         return [kind for kind in SCHEDULE_KINDS if getattr(self, kind) is not None]
 
 
@@ -198,6 +199,7 @@ def build_schedule(spec: ScheduleSpec, now: datetime, seed: str) -> Schedule:
 
 
 def catchup_policy(policy: CatchUp, window_seconds: int | None) -> CatchUpPolicy:
+    """The catch-up policy asked for; a window is refused but with ``run_all``."""
     if window_seconds is None:
         return CatchUpPolicy(policy)
     if policy is not CatchUp.RUN_ALL:

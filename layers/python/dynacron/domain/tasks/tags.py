@@ -53,6 +53,7 @@ class TagFilter:
     value: str | None = None
 
     def matches(self, tags: Mapping[str, str]) -> bool:
+        """Whether a task with ``tags`` passes this filter."""
         if self.key not in tags:
             return False
         return self.value is None or tags[self.key] == self.value

@@ -23,6 +23,8 @@ MAX_JITTER_SECONDS = 900
 
 
 class TaskStatus(StrEnum):
+    """Whether the tick may claim the task: only an ACTIVE one is ever in the due index."""
+
     ACTIVE = "ACTIVE"
     PAUSED = "PAUSED"
     COMPLETED = "COMPLETED"
@@ -63,6 +65,8 @@ SKIPPED_CATCHUP = (
 
 @dataclass(frozen=True)
 class CatchUpPolicy:
+    """What runs of the occurrences a downtime missed (``CatchUp``), and within what window."""
+
     policy: CatchUp = CatchUp.RUN_ONCE
     # run_all only: occurrences missed by more than this never run.
     window_seconds: int = DEFAULT_CATCHUP_WINDOW_SECONDS
@@ -109,6 +113,7 @@ class Task:
 
     @property
     def timezone(self) -> str:
+        """The zone its schedule reads wall-clock times in; UTC for kinds without one."""
         return getattr(self.schedule, "timezone", "UTC")
 
     @property
@@ -118,6 +123,7 @@ class Task:
 
     @property
     def upstream_task_id(self) -> str | None:
+        """The task it runs after; None unless its schedule is ``after``."""
         return getattr(self.schedule, "upstream_task_id", None)
 
 
@@ -157,6 +163,7 @@ def downstream_execution_id(task_id: str, upstream_execution_id: str) -> str:
 
 
 def task_id_of(execution_id: str) -> str:
+    """The task an execution id belongs to; ``ValueError`` if it is not an execution id."""
     task_id, _, _ = execution_id.rpartition("_")
     if not task_id:
         raise ValueError(f"{execution_id!r} is not an execution id")
@@ -169,6 +176,7 @@ def shard_for(task_id: str, shard_count: int) -> int:
 
 
 def bucket_start(instant: datetime, bucket_seconds: int) -> datetime:
+    """The start of the time bucket holding ``instant``, whole seconds from the epoch."""
     epoch = int(instant.timestamp())
     return datetime.fromtimestamp(epoch - epoch % bucket_seconds, UTC)
 
@@ -187,6 +195,7 @@ class DuePlacement:
 
     @property
     def key(self) -> str:
+        """The due index partition key of this placement."""
         return due_bucket_key(self.bucket, self.shard)
 
 
@@ -198,6 +207,7 @@ class Sharding:
     bucket_seconds: int
 
     def bucket(self, instant: datetime) -> datetime:
+        """The start of the time bucket holding ``instant``."""
         return bucket_start(instant, self.bucket_seconds)
 
     def place(

@@ -73,12 +73,15 @@ class UrlPolicy:
         return parts.hostname, port
 
     def literal_address(self, host: str) -> IpAddress | None:
+        """``host`` as an IP address if it is one written out; None for a name."""
         try:
             return ipaddress.ip_address(host)
         except ValueError:
             return None
 
     def allows(self, address: IpAddress) -> bool:
+        """Whether delivery may connect to ``address``: one of ``allow_networks`` if any
+        are given; otherwise a global unicast address outside ``TRANSLATION_NETWORKS``."""
         if self.allow_networks:
             return any(address in ipaddress.ip_network(net) for net in self.allow_networks)
         if isinstance(address, ipaddress.IPv6Address) and any(
