@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 import boto3
 
@@ -51,6 +51,10 @@ from dynacron.services.tick import Ticker
 from dynacron.services.undelivered import UndeliveredDispatches
 from dynacron.services.work import ExecutionRunner
 
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
+    from types_boto3_sqs.client import SQSClient
+
 EXECUTION_RETENTION = timedelta(days=90)
 
 
@@ -68,8 +72,8 @@ class Dynacron(LambdaEvents):
         self,
         settings: Settings,
         *,
-        dynamodb: Any = None,
-        sqs: Any = None,
+        dynamodb: DynamoDBClient | None = None,
+        sqs: SQSClient | None = None,
         adapters: AdapterSet | None = None,
         clock: Clock | None = None,
         delivery: Delivery | None = None,
@@ -91,6 +95,8 @@ class Dynacron(LambdaEvents):
         self.metrics = ReliabilityMetrics(emit_metrics)
         if adapters is None:
             # Deployed (and in most tests): the AWS set, on the clients given.
+            if dynamodb is None or sqs is None:
+                raise TypeError("Dynacron needs an adapter set, or DynamoDB and SQS clients")
             adapters = aws_adapters(
                 settings, dynamodb=dynamodb, sqs=sqs, execution_retention=EXECUTION_RETENTION
             )

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
@@ -36,6 +36,11 @@ from dynacron.definitions.resources import (
 )
 from dynacron.domain.clock import Clock, SystemClock
 from dynacron.entry.settings import Settings
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
+    from types_boto3_sqs.client import SQSClient
+    from types_boto3_sqs.literals import QueueAttributeNameType
 
 REGION = "us-east-1"
 LOCAL_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
@@ -272,7 +277,7 @@ class EmbeddedAws:
             self._thread.join(timeout=5)
 
 
-def aws_clients(endpoint: str) -> tuple[Any, Any]:
+def aws_clients(endpoint: str) -> tuple[DynamoDBClient, SQSClient]:
     """DynamoDB and SQS clients for an AWS emulator at ``endpoint``."""
     config = Config(
         retries={"max_attempts": 5, "mode": "standard"},
@@ -288,8 +293,8 @@ def aws_clients(endpoint: str) -> tuple[Any, Any]:
 
 
 def provision(
-    dynamodb: Any,
-    sqs: Any,
+    dynamodb: DynamoDBClient,
+    sqs: SQSClient,
     prefix: str = "dynacron",
     clock: Clock | None = None,
     **overrides: Any,
@@ -330,14 +335,14 @@ def provision(
     return settings
 
 
-def _arn(sqs: Any, queue_url: str) -> str:
+def _arn(sqs: SQSClient, queue_url: str) -> str:
     arn: str = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
         "Attributes"
     ]["QueueArn"]
     return arn
 
 
-def undelivered_queue_url(sqs: Any, prefix: str = "dynacron") -> str:
+def undelivered_queue_url(sqs: SQSClient, prefix: str = "dynacron") -> str:
     """The queue SQS moves undeliverable dispatch messages to (not in ``Settings``:
     deployed, its function is fed by an event source and never names it)."""
     url: str = sqs.get_queue_url(QueueName=UNDELIVERED_QUEUE.default_name(prefix))["QueueUrl"]
@@ -345,9 +350,9 @@ def undelivered_queue_url(sqs: Any, prefix: str = "dynacron") -> str:
 
 
 def _create_queue(
-    sqs: Any, queue: QueueDefinition, prefix: str, dead_letter_arn: str | None
+    sqs: SQSClient, queue: QueueDefinition, prefix: str, dead_letter_arn: str | None
 ) -> str:
-    attributes = {
+    attributes: dict[QueueAttributeNameType, str] = {
         "VisibilityTimeout": str(queue.visibility_timeout_seconds),
         "MessageRetentionPeriod": str(queue.retention_seconds),
     }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from dynacron.adapters.aws.create_keys import DynamoCreateKeys
 from dynacron.adapters.aws.cursors import DynamoCursorStore
@@ -14,6 +14,10 @@ from dynacron.adapters.aws.queue import SqsDeadLetterQueue, SqsDispatchQueue
 from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.adapters.aws.tenants import DynamoTenantStore
 from dynacron.ports import AdapterSet
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
+    from types_boto3_sqs.client import SQSClient
 
 
 class AwsResourceNames(Protocol):
@@ -32,7 +36,11 @@ class AwsResourceNames(Protocol):
 
 
 def aws_adapters(
-    settings: AwsResourceNames, *, dynamodb: Any, sqs: Any, execution_retention: timedelta
+    settings: AwsResourceNames,
+    *,
+    dynamodb: DynamoDBClient,
+    sqs: SQSClient,
+    execution_retention: timedelta,
 ) -> AdapterSet:
     """Every port on the tables and queues ``settings`` name, through the given clients."""
     return AdapterSet(

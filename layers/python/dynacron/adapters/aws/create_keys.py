@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.expressions import apply_to_record
@@ -12,6 +12,9 @@ from dynacron.adapters.aws.items import from_item, to_item
 from dynacron.definitions.resources import CREATE_KEY_PREFIX
 from dynacron.domain.coordination import transitions
 from dynacron.domain.coordination.create_keys import CreateKey, KeyReservation
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
 
 
 def create_key_key(tenant_id: str, key: str) -> dict[str, Any]:
@@ -23,7 +26,7 @@ class DynamoCreateKeys:
     """One record per tenant and key; DynamoDB's TTL removes it after ``KEY_LIFETIME``
     (until then an expired one counts as absent)."""
 
-    def __init__(self, client: Any, coordination_table: str) -> None:
+    def __init__(self, client: DynamoDBClient, coordination_table: str) -> None:
         self._client = translating(client)
         self._table = coordination_table
 

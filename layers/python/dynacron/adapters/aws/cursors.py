@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.expressions import apply_to_record
@@ -23,12 +23,15 @@ from dynacron.ports import (
     ShardCursor,
 )
 
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
+
 
 class DynamoCursorStore:
     """Per-shard tick cursors: the oldest due-index bucket that may still hold work,
     and the shard's heartbeat (``last_tick_at``, ``ticking_since``, ``outages``)."""
 
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         self._client = translating(client)
         self._table = table_name
 

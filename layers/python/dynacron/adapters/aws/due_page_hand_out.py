@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.due_page_events import page_to_event
 from dynacron.ports import DuePage
+
+if TYPE_CHECKING:
+    from types_boto3_lambda.client import LambdaClient
 
 
 class LambdaDuePageHandOut:
@@ -19,7 +22,7 @@ class LambdaDuePageHandOut:
     claims the page itself.
     """
 
-    def __init__(self, client: Any, function_name: str) -> None:
+    def __init__(self, client: LambdaClient, function_name: str) -> None:
         self._client = translating(client)
         self._function = function_name
 

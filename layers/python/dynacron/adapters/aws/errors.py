@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, ParamSpec, TypeVar, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -28,7 +28,7 @@ THROTTLING_CODES = frozenset(
 )
 
 
-class AwsUnavailable(ClientError, StoreUnavailable):  # type: ignore[misc]
+class AwsUnavailable(ClientError, StoreUnavailable):
     """An AWS call failed; the response is AWS's."""
 
 
@@ -44,14 +44,19 @@ def error_code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", ""))
 
 
-class TranslatingClient:
+ClientT = TypeVar("ClientT")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class TranslatingClient(Generic[ClientT]):
     """A boto3 client whose calls raise in the ports' terms (see the module's doc)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: ClientT) -> None:
         self._client = client
 
     @property
-    def unwrapped(self) -> Any:
+    def unwrapped(self) -> ClientT:
         return self._client
 
     def __getattr__(self, name: str) -> Any:
@@ -61,9 +66,9 @@ class TranslatingClient:
         return _translated(attribute)
 
 
-def _translated(call: Callable[..., Any]) -> Callable[..., Any]:
+def _translated(call: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(call)
-    def translated(*args: Any, **kwargs: Any) -> Any:
+    def translated(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return call(*args, **kwargs)
         except AwsUnavailable:
@@ -80,6 +85,13 @@ def _translated(call: Callable[..., Any]) -> Callable[..., Any]:
     return translated
 
 
-def translating(client: Any) -> Any:
-    """``client``, translating its errors; a client already translating is kept as it is."""
-    return client if isinstance(client, TranslatingClient) else TranslatingClient(client)
+def translating(client: ClientT) -> ClientT:
+    """``client``, translating its errors; a client already translating is kept as it is.
+
+    Typed as the client it wraps: every method is the client's own, called with the
+    same arguments and answering the same way; only the errors it raises change.
+    """
+    if isinstance(client, TranslatingClient):
+        return client
+    # The wrapper forwards every attribute (__getattr__), so it is used as the client.
+    return cast(ClientT, TranslatingClient(client))

@@ -6,7 +6,7 @@ tenant's executions across its tasks (the attention index) and a task's history
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -33,6 +33,9 @@ from dynacron.domain.executions.record import ATTENTION_AT, ATTENTION_TENANT, de
 from dynacron.domain.instants import format_instant
 from dynacron.ports import Page
 
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
+
 # Index queries (each with one BatchGetItem) a page of executions across tasks may
 # take to fill: entries whose item moved on, or of another status, are skipped.
 ATTENTION_ROUNDS = 4
@@ -40,7 +43,7 @@ _TOKEN_REFUSED = "is not a token this API returned"
 
 
 def expired_lease_ids(
-    client: Any, table: str, shard: int, cutoff: datetime, limit: int
+    client: DynamoDBClient, table: str, shard: int, cutoff: datetime, limit: int
 ) -> list[str]:
     """Ids of executions in one lease shard whose lease ended before ``cutoff``."""
     ids: list[str] = []
@@ -70,7 +73,7 @@ def expired_lease_ids(
 
 
 def dead_letter_page(
-    client: Any, table: str, tenant_id: str, limit: int, token: str | None
+    client: DynamoDBClient, table: str, tenant_id: str, limit: int, token: str | None
 ) -> Page[Execution]:
     """A tenant's dead-lettered executions, most recent first (its own index partition)."""
     partition = dead_letter_partition(tenant_id)
@@ -81,7 +84,7 @@ def dead_letter_page(
 
 
 def task_history_page(
-    client: Any, table: str, task_id: str, limit: int, token: str | None
+    client: DynamoDBClient, table: str, task_id: str, limit: int, token: str | None
 ) -> Page[Execution]:
     """A task's executions, newest scheduled time first."""
     query = PartitionQuery(table, "task_id", task_id, newest_first=True)
@@ -89,7 +92,12 @@ def task_history_page(
 
 
 def attention_page(
-    client: Any, table: str, tenant_id: str, query: AttentionQuery, limit: int, token: str | None
+    client: DynamoDBClient,
+    table: str,
+    tenant_id: str,
+    query: AttentionQuery,
+    limit: int,
+    token: str | None,
 ) -> Page[Execution]:
     """The tenant's listed executions that ``query`` admits, newest first by when they
     were listed: its own partition of the attention index, re-read with

@@ -8,7 +8,7 @@ conditional write (``expressions``), and the queries are answered (``execution_q
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.execution_items import call_from_item, execution_from_item
@@ -28,6 +28,9 @@ from dynacron.domain.executions.record import Keeping
 from dynacron.domain.tasks.task import shard_for, task_id_of
 from dynacron.ports import Applied, Page
 
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
+
 
 class DynamoExecutionStore:
     """Executions and their leases. Each transition is one conditional write.
@@ -38,7 +41,11 @@ class DynamoExecutionStore:
     """
 
     def __init__(
-        self, client: Any, table_name: str, retention: timedelta, lease_shards: int = LEASE_SHARDS
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        retention: timedelta,
+        lease_shards: int = LEASE_SHARDS,
     ) -> None:
         self._client = translating(client)
         self._table = table_name

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
@@ -25,6 +26,9 @@ from dynacron.domain.conditions import (
     Plus,
     Transition,
 )
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
 
 _PLAIN_NAME = re.compile(r"\w+")
 
@@ -130,11 +134,13 @@ def write_request(transition: Transition, key: dict[str, Any]) -> dict[str, Any]
     }
 
 
-def apply_transition(client: Any, table: str, key: dict[str, Any], transition: Transition) -> bool:
+def apply_transition(
+    client: DynamoDBClient, table: str, key: dict[str, Any], transition: Transition
+) -> bool:
     """Carry out ``transition`` on the item at ``key`` of ``table`` as one conditional
     write; False if it did not hold."""
     request = write_request(transition, key)
-    write = client.update_item
+    write: Callable[..., object] = client.update_item
     if transition.creates:
         write = client.put_item
     elif transition.deletes:
@@ -143,7 +149,7 @@ def apply_transition(client: Any, table: str, key: dict[str, Any], transition: T
 
 
 def apply_transition_returning(
-    client: Any, table: str, key: dict[str, Any], transition: Transition
+    client: DynamoDBClient, table: str, key: dict[str, Any], transition: Transition
 ) -> tuple[bool, dict[str, Any] | None]:
     """As ``apply_transition``, with the item: the new one if the transition held,
     else the one that made it fail (None if there is none)."""
@@ -164,13 +170,15 @@ def apply_transition_returning(
         )
     except ClientError as error:
         if is_condition_failure(error):
-            return False, error.response.get("Item")
+            # ReturnValuesOnConditionCheckFailure puts the item in the error's
+            # response, a key botocore's stubs do not declare.
+            return False, cast("dict[str, Any] | None", error.response.get("Item"))
         raise
     return True, response.get("Attributes")
 
 
 def apply_to_record(
-    client: Any,
+    client: DynamoDBClient,
     table: str,
     key: dict[str, Any],
     transition: Transition,

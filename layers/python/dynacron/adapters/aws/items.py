@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
@@ -24,6 +24,10 @@ from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.ports import (
     Page,
 )
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
+    from types_boto3_dynamodb.type_defs import QueryOutputTypeDef
 
 T = TypeVar("T")
 
@@ -38,7 +42,11 @@ BATCH_GET_LIMIT = 100
 
 
 def batch_get(
-    client: Any, table: str, keys: list[dict[str, Any]], id_attribute: str, consistent: bool
+    client: DynamoDBClient,
+    table: str,
+    keys: list[dict[str, Any]],
+    id_attribute: str,
+    consistent: bool,
 ) -> dict[str, dict[str, Any]]:
     """The items of ``keys`` that exist, by their ``id_attribute``, in BatchGetItem
     calls of at most ``BATCH_GET_LIMIT`` keys (keys DynamoDB leaves unprocessed are
@@ -86,7 +94,7 @@ def is_transaction_refusal(error: ClientError) -> bool:
     return bool(error.response.get("Error", {}).get("Code") == "TransactionCanceledException")
 
 
-def conditional_write(write: Any, table: str, **request: Any) -> bool:
+def conditional_write(write: Callable[..., object], table: str, **request: Any) -> bool:
     """Run one conditional write; False if its condition failed, other errors raise."""
     try:
         write(TableName=table, **request)
@@ -141,7 +149,7 @@ class QueryFilter:
 
 
 def query_page(
-    client: Any,
+    client: DynamoDBClient,
     query: PartitionQuery,
     limit: int,
     token: str | None,
@@ -162,7 +170,7 @@ def query_page(
 
 
 def filtered_query_page(
-    client: Any,
+    client: DynamoDBClient,
     query: PartitionQuery,
     limit: int,
     token: str | None,
@@ -231,9 +239,11 @@ def _query_request(query: PartitionQuery, token: str | None) -> dict[str, Any]:
     return kwargs
 
 
-def _query(client: Any, kwargs: dict[str, Any], *, from_token: bool) -> dict[str, Any]:
+def _query(
+    client: DynamoDBClient, kwargs: dict[str, Any], *, from_token: bool
+) -> QueryOutputTypeDef:
     try:
-        response: dict[str, Any] = client.query(**kwargs)
+        response = client.query(**kwargs)
     except ClientError as error:
         # A start key DynamoDB rejects came in the caller's token (4xx).
         resumed = from_token and "ExclusiveStartKey" in kwargs

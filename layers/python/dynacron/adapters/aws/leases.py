@@ -11,7 +11,7 @@ without one while its successor is waiting.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.expressions import apply_to_record
@@ -22,6 +22,9 @@ from dynacron.domain.coordination import transitions
 from dynacron.domain.instants import parse_instant
 from dynacron.ports import ShardLease
 
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
+
 # A lease record outlives its last holder by this long, then DynamoDB's TTL removes it.
 RECORD_RETENTION = timedelta(days=1)
 if COORDINATION.ttl_attribute is None:
@@ -30,7 +33,7 @@ EXPIRES_AT: str = COORDINATION.ttl_attribute
 
 
 class DynamoShardLeases:
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         self._client = translating(client)
         self._table = table_name
 

@@ -16,9 +16,10 @@ Every worker reads and writes the same few items, each change one conditional wr
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.expressions import apply_to_record
@@ -34,13 +35,18 @@ from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination import transitions
 from dynacron.domain.coordination.limits import HostState, RateLimit, take_token
 
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
+
 # Racing writers can make both GCRA writes miss; after this many rounds, wait.
 RATE_ROUNDS = 3
 KEY = COORDINATION.partition_key.name
 
 
 class DynamoLimitStore:
-    def __init__(self, client: Any, table_name: str, rng: random.Random | None = None) -> None:
+    def __init__(
+        self, client: DynamoDBClient, table_name: str, rng: random.Random | None = None
+    ) -> None:
         self._client = translating(client)
         self._table = table_name
         self._rng = rng or random.Random()
@@ -147,7 +153,7 @@ class DynamoLimitStore:
         expiry = {EXPIRES_AT: expires_at} if expires_at is not None else None
         return apply_to_record(self._client, self._table, {KEY: key}, transition, also_sets=expiry)
 
-    def _conditional(self, write: Any, **request: Any) -> bool:
+    def _conditional(self, write: Callable[..., object], **request: Any) -> bool:
         return conditional_write(write, self._table, **request)
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.messages import (
@@ -16,9 +16,13 @@ from dynacron.adapters.messages import (
 )
 from dynacron.domain.executions.execution import Dispatch
 
+if TYPE_CHECKING:
+    from types_boto3_sqs.client import SQSClient
+    from types_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
+
 
 class SqsDispatchQueue:
-    def __init__(self, client: Any, queue_url: str) -> None:
+    def __init__(self, client: SQSClient, queue_url: str) -> None:
         self._client = translating(client)
         self._url = queue_url
 
@@ -68,7 +72,7 @@ class SqsDeadLetterQueue:
     # A redrive looks through at most this many receives (10 messages each) for the copy.
     SEARCH_RECEIVES = 10
 
-    def __init__(self, client: Any, queue_url: str) -> None:
+    def __init__(self, client: SQSClient, queue_url: str) -> None:
         self._client = translating(client)
         self._url = queue_url
 
@@ -114,8 +118,8 @@ class SqsDeadLetterQueue:
                 if not messages:
                     break
                 for message in messages:
-                    attributes = message.get("MessageAttributes", {})
-                    owner = attributes.get(EXECUTION_ID_ATTRIBUTE, {}).get("StringValue")
+                    attribute = message.get("MessageAttributes", {}).get(EXECUTION_ID_ATTRIBUTE)
+                    owner = attribute.get("StringValue") if attribute else None
                     if owner == execution_id:
                         self._client.delete_message(
                             QueueUrl=self._url, ReceiptHandle=message["ReceiptHandle"]
@@ -135,8 +139,11 @@ class SqsDeadLetterQueue:
         return found
 
 
-def _entry(entry_id: str, dispatch: Dispatch) -> dict[str, Any]:
-    entry: dict[str, Any] = {"Id": entry_id, "MessageBody": dispatch_to_body(dispatch)}
+def _entry(entry_id: str, dispatch: Dispatch) -> SendMessageBatchRequestEntryTypeDef:
+    entry: SendMessageBatchRequestEntryTypeDef = {
+        "Id": entry_id,
+        "MessageBody": dispatch_to_body(dispatch),
+    }
     if dispatch.delay_seconds > 0:
         entry["DelaySeconds"] = dispatch.delay_seconds
     return entry

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.items import PartitionQuery, QueryFilter, filtered_query_page, query_page
 from dynacron.definitions.resources import TAGS_ATTRIBUTE, TENANT_INDEX
 from dynacron.domain.tasks.tags import TagFilter
 from dynacron.ports import Page
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
 
 # A filtered listing page's work: at most this many Query calls, each reading at
 # most this many index entries (the index's keys and at most 2 KB of tags), so one
@@ -17,7 +20,7 @@ EVALUATED_PER_QUERY = 1000
 
 
 def tenant_task_ids(
-    client: Any,
+    client: DynamoDBClient,
     table: str,
     tenant_id: str,
     limit: int,

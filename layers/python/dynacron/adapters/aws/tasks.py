@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
@@ -54,6 +54,10 @@ from dynacron.ports import (
 )
 from dynacron.ports.tasks import all_readable, sorted_reads
 
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
+    from types_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+
 
 class DynamoTaskStore:
     """Tasks. The ``*_owned`` methods are the API's: each is scoped to one tenant.
@@ -64,7 +68,7 @@ class DynamoTaskStore:
 
     def __init__(
         self,
-        client: Any,
+        client: DynamoDBClient,
         table_name: str,
         coordination_table: str = "",
         *,
@@ -289,7 +293,7 @@ class DynamoTaskStore:
         """
         replacement = transitions.replace(expected_version, unchanged)
         placeholders = Placeholders()
-        put = {
+        put: dict[str, Any] = {
             "TableName": self._table,
             "Item": task_to_item(task, placement),
             "ConditionExpression": placeholders.condition(replacement.expects),
@@ -303,7 +307,9 @@ class DynamoTaskStore:
                 {"ConditionCheck": _condition_check(self._table, task_id, expects)}
                 for task_id, expects in replacement.unchanged.items()
             ]
-            self._client.transact_write_items(TransactItems=[{"Put": put}, *checks])
+            # Built as plain dicts, as their placeholders are; the stubs type the call.
+            items = cast("list[TransactWriteItemTypeDef]", [{"Put": put}, *checks])
+            self._client.transact_write_items(TransactItems=items)
         except ClientError as error:
             if is_condition_failure(error) or is_transaction_refusal(error):
                 return False
@@ -377,7 +383,8 @@ class DynamoTaskStore:
 
 def _plain(version: dict[str, Any] | None) -> Any:
     """A stored ``version`` attribute (undecoded, None if missing) as a plain value."""
-    return deserializer.deserialize(version) if version is not None else None
+    # Item dicts stay dict[str, Any] here; the stubs' attribute value type is private.
+    return deserializer.deserialize(cast(Any, version)) if version is not None else None
 
 
 def _condition_check(table: str, task_id: str, expects: Condition) -> dict[str, Any]:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.expressions import apply_to_record
 from dynacron.adapters.aws.items import from_item, to_item
 from dynacron.definitions.resources import TENANT_KEY_PREFIX
 from dynacron.domain.coordination import transitions
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
 
 
 def tenant_key(tenant_id: str) -> dict[str, Any]:
@@ -23,7 +26,7 @@ class DynamoTenantStore:
     deliveries carry a signature under each, until the next rotation drops it.
     """
 
-    def __init__(self, client: Any, coordination_table: str) -> None:
+    def __init__(self, client: DynamoDBClient, coordination_table: str) -> None:
         self._client = translating(client)
         self._table = coordination_table
 
