@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import CallbackRefused, Conflict, ExecutionNotFound
-from dynacron.domain.executions import transitions
+from dynacron.domain.executions import dead_letters, transitions
 from dynacron.domain.executions.attention import AttentionQuery
 from dynacron.domain.executions.execution import (
     Execution,
@@ -131,7 +131,7 @@ class ExecutionService:
     def redrive(self, tenant_id: str, execution_id: str) -> Execution:
         """Replay a dead letter under the same execution id, with a fresh retry budget."""
         now = self.clock.now()
-        redrive = transitions.redrive(
+        redrive = dead_letters.redrive(
             tenant_id,
             now=now,
             lease_until=self.lease_terms.pickup_deadline(now),

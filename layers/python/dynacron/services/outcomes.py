@@ -13,7 +13,7 @@ from datetime import timedelta
 from enum import StrEnum
 
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions import transitions
+from dynacron.domain.executions import dead_letters, transitions
 from dynacron.domain.executions.attention import Attention
 from dynacron.domain.executions.execution import (
     Dispatch,
@@ -234,7 +234,7 @@ class AttemptOutcomes:
     def _dead_letter(self, execution: Execution, lease_token: str, error: str) -> Outcome:
         now = self.clock.now()
         chore_token = new_token()
-        dead_letter = transitions.dead_letter(
+        dead_letter = dead_letters.dead_letter(
             lease_token,
             now=now,
             error=error,
