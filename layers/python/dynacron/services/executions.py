@@ -119,10 +119,11 @@ class ExecutionService:
             )
         return self.get(execution.tenant_id, execution.execution_id)
 
-    def across_tasks(
+    def needing_attention(
         self, tenant_id: str, query: AttentionQuery, limit: int, token: str | None
     ) -> Page[Execution]:
-        """The tenant's executions an operator looks for (``domain.attention``), newest first."""
+        """The tenant's executions an operator looks for (``domain.executions.attention``),
+        newest first."""
         return self.executions.needing_attention(tenant_id, query, limit, token)
 
     def dead_letters(self, tenant_id: str, limit: int, token: str | None) -> Page[Execution]:

@@ -79,7 +79,7 @@ class RunStarter:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Aftermath:
+class FollowUps:
     tasks: TaskStore
     executions: ExecutionStore
     starter: RunStarter

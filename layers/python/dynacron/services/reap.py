@@ -18,7 +18,7 @@ Then, by status:
 - QUEUED: the attempt's message never started (lost in a crash); it is sent again;
 - FAILED: the dead-letter copy was never sent; it is sent now (and the run slot freed);
 - SUCCEEDED or SKIPPED: what its end owed (dependents, the run slot; see
-  ``aftermath``) may not have happened; it is done now.
+  ``follow_ups``) may not have happened; it is done now.
 
 A lease whose handling raises (its task cannot be read, its fixed delay overflows
 a date) would raise again every run, and stop the sweep at that lease each time.
