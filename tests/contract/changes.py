@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from dynacron.domain.executions import transitions
+from dynacron.domain.executions import call_records, dead_letters, transitions
 from dynacron.domain.executions.attention import Attention
 from dynacron.domain.executions.execution import (
     Dispatch,
@@ -139,7 +139,7 @@ def dead_letter(
     new_token: str,
     tenant_id: str,
 ) -> bool:
-    change = transitions.dead_letter(
+    change = dead_letters.dead_letter(
         lease_token,
         now=now,
         error=error,
@@ -162,7 +162,7 @@ def record_undelivered(
     lease_until: datetime,
     lease_token: str,
 ) -> bool:
-    change = transitions.record_undelivered(
+    change = dead_letters.record_undelivered(
         dispatch,
         now=now,
         error=error,
@@ -187,7 +187,7 @@ def dead_letter_undelivered(
     new_token: str,
     tenant_id: str,
 ) -> bool:
-    change = transitions.dead_letter_undelivered(
+    change = dead_letters.dead_letter_undelivered(
         seen_token,
         attempt=attempt,
         now=now,
@@ -209,11 +209,11 @@ def release(store: ExecutionStore, execution_id: str, lease_token: str) -> bool:
 
 
 def keep_call(store: ExecutionStore, execution_id: str, call: HandlerCallRecord) -> bool:
-    return store.apply(execution_id, transitions.keep_call(call))
+    return store.apply(execution_id, call_records.keep_call(call))
 
 
 def clear_call(store: ExecutionStore, execution_id: str, in_progress_until_ms: int | None) -> bool:
-    return store.apply(execution_id, transitions.clear_call(in_progress_until_ms))
+    return store.apply(execution_id, call_records.clear_call(in_progress_until_ms))
 
 
 def take_over(
@@ -249,7 +249,7 @@ def redrive(
     lease_until: datetime,
     new_token: str,
 ) -> Execution | None:
-    change = transitions.redrive(
+    change = dead_letters.redrive(
         tenant_id,
         now=now,
         lease_until=lease_until,

@@ -394,8 +394,8 @@ def test_a_chain_of_three_runs_in_order_once_per_upstream_success(
     assert b_delivery.body["upstream"]["status_code"] == 200
     assert execution(pipeline, b_id).upstream is not None
     # When the upstream success is signalled again (a repeated follow-up)
-    pipeline.app.aftermath.follow_up(execution(pipeline, a_id))
-    pipeline.app.aftermath.follow_up(execution(pipeline, b_id))
+    pipeline.app.follow_ups.follow_up(execution(pipeline, a_id))
+    pipeline.app.follow_ups.follow_up(execution(pipeline, b_id))
     pipeline.work()
     # Then nothing runs twice; the next upstream success runs the chain again
     assert sink.calls_by_key() == {a_id: 1, b_id: 1, c_id: 1}

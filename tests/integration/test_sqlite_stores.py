@@ -25,7 +25,7 @@ from dynacron.adapters.sqlite.coordination import (
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.executions import SqliteExecutionStore
 from dynacron.adapters.sqlite.tasks import SqliteTaskStore
-from dynacron.domain.executions import transitions
+from dynacron.domain.executions import dead_letters, transitions
 from dynacron.domain.executions.attention import AttentionQuery
 from dynacron.domain.executions.execution import (
     Dispatch,
@@ -437,7 +437,7 @@ def test_a_file_made_before_the_attention_index_gets_it_and_lists_new_failures(
         retry=RetryPolicy(),
         tenant_id="tenant-a",
     ).began
-    dead_letter = transitions.dead_letter(
+    dead_letter = dead_letters.dead_letter(
         "t",
         now=NOW,
         error="refused",

@@ -20,6 +20,7 @@ from dynacron.adapters.aws.task_items import retry_from_map, retry_to_map
 from dynacron.adapters.messages import upstream_from_map, upstream_to_map
 from dynacron.definitions.resources import EXECUTIONS, create_table_request
 from dynacron.domain.conditions import AllOf, AnyOf, Equals, Missing, Transition
+from dynacron.domain.executions import call_records, dead_letters
 from dynacron.domain.executions import transitions as t
 from dynacron.domain.executions.execution import (
     Dispatch,
@@ -166,7 +167,7 @@ TRANSITIONS: dict[str, Callable[[], Transition]] = {
         error="500",
         **LEASE,
     ),
-    "dead_letter": lambda: t.dead_letter(
+    "dead_letter": lambda: dead_letters.dead_letter(
         "held",
         now=NOW,
         error="gave up",
@@ -175,7 +176,7 @@ TRANSITIONS: dict[str, Callable[[], Transition]] = {
         tenant_id="acme",
         **LEASE,
     ),
-    "record_undelivered": lambda: t.record_undelivered(
+    "record_undelivered": lambda: dead_letters.record_undelivered(
         DISPATCH,
         now=NOW,
         error="undelivered",
@@ -185,7 +186,7 @@ TRANSITIONS: dict[str, Callable[[], Transition]] = {
         lease_token="u",
         **LEASE,
     ),
-    "dead_letter_undelivered": lambda: t.dead_letter_undelivered(
+    "dead_letter_undelivered": lambda: dead_letters.dead_letter_undelivered(
         "held",
         attempt=2,
         now=NOW,
@@ -197,10 +198,10 @@ TRANSITIONS: dict[str, Callable[[], Transition]] = {
     ),
     "set_aside": lambda: t.set_aside("raised", NOW),
     "release": lambda: t.release("held"),
-    "save_call": lambda: t.save_call("held", IN_PROGRESS, CALL_NOW_MS),
-    "keep_call": lambda: t.keep_call(COMPLETED),
-    "clear_call": lambda: t.clear_call(77),
-    "clear_call_without_deadline": lambda: t.clear_call(None),
+    "save_call": lambda: call_records.save_call("held", IN_PROGRESS, CALL_NOW_MS),
+    "keep_call": lambda: call_records.keep_call(COMPLETED),
+    "clear_call": lambda: call_records.clear_call(77),
+    "clear_call_without_deadline": lambda: call_records.clear_call(None),
     "take_over": lambda: t.take_over(
         "held",
         cutoff=NOW + timedelta(seconds=1),
@@ -209,7 +210,7 @@ TRANSITIONS: dict[str, Callable[[], Transition]] = {
         **LEASE,
     ),
     "hand_to_reaper": lambda: t.hand_to_reaper("held", keeping=Keeping(SHARD, RETENTION)),
-    "redrive": lambda: t.redrive(
+    "redrive": lambda: dead_letters.redrive(
         "acme", now=NOW, lease_until=NOW + timedelta(minutes=5), new_token="again", **LEASE
     ),
 }

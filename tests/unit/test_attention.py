@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.executions import dead_letters
 from dynacron.domain.executions import transitions as t
 from dynacron.domain.executions.attention import Attention, AttentionQuery, attention_query
 from dynacron.domain.executions.execution import Dispatch, Execution, ExecutionStatus
@@ -43,9 +44,9 @@ def test_a_first_attempt_that_succeeds_is_never_listed() -> None:
 def test_each_failure_lists_it_for_its_tenant_from_when_it_failed() -> None:
     common = {"lease_until": LATER, "new_token": "n", "tenant_id": "acme", "keeping": KEEPING}
     failures = [
-        t.dead_letter("held", now=NOW, error="e", **common),
-        t.dead_letter_undelivered("seen", attempt=1, now=NOW, error="e", **common),
-        t.record_undelivered(
+        dead_letters.dead_letter("held", now=NOW, error="e", **common),
+        dead_letters.dead_letter_undelivered("seen", attempt=1, now=NOW, error="e", **common),
+        dead_letters.record_undelivered(
             DISPATCH,
             now=NOW,
             error="e",
@@ -55,7 +56,7 @@ def test_each_failure_lists_it_for_its_tenant_from_when_it_failed() -> None:
             lease_token="n",
             keeping=KEEPING,
         ),
-        t.redrive("acme", now=NOW, lease_until=LATER, new_token="n", keeping=KEEPING),
+        dead_letters.redrive("acme", now=NOW, lease_until=LATER, new_token="n", keeping=KEEPING),
     ]
     for failure in failures:
         assert {name: failure.sets[name] for name in ATTENTION} == LISTED

@@ -19,6 +19,7 @@ from dynacron.domain.conditions import (
     Plus,
     Transition,
 )
+from dynacron.domain.executions import call_records, dead_letters
 from dynacron.domain.executions import transitions as t
 from dynacron.domain.executions.execution import (
     Dispatch,
@@ -302,7 +303,7 @@ def test_record_skipped_creates_a_final_record_with_its_reason_cut() -> None:
 
 
 def test_record_undelivered_creates_a_listed_dead_letter() -> None:
-    change = t.record_undelivered(
+    change = dead_letters.record_undelivered(
         Dispatch(DISPATCH.execution_id, "task-1", NOW - timedelta(days=900), attempt=3),
         now=NOW,
         error="gone",
@@ -429,7 +430,7 @@ def test_requeue_from_the_expected_status_under_a_new_watched_lease() -> None:
 
 
 def test_dead_letter_lists_a_running_attempt_in_its_tenants_partition() -> None:
-    change = t.dead_letter(
+    change = dead_letters.dead_letter(
         "held",
         now=NOW,
         error="boom",
@@ -449,7 +450,7 @@ def test_dead_letter_lists_a_running_attempt_in_its_tenants_partition() -> None:
 
 
 def test_dead_letter_undelivered_only_while_queued_for_that_attempt_and_token() -> None:
-    change = t.dead_letter_undelivered(
+    change = dead_letters.dead_letter_undelivered(
         "held",
         attempt=2,
         now=NOW,
@@ -513,7 +514,7 @@ def test_take_over_refuses_a_lease_not_yet_expired_or_held_by_another() -> None:
 
 def test_save_call_only_on_my_running_attempt_with_a_replaceable_record() -> None:
     call = HandlerCallRecord(HandlerCallRecord.IN_PROGRESS, 2_000, 1_500_000)
-    change = t.save_call("held", call, 1_000_000)
+    change = call_records.save_call("held", call, 1_000_000)
     assert change.holds(running())
     assert not change.holds(running(lease_token="other"))
     assert not change.holds(queued(lease_token="held"))
@@ -528,7 +529,7 @@ def test_save_call_only_on_my_running_attempt_with_a_replaceable_record() -> Non
 
 def test_keep_call_unless_already_succeeded() -> None:
     call = HandlerCallRecord(HandlerCallRecord.COMPLETED, 5_000, None, ResultSummary(200, "hi"))
-    change = t.keep_call(call)
+    change = call_records.keep_call(call)
     assert change.holds(running(lease_token="anyone"))
     assert change.holds(queued())
     assert not change.holds(running(status="SUCCEEDED"))
@@ -541,14 +542,14 @@ def test_keep_call_unless_already_succeeded() -> None:
 
 def test_clear_call_only_my_in_progress_record() -> None:
     mine = running(call_status="INPROGRESS", call_expires_at=9, call_in_progress_until=100)
-    assert t.clear_call(100).holds(mine)
-    assert not t.clear_call(101).holds(mine)  # saved since by another call
-    assert not t.clear_call(None).holds(mine)
-    assert not t.clear_call(100).holds(mine | {"call_status": "COMPLETED"})
+    assert call_records.clear_call(100).holds(mine)
+    assert not call_records.clear_call(101).holds(mine)  # saved since by another call
+    assert not call_records.clear_call(None).holds(mine)
+    assert not call_records.clear_call(100).holds(mine | {"call_status": "COMPLETED"})
     without_deadline = running(call_status="INPROGRESS", call_expires_at=9)
-    assert t.clear_call(None).holds(without_deadline)
-    assert not t.clear_call(100).holds(without_deadline)
-    after = t.clear_call(100).applied_to(mine)
+    assert call_records.clear_call(None).holds(without_deadline)
+    assert not call_records.clear_call(100).holds(without_deadline)
+    after = call_records.clear_call(100).applied_to(mine)
     assert not {"call_status", "call_expires_at", "call_in_progress_until"} & after.keys()
     assert after["status"] == "RUNNING"
 
@@ -572,7 +573,7 @@ def dead(**changes: Any) -> dict[str, Any]:
 
 def test_redrive_only_from_failed_dead_letters_of_that_tenant_and_bumps_attempt() -> None:
     later = NOW + timedelta(hours=1)
-    change = t.redrive(
+    change = dead_letters.redrive(
         "acme",
         now=later,
         lease_until=later + timedelta(minutes=5),

@@ -82,7 +82,7 @@ def unexpected(error: Exception) -> Response[str]:
     return problem(500, "Internal error", "the request failed on our side; it is safe to retry")
 
 
-def register_error_handlers(app: APIGatewayRestResolver) -> None:
+def map_errors_to_problems(app: APIGatewayRestResolver) -> None:
     """Answer every error a route raises (and a request no route takes) as a problem."""
     app.exception_handler(list(ERROR_PROBLEMS))(error_problem)
     app.exception_handler(RequestValidationError)(invalid_request_shape)

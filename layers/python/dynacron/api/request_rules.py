@@ -66,7 +66,7 @@ def task_patch_rules(schema: dict[str, Any]) -> None:
 
 
 def tags_schema(schema: dict[str, Any]) -> None:
-    """The bounds ``domain.tags`` checks (its messages name the tag), stated here so
+    """The bounds ``domain.tasks.tags`` checks (its messages name the tag), stated here so
     that a body valid by the document is not refused for its tags."""
     bounded = {
         "type": "object",

@@ -276,7 +276,7 @@ class ConsoleProxy(ThreadingHTTPServer):
         address = ipaddress.ip_address(host)
         if address.version != 4 or not address.is_loopback:
             raise ValueError(f"the console proxy listens on a loopback address only, not {host}")
-        super().__init__((host, port), _ProxyHandler)
+        super().__init__((host, port), _ProxyRequestHandler)
         self.upstream = upstream
         self.max_body_bytes = max_body_bytes
         self.on_refusal = on_refusal
@@ -296,7 +296,7 @@ class ConsoleProxy(ThreadingHTTPServer):
         self.upstream.close()
 
 
-class _ProxyHandler(BaseHTTPRequestHandler):
+class _ProxyRequestHandler(BaseHTTPRequestHandler):
     server: ConsoleProxy
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True

@@ -167,7 +167,7 @@ COORDINATION = TableDefinition(
     ttl_attribute="expires_at",
 )
 
-# Key prefixes of the limit records in the coordination table (see ``limits.py``):
+# Key prefixes of the limit records in the coordination table (see ``adapters/aws/limits.py``):
 # the workers' role may touch these and nothing else there (not tick leases).
 HOST_KEY_PREFIX = "host#"
 RATE_KEY_PREFIX = "rate#"

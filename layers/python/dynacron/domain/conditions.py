@@ -16,13 +16,15 @@ is true; values of different kinds (text and number) never compare.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, ParamSpec
 
 Record = Mapping[str, Any]
+P = ParamSpec("P")
 
 
 # --- conditions --------------------------------------------------------------------
@@ -233,3 +235,16 @@ class Transition:
             value = before[computed.source]
             after[name] = value + computed.amount if isinstance(computed, Plus) else value
         return after
+
+
+def names_move(name: str) -> Callable[[Callable[P, Transition]], Callable[P, Transition]]:
+    """Names the move each transition of the decorated function makes (``Transition.move``)."""
+
+    def naming(build: Callable[P, Transition]) -> Callable[P, Transition]:
+        @functools.wraps(build)
+        def named(*args: P.args, **kwargs: P.kwargs) -> Transition:
+            return replace(build(*args, **kwargs), move=name)
+
+        return named
+
+    return naming

@@ -41,7 +41,7 @@ from dynacron.ports import AdapterSet, DispatchQueue, DuePageHandOut
 from dynacron.ports.delivery import Delivery
 from dynacron.ports.faults import NO_FAULTS, Faults
 from dynacron.services.executions import ExecutionService
-from dynacron.services.follow_ups import Aftermath, RunStarter
+from dynacron.services.follow_ups import FollowUps, RunStarter
 from dynacron.services.forecast import HerdForecast
 from dynacron.services.limits import LimitGate
 from dynacron.services.outcomes import AttemptOutcomes
@@ -151,7 +151,7 @@ class Dynacron(LambdaEvents):
 
     def _compose_outcomes(self) -> None:
         """How an attempt ends, and what its end owes."""
-        self.aftermath = Aftermath(
+        self.follow_ups = FollowUps(
             tasks=self.tasks,
             executions=self.executions,
             starter=self.starter,
@@ -166,7 +166,7 @@ class Dynacron(LambdaEvents):
             metrics=self.metrics,
             clock=self.clock,
             lease_terms=self.settings.lease_terms,
-            aftermath=self.aftermath,
+            follow_ups=self.follow_ups,
             faults=self.faults,
         )
 

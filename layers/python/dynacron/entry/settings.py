@@ -1,6 +1,6 @@
 """Runtime settings, passed explicitly; ``from_env`` is the one place that reads them.
 
-Nothing reads the environment at import time: the Lambda handlers call
+Nothing reads the environment at import time: the Lambda entry points call
 ``Settings.from_env`` on their first invocation, local mode builds Settings itself.
 """
 

@@ -1,4 +1,4 @@
-"""A local stand-in for API Gateway: HTTP requests in, REST proxy events to a handler."""
+"""A local stand-in for API Gateway: HTTP requests in, REST proxy events to a Lambda entry point."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from dynacron.console.serve import console_response
 
-ProxyHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
+ProxyEntryPoint = Callable[[dict[str, Any], Any], dict[str, Any]]
 MAX_BODY_BYTES = 1024 * 1024  # well above any limit of ours, below API Gateway's 10 MB
 GATEWAY_BODY_LIMIT = 10 * 1024 * 1024
 PROBLEM_JSON = "application/problem+json"
@@ -80,8 +80,8 @@ def proxy_event(
 class ApiGateway(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], handler: ProxyHandler) -> None:
-        self.proxy_handler = handler
+    def __init__(self, address: tuple[str, int], entry_point: ProxyEntryPoint) -> None:
+        self.entry_point = entry_point
         super().__init__(address, _RequestHandler)
 
 
@@ -121,7 +121,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         event = proxy_event(
             self.command, self.path, dict(self.headers.items()), body, self.client_address[0]
         )
-        response = self.server.proxy_handler(event, LocalContext("dynacron-api"))
+        response = self.server.entry_point(event, LocalContext("dynacron-api"))
         headers = dict(response.get("headers") or {})
         for name, values in (response.get("multiValueHeaders") or {}).items():
             headers[name] = ", ".join(values)

@@ -1,11 +1,11 @@
-"""Local mode: the real handlers, driven the way AWS drives them, on one machine.
+"""Local mode: the real Lambda entry points, driven the way AWS drives them, on one machine.
 
 The data lives in a store (``local.stores``): a SQLite file by default, kept
 across restarts, or the AWS emulator. On it run
 
-- the API handler behind a local API Gateway stand-in (REST proxy events);
+- the API entry point behind a local API Gateway stand-in (REST proxy events);
 - a tick of every shard each second, at the top of the second, as deployed;
-- worker threads that long-poll the dispatch queue, call the worker handler with SQS batch
+- worker threads that long-poll the dispatch queue, call the worker entry point with SQS batch
   events and delete only the records it did not report as failed;
 - the reaper, every second (every minute when deployed), which also settles the
   dispatch messages SQS moved to the undelivered queue (deployed, a function fed

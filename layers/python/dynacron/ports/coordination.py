@@ -89,7 +89,7 @@ class TenantStore(Protocol):
 
 
 class CreateKeys(Protocol):
-    """Each tenant's idempotency keys of task creations (``domain.create_keys``)."""
+    """Each tenant's idempotency keys of task creations (``domain.coordination.create_keys``)."""
 
     def reserve(
         self, tenant_id: str, key: CreateKey, task_id: str, now: datetime

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions import transitions
+from dynacron.domain.executions import call_records, transitions
 from dynacron.domain.executions.execution import (
     Execution,
     ExecutionStatus,
@@ -137,13 +137,13 @@ class AttemptRecords:
         if self.ended is None:
             # Taken over while the handler ran: the success must not be lost, nor
             # called again. The attempt that took over replays it.
-            self._executions.apply(self._execution_id, transitions.keep_call(record))
+            self._executions.apply(self._execution_id, call_records.keep_call(record))
             self._faults.reached(Boundary.WORKER_OUTCOME_NOT_RECORDED)
 
     def delete(self) -> None:
         """Clear the in-progress record this attempt saved, if it saved one."""
         if self._saved is not None:
-            clear = transitions.clear_call(self._saved.in_progress_until_ms)
+            clear = call_records.clear_call(self._saved.in_progress_until_ms)
             self._executions.apply(self._execution_id, clear)
 
     def load(self) -> HandlerCallRecord | None:

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
-from dynacron.domain.executions import transitions
+from dynacron.domain.executions import call_records, transitions
 from dynacron.domain.executions.execution import Dispatch, ExecutionStatus, HandlerCallRecord
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.ports.executions import BeginResult, ExecutionStore
@@ -90,7 +90,7 @@ def save_call(
     if the one there may be replaced: as ``begin`` would have, asked again. Not
     ``began`` if the attempt is no longer held with that token; ``held_call`` is the
     record that still counts if it could not be replaced."""
-    saving = transitions.save_call(lease_token, call, call_now_ms)
+    saving = call_records.save_call(lease_token, call, call_now_ms)
     saved = executions.apply_returning(execution_id, saving)
     current = saved.execution
     if saved.held:

@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import CallbackRefused, Conflict, ExecutionNotFound
-from dynacron.domain.executions import transitions
+from dynacron.domain.executions import dead_letters, transitions
 from dynacron.domain.executions.attention import AttentionQuery
 from dynacron.domain.executions.execution import (
     Execution,
@@ -124,10 +124,11 @@ class ExecutionService:
             )
         return self.get(execution.tenant_id, execution.execution_id)
 
-    def across_tasks(
+    def needing_attention(
         self, tenant_id: str, query: AttentionQuery, limit: int, token: str | None
     ) -> Page[Execution]:
-        """The tenant's executions an operator looks for (``domain.attention``), newest first."""
+        """The tenant's executions an operator looks for (``domain.executions.attention``),
+        newest first."""
         return self.executions.needing_attention(tenant_id, query, limit, token)
 
     def dead_letters(self, tenant_id: str, limit: int, token: str | None) -> Page[Execution]:
@@ -137,7 +138,7 @@ class ExecutionService:
     def redrive(self, tenant_id: str, execution_id: str) -> Execution:
         """Replay a dead letter under the same execution id, with a fresh retry budget."""
         now = self.clock.now()
-        redrive = transitions.redrive(
+        redrive = dead_letters.redrive(
             tenant_id,
             now=now,
             lease_until=self.lease_terms.pickup_deadline(now),

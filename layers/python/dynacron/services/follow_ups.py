@@ -70,7 +70,7 @@ class RunStarter:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Aftermath:
+class FollowUps:
     """Does what an ended execution owes, repeatably; the finisher or the reaper calls it."""
 
     tasks: TaskStore

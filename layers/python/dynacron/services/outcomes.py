@@ -13,7 +13,7 @@ from datetime import timedelta
 from enum import StrEnum
 
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions import transitions
+from dynacron.domain.executions import dead_letters, transitions
 from dynacron.domain.executions.attention import Attention
 from dynacron.domain.executions.execution import (
     Dispatch,
@@ -30,7 +30,7 @@ from dynacron.domain.tasks.task import Task
 from dynacron.ports import DeadLetterQueue, DispatchQueue, ExecutionStore
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.ports.metrics import Metrics
-from dynacron.services.follow_ups import Aftermath
+from dynacron.services.follow_ups import FollowUps
 
 
 class Outcome(StrEnum):
@@ -84,7 +84,7 @@ class AttemptOutcomes:
     metrics: Metrics
     clock: Clock
     lease_terms: LeaseTerms
-    aftermath: Aftermath
+    follow_ups: FollowUps
     faults: Faults = NO_FAULTS
 
     def succeeded(
@@ -134,8 +134,8 @@ class AttemptOutcomes:
             execution, status=status, completed_at=now, error=error, result=result
         )
         if isinstance(task, Unread):
-            task = self.aftermath.task_of(execution)
-        follow_up_token = new_token() if self.aftermath.owes(ended, task) else None
+            task = self.follow_ups.task_of(execution)
+        follow_up_token = new_token() if self.follow_ups.owes(ended, task) else None
         finish = transitions.finish(
             lease_token,
             status,
@@ -161,7 +161,7 @@ class AttemptOutcomes:
 
     def follow_up(self, execution: Execution, lease_token: str) -> None:
         """Do what an ended execution owes, then drop the lease that guaranteed it."""
-        self.aftermath.follow_up(execution)
+        self.follow_ups.follow_up(execution)
         self.executions.apply(execution.execution_id, transitions.release(lease_token))
 
     def failed(self, execution: Execution, lease_token: str, failure: AttemptFailure) -> Outcome:
@@ -241,7 +241,7 @@ class AttemptOutcomes:
     def _dead_letter(self, execution: Execution, lease_token: str, error: str) -> Outcome:
         now = self.clock.now()
         chore_token = new_token()
-        dead_letter = transitions.dead_letter(
+        dead_letter = dead_letters.dead_letter(
             lease_token,
             now=now,
             error=error,
@@ -261,6 +261,6 @@ class AttemptOutcomes:
     def send_dead_letter_copy(self, execution: Execution, error: str, lease_token: str) -> None:
         """Free what the failed execution held, put the copy in the dead-letter queue,
         then drop the lease that guaranteed both."""
-        self.aftermath.follow_up(execution)
+        self.follow_ups.follow_up(execution)
         self.dead_letter_queue.send(execution.as_dispatch(), error)
         self.executions.apply(execution.execution_id, transitions.release(lease_token))

@@ -14,7 +14,7 @@ from enum import StrEnum
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import DynacronError
-from dynacron.domain.executions import transitions
+from dynacron.domain.executions import dead_letters, transitions
 from dynacron.domain.executions.execution import (
     Dispatch,
     Execution,
@@ -165,7 +165,7 @@ class UndeliveredDispatches:
             )
             return Settled.TASK_DELETED
         token = new_token()
-        undelivered = transitions.record_undelivered(
+        undelivered = dead_letters.record_undelivered(
             dispatch,
             now=now,
             error=self._reason,
@@ -193,7 +193,7 @@ class UndeliveredDispatches:
         token = new_token()
         reason = f"{self._reason}; the task was set aside: {why}"
         tenant_id = tenant_of(self.executions, dispatch)
-        undelivered = transitions.record_undelivered(
+        undelivered = dead_letters.record_undelivered(
             dispatch,
             now=now,
             error=reason,
@@ -215,7 +215,7 @@ class UndeliveredDispatches:
     def _dead_letter_undelivered(self, queued: Execution, seen_token: str) -> Settled:
         now = self.clock.now()
         token = new_token()
-        dead_letter = transitions.dead_letter_undelivered(
+        dead_letter = dead_letters.dead_letter_undelivered(
             seen_token,
             attempt=queued.attempt,
             now=now,

@@ -111,7 +111,7 @@ def _data_record(idempotency_key: str, record: HandlerCallRecord) -> DataRecord:
 
 
 @dataclass(frozen=True)
-class HandlerDeadline:
+class HandlerCallDeadline:
     """What Powertools reads as the Lambda context: the time the handler call may take.
 
     The in-progress record expires at the earlier of the invocation's end and the
@@ -151,7 +151,7 @@ class IdempotentHandlerCalls:
     @property
     def in_progress_limit_seconds(self) -> float:
         """The longest an in-progress record can block a new call (a dead caller's)."""
-        return HandlerDeadline(self._handler_timeout_ms).get_remaining_time_in_millis() / 1000
+        return HandlerCallDeadline(self._handler_timeout_ms).get_remaining_time_in_millis() / 1000
 
     def call(
         self,
@@ -175,7 +175,7 @@ class IdempotentHandlerCalls:
         )
         # Powertools only reads get_remaining_time_in_millis() from the context.
         config.register_lambda_context(
-            cast(Any, HandlerDeadline(self._handler_timeout_ms, invocation))
+            cast(Any, HandlerCallDeadline(self._handler_timeout_ms, invocation))
         )
 
         @idempotent_function(

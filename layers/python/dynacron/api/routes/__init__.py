@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
-from dynacron.api.errors import register_error_handlers
+from dynacron.api.errors import map_errors_to_problems
 from dynacron.api.json_body import parse_json_body
 from dynacron.api.middlewares import authenticate, refuse_unknown_query
 from dynacron.api.pre_routing import unroutable_path, unsupported_body
@@ -50,5 +50,5 @@ def build_api(
     app.include_router(dead_letters_router(executions))
     app.include_router(tenant_router(tasks, settings))
     include_meta_routes(app, settings)
-    register_error_handlers(app)
+    map_errors_to_problems(app)
     return app

@@ -40,7 +40,7 @@ def executions_router(executions: ExecutionService) -> Router:
         hold fewer than ``limit`` and still name a next one."""
         query = attention_query(status, since, until)
         return ExecutionPage.of(
-            executions.across_tasks(caller_tenant(router), query, limit, next_token)
+            executions.needing_attention(caller_tenant(router), query, limit, next_token)
         )
 
     @router.get("/executions/<execution_id>", responses=problems(404))

@@ -5,7 +5,7 @@
   when the bucket is full again. Taking a token moves it on by ``1/rate``; a take
   is allowed while ``tat`` stays within ``burst/rate`` of now. One number means one
   conditional write in DynamoDB, shared by every worker.
-- **Concurrency**: a limit of N is N slots, each a small lease (see ``limits.py``).
+- **Concurrency**: a limit of N is N slots, each a small lease (see ``transitions.acquire_slot``).
 - **Circuit breaker** per host: CLOSED; OPEN after ``failure_threshold``
   consecutive failures, for ``cool_down``; then HALF_OPEN, where one probe runs and
   everyone else waits; the probe's success closes it, its failure opens it again.

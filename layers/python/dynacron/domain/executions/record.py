@@ -148,6 +148,12 @@ def call_replaceable(call_now_ms: int) -> Condition:
     )
 
 
+def held_by(lease_token: str, status: ExecutionStatus = ExecutionStatus.RUNNING) -> Condition:
+    """The attempt is in ``status`` under the lease ``lease_token``: what every write
+    by a lease holder expects."""
+    return AllOf(Equals(STATUS, status.value), Equals(LEASE_TOKEN, lease_token))
+
+
 def dead_letter_sets(tenant_id: str, now: datetime) -> dict[str, Any]:
     """The attributes that list an execution as a dead letter of ``tenant_id``."""
     return {DEAD_LETTER: dead_letter_partition(tenant_id), DEAD_LETTERED_AT: format_instant(now)}

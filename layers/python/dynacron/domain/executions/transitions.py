@@ -1,20 +1,18 @@
 """An execution's state transitions as data: what each one expects, what it changes.
 
-Every move of an execution (begin, renew, finish, requeue, dead-letter, take-over,
-redrive, the handler-call record's saves) is a pure function here returning a
-``Transition`` (``dynacron.domain.conditions``): a ``Condition`` the stored record
-must meet and the attributes it sets, removes or computes, by the record's names
+Every move of an execution (begin, renew, finish, requeue, take-over; into the dead
+letters and out again in ``dead_letters``; the handler-call record's in
+``call_records``) is a pure function returning a ``Transition``
+(``dynacron.domain.conditions``): a ``Condition`` the stored record must meet and
+the attributes it sets, removes or computes, by the record's names
 (``dynacron.domain.executions.record``). A store only carries one out atomically.
 Two stores, one set of rules.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-from collections.abc import Callable
 from datetime import datetime
-from typing import Any, ParamSpec
+from typing import Any
 
 from dynacron.domain.conditions import (
     AllOf,
@@ -23,9 +21,8 @@ from dynacron.domain.conditions import (
     Equals,
     Exists,
     Missing,
-    NotEquals,
-    Plus,
     Transition,
+    names_move,
 )
 from dynacron.domain.executions.attention import Attention
 from dynacron.domain.executions.execution import (
@@ -38,12 +35,8 @@ from dynacron.domain.executions.record import (
     ACCEPTED_AT,
     ATTEMPT,
     ATTENTION,
-    CALL_EXPIRES_AT,
     CALL_IN_PROGRESS_UNTIL,
-    CALL_STATUS,
     COMPLETED_AT,
-    DEAD_LETTER,
-    DEAD_LETTERED_AT,
     ERROR,
     ERROR_LIMIT,
     EXECUTION_ID,
@@ -59,9 +52,8 @@ from dynacron.domain.executions.record import (
     attention_sets,
     call_replaceable,
     call_sets,
-    dead_letter_partition,
-    dead_letter_sets,
     expiry,
+    held_by,
     lease_sets,
     present,
     result_record,
@@ -72,27 +64,7 @@ from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.task import Task
 
-P = ParamSpec("P")
-
 # --- one function per conditional change of an execution ---------------------------
-
-
-def _move(name: str) -> Callable[[Callable[P, Transition]], Callable[P, Transition]]:
-    """Names the move each transition of the decorated function makes (``Transition.move``)."""
-
-    def naming(build: Callable[P, Transition]) -> Callable[P, Transition]:
-        @functools.wraps(build)
-        def named(*args: P.args, **kwargs: P.kwargs) -> Transition:
-            return dataclasses.replace(build(*args, **kwargs), move=name)
-
-        return named
-
-    return naming
-
-
-def _held(lease_token: str, status: ExecutionStatus = ExecutionStatus.RUNNING) -> Condition:
-    # Every write by a lease holder names the token it holds.
-    return AllOf(Equals(STATUS, status.value), Equals(LEASE_TOKEN, lease_token))
 
 
 def _running(
@@ -115,7 +87,7 @@ def _running(
     }
 
 
-@_move("begin")
+@names_move("begin")
 def begin_new(
     dispatch: Dispatch,
     *,
@@ -144,7 +116,7 @@ def begin_new(
     return Transition(Missing(EXECUTION_ID), present(record), creates=True)
 
 
-@_move("begin")
+@names_move("begin")
 def begin_queued(
     dispatch: Dispatch,
     *,
@@ -171,7 +143,7 @@ def begin_queued(
     return Transition(AllOf(*queued), sets, frozenset({NEXT_ATTEMPT_AT, LEASE_SHARD}))
 
 
-@_move("enqueue")
+@names_move("enqueue")
 def enqueue(
     dispatch: Dispatch,
     *,
@@ -202,7 +174,7 @@ def enqueue(
     return Transition(Missing(EXECUTION_ID), present(record), creates=True)
 
 
-@_move("record_skipped")
+@names_move("record_skipped")
 def record_skipped(
     task: Task,
     execution_id: str,
@@ -227,7 +199,7 @@ def record_skipped(
     return Transition(Missing(EXECUTION_ID), record, creates=True)
 
 
-@_move("renew")
+@names_move("renew")
 def renew(
     lease_token: str,
     lease_until: datetime,
@@ -249,10 +221,10 @@ def renew(
         sets[LEASE_SHARD] = keeping.lease_shard
     if attention is not None:
         sets |= attention_sets(attention.tenant_id, attention.at)
-    return Transition(_held(lease_token), sets)
+    return Transition(held_by(lease_token), sets)
 
 
-@_move("finish")
+@names_move("finish")
 def finish(
     lease_token: str,
     status: ExecutionStatus,
@@ -295,10 +267,10 @@ def finish(
         removes.add(ERROR)
     else:
         sets[ERROR] = error[:ERROR_LIMIT]
-    return Transition(_held(lease_token), sets, frozenset(removes))
+    return Transition(held_by(lease_token), sets, frozenset(removes))
 
 
-@_move("requeue")
+@names_move("requeue")
 def requeue(
     lease_token: str,
     *,
@@ -326,103 +298,10 @@ def requeue(
         sets[ERROR] = error[:ERROR_LIMIT]
     if attention is not None:
         sets |= attention_sets(attention.tenant_id, attention.at)
-    return Transition(_held(lease_token, expected), sets, frozenset({ACCEPTED_AT}))
+    return Transition(held_by(lease_token, expected), sets, frozenset({ACCEPTED_AT}))
 
 
-@_move("dead_letter")
-def dead_letter(
-    lease_token: str,
-    *,
-    now: datetime,
-    error: str,
-    lease_until: datetime,
-    new_token: str,
-    tenant_id: str,
-    keeping: Keeping,
-) -> Transition:
-    """A running attempt held by ``lease_token`` FAILED and listed as a dead letter of
-    ``tenant_id``, with a short watched lease until its copy for the dead-letter
-    queue is sent (``release``)."""
-    sets = {
-        STATUS: ExecutionStatus.FAILED.value,
-        COMPLETED_AT: format_instant(now),
-        EXPIRES_AT: expiry(keeping.retention, now, lease_until),
-        ERROR: error[:ERROR_LIMIT],
-        **dead_letter_sets(tenant_id, now),
-        **attention_sets(tenant_id, now),
-        **lease_sets(new_token, lease_until, keeping.lease_shard),
-    }
-    return Transition(_held(lease_token), sets, frozenset({ACCEPTED_AT, NEXT_ATTEMPT_AT}))
-
-
-@_move("record_undelivered")
-def record_undelivered(
-    dispatch: Dispatch,
-    *,
-    now: datetime,
-    error: str,
-    retry: RetryPolicy,
-    tenant_id: str,
-    lease_until: datetime,
-    lease_token: str,
-    keeping: Keeping,
-) -> Transition:
-    """A new execution whose attempt never began: FAILED and listed as a dead letter
-    of ``tenant_id`` (decision 0022), with a short watched lease as ``dead_letter``
-    leaves."""
-    record = {
-        "task_id": dispatch.task_id,
-        EXECUTION_ID: dispatch.execution_id,
-        "scheduled_at": format_instant(dispatch.scheduled_at),
-        STATUS: ExecutionStatus.FAILED.value,
-        ATTEMPT: dispatch.attempt,
-        FIRST_ATTEMPT: dispatch.attempt,
-        "retry": retry_record(retry),
-        "tenant_id": tenant_id,
-        COMPLETED_AT: format_instant(now),
-        ERROR: error[:ERROR_LIMIT],
-        **dead_letter_sets(tenant_id, now),
-        **attention_sets(tenant_id, now),
-        **lease_sets(lease_token, lease_until, keeping.lease_shard),
-        # From when the record stops mattering, never from the occurrence.
-        EXPIRES_AT: expiry(keeping.retention, now),
-        "upstream": upstream_record(dispatch.upstream),
-    }
-    return Transition(Missing(EXECUTION_ID), present(record), creates=True)
-
-
-@_move("dead_letter_undelivered")
-def dead_letter_undelivered(
-    seen_token: str,
-    *,
-    attempt: int,
-    now: datetime,
-    error: str,
-    lease_until: datetime,
-    new_token: str,
-    tenant_id: str,
-    keeping: Keeping,
-) -> Transition:
-    """An execution still QUEUED for ``attempt`` under ``seen_token``, whose message was
-    given up on before it began: FAILED and listed, as ``dead_letter`` does. Its
-    expiry stays as the queued attempt set it."""
-    expects = AllOf(
-        Equals(STATUS, ExecutionStatus.QUEUED.value),
-        Equals(ATTEMPT, attempt),
-        Equals(LEASE_TOKEN, seen_token),
-    )
-    sets = {
-        STATUS: ExecutionStatus.FAILED.value,
-        COMPLETED_AT: format_instant(now),
-        ERROR: error[:ERROR_LIMIT],
-        **dead_letter_sets(tenant_id, now),
-        **attention_sets(tenant_id, now),
-        **lease_sets(new_token, lease_until, keeping.lease_shard),
-    }
-    return Transition(expects, sets, frozenset({NEXT_ATTEMPT_AT}))
-
-
-@_move("set_aside")
+@names_move("set_aside")
 def set_aside(reason: str, now: datetime) -> Transition:
     """An execution out of the lease index for good, and why; its status unchanged."""
     return Transition(
@@ -432,7 +311,7 @@ def set_aside(reason: str, now: datetime) -> Transition:
     )
 
 
-@_move("release")
+@names_move("release")
 def release(lease_token: str) -> Transition:
     """The lease held by ``lease_token`` dropped, whatever the status: its obligation is met."""
     return Transition(
@@ -440,40 +319,7 @@ def release(lease_token: str) -> Transition:
     )
 
 
-@_move("save_call")
-def save_call(lease_token: str, call: HandlerCallRecord, call_now_ms: int) -> Transition:
-    """The in-progress handler-call record ``call`` saved on the running attempt held by
-    ``lease_token``, if the one there may be replaced at ``call_now_ms``."""
-    return Transition(AllOf(_held(lease_token), call_replaceable(call_now_ms)), call_sets(call))
-
-
-@_move("keep_call")
-def keep_call(call: HandlerCallRecord) -> Transition:
-    """The completed handler-call record ``call`` saved whoever holds the lease, unless
-    the execution has SUCCEEDED already."""
-    return Transition(
-        AllOf(Exists(EXECUTION_ID), NotEquals(STATUS, ExecutionStatus.SUCCEEDED.value)),
-        call_sets(call),
-        frozenset({CALL_IN_PROGRESS_UNTIL}),
-    )
-
-
-@_move("clear_call")
-def clear_call(in_progress_until_ms: int | None) -> Transition:
-    """The in-progress handler-call record saved with ``in_progress_until_ms`` dropped;
-    one saved since by another call is left alone."""
-    mine: Condition = (
-        Equals(CALL_IN_PROGRESS_UNTIL, in_progress_until_ms)
-        if in_progress_until_ms is not None
-        else Missing(CALL_IN_PROGRESS_UNTIL)
-    )
-    return Transition(
-        AllOf(Equals(CALL_STATUS, HandlerCallRecord.IN_PROGRESS), mine),
-        removes=frozenset({CALL_STATUS, CALL_EXPIRES_AT, CALL_IN_PROGRESS_UNTIL}),
-    )
-
-
-@_move("take_over")
+@names_move("take_over")
 def take_over(
     seen_token: str,
     *,
@@ -495,40 +341,11 @@ def take_over(
     )
 
 
-@_move("hand_to_reaper")
+@names_move("hand_to_reaper")
 def hand_to_reaper(seen_token: str, *, keeping: Keeping) -> Transition:
     """A running lease still held by ``seen_token`` put in the lease index, where the
     reaper looks, unchanged (its message may then be deleted)."""
     return Transition(
         AllOf(Equals(STATUS, ExecutionStatus.RUNNING.value), Equals(LEASE_TOKEN, seen_token)),
         {LEASE_SHARD: keeping.lease_shard},
-    )
-
-
-@_move("redrive")
-def redrive(
-    tenant_id: str,
-    *,
-    now: datetime,
-    lease_until: datetime,
-    new_token: str,
-    keeping: Keeping,
-) -> Transition:
-    """A dead letter of ``tenant_id`` QUEUED again, due now, under a new watched lease:
-    the next attempt number, and a fresh retry budget that starts at it. It stays
-    listed across tasks, from now, until it succeeds."""
-    return Transition(
-        AllOf(
-            Equals(STATUS, ExecutionStatus.FAILED.value),
-            Equals(DEAD_LETTER, dead_letter_partition(tenant_id)),
-        ),
-        {
-            STATUS: ExecutionStatus.QUEUED.value,
-            NEXT_ATTEMPT_AT: format_instant(now),
-            **lease_sets(new_token, lease_until, keeping.lease_shard),
-            **attention_sets(tenant_id, now),
-            EXPIRES_AT: expiry(keeping.retention, now, lease_until),
-        },
-        frozenset({DEAD_LETTER, DEAD_LETTERED_AT, COMPLETED_AT}),
-        {ATTEMPT: Plus(ATTEMPT, 1), FIRST_ATTEMPT: Plus(ATTEMPT, 1)},
     )

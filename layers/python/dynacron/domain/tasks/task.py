@@ -108,7 +108,7 @@ class Task:
     # When the task was last resumed: an occurrence that fell due before it was
     # missed (the task was paused), whatever the scheduler did meanwhile.
     resumed_at: datetime | None = None
-    # Labels for its owner to find it by (``domain.tags``); never interpreted.
+    # Labels for its owner to find it by (``domain.tasks.tags``); never interpreted.
     tags: dict[str, str] = field(default_factory=dict)
 
     @property
