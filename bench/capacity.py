@@ -55,6 +55,7 @@ from bench.common import QUICK, write_result
 from bench.throughput import NOW, due_items, warm
 from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.domain.clock import SettableClock
+from dynacron.domain.coordination import transitions
 from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import Settings
 from dynacron.local.aws import aws_clients, provision
@@ -202,8 +203,8 @@ def limited_child(tasks: int, concurrency: int, cgroup: str | None) -> dict[str,
         tick_max_claims_per_task=1,
     )
     dynamodb, sqs = double.clients()
-    DynamoCursorStore(dynamodb, settings.coordination_table).advance(
-        0, settings.sharding.bucket(NOW)
+    DynamoCursorStore(dynamodb, settings.coordination_table).apply(
+        0, transitions.advance_cursor(settings.sharding.bucket(NOW))
     )
     for item in due_items(tasks, settings, seed=1):
         double.put(settings.tasks_table, item)
@@ -342,8 +343,8 @@ def serve_double(tasks: int, latency_ms: float) -> None:
     double = AwsDouble(latency_seconds=0.0)
     settings = double.settings(shard_count=1)
     dynamodb, _ = double.clients()
-    DynamoCursorStore(dynamodb, settings.coordination_table).advance(
-        0, settings.sharding.bucket(NOW)
+    DynamoCursorStore(dynamodb, settings.coordination_table).apply(
+        0, transitions.advance_cursor(settings.sharding.bucket(NOW))
     )
     for item in due_items(tasks, settings, seed=1):
         double.put(settings.tasks_table, item)

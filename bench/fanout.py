@@ -42,6 +42,7 @@ from bench.throughput import NOW, due_items, warm
 from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.adapters.aws.due_page_hand_out import LambdaDuePageHandOut
 from dynacron.domain.clock import SettableClock
+from dynacron.domain.coordination import transitions
 from dynacron.entry.composition import Dynacron
 from dynacron.planning import capacity_model
 
@@ -81,8 +82,8 @@ def hand_out_child(tasks: int, cgroup: str | None) -> dict[str, Any]:
         claim_function=CLAIM_FUNCTION,
     )
     dynamodb, sqs = double.clients()
-    DynamoCursorStore(dynamodb, settings.coordination_table).advance(
-        0, settings.sharding.bucket(NOW)
+    DynamoCursorStore(dynamodb, settings.coordination_table).apply(
+        0, transitions.advance_cursor(settings.sharding.bucket(NOW))
     )
     for item in due_items(tasks, settings, seed=2):
         double.put(settings.tasks_table, item)

@@ -49,6 +49,7 @@ from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.adapters.aws.task_items import task_from_item, task_to_item
 from dynacron.adapters.messages import SEND_BATCH_LIMIT
 from dynacron.domain.clock import SettableClock
+from dynacron.domain.coordination import transitions
 from dynacron.domain.schedules.expressions import FixedDelaySchedule, OneTimeSchedule, RateSchedule
 from dynacron.domain.tasks.claiming import claim_occurrence
 from dynacron.domain.tasks.task import (
@@ -123,8 +124,8 @@ def measure_double(tasks: int, concurrency: int, latency_ms: float, seed: int) -
         shard_count=1, tick_concurrency=concurrency, tick_max_claims=max(tasks, 2000)
     )
     dynamodb, sqs = double.clients()
-    DynamoCursorStore(dynamodb, settings.coordination_table).advance(
-        0, settings.sharding.bucket(NOW)
+    DynamoCursorStore(dynamodb, settings.coordination_table).apply(
+        0, transitions.advance_cursor(settings.sharding.bucket(NOW))
     )
     for item in due_items(tasks, settings, seed):
         double.put(settings.tasks_table, item)
@@ -334,8 +335,8 @@ def verify_against_moto() -> dict[str, Any]:
     settings = _verification_settings(double.settings(shard_count=1))
     dynamodb, sqs = double.clients()
     clock = SettableClock(started)
-    DynamoCursorStore(dynamodb, settings.coordination_table).advance(
-        0, settings.sharding.bucket(started)
+    DynamoCursorStore(dynamodb, settings.coordination_table).apply(
+        0, transitions.advance_cursor(settings.sharding.bucket(started))
     )
     app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock)
     double_outcome = _tick_for_verification(app, dynamodb, verification_items(settings), clock)

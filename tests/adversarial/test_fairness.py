@@ -28,7 +28,7 @@ from dynacron.local.aws import provision
 from dynacron.services.page_claimer import TickReport
 from dynacron.services.tick import Ticker
 from tests.conftest import sleep_moving
-from tests.contract import changes
+from tests.contract import changes, coordination_changes
 from tests.support import recording_ticker
 
 HOOK = "http://127.0.0.1:9/hook"
@@ -369,12 +369,12 @@ def test_two_ticks_of_one_shard_record_an_outage_once(
     cursors = one_shard.cursors
     grace = timedelta(seconds=one_shard.settings.misfire_grace_seconds)
     first = cursors.read(0).history.record(clock.now(), grace)
-    assert cursors.record_tick(0, first, cursors.read(0).history)
+    assert coordination_changes.record_tick(cursors, 0, first, cursors.read(0).history)
     clock.advance(timedelta(minutes=5))
     seen = cursors.read(0).history
     mine, theirs = seen.record(clock.now(), grace), seen.record(clock.now() + SECOND, grace)
-    assert cursors.record_tick(0, mine, seen)
-    assert not cursors.record_tick(0, theirs, seen)
+    assert coordination_changes.record_tick(cursors, 0, mine, seen)
+    assert not coordination_changes.record_tick(cursors, 0, theirs, seen)
     stored = cursors.read(0).history
     assert stored.outages == mine.outages
     assert len(stored.outages) == 1

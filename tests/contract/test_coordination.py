@@ -18,6 +18,7 @@ from dynacron.domain.coordination.limits import (
 )
 from dynacron.domain.coordination.uptime import ShardHistory
 from dynacron.ports import AdapterSet, ShardLease
+from tests.contract import coordination_changes as changes
 from tests.contract.builders import SHARDING, START
 
 SECOND = timedelta(seconds=1)
@@ -33,11 +34,11 @@ def test_a_cursor_only_moves_forward(adapters: AdapterSet) -> None:
     assert cursors.get(3) is None
     assert cursors.read(3).bucket is None
 
-    assert cursors.advance(3, bucket)
-    assert not cursors.advance(3, bucket - HOUR)
-    assert not cursors.advance(3, bucket)
+    assert changes.advance(cursors, 3, bucket)
+    assert not changes.advance(cursors, 3, bucket - HOUR)
+    assert not changes.advance(cursors, 3, bucket)
     assert cursors.get(3) == bucket
-    assert cursors.advance(3, bucket + HOUR)
+    assert changes.advance(cursors, 3, bucket + HOUR)
 
     assert cursors.get(3) == bucket + HOUR
     assert cursors.read(3).bucket == bucket + HOUR
@@ -47,7 +48,7 @@ def test_a_cursor_only_moves_forward(adapters: AdapterSet) -> None:
 def test_record_tick_only_over_the_history_seen(adapters: AdapterSet) -> None:
     cursors = adapters.cursors
     bucket = SHARDING.bucket(START)
-    assert cursors.advance(1, bucket)
+    assert changes.advance(cursors, 1, bucket)
 
     # Given a shard no tick has recorded yet
     never = cursors.read(1, heartbeat=10 * SECOND).history
@@ -55,15 +56,15 @@ def test_record_tick_only_over_the_history_seen(adapters: AdapterSet) -> None:
 
     # When two ticks record their first run over that same history, one wins
     first = never.record(START, GRACE)
-    assert cursors.record_tick(1, first, never)
-    assert not cursors.record_tick(1, never.record(START + SECOND, GRACE), never)
+    assert changes.record_tick(cursors, 1, first, never)
+    assert not changes.record_tick(cursors, 1, never.record(START + SECOND, GRACE), never)
     assert cursors.read(1, heartbeat=10 * SECOND).history == first
 
     # When the next tick comes after an outage, it records it over what it read
     later = first.record(START + 10 * 60 * SECOND, GRACE)
     assert later.outages
-    assert not cursors.record_tick(1, later, never)
-    assert cursors.record_tick(1, later, first)
+    assert not changes.record_tick(cursors, 1, later, never)
+    assert changes.record_tick(cursors, 1, later, first)
 
     # Then the history is the new one, and the cursor is untouched
     cursor = cursors.read(1, heartbeat=10 * SECOND)
@@ -87,12 +88,12 @@ def test_tenants_secrets_are_ensured_once_and_rotated_keeping_one(
     assert tenants.signing_secrets("acme") == ["first"]
 
     # a rotation makes the fresh one current and keeps only the one it replaces
-    assert tenants.rotate_secret("acme", "third") == ["third", "first"]
-    assert tenants.rotate_secret("acme", "fourth") == ["fourth", "third"]
+    assert changes.rotate_secret(tenants, "acme", "third") == ["third", "first"]
+    assert changes.rotate_secret(tenants, "acme", "fourth") == ["fourth", "third"]
     assert tenants.signing_secrets("acme") == ["fourth", "third"]
 
     # a tenant without any gets the fresh one as its first
-    assert tenants.rotate_secret("other", "only") == ["only"]
+    assert changes.rotate_secret(tenants, "other", "only") == ["only"]
     assert tenants.signing_secrets("other") == ["only"]
     assert tenants.task_count("acme") == 0
 
@@ -107,50 +108,50 @@ def test_a_shard_lease_is_acquired_renewed_handed_over_and_released(
     assert leases.get(0) is None
 
     # Tick a takes the free lease; tick b cannot while it runs; a may take it again
-    assert leases.acquire(0, "a", START, START + 30 * SECOND)
+    assert changes.acquire(leases, 0, "a", START, START + 30 * SECOND)
     assert leases.get(0) == ShardLease(owner="a", lease_until=START + 30 * SECOND)
-    assert not leases.acquire(0, "b", START + 10 * SECOND, START + 40 * SECOND)
-    assert leases.acquire(0, "a", START + 10 * SECOND, START + 40 * SECOND)
+    assert not changes.acquire(leases, 0, "b", START + 10 * SECOND, START + 40 * SECOND)
+    assert changes.acquire(leases, 0, "a", START + 10 * SECOND, START + 40 * SECOND)
 
     # b asks for it; the holder cannot ask itself
-    assert leases.request_handover(0, "b")
-    assert not leases.request_handover(0, "a")
+    assert changes.request_handover(leases, 0, "b")
+    assert not changes.request_handover(leases, 0, "a")
     assert leases.get(0) == ShardLease("a", START + 40 * SECOND, successor="b")
 
     # With a successor waiting, a may not renew; only the holder hands over
-    assert not leases.renew(0, "a", START + 70 * SECOND)
-    assert not leases.hand_over(0, "b", START + 70 * SECOND)
-    assert leases.hand_over(0, "a", START + 70 * SECOND)
+    assert not changes.renew(leases, 0, "a", START + 70 * SECOND)
+    assert not changes.hand_over(leases, 0, "b", START + 70 * SECOND)
+    assert changes.hand_over(leases, 0, "a", START + 70 * SECOND)
     assert leases.get(0) == ShardLease("b", START + 70 * SECOND)
 
     # Now b renews and a cannot
-    assert leases.renew(0, "b", START + 100 * SECOND)
-    assert not leases.renew(0, "a", START + 100 * SECOND)
-    assert not leases.hand_over(0, "b", START + 100 * SECOND)  # nobody waiting
+    assert changes.renew(leases, 0, "b", START + 100 * SECOND)
+    assert not changes.renew(leases, 0, "a", START + 100 * SECOND)
+    assert not changes.hand_over(leases, 0, "b", START + 100 * SECOND)  # nobody waiting
     assert leases.get(0) == ShardLease("b", START + 100 * SECOND)
 
     # Only the holder releases
-    assert not leases.release(0, "a")
+    assert not changes.release(leases, 0, "a")
     assert leases.get(0) is not None
-    assert leases.release(0, "b")
+    assert changes.release(leases, 0, "b")
     assert leases.get(0) is None
-    assert not leases.request_handover(0, "b")  # nobody holds it
+    assert not changes.request_handover(leases, 0, "b")  # nobody holds it
 
 
 def test_an_expired_shard_lease_is_free_and_a_waiter_may_withdraw(adapters: AdapterSet) -> None:
     leases = adapters.leases
-    assert leases.acquire(2, "a", START, START + 30 * SECOND)
+    assert changes.acquire(leases, 2, "a", START, START + 30 * SECOND)
 
     # Once it ended, anyone takes it
-    assert leases.acquire(2, "b", START + 31 * SECOND, START + 61 * SECOND)
+    assert changes.acquire(leases, 2, "b", START + 31 * SECOND, START + 61 * SECOND)
     assert leases.get(2) == ShardLease("b", START + 61 * SECOND)
-    assert not leases.renew(2, "a", START + 90 * SECOND)
+    assert not changes.renew(leases, 2, "a", START + 90 * SECOND)
 
     # A waiting tick that gives up withdraws its request, and the holder renews again
-    assert leases.request_handover(2, "c")
-    assert not leases.release(2, "c")
+    assert changes.request_handover(leases, 2, "c")
+    assert not changes.release(leases, 2, "c")
     assert leases.get(2) == ShardLease("b", START + 61 * SECOND)
-    assert leases.renew(2, "b", START + 91 * SECOND)
+    assert changes.renew(leases, 2, "b", START + 91 * SECOND)
     # Other shards are untouched
     assert leases.get(1) is None
 
@@ -163,31 +164,31 @@ def test_concurrency_slots_up_to_the_limit(adapters: AdapterSet) -> None:
     until = START + 30 * SECOND
 
     # Two holders take both slots of a limit of two; a third waits
-    first = limits.acquire_slot("acme/task", 2, "h1", START, until)
-    second = limits.acquire_slot("acme/task", 2, "h2", START, until)
+    first = changes.take_slot(limits, "acme/task", 2, "h1", START, until)
+    second = changes.take_slot(limits, "acme/task", 2, "h2", START, until)
     assert first is not None
     assert second is not None
     assert first != second
-    assert limits.acquire_slot("acme/task", 2, "h3", START, until) is None
+    assert changes.take_slot(limits, "acme/task", 2, "h3", START, until) is None
     # A holder asking again gets the slot it holds
-    assert limits.acquire_slot("acme/task", 2, "h1", START, until) == first
+    assert changes.take_slot(limits, "acme/task", 2, "h1", START, until) == first
     # Another scope has its own slots
-    assert limits.acquire_slot("acme/other-task", 1, "h3", START, until) is not None
+    assert changes.take_slot(limits, "acme/other-task", 1, "h3", START, until) is not None
 
     # Only the holder extends
-    assert limits.extend_slot(first, "h1", START + 60 * SECOND)
-    assert not limits.extend_slot(first, "h3", START + 60 * SECOND)
+    assert changes.extend_slot(limits, first, "h1", START + 60 * SECOND)
+    assert not changes.extend_slot(limits, first, "h3", START + 60 * SECOND)
 
     # When the second slot's lease ran out, the waiter takes it
     later = START + 31 * SECOND
-    assert limits.acquire_slot("acme/task", 2, "h3", later, later + 30 * SECOND) == second
-    assert not limits.extend_slot(second, "h2", later + 60 * SECOND)
+    assert changes.take_slot(limits, "acme/task", 2, "h3", later, later + 30 * SECOND) == second
+    assert not changes.extend_slot(limits, second, "h2", later + 60 * SECOND)
 
     # Only its holder releases a slot, and once released another takes it
-    assert not limits.release_slot(second, "h2")
-    assert limits.release_slot(second, "h3")
-    assert not limits.release_slot(second, "h3")
-    assert limits.acquire_slot("acme/task", 2, "h4", later, later + 30 * SECOND) == second
+    assert not changes.release_slot(limits, second, "h2")
+    assert changes.release_slot(limits, second, "h3")
+    assert not changes.release_slot(limits, second, "h3")
+    assert changes.take_slot(limits, "acme/task", 2, "h4", later, later + 30 * SECOND) == second
 
 
 def test_the_token_bucket_makes_bursts_wait(adapters: AdapterSet) -> None:
@@ -219,18 +220,18 @@ def test_host_state_is_replaced_only_from_the_version_read(adapters: AdapterSet)
 
     # Given one failure recorded
     failed = after_failure(fresh, START, policy)
-    assert limits.replace_host(failed, START)
+    assert changes.replace_host(limits, failed, START)
     assert limits.host("acme/host") == failed
     # A writer that read the state before it is refused
-    assert not limits.replace_host(after_failure(fresh, START, policy), START)
+    assert not changes.replace_host(limits, after_failure(fresh, START, policy), START)
 
     # When two workers race from the same read, one wins
     opened = after_failure(failed, START + SECOND, policy)
     closed = after_success(failed)
     assert closed is not None
     assert opened.breaker is BreakerState.OPEN
-    assert limits.replace_host(opened, START + SECOND)
-    assert not limits.replace_host(closed, START + SECOND)
+    assert changes.replace_host(limits, opened, START + SECOND)
+    assert not changes.replace_host(limits, closed, START + SECOND)
 
     # Then the store holds the winner's state, instants included
     stored = limits.host("acme/host")
@@ -238,7 +239,7 @@ def test_host_state_is_replaced_only_from_the_version_read(adapters: AdapterSet)
     assert stored.breaker_until == START + 11 * SECOND
     paused = after_retry_after(stored, START + HOUR)
     assert paused is not None
-    assert limits.replace_host(paused, START + 2 * SECOND)
+    assert changes.replace_host(limits, paused, START + 2 * SECOND)
     assert limits.host("acme/host").paused_until == START + HOUR
     assert limits.host("other/host") == HostState(host="other/host")
 
@@ -254,25 +255,25 @@ def test_a_create_key_is_held_by_its_first_task_until_it_expires(adapters: Adapt
     keys = adapters.create_keys
     key = create_key("key-1")
     # Given a key reserved for one task
-    first = keys.reserve("alice", key, "task-1", START)
+    first = changes.reserve_key(keys, "alice", key, "task-1", START)
     assert first == KeyReservation("task-1", key.fingerprint, created=False)
     # When another request reserves it, with another body and another task id
     other = create_key("key-1", {"rate": "2 hours"})
     # Then it is told what holds the key: the first task, its body, not created yet
-    assert keys.reserve("alice", other, "task-2", START + HOUR) == first
+    assert changes.reserve_key(keys, "alice", other, "task-2", START + HOUR) == first
     # And once the first task is stored, the reservation says so
-    keys.mark_created("alice", "key-1", "task-1")
-    assert keys.reserve("alice", key, "task-3", START + HOUR) == KeyReservation(
+    assert changes.mark_created(keys, "alice", "key-1", "task-1")
+    assert changes.reserve_key(keys, "alice", key, "task-3", START + HOUR) == KeyReservation(
         "task-1", key.fingerprint, created=True
     )
     # And a day after its reservation, the key is free again
     later = START + KEY_LIFETIME
-    assert keys.reserve("alice", other, "task-4", later) == KeyReservation(
+    assert changes.reserve_key(keys, "alice", other, "task-4", later) == KeyReservation(
         "task-4", other.fingerprint, created=False
     )
     # And the first task's late confirmation does not mark the new reservation
-    keys.mark_created("alice", "key-1", "task-1")
-    assert keys.reserve("alice", other, "task-5", later).created is False
+    assert not changes.mark_created(keys, "alice", "key-1", "task-1")
+    assert changes.reserve_key(keys, "alice", other, "task-5", later).created is False
 
 
 def test_create_keys_are_each_tenant_s_own(adapters: AdapterSet) -> None:
@@ -280,6 +281,6 @@ def test_create_keys_are_each_tenant_s_own(adapters: AdapterSet) -> None:
     # Two tenants with the same key, and two whose names and keys would run together
     pairs = [("alice", "k"), ("bob", "k"), ("a#b", "c"), ("a", "b#c")]
     for number, (tenant, key) in enumerate(pairs):
-        held = keys.reserve(tenant, create_key(key), f"task-{number}", START)
+        held = changes.reserve_key(keys, tenant, create_key(key), f"task-{number}", START)
         # Then each reservation is its own: none found another's
         assert held.task_id == f"task-{number}", (tenant, key)

@@ -22,6 +22,7 @@ from dynacron.domain.tasks.task import execution_id_for
 from dynacron.entry.composition import Dynacron
 from dynacron.ports.faults import Boundary
 from dynacron.services.outcomes import Outcome
+from tests.contract import coordination_changes as changes
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import VirtualDelayQueue
 from tests.support import Sink
@@ -36,26 +37,27 @@ def test_a_concurrency_limit_of_two_gives_out_two_slots_until_one_is_released(
 ) -> None:
     store, now = limit_store(system, aws), clock.now()
     until = now + timedelta(seconds=10)
-    first = store.acquire_slot("task#t", 2, "a", now, until)
-    second = store.acquire_slot("task#t", 2, "b", now, until)
+    first = changes.take_slot(store, "task#t", 2, "a", now, until)
+    second = changes.take_slot(store, "task#t", 2, "b", now, until)
     assert first is not None
     assert second is not None
     assert first != second
-    assert store.acquire_slot("task#t", 2, "c", now, until) is None
-    assert store.release_slot(first, "a")
-    assert store.acquire_slot("task#t", 2, "c", now, until) == first
+    assert changes.take_slot(store, "task#t", 2, "c", now, until) is None
+    assert changes.release_slot(store, first, "a")
+    assert changes.take_slot(store, "task#t", 2, "c", now, until) == first
     # Only the holder frees a slot.
-    assert not store.release_slot(second, "a")
+    assert not changes.release_slot(store, second, "a")
 
 
 def test_a_dead_workers_slot_frees_itself_when_its_lease_runs_out(
     system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
 ) -> None:
     store, now = limit_store(system, aws), clock.now()
-    assert store.acquire_slot("task#t", 1, "dead", now, now + timedelta(seconds=10)) is not None
-    assert store.acquire_slot("task#t", 1, "next", now, now + timedelta(seconds=10)) is None
+    until = now + timedelta(seconds=10)
+    assert changes.take_slot(store, "task#t", 1, "dead", now, until) is not None
+    assert changes.take_slot(store, "task#t", 1, "next", now, until) is None
     later = now + timedelta(seconds=11)
-    assert store.acquire_slot("task#t", 1, "next", later, later + timedelta(seconds=10))
+    assert changes.take_slot(store, "task#t", 1, "next", later, later + timedelta(seconds=10))
 
 
 def test_two_workers_share_one_token_bucket(
@@ -76,8 +78,8 @@ def test_a_host_write_based_on_a_stale_read_is_refused(
     store, now = limit_store(system, aws), clock.now()
     policy = system.settings.breaker_policy
     read = store.host("h")
-    assert store.replace_host(after_failure(read, now, policy), now)
-    assert not store.replace_host(after_failure(read, now, policy), now)
+    assert changes.replace_host(store, after_failure(read, now, policy), now)
+    assert not changes.replace_host(store, after_failure(read, now, policy), now)
     assert store.host("h").consecutive_failures == 1
 
 
@@ -93,8 +95,13 @@ def test_an_execution_over_its_tasks_concurrency_waits_without_using_an_attempt(
     )
     assert task.next_run_at is not None
     clock.set(task.next_run_at)
-    holder = limit_store(system, aws).acquire_slot(
-        f"task#{task.task_id}", 1, "other", clock.now(), clock.now() + timedelta(seconds=30)
+    holder = changes.take_slot(
+        limit_store(system, aws),
+        f"task#{task.task_id}",
+        1,
+        "other",
+        clock.now(),
+        clock.now() + timedelta(seconds=30),
     )
     assert holder is not None
     dispatch = Dispatch(execution_id_for(task.task_id, clock.now()), task.task_id, clock.now())
@@ -137,7 +144,7 @@ def test_a_slot_taken_over_before_the_call_holds_the_call_back_without_using_an_
 
     def stall_while_another_takes_the_slot() -> None:
         now = clock.advance(slot_lease + timedelta(seconds=1))
-        taken.append(store.acquire_slot(scope, 1, "other", now, now + slot_lease))
+        taken.append(changes.take_slot(store, scope, 1, "other", now, now + slot_lease))
 
     system = Dynacron(
         settings,
@@ -171,11 +178,12 @@ def test_a_slot_taken_over_before_the_call_holds_the_call_back_without_using_an_
     ((later, delay),) = queue.delays
     assert later.attempt == 1
     assert 1 <= delay <= 3
-    assert store.acquire_slot(scope, 1, "a third", clock.now(), clock.now() + slot_lease) is None
+    now = clock.now()
+    assert changes.take_slot(store, scope, 1, "a third", now, now + slot_lease) is None
 
     # And once the other worker is done, the attempt runs, still the first
     assert taken[0] is not None
-    assert store.release_slot(taken[0], "other")
+    assert changes.release_slot(store, taken[0], "other")
     clock.advance(timedelta(seconds=delay))
     rerun = Dynacron(settings, dynamodb=aws[0], sqs=aws[1], clock=clock, dispatch_queue=queue)
     assert rerun.runner.run(later) is Outcome.SUCCEEDED
@@ -211,7 +219,7 @@ def test_a_slot_lease_run_short_before_the_call_is_extended_and_the_call_goes(
             seconds=settings.http_timeout_seconds + settings.clock_skew_seconds
         )
         taken_during_call.append(
-            store.acquire_slot(f"task#{task.task_id}", 1, "other", late, late + slot_lease)
+            changes.take_slot(store, f"task#{task.task_id}", 1, "other", late, late + slot_lease)
         )
         return 200, {}
 

@@ -27,6 +27,7 @@ from dynacron.ports.faults import Boundary
 from dynacron.services.outcomes import Outcome
 from dynacron.services.tick_loop import LoopEnd
 from tests.conftest import sleep_moving
+from tests.contract import coordination_changes as changes
 from tests.integration.api_client import ALICE
 from tests.support import FakeLambdaContext, RaiseAt
 from tests.unit.test_emf_documents import emitted, shard, units
@@ -133,7 +134,8 @@ def test_an_invocation_waiting_for_the_shard_sends_no_heartbeat(
     documents: list[EmfDocument] = []
     system = system_with(aws, settings, clock, documents)
     # Given shard 0 held by a live holder that is not this invocation
-    assert system.leases.acquire(0, "holder", clock.now(), clock.now() + timedelta(minutes=5))
+    now = clock.now()
+    assert changes.acquire(system.leases, 0, "holder", now, now + timedelta(minutes=5))
     context = FakeLambdaContext(aws_request_id="newcomer", remaining_millis=20_000)
     # When this invocation waits until its deadline
     result = system.tick({"shard": 0, "loop": True}, context)

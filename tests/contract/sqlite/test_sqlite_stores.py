@@ -44,6 +44,7 @@ from dynacron.domain.tasks.task import (
 )
 from dynacron.ports import UnreadableTask, UnreadableTaskError
 from dynacron.services import attempts
+from tests.contract import coordination_changes as changes
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SHARDING = Sharding(shard_count=4, bucket_seconds=60)
@@ -269,8 +270,8 @@ def test_two_databases_on_one_file_act_as_two_processes(tmp_path: Path) -> None:
         assert stored is not None
         assert stored.version == 2
         leases_one, leases_two = SqliteShardLeases(first), SqliteShardLeases(second)
-        assert leases_one.acquire(0, "a", NOW, NOW + timedelta(seconds=30))
-        assert not leases_two.acquire(0, "b", NOW, NOW + timedelta(seconds=30))
+        assert changes.acquire(leases_one, 0, "a", NOW, NOW + timedelta(seconds=30))
+        assert not changes.acquire(leases_two, 0, "b", NOW, NOW + timedelta(seconds=30))
     finally:
         first.close()
         second.close()

@@ -29,6 +29,7 @@ from dynacron.domain.tasks.claiming import DEFAULT_MISFIRE_GRACE, advanced, clai
 from dynacron.domain.tasks.task import Task
 from dynacron.entry.composition import Dynacron
 from dynacron.services.tasks import TaskService
+from tests.contract import coordination_changes as changes
 from tests.integration.tick.test_tick_policies import recording_ticker
 
 TASKS = {
@@ -148,7 +149,7 @@ def test_the_real_tick_never_drifts_off_the_grid(
     start = datetime(2027, 3, 27, 18, tzinfo=UTC)
     clock.set(start)
     for shard in range(system.settings.shard_count):  # the store was provisioned earlier
-        system.cursors.advance(shard, system.settings.sharding.bucket(start))
+        changes.advance(system.cursors, shard, system.settings.sharding.bucket(start))
     ids = {name: task.task_id for name, task in registered(system.task_service).items()}
     names = {task_id: name for name, task_id in ids.items()}
     # (a task's whole catch-up in one tick: the simulation checks after each tick)

@@ -19,6 +19,7 @@ from dynacron.domain.tasks.task import TaskStatus, execution_id_for
 from dynacron.entry.composition import Dynacron
 from dynacron.local.chaos import InjectedCrash
 from dynacron.services.tick import Ticker
+from tests.contract import coordination_changes as changes
 
 HOOK = "http://127.0.0.1:9/hook"
 
@@ -247,7 +248,7 @@ def test_a_cursor_ahead_of_the_clock_still_lets_the_present_be_queried(
 ) -> None:
     # Given a cursor moved ahead by a ticker whose clock runs fast
     for shard in range(system.settings.shard_count):
-        system.cursors.advance(shard, clock.now() + timedelta(hours=3))
+        changes.advance(system.cursors, shard, clock.now() + timedelta(hours=3))
     register(system, rate="10 seconds")
     clock.advance(timedelta(seconds=10))
     # Then a tick on the true time still finds what is due now

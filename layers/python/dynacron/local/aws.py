@@ -35,6 +35,7 @@ from dynacron.definitions.resources import (
     create_table_request,
 )
 from dynacron.domain.clock import Clock, SystemClock
+from dynacron.domain.coordination import transitions
 from dynacron.entry.settings import Settings
 
 if TYPE_CHECKING:
@@ -331,7 +332,7 @@ def provision(
         cursors = DynamoCursorStore(dynamodb, settings.coordination_table)
         start = settings.sharding.bucket((clock or SystemClock()).now())
         for shard in range(settings.shard_count):
-            cursors.advance(shard, start)
+            cursors.apply(shard, transitions.advance_cursor(start))
     return settings
 
 

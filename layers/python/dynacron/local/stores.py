@@ -29,6 +29,7 @@ from dynacron.adapters.sqlite.database import Database, Durability
 from dynacron.adapters.sqlite.queue import SqliteQueues
 from dynacron.definitions.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from dynacron.domain.clock import Clock
+from dynacron.domain.coordination import transitions
 from dynacron.entry.composition import EXECUTION_RETENTION
 from dynacron.entry.settings import Settings
 from dynacron.local.aws import (
@@ -198,7 +199,7 @@ def start_cursors(adapters: AdapterSet, settings: Settings, clock: Clock) -> Non
     start = settings.sharding.bucket(clock.now())
     for shard in range(settings.shard_count):
         if adapters.cursors.get(shard) is None:
-            adapters.cursors.advance(shard, start)
+            adapters.cursors.apply(shard, transitions.advance_cursor(start))
 
 
 class EmulatorStore:

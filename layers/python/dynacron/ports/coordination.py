@@ -2,9 +2,14 @@
 leases and cursors, tenants' counts and secrets, create (idempotency) keys, and the
 workers' shared limits.
 
-The rules of each conditional change are stated once in
-``dynacron.domain.coordination.transitions``; a store carries one out atomically.
-A refused change writes nothing.
+Every conditional change of these records (a lease acquired, renewed, handed over;
+a slot taken or freed; a host's breaker state replaced; a cursor advanced; a tick
+recorded; a create key reserved; a secret rotated) is the domain's
+(``dynacron.domain.coordination.transitions``): the state it expects and what it
+changes. A service builds one and hands it to its store's ``apply``; the store
+carries it out atomically (DynamoDB: one conditional write, the record's key and
+TTL added; SQLite: one write transaction) and says whether it held. A refused
+change writes nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from dynacron.domain.coordination.create_keys import CreateKey, KeyReservation
+from dynacron.domain.conditions import Transition
+from dynacron.domain.coordination.create_keys import KeyReservation
 from dynacron.domain.coordination.limits import HostState, RateLimit
 from dynacron.domain.coordination.uptime import ShardHistory
 
@@ -51,17 +57,14 @@ class CursorStore(Protocol):
         history for a shard never ticked)."""
         ...
 
-    def record_tick(self, shard: int, history: ShardHistory, seen: ShardHistory) -> bool:
-        """Store ``history`` (``seen`` with one more tick recorded).
+    def apply(self, shard: int, transition: Transition) -> bool:
+        """Carry out ``transition`` (``transitions.advance_cursor``,
+        ``transitions.record_tick``) on the shard's cursor record, atomically.
 
-        Expects the stored last tick still ``seen``'s (none, if ``seen`` has none):
-        of two ticks of one shard, one records an outage, once. Refused: False.
+        Expects the record to meet ``transition.expects`` (advance: no cursor, or one
+        before the bucket; record a tick: the last tick still the one read). Then it
+        writes the change and answers True. Refused: nothing written, False.
         """
-        ...
-
-    def advance(self, shard: int, bucket: datetime) -> bool:
-        """Move the cursor to ``bucket``. Expects no cursor, or one before ``bucket``:
-        never backwards. Refused: False."""
         ...
 
 
@@ -78,33 +81,43 @@ class TenantStore(Protocol):
 
     def ensure_secret(self, tenant_id: str, fresh_secret: str) -> list[str]:
         """The tenant's secrets, storing ``fresh_secret`` as its first if it has none
-        (never refused)."""
+        (never refused).
+
+        Not a transition: it answers with the secrets as they end up, whichever
+        writer stored the first (one write that returns the record, no condition
+        to refuse it)."""
         ...
 
-    def rotate_secret(self, tenant_id: str, fresh_secret: str) -> list[str] | None:
-        """Make ``fresh_secret`` current, keeping the one it replaces (an older one is
-        dropped). Expects the secrets as read; None if another rotation came between
-        (a store that rotates in one transaction never refuses)."""
+    def apply(self, tenant_id: str, transition: Transition) -> bool:
+        """Carry out ``transition`` (``transitions.rotate_secret``) on the tenant's
+        record, atomically.
+
+        Expects the record to meet ``transition.expects`` (rotate: the secrets still
+        as read). Then it writes the change and answers True. Refused (another
+        rotation came between): nothing written, False.
+        """
         ...
 
 
 class CreateKeys(Protocol):
     """Each tenant's idempotency keys of task creations (``domain.coordination.create_keys``)."""
 
-    def reserve(
-        self, tenant_id: str, key: CreateKey, task_id: str, now: datetime
-    ) -> KeyReservation:
-        """Hold ``key`` for ``task_id`` until ``now`` plus ``KEY_LIFETIME``.
+    def apply(self, tenant_id: str, key: str, transition: Transition) -> bool:
+        """Carry out ``transition`` (``transitions.mark_key_created``) on the record of
+        the tenant's ``key``, atomically.
 
-        Expects no reservation of the key, or one expired at ``now``. Refused: the
-        reservation that holds it (of two at once, one holds it and the other is
-        told what holds it).
+        Expects the record to meet ``transition.expects`` (mark created: the key
+        still held for the task; one expired and taken since names another). Then
+        it writes the change and answers True. Refused: nothing written, False.
         """
         ...
 
-    def mark_created(self, tenant_id: str, key: str, task_id: str) -> None:
-        """Note that the task ``key`` holds was stored. Expects the key still held for
-        ``task_id`` (one expired and taken since names another); else nothing changes."""
+    def apply_returning(
+        self, tenant_id: str, key: str, transition: Transition
+    ) -> KeyReservation | None:
+        """As ``apply``, for a reservation (``transitions.reserve_create_key``): None if
+        it held; refused, the reservation that holds the key (of two at once, one
+        holds it and the other is told what holds it)."""
         ...
 
 
@@ -116,29 +129,18 @@ class ShardLeases(Protocol):
         """The shard's lease, or None if nobody holds or waits for it."""
         ...
 
-    def acquire(self, shard: int, owner: str, now: datetime, until: datetime) -> bool:
-        """Hold the lease until ``until`` (a waiting successor is forgotten).
-        Expects it free, expired at ``now`` or ``owner``'s already. Refused: False."""
-        ...
+    def apply(self, shard: int, transition: Transition) -> bool:
+        """Carry out ``transition`` on the shard's lease record, atomically:
+        ``transitions.acquire_lease`` (expects it free, expired or the owner's
+        already; a waiting successor is forgotten), ``request_handover`` (someone
+        else holds it), ``renew_lease`` (the owner holds it, nobody waits),
+        ``hand_over_lease`` (the owner holds it, a successor waits),
+        ``release_lease`` (the owner holds it: the record goes) or
+        ``withdraw_handover`` (the owner waits for it).
 
-    def request_handover(self, shard: int, owner: str) -> bool:
-        """Ask the holder to pass the lease to ``owner`` at its next renewal.
-        Expects someone else to hold it. Refused: False."""
-        ...
-
-    def renew(self, shard: int, owner: str, until: datetime) -> bool:
-        """Hold the lease until ``until``. Expects ``owner`` to hold it and nobody to
-        wait for it. Refused: False (then ``hand_over`` or stop)."""
-        ...
-
-    def hand_over(self, shard: int, owner: str, until: datetime) -> bool:
-        """Make the waiting successor the holder, until ``until``. Expects ``owner`` to
-        hold it and a successor to wait. Refused: False."""
-        ...
-
-    def release(self, shard: int, owner: str) -> bool:
-        """Give the lease up (expects ``owner`` to hold it: the record goes), or else
-        withdraw ``owner``'s request for it. True only if ``owner`` held it."""
+        Expects the record to meet ``transition.expects``; then writes the change and
+        answers True. Refused: nothing written, False.
+        """
         ...
 
 
@@ -149,29 +151,37 @@ class LimitStore(Protocol):
         """The host's breaker and pause (the initial state for a host never seen)."""
         ...
 
-    def replace_host(self, state: HostState, now: datetime) -> bool:
-        """Store ``state``. Expects the stored one at the version before ``state``'s
-        (or none). Refused: False."""
+    def apply_host(self, host: str, transition: Transition, now: datetime) -> bool:
+        """Carry out ``transition`` (``transitions.replace_host``) on the host's breaker
+        record, atomically; ``now`` bounds how long the store keeps it.
+
+        Expects the stored state at the version before the new one (or none). Then
+        it writes the change and answers True. Refused: nothing written, False.
+        """
         ...
 
     def take_token(self, host: str, limit: RateLimit, now: datetime) -> float:
         """Take one token of the host's bucket (GCRA); 0, or the seconds to wait
-        before asking again."""
+        before asking again.
+
+        Not a transition: the bucket is read, computed and written (DynamoDB: two
+        guarded writes and a read, some rounds; SQLite: one transaction), which no
+        single conditional write states."""
         ...
 
-    def acquire_slot(
-        self, scope: str, limit: int, holder: str, now: datetime, until: datetime
-    ) -> str | None:
-        """Hold one of ``scope``'s ``limit`` slots until ``until``; its key.
-        Each slot tried expects to be free, expired at ``now`` or ``holder``'s.
-        Refused: None (every slot tried was held)."""
+    def slots(self, scope: str, limit: int) -> list[str]:
+        """The keys of ``scope``'s ``limit`` slots a taker tries, in turn
+        (``transitions.slots_to_try`` from a random first one, so that waiters
+        spread out)."""
         ...
 
-    def extend_slot(self, slot: str, holder: str, until: datetime) -> bool:
-        """Hold ``slot`` until ``until``. Expects ``holder`` to hold it. Refused: False."""
-        ...
+    def apply_slot(self, slot: str, transition: Transition) -> bool:
+        """Carry out ``transition`` on the slot's record, atomically:
+        ``transitions.acquire_slot`` (expects it free, expired or the holder's),
+        ``extend_slot`` (the holder holds it) or ``release_slot`` (the holder holds
+        it: the record goes).
 
-    def release_slot(self, slot: str, holder: str) -> bool:
-        """Free ``slot``. Expects ``holder`` to hold it. Refused: False (its lease ran
-        out and someone else took it)."""
+        Expects the record to meet ``transition.expects``; then writes the change and
+        answers True. Refused (someone else holds the slot): nothing written, False.
+        """
         ...

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.coordination import transitions
 from dynacron.domain.coordination.limits import (
     BreakerPolicy,
     HostState,
@@ -127,7 +128,7 @@ class LimitGate:
         for scope, limit in scopes:
             if limit is None:
                 continue
-            slot = self._store.acquire_slot(scope, limit, granted.holder, now, granted.slots_until)
+            slot = take_slot(self._store, scope, limit, granted.holder, now, granted.slots_until)
             if slot is None:
                 self._give_back(granted)
                 return self._wait(now + _slot_wait(seed), "concurrency")
@@ -140,7 +141,7 @@ class LimitGate:
         if granted.probe and state is not None:
             # One probe at a time: whoever writes HALF_OPEN first goes, the rest wait.
             probing = after_probe_taken(state, now, self._breaker)
-            if not self._store.replace_host(probing, now):
+            if not self._replace_host(probing, now):
                 self._give_back(granted)
                 return self._wait(now + self._breaker.cool_down, "breaker")
             self._remember(probing, now)
@@ -165,7 +166,7 @@ class LimitGate:
             return None
         until = now + self._slot_lease
         for slot in list(granted.slots):
-            if not self._store.extend_slot(slot, granted.holder, until):
+            if not self._store.apply_slot(slot, transitions.extend_slot(granted.holder, until)):
                 granted.slots.remove(slot)  # no longer ours: nothing to give back
                 self._give_back(granted)
                 logger.info("slot lost before the call", extra={"slot": slot})
@@ -184,7 +185,7 @@ class LimitGate:
         state = granted.state or self._store.host(granted.host)
         for _ in range(HOST_WRITE_ROUNDS):
             changed = self._after(state, result, now)
-            if changed is None or self._store.replace_host(changed, now):
+            if changed is None or self._replace_host(changed, now):
                 break
             now = self._clock.now()
             state = self._store.host(granted.host)
@@ -233,8 +234,12 @@ class LimitGate:
 
     def _give_back(self, granted: Pass) -> None:
         for slot in granted.slots:
-            self._store.release_slot(slot, granted.holder)
+            self._store.apply_slot(slot, transitions.release_slot(granted.holder))
         granted.slots.clear()
+
+    def _replace_host(self, state: HostState, now: datetime) -> bool:
+        """Store ``state`` if the stored one is still at the version before it."""
+        return self._store.apply_host(state.host, transitions.replace_host(state), now)
 
     def _wait(self, until: datetime, reason: str) -> Wait:
         self._metrics.limit_wait(reason, (until - self._clock.now()).total_seconds())
@@ -248,3 +253,16 @@ def _seconds(value: float) -> timedelta:
 def _slot_wait(seed: str) -> timedelta:
     """How long a full concurrency limit waits: 1 s, and up to 2 s spread by ``seed``."""
     return SLOT_WAIT + _seconds(spread(seed, SLOT_SPREAD_SECONDS))
+
+
+def take_slot(
+    store: LimitStore, scope: str, limit: int, holder: str, now: datetime, until: datetime
+) -> str | None:
+    """Hold one of ``scope``'s ``limit`` slots until ``until``: the first of those the
+    store has a taker try (``LimitStore.slots``) that is free, expired at ``now`` or
+    ``holder``'s already; its key, or None if every slot tried was held."""
+    take = transitions.acquire_slot(holder, now, until)
+    for slot in store.slots(scope, limit):
+        if store.apply_slot(slot, take):
+            return slot
+    return None

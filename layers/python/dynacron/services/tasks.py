@@ -11,7 +11,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dynacron.domain.clock import Clock
-from dynacron.domain.coordination.create_keys import HEADER, CreateKey
+from dynacron.domain.coordination import transitions
+from dynacron.domain.coordination.create_keys import HEADER, CreateKey, KeyReservation
 from dynacron.domain.coordination.quotas import check_min_interval
 from dynacron.domain.errors import (
     Conflict,
@@ -116,7 +117,7 @@ class TaskService:
         request refused as invalid takes no key: its corrected retry may use it.
         """
         self._checked(tenant_id, spec, uuid.uuid4().hex, to_utc_ms(self.clock.now()))
-        held = self.create_keys.reserve(tenant_id, key, uuid.uuid4().hex, self.clock.now())
+        held = reserve_key(self.create_keys, tenant_id, key, uuid.uuid4().hex, self.clock.now())
         if held.fingerprint != key.fingerprint:
             raise InvalidRequest(
                 HEADER,
@@ -135,7 +136,8 @@ class TaskService:
             if made is None:
                 raise
             return made, True  # a request with the same key, at the same time
-        self.create_keys.mark_created(tenant_id, key.key, held.task_id)
+        # Only the reservation of this task: one expired and taken since names another.
+        self.create_keys.apply(tenant_id, key.key, transitions.mark_key_created(held.task_id))
         return task, False
 
     def _register(self, tenant_id: str, spec: TaskSpec, task_id: str) -> Task:
@@ -392,7 +394,7 @@ class TaskService:
     def rotate_signing_secret(self, tenant_id: str) -> list[str]:
         """Make a fresh secret current, keeping the one before it; newest first.
         ``Conflict`` if another rotation came between."""
-        rotated = self.tenants.rotate_secret(tenant_id, new_signing_secret())
+        rotated = rotate_secret(self.tenants, tenant_id, new_signing_secret())
         if rotated is None:
             raise Conflict("the signing secret was rotated concurrently; read it again")
         return rotated
@@ -411,3 +413,25 @@ class TaskService:
             raise UnknownHandler(
                 "handler", f"no Python handler is registered as {task.handler_name!r}"
             )
+
+
+def reserve_key(
+    create_keys: CreateKeys, tenant_id: str, key: CreateKey, task_id: str, now: datetime
+) -> KeyReservation:
+    """Hold ``key`` for ``task_id`` until ``now`` plus ``KEY_LIFETIME``, unless another
+    reservation holds it: the reservation that holds the key now, either way."""
+    reserve = transitions.reserve_create_key(key, task_id, now)
+    held = create_keys.apply_returning(tenant_id, key.key, reserve)
+    return held or KeyReservation(task_id, key.fingerprint, created=False)
+
+
+def rotate_secret(tenants: TenantStore, tenant_id: str, fresh_secret: str) -> list[str] | None:
+    """Make ``fresh_secret`` current, keeping the one it replaces (an older one goes);
+    the secrets, newest first. A tenant with none gets ``fresh_secret`` as its first.
+    None if another rotation came between the read and the write."""
+    current = tenants.ensure_secret(tenant_id, fresh_secret)
+    if current[0] == fresh_secret:
+        return current  # it had none: the fresh one is its first
+    if not tenants.apply(tenant_id, transitions.rotate_secret(current, fresh_secret)):
+        return None
+    return [fresh_secret, current[0]]

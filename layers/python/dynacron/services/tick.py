@@ -16,6 +16,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.coordination import transitions
 from dynacron.domain.coordination.uptime import ShardHistory
 from dynacron.domain.tasks.task import due_bucket_key
 from dynacron.ports import (
@@ -123,7 +124,7 @@ class Ticker:
             if drained and bucket == new_cursor and bucket + self._width <= settled_before:
                 new_cursor = bucket + self._width
         if new_cursor > cursor:
-            self._cursors.advance(shard, new_cursor)
+            self._cursors.apply(shard, transitions.advance_cursor(new_cursor))
         report.cursor = new_cursor
         return report
 
@@ -152,7 +153,7 @@ class Ticker:
         if history.needs_heartbeat(now, self._misfire_grace):
             recorded = history.record(now, self._misfire_grace)
             # Refused: another tick of this shard recorded meanwhile; it counts as ours.
-            self._cursors.record_tick(shard, recorded, history)
+            self._cursors.apply(shard, transitions.record_tick(recorded, history))
             history = recorded
         return cursor.bucket, history
 

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.coordination import transitions
 from dynacron.ports import ShardLeases
 from dynacron.ports.metrics import NO_METRICS, Metrics
 from dynacron.services.tick import Ticker
@@ -153,7 +154,7 @@ class ShardTickLoop:
     def _step(self) -> float | None:
         now = self._clock.now()
         if now >= self._deadline:
-            self._leases.release(self._shard, self._owner)
+            release(self._leases, self._shard, self._owner)
             self._holding = False
             self.report.ended = LoopEnd.DEADLINE
             return None
@@ -162,9 +163,12 @@ class ShardTickLoop:
                 self.report.waited_seconds += self._timing.poll_seconds
                 return self._timing.poll_seconds
         elif self._renewal_due(now):
-            if not self._leases.renew(self._shard, self._owner, self._lease_end(now)):
+            lease_end = self._lease_end(now)
+            if not self._leases.apply(self._shard, transitions.renew_lease(self._owner, lease_end)):
                 self._holding = False
-                handed = self._leases.hand_over(self._shard, self._owner, self._lease_end(now))
+                handed = self._leases.apply(
+                    self._shard, transitions.hand_over_lease(self._owner, lease_end)
+                )
                 self.report.ended = LoopEnd.HANDED_OVER if handed else LoopEnd.LOST
                 return None
             self._renewed_at = now
@@ -184,14 +188,15 @@ class ShardTickLoop:
     def _try_to_hold(self, now: datetime) -> bool:
         lease = self._leases.get(self._shard)
         if lease is None or lease.is_free_for(self._owner, now):
-            if self._leases.acquire(self._shard, self._owner, now, self._lease_end(now)):
+            take = transitions.acquire_lease(self._owner, now, self._lease_end(now))
+            if self._leases.apply(self._shard, take):
                 self._holding = True
                 self._renewed_at = now
                 if lease is not None and lease.owner != self._owner:
                     self.report.took_over_expired = True
                 return True
         elif lease.successor != self._owner:
-            self._leases.request_handover(self._shard, self._owner)
+            self._leases.apply(self._shard, transitions.request_handover(self._owner))
         return False
 
     def _tick_deadline(self) -> datetime:
@@ -208,3 +213,13 @@ class ShardTickLoop:
 
     def _lease_end(self, now: datetime) -> datetime:
         return now + timedelta(seconds=self._timing.lease_seconds)
+
+
+def release(leases: ShardLeases, shard: int, owner: str) -> bool:
+    """Give the shard's lease up, or else withdraw ``owner``'s request for it (two
+    transitions: a holder's record goes, a waiter's request is forgotten). True only
+    if ``owner`` held it."""
+    if leases.apply(shard, transitions.release_lease(owner)):
+        return True
+    leases.apply(shard, transitions.withdraw_handover(owner))
+    return False

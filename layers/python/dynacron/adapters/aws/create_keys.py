@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.expressions import apply_to_record
 from dynacron.adapters.aws.items import from_item, to_item
 from dynacron.definitions.resources import CREATE_KEY_PREFIX
-from dynacron.domain.coordination import transitions
-from dynacron.domain.coordination.create_keys import CreateKey, KeyReservation
+from dynacron.domain.conditions import Transition
+from dynacron.domain.coordination.create_keys import KeyReservation
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -30,33 +29,22 @@ class DynamoCreateKeys:
         self._client = translating(client)
         self._table = coordination_table
 
-    def reserve(
-        self, tenant_id: str, key: CreateKey, task_id: str, now: datetime
-    ) -> KeyReservation:
-        reserved = apply_to_record(
-            self._client,
-            self._table,
-            from_item(create_key_key(tenant_id, key.key)),
-            transitions.reserve_create_key(key, task_id, now),
+    def apply(self, tenant_id: str, key: str, transition: Transition) -> bool:
+        """One conditional write of ``transition`` on the key's record."""
+        return apply_to_record(
+            self._client, self._table, from_item(create_key_key(tenant_id, key)), transition
         )
-        if reserved:
-            return KeyReservation(task_id, key.fingerprint, created=False)
+
+    def apply_returning(
+        self, tenant_id: str, key: str, transition: Transition
+    ) -> KeyReservation | None:
+        """``apply``; refused, the reservation that holds the key (one consistent read)."""
+        if self.apply(tenant_id, key, transition):
+            return None
         held = from_item(
             self._client.get_item(
-                TableName=self._table,
-                Key=create_key_key(tenant_id, key.key),
-                ConsistentRead=True,
+                TableName=self._table, Key=create_key_key(tenant_id, key), ConsistentRead=True
             ).get("Item")
             or {}
         )
         return KeyReservation(held["task_id"], held["fingerprint"], bool(held.get("created")))
-
-    def mark_created(self, tenant_id: str, key: str, task_id: str) -> None:
-        # Only the reservation of this task: one that expired and was taken since
-        # names another.
-        apply_to_record(
-            self._client,
-            self._table,
-            from_item(create_key_key(tenant_id, key)),
-            transitions.mark_key_created(task_id),
-        )

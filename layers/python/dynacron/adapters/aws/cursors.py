@@ -59,14 +59,6 @@ class DynamoCursorStore:
             ),
         )
 
-    def record_tick(self, shard: int, history: ShardHistory, seen: ShardHistory) -> bool:
-        """Store ``history`` (``seen`` recorded after one more tick), if the stored one
-        is still ``seen``: of two ticks of one shard, one records an outage, once."""
-        return self._apply(shard, transitions.record_tick(history, seen))
-
-    def advance(self, shard: int, bucket: datetime) -> bool:
-        """Move the cursor forward to ``bucket``; never backwards."""
-        return self._apply(shard, transitions.advance_cursor(bucket))
-
-    def _apply(self, shard: int, transition: Transition) -> bool:
+    def apply(self, shard: int, transition: Transition) -> bool:
+        """One conditional write of ``transition`` on the shard's cursor record."""
         return apply_to_record(self._client, self._table, self._key(shard), transition)

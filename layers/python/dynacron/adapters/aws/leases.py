@@ -3,9 +3,9 @@ the client is injected).
 
 A lease says which tick invocation works a shard, and until when. Every change
 is one conditional write of a ``domain.coordination.transitions`` transition
-(acquire, request a handover, renew, hand over, release). A handover is one
-write, so a shard is never worked by two invocations at once and never left
-without one while its successor is waiting.
+(acquire, request a handover, renew, hand over, release) that the tick loop
+builds and ``apply`` carries out. A handover is one write, so a shard is never
+worked by two invocations at once and never left without one while its successor is waiting.
 """
 
 from __future__ import annotations
@@ -54,32 +54,10 @@ class DynamoShardLeases:
             successor=values.get("successor"),
         )
 
-    def acquire(self, shard: int, owner: str, now: datetime, until: datetime) -> bool:
-        """Take the shard's lease if it is free, expired or already ours."""
-        return self._apply(shard, transitions.acquire_lease(owner, now, until), until)
-
-    def request_handover(self, shard: int, owner: str) -> bool:
-        """Ask the current holder to pass the lease to ``owner`` at its next renewal."""
-        return self._apply(shard, transitions.request_handover(owner))
-
-    def renew(self, shard: int, owner: str, until: datetime) -> bool:
-        """Extend our lease; False if it is no longer ours or a successor is waiting."""
-        return self._apply(shard, transitions.renew_lease(owner, until), until)
-
-    def hand_over(self, shard: int, owner: str, until: datetime) -> bool:
-        """Make the waiting successor the holder, until ``until``; False if we hold nothing."""
-        return self._apply(shard, transitions.hand_over_lease(owner, until), until)
-
-    def release(self, shard: int, owner: str) -> bool:
-        """Give the lease up, or withdraw our request for it; True if we held it."""
-        released = self._apply(shard, transitions.release_lease(owner))
-        if not released:
-            self._apply(shard, transitions.withdraw_handover(owner))
-        return released
-
-    def _apply(self, shard: int, transition: Transition, until: datetime | None = None) -> bool:
-        """One conditional write; a lease held until ``until`` is kept a day longer."""
-        expiry = {EXPIRES_AT: record_expiry(until)} if until is not None else None
+    def apply(self, shard: int, transition: Transition) -> bool:
+        """One conditional write; a lease held until ``lease_until`` is kept a day longer."""
+        until = transition.sets.get(transitions.LEASE_UNTIL)
+        expiry = {EXPIRES_AT: record_expiry(parse_instant(until))} if until else None
         return apply_to_record(
             self._client, self._table, self._key(shard), transition, also_sets=expiry
         )

@@ -34,6 +34,7 @@ from dynacron.definitions.resources import (
 from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination import transitions
 from dynacron.domain.coordination.limits import HostState, RateLimit, take_token
+from dynacron.domain.instants import parse_instant
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -60,15 +61,15 @@ class DynamoLimitStore:
         item = response.get("Item")
         return transitions.host_from_record(host, from_item(item) if item else None)
 
-    def replace_host(self, state: HostState, now: datetime) -> bool:
-        """Write ``state`` if the stored one is still the version before it."""
+    def apply_host(self, host: str, transition: Transition, now: datetime) -> bool:
+        """One conditional write of the host's breaker state."""
         # Kept while a pause or an open breaker still matters, then a day more.
-        expiry = record_expiry(
-            max(t for t in (now, state.paused_until, state.breaker_until) if t is not None)
-        )
-        return self._apply(
-            f"{HOST_KEY_PREFIX}{state.host}", transitions.replace_host(state), expiry
-        )
+        kept = [now] + [
+            parse_instant(transition.sets[name])
+            for name in ("paused_until", "breaker_until")
+            if transition.sets.get(name)
+        ]
+        return self._apply(f"{HOST_KEY_PREFIX}{host}", transition, record_expiry(max(kept)))
 
     # Token bucket ------------------------------------------------------------------
 
@@ -128,25 +129,16 @@ class DynamoLimitStore:
 
     # Concurrency slots ---------------------------------------------------------------
 
-    def acquire_slot(
-        self, scope: str, limit: int, holder: str, now: datetime, until: datetime
-    ) -> str | None:
-        """Hold one of ``scope``'s ``limit`` slots until ``until``; its key, or None if
-        the slots tried were all held. Starts at a random slot so waiters spread out."""
-        take = transitions.acquire_slot(holder, now, until)
-        for scoped in transitions.slots_to_try(scope, limit, self._rng.randrange(limit)):
-            slot = SLOT_KEY_PREFIX + scoped
-            if self._apply(slot, take, record_expiry(until)):
-                return slot
-        return None
+    def slots(self, scope: str, limit: int) -> list[str]:
+        """The slots' keys a taker tries, from a random one so that waiters spread out."""
+        first = self._rng.randrange(limit)
+        return [SLOT_KEY_PREFIX + s for s in transitions.slots_to_try(scope, limit, first)]
 
-    def extend_slot(self, slot: str, holder: str, until: datetime) -> bool:
-        """Hold a slot we hold until ``until``; False if someone else holds it now."""
-        return self._apply(slot, transitions.extend_slot(holder, until), record_expiry(until))
-
-    def release_slot(self, slot: str, holder: str) -> bool:
-        """Free a slot we hold; False if its lease ran out and someone else took it."""
-        return self._apply(slot, transitions.release_slot(holder))
+    def apply_slot(self, slot: str, transition: Transition) -> bool:
+        """One conditional write on the slot; one held until ``lease_until`` is kept a
+        day longer."""
+        until = transition.sets.get(transitions.LEASE_UNTIL)
+        return self._apply(slot, transition, record_expiry(parse_instant(until)) if until else None)
 
     def _apply(self, key: str, transition: Transition, expires_at: int | None = None) -> bool:
         """One conditional write of ``transition`` on the record at ``key``."""

@@ -8,7 +8,7 @@ from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.expressions import apply_to_record
 from dynacron.adapters.aws.items import from_item, to_item
 from dynacron.definitions.resources import TENANT_KEY_PREFIX
-from dynacron.domain.coordination import transitions
+from dynacron.domain.conditions import Transition
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -54,14 +54,8 @@ class DynamoTenantStore:
         )
         return list(from_item(response["Attributes"])["signing_secrets"])
 
-    def rotate_secret(self, tenant_id: str, fresh_secret: str) -> list[str] | None:
-        """Make ``fresh_secret`` current and keep the one it replaces; None on a race."""
-        current = self.ensure_secret(tenant_id, fresh_secret)
-        if current[0] == fresh_secret:
-            return current  # it had none: the fresh one is its first
-        rotation = transitions.rotate_secret(current, fresh_secret)
-        if not apply_to_record(
-            self._client, self._table, from_item(tenant_key(tenant_id)), rotation
-        ):
-            return None
-        return list(rotation.sets[transitions.SIGNING_SECRETS])
+    def apply(self, tenant_id: str, transition: Transition) -> bool:
+        """One conditional write of ``transition`` on the tenant's record."""
+        return apply_to_record(
+            self._client, self._table, from_item(tenant_key(tenant_id)), transition
+        )

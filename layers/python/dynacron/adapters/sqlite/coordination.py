@@ -78,16 +78,8 @@ class SqliteCursorStore:
             ),
         )
 
-    def record_tick(self, shard: int, history: ShardHistory, seen: ShardHistory) -> bool:
-        """Store ``history`` if the stored one is still ``seen``: of two ticks of one
-        shard, one records an outage, once."""
-        return self._apply(shard, transitions.record_tick(history, seen))
-
-    def advance(self, shard: int, bucket: datetime) -> bool:
-        """Move the cursor forward to ``bucket``; never backwards."""
-        return self._apply(shard, transitions.advance_cursor(bucket))
-
-    def _apply(self, shard: int, transition: Transition) -> bool:
+    def apply(self, shard: int, transition: Transition) -> bool:
+        """``transition`` on the shard's cursor row, in one write transaction."""
         with self._database.write() as connection:
             return carry_out(connection, _CURSORS, {"shard": shard}, transition)
 
@@ -120,17 +112,10 @@ class SqliteTenantStore:
         with self._database.write() as connection:
             return self._ensure(connection, tenant_id, fresh_secret)
 
-    def rotate_secret(self, tenant_id: str, fresh_secret: str) -> list[str] | None:
-        """Make ``fresh_secret`` current and keep the one it replaces. One transaction,
-        so it never loses a race (the DynamoDB adapter's None never comes here)."""
+    def apply(self, tenant_id: str, transition: Transition) -> bool:
+        """``transition`` on the tenant's row, in one write transaction."""
         with self._database.write() as connection:
-            current = self._ensure(connection, tenant_id, fresh_secret)
-            if current[0] == fresh_secret:
-                return current  # it had none: the fresh one is its first
-            rotation = transitions.rotate_secret(current, fresh_secret)
-            if not carry_out(connection, _TENANTS, {"tenant_id": tenant_id}, rotation):
-                return None
-            return list(rotation.sets[transitions.SIGNING_SECRETS])
+            return carry_out(connection, _TENANTS, {"tenant_id": tenant_id}, transition)
 
     @staticmethod
     def _ensure(connection: Any, tenant_id: str, fresh_secret: str) -> list[str]:
@@ -151,9 +136,9 @@ def _secrets(text: str | None) -> list[str]:
 
 
 class SqliteShardLeases:
-    """Which tick works a shard, and until when. ``acquire``: free, expired or ours;
-    ``request_handover``: held by someone else; ``renew``: ours, nobody waiting;
-    ``hand_over``: ours, someone waiting; ``release``: ours (or our request)."""
+    """Which tick works a shard, and until when (each change a transition the tick
+    loop builds; an acquire writes the row whole, forgetting a waiting successor as
+    a whole-item put does)."""
 
     def __init__(self, database: Database) -> None:
         self._database = database
@@ -173,31 +158,8 @@ class SqliteShardLeases:
             successor=row["successor"],
         )
 
-    def acquire(self, shard: int, owner: str, now: datetime, until: datetime) -> bool:
-        """Take the shard's lease if it is free, expired or already ours (a successor
-        waiting for it is forgotten, as a whole-item put forgets it)."""
-        return self._apply(shard, transitions.acquire_lease(owner, now, until))
-
-    def request_handover(self, shard: int, owner: str) -> bool:
-        """Ask the current holder to pass the lease to ``owner`` at its next renewal."""
-        return self._apply(shard, transitions.request_handover(owner))
-
-    def renew(self, shard: int, owner: str, until: datetime) -> bool:
-        """Extend our lease; False if it is no longer ours or a successor is waiting."""
-        return self._apply(shard, transitions.renew_lease(owner, until))
-
-    def hand_over(self, shard: int, owner: str, until: datetime) -> bool:
-        """Make the waiting successor the holder, until ``until``; False if we hold nothing."""
-        return self._apply(shard, transitions.hand_over_lease(owner, until))
-
-    def release(self, shard: int, owner: str) -> bool:
-        """Give the lease up, or withdraw our request for it; True if we held it."""
-        if self._apply(shard, transitions.release_lease(owner)):
-            return True
-        self._apply(shard, transitions.withdraw_handover(owner))
-        return False
-
-    def _apply(self, shard: int, transition: Transition) -> bool:
+    def apply(self, shard: int, transition: Transition) -> bool:
+        """``transition`` on the shard's lease row, in one write transaction."""
         with self._database.write() as connection:
             return carry_out(connection, _LEASES, {"shard": shard}, transition)
 
@@ -215,9 +177,9 @@ class SqliteLimitStore:
         record = _HOSTS.read(self._database.connection(), {"host": host})
         return transitions.host_from_record(host, record)
 
-    def replace_host(self, state: HostState, now: datetime) -> bool:
-        """Write ``state`` if the stored one is still the version before it."""
-        return self._apply(_HOSTS, {"host": state.host}, transitions.replace_host(state))
+    def apply_host(self, host: str, transition: Transition, now: datetime) -> bool:
+        """``transition`` on the host's row (kept for good: no TTL here)."""
+        return self._apply(_HOSTS, {"host": host}, transition)
 
     def take_token(self, host: str, limit: RateLimit, now: datetime) -> float:
         """Take one token of ``host``'s bucket; returns 0, or the seconds to wait.
@@ -238,25 +200,14 @@ class SqliteLimitStore:
             )
         return 0.0
 
-    def acquire_slot(
-        self, scope: str, limit: int, holder: str, now: datetime, until: datetime
-    ) -> str | None:
-        """Hold one of ``scope``'s ``limit`` slots until ``until``; its key, or None if
-        the slots tried were all held. Starts at a random slot so waiters spread out."""
-        take = transitions.acquire_slot(holder, now, until)
-        for scoped in transitions.slots_to_try(scope, limit, self._rng.randrange(limit)):
-            slot = SLOT_KEY_PREFIX + scoped
-            if self._apply(_SLOTS, {"slot": slot}, take):
-                return slot
-        return None
+    def slots(self, scope: str, limit: int) -> list[str]:
+        """The slots' keys a taker tries, from a random one so that waiters spread out."""
+        first = self._rng.randrange(limit)
+        return [SLOT_KEY_PREFIX + s for s in transitions.slots_to_try(scope, limit, first)]
 
-    def extend_slot(self, slot: str, holder: str, until: datetime) -> bool:
-        """Hold a slot we hold until ``until``; False if someone else holds it now."""
-        return self._apply(_SLOTS, {"slot": slot}, transitions.extend_slot(holder, until))
-
-    def release_slot(self, slot: str, holder: str) -> bool:
-        """Free a slot we hold; False if its lease ran out and someone else took it."""
-        return self._apply(_SLOTS, {"slot": slot}, transitions.release_slot(holder))
+    def apply_slot(self, slot: str, transition: Transition) -> bool:
+        """``transition`` on the slot's row, in one write transaction."""
+        return self._apply(_SLOTS, {"slot": slot}, transition)
 
     def _apply(self, table: RowTable, key: dict[str, Any], transition: Transition) -> bool:
         with self._database.write() as connection:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.rows import RowTable, carry_out
 from dynacron.adapters.sqlite.schema import COORDINATION
+from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination import transitions
-from dynacron.domain.coordination.create_keys import CreateKey, KeyReservation
+from dynacron.domain.coordination.create_keys import KEY_LIFETIME, KeyReservation
 
 _CREATE_KEYS = RowTable(
     "create_keys",
@@ -25,25 +24,28 @@ class SqliteCreateKeys:
         self._database = database
         database.ensure_schema(COORDINATION)
 
-    def reserve(
-        self, tenant_id: str, key: CreateKey, task_id: str, now: datetime
-    ) -> KeyReservation:
+    def apply(self, tenant_id: str, key: str, transition: Transition) -> bool:
+        """``transition`` on the key's row, in one write transaction."""
         with self._database.write() as connection:
-            connection.execute(
-                "DELETE FROM create_keys WHERE expires_at <= ?", (int(now.timestamp()),)
-            )
-            key_of = {"tenant_id": tenant_id, "key": key.key}
-            reserve = transitions.reserve_create_key(key, task_id, now)
-            if not carry_out(connection, _CREATE_KEYS, key_of, reserve):
-                held = _CREATE_KEYS.read(connection, key_of) or {}
-                return KeyReservation(held["task_id"], held["fingerprint"], bool(held["created"]))
-        return KeyReservation(task_id, key.fingerprint, created=False)
+            return carry_out(connection, _CREATE_KEYS, _key_of(tenant_id, key), transition)
 
-    def mark_created(self, tenant_id: str, key: str, task_id: str) -> None:
+    def apply_returning(
+        self, tenant_id: str, key: str, transition: Transition
+    ) -> KeyReservation | None:
+        """``apply``; refused, the reservation that holds the key (read in the same
+        transaction). A reservation first removes the keys expired when it is made."""
+        key_of = _key_of(tenant_id, key)
         with self._database.write() as connection:
-            carry_out(
-                connection,
-                _CREATE_KEYS,
-                {"tenant_id": tenant_id, "key": key},
-                transitions.mark_key_created(task_id),
-            )
+            expires_at = transition.sets.get(transitions.EXPIRES_AT)
+            if expires_at is not None:
+                # A reservation runs KEY_LIFETIME from when it is made: that instant.
+                made_at = expires_at - int(KEY_LIFETIME.total_seconds())
+                connection.execute("DELETE FROM create_keys WHERE expires_at <= ?", (made_at,))
+            if carry_out(connection, _CREATE_KEYS, key_of, transition):
+                return None
+            held = _CREATE_KEYS.read(connection, key_of) or {}
+        return KeyReservation(held["task_id"], held["fingerprint"], bool(held["created"]))
+
+
+def _key_of(tenant_id: str, key: str) -> dict[str, str]:
+    return {"tenant_id": tenant_id, "key": key}

@@ -3,7 +3,9 @@
 Each move of a shard lease, a concurrency slot, a host's breaker state, a shard's
 cursor and tick history, a create (idempotency) key and a tenant's signing secrets
 is a pure function here returning a ``Transition`` (``dynacron.domain.conditions``)
-on the record's attribute names below: the state it expects and what it changes.
+on the record's attribute names below: the state it expects and what it changes,
+named by its move (whoever watches the writes, such as the cost meter, names each
+write by it).
 Each store carries one out atomically (DynamoDB: one conditional write, the record's
 key and its TTL added; SQLite: one transaction that checks the condition on the
 row). Two stores, one set of rules.
@@ -26,6 +28,7 @@ from dynacron.domain.conditions import (
     Missing,
     NotEquals,
     Transition,
+    names_move,
 )
 from dynacron.domain.coordination.create_keys import KEY_LIFETIME, CreateKey
 from dynacron.domain.coordination.limits import BreakerState, HostState
@@ -56,6 +59,7 @@ SIGNING_SECRETS = "signing_secrets"
 # --- shard leases: which tick works a shard, and until when ---------------------------
 
 
+@names_move("acquire")
 def acquire_lease(owner: str, now: datetime, until: datetime) -> Transition:
     """Hold a shard's lease until ``until``, written whole (a waiting successor is
     forgotten). Expects no lease, one expired at ``now``, or ``owner``'s already."""
@@ -68,6 +72,7 @@ def acquire_lease(owner: str, now: datetime, until: datetime) -> Transition:
     )
 
 
+@names_move("request_handover")
 def request_handover(owner: str) -> Transition:
     """Ask the holder to pass the lease to ``owner``. Expects someone else to hold it."""
     return Transition(
@@ -75,6 +80,7 @@ def request_handover(owner: str) -> Transition:
     )
 
 
+@names_move("renew")
 def renew_lease(owner: str, until: datetime) -> Transition:
     """Hold the lease until ``until``. Expects ``owner`` to hold it, nobody waiting."""
     return Transition(
@@ -83,6 +89,7 @@ def renew_lease(owner: str, until: datetime) -> Transition:
     )
 
 
+@names_move("hand_over")
 def hand_over_lease(owner: str, until: datetime) -> Transition:
     """Make the waiting successor the holder until ``until``. Expects ``owner`` to hold
     the lease and someone to wait for it."""
@@ -94,11 +101,13 @@ def hand_over_lease(owner: str, until: datetime) -> Transition:
     )
 
 
+@names_move("release")
 def release_lease(owner: str) -> Transition:
     """Give the lease up: the record goes. Expects ``owner`` to hold it."""
     return Transition(expects=Equals(OWNER, owner), deletes=True)
 
 
+@names_move("release")
 def withdraw_handover(owner: str) -> Transition:
     """Withdraw ``owner``'s request for the lease. Expects ``owner`` to be waiting."""
     return Transition(expects=Equals(SUCCESSOR, owner), removes=frozenset({SUCCESSOR}))
@@ -118,6 +127,7 @@ def slots_to_try(scope: str, limit: int, first: int) -> list[str]:
     return [f"{scope}#{(first + offset) % limit}" for offset in range(min(limit, SLOT_PROBES))]
 
 
+@names_move("acquire_slot")
 def acquire_slot(holder: str, now: datetime, until: datetime) -> Transition:
     """Hold a slot until ``until``, written whole. Expects it free, expired before
     ``now``, or ``holder``'s already."""
@@ -130,11 +140,13 @@ def acquire_slot(holder: str, now: datetime, until: datetime) -> Transition:
     )
 
 
+@names_move("extend_slot")
 def extend_slot(holder: str, until: datetime) -> Transition:
     """Hold a slot until ``until``. Expects ``holder`` to hold it."""
     return Transition(expects=Equals(HOLDER, holder), sets={LEASE_UNTIL: format_instant(until)})
 
 
+@names_move("release_slot")
 def release_slot(holder: str) -> Transition:
     """Free a slot: the record goes. Expects ``holder`` to hold it."""
     return Transition(expects=Equals(HOLDER, holder), deletes=True)
@@ -166,6 +178,7 @@ def host_from_record(host: str, record: Mapping[str, Any] | None) -> HostState:
     )
 
 
+@names_move("replace_host")
 def replace_host(state: HostState) -> Transition:
     """Store a host's breaker state whole. Expects none stored, or the one at the
     version before ``state``'s."""
@@ -179,6 +192,7 @@ def replace_host(state: HostState) -> Transition:
 # --- shard cursors and tick history ----------------------------------------------------
 
 
+@names_move("advance")
 def advance_cursor(bucket: datetime) -> Transition:
     """Move a shard's cursor to ``bucket``. Expects none, or one before it: never back."""
     at = format_instant(bucket)
@@ -196,6 +210,7 @@ def outage_from_text(text: str) -> Outage:
     return Outage(last_tick=parse_instant(last_tick), next_tick=parse_instant(next_tick))
 
 
+@names_move("record_tick")
 def record_tick(history: ShardHistory, seen: ShardHistory) -> Transition:
     """Store ``history`` (``seen`` with one more tick). Expects the stored last tick
     still ``seen``'s (none if it has none): of two ticks of one shard, one records
@@ -219,6 +234,7 @@ def record_tick(history: ShardHistory, seen: ShardHistory) -> Transition:
 # --- create keys and tenants' secrets -------------------------------------------------
 
 
+@names_move("reserve")
 def reserve_create_key(key: CreateKey, task_id: str, now: datetime) -> Transition:
     """Hold ``key`` for ``task_id`` until ``now`` plus ``KEY_LIFETIME``. Expects no
     reservation, or one expired at ``now``."""
@@ -233,12 +249,14 @@ def reserve_create_key(key: CreateKey, task_id: str, now: datetime) -> Transitio
     )
 
 
+@names_move("mark_created")
 def mark_key_created(task_id: str) -> Transition:
     """Note that the task a key holds was stored. Expects the key still held for
     ``task_id``: one expired and taken since names another."""
     return Transition(expects=Equals(TASK_ID, task_id), sets={CREATED: True})
 
 
+@names_move("rotate_secret")
 def rotate_secret(current: list[str], fresh_secret: str) -> Transition:
     """Make ``fresh_secret`` current and keep the one it replaces (an older one goes).
     Expects the secrets still ``current``: of two rotations, one wins."""
