@@ -30,6 +30,7 @@ from dynacron.domain.schedules.expressions import (
     upcoming,
 )
 from dynacron.domain.schedules.previews import SchedulePreview, preview, preview_registration
+from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.changes import TaskChanges, apply_changes
 from dynacron.domain.tasks.specs import (
     ScheduleSpec,
@@ -277,7 +278,8 @@ class TaskService:
         self, task: Task, changed: Task, now: datetime, unchanged: dict[str, int] | None = None
     ) -> Task:
         placement = self.settings.sharding.place_task(changed, now)
-        if not self.tasks.replace(changed, placement, task.version, unchanged or {}):
+        expected = transitions.replace(task.version, unchanged)
+        if not self.tasks.replace(changed, placement, expected):
             raise Conflict(f"task {task.task_id!r} changed meanwhile; read it and try again")
         return changed
 
@@ -286,7 +288,7 @@ class TaskService:
             upstream_id = schedule.upstream_task_id
             # Marked first: a dependent never exists while its upstream is unmarked.
             # The mark is conditional on the owner: another tenant's task is "missing".
-            if not self.tasks.mark_has_dependents(tenant_id, upstream_id):
+            if not self.tasks.apply(upstream_id, transitions.mark_has_dependents(tenant_id)):
                 raise InvalidRequest("after", f"no task {upstream_id!r} exists")
         return self._chain_versions(tenant_id, task_id, schedule)
 
