@@ -50,6 +50,7 @@ from dynacron.adapters.aws.task_items import task_from_item, task_to_item
 from dynacron.adapters.messages import SEND_BATCH_LIMIT
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.schedules.expressions import FixedDelaySchedule, OneTimeSchedule, RateSchedule
+from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.claiming import claim_occurrence
 from dynacron.domain.tasks.task import (
     CatchUp,
@@ -290,6 +291,7 @@ def _tick_for_verification(
     claim = claim_occurrence(stale, NOW)
     assert claim is not None
     placement = settings.sharding.place(stale.task_id, claim.next_run_at, NOW)
+    stale_claim = transitions.claim(claim, placement.key if placement else None, NOW)
     return {
         "report": {
             "candidates": report.candidates,
@@ -300,7 +302,7 @@ def _tick_for_verification(
             "buckets_queried": report.buckets_queried,
             "cursor": report.cursor.isoformat() if report.cursor else None,
         },
-        "stale_claim_won": app.tasks.claim(claim, placement, NOW),
+        "stale_claim_won": app.tasks.apply(stale.task_id, stale_claim),
     }
 
 
