@@ -112,9 +112,8 @@ class FollowUps:
                 "dependent task set aside",
                 extra={"task_id": poison.task_id, "reason": poison.reason},
             )
-            if task_changes.set_aside(self.tasks, poison, poison.reason, self.clock.now()) and (
-                self.metrics
-            ):
+            aside = task_changes.set_aside(self.tasks, poison, poison.reason, self.clock.now())
+            if aside and self.metrics:
                 self.metrics.task_set_aside()
         for task in dependents:
             if task.upstream_task_id != upstream.task_id:
