@@ -49,8 +49,9 @@ from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.adapters.aws.task_items import task_from_item, task_to_item
 from dynacron.adapters.messages import SEND_BATCH_LIMIT
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.coordination import transitions
+from dynacron.domain.coordination import transitions as coordination
 from dynacron.domain.schedules.expressions import FixedDelaySchedule, OneTimeSchedule, RateSchedule
+from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.claiming import claim_occurrence
 from dynacron.domain.tasks.task import (
     CatchUp,
@@ -125,7 +126,7 @@ def measure_double(tasks: int, concurrency: int, latency_ms: float, seed: int) -
     )
     dynamodb, sqs = double.clients()
     DynamoCursorStore(dynamodb, settings.coordination_table).apply(
-        0, transitions.advance_cursor(settings.sharding.bucket(NOW))
+        0, coordination.advance_cursor(settings.sharding.bucket(NOW))
     )
     for item in due_items(tasks, settings, seed):
         double.put(settings.tasks_table, item)
@@ -291,6 +292,7 @@ def _tick_for_verification(
     claim = claim_occurrence(stale, NOW)
     assert claim is not None
     placement = settings.sharding.place(stale.task_id, claim.next_run_at, NOW)
+    stale_claim = transitions.claim(claim, placement.key if placement else None, NOW)
     return {
         "report": {
             "candidates": report.candidates,
@@ -301,7 +303,7 @@ def _tick_for_verification(
             "buckets_queried": report.buckets_queried,
             "cursor": report.cursor.isoformat() if report.cursor else None,
         },
-        "stale_claim_won": app.tasks.claim(claim, placement, NOW),
+        "stale_claim_won": app.tasks.apply(stale.task_id, stale_claim),
     }
 
 
@@ -336,7 +338,7 @@ def verify_against_moto() -> dict[str, Any]:
     dynamodb, sqs = double.clients()
     clock = SettableClock(started)
     DynamoCursorStore(dynamodb, settings.coordination_table).apply(
-        0, transitions.advance_cursor(settings.sharding.bucket(started))
+        0, coordination.advance_cursor(settings.sharding.bucket(started))
     )
     app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock)
     double_outcome = _tick_for_verification(app, dynamodb, verification_items(settings), clock)

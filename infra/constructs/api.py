@@ -106,7 +106,7 @@ class Api(Construct):
         # Creates and deletes are transactions with the tenant's record (its task
         # count and signing secrets) in the coordination table; lists query the
         # tenant index. Reads, puts and updates of tasks (an ``after`` marks its
-        # upstream: TaskStore.mark_has_dependents) are allow_follow_ups' below.
+        # upstream: transitions.mark_has_dependents) are allow_follow_ups' below.
         allow(self.function, ["dynamodb:DeleteItem"], [tasks.table_arn])
         allow(self.function, ["dynamodb:Query"], [index_arn(tasks, TENANT_INDEX)])
         allow(

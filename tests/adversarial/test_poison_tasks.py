@@ -28,6 +28,7 @@ from dynacron.cli import tables as cli_tables
 from dynacron.definitions import metric_names
 from dynacron.definitions.resources import DUE_INDEX
 from dynacron.domain.clock import SettableClock
+from dynacron.domain.conditions import Transition
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.task import TaskStatus, due_bucket_key, execution_id_for, shard_for
 from dynacron.entry.composition import Dynacron
@@ -478,10 +479,10 @@ class OneClaimRaises(DynamoTaskStore):
         super().__init__(client, table)
         self._failing = failing_task_id
 
-    def claim(self, claim: Any, *args: Any, **kwargs: Any) -> bool:
-        if claim.task.task_id == self._failing:
+    def apply(self, task_id: str, transition: Transition) -> bool:
+        if task_id == self._failing and transition.move == "claim":
             raise ValueError("cannot write this task's claim")
-        return super().claim(claim, *args, **kwargs)
+        return super().apply(task_id, transition)
 
 
 @pytest.mark.parametrize("concurrency", [1, 16])

@@ -25,6 +25,7 @@ from dynacron.domain.tasks.task import TaskStatus, execution_id_for
 from dynacron.entry.composition import Dynacron
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
+from dynacron.services import task_changes
 from dynacron.services.undelivered import Settled
 from tests.adversarial.test_lost_before_begin import (
     RECEIVES,
@@ -113,7 +114,7 @@ def test_a_batch_with_poisoned_tasks_runs_every_other_record_once(
     assert pipeline.tick() == 3 + B_TASKS
     # And, before a worker reads their messages, A's tasks go bad: one is set aside
     # (as the reaper does when its last end could not be handled), one cannot be read
-    assert app.tasks.set_aside_by_id(set_aside, "its fixed delay overflowed", DUE)
+    assert task_changes.set_aside_by_id(app.tasks, set_aside, "its fixed delay overflowed", DUE)
     make_unreadable(pipeline, unreadable)
     # and one calls a URL the worker cannot parse (bypassing the API's validation)
     set_handler_url(pipeline, bad_url, "http://[::1/hook")

@@ -11,6 +11,7 @@ import pytest
 from dynacron.domain.tasks.claiming import claim_occurrence
 from dynacron.domain.tasks.task import DuePlacement, TaskStatus
 from dynacron.ports import AdapterSet, TaskStore
+from tests.contract import task_changes
 from tests.contract.builders import ROOMY, SHARDING, START, a_task
 
 TASKS = 1000
@@ -76,7 +77,9 @@ def test_racing_claimers_claim_each_due_task_exactly_once(adapters: AdapterSet) 
                         mine["already"].append(task.task_id)
                         continue
                     placement = SHARDING.place(task.task_id, claim.next_run_at, now)
-                    outcome = "won" if tasks.claim(claim, placement, now) else "refused"
+                    outcome = (
+                        "won" if task_changes.claim(tasks, claim, placement, now) else "refused"
+                    )
                     mine[outcome].append(task.task_id)
         except BaseException as error:  # reported by the test thread below
             errors.append(error)

@@ -13,6 +13,7 @@ from dynacron.domain.tasks.claiming import claim_occurrence
 from dynacron.domain.tasks.tags import TagFilter, parse_tag_filter
 from dynacron.domain.tasks.task import DuePlacement, Task, TaskStatus
 from dynacron.ports import REASON_LIMIT, AdapterSet, TaskStore
+from tests.contract import task_changes
 from tests.contract.builders import ROOMY, SHARDING, START, a_follower, a_task
 
 MINUTE = timedelta(minutes=1)
@@ -183,13 +184,13 @@ def test_tags_are_stored_replaced_whole_and_kept_by_a_claim(adapters: AdapterSet
 
     # A replace stores the new map whole: a key left out is gone
     retagged = dataclasses.replace(task, tags={"env": "dev"}, version=2)
-    assert tasks.replace(retagged, HERE, expected_version=1)
+    assert task_changes.replace(tasks, retagged, HERE, expected_version=1)
     assert tasks.get("job") == retagged
 
     # A claim (the tick's write) leaves them as they are
     claim = claim_occurrence(retagged, START + timedelta(seconds=1))
     assert claim is not None
-    assert tasks.claim(claim, None, START + timedelta(seconds=1))
+    assert task_changes.claim(tasks, claim, None, START + timedelta(seconds=1))
     claimed = tasks.get("job")
     assert claimed is not None
     assert claimed.version == 3
@@ -197,7 +198,7 @@ def test_tags_are_stored_replaced_whole_and_kept_by_a_claim(adapters: AdapterSet
 
     # An empty map clears them
     cleared = dataclasses.replace(claimed, tags={}, version=4)
-    assert tasks.replace(cleared, None, expected_version=3)
+    assert task_changes.replace(tasks, cleared, None, expected_version=3)
     assert tasks.get("job") == cleared
     assert every_tagged(tasks, "acme", (TagFilter("env"),)) == []
 
@@ -282,27 +283,31 @@ def test_replace_only_from_the_expected_version(adapters: AdapterSet) -> None:
 
     # A change from the version read is stored, with its new version
     renamed = dataclasses.replace(task, name="renamed", version=2)
-    assert tasks.replace(renamed, HERE, expected_version=1)
+    assert task_changes.replace(tasks, renamed, HERE, expected_version=1)
     assert tasks.get("job") == renamed
 
     # A second change from the same (now stale) version is refused
-    assert not tasks.replace(dataclasses.replace(task, name="lost", version=2), HERE, 1)
+    assert not task_changes.replace(
+        tasks, dataclasses.replace(task, name="lost", version=2), HERE, 1
+    )
     assert tasks.get("job") == renamed
 
     # With ``unchanged``, the other tasks must still be at their versions too
     paused = dataclasses.replace(renamed, status=TaskStatus.PAUSED, version=3)
-    assert tasks.replace(paused, None, expected_version=2, unchanged={"upstream": 1})
+    assert task_changes.replace(tasks, paused, None, expected_version=2, unchanged={"upstream": 1})
     assert tasks.get("job") == paused
     # A paused task has left the due index
     assert due_ids(tasks) == ["upstream"]
-    assert not tasks.replace(
+    assert not task_changes.replace(
+        tasks,
         dataclasses.replace(paused, name="stale check", version=4),
         None,
         expected_version=3,
         unchanged={"upstream": 2},
     )
     # and a task named in ``unchanged`` that does not exist refuses the change too
-    assert not tasks.replace(
+    assert not task_changes.replace(
+        tasks,
         dataclasses.replace(paused, name="checked against nothing", version=4),
         None,
         expected_version=3,
@@ -322,7 +327,7 @@ def test_claim_advances_a_task_once(adapters: AdapterSet) -> None:
     assert claim is not None
 
     # When the tick claims the due occurrence of a one-time task
-    assert tasks.claim(claim, SHARDING.place("job", claim.next_run_at, now), now)
+    assert task_changes.claim(tasks, claim, SHARDING.place("job", claim.next_run_at, now), now)
 
     # Then the task moved past it and left the due index; the same claim again fails
     claimed = tasks.get("job")
@@ -332,7 +337,7 @@ def test_claim_advances_a_task_once(adapters: AdapterSet) -> None:
     assert claimed.last_scheduled_at == START
     assert claimed.next_run_at is None
     assert due_ids(tasks) == []
-    assert not tasks.claim(claim, None, now)
+    assert not task_changes.claim(tasks, claim, None, now)
 
 
 def test_claim_moves_a_recurring_task_on_and_refuses_a_stale_version(
@@ -349,8 +354,8 @@ def test_claim_moves_a_recurring_task_on_and_refuses_a_stale_version(
     assert placement is not None
 
     # When it is claimed twice from the same read, the second is refused
-    assert tasks.claim(claim, placement, now)
-    assert not tasks.claim(claim, placement, now)
+    assert task_changes.claim(tasks, claim, placement, now)
+    assert not task_changes.claim(tasks, claim, placement, now)
 
     # Then it is due again at its next occurrence, in that occurrence's bucket
     stored = tasks.get("every-minute")
@@ -399,9 +404,9 @@ def test_dependents_and_the_mark_on_their_upstream(adapters: AdapterSet) -> None
     assert tasks.dependents("first") == []
 
     # Only its tenant marks it; the mark is a new version
-    assert not tasks.mark_has_dependents("other", "upstream")
-    assert not tasks.mark_has_dependents("acme", "missing")
-    assert tasks.mark_has_dependents("acme", "upstream")
+    assert not task_changes.mark_has_dependents(tasks, "other", "upstream")
+    assert not task_changes.mark_has_dependents(tasks, "acme", "missing")
+    assert task_changes.mark_has_dependents(tasks, "acme", "upstream")
     marked = tasks.get("upstream")
     assert marked is not None
     assert marked.has_dependents
@@ -415,7 +420,7 @@ def test_set_aside_a_task_at_the_version_read(adapters: AdapterSet) -> None:
     now = START + MINUTE
 
     # When the tick sets aside a task it read, with a long reason
-    assert tasks.set_aside(task, "x" * (REASON_LIMIT + 100), now)
+    assert task_changes.set_aside(tasks, task, "x" * (REASON_LIMIT + 100), now)
 
     # Then it is ERROR, with the reason cut short, and out of the due index
     aside = tasks.get("job")
@@ -426,7 +431,7 @@ def test_set_aside_a_task_at_the_version_read(adapters: AdapterSet) -> None:
     assert aside.updated_at == now
     assert due_ids(tasks) == ["neighbour"]
     # A second set-aside from the stale read is refused
-    assert not tasks.set_aside(task, "again", now)
+    assert not task_changes.set_aside(tasks, task, "again", now)
 
 
 def test_set_aside_by_id_frees_the_slot_only_of_its_holder(adapters: AdapterSet) -> None:
@@ -435,19 +440,19 @@ def test_set_aside_by_id_frees_the_slot_only_of_its_holder(adapters: AdapterSet)
     create(tasks, a_task("kept", running_execution="kept_20261130T120000000Z"))
 
     # Freeing the slot the execution holds
-    assert tasks.set_aside_by_id(
-        "holds", "its end raised", START, release_slot_of="holds_20261130T120000000Z"
+    assert task_changes.set_aside_by_id(
+        tasks, "holds", "its end raised", START, release_slot_of="holds_20261130T120000000Z"
     )
     freed = tasks.get("holds")
     assert freed is not None
     assert (freed.status, freed.running_execution) == (TaskStatus.ERROR, None)
 
     # Another execution's slot is left as it is, the task set aside all the same
-    assert tasks.set_aside_by_id(
-        "kept", "its end raised", START, release_slot_of="other_20261130T120000000Z"
+    assert task_changes.set_aside_by_id(
+        tasks, "kept", "its end raised", START, release_slot_of="other_20261130T120000000Z"
     )
     kept = tasks.get("kept")
     assert kept is not None
     assert kept.status is TaskStatus.ERROR
     assert kept.running_execution == "kept_20261130T120000000Z"
-    assert not tasks.set_aside_by_id("missing", "nothing there", START)
+    assert not task_changes.set_aside_by_id(tasks, "missing", "nothing there", START)

@@ -626,7 +626,7 @@ EXPECTED_ACCESS = {
             "dynamodb:DeleteItem",
             "dynamodb:ConditionCheckItem",
             # FOLLOW_UPS' (a callback's), and an ``after`` marks its upstream
-            # (TaskStore.mark_has_dependents): tests/deployed fails without it
+            # (transitions.mark_has_dependents): tests/deployed fails without it
             "dynamodb:UpdateItem",
         },
         "Tasks/index/tenant-index": {"dynamodb:Query"},

@@ -18,6 +18,7 @@ from dynacron.domain.clock import SettableClock
 from dynacron.domain.errors import Conflict
 from dynacron.domain.executions.execution import Execution, ExecutionStatus
 from dynacron.domain.tasks.task import DuePlacement, Task, downstream_execution_id, execution_id_for
+from dynacron.domain.tasks.transitions import Replacement
 from dynacron.entry.settings import LOOPBACK_NETWORKS
 from dynacron.local.aws import provision
 from dynacron.local.chaos import CrashAt
@@ -439,13 +440,12 @@ class RacingTasks(DynamoTaskStore):
         self,
         task: Task,
         placement: DuePlacement | None,
-        expected_version: int,
-        unchanged: dict[str, int] | None = None,
+        replacement: Replacement,
     ) -> bool:
         if self.competitor is not None:
             competitor, self.competitor = self.competitor, None
             competitor()
-        return super().replace(task, placement, expected_version, unchanged)
+        return super().replace(task, placement, replacement)
 
 
 def test_two_changes_racing_to_close_a_cycle_cannot_both_succeed(

@@ -45,6 +45,7 @@ from dynacron.domain.tasks.task import (
 from dynacron.ports import UnreadableTask, UnreadableTaskError
 from dynacron.services import attempts
 from tests.contract import coordination_changes as changes
+from tests.contract import task_changes
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SHARDING = Sharding(shard_count=4, bucket_seconds=60)
@@ -130,7 +131,7 @@ def test_claim_race_eight_threads_claim_each_due_task_exactly_once(tmp_path: Pat
                 if claim is None:
                     continue
                 placement = sharding.place(task.task_id, claim.next_run_at, NOW)
-                if store.claim(claim, placement, NOW):
+                if task_changes.claim(store, claim, placement, NOW):
                     claimed[index] += 1
             if start_key is None:
                 return
@@ -185,8 +186,8 @@ def test_an_unreadable_task_is_told_apart_shown_and_set_aside(
 
     # A stale version read sets nothing aside; the one read does
     stale = UnreadableTask("bad", "x", seen_version=2)
-    assert tasks.set_aside(stale, "nope", NOW) is False
-    assert tasks.set_aside(unreadable[0], "cannot read it", NOW) is True
+    assert task_changes.set_aside(tasks, stale, "nope", NOW) is False
+    assert task_changes.set_aside(tasks, unreadable[0], "cannot read it", NOW) is True
     assert tasks.due_task_ids(placement.key, NOW, 10, None)[0] == []
     shown = tasks.get_owned("tenant-a", "bad")
     assert shown is not None
@@ -207,7 +208,7 @@ def test_a_row_that_is_not_even_json_is_set_aside_by_id(
     _, unreadable = tasks.read_many(["junk"])
     assert [u.seen_version for u in unreadable] == [None]
     assert tasks.due_task_ids("b#0", NOW, 10, None)[0] == ["junk"]
-    assert tasks.set_aside_by_id("junk", "not a task", NOW) is True
+    assert task_changes.set_aside_by_id(tasks, "junk", "not a task", NOW) is True
 
     assert tasks.due_task_ids("b#0", NOW, 10, None)[0] == []
     shown = tasks.get_owned("tenant-a", "junk")
@@ -218,7 +219,7 @@ def test_a_row_that_is_not_even_json_is_set_aside_by_id(
         1,
     )
     # Set aside at version 1 now: a second try from the old reading is refused
-    assert tasks.set_aside(unreadable[0], "again", NOW) is False
+    assert task_changes.set_aside(tasks, unreadable[0], "again", NOW) is False
 
 
 def test_a_tag_filter_passes_over_rows_that_are_not_json_or_hold_odd_tags(
@@ -263,8 +264,8 @@ def test_two_databases_on_one_file_act_as_two_processes(tmp_path: Path) -> None:
         placement = SHARDING.place("t1", claim.next_run_at, NOW)
 
         # When both claim the same occurrence, one wins
-        assert tasks_two.claim(claim, placement, NOW) is True
-        assert tasks_one.claim(claim, placement, NOW) is False
+        assert task_changes.claim(tasks_two, claim, placement, NOW) is True
+        assert task_changes.claim(tasks_one, claim, placement, NOW) is False
         # And each sees the other's writes
         stored = tasks_one.get("t1")
         assert stored is not None
@@ -401,7 +402,9 @@ def test_a_process_killed_mid_write_leaves_nothing_half_done(tmp_path: Path) -> 
     assert tasks.get("t1") == task
     claim = claim_occurrence(task, NOW)
     assert claim is not None
-    assert tasks.claim(claim, SHARDING.place("t1", claim.next_run_at, NOW), NOW) is True
+    assert (
+        task_changes.claim(tasks, claim, SHARDING.place("t1", claim.next_run_at, NOW), NOW) is True
+    )
     database.close()
 
 

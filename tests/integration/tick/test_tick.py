@@ -14,6 +14,7 @@ import pytest
 from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
+from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.tasks.task import TaskStatus, execution_id_for
 from dynacron.entry.composition import Dynacron
@@ -198,8 +199,10 @@ class CrashBeforeClaim(DynamoTaskStore):
     """Fault injection: the process dies after sending and before claiming (a crash,
     not an exception: one raised by a task's claim would set that task aside)."""
 
-    def claim(self, *args: Any, **kwargs: Any) -> bool:
-        raise InjectedCrash("process killed")
+    def apply(self, task_id: str, transition: Transition) -> bool:
+        if transition.move == "claim":
+            raise InjectedCrash("process killed")
+        return super().apply(task_id, transition)
 
 
 def test_a_crash_between_send_and_claim_loses_nothing(

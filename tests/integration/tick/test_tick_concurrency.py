@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 from dynacron.adapters.aws.errors import AwsUnavailable
 from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.domain.clock import SettableClock
+from dynacron.domain.conditions import Transition
 from dynacron.domain.tasks.task import TaskStatus
 from dynacron.entry.composition import Dynacron
 from dynacron.services.tick import Ticker
@@ -31,12 +32,13 @@ class ClaimsMeetAtABarrier(DynamoTaskStore):
         self._waiting = parties
         self._lock = threading.Lock()
 
-    def claim(self, *args: Any, **kwargs: Any) -> bool:
-        with self._lock:
-            wait, self._waiting = self._waiting > 0, self._waiting - 1
-        if wait:
-            self.barrier.wait()
-        return super().claim(*args, **kwargs)
+    def apply(self, task_id: str, transition: Transition) -> bool:
+        if transition.move == "claim":
+            with self._lock:
+                wait, self._waiting = self._waiting > 0, self._waiting - 1
+            if wait:
+                self.barrier.wait()
+        return super().apply(task_id, transition)
 
 
 class OneClaimFails(DynamoTaskStore):
@@ -46,15 +48,15 @@ class OneClaimFails(DynamoTaskStore):
         super().__init__(client, table)
         self._failing = failing_task_id
 
-    def claim(self, claim: Any, *args: Any, **kwargs: Any) -> bool:
-        if claim.task.task_id == self._failing:
+    def apply(self, task_id: str, transition: Transition) -> bool:
+        if task_id == self._failing and transition.move == "claim":
             # An infrastructure error, as the adapters raise it: it ends the tick (a task's
             # own error sets it aside).
             raise AwsUnavailable(
                 {"Error": {"Code": "ServiceUnavailable", "Message": "DynamoDB is unavailable"}},
                 "UpdateItem",
             )
-        return super().claim(claim, *args, **kwargs)
+        return super().apply(task_id, transition)
 
 
 def ticker_with(

@@ -1,10 +1,14 @@
 """What the services need of the task store: tasks, their due index, their dependents,
 and the hand-out of a page of due tasks to be claimed elsewhere.
 
-The rules of each change (the state it expects, what it writes) are stated once in
-``dynacron.domain.tasks.transitions``; a store carries one out atomically. Every
+Every conditional change of a task (the claim of an occurrence, a set-aside, the mark
+that some task runs after it, a whole replacement) is the domain's
+(``dynacron.domain.tasks.transitions``): the state it expects and what it changes. A
+service builds one and hands it to ``apply`` (or, for a whole replacement, to
+``replace``); the store carries it out atomically and says whether it held. Every
 change names the version it read: of two writers one wins, and the other is told
-it lost (``False``), with nothing written.
+it lost (``False``), with nothing written. Sequences of changes (a set-aside that
+first tries to free a run slot) are the services' (``dynacron.services.task_changes``).
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dynacron.domain.tasks.claiming import Claim
+from dynacron.domain.conditions import Transition
 from dynacron.domain.tasks.tags import TagFilter
 from dynacron.domain.tasks.task import DuePlacement, Task
+from dynacron.domain.tasks.transitions import Replacement
 
 if TYPE_CHECKING:
     from dynacron.ports import Page
@@ -33,8 +38,8 @@ class UnreadableTask:
 
     task_id: str
     reason: str
-    # The stored version as it was read, in the store's own form (None if
-    # missing): the set-aside write is conditional on it.
+    # The stored version as it was read, as a plain value (None if missing; not
+    # necessarily a whole number): the set-aside is conditional on it.
     seen_version: Any
 
 
@@ -100,16 +105,10 @@ class OwnedTasks(Protocol):
         Expects the task to be the tenant's; False (nothing changed) if it is not."""
         ...
 
-    def mark_has_dependents(self, tenant_id: str, task_id: str) -> bool:
-        """Note that some task runs after ``task_id``, with the version bumped (so a
-        whole-task write based on an older read is refused rather than erasing it).
-        Expects the task to be the tenant's; False (nothing written) if it is not."""
-        ...
-
 
 class TaskStore(OwnedTasks, Protocol):
     """Tasks for the tick, the worker and the services: reads by id, the due index,
-    the claim of an occurrence, whole replacements and set-asides."""
+    and the conditional changes of one task (``apply``) or of a whole one (``replace``)."""
 
     def get(self, task_id: str) -> Task | None:
         """The task, or None if missing; ``UnreadableTaskError`` if it cannot be decoded."""
@@ -141,46 +140,33 @@ class TaskStore(OwnedTasks, Protocol):
         done)."""
         ...
 
-    def claim(self, claim: Claim, placement: DuePlacement | None, now: datetime) -> bool:
-        """Move the task past the occurrence(s) of ``claim`` (``transitions.claim``).
+    def stored_version(self, task_id: str) -> Any:
+        """The task's version as stored now (a consistent read), as a plain value:
+        None if the task or its version is missing, and whatever a record written
+        around the API holds otherwise. What a set-aside of a task not read yet is
+        conditional on (``transitions.set_aside``)."""
+        ...
 
-        Expects the task still ACTIVE at the version the claim read. Changes: a new
-        version, the next occurrence and its due placement (or COMPLETED, or out of
-        the due index until a fixed-delay run finishes), the run slot and buffered
-        occurrence. Refused: False, nothing written (another claimer or a change won).
+    def apply(self, task_id: str, transition: Transition) -> bool:
+        """Carry out ``transition`` (``transitions.claim``, ``set_aside``,
+        ``mark_has_dependents``) on the task's record, atomically.
+
+        Expects the record to meet ``transition.expects`` (a missing task meets
+        none). Then it writes the transition's changes (sets, removes, computes),
+        keeping the due index in step with the record, and answers True. Refused:
+        nothing is written, and the answer is False.
         """
         ...
 
-    def replace(
-        self,
-        task: Task,
-        placement: DuePlacement | None,
-        expected_version: int,
-        unchanged: dict[str, int] | None = None,
-    ) -> bool:
-        """Store ``task`` whole (due at ``placement``), in one transaction.
+    def replace(self, task: Task, placement: DuePlacement | None, replacement: Replacement) -> bool:
+        """Store ``task`` whole, due at ``placement`` (``transitions.replace``).
 
-        Expects the stored task at ``expected_version`` and each task of
-        ``unchanged`` (id to version: those a dependency chain was checked against)
-        still at its version. Refused: False, nothing written.
-        """
-        ...
-
-    def set_aside(self, task: Task | UnreadableTask, reason: str, now: datetime) -> bool:
-        """Mark the task ERROR with ``reason``, out of the due index, with a new version
-        (``transitions.set_aside``); an undecodable one too.
-
-        Expects it still at the version read. Refused: False, nothing written.
-        """
-        ...
-
-    def set_aside_by_id(
-        self, task_id: str, reason: str, now: datetime, *, release_slot_of: str | None = None
-    ) -> bool:
-        """``set_aside`` for a task not read yet, at the version stored now. With
-        ``release_slot_of``, the run slot that execution holds is freed too if it still
-        holds it; otherwise the task is set aside with its slot as it is.
-        Refused (False): the task is missing, or changed between the read and the write.
+        Not one record's transition: the write of the whole task and a check of
+        each other task ``replacement.unchanged`` names (those a dependency chain
+        was checked against) are one transaction (DynamoDB: a conditional PutItem,
+        or TransactWriteItems with a ConditionCheck per other task). Expects the
+        stored task to meet ``replacement.expects`` (its version read) and each
+        other task its condition. Refused: False, nothing written.
         """
         ...
 
@@ -196,7 +182,8 @@ class DuePage:
 
 class DuePageHandOut(Protocol):
     """Where a looping tick hands a page of due tasks to be claimed elsewhere (on AWS,
-    the claim Lambda). Not the claim of a task: that is ``TaskStore.claim``."""
+    the claim Lambda). Not the claim of a task: that is ``transitions.claim``, applied
+    by ``TaskStore.apply``."""
 
     def hand_out(self, page: DuePage) -> None:
         """Start a claim of ``page`` elsewhere, without waiting for it.

@@ -25,6 +25,7 @@ from dynacron.domain.executions.execution import (
 )
 from dynacron.domain.instants import to_utc_ms
 from dynacron.domain.schedules.expressions import FixedDelaySchedule
+from dynacron.domain.tasks import transitions as task_transitions
 from dynacron.domain.tasks.task import (
     Sharding,
     Task,
@@ -35,6 +36,7 @@ from dynacron.domain.tasks.task import (
 )
 from dynacron.ports import DispatchQueue, ExecutionStore, TaskStore
 from dynacron.ports.metrics import Metrics
+from dynacron.services import task_changes
 
 logger = logging.getLogger("dynacron")
 
@@ -110,7 +112,8 @@ class FollowUps:
                 "dependent task set aside",
                 extra={"task_id": poison.task_id, "reason": poison.reason},
             )
-            if self.tasks.set_aside(poison, poison.reason, self.clock.now()) and self.metrics:
+            aside = task_changes.set_aside(self.tasks, poison, poison.reason, self.clock.now())
+            if aside and self.metrics:
                 self.metrics.task_set_aside()
         for task in dependents:
             if task.upstream_task_id != upstream.task_id:
@@ -160,7 +163,8 @@ class FollowUps:
                 execution = promoted
                 continue
             freed = self._freed(task, execution.completed_at or now, now)
-            if self.tasks.replace(freed, self.sharding.place_task(freed, now), task.version):
+            expected = task_transitions.replace(task.version)
+            if self.tasks.replace(freed, self.sharding.place_task(freed, now), expected):
                 return
 
     def _promote_buffered(
@@ -179,7 +183,8 @@ class FollowUps:
             version=task.version + 1,
             updated_at=now,
         )
-        if not self.tasks.replace(promoted, self.sharding.place_task(promoted, now), task.version):
+        placement = self.sharding.place_task(promoted, now)
+        if not self.tasks.replace(promoted, placement, task_transitions.replace(task.version)):
             return None
         return self.executions.get(execution_id)
 

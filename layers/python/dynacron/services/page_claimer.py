@@ -20,6 +20,7 @@ from dynacron.domain.coordination.uptime import ShardHistory
 from dynacron.domain.executions import transitions
 from dynacron.domain.executions.execution import Dispatch
 from dynacron.domain.instants import format_instant
+from dynacron.domain.tasks import transitions as task_transitions
 from dynacron.domain.tasks.claiming import Claim, advanced, claim_occurrence
 from dynacron.domain.tasks.task import SKIPPED_CATCHUP, DuePlacement, Task, execution_id_for
 from dynacron.ports import (
@@ -34,6 +35,7 @@ from dynacron.ports import (
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.ports.messages import SEND_BATCH_LIMIT
 from dynacron.ports.metrics import NO_METRICS, Metrics
+from dynacron.services import task_changes
 from dynacron.services.tick_settings import TickSettings
 
 T = TypeVar("T")
@@ -233,7 +235,7 @@ class PageClaimer:
             extra={"task_id": task.task_id, "reason": reason},
             exc_info=error,
         )
-        if self._tasks.set_aside(task, reason, now):
+        if task_changes.set_aside(self._tasks, task, reason, now):
             report.set_aside += 1
             self._metrics.task_set_aside()
 
@@ -303,14 +305,16 @@ class PageClaimer:
         return won, len(sent) == len(runs)
 
     def _claim(self, claim: Claim, placement: DuePlacement | None, now: datetime) -> bool:
-        """The conditional claim, retried with backoff while the store throttles it.
+        """The conditional claim (``transitions.claim``), retried with backoff while the
+        store throttles it.
 
         Giving up raises: the tick ends, the task stays due (its message, already
         sent, is a duplicate the worker drops) and the next tick claims it.
         """
+        change = task_transitions.claim(claim, placement.key if placement else None, now)
         for attempt in range(THROTTLE_RETRIES):
             try:
-                return self._tasks.claim(claim, placement, now)
+                return self._tasks.apply(claim.task.task_id, change)
             except Throttled:
                 if attempt == THROTTLE_RETRIES - 1:
                     raise

@@ -20,6 +20,7 @@ from dynacron.domain.tasks.task import task_id_of
 from dynacron.ports import DispatchQueue, ExecutionStore, StoreUnavailable, TaskStore, reason_of
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.ports.metrics import Metrics
+from dynacron.services import task_changes
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
 logger = logging.getLogger("dynacron")
@@ -90,7 +91,8 @@ class Reaper:
             if self.executions.apply(execution_id, transitions.set_aside(reason, now)):
                 report.set_aside += 1
                 self.metrics.lease_set_aside()
-            if self.tasks is not None and self.tasks.set_aside_by_id(
+            if self.tasks is not None and task_changes.set_aside_by_id(
+                self.tasks,
                 task_id_of(execution_id),
                 f"the end of execution {execution_id} could not be handled: {reason_of(error)}",
                 now,

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dynacron.domain.clock import Clock
-from dynacron.domain.coordination import transitions
+from dynacron.domain.coordination import transitions as coordination
 from dynacron.domain.coordination.create_keys import HEADER, CreateKey, KeyReservation
 from dynacron.domain.coordination.quotas import check_min_interval
 from dynacron.domain.errors import (
@@ -31,6 +31,7 @@ from dynacron.domain.schedules.expressions import (
     upcoming,
 )
 from dynacron.domain.schedules.previews import SchedulePreview, preview, preview_registration
+from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.changes import TaskChanges, apply_changes
 from dynacron.domain.tasks.specs import (
     ScheduleSpec,
@@ -137,7 +138,7 @@ class TaskService:
                 raise
             return made, True  # a request with the same key, at the same time
         # Only the reservation of this task: one expired and taken since names another.
-        self.create_keys.apply(tenant_id, key.key, transitions.mark_key_created(held.task_id))
+        self.create_keys.apply(tenant_id, key.key, coordination.mark_key_created(held.task_id))
         return task, False
 
     def _register(self, tenant_id: str, spec: TaskSpec, task_id: str) -> Task:
@@ -279,7 +280,8 @@ class TaskService:
         self, task: Task, changed: Task, now: datetime, unchanged: dict[str, int] | None = None
     ) -> Task:
         placement = self.settings.sharding.place_task(changed, now)
-        if not self.tasks.replace(changed, placement, task.version, unchanged or {}):
+        expected = transitions.replace(task.version, unchanged)
+        if not self.tasks.replace(changed, placement, expected):
             raise Conflict(f"task {task.task_id!r} changed meanwhile; read it and try again")
         return changed
 
@@ -288,7 +290,7 @@ class TaskService:
             upstream_id = schedule.upstream_task_id
             # Marked first: a dependent never exists while its upstream is unmarked.
             # The mark is conditional on the owner: another tenant's task is "missing".
-            if not self.tasks.mark_has_dependents(tenant_id, upstream_id):
+            if not self.tasks.apply(upstream_id, transitions.mark_has_dependents(tenant_id)):
                 raise InvalidRequest("after", f"no task {upstream_id!r} exists")
         return self._chain_versions(tenant_id, task_id, schedule)
 
@@ -420,7 +422,7 @@ def reserve_key(
 ) -> KeyReservation:
     """Hold ``key`` for ``task_id`` until ``now`` plus ``KEY_LIFETIME``, unless another
     reservation holds it: the reservation that holds the key now, either way."""
-    reserve = transitions.reserve_create_key(key, task_id, now)
+    reserve = coordination.reserve_create_key(key, task_id, now)
     held = create_keys.apply_returning(tenant_id, key.key, reserve)
     return held or KeyReservation(task_id, key.fingerprint, created=False)
 
@@ -432,6 +434,6 @@ def rotate_secret(tenants: TenantStore, tenant_id: str, fresh_secret: str) -> li
     current = tenants.ensure_secret(tenant_id, fresh_secret)
     if current[0] == fresh_secret:
         return current  # it had none: the fresh one is its first
-    if not tenants.apply(tenant_id, transitions.rotate_secret(current, fresh_secret)):
+    if not tenants.apply(tenant_id, coordination.rotate_secret(current, fresh_secret)):
         return None
     return [fresh_secret, current[0]]

@@ -35,6 +35,7 @@ from dynacron.ports import (
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.ports.messages import DecodeDispatch
 from dynacron.ports.metrics import Metrics
+from dynacron.services import task_changes
 from dynacron.services.attempts import tenant_of
 from dynacron.services.outcomes import AttemptOutcomes
 
@@ -114,7 +115,8 @@ class UndeliveredDispatches:
         )
         reason = f"settling undelivered execution {dispatch.execution_id} raised {reason_of(error)}"
         try:
-            if self.tasks.set_aside_by_id(
+            if task_changes.set_aside_by_id(
+                self.tasks,
                 dispatch.task_id,
                 reason,
                 self.clock.now(),
@@ -153,8 +155,8 @@ class UndeliveredDispatches:
         try:
             task: Task | None = self.tasks.get(dispatch.task_id)
         except UnreadableTaskError as error:
-            if self.tasks.set_aside_by_id(
-                dispatch.task_id, str(error), now, release_slot_of=dispatch.execution_id
+            if task_changes.set_aside_by_id(
+                self.tasks, dispatch.task_id, str(error), now, release_slot_of=dispatch.execution_id
             ):
                 self.metrics.task_set_aside()
             return self._record_unreadable(dispatch, str(error))

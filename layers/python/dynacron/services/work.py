@@ -46,7 +46,7 @@ from dynacron.ports.delivery import Delivery
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.ports.guards import GuardedResult, HandlerCalls, RemainingTime
 from dynacron.ports.metrics import Metrics
-from dynacron.services import attempts
+from dynacron.services import attempts, task_changes
 from dynacron.services.attempt_records import AttemptRecords, Heartbeats, HeldBack
 from dynacron.services.attempts import tenant_of
 from dynacron.services.limits import LimitGate, Pass, Wait
@@ -258,8 +258,8 @@ class ExecutionRunner:
             extra={"task_id": dispatch.task_id, "reason": reason},
             exc_info=error,
         )
-        if self._tasks.set_aside_by_id(
-            dispatch.task_id, reason, now, release_slot_of=dispatch.execution_id
+        if task_changes.set_aside_by_id(
+            self._tasks, dispatch.task_id, reason, now, release_slot_of=dispatch.execution_id
         ):
             self._metrics.task_set_aside()
         lease_token = new_token()

@@ -63,8 +63,14 @@ def read_task_item(item: dict[str, Any]) -> Task | UnreadableTask:
         return UnreadableTask(
             task_id=str(item.get("task_id", {}).get("S", "")),
             reason=f"the stored task cannot be read ({reason_of(error)})"[:REASON_LIMIT],
-            seen_version=item.get("version"),
+            seen_version=plain_version(item.get("version")),
         )
+
+
+def plain_version(version: Any) -> Any:
+    """A stored ``version`` attribute (undecoded, None if missing) as a plain value:
+    what a set-aside's condition compares with (``transitions.set_aside``)."""
+    return deserializer.deserialize(version) if version is not None else None
 
 
 def shown_task_item(item: dict[str, Any]) -> Task:

@@ -15,7 +15,6 @@ from dynacron.adapters.aws.expressions import Placeholders, apply_transition
 from dynacron.adapters.aws.items import (
     batch_get,
     cancelled_by,
-    deserializer,
     from_item,
     is_condition_failure,
     is_transaction_refusal,
@@ -23,6 +22,7 @@ from dynacron.adapters.aws.items import (
 )
 from dynacron.adapters.aws.task_items import (
     _readable,
+    plain_version,
     read_task_item,
     shown_task_item,
     task_to_item,
@@ -41,13 +41,12 @@ from dynacron.definitions.resources import (
 from dynacron.domain.conditions import Condition, Transition
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tasks import transitions
-from dynacron.domain.tasks.claiming import Claim
 from dynacron.domain.tasks.tags import TagFilter, matches_all
 from dynacron.domain.tasks.task import (
     DuePlacement,
     Task,
 )
+from dynacron.domain.tasks.transitions import Replacement
 from dynacron.ports import (
     Page,
     UnreadableTask,
@@ -241,57 +240,29 @@ class DynamoTaskStore:
         keys = [to_item({"task_id": i}) for i in dict.fromkeys(task_ids)]
         return batch_get(self._client, self._table, keys, "task_id", consistent)
 
-    def set_aside(self, task: Task | UnreadableTask, reason: str, now: datetime) -> bool:
-        """Mark a task ERROR with ``reason``, out of the due index, if it is still at the
-        version read (``transitions.set_aside``): nothing else of it is needed, so an
-        item that cannot be decoded is set aside too. False if it changed meanwhile."""
-        seen = task.version if isinstance(task, Task) else _plain(task.seen_version)
-        return self._apply(task.task_id, transitions.set_aside(seen, reason, now))
-
-    def set_aside_by_id(
-        self, task_id: str, reason: str, now: datetime, *, release_slot_of: str | None = None
-    ) -> bool:
-        """``set_aside`` for a task not read yet, conditional on its version as stored now.
-
-        With ``release_slot_of``, the run slot that execution holds is freed too (its
-        end could not be handled, so nothing else would ever free it), if it still
-        holds it; otherwise the slot is left as it is.
-        """
-        seen = _plain(self.stored_version(task_id))
-        attempts = transitions.set_aside_attempts(
-            seen, reason, now, release_slot_of=release_slot_of
-        )
-        return any(self._apply(task_id, attempt) for attempt in attempts)
-
-    def _apply(self, task_id: str, transition: Transition) -> bool:
-        """Carry out ``transition`` on the task as one conditional write; False if it
-        did not hold."""
+    def apply(self, task_id: str, transition: Transition) -> bool:
+        """Carry out ``transition`` on the task as one conditional UpdateItem; False if
+        it did not hold. Its attribute names are the item's (the due index's
+        partition, ``due_bucket``, among them), so the item key is all this adds."""
         return apply_transition(
             self._client, self._table, to_item({"task_id": task_id}), transition
         )
 
-    def stored_version(self, task_id: str) -> dict[str, Any] | None:
-        """The ``version`` attribute as stored, undecoded (None if missing)."""
-        item = self._get_item(task_id) or {}
-        version: dict[str, Any] | None = item.get("version")
-        return version
+    def stored_version(self, task_id: str) -> Any:
+        """The ``version`` attribute as stored now (a consistent GetItem), as a plain
+        value; None if the task or its version is missing."""
+        version = (self._get_item(task_id) or {}).get("version")
+        return plain_version(version)
 
-    def replace(
-        self,
-        task: Task,
-        placement: DuePlacement | None,
-        expected_version: int,
-        unchanged: dict[str, int] | None = None,
-    ) -> bool:
-        """Store ``task`` whole, if the stored one is still at ``expected_version``.
+    def replace(self, task: Task, placement: DuePlacement | None, replacement: Replacement) -> bool:
+        """Store ``task`` whole, if the stored one meets ``replacement.expects``.
 
         Pause, resume, PATCH and the release of a run slot all go through here: any
         write in between (a tick's claim, another change) bumped the version, and
-        this one is refused rather than undoing it. ``unchanged`` (task id to
-        version) must also still hold, in one transaction: the tasks a dependency
-        chain was checked against.
+        this one is refused rather than undoing it. A conditional PutItem; with
+        ``replacement.unchanged`` (the tasks a dependency chain was checked
+        against), TransactWriteItems with a ConditionCheck on each of them.
         """
-        replacement = transitions.replace(expected_version, unchanged)
         placeholders = Placeholders()
         put: dict[str, Any] = {
             "TableName": self._table,
@@ -315,12 +286,6 @@ class DynamoTaskStore:
                 return False
             raise
         return True
-
-    def mark_has_dependents(self, tenant_id: str, task_id: str) -> bool:
-        """Note that some task runs after ``task_id``; a new version, so that a whole-item
-        write based on an older read cannot erase the mark. False (and nothing
-        written) if ``tenant_id`` has no such task."""
-        return self._apply(task_id, transitions.mark_has_dependents(tenant_id))
 
     def dependents(self, task_id: str) -> list[str]:
         """Ids of the tasks set to run after ``task_id`` (``after``), from the sparse index."""
@@ -370,21 +335,6 @@ class DynamoTaskStore:
         response = self._client.query(**kwargs)
         ids = [from_item(i)["task_id"] for i in response.get("Items", [])]
         return ids, response.get("LastEvaluatedKey")
-
-    def claim(self, claim: Claim, placement: DuePlacement | None, now: datetime) -> bool:
-        """Advance a task past the occurrence(s) in ``claim``, if nobody else did first.
-
-        Guarded by the version read with the claim: of any number of concurrent
-        claimers of the same occurrence exactly one succeeds.
-        """
-        transition = transitions.claim(claim, placement.key if placement else None, now)
-        return self._apply(claim.task.task_id, transition)
-
-
-def _plain(version: dict[str, Any] | None) -> Any:
-    """A stored ``version`` attribute (undecoded, None if missing) as a plain value."""
-    # Item dicts stay dict[str, Any] here; the stubs' attribute value type is private.
-    return deserializer.deserialize(cast(Any, version)) if version is not None else None
 
 
 def _condition_check(table: str, task_id: str, expects: Condition) -> dict[str, Any]:

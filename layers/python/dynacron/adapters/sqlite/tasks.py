@@ -27,11 +27,10 @@ from dynacron.adapters.sqlite.schema import COORDINATION, TASKS
 from dynacron.domain.conditions import Transition
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
-from dynacron.domain.tasks import transitions
-from dynacron.domain.tasks.claiming import Claim
 from dynacron.domain.tasks.record import task_record
 from dynacron.domain.tasks.tags import TagFilter, matches_all
 from dynacron.domain.tasks.task import DuePlacement, Task
+from dynacron.domain.tasks.transitions import Replacement
 from dynacron.ports import Page, UnreadableTask, UnreadableTaskError
 from dynacron.ports.tasks import all_readable, sorted_reads
 
@@ -181,33 +180,9 @@ class SqliteTaskStore:
 
     # Changes ------------------------------------------------------------------------
 
-    def set_aside(self, task: Task | UnreadableTask, reason: str, now: datetime) -> bool:
-        """Mark a task ERROR with ``reason``, out of the due index, if it is still at the
-        version read (an undecodable one too). False if it changed meanwhile."""
-        seen = task.version if isinstance(task, Task) else task.seen_version
-        return self._apply(task.task_id, transitions.set_aside(seen, reason, now))
-
-    def set_aside_by_id(
-        self, task_id: str, reason: str, now: datetime, *, release_slot_of: str | None = None
-    ) -> bool:
-        """``set_aside`` at the version stored now; with ``release_slot_of``, the run slot
-        that execution holds is freed too, if it still holds it."""
-        seen = self.stored_version(task_id)
-        attempts = transitions.set_aside_attempts(
-            seen, reason, now, release_slot_of=release_slot_of
-        )
-        return any(self._apply(task_id, attempt) for attempt in attempts)
-
-    def replace(
-        self,
-        task: Task,
-        placement: DuePlacement | None,
-        expected_version: int,
-        unchanged: dict[str, int] | None = None,
-    ) -> bool:
-        """Store ``task`` whole, if the stored one is still at ``expected_version`` and
-        every task in ``unchanged`` (id to version) still is at its version."""
-        replacement = transitions.replace(expected_version, unchanged)
+    def replace(self, task: Task, placement: DuePlacement | None, replacement: Replacement) -> bool:
+        """Store ``task`` whole, if the stored one meets ``replacement.expects`` and
+        every task of ``replacement.unchanged`` its condition: one transaction."""
         expected = {task.task_id: replacement.expects, **replacement.unchanged}
         with self._database.write() as connection:
             for task_id, expects in expected.items():
@@ -216,11 +191,6 @@ class SqliteTaskStore:
                     return False
             _put(connection, task_record(task), placement)
         return True
-
-    def mark_has_dependents(self, tenant_id: str, task_id: str) -> bool:
-        """Note that some task runs after ``task_id``, with a new version (so a whole-task
-        write based on an older read cannot erase it); False if the tenant has no such task."""
-        return self._apply(task_id, transitions.mark_has_dependents(tenant_id))
 
     def dependents(self, task_id: str) -> list[str]:
         """Ids of the tasks set to run after ``task_id`` (``after``)."""
@@ -262,16 +232,9 @@ class SqliteTaskStore:
             }
         return [row["task_id"] for row in page], next_key
 
-    def claim(self, claim: Claim, placement: DuePlacement | None, now: datetime) -> bool:
-        """Advance a task past the occurrence(s) in ``claim``, if it is still ACTIVE at
-        the version read with the claim: of concurrent claimers exactly one succeeds."""
-
-        transition = transitions.claim(claim, placement.key if placement else None, now)
-        return self._apply(claim.task.task_id, transition)
-
-    def _apply(self, task_id: str, transition: Transition) -> bool:
+    def apply(self, task_id: str, transition: Transition) -> bool:
         """Carry out ``transition`` on the task in one transaction: read the row, check
-        what it expects, write the record it makes (index columns with it)."""
+        what it expects, write the record it makes (the index columns with it)."""
         with self._database.write() as connection:
             row = _row(connection, task_id)
             stored = _as_stored(row) if row is not None else None

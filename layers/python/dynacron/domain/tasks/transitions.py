@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from dynacron.domain.conditions import AllOf, Condition, Equals, Exists, Missing, Plus, Transition
+from dynacron.domain.conditions import (
+    AllOf,
+    Condition,
+    Equals,
+    Exists,
+    Missing,
+    Plus,
+    Transition,
+    names_move,
+)
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.claiming import Claim
 from dynacron.domain.tasks.task import TaskStatus
@@ -41,6 +50,7 @@ HAS_DEPENDENTS = "has_dependents"
 REASON_LIMIT = 500
 
 
+@names_move("claim")
 def claim(claim: Claim, placement_key: str | None, now: datetime) -> Transition:
     """Move a task past the occurrence(s) of ``claim``.
 
@@ -84,6 +94,7 @@ def next_version(seen: Any) -> int:
         return 1
 
 
+@names_move("set_aside")
 def set_aside(
     seen_version: Any, reason: str, now: datetime, *, release_slot_of: str | None = None
 ) -> Transition:
@@ -126,6 +137,7 @@ def set_aside_attempts(
     return [set_aside(seen_version, reason, now, release_slot_of=release_slot_of), plain]
 
 
+@names_move("mark_has_dependents")
 def mark_has_dependents(tenant_id: str) -> Transition:
     """Note that some task runs after this one. Expects the task to be ``tenant_id``'s;
     bumps the version, so that a whole-task write based on an older read is refused
