@@ -7,15 +7,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from dynacron.console.bounded_server import BodyRefused, BoundedHTTPServer, BoundedRequestHandler
 from dynacron.console.serve import console_response
 
 ProxyEntryPoint = Callable[[dict[str, Any], Any], dict[str, Any]]
 MAX_BODY_BYTES = 1024 * 1024  # well above any limit of ours, below API Gateway's 10 MB
-GATEWAY_BODY_LIMIT = 10 * 1024 * 1024
 PROBLEM_JSON = "application/problem+json"
 
 
@@ -77,20 +76,19 @@ def proxy_event(
     }
 
 
-class ApiGateway(ThreadingHTTPServer):
-    daemon_threads = True
+class ApiGateway(BoundedHTTPServer):
+    """Serves the API and the console on a bounded pool of threads (see
+    ``BoundedHTTPServer``: timed out, capped connections)."""
 
-    def __init__(self, address: tuple[str, int], entry_point: ProxyEntryPoint) -> None:
+    def __init__(
+        self, address: tuple[str, int], entry_point: ProxyEntryPoint, **limits: Any
+    ) -> None:
         self.entry_point = entry_point
-        super().__init__(address, _RequestHandler)
+        super().__init__(address, _RequestHandler, **limits)
 
 
-class _RequestHandler(BaseHTTPRequestHandler):
+class _RequestHandler(BoundedRequestHandler):
     server: ApiGateway
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in separate writes: without TCP_NODELAY, Nagle's
-    # algorithm and delayed ACKs stall every response by tens of milliseconds.
-    disable_nagle_algorithm = True
 
     def _forward(self) -> None:
         # The console's files are for any navigation to this server (a link from
@@ -99,25 +97,22 @@ class _RequestHandler(BaseHTTPRequestHandler):
         asset = console_response(urlsplit(self.path).path) if reading else None
         refused = self._foreign_host() or (None if asset else self._cross_site())
         if refused is not None:
-            self._drain()
-            self._problem(403, "Forbidden", refused)
             self.close_connection = True
+            self._problem(403, "Forbidden", refused)
+            self.discard_body()
             return
         if asset is not None:
             self._reply(asset.status, asset.headers, asset.body)
             return
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY_BYTES:
-            self._drain()
-            # As the API answers its own 413s (problem+json), so the document holds.
-            self._problem(
-                413,
-                "Payload too large",
-                f"the body is {length} bytes; at most {MAX_BODY_BYTES} are read",
-            )
+        try:
+            body = self.read_body(MAX_BODY_BYTES)
+        except BodyRefused as refusal:
+            # As the API answers its own 413s (problem+json), so the document holds;
+            # answered before a byte of the body is read.
             self.close_connection = True
+            self._problem(refusal.status, refusal.title, refusal.detail)
+            self.discard_body()
             return
-        body = self.rfile.read(length) if length else b""
         event = proxy_event(
             self.command, self.path, dict(self.headers.items()), body, self.client_address[0]
         )
@@ -126,16 +121,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
         for name, values in (response.get("multiValueHeaders") or {}).items():
             headers[name] = ", ".join(values)
         self._reply(response["statusCode"], headers, (response.get("body") or "").encode())
-
-    def _drain(self) -> None:
-        """Read what the client sends (up to API Gateway's own limit) and drop it: a
-        client still sending would otherwise meet a reset, not the answer."""
-        try:
-            remaining = min(int(self.headers.get("Content-Length") or 0), GATEWAY_BODY_LIMIT)
-        except ValueError:
-            return
-        while remaining > 0 and (chunk := self.rfile.read(min(remaining, 65536))):
-            remaining -= len(chunk)
 
     def _foreign_host(self) -> str | None:
         """Why the request is refused for its Host, or None.
@@ -181,6 +166,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
             if name.lower() != "content-length":
                 self.send_header(name, value)
         self.send_header("Content-Length", str(len(payload)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":  # a HEAD response has the headers of a GET, no body
             self.wfile.write(payload)
