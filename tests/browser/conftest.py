@@ -3,11 +3,13 @@ test makes tasks of its own, under names no other test uses."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from dynacron.console.proxy import ConsoleProxy, Upstream
 from tests.browser.harness import ConsoleServer, console_server, launch, viewer_page
 
 # The pages poll every few seconds; an execution takes a tick and a delivery.
@@ -32,3 +34,15 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleServer]
 def page(browser: Browser, console: ConsoleServer) -> Iterator[Page]:
     with viewer_page(browser, console.url) as page:
         yield page
+
+
+@pytest.fixture(scope="module")
+def proxied(console: ConsoleServer) -> Iterator[ConsoleProxy]:
+    """`dynacron console` in front of the module's local mode (forwarding unsigned)."""
+    proxy = ConsoleProxy(Upstream.open(console.url), port=0)
+    threading.Thread(
+        target=proxy.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    ).start()
+    yield proxy
+    proxy.shutdown()
+    proxy.server_close()

@@ -4,27 +4,13 @@ the schedule preview included. Here the proxy forwards to local mode, unsigned."
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-
 import pytest
 from playwright.sync_api import Browser, expect
 
-from dynacron.console.proxy import ConsoleProxy, Upstream
+from dynacron.console.proxy import ConsoleProxy
 from tests.browser.harness import ConsoleServer, unique, viewer_page
 
 pytestmark = [pytest.mark.system, pytest.mark.browser]
-
-
-@pytest.fixture(scope="module")
-def proxied(console: ConsoleServer) -> Iterator[ConsoleProxy]:
-    proxy = ConsoleProxy(Upstream.open(console.url), port=0)
-    threading.Thread(
-        target=proxy.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-    ).start()
-    yield proxy
-    proxy.shutdown()
-    proxy.server_close()
 
 
 def test_the_console_works_the_same_behind_the_signing_proxy(
@@ -33,7 +19,7 @@ def test_the_console_works_the_same_behind_the_signing_proxy(
     name = unique("via-proxy")
     with viewer_page(browser, proxied.origin) as page:
         nav = page.get_by_role("navigation", name="Main")
-        page.goto(proxied.login_url)  # the printed link: its token for this tab's cookie
+        page.goto(proxied.login_url)  # the printed link: its fragment holds the session
         expect(page.get_by_role("heading", level=1)).to_have_text("Tasks")
 
         nav.get_by_role("link", name="New task").click()

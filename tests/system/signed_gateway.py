@@ -174,8 +174,10 @@ class SignedGateway:
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
-                # The deployed API never sets a cookie; a proxy must not pass one on.
+                # The deployed API never sets a cookie nor allows another origin; a
+                # proxy must neither keep the one nor pass either on.
                 self.send_header("Set-Cookie", "gateway=1; Path=/")
+                self.send_header("Access-Control-Allow-Origin", "*")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 if self.command != "HEAD":

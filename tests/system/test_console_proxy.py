@@ -24,7 +24,14 @@ from botocore.exceptions import TokenRetrievalError
 from typer.testing import CliRunner
 
 from dynacron.cli.main import app
-from dynacron.console.proxy import MAX_BODY_BYTES, ConsoleProxy, Upstream
+from dynacron.console.proxy import (
+    MAX_BODY_BYTES,
+    SESSION_FRAGMENT,
+    SESSION_HEADER,
+    ConsoleProxy,
+    Session,
+    Upstream,
+)
 from dynacron.console.serve import SECURITY_HEADERS, console_response
 from dynacron.local.runtime import LocalOptions, LocalRuntime
 from tests.support import Service, free_port, wait_until
@@ -111,64 +118,85 @@ def send(
         connection.close()
 
 
-def trade(proxy: ConsoleProxy, link: str | None = None) -> tuple[Answer, str | None]:
-    """Open the printed link as a browser does; the cookie it set, as sent back."""
-    answer = send(proxy, "GET", (link or proxy.login_url).removeprefix(proxy.origin))
-    set_cookie = answer.headers.get("Set-Cookie")
-    return answer, set_cookie.split(";")[0] if set_cookie else None
+def secret_of(link: str) -> str:
+    """The session secret a printed link carries in its fragment."""
+    fragment = link.partition("#")[2]
+    name, _, secret = fragment.partition("=")
+    assert name == SESSION_FRAGMENT, link
+    return secret
+
+
+def session_of(proxy: ConsoleProxy) -> dict[str, str]:
+    """The header the console's scripts send, with the secret the printed link holds."""
+    return {SESSION_HEADER: secret_of(proxy.login_url)}
 
 
 @pytest.fixture(scope="module")
-def cookie(proxy: ConsoleProxy) -> str:
-    answer, cookie = trade(proxy)
-    assert answer.status == 303, answer.body
-    assert cookie is not None
-    return cookie
+def session(proxy: ConsoleProxy) -> dict[str, str]:
+    return session_of(proxy)
 
 
-def test_the_printed_link_trades_its_token_once_for_a_strict_http_only_cookie(
-    gateway: SignedGateway, config_dir: Path
+def test_the_printed_link_carries_the_session_in_its_fragment_and_nothing_sets_a_cookie(
+    proxy: ConsoleProxy, gateway: SignedGateway
 ) -> None:
-    proxy = serve(ConsoleProxy(Upstream.open(gateway.url, auth=signer(config_dir)), port=0))
+    # The link: the console, and a secret in the fragment, which browsers never send
+    assert re.fullmatch(
+        rf"http://127\.0\.0\.1:{proxy.server_port}/console/#session=[\w-]{{43}}",
+        proxy.login_url,
+    )
+    secret = secret_of(proxy.login_url)
+    # Opening it (the browser sends the path alone) answers the page, and no cookie
+    page = send(proxy, "GET", "/console/")
+    assert page.status == 200
+    assert "Set-Cookie" not in page.headers
+    # The page's API calls carry the secret in the header: answered
+    assert send(proxy, "GET", "/tasks", {SESSION_HEADER: secret}).status == 200
+    # Without it, or with it anywhere but that header once, nothing reaches the API
+    before = len(gateway.received)
+    for headers, target in (
+        ({}, "/tasks"),
+        ({SESSION_HEADER: secret[:-1]}, "/tasks"),
+        ({SESSION_HEADER: secret + "x"}, "/tasks"),
+        ({SESSION_HEADER: ""}, "/tasks"),
+        ({"Cookie": f"dynacron_console_{proxy.server_port}={secret}"}, "/tasks"),
+        ({"Cookie": f"session={secret}"}, "/tasks"),
+        ({}, f"/tasks?session={secret}"),
+        ({"x-api-key": secret}, "/tasks"),
+    ):
+        answer = send(proxy, "GET", target, headers)
+        assert answer.status == 401, (headers, target)
+        assert answer.headers["WWW-Authenticate"] == "DynacronConsole"
+        assert "open the address `dynacron console` printed" in answer.json()["detail"]
+    assert len(gateway.received) == before
+
+
+def test_the_secret_sent_twice_is_refused(proxy: ConsoleProxy, session: dict[str, str]) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", proxy.server_port, timeout=10)
     try:
-        assert re.fullmatch(
-            rf"http://127\.0\.0\.1:{proxy.server_port}/console/\?token=[\w-]{{43}}",
-            proxy.login_url,
-        )
-        # Given a wrong token: no session
-        wrong, none = trade(proxy, proxy.login_url[:-4] + "AAAA")
-        assert (wrong.status, none) == (403, None)
-        # When the printed link is opened
-        answer, cookie = trade(proxy)
-        # Then the browser is sent on to the console without the token, holding a cookie
-        assert answer.status == 303
-        assert answer.headers["Location"] == "/console/"
-        attributes = [a.strip() for a in answer.headers["Set-Cookie"].split(";")]
-        assert set(attributes[1:]) == {"Path=/", "HttpOnly", "SameSite=Strict"}
-        assert cookie is not None
-        name, value = cookie.split("=", 1)
-        assert name == f"dynacron_console_{proxy.server_port}"
-        assert value not in proxy.login_url  # the cookie is not the token
-        page = send(proxy, "GET", "/console/", {"Cookie": cookie})
-        assert page.status == 200
-        # And the link is spent: another browser (no cookie) cannot open it again
-        again, no_cookie = trade(proxy)
-        assert (again.status, no_cookie) == (403, None)
-        assert "restart `dynacron console`" in again.json()["detail"]
-        # while the browser that holds the session may follow it again
-        same = send(proxy, "GET", proxy.login_url.removeprefix(proxy.origin), {"Cookie": cookie})
-        assert (same.status, same.headers["Location"]) == (303, "/console/")
-        assert "Set-Cookie" not in same.headers
+        connection.putrequest("GET", "/tasks", skip_host=True, skip_accept_encoding=True)
+        connection.putheader("Host", proxy.authority)
+        connection.putheader(SESSION_HEADER, session[SESSION_HEADER])
+        connection.putheader(SESSION_HEADER, session[SESSION_HEADER])
+        connection.endheaders()
+        assert connection.getresponse().status == 401
     finally:
-        proxy.shutdown()
-        proxy.server_close()
+        connection.close()
+
+
+def test_each_run_has_a_secret_of_its_own(gateway: SignedGateway, config_dir: Path) -> None:
+    other = ConsoleProxy(Upstream.open(gateway.url, auth=signer(config_dir)), port=0)
+    try:
+        assert secret_of(other.login_url) != ""
+        assert other.session.secret != Session().secret
+    finally:
+        other.server_close()
 
 
 @pytest.mark.parametrize("path", ["/console", "/console/", "/console/tasks/abc"])
 def test_console_pages_are_served_with_their_security_headers(
-    proxy: ConsoleProxy, cookie: str, path: str
+    proxy: ConsoleProxy, path: str
 ) -> None:
-    page = send(proxy, "GET", path, {"Cookie": cookie})
+    page = send(proxy, "GET", path)
     asset = console_response(path)
     assert asset is not None
     assert page.status == 200
@@ -176,16 +204,17 @@ def test_console_pages_are_served_with_their_security_headers(
     assert page.headers["Content-Type"] == "text/html; charset=utf-8"
     for name, value in SECURITY_HEADERS.items():
         assert page.headers.get_all(name) == [value], name
-    head = send(proxy, "HEAD", path, {"Cookie": cookie})
+    head = send(proxy, "HEAD", path)
     assert (head.status, head.body) == (200, b"")
 
 
 def test_an_api_call_arrives_signed_at_the_stage_and_nothing_of_the_browser_s_with_it(
-    proxy: ConsoleProxy, cookie: str, gateway: SignedGateway
+    proxy: ConsoleProxy, session: dict[str, str], gateway: SignedGateway
 ) -> None:
     # Given a browser that sends credentials of its own, and headers to be dropped
     hostile = {
-        "Cookie": cookie,
+        **session,
+        "Cookie": "planted=1",
         "Content-Type": "application/json",
         "Authorization": "AWS4-HMAC-SHA256 Credential=AKIDSOMEONEELSE/x",
         "X-Amz-Security-Token": "someone-else",
@@ -200,14 +229,14 @@ def test_an_api_call_arrives_signed_at_the_stage_and_nothing_of_the_browser_s_wi
     }
     # When it creates a task and lists tasks through the proxy
     created = send(proxy, "POST", "/tasks", hostile, json.dumps(TASK).encode())
-    listed = send(proxy, "GET", "/tasks?limit=5&tag=env:prod", {"Cookie": cookie})
+    listed = send(proxy, "GET", "/tasks?limit=5&tag=env:prod", session)
     # Then the real API answered both, through the gateway's signature check
     assert created.status == 201, created.body
     task = created.json()
     assert task["name"] == "nightly"
     assert listed.status == 200, listed.body
     assert listed.json()["items"] == []  # the filter went along, signed: untagged
-    everything = send(proxy, "GET", "/tasks", {"Cookie": cookie}).json()["items"]
+    everything = send(proxy, "GET", "/tasks", session).json()["items"]
     assert task["task_id"] in [t["task_id"] for t in everything]
     create, listing = gateway.received[-3], gateway.received[-2]
     # at the stage's paths
@@ -231,6 +260,39 @@ def test_an_api_call_arrives_signed_at_the_stage_and_nothing_of_the_browser_s_wi
         assert created.headers.get_all(name) == [value], name
 
 
+def test_the_api_s_cookies_are_never_sent_back_nor_its_cors_headers_passed_on(
+    proxy: ConsoleProxy, session: dict[str, str], gateway: SignedGateway
+) -> None:
+    # Given an API that sets a cookie and allows any origin on every answer
+    first = send(proxy, "GET", "/tasks", session)
+    # When the console calls it again
+    second = send(proxy, "GET", "/tasks", session)
+    # Then the proxy kept no cookie to send back, and passed on neither header
+    assert (first.status, second.status) == (200, 200)
+    assert "cookie" not in gateway.received[-1].headers
+    for answer in (first, second):
+        assert "Set-Cookie" not in answer.headers
+        assert "Access-Control-Allow-Origin" not in answer.headers
+
+
+def test_a_preflight_from_another_origin_is_allowed_nothing(
+    proxy: ConsoleProxy, gateway: SignedGateway
+) -> None:
+    """A page of another origin must ask before it adds the session header; the
+    answer allows it nothing, so the browser never sends the request."""
+    before = len(gateway.received)
+    preflight = {
+        "Origin": "http://127.0.0.1:1",
+        "Access-Control-Request-Method": "GET",
+        "Access-Control-Request-Headers": SESSION_HEADER.lower(),
+        "Sec-Fetch-Site": "same-site",
+    }
+    answer = send(proxy, "OPTIONS", "/tasks", preflight)
+    assert answer.status >= 400
+    assert not [name for name in answer.headers if name.lower().startswith("access-control-")]
+    assert len(gateway.received) == before
+
+
 def test_the_gateway_stand_in_refuses_a_wrong_or_missing_signature(
     gateway: SignedGateway, config_dir: Path
 ) -> None:
@@ -247,18 +309,20 @@ def test_the_gateway_stand_in_refuses_a_wrong_or_missing_signature(
 
 
 def test_the_openapi_document_comes_through_and_the_docs_page_does_not(
-    proxy: ConsoleProxy, cookie: str
+    proxy: ConsoleProxy, session: dict[str, str]
 ) -> None:
-    document = send(proxy, "GET", "/openapi.json", {"Cookie": cookie})
+    document = send(proxy, "GET", "/openapi.json", session)
     assert document.status == 200
     assert "/tasks" in document.json()["paths"]
-    docs = send(proxy, "GET", "/docs", {"Cookie": cookie})
+    docs = send(proxy, "GET", "/docs", session)
     assert docs.status == 404
     assert "/openapi.json is" in docs.json()["detail"]
 
 
-def test_an_api_problem_comes_back_as_the_api_said_it(proxy: ConsoleProxy, cookie: str) -> None:
-    missing = send(proxy, "GET", "/tasks/no-such-task", {"Cookie": cookie})
+def test_an_api_problem_comes_back_as_the_api_said_it(
+    proxy: ConsoleProxy, session: dict[str, str]
+) -> None:
+    missing = send(proxy, "GET", "/tasks/no-such-task", session)
     assert missing.status == 404
     assert missing.headers["Content-Type"] == "application/problem+json"
     assert "no-such-task" in missing.json()["detail"]
@@ -275,14 +339,14 @@ def test_an_api_problem_comes_back_as_the_api_said_it(proxy: ConsoleProxy, cooki
     ],
 )
 def test_a_request_for_another_host_is_refused(
-    proxy: ConsoleProxy, cookie: str, gateway: SignedGateway, host: str | None, why: str
+    proxy: ConsoleProxy, session: dict[str, str], gateway: SignedGateway, host: str | None, why: str
 ) -> None:
     before = len(gateway.received)
     answer = send(
         proxy,
         "GET",
         "/tasks",
-        {"Cookie": cookie},
+        session,
         host=None if host is None else host.format(port=proxy.server_port),
     )
     assert answer.status == 403, why
@@ -303,46 +367,40 @@ def test_a_request_for_another_host_is_refused(
     ],
 )
 def test_a_request_another_site_makes_is_refused(
-    proxy: ConsoleProxy, cookie: str, gateway: SignedGateway, headers: dict[str, str]
+    proxy: ConsoleProxy, session: dict[str, str], gateway: SignedGateway, headers: dict[str, str]
 ) -> None:
     before = len(gateway.received)
     sent = {name: value.format(origin=proxy.origin) for name, value in headers.items()}
-    answer = send(proxy, "POST", "/tasks", {"Cookie": cookie, **sent}, json.dumps(TASK).encode())
+    answer = send(proxy, "POST", "/tasks", {**session, **sent}, json.dumps(TASK).encode())
     assert answer.status == 403
     assert answer.json()["title"] == "Cross-site request"
     assert len(gateway.received) == before
 
 
-def test_the_console_s_own_requests_pass_the_site_checks(proxy: ConsoleProxy, cookie: str) -> None:
+def test_the_console_s_own_requests_pass_the_site_checks(
+    proxy: ConsoleProxy, session: dict[str, str]
+) -> None:
     for headers in (
         {"Origin": proxy.origin, "Sec-Fetch-Site": "same-origin"},
         {"Sec-Fetch-Site": "none"},  # the address typed, or opened from the terminal
         {},  # a browser that sends neither
     ):
-        assert send(proxy, "GET", "/tasks", {"Cookie": cookie, **headers}).status == 200
+        assert send(proxy, "GET", "/tasks", {**session, **headers}).status == 200
 
 
-@pytest.mark.parametrize(
-    "cookie_header",
-    [None, "dynacron_console_1=whatever", "{name}=not-the-session", "{name}="],
-)
-def test_without_this_run_s_session_nothing_is_answered(
-    proxy: ConsoleProxy, cookie: str, gateway: SignedGateway, cookie_header: str | None
+def test_the_console_s_pages_need_no_session_and_its_api_calls_do(
+    proxy: ConsoleProxy, gateway: SignedGateway
 ) -> None:
+    """The pages are the package's files, for any navigation of this origin; what
+    they call needs the secret, in every method."""
     before = len(gateway.received)
-    headers = {}
-    if cookie_header is not None:
-        headers["Cookie"] = cookie_header.format(name=proxy.cookie_name)
-    for method, path in (("GET", "/tasks"), ("POST", "/tasks"), ("GET", "/console/")):
-        answer = send(proxy, method, path, headers, json.dumps(TASK).encode() * (method == "POST"))
+    assert send(proxy, "GET", "/console/").status == 200
+    for method, path in (("GET", "/tasks"), ("POST", "/tasks"), ("GET", "/openapi.json")):
+        answer = send(proxy, method, path, {}, json.dumps(TASK).encode() * (method == "POST"))
         assert answer.status == 401, (method, path)
-        assert "open the address `dynacron console` printed" in answer.json()["detail"]
         for name, value in SECURITY_HEADERS.items():
             assert answer.headers.get_all(name) == [value], name
     assert len(gateway.received) == before
-    # A cookie of the same name set by another server on 127.0.0.1 does not hide ours
-    tossed = f"{proxy.cookie_name}=planted; {cookie}"
-    assert send(proxy, "GET", "/tasks", {"Cookie": tossed}).status == 200
 
 
 @pytest.mark.parametrize(
@@ -370,7 +428,7 @@ def test_without_this_run_s_session_nothing_is_answered(
 )
 def test_only_the_api_s_methods_and_paths_are_forwarded(
     proxy: ConsoleProxy,
-    cookie: str,
+    session: dict[str, str],
     gateway: SignedGateway,
     method: str,
     target: str,
@@ -378,7 +436,7 @@ def test_only_the_api_s_methods_and_paths_are_forwarded(
 ) -> None:
     before = len(gateway.received)
     gateway_port = gateway.url.split(":")[2].split("/")[0]
-    answer = send(proxy, method, target.format(gateway_port=gateway_port), {"Cookie": cookie})
+    answer = send(proxy, method, target.format(gateway_port=gateway_port), session)
     assert answer.status == status, answer.body
     assert answer.headers["Content-Type"] == "application/problem+json"
     assert answer.json()["detail"]
@@ -389,27 +447,27 @@ def test_only_the_api_s_methods_and_paths_are_forwarded(
 
 
 def test_an_unknown_method_gets_the_server_s_answer_with_the_same_headers(
-    proxy: ConsoleProxy, cookie: str
+    proxy: ConsoleProxy, session: dict[str, str]
 ) -> None:
-    answer = send(proxy, "BREW", "/tasks", {"Cookie": cookie})
+    answer = send(proxy, "BREW", "/tasks", session)
     assert answer.status == 501
     assert answer.headers["Content-Type"] == "application/problem+json"
     assert answer.headers["Content-Security-Policy"] == SECURITY_HEADERS["Content-Security-Policy"]
 
 
 def test_bodies_are_capped_and_must_say_their_length(
-    proxy: ConsoleProxy, cookie: str, gateway: SignedGateway
+    proxy: ConsoleProxy, session: dict[str, str], gateway: SignedGateway
 ) -> None:
     before = len(gateway.received)
     too_large = send(
-        proxy, "POST", "/tasks", {"Cookie": cookie, "Content-Length": str(MAX_BODY_BYTES + 1)}
+        proxy, "POST", "/tasks", {**session, "Content-Length": str(MAX_BODY_BYTES + 1)}
     )
     assert too_large.status == 413
     assert f"at most {MAX_BODY_BYTES}" in too_large.json()["detail"]
-    chunked = send(proxy, "POST", "/tasks", {"Cookie": cookie, "Transfer-Encoding": "chunked"})
+    chunked = send(proxy, "POST", "/tasks", {**session, "Transfer-Encoding": "chunked"})
     assert chunked.status == 411
     # A digit that is not 0-9 ('²'.isdigit() is true) is a 400, not a dropped connection
-    superscript = send(proxy, "POST", "/tasks", {"Cookie": cookie, "Content-Length": "\u00b2"})
+    superscript = send(proxy, "POST", "/tasks", {**session, "Content-Length": "\u00b2"})
     assert superscript.status == 400
     assert len(gateway.received) == before
 
@@ -424,10 +482,9 @@ def test_a_body_at_the_cap_is_forwarded_and_one_byte_more_is_not(
         )
     )
     try:
-        _, cookie = trade(proxy)
-        assert cookie is not None
-        assert send(proxy, "POST", "/tasks", {"Cookie": cookie}, body).status == 201
-        assert send(proxy, "POST", "/tasks", {"Cookie": cookie}, body + b" ").status == 413
+        session = session_of(proxy)
+        assert send(proxy, "POST", "/tasks", session, body).status == 201
+        assert send(proxy, "POST", "/tasks", session, body + b" ").status == 413
     finally:
         proxy.shutdown()
         proxy.server_close()
@@ -449,9 +506,8 @@ def test_an_unreachable_api_is_a_502_problem(config_dir: Path) -> None:
     closed = f"http://127.0.0.1:{free_port()}/prod"
     proxy = serve(ConsoleProxy(Upstream.open(closed, auth=signer(config_dir)), port=0))
     try:
-        _, cookie = trade(proxy)
-        assert cookie is not None
-        answer = send(proxy, "GET", "/tasks", {"Cookie": cookie})
+        session = session_of(proxy)
+        answer = send(proxy, "GET", "/tasks", session)
         assert answer.status == 502
         assert answer.headers["Content-Type"] == "application/problem+json"
         assert answer.json()["title"] == "API unreachable"
@@ -474,10 +530,9 @@ def test_credentials_that_cannot_sign_are_a_502_saying_to_sign_in_again(
 ) -> None:
     proxy = serve(ConsoleProxy(Upstream.open(gateway.url, auth=EndedSession()), port=0))
     try:
-        _, cookie = trade(proxy)
-        assert cookie is not None
+        session = session_of(proxy)
         before = len(gateway.received)
-        answer = send(proxy, "GET", "/tasks", {"Cookie": cookie})
+        answer = send(proxy, "GET", "/tasks", session)
         assert answer.status == 502
         assert answer.json()["title"] == "Could not sign"
         assert "aws sso login" in answer.json()["detail"]
@@ -493,9 +548,8 @@ def test_with_an_api_key_it_sends_its_own_key_and_signs_nothing(
     keyed = SignedGateway(gateway.api_url, CREDENTIALS, REGION, api_key="k-console").start()
     proxy = serve(ConsoleProxy(Upstream.open(keyed.url, api_key="k-console"), port=0))
     try:
-        _, cookie = trade(proxy)
-        assert cookie is not None
-        headers = {"Cookie": cookie, "x-api-key": "typed-in-the-console"}
+        session = session_of(proxy)
+        headers = {**session, "x-api-key": "typed-in-the-console"}
         assert send(proxy, "GET", "/tasks", headers).status == 200
         (received,) = keyed.received
         assert received.headers["x-api-key"] == "k-console"
@@ -513,7 +567,7 @@ def test_the_command_prints_the_address_and_signs_what_it_forwards(
     command = ["console", "--url", gateway.url, "--region", REGION, "--port", "0"]
     service = Service(
         ["-m", "dynacron.cli.main", *command],
-        ready_marker="/console/?token=",
+        ready_marker="/console/#session=",
         env=credential_env(config_dir),
     )
     try:
@@ -522,10 +576,12 @@ def test_the_command_prints_the_address_and_signs_what_it_forwards(
         assert "signed (SigV4, execute-api, eu-west-1)" in "".join(service.output)
         # When the browser opens the printed address and the console calls the API
         with httpx.Client(trust_env=False) as browser:
-            page = browser.get(link, follow_redirects=True)
+            page = browser.get(link.partition("#")[0])
             assert page.status_code == 200
             assert page.headers["Content-Security-Policy"]
-            tasks = browser.get(link.split("/console")[0] + "/tasks")
+            tasks = browser.get(
+                link.split("/console")[0] + "/tasks", headers={SESSION_HEADER: secret_of(link)}
+            )
         # Then the API answered it, signed with those credentials
         assert tasks.status_code == 200, tasks.text
         assert (

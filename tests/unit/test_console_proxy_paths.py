@@ -134,15 +134,13 @@ def test_a_query_with_a_space_or_a_control_character_is_refused() -> None:
         assert refused.value.reply.status == 400
 
 
-def test_the_token_opens_one_session_once() -> None:
+def test_the_session_is_held_by_its_secret_sent_once() -> None:
     session = Session()
-    assert not session.holds(["anything"])
-    assert session.trade("wrong") is None
-    assert session.trade("é") is None  # any text a query can carry, compared safely
-    cookie = session.trade(session.token)
-    assert cookie is not None
-    assert cookie != session.token
-    assert session.holds(["other", cookie])
-    assert not session.holds([session.token])
-    assert session.trade(session.token) is None
-    assert Session().token != session.token
+    assert len(session.secret) == 43  # 256 bits, URL-safe
+    assert session.holds([session.secret])
+    assert not session.holds([])
+    assert not session.holds(["wrong"])
+    assert not session.holds(["é"])  # any text a header can carry, compared safely
+    assert not session.holds([session.secret, session.secret])
+    assert not session.holds(["other", session.secret])
+    assert Session().secret != session.secret

@@ -8,13 +8,22 @@ it is a confused deputy, so this one (decision 0029):
 1. listens on a loopback address only;
 2. answers only requests whose ``Host`` is its own address (DNS rebinding);
 3. refuses requests another site makes (``Origin``, ``Sec-Fetch-Site``);
-4. answers only this run's browser session: the printed link carries a token
-   that is traded, once, for an HttpOnly, SameSite=Strict cookie;
+4. answers API calls only with this run's session secret in a header
+   (``X-Dynacron-Console``) that the console's own scripts add: the printed
+   link carries it in its fragment (never sent to a server, never logged), the
+   page keeps it in the tab's storage. No cookie: the browser would attach one
+   to any page's request, and cookies are not kept apart by port, so any other
+   server on 127.0.0.1 would receive it (issue 23); a header is sent only by
+   this origin's scripts, and another origin cannot add it without a CORS
+   preflight, which is never allowed;
 5. forwards only the API's methods and resources, always to the configured API,
    with a few request headers it names (never the browser's ``Authorization``,
-   ``X-Amz-*``, cookies or hop-by-hop headers) and no redirects followed;
-6. reads request bodies of at most ``MAX_BODY_BYTES``;
-7. answers everything with the console's security headers.
+   ``X-Amz-*``, cookies or hop-by-hop headers) and no redirects followed, and
+   keeps no cookie the API sets;
+6. reads request bodies of at most ``MAX_BODY_BYTES``, on bounded, timed-out
+   connections (``BoundedHTTPServer``);
+7. answers everything with the console's security headers, and passes on no
+   cookie or CORS header of the API's.
 """
 
 from __future__ import annotations
@@ -24,22 +33,27 @@ import ipaddress
 import json
 import re
 import secrets
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, unquote_plus, urlencode, urlsplit
+from urllib.parse import quote, unquote, unquote_plus, urlsplit
 
 import httpx
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dynacron.api.identity import API_KEY_HEADER
+from dynacron.console.bounded_server import BodyRefused, BoundedHTTPServer, BoundedRequestHandler
 from dynacron.console.serve import PREFIX, SECURITY_HEADERS, console_response, is_console_path
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_PORT = 8081
-TOKEN_PARAMETER = "token"
+# The header the console's scripts send this run's secret in, and the name it has
+# in the printed link's fragment (``#session=...``).
+SESSION_HEADER = "X-Dynacron-Console"
+SESSION_FRAGMENT = "session"
+# The scheme of the proxy's 401: the console tells it from the API's (which asks for a key).
+SESSION_AUTH_SCHEME = "DynacronConsole"
 # The API's own limit on a task's payload is 32 KiB; nothing the console sends is larger.
 MAX_BODY_BYTES = 1024 * 1024
 # The first segment of every path the API answers for a tenant, and its OpenAPI
@@ -74,8 +88,10 @@ HOP_BY_HOP = frozenset(
     }
 )
 # Not passed back: hop-by-hop, what this server sets itself (the body is decoded),
-# and cookies, which the API never sets and must not set on this origin.
+# cookies, which the API never sets and must not set on this origin, and CORS
+# headers, which would let another origin's page read answers.
 DROPPED_ANSWER_HEADERS = HOP_BY_HOP | {"content-length", "content-encoding", "set-cookie"}
+_CORS_PREFIX = "access-control-"
 PROBLEM_JSON = "application/problem+json"
 _SEGMENT = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+")
 _SECURITY_NAMES = frozenset(name.lower() for name in SECURITY_HEADERS)
@@ -194,6 +210,8 @@ class Upstream:
         client = httpx.Client(
             auth=auth,
             headers={"User-Agent": "dynacron-console"},
+            # A jar whose policy takes no cookie: what the API sets is never sent back.
+            cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),
             timeout=timeout,
             follow_redirects=False,
             trust_env=False,
@@ -225,6 +243,7 @@ class Upstream:
             name: value
             for name, value in response.headers.items()
             if name.lower() not in DROPPED_ANSWER_HEADERS
+            and not name.lower().startswith(_CORS_PREFIX)
         }
         return Reply(response.status_code, answer, response.content)
 
@@ -232,25 +251,16 @@ class Upstream:
         self.client.close()
 
 
-@dataclass
+@dataclass(frozen=True)
 class Session:
-    """This run's one browser session: the token the link carries, traded once."""
+    """This run's secret: the printed link's fragment carries it to the page, whose
+    scripts send it with each API call."""
 
-    token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    cookie: str | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
 
-    def trade(self, token: str) -> str | None:
-        """The session cookie's value for the token, on its first use only."""
-        with self._lock:
-            if self.cookie is not None or not _same(token, self.token):
-                return None
-            self.cookie = secrets.token_urlsafe(32)
-            return self.cookie
-
-    def holds(self, values: list[str]) -> bool:
-        cookie = self.cookie
-        return cookie is not None and any(_same(value, cookie) for value in values)
+    def holds(self, sent: list[str]) -> bool:
+        """Whether the request's ``SESSION_HEADER`` values are this secret, once."""
+        return len(sent) == 1 and _same(sent[0], self.secret)
 
 
 def _same(sent: str, secret: str) -> bool:
@@ -258,11 +268,8 @@ def _same(sent: str, secret: str) -> bool:
     return hmac.compare_digest(sent.encode(), secret.encode())
 
 
-class ConsoleProxy(ThreadingHTTPServer):
+class ConsoleProxy(BoundedHTTPServer):
     """Serves the console and forwards its API calls to ``upstream``; see the module."""
-
-    daemon_threads = True
-    request_queue_size = 64  # a page opens several connections at once
 
     def __init__(
         self,
@@ -272,44 +279,43 @@ class ConsoleProxy(ThreadingHTTPServer):
         host: str = LOOPBACK,
         max_body_bytes: int = MAX_BODY_BYTES,
         on_refusal: Callable[[str], None] | None = None,
+        **limits: Any,
     ) -> None:
         address = ipaddress.ip_address(host)
         if address.version != 4 or not address.is_loopback:
             raise ValueError(f"the console proxy listens on a loopback address only, not {host}")
-        super().__init__((host, port), _ProxyRequestHandler)
+        super().__init__((host, port), _ProxyRequestHandler, **limits)
         self.upstream = upstream
         self.max_body_bytes = max_body_bytes
         self.on_refusal = on_refusal
         self.session = Session()
         self.authority = f"{host}:{self.server_port}"
         self.origin = f"http://{self.authority}"
-        # Cookies are not kept apart by port: the name at least is this proxy's.
-        self.cookie_name = f"dynacron_console_{self.server_port}"
 
     @property
     def login_url(self) -> str:
-        """The address to open: the console, with this run's token."""
-        return f"{self.origin}{PREFIX}/?{TOKEN_PARAMETER}={self.session.token}"
+        """The address to open: the console, with this run's secret in the fragment."""
+        return f"{self.origin}{PREFIX}/#{SESSION_FRAGMENT}={self.session.secret}"
 
     def server_close(self) -> None:
         super().server_close()
         self.upstream.close()
 
 
-class _ProxyRequestHandler(BaseHTTPRequestHandler):
+class _ProxyRequestHandler(BoundedRequestHandler):
     server: ConsoleProxy
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
 
     def _handle(self) -> None:
         try:
             reply = self._answer()
         except Refused as refusal:
-            reply = refusal.reply
-            # Whatever body it sent is unread: the connection cannot carry another request.
+            # Whatever body it sent is unread: answered, then dropped and closed.
             self.close_connection = True
             if self.server.on_refusal is not None:
                 self.server.on_refusal(f"refused {self.command} {self.path[:200]!r}: {refusal}")
+            self._reply(refusal.reply)
+            self.discard_body()
+            return
         self._reply(reply)
 
     def _answer(self) -> Reply:
@@ -338,20 +344,9 @@ class _ProxyRequestHandler(BaseHTTPRequestHandler):
         if origin is not None and origin != proxy.origin:
             raise Refused(403, "Cross-site request", f"requests from {origin!r} are refused")
         parts = urlsplit(self.path)
-        if is_console_path(parts.path) and self.command == "GET":
-            query = parse_qsl(parts.query, keep_blank_values=True)
-            tokens = [value for name, value in query if name == TOKEN_PARAMETER]
-            if tokens:
-                rest = [(name, value) for name, value in query if name != TOKEN_PARAMETER]
-                return self._trade(tokens[0], parts.path + (f"?{urlencode(rest)}" if rest else ""))
-        if not proxy.session.holds(self._cookies()):
-            raise Refused(
-                401,
-                "No session",
-                "open the address `dynacron console` printed: its token opens this "
-                "run's session, in one browser",
-            )
         if is_console_path(parts.path):
+            # The pages hold no secret (they are the package's files): any
+            # navigation of this origin may load them; only their API calls need one.
             if self.command not in ("GET", "HEAD"):
                 raise Refused(
                     405,
@@ -362,6 +357,15 @@ class _ProxyRequestHandler(BaseHTTPRequestHandler):
             asset = console_response(parts.path)
             assert asset is not None
             return Reply(asset.status, asset.headers, asset.body)
+        if not proxy.session.holds(self.headers.get_all(SESSION_HEADER) or []):
+            raise Refused(
+                401,
+                "No session",
+                "this call lacks this run's console session: open the address "
+                "`dynacron console` printed (its #session part opens the console in "
+                "that tab); cookies are not accepted",
+                **{"WWW-Authenticate": SESSION_AUTH_SCHEME},
+            )
         target = api_target(parts.path, parts.query)
         body = self._read_body()
         headers = {
@@ -371,48 +375,11 @@ class _ProxyRequestHandler(BaseHTTPRequestHandler):
         }
         return proxy.upstream.forward(self.command, target, headers, body)
 
-    def _trade(self, token: str, location: str) -> Reply:
-        proxy = self.server
-        cookie = proxy.session.trade(token)
-        if cookie is None:
-            if proxy.session.holds(self._cookies()):
-                return Reply(303, {"Location": location})  # the link again, in the same browser
-            raise Refused(
-                403,
-                "Link used",
-                "this link is not this run's, or another browser used it already: "
-                "restart `dynacron console` for a new one",
-            )
-        attributes = "Path=/; HttpOnly; SameSite=Strict"
-        return Reply(
-            303, {"Location": location, "Set-Cookie": f"{proxy.cookie_name}={cookie}; {attributes}"}
-        )
-
-    def _cookies(self) -> list[str]:
-        """Every value sent under this proxy's cookie name (another server on the
-        loopback host may have set one of the same name)."""
-        values = []
-        for header in self.headers.get_all("Cookie") or []:
-            for pair in header.split(";"):
-                name, _, value = pair.strip().partition("=")
-                if name == self.server.cookie_name:
-                    values.append(value)
-        return values
-
     def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding"):
-            raise Refused(411, "Length required", "send the body with a Content-Length")
-        text = self.headers.get("Content-Length") or "0"
-        if not re.fullmatch(r"[0-9]{1,10}", text):
-            raise Refused(400, "Bad Content-Length", f"{text!r} is not a length")
-        length = int(text)
-        if length > self.server.max_body_bytes:
-            raise Refused(
-                413,
-                "Payload too large",
-                f"the body is {length} bytes; at most {self.server.max_body_bytes} are forwarded",
-            )
-        return self.rfile.read(length) if length else b""
+        try:
+            return self.read_body(self.server.max_body_bytes)
+        except BodyRefused as refusal:
+            raise Refused(refusal.status, refusal.title, refusal.detail) from None
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The server's own refusals (a request line too long, a method no one

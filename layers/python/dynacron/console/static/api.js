@@ -2,11 +2,21 @@
 // `dynacron console` in front of a deployed API (which signs each call).
 // An API that asks for a key (401) gets one from the person, kept for this tab
 // only (sessionStorage), and sent in the header the API reads.
+// Behind `dynacron console`, every call also carries this run's session secret
+// in a header: the printed link brings it in its fragment (which no server
+// sees), taken here into this tab's storage and out of the address bar before
+// anything renders. Never a cookie: a browser attaches cookies to any page's
+// requests, and another page cannot add a header to a request here.
 
 import { askForApiKey } from "./dialogs.js";
 
 const KEY_HEADER = "x-api-key";
 const KEY_STORAGE = "dynacron.apiKey";
+const SESSION_HEADER = "X-Dynacron-Console";
+const SESSION_STORAGE = "dynacron.consoleSession";
+const SESSION_FRAGMENT = "session";
+// The proxy's own 401 (no session) names this scheme; the API's asks for a key.
+const SESSION_SCHEME = "DynacronConsole";
 // Retry-After is honoured once per call, for at most this long.
 const MAX_RATE_LIMIT_WAIT_MS = 5000;
 
@@ -21,21 +31,45 @@ export class ApiError extends Error {
   }
 }
 
-function storedKey() {
+function stored(name) {
   try {
-    return window.sessionStorage.getItem(KEY_STORAGE);
+    return window.sessionStorage.getItem(name);
   } catch {
     return null;
   }
 }
 
-function storeKey(key) {
+function store(name, value) {
   try {
-    if (key) window.sessionStorage.setItem(KEY_STORAGE, key);
-    else window.sessionStorage.removeItem(KEY_STORAGE);
+    if (value) window.sessionStorage.setItem(name, value);
+    else window.sessionStorage.removeItem(name);
   } catch {
-    // Storage refused (a private window's policy): the key lasts until reload.
+    // Storage refused (a private window's policy): the value lasts until reload.
   }
+}
+
+function storedKey() {
+  return stored(KEY_STORAGE);
+}
+
+function storeKey(key) {
+  store(KEY_STORAGE, key);
+}
+
+/** The session secret of the link this tab was opened with, moved out of the address bar. */
+function takeSessionFromLink() {
+  const fragment = new URLSearchParams(window.location.hash.slice(1));
+  const secret = fragment.get(SESSION_FRAGMENT);
+  if (!secret) return null;
+  store(SESSION_STORAGE, secret);
+  window.history.replaceState(null, "", window.location.pathname + window.location.search);
+  return secret;
+}
+
+const memorySession = takeSessionFromLink();
+
+function session() {
+  return stored(SESSION_STORAGE) || memorySession;
 }
 
 let memoryKey = null;
@@ -61,16 +95,20 @@ export async function api(method, path, { query, body, headers = {} } = {}) {
     const key = memoryKey || storedKey();
     const sent = { Accept: "application/json", ...headers };
     if (key) sent[KEY_HEADER] = key;
+    const secret = session();
+    if (secret) sent[SESSION_HEADER] = secret;
     if (body !== undefined) sent["Content-Type"] = "application/json";
     const response = await fetch(url, {
       method,
       headers: sent,
       body: body === undefined ? undefined : JSON.stringify(body),
-      credentials: "same-origin",
+      credentials: "omit", // no cookie: the session travels in its header
       cache: "no-store",
     });
     if (response.status === 401) {
       const problem = await readBody(response);
+      const scheme = response.headers.get("WWW-Authenticate") || "";
+      if (scheme.startsWith(SESSION_SCHEME)) throw new ApiError(401, problem);
       const entered = await promptForKey(refusedKey || Boolean(key), problem.detail);
       if (entered === null) throw new ApiError(401, problem);
       refusedKey = true;
