@@ -92,6 +92,8 @@ class _Connection:
     since: float = 0.0
     # While a request is being read: the time by which it must have arrived.
     deadline: float | None = None
+    # Cut off at its deadline: what was read of the request is not answered.
+    cut: bool = False
 
 
 class BoundedHTTPServer(HTTPServer):
@@ -202,6 +204,7 @@ class BoundedHTTPServer(HTTPServer):
                 stalled = [c for c in self._busy if c.deadline is not None and now > c.deadline]
             for connection in stalled:
                 connection.deadline = None
+                connection.cut = True
                 # The worker's read returns at once, as if the client had closed.
                 with contextlib.suppress(OSError):
                     connection.sock.shutdown(socket.SHUT_RDWR)
@@ -349,6 +352,15 @@ class BoundedRequestHandler(BaseHTTPRequestHandler):
         self.connection_timeout = self.server.io_seconds
         super().setup()
         self.connection.settimeout(self.connection_timeout)
+
+    def parse_request(self) -> bool:
+        # A head cut off at the deadline ends as if complete: never answer it.
+        if not super().parse_request():
+            return False
+        if self.state.cut:
+            self.close_connection = True
+            return False
+        return True
 
     def read_body(self, limit: int) -> bytes:
         """The request's body (b"" for none), or ``BodyRefused`` before any of it is read."""
