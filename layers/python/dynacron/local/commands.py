@@ -6,6 +6,7 @@ of the CLI starts without them.
 
 from __future__ import annotations
 
+import errno
 import signal
 import time
 from collections.abc import Iterable
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from dynacron.entry.settings import parse_api_keys
 
@@ -223,13 +225,12 @@ def _run(runtime: LocalRuntime) -> None:
     options = runtime.options
     try:
         runtime.start()
-    except ValueError as error:
-        console.print(f"[red]could not start:[/red] {error}")
+    except ValueError as error:  # an option, the data directory, the key file
+        _cannot_start(str(error))
         raise typer.Exit(2) from None
     except OSError as error:
-        console.print(
-            f"[red]could not start:[/red] {error}. Is port {options.port} already in use?"
-        )
+        in_use = error.errno == errno.EADDRINUSE
+        _cannot_start(f"{error}. Is port {options.port} already in use?" if in_use else str(error))
         raise typer.Exit(1) from None
     _announce(runtime, options.components, options.shards, options.workers)
     signal.signal(signal.SIGTERM, lambda *_: runtime.stop())
@@ -239,6 +240,11 @@ def _run(runtime: LocalRuntime) -> None:
         console.print("stopping…")
     finally:
         runtime.stop()
+
+
+def _cannot_start(why: str) -> None:
+    # Paths and values are printed as text, never read as markup, on one line.
+    console.print(f"[red]could not start:[/red] {escape(why)}", soft_wrap=True)
 
 
 class _ActivityLine:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import tempfile
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -39,6 +40,12 @@ from dynacron.local.aws import (
     undelivered_queue_url,
 )
 from dynacron.local.chaos import ChaosSettings, chaotic_clients
+from dynacron.local.private_files import (
+    UnusablePath,
+    private_directory,
+    private_file,
+    refuse_shared,
+)
 from dynacron.ports import AdapterSet
 
 StoreKind = Literal["sqlite", "emulator"]
@@ -136,7 +143,7 @@ class SqliteStore:
         self.description = f"SQLite  {self.path if not self._temporary else where}"
 
     def open(self, clock: Clock, **settings: Any) -> Settings:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._prepare()
         self._queues = SqliteQueues(self.database, clock)
         return Settings(
             # Names for logs only: the SQLite set keeps its own tables.
@@ -147,6 +154,36 @@ class SqliteStore:
             dead_letter_queue_url="sqlite:dead-letters",
             **settings,
         )
+
+    def _prepare(self) -> None:
+        """The data directory and database this user's alone, and the database one of
+        ours: else ``UnusablePath`` saying what to do."""
+        private_directory(self.data_dir)
+        private_file(self.path)
+        journals = [self.path.with_name(self.path.name + suffix) for suffix in ("-wal", "-shm")]
+        refuse_shared(journals, "600")
+        try:
+            tables = {
+                row[0]
+                for row in self.database.connection().execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                )
+            }
+        except sqlite3.OperationalError as error:  # read-only file system, I/O error, ...
+            raise UnusablePath(
+                f"cannot open {self.path} ({error}): give --data-dir a directory this "
+                "user may write"
+            ) from None
+        except sqlite3.DatabaseError as error:
+            raise UnusablePath(
+                f"{self.path} is not a database dynacron can read ({error}): move it "
+                "away (a new one is made) or give another --data-dir"
+            ) from None
+        if tables and "tasks" not in tables:
+            raise UnusablePath(
+                f"{self.path} is another application's database (tables "
+                f"{', '.join(sorted(tables)[:5])}): give dynacron a --data-dir of its own"
+            )
 
     def adapters(self, settings: Settings, clock: Clock) -> AdapterSet:
         adapters = sqlite_adapters(self.database, clock, execution_retention=EXECUTION_RETENTION)
