@@ -7,6 +7,7 @@ of the CLI starts without them.
 from __future__ import annotations
 
 import errno
+import os
 import signal
 import time
 from collections.abc import Iterable
@@ -17,7 +18,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from dynacron.definitions.environment import API_KEYS_VAR
 from dynacron.entry.settings import parse_api_keys
+from dynacron.local.private_files import read_private_file
 
 if TYPE_CHECKING:
     from dynacron.adapters.sqlite.database import Durability
@@ -113,7 +116,17 @@ ApiKeyOption = Annotated[
     typer.Option(
         "--api-key",
         help="KEY or KEY=TENANT (repeatable): require one of these keys; "
-        "without any, every caller is the one default tenant",
+        "without any, every local user and process is the one default tenant. "
+        "Visible to others in `ps`: prefer --api-key-file or DYNACRON_API_KEYS",
+    ),
+]
+ApiKeyFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--api-key-file",
+        help="Read keys from this file, yours alone (chmod 600): KEY or KEY=TENANT "
+        "per line, # comments. Keys are also read from DYNACRON_API_KEYS "
+        "(KEY=TENANT,KEY2=TENANT2)",
     ),
 ]
 ApiUrlOption = Annotated[
@@ -151,6 +164,7 @@ def local(
     send_failure_rate: SendFailureRateOption = 0.0,
     verbose: VerboseOption = False,
     api_key: ApiKeyOption = None,
+    api_key_file: ApiKeyFileOption = None,
     api_url: ApiUrlOption = None,
 ) -> None:
     """Run dynacron on this machine: the HTTP API, tick, workers and reaper, on a
@@ -180,6 +194,11 @@ def local(
         )
         if value
     }
+    try:
+        api_keys = _api_keys(api_key or [], api_key_file, os.environ.get(API_KEYS_VAR, ""))
+    except ValueError as error:
+        _cannot_start(str(error))
+        raise typer.Exit(2) from None
     chaos = None
     if chaos_seed is not None:
         chaos = ChaosSettings(
@@ -198,7 +217,7 @@ def local(
         durability=cast("Durability", sync),  # one of DURABILITIES: checked above
         tick_interval=tick_interval,
         aws_endpoint=aws_endpoint,
-        api_keys=parse_api_keys(",".join(api_key or [])),
+        api_keys=api_keys,
         components=components,
         visibility_timeout=visibility_timeout,
         batch_size=batch_size,
@@ -209,6 +228,17 @@ def local(
         api_url=api_url,
     )
     _run(LocalRuntime(options))
+
+
+def _api_keys(
+    given: list[str], key_file: Path | None, from_environment: str
+) -> tuple[tuple[str, str], ...]:
+    """Every (key, tenant) of --api-key, the key file and DYNACRON_API_KEYS."""
+    entries = [*given, from_environment]
+    if key_file is not None:
+        lines = read_private_file(key_file).splitlines()
+        entries += [line.strip() for line in lines if not line.strip().startswith("#")]
+    return parse_api_keys(",".join(entries))
 
 
 def _refuse_unknown(option: str, given: tuple[str, ...], known: Iterable[str]) -> None:
@@ -306,7 +336,11 @@ def _announce(runtime: Any, components: tuple[str, ...], shards: int, workers: i
     if api:
         console.print(f"  API docs      {api}/docs  (OpenAPI at {api}/openapi.json)")
         tenants = sorted({tenant for _, tenant in runtime.options.api_keys})
-        who = f"{', '.join(tenants)} (by --api-key)" if tenants else "'default' (no key needed)"
+        who = (
+            f"{', '.join(tenants)} (by API key)"
+            if tenants
+            else "'default': no key needed, so every local user and process may call it"
+        )
         console.print(f"  tenants       {who}")
         console.print(
             "  try           dynacron try-handler --port 9000   (in another terminal), then"

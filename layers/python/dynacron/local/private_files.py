@@ -71,6 +71,17 @@ def _writable(path: Path, owner_bits: int) -> bool:
     return os.access(path, access) and path.stat().st_mode & owner_bits == owner_bits
 
 
+def read_private_file(path: Path) -> str:
+    """The text of ``path``, which others may not read (a file of secrets)."""
+    if not path.is_file():
+        raise UnusablePath(f"{path} is not a file")
+    refuse_shared([path], "600")
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UnusablePath(f"cannot read {path}: {error}") from None
+
+
 def refuse_shared(paths: Iterable[Path], mode: str) -> None:
     """``UnusablePath`` naming ``chmod mode`` for those of ``paths`` that exist and
     that a group or others may open."""
