@@ -45,8 +45,9 @@ def console_command(
     """Serve the web console on 127.0.0.1 and forward its calls to a deployed API,
     signed with your AWS credentials (SigV4), like `kubectl proxy`.
 
-    Only the browser that opens the printed address (it carries this run's token)
-    may use it; the API sees every call as yours.
+    Only a tab opened on the printed address (its fragment carries this run's
+    secret, which the page sends with each call) may use it; the API sees every
+    call as yours.
     """
     from dynacron.client.api_client import ApiUnreachable, SigV4Auth
     from dynacron.console.proxy import ConsoleProxy, Upstream, api_base, region_of
@@ -93,8 +94,8 @@ def console_command(
     console.print("[bold green]dynacron console[/bold green] is running  (Ctrl-C to stop)")
     console.print(f"  API           {base}, every call {how}", soft_wrap=True)
     console.print(
-        "  session       the address below opens the console in one browser, once; "
-        "restart for another",
+        "  session       the address below opens the console in a browser tab; it holds "
+        "this run's secret: keep it to yourself",
         soft_wrap=True,
     )
     console.print(f"  open          {proxy.login_url}", soft_wrap=True)
