@@ -331,7 +331,7 @@ def plan(
         fires_per_second,
         tick_concurrency,
         model,
-        min_shards=min_shards,
+        min_shards=floor,
         measured=measured,
         prices=prices,
     )

@@ -268,7 +268,7 @@ class WorkerModel:
 
 
 def _interpolate(points: tuple[tuple[float, float], ...], x: float) -> float:
-    """Piecewise linear through ``points`` (sorted by x), straight on beyond the ends."""
+    """Piecewise linear through ``points``: flat below the first, straight on past the last."""
     ordered = sorted(points)
     if len(ordered) == 1 or x <= ordered[0][0]:
         return ordered[0][1]

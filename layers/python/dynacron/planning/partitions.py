@@ -180,10 +180,10 @@ def partition_notes(partitions: tuple[PartitionLoad, ...]) -> list[str]:
     }
     return [
         f"partition: {load.target} ({load.key}) takes {load.reads_per_second:,.0f} reads "
-        f"and {load.writes_per_second:,.0f} writes a second, "
-        f"{load.share_of_limit:.0%} of one partition's "
-        f"{PARTITION_READ_UNITS:,} and {PARTITION_WRITE_UNITS:,} (the plan keeps "
-        f"{PARTITION_UTILISATION:.0%}); needs " + remedies.get(load.target, "a different key")
+        f"and {load.writes_per_second:,.0f} writes a second, {load.share_of_limit:.0%} of "
+        f"what one partition serves ({PARTITION_READ_UNITS:,} reads or "
+        f"{PARTITION_WRITE_UNITS:,} writes; the plan keeps {PARTITION_UTILISATION:.0%}); needs "
+        + remedies.get(load.target, "a different key")
         for load in partitions
         if not load.within_headroom
     ]
