@@ -322,7 +322,9 @@ def plan(
     idle, loaded = _monthly_costs(
         usage, workers, elastic, tick_concurrency, dynamodb.cost_of(billing), measured, prices
     )
-    partitions = busiest_partitions(fires_per_second, shards, workload, measured)
+    partitions = busiest_partitions(
+        fires_per_second, shards, workload, measured, warm_workers=workers.max_concurrency
+    )
     demand = _demand(
         fires_per_second, (shards, claim_concurrency, max_capacity), workers, workload, measured
     )

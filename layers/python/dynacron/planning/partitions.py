@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from dynacron.adapters.delivery.secrets import SECRETS_KEPT
 from dynacron.definitions.environment import DEFAULT_TICK_MAX_CLAIMS_PER_TASK
 from dynacron.definitions.resources import LEASE_SHARDS
 from dynacron.planning.capacity_model import MEASURED, Measured
@@ -111,11 +112,16 @@ def busiest_partitions(
     shards: int,
     workload: Workload,
     measured: Measured = MEASURED,
+    *,
+    warm_workers: int | None = None,
 ) -> tuple[PartitionLoad, ...]:
     """Each table's and index's busiest partition at ``fires_per_second``: the due
     index's (a time bucket of one shard), a hot task's (which the tasks and the
     executions tables both key by task id), the lease index's (one of LEASE_SHARDS),
     the busiest tenant's listing across tasks and its record in the coordination table.
+
+    A warm worker reads a tenant's record at most once every ``SECRETS_KEPT``
+    (``adapters.delivery.secrets``), so ``warm_workers`` bounds its reads.
     """
     per_shard = fires_per_second / shards
     tenant_fires = fires_per_second * workload.busiest_tenant_share
@@ -161,10 +167,18 @@ def busiest_partitions(
         PartitionLoad(
             "coordination",
             "tenant record",
-            reads_per_second=tenant_fires * measured.tenant_record_reads_per_fire,
+            reads_per_second=_tenant_record_reads(
+                tenant_fires * measured.tenant_record_reads_per_fire, warm_workers
+            ),
             writes_per_second=0.0,
         ),
     )
+
+
+def _tenant_record_reads(per_fire: float, warm_workers: int | None) -> float:
+    if warm_workers is None:
+        return per_fire
+    return min(per_fire, warm_workers / SECRETS_KEPT.total_seconds())
 
 
 def partition_notes(partitions: tuple[PartitionLoad, ...]) -> list[str]:
@@ -174,8 +188,8 @@ def partition_notes(partitions: tuple[PartitionLoad, ...]) -> list[str]:
         "executions/lease-index": "more lease shards (LEASE_SHARDS is fixed at 4: a code change)",
         "executions/attention-index": "the long jobs spread over more tenants",
         "coordination": (
-            "fires spread over more tenants, or the worker keeping its tenants' "
-            "signing secrets between fires (a code change)"
+            "fires spread over more tenants, or fewer warm workers (each reads a "
+            "tenant's signing secrets once every few seconds)"
         ),
     }
     return [
