@@ -134,17 +134,12 @@ class BoundedHTTPServer(HTTPServer):
         self._selector = selectors.DefaultSelector()
         self._wake_receiver, self._wake_sender = socket.socketpair()
         self._wake_receiver.setblocking(False)
+        self._wake_sender.setblocking(False)
         self._selector.register(self._wake_receiver, selectors.EVENT_READ)
         self._watcher = threading.Thread(
             target=self._watch, name=f"{type(self).__name__}-watcher", daemon=True
         )
         self._watcher.start()
-
-    @property
-    def worker_count(self) -> int:
-        """Threads serving requests now (at most ``threads``)."""
-        with self._lock:
-            return len(self._workers)
 
     @property
     def open_connections(self) -> int:
@@ -161,6 +156,9 @@ class BoundedHTTPServer(HTTPServer):
             self._closing = True
         self._wake()
         self._watcher.join(timeout=5)
+        if not self._watcher.is_alive():  # else it may still select on them
+            self._wake_sender.close()
+            self._wake_receiver.close()
         for _ in self._workers:
             self._jobs.put(None)
         super().server_close()
