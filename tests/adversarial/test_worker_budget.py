@@ -155,6 +155,43 @@ def test_a_slow_tenant_cannot_make_another_tenants_records_spend_receives(
     assert set(sink.calls_by_key().values()) == {1}
 
 
+def test_records_not_started_in_time_go_back_unbegun_and_none_runs_twice(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    """Three records at a time, each call using 4 s of an invocation with 40 s: which
+    records start depends on when calls end, but none is lost and none runs twice."""
+    _, sqs = aws
+    worker = overlapping(system, aws, clock, calls=3)
+    invocation = ScriptedInvocation("dynacron-worker", left_ms=40_000)
+
+    def slow(delivery: Delivery) -> tuple[int, dict[str, str]]:
+        invocation.left_ms -= 4_000  # the sink answers under its lock: one at a time
+        return 200, {}
+
+    sink.answer = slow
+    task_ids = due_now(system, clock, [(ALICE, f"{sink.url}/slow")] * 12)
+    messages = receive_all(system, sqs)
+    # When one invocation runs the batch (a record needs 15 s left to start)
+    result = worker.worker(sqs_event(messages, QUEUE_ARN), invocation)
+    delete_done(system, sqs, messages, result)
+    # Then the first three started (at least 32 s were left), and not all twelve
+    assert result == {"batchItemFailures": []}
+    begun = [t for t in task_ids if executions_of(system, t)]
+    assert 3 <= len(begun) < 12
+    assert len(sink.snapshot()) == len(begun)
+    # And the others are back in the queue as fresh messages, unbegun
+    again = receive_all(system, sqs)
+    assert sorted(task_of(m) for m in again) == sorted(set(task_ids) - set(begun))
+    assert {m["Attributes"]["ApproximateReceiveCount"] for m in again} == {"1"}
+    # And the next invocation runs them: every task once, at its first attempt
+    fresh = ScriptedInvocation("dynacron-worker", left_ms=600_000)
+    assert worker.worker(sqs_event(again, QUEUE_ARN), fresh) == {"batchItemFailures": []}
+    for task_id in task_ids:
+        (execution,) = executions_of(system, task_id)
+        assert (execution.status, execution.attempt) == (ExecutionStatus.SUCCEEDED, 1)
+    assert sorted(sink.calls_by_key().values()) == [1] * 12
+
+
 def test_local_modes_worker_follows_the_same_rule(
     system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
 ) -> None:
