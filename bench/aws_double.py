@@ -295,6 +295,7 @@ class AwsDouble:
             "ConditionExpression",
             "ExpressionAttributeNames",
             "ExpressionAttributeValues",
+            "ReturnValuesOnConditionCheckFailure",
         )
         table = self.tables[params["TableName"]]
         key = table.key_of(params["Item"])

@@ -74,13 +74,14 @@ def in_process_aws(clock: Clock, shard_count: int) -> Iterator[tuple[Any, Any, S
     import boto3
     from moto import mock_aws
 
-    from dynacron.local.aws import REGION, provision
+    from dynacron.local.aws import REGION, provision, serialise_in_process_dynamodb
 
     for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "HTTPS_PROXY", "HTTP_PROXY"):
         os.environ.pop(name, None)
     os.environ.update(
         AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION=REGION
     )
+    serialise_in_process_dynamodb()
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         sqs = boto3.client("sqs", region_name=REGION)

@@ -2,9 +2,11 @@
 
 The handler is an asyncio server on its own thread: HTTP/1.1 with keep-alive,
 answers 200 with no body, and records when each POST arrived and what its JSON
-body says (``execution_id``, ``scheduled_at``). asyncio turns Nagle's algorithm
-off on its sockets; a ``http.server`` handler does not, and its delayed ACKs cap
-any client near 180 requests a second here, so never measure against that.
+body says (``execution_id``, ``scheduled_at``). A POST to ``/sleep-ms/<n>/...``
+is answered ``n`` milliseconds later: a handler that takes that long. asyncio
+turns Nagle's algorithm off on its sockets; a ``http.server`` handler does not,
+and its delayed ACKs cap any client near 180 requests a second here, so never
+measure against that.
 
 ``bare_posts`` is the baseline a scheduler's whole path is compared with: a
 threaded httpx client posting the same bodies to the same handler, nothing else.
@@ -28,6 +30,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
+
+SLEEP_PREFIX = "/sleep-ms/"
+
+
+def sleeping_path(seconds: float) -> str:
+    """The path at which the loopback handler answers ``seconds`` late."""
+    return f"{SLEEP_PREFIX}{round(seconds * 1000)}/"
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,8 @@ class LoopbackHandler:
                 except ValueError:
                     body = {}
                 self.arrivals.append(Arrival(received_at, path, body))
+                if path.startswith(SLEEP_PREFIX):
+                    await asyncio.sleep(int(path.split("/")[2]) / 1000)
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):

@@ -831,6 +831,100 @@ def versus_section(result: dict[str, Any]) -> list[str]:
     ]
 
 
+def overlap_section(result: dict[str, Any]) -> list[str]:
+    before, after = result["before"], result["after"]
+    lines = [
+        "## 8. Overlapping worker: Lambda GB-seconds per fire, and a slow handler locally",
+        "",
+        context_line(result),
+        "",
+    ]
+    runs = result.get("lambda", [])
+    if runs:
+        latencies = sorted({r["handler_seconds"] for r in runs})
+        by = {(r["shape"], r["handler_seconds"]): r for r in runs}
+        rows = []
+        for latency in latencies:
+            old, new = by[("before", latency)], by[("after", latency)]
+            planned = by.get(("planned", latency), {})
+            rows.append(
+                [
+                    f"{latency:g} s",
+                    old["gb_seconds_per_fire"],
+                    new["gb_seconds_per_fire"],
+                    f"{old['gb_seconds_per_fire'] / new['gb_seconds_per_fire']:.1f}x",
+                    planned.get("gb_seconds_per_fire", ""),
+                    old["cpu_ms_per_fire"],
+                    new["cpu_ms_per_fire"],
+                    new["wall_seconds_per_fire"],
+                ]
+            )
+        sweep = [
+            [f"{r['handler_seconds']:g} s", *r["gb_seconds_per_fire_by_memory"].values()]
+            for r in runs
+            if r["shape"] == "after"
+        ]
+        memories = list(
+            next(r for r in runs if r["shape"] == "after")["gb_seconds_per_fire_by_memory"]
+        )
+        lines += [
+            "The real `app.worker` on SQS batches of one-time fires whose handler, a loopback "
+            "server in its own process, answers after the latency shown; DynamoDB is the AWS "
+            f"double at {result['dynamodb_latency_ms']:g} ms a call. Before: one call at a "
+            f"time, batches of {before['batch']}, {before['memory_mb']} MB. After: "
+            f"{after['concurrency']} calls at once, batches of {after['batch']}, "
+            f"{after['memory_mb']} MB. GB-s per fire is memory x invocation time / fires, the "
+            "time estimated at Lambda's CPU share for the memory (one vCPU at "
+            f"{result['full_vcpu_memory_mb']:,} MB) from the wall time and CPU measured here "
+            "(`bench/overlap.py` says how). Planned: what `dynacron plan` sizes at a high "
+            "rate, full batches of as many calls as run at once, at the memory its cost model "
+            "prices; `capacity_model.MEASURED.worker_gb_seconds_per_fire` carries its figures.",
+            "",
+            table(
+                [
+                    "handler",
+                    "GB-s / fire before",
+                    "GB-s / fire after",
+                    "ratio",
+                    "GB-s / fire planned",
+                    "CPU ms / fire before",
+                    "after",
+                    "wall s / fire after (here)",
+                ],
+                rows,
+            ),
+            "",
+            "After, by worker memory (GB-s per fire; CPU-bound where the figure stops falling):",
+            "",
+            table(["handler", *(f"{m} MB" for m in memories)], sweep),
+            "",
+        ]
+    local = result.get("local", [])
+    if local:
+        lines += [
+            f"Local mode on SQLite: {local[0]['tasks']} one-time tasks due in the same second "
+            f"against a handler that answers in {local[0]['handler_seconds']:g} s; goal: all "
+            "reached it within 15 s.",
+            "",
+            table(
+                ["options", "delivered", "lost", "duplicates", "drain s", "calls at once"],
+                [
+                    [
+                        r["options"],
+                        r["delivered"],
+                        r["lost"],
+                        r["duplicates"],
+                        f"{r['drain_seconds']} {verdict(r['drain_seconds'] <= 15)}",
+                        r["calls_in_flight_at_most"],
+                    ]
+                    for r in local
+                ],
+            ),
+            "",
+        ]
+    return lines
+
+
 def main() -> None:
     sections: list[str] = [
         "# Benchmarks",
@@ -850,6 +944,7 @@ def main() -> None:
         ("burst", burst_section, "python -m bench.burst"),
         ("versus_apscheduler", versus_section, "python -m bench.versus_apscheduler"),
         ("capacity", capacity_section, "python -m bench.capacity"),
+        ("overlap", overlap_section, "python -m bench.overlap"),
     ]
     for name, build, command in builders:
         result = load(name)

@@ -18,6 +18,7 @@ from dynacron.definitions.environment import (
     DEFAULT_TICK_BACKLOG_SECONDS,
     DEFAULT_TICK_HEARTBEAT_SECONDS,
     DEFAULT_TICK_MAX_CLAIMS_PER_TASK,
+    DEFAULT_WORKER_CONCURRENCY,
 )
 
 Billing = Literal["on-demand", "provisioned"]
@@ -43,12 +44,16 @@ class SchedulerConfig:
     # account's concurrency from the workers. A page takes about 0.3 s at 1,769 MB,
     # so 20 claim some 6,000 fires/s; the rest of a burst waits a second or two.
     claim_reserved_concurrency: int = 20
-    worker_memory_mb: int = 256
+    # A worker runs ``worker_concurrency`` handler calls at once (decision 0034):
+    # 1,024 MB (0.58 vCPU) keeps 32 calls of 0.2 s fed, measured (make bench BENCH=overlap).
+    worker_memory_mb: int = 1024
     reaper_memory_mb: int = 128
-    worker_batch_size: int = 10
-    # Zero: a batch is handed to the worker as soon as a message is there, which
-    # is what lateness wants. A window trades lateness for fewer invocations.
-    worker_batch_window_seconds: int = 0
+    worker_concurrency: int = DEFAULT_WORKER_CONCURRENCY
+    # Up to 100 messages an invocation, gathered for at most 1 s (SQS allows more
+    # than 10 only with a window): under load a batch fills in milliseconds; a
+    # lone due message waits at most the window (decision 0034).
+    worker_batch_size: int = 100
+    worker_batch_window_seconds: int = 1
     # 500 fires/s of handlers answering in 0.2 s (``dynacron plan``).
     worker_max_concurrency: int = 157
     # The tick's fairness settings (services/tick.py), set on the tick only: the runtime's own.
@@ -89,9 +94,11 @@ class SchedulerConfig:
             "worker_batch_window_seconds": 0 <= self.worker_batch_window_seconds <= 300,
             # The limits of an SQS event source mapping's maximum concurrency.
             "worker_max_concurrency": 2 <= self.worker_max_concurrency <= 1000,
+            "worker_concurrency": 1 <= self.worker_concurrency <= 1000,
             # Lambda's memory limits.
             "tick_memory_mb": 128 <= self.tick_memory_mb <= 10_240,
             "claim_memory_mb": 128 <= self.claim_memory_mb <= 10_240,
+            "worker_memory_mb": 128 <= self.worker_memory_mb <= 10_240,
             "claim_reserved_concurrency": 1 <= self.claim_reserved_concurrency <= 1000,
             "tick_max_claims_per_task": self.tick_max_claims_per_task >= 1,
             "tick_backlog_seconds": self.tick_backlog_seconds >= 0,

@@ -12,7 +12,12 @@ from moto import mock_aws
 from dynacron.domain.clock import SettableClock
 from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import LOOPBACK_NETWORKS, Settings
-from dynacron.local.aws import REGION, provision, speed_up_moto_transactions
+from dynacron.local.aws import (
+    REGION,
+    provision,
+    serialise_in_process_dynamodb,
+    speed_up_moto_transactions,
+)
 from dynacron.local.stores import SqliteStore, StoreOptions
 from tests.pipeline import Pipeline
 from tests.support import Sink
@@ -60,6 +65,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any]]:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     speed_up_moto_transactions()
+    serialise_in_process_dynamodb()
     with mock_aws():
         yield boto3.client("dynamodb", region_name=REGION), boto3.client("sqs", region_name=REGION)
 

@@ -12,7 +12,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
-from dynacron.definitions.environment import HANDLER_MODULES_VAR
+from dynacron.definitions.environment import HANDLER_MODULES_VAR, WORKER_CONCURRENCY_VAR
 from dynacron.definitions.resources import (
     COORDINATION,
     DEAD_LETTER_INDEX,
@@ -32,7 +32,8 @@ REAPER_TIMEOUT = Duration.minutes(1)
 
 
 class Worker(Construct):
-    """Runs each dispatched execution: SQS batches with partial failures reported back.
+    """Runs each dispatched execution: SQS batches with partial failures reported back,
+    ``worker_concurrency`` records of a batch at once.
 
     ``worker_code``/``worker_handler`` replace the default entry point with one of
     your own that imports your Python handlers before dynacron's worker runs.
@@ -64,6 +65,7 @@ class Worker(Construct):
         )
         if handler_modules:
             self.function.add_environment(HANDLER_MODULES_VAR, ",".join(handler_modules))
+        self.function.add_environment(WORKER_CONCURRENCY_VAR, str(config.worker_concurrency))
         self.function.add_event_source(
             event_sources.SqsEventSource(
                 dispatch,

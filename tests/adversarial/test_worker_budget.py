@@ -1,13 +1,15 @@
 """A hostile tenant's slow handlers against the worker's time: finding 3 of issue 12.
 
-The worker runs a batch one record after another inside one invocation. A record
-is taken only while a whole handler call and the margin fit in what is left; the
-rest go back as fresh messages, unbegun. One deadline bounds a whole handler call,
-HTTP (connect to last byte) or Python.
+The worker runs the records of a batch at once, ``worker_concurrency`` at a time,
+inside one invocation (decision 0034). A record starts only while a whole handler
+call and the margin fit in what is left; the rest go back as fresh messages,
+unbegun. One deadline bounds a whole handler call, HTTP (connect to last byte) or
+Python.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 from collections.abc import Iterator
@@ -30,7 +32,7 @@ from dynacron.entry.composition import Dynacron
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
 from tests.integration.api_client import ALICE
-from tests.support import Delivery, Sink
+from tests.support import Delivery, Sink, wait_until
 
 BOB = "arn:aws:iam::000000000000:user/bob"
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:dynacron-dispatch"
@@ -92,12 +94,21 @@ def task_of(message: dict[str, Any]) -> str:
     return str(json.loads(message["Body"])["task_id"])
 
 
+def overlapping(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, calls: int
+) -> Dynacron:
+    """Another worker on ``system``'s tables and queues, with ``calls`` records at once."""
+    settings = dataclasses.replace(system.settings, worker_concurrency=calls)
+    return Dynacron(settings, dynamodb=aws[0], sqs=aws[1], clock=clock)
+
+
 def test_a_slow_tenant_cannot_make_another_tenants_records_spend_receives(
     system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
 ) -> None:
     """Finding 3: records at the back of a batch gained receive counts without ever
-    running while a slow handler at the front used the invocation's time."""
+    running while slow handlers at the front used the invocation's time."""
     _, sqs = aws
+    worker = overlapping(system, aws, clock, calls=2)
     # Given a batch: tenant A's three slow calls first, then tenant B's two
     invocation = ScriptedInvocation("dynacron-worker", left_ms=30_000)
 
@@ -106,16 +117,25 @@ def test_a_slow_tenant_cannot_make_another_tenants_records_spend_receives(
             invocation.left_ms -= 10_000  # each of A's calls takes its whole 10 s
         return 200, {}
 
-    sink.answer = slow
+    sink.answer, sink.gate = slow, threading.Event()
     slow_ids = due_now(system, clock, [(ALICE, f"{sink.url}/slow")] * 3)
     quick_ids = due_now(system, clock, [(BOB, f"{sink.url}/quick")] * 2)
     messages = receive_all(system, sqs)
     messages.sort(key=lambda m: task_of(m) not in slow_ids)  # A's first
     assert len(messages) == 5
-    # When one invocation with 30 s works it (10 s calls, 5 s margin)
-    result = system.worker(sqs_event(messages, QUEUE_ARN), invocation)
+    # When one invocation with 30 s works it, two calls at a time (10 s calls, 5 s
+    # margin), and A's first two calls have both used their time before either ends
+    results: list[dict[str, Any]] = []
+    running = threading.Thread(
+        target=lambda: results.append(worker.worker(sqs_event(messages, QUEUE_ARN), invocation))
+    )
+    running.start()
+    assert wait_until(lambda: len(sink.snapshot()) == 2, timeout=30)
+    sink.gate.set()
+    running.join(30)
+    (result,) = results
     delete_done(system, sqs, messages, result)
-    # Then two of A's calls ran; the third and B's records were not begun, and none failed
+    # Then those two ran; the third and B's records were not begun, and none failed
     assert result == {"batchItemFailures": []}
     assert [d.path for d in sink.snapshot()] == ["/slow", "/slow"]
     unbegun = [t for t in slow_ids + quick_ids if not executions_of(system, t)]
@@ -127,10 +147,49 @@ def test_a_slow_tenant_cannot_make_another_tenants_records_spend_receives(
     assert {m["Attributes"]["ApproximateReceiveCount"] for m in again} == {"1"}
     # And the next invocation runs them, each at its first attempt
     fresh = ScriptedInvocation("dynacron-worker", left_ms=60_000)
-    assert system.worker(sqs_event(again, QUEUE_ARN), fresh) == {"batchItemFailures": []}
+    assert worker.worker(sqs_event(again, QUEUE_ARN), fresh) == {"batchItemFailures": []}
     for task_id in unbegun:
         (execution,) = system.executions.list_for_task(task_id, 10, None).items
         assert (execution.status, execution.attempt) == (ExecutionStatus.SUCCEEDED, 1)
+    # And no handler was called twice
+    assert set(sink.calls_by_key().values()) == {1}
+
+
+def test_records_not_started_in_time_go_back_unbegun_and_none_runs_twice(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    """Three records at a time, each call using 4 s of an invocation with 40 s: which
+    records start depends on when calls end, but none is lost and none runs twice."""
+    _, sqs = aws
+    worker = overlapping(system, aws, clock, calls=3)
+    invocation = ScriptedInvocation("dynacron-worker", left_ms=40_000)
+
+    def slow(delivery: Delivery) -> tuple[int, dict[str, str]]:
+        invocation.left_ms -= 4_000  # the sink answers under its lock: one at a time
+        return 200, {}
+
+    sink.answer = slow
+    task_ids = due_now(system, clock, [(ALICE, f"{sink.url}/slow")] * 12)
+    messages = receive_all(system, sqs)
+    # When one invocation runs the batch (a record needs 15 s left to start)
+    result = worker.worker(sqs_event(messages, QUEUE_ARN), invocation)
+    delete_done(system, sqs, messages, result)
+    # Then the first three started (at least 32 s were left), and not all twelve
+    assert result == {"batchItemFailures": []}
+    begun = [t for t in task_ids if executions_of(system, t)]
+    assert 3 <= len(begun) < 12
+    assert len(sink.snapshot()) == len(begun)
+    # And the others are back in the queue as fresh messages, unbegun
+    again = receive_all(system, sqs)
+    assert sorted(task_of(m) for m in again) == sorted(set(task_ids) - set(begun))
+    assert {m["Attributes"]["ApproximateReceiveCount"] for m in again} == {"1"}
+    # And the next invocation runs them: every task once, at its first attempt
+    fresh = ScriptedInvocation("dynacron-worker", left_ms=600_000)
+    assert worker.worker(sqs_event(again, QUEUE_ARN), fresh) == {"batchItemFailures": []}
+    for task_id in task_ids:
+        (execution,) = executions_of(system, task_id)
+        assert (execution.status, execution.attempt) == (ExecutionStatus.SUCCEEDED, 1)
+    assert sorted(sink.calls_by_key().values()) == [1] * 12
 
 
 def test_local_modes_worker_follows_the_same_rule(

@@ -80,7 +80,7 @@ def make_aws_set(tmp_path: Path, clock: SettableClock, cleanup: ExitStack) -> Ad
     import boto3
     from moto import mock_aws
 
-    from dynacron.local.aws import speed_up_moto_transactions
+    from dynacron.local.aws import serialise_in_process_dynamodb, speed_up_moto_transactions
 
     environment = {
         "AWS_ACCESS_KEY_ID": "testing",
@@ -91,6 +91,7 @@ def make_aws_set(tmp_path: Path, clock: SettableClock, cleanup: ExitStack) -> Ad
     for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "HTTPS_PROXY", "HTTP_PROXY"):
         os.environ.pop(name, None)  # restored by the patch above when the test ends
     speed_up_moto_transactions()
+    serialise_in_process_dynamodb()
     cleanup.enter_context(mock_aws())
     global _session
     if _session is None:

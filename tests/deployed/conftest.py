@@ -22,7 +22,7 @@ import pytest
 from moto import mock_aws
 
 from dynacron.domain.clock import SettableClock
-from dynacron.local.aws import REGION, speed_up_moto_transactions
+from dynacron.local.aws import REGION, serialise_in_process_dynamodb, speed_up_moto_transactions
 from tests.conftest import START
 from tests.deployed.harness import DEFAULT_STACK, USER_STACK, Deployment, create_stack
 
@@ -72,6 +72,7 @@ def emulator(stack_clock: SettableClock) -> Iterator[None]:
 
         patch.setattr(moto.sqs.models, "unix_time_millis", now_millis)
         speed_up_moto_transactions()
+        serialise_in_process_dynamodb()
         with mock_aws():
             yield
 

@@ -53,6 +53,7 @@ from dynacron.entry.settings import LOOPBACK_NETWORKS, Settings
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import ApiGateway, LocalContext, proxy_event
 from dynacron.local.runtime import sqs_event
+from dynacron.local.stores import SQS_BATCH
 from tests.support import FakeLambdaContext
 
 ACCOUNT = DEFAULT_ACCOUNT_ID
@@ -396,6 +397,8 @@ class DeployedFunction:
     # The function's own clients, as its code has them (role-authorised).
     dynamodb: Any
     sqs: Any
+    # Messages its SQS event source mapping hands it at most at once (BatchSize).
+    batch_size: int = 10
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
@@ -637,31 +640,48 @@ class Deployment:
         return self.values.get_att(function.logical_id, "Arn")
 
     def drain(self, entry_point: str, queue_env_var: str, *, batches: int = 10) -> list[Any]:
-        """What the function's SQS event source mapping does: receive with the
-        function's role, invoke, delete the records that did not fail. Failed ones
-        come back after the queue's visibility timeout (the test moves the clock)."""
+        """What the function's SQS event source mapping does: receive a batch of up to
+        its ``BatchSize`` with the function's role, invoke, delete the records that did
+        not fail. Failed ones come back after the queue's visibility timeout (the test
+        moves the clock)."""
         function = self.function(entry_point)
         url = function.environment[queue_env_var]
         results = []
         for _ in range(batches):
-            messages = function.sqs.receive_message(
-                QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0, AttributeNames=["All"]
-            ).get("Messages", [])
+            messages = self.receive_batch(entry_point, queue_env_var)
             if not messages:
                 break
             result = function.invoke(sqs_event(messages, queue_arn(url)))
             failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
             done = [m for m in messages if m["MessageId"] not in failed]
-            if done:
+            for start in range(0, len(done), SQS_BATCH):
                 function.sqs.delete_message_batch(
                     QueueUrl=url,
                     Entries=[
                         {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                        for i, m in enumerate(done)
+                        for i, m in enumerate(done[start : start + SQS_BATCH])
                     ],
                 )
             results.append(result)
         return results
+
+    def receive_batch(self, entry_point: str, queue_env_var: str) -> list[dict[str, Any]]:
+        """A batch as the function's event source mapping gathers one: up to its
+        ``BatchSize`` messages, from receives of at most 10, with the function's role."""
+        function = self.function(entry_point)
+        url = function.environment[queue_env_var]
+        messages: list[dict[str, Any]] = []
+        while len(messages) < function.batch_size:
+            received = function.sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=min(SQS_BATCH, function.batch_size - len(messages)),
+                WaitTimeSeconds=0,
+                AttributeNames=["All"],
+            ).get("Messages", [])
+            if not received:
+                break
+            messages += received
+        return messages
 
     def run_due(self, *task_ids: str) -> None:
         """The stack at work for a few seconds: the shards of ``task_ids`` tick (a
@@ -738,6 +758,11 @@ def create_stack(
                 "Arn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
             }
     roles = roles_of(template, values, mutation or Mutation.from_env())
+    batch_sizes = {
+        resource["Properties"]["FunctionName"]["Ref"]: resource["Properties"]["BatchSize"]
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::Lambda::EventSourceMapping"
+    }
     deployment = Deployment(template, values, clock)
     for logical_id, resource in template["Resources"].items():
         if resource["Type"] != "AWS::Lambda::Function":
@@ -765,6 +790,7 @@ def create_stack(
                 handlers,
                 deployment.claim_events,
             )
+            deployment.functions[entry_point].batch_size = batch_sizes.get(logical_id, 10)
     assert set(deployment.functions) == set(ENTRY_POINTS), set(deployment.functions)
     return deployment
 

@@ -58,6 +58,9 @@ def test_text_from_the_command_line_becomes_typed_settings() -> None:
         ("billing", "reserved", "billing"),
         ("point_in_time_recovery", "maybe", "point_in_time_recovery"),
         ("worker_max_concurrency", "1", "worker_max_concurrency"),
+        ("worker_concurrency", "0", "worker_concurrency"),
+        ("worker_memory_mb", "64", "worker_memory_mb"),
+        ("worker_batch_window_seconds", "0", "worker_batch_window_seconds >= 1"),
         ("log_retention_days", "10", "log_retention_days"),
     ],
 )

@@ -201,7 +201,10 @@ def test_queues_refuse_requests_without_tls(template: dict[str, Any]) -> None:
 def test_the_visibility_timeout_is_six_worker_timeouts_plus_the_batch_window(
     template: dict[str, Any], user_template: dict[str, Any]
 ) -> None:
-    for tmpl, window in ((template, 0), (user_template, USER_CONFIG.worker_batch_window_seconds)):
+    for tmpl, window in (
+        (template, SchedulerConfig().worker_batch_window_seconds),
+        (user_template, USER_CONFIG.worker_batch_window_seconds),
+    ):
         dispatch = resources_of(tmpl, "AWS::SQS::Queue")[referenced(tmpl, DISPATCH_QUEUE)]
         assert function(tmpl, "Worker")["Timeout"] == WORKER_TIMEOUT_SECONDS
         assert dispatch["VisibilityTimeout"] >= 6 * WORKER_TIMEOUT_SECONDS + window
@@ -247,8 +250,9 @@ def test_the_worker_reports_batch_item_failures_with_bounded_concurrency(
         "Fn::GetAtt": [referenced(template, DISPATCH_QUEUE), "Arn"]
     }
     assert mapping["FunctionName"] == {"Ref": function_id(template, "Worker")}
-    assert mapping["BatchSize"] == 10
-    assert mapping["MaximumBatchingWindowInSeconds"] == 0
+    # Decision 0034: batches of up to 100, gathered for at most a second
+    assert (mapping["BatchSize"], mapping["MaximumBatchingWindowInSeconds"]) == (100, 1)
+    assert mapping["BatchSize"] == SchedulerConfig().worker_batch_size
     assert mapping["ScalingConfig"] == {
         "MaximumConcurrency": SchedulerConfig().worker_max_concurrency
     }
@@ -259,6 +263,24 @@ def test_the_worker_reports_batch_item_failures_with_bounded_concurrency(
     assert user_mapping["MaximumBatchingWindowInSeconds"] == (
         USER_CONFIG.worker_batch_window_seconds
     )
+
+
+def test_the_worker_runs_its_records_at_once_with_the_cpu_to_feed_them(
+    template: dict[str, Any],
+) -> None:
+    from dynacron.definitions.environment import WORKER_CONCURRENCY_VAR
+
+    # Decision 0034: 32 calls in flight, and 1,024 MB (0.58 vCPU) to keep them fed
+    env = environment(template, "Worker")
+    assert env[WORKER_CONCURRENCY_VAR] == str(Settings.worker_concurrency) == "32"
+    assert function(template, "Worker")["MemorySize"] == SchedulerConfig().worker_memory_mb
+    assert SchedulerConfig().worker_memory_mb == 1024
+    # What the worker reads back is what was configured; no other function reads it.
+    resolved = {name: value for name, value in env.items() if isinstance(value, str)}
+    settings = Settings.from_env({**Settings("t", "e", "c", "d", "dl").to_env(), **resolved})
+    assert settings.worker_concurrency == SchedulerConfig().worker_concurrency
+    for concern in ("Tick", "Api", "Reaper"):
+        assert WORKER_CONCURRENCY_VAR not in environment(template, concern)
 
 
 def event_source_mappings(template: dict[str, Any], concern: str) -> list[dict[str, Any]]:

@@ -16,7 +16,12 @@ from dynacron.definitions.resources import TABLES
 from dynacron.entry.settings import Settings
 from dynacron.planning import capacity, capacity_model
 from dynacron.planning.capacity import PlanRefused, plan, size_elastic, size_tick
-from dynacron.planning.capacity_model import MEASURED, ElasticModel, TickModel
+from dynacron.planning.capacity_model import (
+    MEASURED,
+    WORKER_CALLS_IN_FLIGHT,
+    ElasticModel,
+    TickModel,
+)
 from dynacron.planning.partitions import Workload
 from dynacron.planning.workers import MAX_WORKER_CONCURRENCY, WORKER_HEADROOM
 from dynacron.services.tick_loop import LoopTiming
@@ -143,6 +148,23 @@ def test_the_tick_cpu_per_claim_is_the_one_make_bench_measured() -> None:
     )
     # Within the noise of a shared machine; a rerun that moves it moves the constant.
     assert MEASURED.tick_cpu_ms_per_claim == pytest.approx(row["tick_cpu_ms_per_claim"], rel=0.15)
+
+
+def test_the_worker_s_gb_seconds_per_fire_are_the_overlap_benchmark_s_planned_shape() -> None:
+    overlap = result("overlap")
+    planned = overlap["planned"]
+    # The shape the plan sizes at a high rate: full batches of the calls at once, as
+    # many as the deployed worker runs by default (decision 0034).
+    assert Settings.worker_concurrency == WORKER_CALLS_IN_FLIGHT
+    assert planned["concurrency"] == planned["batch"] == WORKER_CALLS_IN_FLIGHT
+    assert planned["memory_mb"] == capacity_model.WORKER_MEMORY_MB
+    figures = tuple(
+        (run["handler_seconds"], run["gb_seconds_per_fire"])
+        for run in overlap["lambda"]
+        if run["shape"] == "planned"
+    )
+    assert MEASURED.worker_gb_seconds_per_fire == figures
+    assert [latency for latency, _ in figures] == [0.01, 0.2, 2.0]
 
 
 def test_the_units_per_fire_are_the_ones_the_cost_benchmark_reports() -> None:

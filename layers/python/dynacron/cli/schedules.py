@@ -175,10 +175,14 @@ def _print_plan(row: capacity.Plan) -> None:
         f"{workers.model.batch_size} records, {workers.model.batching_window_seconds} s window",
     )
     table.add_row("dispatch queues needed", str(workers.dispatch_queues))
+    how = (
+        "measured"
+        if workers.model.measured
+        else f"{workers.handler_seconds:g} s handler + {WORKER_OVERHEAD_SECONDS:g} s"
+    )
     table.add_row(
         "worker time per fire",
-        f"{workers.seconds_per_fire:.3g} s ({workers.handler_seconds:g} s handler + "
-        f"{WORKER_OVERHEAD_SECONDS:g} s, {workers.model.concurrent_calls:g} at once)",
+        f"{workers.seconds_per_fire:.3g} s ({how}, {workers.model.concurrent_calls:g} at once)",
     )
     table.add_row(
         "loaded $ a million fires, one call at a time",

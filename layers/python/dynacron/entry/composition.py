@@ -298,5 +298,9 @@ def default_delivery(
             follow_cross_host=settings.follow_cross_host_redirects,
             max_retry_after_seconds=settings.max_retry_after_seconds,
         ),
-        PythonDelivery(handlers, timeout_seconds=settings.http_timeout_seconds),
+        PythonDelivery(
+            handlers,
+            timeout_seconds=settings.http_timeout_seconds,
+            max_running=settings.python_handler_concurrency,
+        ),
     )

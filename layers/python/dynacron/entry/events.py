@@ -28,6 +28,7 @@ from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.api.routes import unroutable_path, unsupported_body
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions.execution import Dispatch, queue_latency
+from dynacron.entry.record_batches import process_at_once
 from dynacron.entry.settings import Settings
 from dynacron.ports import ShardLeases
 from dynacron.ports.faults import Boundary, Faults
@@ -171,37 +172,39 @@ class LambdaEvents:
     def worker(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Run an SQS batch; failed records are reported back for redelivery.
 
-        Records one after another, each only while a whole handler call and the
-        margin still fit in the invocation; the others go back unbegun.
+        Up to ``worker_concurrency`` records at once (decision 0034), each started
+        only while a whole handler call and the margin still fit in the invocation;
+        the others go back unbegun.
         """
-        processor = BatchProcessor(event_type=EventType.SQS)
         budget = InvocationBudget(
             context,
             call=timedelta(seconds=self.settings.http_timeout_seconds),
             margin=timedelta(seconds=self.settings.worker_margin_seconds),
         )
-        returned = 0
+        returned: list[Dispatch] = []
 
         def run_record(record: SQSRecord) -> None:
-            nonlocal returned
             dispatch = dispatch_from_body(record.body)
             if not budget.take_one():
                 self.runner.return_unbegun(dispatch)
-                returned += 1
+                returned.append(dispatch)
                 return
             self._record_queue_latency(record, dispatch)
             self.runner.run(dispatch, context)
             self.faults.reached(Boundary.WORKER_RECORD_DONE)
 
         try:
-            response = process_partial_response(
-                event=event, record_handler=run_record, processor=processor, context=context
+            response = process_at_once(
+                event,
+                run_record,
+                context=context,
+                concurrency=self.settings.worker_concurrency,
             )
         finally:
             self.metrics.flush()
         if returned:
-            logger.info("out of time: records sent back unbegun", extra={"returned": returned})
-        return dict(response)
+            logger.info("out of time: records sent back unbegun", extra={"returned": len(returned)})
+        return response
 
     def _record_queue_latency(self, record: SQSRecord, dispatch: Dispatch) -> None:
         """``QueueLatency``, from SQS's ``SentTimestamp`` (epoch milliseconds)."""

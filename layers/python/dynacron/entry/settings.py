@@ -30,6 +30,7 @@ from dynacron.definitions.environment import (
     DEFAULT_TICK_BACKLOG_SECONDS,
     DEFAULT_TICK_HEARTBEAT_SECONDS,
     DEFAULT_TICK_MAX_CLAIMS_PER_TASK,
+    DEFAULT_WORKER_CONCURRENCY,
     FORECAST_MAX_OCCURRENCES_VAR,
     FORECAST_MAX_TASKS_VAR,
     HANDLER_MODULES_VAR,
@@ -46,6 +47,7 @@ from dynacron.definitions.environment import (
     TICK_BACKLOG_SECONDS_VAR,
     TICK_HEARTBEAT_SECONDS_VAR,
     TICK_MAX_CLAIMS_PER_TASK_VAR,
+    WORKER_CONCURRENCY_VAR,
     WORKER_MARGIN_VAR,
 )
 from dynacron.definitions.resources import (
@@ -176,6 +178,14 @@ class Settings:
     # (http_timeout_seconds) and this margin, to begin and record it, fit in what
     # is left of its invocation; the rest go back to the queue unbegun.
     worker_margin_seconds: float = 5.0
+    # A worker invocation runs this many records of its batch at once, each as it
+    # would run alone (its lease, heartbeat, time budget, limits and handler-call
+    # record); the next record starts as one ends (decision 0034).
+    worker_concurrency: int = DEFAULT_WORKER_CONCURRENCY
+    # Python handlers run in the worker's own process: at most this many at once,
+    # whatever the worker's concurrency (a call waiting for its turn spends its
+    # deadline, as an HTTP call waiting for a pooled connection does).
+    python_handler_concurrency: int = 4
     # Elastic capacity (decision 0025): with a claim function, a tick hands a page
     # of at least ``tick_fanout_min_tasks`` due tasks (a 128 MB tick claims about
     # 20 a second) to a claim invocation, at most ``tick_fanout_max_pages`` pages a
@@ -288,6 +298,9 @@ class Settings:
             worker_margin_seconds=_at_least(
                 0.0, environ, WORKER_MARGIN_VAR, cls.worker_margin_seconds
             ),
+            worker_concurrency=_at_least(
+                1, environ, WORKER_CONCURRENCY_VAR, cls.worker_concurrency
+            ),
             tick_max_claims_per_task=_at_least(
                 1, environ, TICK_MAX_CLAIMS_PER_TASK_VAR, cls.tick_max_claims_per_task
             ),
@@ -329,6 +342,7 @@ class Settings:
             FORECAST_MAX_OCCURRENCES_VAR: str(self.forecast_max_occurrences),
             MAX_RETRY_AFTER_VAR: str(self.max_retry_after_seconds),
             WORKER_MARGIN_VAR: str(self.worker_margin_seconds),
+            WORKER_CONCURRENCY_VAR: str(self.worker_concurrency),
             TICK_MAX_CLAIMS_PER_TASK_VAR: str(self.tick_max_claims_per_task),
             TICK_BACKLOG_SECONDS_VAR: str(self.tick_backlog_seconds),
             CATCHUP_MAX_RUNS_VAR: str(self.catchup_max_runs),

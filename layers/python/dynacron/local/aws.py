@@ -122,6 +122,31 @@ def moto_sqs_sped_up() -> Iterator[None]:
         Queue._dynacron_patched = was_patched  # type: ignore[attr-defined]
 
 
+def serialise_in_process_dynamodb() -> None:
+    """One DynamoDB request at a time through in-process moto (``mock_aws``), as
+    ``AtomicDynamoDB`` does for the embedded server: the tick's claims and a
+    worker's records run at once, and two conditional writes racing through moto
+    could both succeed, which DynamoDB never allows. SQS stays concurrent (a long
+    poll waits inside moto). Pinned to the moto version in pyproject.
+    """
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    if getattr(BotocoreStubber, "_dynacron_serialised", False):
+        return
+    process = BotocoreStubber.process_request
+    lock = threading.RLock()
+
+    def process_request(stubber: Any, request: Any) -> Any:
+        target = request.headers.get("X-Amz-Target") or b""  # bytes, as botocore sends it
+        if not (target if isinstance(target, bytes) else target.encode()).startswith(b"DynamoDB_"):
+            return process(stubber, request)
+        with lock:
+            return process(stubber, request)
+
+    BotocoreStubber.process_request = process_request  # type: ignore[method-assign,assignment]
+    BotocoreStubber._dynacron_serialised = True  # type: ignore[attr-defined]
+
+
 def speed_up_moto_transactions() -> None:
     """Make a moto TransactWriteItems cost what its items cost, not what its tables hold.
 

@@ -36,7 +36,12 @@ DEFAULT_DATA_DIR = Path(".dynacron")
 # The options of `dynacron local`, each with its help text.
 PortOption = Annotated[int, typer.Option(help="API port on the loopback interface")]
 ShardsOption = Annotated[int, typer.Option(min=1, max=64, help="Due-index shards to tick")]
-WorkersOption = Annotated[int, typer.Option(min=1, max=64, help="Worker threads polling SQS")]
+WorkersOption = Annotated[
+    int,
+    typer.Option(
+        min=1, max=64, help="Worker invocations at once, each polling SQS for its own batches"
+    ),
+]
 StoreOption = Annotated[
     str,
     typer.Option(
@@ -97,7 +102,11 @@ VisibilityTimeoutOption = Annotated[
     int | None, typer.Option(help="Receive with this SQS visibility timeout (seconds)")
 ]
 BatchSizeOption = Annotated[
-    int, typer.Option(min=1, max=10, help="SQS messages per worker invocation")
+    int, typer.Option(min=1, max=10_000, help="SQS messages per worker invocation")
+]
+WorkerConcurrencyOption = Annotated[
+    int | None,
+    typer.Option(min=1, max=1000, help="Records one worker invocation runs at once (default 32)"),
 ]
 ReaperIntervalOption = Annotated[float, typer.Option(help="Seconds between reaper runs")]
 MetricsFileOption = Annotated[
@@ -141,7 +150,7 @@ ApiUrlOption = Annotated[
 def local(
     port: PortOption = 8080,
     shards: ShardsOption = 4,
-    workers: WorkersOption = 4,
+    workers: WorkersOption = 2,
     store: StoreOption = "sqlite",
     data_dir: DataDirOption = DEFAULT_DATA_DIR,
     sync: SyncOption = "acknowledged",
@@ -154,7 +163,8 @@ def local(
     pickup_grace_seconds: PickupGraceSecondsOption = None,
     http_timeout_seconds: HttpTimeoutSecondsOption = None,
     visibility_timeout: VisibilityTimeoutOption = None,
-    batch_size: BatchSizeOption = 10,
+    batch_size: BatchSizeOption = 64,
+    worker_concurrency: WorkerConcurrencyOption = None,
     reaper_interval: ReaperIntervalOption = 1.0,
     metrics_file: MetricsFileOption = None,
     chaos_seed: ChaosSeedOption = None,
@@ -190,6 +200,7 @@ def local(
             ("clock_skew_seconds", clock_skew_seconds),
             ("pickup_grace_seconds", pickup_grace_seconds),
             ("http_timeout_seconds", http_timeout_seconds),
+            ("worker_concurrency", worker_concurrency),
             ("handler_modules", tuple(m.strip() for m in handlers.split(",") if m.strip())),
         )
         if value

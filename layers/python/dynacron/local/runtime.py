@@ -6,7 +6,8 @@ across restarts, or the AWS emulator. On it run
 - the API entry point behind a local API Gateway stand-in (REST proxy events);
 - a tick of every shard each second, at the top of the second, as deployed;
 - worker threads that long-poll the dispatch queue, call the worker entry point with SQS batch
-  events and delete only the records it did not report as failed;
+  events (which runs their records at once, as deployed) and delete only the records it
+  did not report as failed;
 - the reaper, every second (every minute when deployed), which also settles the
   dispatch messages SQS moved to the undelivered queue (deployed, a function fed
   by that queue does: decision 0022).
@@ -63,7 +64,9 @@ class LocalOptions:
     host: str = "127.0.0.1"
     port: int = 8080
     shards: int = 4
-    workers: int = 4
+    # Worker invocations at once, each a thread that polls the queue and runs what
+    # it received ``worker_concurrency`` (32) records at a time: 64 calls in flight.
+    workers: int = 2
     # Seconds between ticks of every shard; None: 0.05 on SQLite, where a tick
     # is an indexed query in this process, 1.0 on the emulator (as deployed).
     tick_interval: float | None = None
@@ -88,8 +91,9 @@ class LocalOptions:
     # Override the queue's visibility timeout on receive (seconds), e.g. to see
     # the messages of a killed worker again sooner in tests.
     visibility_timeout: int | None = None
-    # Messages per worker invocation (the event source mapping's batch size).
-    batch_size: int = 10
+    # Messages per worker invocation (the event source mapping's batch size): two
+    # rounds of the worker's concurrency.
+    batch_size: int = 64
     # Further Settings fields (lease_seconds, clock_skew_seconds, ...).
     settings_overrides: dict[str, Any] = field(default_factory=dict)
     # Append every EMF document here (one JSON per line) instead of keeping totals only.

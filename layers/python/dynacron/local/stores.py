@@ -51,6 +51,8 @@ from dynacron.ports import AdapterSet
 StoreKind = Literal["sqlite", "emulator"]
 STORES: tuple[StoreKind, ...] = ("sqlite", "emulator")
 DATABASE_FILE = "dynacron.sqlite3"
+# The most messages one SQS ReceiveMessage or DeleteMessageBatch takes.
+SQS_BATCH = 10
 
 Message = dict[str, Any]
 
@@ -300,24 +302,35 @@ class SqsQueues:
         self._arns: dict[str, str] = {}
 
     def receive(self, queue: str, max_messages: int, wait_seconds: float) -> list[Message]:
-        receive: dict[str, Any] = {
-            "QueueUrl": self._urls[queue],
-            "MaxNumberOfMessages": max_messages,
-            "WaitTimeSeconds": int(wait_seconds),
-            "MessageSystemAttributeNames": ["All"],
-        }
-        if self._visibility_timeout is not None and queue == DISPATCH_QUEUE.suffix:
-            receive["VisibilityTimeout"] = self._visibility_timeout
-        messages: list[Message] = self._sqs.receive_message(**receive).get("Messages", [])
+        """Up to ``max_messages``, as an event source mapping gathers a batch larger
+        than SQS's 10 a receive: it waits for the first, then takes what is there."""
+        messages: list[Message] = []
+        wait = int(wait_seconds)
+        while len(messages) < max_messages:
+            receive: dict[str, Any] = {
+                "QueueUrl": self._urls[queue],
+                "MaxNumberOfMessages": min(SQS_BATCH, max_messages - len(messages)),
+                "WaitTimeSeconds": wait,
+                "MessageSystemAttributeNames": ["All"],
+            }
+            if self._visibility_timeout is not None and queue == DISPATCH_QUEUE.suffix:
+                receive["VisibilityTimeout"] = self._visibility_timeout
+            received = self._sqs.receive_message(**receive).get("Messages", [])
+            if not received:
+                break
+            messages += received
+            wait = 0
         return messages
 
     def delete(self, queue: str, messages: list[Message]) -> None:
-        self._sqs.delete_message_batch(
-            QueueUrl=self._urls[queue],
-            Entries=[
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
-            ],
-        )
+        for start in range(0, len(messages), SQS_BATCH):
+            self._sqs.delete_message_batch(
+                QueueUrl=self._urls[queue],
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                    for i, m in enumerate(messages[start : start + SQS_BATCH])
+                ],
+            )
 
     def queue_arn(self, queue: str) -> str:
         if queue not in self._arns:

@@ -79,11 +79,16 @@ class Measured:
     # The worker's strongly consistent read of its tenant's record (signing secrets):
     # one item per tenant, so one partition (``planning.partitions``).
     tenant_record_reads_per_fire: float = 1.0
-    # The overlapping worker's Lambda GB-seconds per fire at WORKER_MEMORY_MB, as
-    # (handler seconds, GB-seconds) at 10 ms, 200 ms and 2 s, with full batches of
-    # WORKER_CALLS_IN_FLIGHT_PLACEHOLDER. Empty until `make bench` measures it (issue
-    # 22): the plan then uses ``WorkerModel``'s own figure.
-    worker_gb_seconds_per_fire: tuple[tuple[float, float], ...] = ()
+    # bench/results/overlap.json, its planned runs: the overlapping worker's Lambda
+    # GB-seconds per fire at WORKER_MEMORY_MB, as (handler seconds, GB-seconds) at
+    # 10 ms, 200 ms and 2 s, with full batches of WORKER_CALLS_IN_FLIGHT (decision
+    # 0034). Below 2 s the invocation is bound by its CPU (6-8 ms a fire at a whole
+    # vCPU), not by its calls.
+    worker_gb_seconds_per_fire: tuple[tuple[float, float], ...] = (
+        (0.01, 0.0138937),
+        (0.2, 0.0108626),
+        (2.0, 0.0174619),
+    )
     # bench/results/cost.json: idle_shard, per shard-second.
     idle_read_units_per_shard_second: float = 2.0667
     idle_sqs_requests_per_shard_second: float = 1.0
@@ -225,10 +230,9 @@ WORKER_WAIT_SECONDS = 4 * DYNAMODB_LATENCY_MS / 1000
 # 2.4-2.8 ms a fire at a whole vCPU, its tick and SQLite included.
 WORKER_CPU_SECONDS = 0.01
 WORKER_OVERHEAD_SECONDS = WORKER_WAIT_SECONDS + WORKER_CPU_SECONDS
-# PLACEHOLDER, to be replaced by what `make bench` measures for the overlapping
-# worker (MEASURED.worker_gb_seconds_per_fire, issue 22): the calls in flight per
-# invocation, the default of the worker's `worker_concurrency` setting.
-WORKER_CALLS_IN_FLIGHT_PLACEHOLDER = 32
+# The calls in flight per invocation: the default of the worker's `worker_concurrency`
+# setting (decision 0034), at which MEASURED.worker_gb_seconds_per_fire was measured.
+WORKER_CALLS_IN_FLIGHT = 32
 # SQS's most records a batch holds without a batching window (with one, up to 10,000).
 UNWINDOWED_BATCH = 10
 
@@ -238,7 +242,7 @@ class WorkerModel:
     """What a fire costs the worker: an invocation of ``batch_size`` records, with
     up to ``calls_in_flight`` handler calls at once."""
 
-    calls_in_flight: int = WORKER_CALLS_IN_FLIGHT_PLACEHOLDER
+    calls_in_flight: int = WORKER_CALLS_IN_FLIGHT
     batch_size: int = UNWINDOWED_BATCH
     # (handler seconds, GB-seconds per fire) measured for this configuration, if any.
     measured: tuple[tuple[float, float], ...] = ()
@@ -258,7 +262,12 @@ class WorkerModel:
     def seconds_per_fire(self, handler_seconds: float) -> float:
         """Invocation-seconds one fire costs: its calls overlap, its CPU does not."""
         if self.measured:
-            return _interpolate(self.measured, handler_seconds) / (WORKER_MEMORY_MB / 1024)
+            # Beyond the slowest handler measured, each further second of it is a
+            # second of one call's place: 1 / calls at once of an invocation a fire.
+            slowest = max(latency for latency, _ in self.measured)
+            beyond = max(0.0, handler_seconds - slowest) / self.concurrent_calls
+            at_most_slowest = _interpolate(self.measured, min(handler_seconds, slowest))
+            return at_most_slowest / (WORKER_MEMORY_MB / 1024) + beyond
         busy = handler_seconds + WORKER_OVERHEAD_SECONDS
         return max(WORKER_CPU_SECONDS, busy / self.concurrent_calls)
 
@@ -268,7 +277,7 @@ class WorkerModel:
 
 
 def _interpolate(points: tuple[tuple[float, float], ...], x: float) -> float:
-    """Piecewise linear through ``points``: flat below the first, straight on past the last."""
+    """Piecewise linear through ``points``: flat below the first."""
     ordered = sorted(points)
     if len(ordered) == 1 or x <= ordered[0][0]:
         return ordered[0][1]

@@ -8,7 +8,8 @@ behavior for SQS event source mappings"), so with one handler call at a time a
 worker could carry no more than 1,000 / (handler seconds + overhead) fires a
 second: 4,000 of 0.2 s handlers. With its calls overlapping, one invocation
 carries ``concurrent_calls`` at once: at 32, one mapping carries 10,000 fires a
-second of handlers answering in 2 s (801 invocations, with headroom).
+second of handlers answering in 2 s (874 invocations, with headroom, from what
+``make bench`` measured: ``MEASURED.worker_gb_seconds_per_fire``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from dynacron.planning.capacity_model import (
     MEASURED,
     UNWINDOWED_BATCH,
-    WORKER_CALLS_IN_FLIGHT_PLACEHOLDER,
+    WORKER_CALLS_IN_FLIGHT,
     Measured,
     WorkerModel,
 )
@@ -74,7 +75,7 @@ def size_workers(
     handler_seconds: float,
     measured: Measured = MEASURED,
     *,
-    calls_in_flight: int = WORKER_CALLS_IN_FLIGHT_PLACEHOLDER,
+    calls_in_flight: int = WORKER_CALLS_IN_FLIGHT,
 ) -> WorkerSizing:
     """The worker's batches and invocations for ``fires_per_second`` of handlers
     answering in ``handler_seconds``, with ``calls_in_flight`` calls at once an invocation.

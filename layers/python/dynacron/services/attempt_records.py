@@ -32,30 +32,35 @@ logger = logging.getLogger("dynacron")
 
 
 class InvocationBudget:
-    """Whether one invocation has time left for one more record.
+    """Whether one invocation has time left to start one more record.
 
     One more record needs a whole handler call (its deadline) and ``margin`` to
-    admit, begin and record it. The first record is always taken: an invocation
-    too short for even one call is a misconfiguration, and returning everything
-    would run nothing, for ever.
+    admit, begin and record it, counted from the moment it would start: records
+    run at once (decision 0034) ask as each one starts, in the batch's order. The
+    first record is always taken: an invocation too short for even one call is a
+    misconfiguration, and returning everything would run nothing, for ever. Safe
+    to ask from several threads.
     """
 
     def __init__(self, invocation: RemainingTime | None, call: timedelta, margin: timedelta):
         self._invocation = invocation
         self._needed_ms = (call + margin) / timedelta(milliseconds=1)
+        self._lock = threading.Lock()
         self._taken = 0
         self._out_of_time = False
 
     def take_one(self) -> bool:
-        """True if the next record may run now (and counts it); False: return it.
-        Once False, False for the rest of the batch: its order is kept."""
+        """True if the next record may start now (and counts it); False: return it.
+        Once False, False for the rest of the batch: no record starts after one that
+        was given back, so none overtakes it."""
         invocation = self._invocation
-        if self._taken and invocation is not None and not self._out_of_time:
-            self._out_of_time = invocation.get_remaining_time_in_millis() < self._needed_ms
-        if self._out_of_time:
-            return False
-        self._taken += 1
-        return True
+        with self._lock:
+            if self._taken and invocation is not None and not self._out_of_time:
+                self._out_of_time = invocation.get_remaining_time_in_millis() < self._needed_ms
+            if self._out_of_time:
+                return False
+            self._taken += 1
+            return True
 
 
 class HeldBack(Exception):

@@ -224,9 +224,10 @@ class PinnedBackend(httpcore.NetworkBackend):
         self._inner.sleep(seconds)
 
 
-# Connections to handlers at once per worker process: as many as local mode's
-# worker threads could want (a deployed worker calls one handler at a time).
-DELIVERY_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+# Connections to handlers at once per worker process, each kept open between calls:
+# a worker has 32 calls in flight (decision 0034), local mode's two 64, and a
+# connection dropped after its call is a handshake again on the next.
+DELIVERY_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
 
 
 class PinnedTransport(httpx.HTTPTransport):

@@ -7,6 +7,7 @@ import contextvars
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from dynacron.adapters.delivery.registry import ExecutionContext, HandlerRegistry, PermanentFailure
@@ -29,11 +30,22 @@ class PythonDelivery:
     while one runs, this process does not call the handler again for the same
     execution (that attempt fails, to be retried), so it never runs twice at once
     here. Another process cannot know: the handler's own key must hold.
+
+    With ``max_running``, at most that many handlers run in this process at once,
+    however many records the worker runs at once (decision 0034): they share its
+    CPU. A call waits its turn within its deadline (and fails as timed out if none
+    comes); a handler that overruns holds its turn until it returns.
     """
 
-    def __init__(self, registry: HandlerRegistry, timeout_seconds: float | None = None) -> None:
+    def __init__(
+        self,
+        registry: HandlerRegistry,
+        timeout_seconds: float | None = None,
+        max_running: int | None = None,
+    ) -> None:
         self._registry = registry
         self._timeout_seconds = timeout_seconds
+        self._turns = threading.BoundedSemaphore(max_running) if max_running else None
         self._overrunning: dict[str, _HandlerRun] = {}
         self._lock = threading.Lock()
 
@@ -61,7 +73,14 @@ class PythonDelivery:
                     AttemptFailure("the handler is still running from an earlier attempt")
                 )
             self._overrunning.pop(dispatch.execution_id, None)
-        run = _HandlerRun(function, context)
+        began = time.monotonic()
+        if self._turns is not None and not self._turns.acquire(timeout=self._timeout_seconds):
+            return DeliveryResult.failed(
+                AttemptFailure(
+                    f"handler timed out after {self._timeout_seconds:g} s waiting for its turn"
+                )
+            )
+        run = _HandlerRun(function, context, ended=self._turns.release if self._turns else None)
         thread = threading.Thread(
             target=contextvars.copy_context().run,
             args=(run,),
@@ -69,7 +88,10 @@ class PythonDelivery:
             daemon=True,  # an overrunning handler must not keep the process alive
         )
         thread.start()
-        if not run.done.wait(self._timeout_seconds):
+        left = None
+        if self._timeout_seconds is not None:
+            left = max(0.0, self._timeout_seconds - (time.monotonic() - began))
+        if not run.done.wait(left):
             with self._lock:
                 self._overrunning = {
                     key: other
@@ -98,11 +120,18 @@ class PythonDelivery:
 
 
 class _HandlerRun:
-    """One Python handler call, made in its own thread; ``done`` once it returned or raised."""
+    """One Python handler call, made in its own thread; ``done`` once it returned or
+    raised, and then ``ended`` is called."""
 
-    def __init__(self, function: Callable[[ExecutionContext], object], context: ExecutionContext):
+    def __init__(
+        self,
+        function: Callable[[ExecutionContext], object],
+        context: ExecutionContext,
+        ended: Callable[[], None] | None = None,
+    ):
         self._function = function
         self._context = context
+        self._ended = ended
         self.done = threading.Event()
         self.returned: object = None
         self.error: Exception | None = None
@@ -117,6 +146,8 @@ class _HandlerRun:
             self.error = error
         finally:
             self.done.set()
+            if self._ended is not None:
+                self._ended()
 
 
 def _as_text(returned: object) -> str:
