@@ -222,13 +222,13 @@ class ElasticModel:
 # a fire holds its call's place for the handler, its four round trips (the task,
 # the tenant's secrets, begin, finish: DYNAMODB_LATENCY_MS each) and its CPU, but
 # the invocation's CPU (one core: the GIL) is shared by its calls. One call at a
-# time (the worker before issue 22) is 0.05 s a fire besides the handler at 256 MB:
-# an assumption, not measured, split here into waiting and CPU.
+# time (the worker before issue 22) waits four round trips a fire besides the handler.
 WORKER_MEMORY_MB = 256
 WORKER_WAIT_SECONDS = 4 * DYNAMODB_LATENCY_MS / 1000
-# The CPU of one fire at 256 MB (1.45 ms at a whole vCPU); assumed. Local mode spends
-# 2.4-2.8 ms a fire at a whole vCPU, its tick and SQLite included.
-WORKER_CPU_SECONDS = 0.01
+# The CPU of one fire at 256 MB, measured (bench/overlap.py, its planned runs): at
+# 200 ms handlers an invocation of 32 calls at once is bound by its CPU, 0.0109
+# GB-seconds a fire, so about 0.04 s at 256 MB (6 ms at a whole vCPU).
+WORKER_CPU_SECONDS = 0.04
 WORKER_OVERHEAD_SECONDS = WORKER_WAIT_SECONDS + WORKER_CPU_SECONDS
 # The calls in flight per invocation: the default of the worker's `worker_concurrency`
 # setting (decision 0034), at which MEASURED.worker_gb_seconds_per_fire was measured.
