@@ -11,6 +11,7 @@ Run: .venv/bin/python -m bench.cost
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import json
 from collections.abc import Callable, Iterator
@@ -329,10 +330,13 @@ def idle_request_dollars(per_second: dict[str, float]) -> float:
 
 
 @contextmanager
-def fresh_bench(sink: Sink) -> Iterator[Bench]:
-    """An empty store and queue with one shard, and metered clients."""
+def fresh_bench(sink: Sink, bucket_seconds: int | None = None) -> Iterator[Bench]:
+    """An empty store and queue with one shard, and metered clients; due-index
+    buckets of ``bucket_seconds`` if given (bench/due_partitions.py)."""
     clock = SettableClock(START)
     with in_process_aws(clock, shard_count=1) as (raw_dynamodb, raw_sqs, settings):
+        if bucket_seconds is not None:
+            settings = dataclasses.replace(settings, bucket_seconds=bucket_seconds)
         tables = {
             settings.tasks_table: TASKS,
             settings.executions_table: EXECUTIONS,

@@ -88,6 +88,8 @@ def test_command_line_flags_override_cdk_json(tmp_path: Path) -> None:
 
 def test_the_default_stack_fires_at_least_500_a_second_at_the_least_idle_cost() -> None:
     from dynacron.planning import capacity, capacity_model
+    from dynacron.planning.capacity_model import UNWINDOWED_BATCH, WorkerModel
+    from dynacron.planning.workers import WorkerSizing
 
     config = config_from()
     # Elastic capacity (decision 0025): 128 MB looping ticks hand pages to claim
@@ -108,8 +110,12 @@ def test_the_default_stack_fires_at_least_500_a_second_at_the_least_idle_cost() 
         row.claim_reserved_concurrency,
     )
     assert config.tick_memory_mb == 128
-    # The workers keep up with 500 fires/s of handlers answering in 0.2 s.
-    assert config.worker_max_concurrency == row.worker_max_concurrency
+    # The workers keep up with 500 fires/s of handlers answering in 0.2 s even one
+    # call at a time, as the deployed worker makes them today; the plan's, ten calls
+    # at once (issue 22), need fewer.
+    one_at_a_time = WorkerSizing.of(WorkerModel(1, UNWINDOWED_BATCH), 500, 0.2)
+    assert config.worker_max_concurrency == one_at_a_time.max_concurrency
+    assert config.worker_max_concurrency >= row.worker_max_concurrency
 
 
 def test_a_plans_context_is_what_the_app_reads(tmp_path: Path) -> None:

@@ -17,6 +17,8 @@ from dynacron.entry.settings import Settings
 from dynacron.planning import capacity, capacity_model
 from dynacron.planning.capacity import PlanRefused, plan, size_elastic, size_tick
 from dynacron.planning.capacity_model import MEASURED, ElasticModel, TickModel
+from dynacron.planning.partitions import Workload
+from dynacron.planning.workers import MAX_WORKER_CONCURRENCY, WORKER_HEADROOM
 from dynacron.services.tick_loop import LoopTiming
 from tests.support import ROOT
 
@@ -83,11 +85,13 @@ def test_a_rate_beyond_a_hundred_shards_is_refused() -> None:
 
 
 def test_workers_are_sized_by_the_handler_and_capped_by_the_event_source() -> None:
-    quick, slow = plan(100, handler_seconds=0.05), plan(100, handler_seconds=1.0)
+    quick = plan(100, workload=Workload(handler_seconds=0.05))
+    slow = plan(100, workload=Workload(handler_seconds=1.0))
     assert quick.worker_max_concurrency < slow.worker_max_concurrency
-    assert slow.worker_max_concurrency == math.ceil(100 * 1.05 * capacity.WORKER_HEADROOM)
-    too_many = plan(10_000, handler_seconds=0.5)
-    assert too_many.worker_max_concurrency == capacity.MAX_WORKER_CONCURRENCY
+    # Batches of 10, their calls at once: 1.05 s a call, ten in flight an invocation.
+    assert slow.worker_max_concurrency == math.ceil(100 * 1.05 / 10 * WORKER_HEADROOM)
+    too_many = plan(10_000, workload=Workload(handler_seconds=20.0))
+    assert too_many.worker_max_concurrency == MAX_WORKER_CONCURRENCY
     assert not too_many.workers_keep_up
     assert any("event source mapping" in note for note in too_many.notes)
 

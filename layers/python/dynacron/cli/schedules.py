@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -20,6 +20,13 @@ from dynacron.domain.schedules.describe import describe
 from dynacron.domain.schedules.expressions import parse_expression, parse_local_instant, upcoming
 from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.planning import capacity
+from dynacron.planning.capacity_model import WORKER_OVERHEAD_SECONDS
+from dynacron.planning.partitions import (
+    PARTITION_READ_UNITS,
+    PARTITION_UTILISATION,
+    PARTITION_WRITE_UNITS,
+    Workload,
+)
 
 
 def next_occurrences(
@@ -86,40 +93,77 @@ def plan_capacity(
             help="The deployment's shard_count today: a plan never lowers it",
         ),
     ] = 1,
+    busiest_tenant_share: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="The busiest tenant's share of the fires"),
+    ] = 1.0,
+    long_job_share: Annotated[
+        float,
+        typer.Option(
+            min=0.0, max=1.0, help="Share of fires answered 202 and completed by callback"
+        ),
+    ] = 0.0,
+    heartbeats_per_long_job: Annotated[
+        float, typer.Option(min=0.0, help="Heartbeats each long job sends")
+    ] = 0.0,
+    one_time_share: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="Share of fires of one-time tasks (one API call each)"),
+    ] = 0.0,
     as_json: JsonOption = False,
 ) -> None:
     """Size a deployment for a rate of fires: shards, claim invocations, workers,
-    DynamoDB billing, monthly cost (and what looping ticks alone would idle at), and
-    the CDK context that deploys it.
+    DynamoDB billing, its busiest partitions, the AWS quotas to raise, monthly cost
+    (and what looping ticks alone would idle at), and the CDK context that deploys it.
 
     From the tick's CPU per claim and per page handed out, and the capacity units per
     fire that `make bench` measured (docs/deploy.md, "Sizing", explains the model).
     """
     from dynacron.definitions.resources import TABLES
 
+    workload = Workload(
+        handler_seconds=handler_seconds,
+        busiest_tenant_share=busiest_tenant_share,
+        long_job_share=long_job_share,
+        heartbeats_per_long_job=heartbeats_per_long_job,
+        one_time_share=one_time_share,
+    )
     try:
         row = capacity.plan(
             fires_per_second,
-            handler_seconds=handler_seconds,
+            workload=workload,
             min_shards=current_shards,
             provisioned_targets=sum(1 + len(table.indexes) for table in TABLES),
         )
     except capacity.PlanRefused as error:
         console.print(f"[red]error:[/red] {error}", soft_wrap=True)
         raise typer.Exit(2) from None
-    flags = row.context_flags()
     if as_json:
-        out.print_json(
-            data={
-                **dataclasses.asdict(row),
-                "tick_capacity": row.tick_capacity,
-                "idle_usd_per_month": row.idle.total,
-                "loaded_usd_per_month": row.loaded.total,
-                "context": row.context(),
-            }
-        )
+        out.print_json(data=_plan_json(row))
         return
-    table = Table(title=f"dynacron for {fires_per_second:,g} fires/s", show_header=False)
+    _print_plan(row)
+
+
+def _plan_json(row: capacity.Plan) -> dict[str, Any]:
+    return {
+        **dataclasses.asdict(row),
+        "tick_capacity": row.tick_capacity,
+        "idle_usd_per_month": row.idle.total,
+        "loaded_usd_per_month": row.loaded.total,
+        "loaded_usd_per_million_fires": row.usd_per_million_fires,
+        "loaded_usd_per_million_fires_one_call_at_a_time": capacity.usd_per_million(
+            row.loaded_sequential_worker, row.fires_per_second
+        ),
+        "dispatch_queues": row.workers.dispatch_queues,
+        "quota_requests": [str(need) for need in row.quotas],
+        "context": row.context(),
+    }
+
+
+def _print_plan(row: capacity.Plan) -> None:
+    flags = row.context_flags()
+    workers = row.workers
+    table = Table(title=f"dynacron for {row.fires_per_second:,g} fires/s", show_header=False)
     table.add_column("")
     table.add_column("")
     for name, value in zip(
@@ -127,10 +171,40 @@ def plan_capacity(
     ):
         table.add_row(name, value)
     table.add_row(
-        "handler + worker per fire",
-        f"{handler_seconds:g} s + {capacity.WORKER_OVERHEAD_SECONDS:g} s",
+        "worker batches",
+        f"{workers.model.batch_size} records, {workers.model.batching_window_seconds} s window",
+    )
+    table.add_row("dispatch queues needed", str(workers.dispatch_queues))
+    table.add_row(
+        "worker time per fire",
+        f"{workers.seconds_per_fire:.3g} s ({workers.handler_seconds:g} s handler + "
+        f"{WORKER_OVERHEAD_SECONDS:g} s, {workers.model.concurrent_calls:g} at once)",
+    )
+    table.add_row(
+        "loaded $ a million fires, one call at a time",
+        f"{capacity.usd_per_million(row.loaded_sequential_worker, row.fires_per_second):.2f}",
     )
     out.print(table)
+    partitions = Table(title="busiest partition, per second")
+    for column in ("table or index", "partition key", "reads", "writes", "of its limit"):
+        partitions.add_column(column)
+    for load in row.partitions:
+        partitions.add_row(
+            load.target,
+            load.key,
+            f"{load.reads_per_second:,.0f}",
+            f"{load.writes_per_second:,.0f}",
+            f"{load.share_of_limit:.0%}",
+        )
+    out.print(partitions)
+    out.print(
+        f"partitions are kept within {PARTITION_UTILISATION:.0%} of DynamoDB's "
+        f"{PARTITION_READ_UNITS:,} reads and {PARTITION_WRITE_UNITS:,} writes a second",
+        soft_wrap=True,
+    )
+    out.print("quotas:" if row.quotas else "quotas: none above AWS's defaults")
+    for need in row.quotas:
+        out.print(f"  {need}", soft_wrap=True)
     for note in row.notes:
         out.print(f"note: {note}", soft_wrap=True)
     out.print(f'make synth CONTEXT="{flags}"', soft_wrap=True)

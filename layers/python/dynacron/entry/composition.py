@@ -27,6 +27,7 @@ from dynacron.adapters.delivery.registry import (
     default_registry,
     import_handler_modules,
 )
+from dynacron.adapters.delivery.secrets import KeptSecrets
 from dynacron.adapters.messages import dispatch_from_body
 from dynacron.adapters.powertools.idempotency import IdempotentHandlerCalls
 from dynacron.adapters.powertools.metrics import Emit, ReliabilityMetrics, print_emf
@@ -284,15 +285,15 @@ def default_delivery(
     secrets_of: SecretsOf,
     resolver: Resolver = system_resolver,
 ) -> Delivery:
-    """HTTP handlers under the URL policy, signed with each tenant's secrets, and
-    Python handlers from ``handlers``."""
+    """HTTP handlers under the URL policy, signed with each tenant's secrets (kept
+    a few seconds: ``KeptSecrets``), and Python handlers from ``handlers``."""
     return HandlerDelivery(
         HttpDelivery(
             UrlPolicy(settings.delivery_allow_networks),
             settings.http_timeout_seconds,
             clock,
             settings.api_base_url,
-            secrets_of=secrets_of,
+            secrets_of=KeptSecrets(secrets_of, clock),
             resolver=resolver,
             follow_cross_host=settings.follow_cross_host_redirects,
             max_retry_after_seconds=settings.max_retry_after_seconds,

@@ -5,6 +5,11 @@ Every figure comes from one place, so that the sizing table, ``dynacron plan``
 and the tests cannot disagree: what was measured, the prices, and the tick and
 elastic models are ``capacity_model``'s; this module sizes with them.
 
+``plan`` also sizes the workers (``workers``: their calls overlap, issue 22),
+keeps every table's and index's busiest partition within its headroom
+(``partitions``: the shard count grows with the due index's writes) and names
+the AWS quotas the row exceeds (``quotas``).
+
 The elastic design (decision 0025), which ``plan`` sizes: each shard's looping
 tick has 128 MB and hands every page of due tasks to a claim invocation of one
 vCPU (1,769 MB), so the shards' memory, billed all month, no longer grows with
@@ -14,19 +19,40 @@ capacity saves.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from dynacron.definitions.environment import MAX_QUEUED_DISPATCHES_VAR
+from dynacron.entry.settings import Settings
 from dynacron.planning.capacity_model import (
     CLAIM_MEMORY_MB,
     FULL_VCPU_MEMORY_MB,
     MEASURED,
     PRICES,
+    UNWINDOWED_BATCH,
+    WORKER_MEMORY_MB,
     ElasticModel,
     Measured,
     Prices,
     TickModel,
+    WorkerModel,
+)
+from dynacron.planning.partitions import (
+    DUE_INDEX,
+    PartitionLoad,
+    Workload,
+    busiest_partitions,
+    partition_notes,
+    shards_for_due_index,
+)
+from dynacron.planning.quotas import Demand, QuotaNeed, quota_needs
+from dynacron.planning.workers import (
+    MAX_WORKER_CONCURRENCY,
+    WORKER_HEADROOM,
+    WorkerSizing,
+    size_workers,
 )
 
 MIN_MEMORY_MB = 128
@@ -42,17 +68,15 @@ TICK_UTILISATION = 0.75
 HANDOVER_OVERLAP_SECONDS = 2.5
 LEASE_RENEWALS_PER_SECOND = 1 / 5
 MONTH_SECONDS = 730 * 3600
-# The limits of an SQS event source mapping's maximum concurrency.
-MAX_WORKER_CONCURRENCY = 1000
-MIN_WORKER_CONCURRENCY = 2
-# What one fire keeps a worker busy besides the handler: reading the task and
-# its tenant's secrets, beginning and ending the execution (four round trips)
-# and its CPU at 256 MB. An assumption, not measured.
-WORKER_OVERHEAD_SECONDS = 0.05
-WORKER_MEMORY_MB = 256
-WORKER_HEADROOM = 1.25
-# DynamoDB's default quota of provisioned units per table (each of reads and writes).
-TABLE_UNIT_QUOTA = 40_000
+# Room above the sustained load for a burst: auto scaling's maximum, and what an
+# on-demand table takes at its peak.
+BURST_HEADROOM = 1.5
+# The reaper and the undelivered function's two, at once.
+OTHER_FUNCTIONS_CONCURRENCY = 3
+# How long the API function takes a request (a registration, a callback); assumed.
+API_REQUEST_SECONDS = 0.1
+DEFAULT_MAX_QUEUED_DISPATCHES = Settings.max_queued_dispatches
+DEFAULT_WORKLOAD = Workload()
 # Provisioned capacity pays from this much sustained load on: below it the
 # saving is small and on-demand absorbs bursts without throttling.
 PROVISIONED_FROM_SAVING_USD = 100.0
@@ -110,15 +134,31 @@ class Plan:
     provisioned_max_capacity: int | None
     idle: MonthlyCost
     loaded: MonthlyCost
+    workers: WorkerSizing
+    # The loaded month with one handler call at a time a worker (before issue 22).
+    loaded_sequential_worker: MonthlyCost
     # The idle cost of looping ticks sized for the rate instead (``size_tick``).
     looping_only_idle: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    partitions: tuple[PartitionLoad, ...] = ()
+    # The AWS quotas this row exceeds, with what to ask for.
+    quotas: tuple[QuotaNeed, ...] = ()
 
     @property
     def tick_capacity(self) -> float:
         """Fires/s the deployment can claim in all, at full speed: what its shards
         hand out or what its claim invocations claim, whichever is less."""
         return min(self.shards * self.claims_per_second_per_shard, self.claim_capacity)
+
+    @property
+    def due_index_partition(self) -> PartitionLoad:
+        """The busiest due-index partition: the one the shard count is sized for."""
+        return next(load for load in self.partitions if load.target == DUE_INDEX)
+
+    @property
+    def usd_per_million_fires(self) -> float:
+        """The loaded month's cost of a million fires."""
+        return usd_per_million(self.loaded, self.fires_per_second)
 
     def context(self) -> dict[str, str]:
         """The CDK context keys (``infra/config.py``) that deploy this plan."""
@@ -129,12 +169,19 @@ class Plan:
             "worker_max_concurrency": str(self.worker_max_concurrency),
             "billing": self.billing,
         }
+        model = self.workers.model
+        values["worker_batch_size"] = str(model.batch_size)
+        values["worker_batch_window_seconds"] = str(model.batching_window_seconds)
         if self.provisioned_max_capacity is not None:
             values["provisioned_max_capacity"] = str(self.provisioned_max_capacity)
         return values
 
     def context_flags(self) -> str:
         return " ".join(f"-c {key}={value}" for key, value in self.context().items())
+
+
+def usd_per_million(month: MonthlyCost, fires_per_second: float) -> float:
+    return month.total / (fires_per_second * MONTH_SECONDS) * 1e6
 
 
 class PlanRefused(ValueError):
@@ -246,7 +293,7 @@ def size_tick(
 def plan(
     fires_per_second: float,
     *,
-    handler_seconds: float = 0.2,
+    workload: Workload = DEFAULT_WORKLOAD,
     tick_concurrency: int = 16,
     provisioned_targets: int = 8,
     min_shards: int = 1,
@@ -255,105 +302,221 @@ def plan(
 ) -> Plan:
     """The cheapest deployment that fires ``fires_per_second``, sustained.
 
-    ``handler_seconds`` is how long a handler takes to answer (the worker waits
-    for it); ``provisioned_targets`` how many tables and indexes auto scaling
-    provisions (each with a minimum of one read and one write unit); ``min_shards``
-    the deployment's present shard count, which it must not lower.
+    ``workload`` says what the fires are like (how long a handler takes to answer,
+    the busiest tenant's share, ...); ``provisioned_targets`` how many tables and
+    indexes auto scaling provisions (each with a minimum of one read and one write
+    unit); ``min_shards`` the deployment's present shard count, which it must not lower.
     """
     if fires_per_second <= 0:
         raise PlanRefused("fires per second must be more than 0")
     model = TickModel(tick_cpu_ms_per_claim=measured.tick_cpu_ms_per_claim)
     elastic = ElasticModel(tick=model, hand_out_cpu_ms_per_page=measured.hand_out_cpu_ms_per_page)
-    shards, claim_concurrency = size_elastic(fires_per_second, elastic, min_shards=min_shards)
-    memory = MIN_MEMORY_MB
-    p = prices
-    month = MONTH_SECONDS
-    fires = fires_per_second * month
-
-    # The looping tick: billed all month whatever the load.
-    billed_seconds = month * (60 + HANDOVER_OVERLAP_SECONDS) / 60
-    tick_lambda = shards * memory / 1024 * billed_seconds * p.lambda_arm_per_gb_second
-    tick_invocations = shards * month / 60
-    tick_requests = tick_invocations * p.lambda_per_million_requests / 1e6
-    idle_reads = shards * month * measured.idle_read_units_per_shard_second
-    idle_writes = shards * month * LEASE_RENEWALS_PER_SECOND
-    idle_sqs = shards * month * measured.idle_sqs_requests_per_shard_second
-    sqs_idle = idle_sqs * p.sqs_standard_per_million_requests / 1e6
-    sqs_loaded = sqs_idle + fires * measured.sqs_requests_per_fire * (
-        p.sqs_standard_per_million_requests / 1e6
-    )
-
-    loaded_reads = idle_reads + fires * measured.read_units_per_fire
-    loaded_writes = idle_writes + fires * measured.write_units_per_fire
+    # Enough shards to claim the rate, and to keep each due-index partition within its headroom.
+    floor = max(min_shards, shards_for_due_index(fires_per_second))
+    shards, claim_concurrency = size_elastic(fires_per_second, elastic, min_shards=floor)
+    workers = size_workers(fires_per_second, workload.handler_seconds, measured)
     dynamodb = _DynamoDbBilling(prices, provisioned_targets)
-    billing = dynamodb.billing_for(loaded_reads, loaded_writes)
-    dynamodb_cost = dynamodb.cost_of(billing)
-    max_capacity = None
-    if billing == "provisioned":
-        busiest = fires_per_second * measured.busiest_target_units_per_fire
-        # Room above the sustained load for auto scaling to grow into during a burst.
-        max_capacity = math.ceil(busiest / p.provisioned_utilisation * 1.5)
-
-    # Claim invocations: every fire counted in a full page, claimed at one vCPU. An
-    # upper bound: a page under FANOUT_MIN_TASKS is claimed by the looping tick.
-    pages = fires / elastic.tick.page_size
-    claim_lambda = pages * (
-        elastic.page_seconds(tick_concurrency) * CLAIM_MEMORY_MB / 1024 * p.lambda_arm_per_gb_second
-        + p.lambda_per_million_requests / 1e6
+    usage = _Usage.of(fires_per_second, shards, measured)
+    billing = dynamodb.billing_for(usage.loaded_reads, usage.loaded_writes)
+    max_capacity = dynamodb.max_capacity(billing, fires_per_second, measured)
+    idle, loaded = _monthly_costs(
+        usage, workers, elastic, tick_concurrency, dynamodb.cost_of(billing), measured, prices
     )
-
-    busy_seconds = handler_seconds + WORKER_OVERHEAD_SECONDS
-    wanted_workers = math.ceil(fires_per_second * busy_seconds * WORKER_HEADROOM)
-    workers = max(MIN_WORKER_CONCURRENCY, min(MAX_WORKER_CONCURRENCY, wanted_workers))
-    worker_lambda = fires * (
-        busy_seconds * WORKER_MEMORY_MB / 1024 * p.lambda_arm_per_gb_second
-        + measured.worker_invocations_per_fire * p.lambda_per_million_requests / 1e6
+    partitions = busiest_partitions(
+        fires_per_second, shards, workload, measured, warm_workers=workers.max_concurrency
     )
-    notes = _quota_notes(max_capacity, workers, wanted_workers, claim_concurrency, busy_seconds)
-    idle = MonthlyCost(
-        tick_lambda=tick_lambda,
-        tick_requests=tick_requests,
-        dynamodb=dynamodb_cost(idle_reads, idle_writes),
-        sqs=sqs_idle,
-        worker_lambda=0.0,
-        cloudwatch=shards * cloudwatch_usd_per_shard_month(measured, prices),
-    )
-    loaded = MonthlyCost(
-        tick_lambda=tick_lambda,
-        tick_requests=tick_requests,
-        dynamodb=dynamodb_cost(loaded_reads, loaded_writes),
-        sqs=sqs_loaded,
-        worker_lambda=worker_lambda,
-        cloudwatch=shards * cloudwatch_usd_per_shard_month(measured, prices),
-        claim_lambda=claim_lambda,
+    demand = _demand(
+        fires_per_second, (shards, claim_concurrency, max_capacity), workers, workload, measured
     )
     looping_only_idle = _looping_only_idle(
-        idle.total - shards * idle_usd_per_shard_month(memory, measured, prices),
+        idle.total - shards * idle_usd_per_shard_month(MIN_MEMORY_MB, measured, prices),
         fires_per_second,
         tick_concurrency,
         model,
-        min_shards=min_shards,
+        min_shards=floor,
         measured=measured,
         prices=prices,
     )
     return Plan(
         fires_per_second=fires_per_second,
         shards=shards,
-        tick_memory_mb=memory,
+        tick_memory_mb=MIN_MEMORY_MB,
         tick_concurrency=tick_concurrency,
-        claims_per_second_per_shard=elastic.pages_per_second(memory) * elastic.tick.page_size,
+        claims_per_second_per_shard=elastic.pages_per_second(MIN_MEMORY_MB)
+        * elastic.tick.page_size,
         claim_memory_mb=CLAIM_MEMORY_MB,
         claim_reserved_concurrency=claim_concurrency,
         claim_capacity=claim_concurrency * elastic.claims_per_invocation_second(tick_concurrency),
-        worker_max_concurrency=workers,
-        workers_keep_up=wanted_workers <= MAX_WORKER_CONCURRENCY,
+        worker_max_concurrency=workers.max_concurrency,
+        workers_keep_up=workers.invocations <= MAX_WORKER_CONCURRENCY,
         billing=billing,
         provisioned_max_capacity=max_capacity,
         idle=idle,
         loaded=loaded,
         looping_only_idle=looping_only_idle,
-        notes=tuple(notes),
+        notes=tuple(_notes(workers, partitions, demand)),
+        workers=workers,
+        loaded_sequential_worker=_with_one_call_at_a_time(loaded, usage, workers, prices),
+        partitions=partitions,
+        quotas=quota_needs(demand),
     )
+
+
+def _with_one_call_at_a_time(
+    loaded: MonthlyCost, usage: _Usage, workers: WorkerSizing, prices: Prices
+) -> MonthlyCost:
+    """``loaded`` with the worker before issue 22: one handler call at a time, batches of 10."""
+    one_at_a_time = WorkerModel(1, UNWINDOWED_BATCH)
+    rate = usage.fires / MONTH_SECONDS
+    sequential = WorkerSizing.of(one_at_a_time, rate, workers.handler_seconds)
+    return dataclasses.replace(
+        loaded, worker_lambda=_worker_lambda(usage.fires, sequential, prices)
+    )
+
+
+@dataclass(frozen=True)
+class _Usage:
+    """A month of requests at the rate: the fires, and the read and write units."""
+
+    fires: float
+    shards: int
+    idle_reads: float
+    idle_writes: float
+    loaded_reads: float
+    loaded_writes: float
+    idle_sqs_requests: float
+    loaded_sqs_requests: float
+
+    @classmethod
+    def of(cls, fires_per_second: float, shards: int, measured: Measured) -> _Usage:
+        month = MONTH_SECONDS
+        fires = fires_per_second * month
+        idle_reads = shards * month * measured.idle_read_units_per_shard_second
+        idle_writes = shards * month * LEASE_RENEWALS_PER_SECOND
+        idle_sqs = shards * month * measured.idle_sqs_requests_per_shard_second
+        return cls(
+            fires=fires,
+            shards=shards,
+            idle_reads=idle_reads,
+            idle_writes=idle_writes,
+            loaded_reads=idle_reads + fires * measured.read_units_per_fire,
+            loaded_writes=idle_writes + fires * measured.write_units_per_fire,
+            idle_sqs_requests=idle_sqs,
+            loaded_sqs_requests=idle_sqs + fires * measured.sqs_requests_per_fire,
+        )
+
+
+def _monthly_costs(
+    usage: _Usage,
+    workers: WorkerSizing,
+    elastic: ElasticModel,
+    tick_concurrency: int,
+    dynamodb_cost: Callable[[float, float], float],
+    measured: Measured,
+    prices: Prices,
+) -> tuple[MonthlyCost, MonthlyCost]:
+    """(idle, loaded): a month with nothing due, and a month at the rate."""
+    p = prices
+    shards = usage.shards
+    # The looping tick: billed all month whatever the load.
+    billed_seconds = MONTH_SECONDS * (60 + HANDOVER_OVERLAP_SECONDS) / 60
+    tick_lambda = shards * MIN_MEMORY_MB / 1024 * billed_seconds * p.lambda_arm_per_gb_second
+    tick_requests = shards * MONTH_SECONDS / 60 * p.lambda_per_million_requests / 1e6
+    cloudwatch = shards * cloudwatch_usd_per_shard_month(measured, prices)
+    sqs_price = p.sqs_standard_per_million_requests / 1e6
+    # Claim invocations: every fire counted in a full page, claimed at one vCPU. An
+    # upper bound: a page under FANOUT_MIN_TASKS is claimed by the looping tick.
+    pages = usage.fires / elastic.tick.page_size
+    claim_lambda = pages * (
+        elastic.page_seconds(tick_concurrency) * CLAIM_MEMORY_MB / 1024 * p.lambda_arm_per_gb_second
+        + p.lambda_per_million_requests / 1e6
+    )
+    idle = MonthlyCost(
+        tick_lambda=tick_lambda,
+        tick_requests=tick_requests,
+        dynamodb=dynamodb_cost(usage.idle_reads, usage.idle_writes),
+        sqs=usage.idle_sqs_requests * sqs_price,
+        worker_lambda=0.0,
+        cloudwatch=cloudwatch,
+    )
+    loaded = MonthlyCost(
+        tick_lambda=tick_lambda,
+        tick_requests=tick_requests,
+        dynamodb=dynamodb_cost(usage.loaded_reads, usage.loaded_writes),
+        sqs=usage.loaded_sqs_requests * sqs_price,
+        worker_lambda=_worker_lambda(usage.fires, workers, prices),
+        cloudwatch=cloudwatch,
+        claim_lambda=claim_lambda,
+    )
+    return idle, loaded
+
+
+def _worker_lambda(fires: float, workers: WorkerSizing, prices: Prices) -> float:
+    """A month of fires' worker duration at WORKER_MEMORY_MB and invocations, a batch each."""
+    gb_seconds = workers.seconds_per_fire * WORKER_MEMORY_MB / 1024
+    return fires * (
+        gb_seconds * prices.lambda_arm_per_gb_second
+        + prices.lambda_per_million_requests / 1e6 / workers.model.batch_size
+    )
+
+
+def _demand(
+    fires_per_second: float,
+    stack: tuple[int, int, int | None],
+    workers: WorkerSizing,
+    workload: Workload,
+    measured: Measured,
+) -> Demand:
+    """The row's peak in the terms AWS's quotas count; ``stack``: its shards, claim
+    invocations reserved and provisioned maximum (None on demand)."""
+    shards, claim_concurrency, max_capacity = stack
+    targets = measured.units_by_target
+    api = fires_per_second * workload.api_requests_per_fire
+    account = None
+    if max_capacity is not None:
+        # Every table and index at its burst maximum at once: their sustained units
+        # with the room ``max_capacity`` gives the busiest.
+        most = max(sum(t.read_units for t in targets), sum(t.write_units for t in targets))
+        account = max_capacity * most / measured.busiest_target_units_per_fire
+    lambdas = (
+        workers.invocations
+        + claim_concurrency
+        # A looping tick and its successor overlap at each minute's handover.
+        + 2 * shards
+        + OTHER_FUNCTIONS_CONCURRENCY
+        + api * API_REQUEST_SECONDS
+    )
+    busiest = fires_per_second * measured.busiest_target_units_per_fire * BURST_HEADROOM
+    return Demand(
+        table_units=max_capacity or busiest,
+        account_units=account,
+        lambda_concurrency=lambdas,
+        worker_invocations=workers.invocations,
+        in_flight_messages=workers.in_flight_messages(fires_per_second),
+        api_requests_per_second=api,
+    )
+
+
+def _notes(
+    workers: WorkerSizing, partitions: tuple[PartitionLoad, ...], demand: Demand
+) -> list[str]:
+    """What the deployment needs besides its CDK context, said as a person would."""
+    notes = partition_notes(partitions)
+    if workers.dispatch_queues > 1:
+        notes.append(
+            f"workers: {workers.invocations:,} invocations at once, beyond one event source "
+            f"mapping's {MAX_WORKER_CONCURRENCY:,}: {workers.dispatch_queues} dispatch queues "
+            "with a mapping each (not built); a faster handler, or answering 202 and "
+            "completing by callback, frees the worker sooner"
+        )
+    wanted = math.ceil(demand.in_flight_messages * WORKER_HEADROOM)
+    if wanted > DEFAULT_MAX_QUEUED_DISPATCHES:
+        notes.append(
+            f"tick: about {demand.in_flight_messages:,.0f} messages are in flight at once; set "
+            f"{MAX_QUEUED_DISPATCHES_VAR} to at least {wanted:,} on the tick (default "
+            f"{DEFAULT_MAX_QUEUED_DISPATCHES:,}: the tick would hold due fires back)"
+        )
+    return notes
 
 
 @dataclass(frozen=True)
@@ -386,6 +549,14 @@ class _DynamoDbBilling:
         ) / p.provisioned_utilisation
         return max(floor, used)
 
+    def max_capacity(self, billing: str, fires_per_second: float, measured: Measured) -> int | None:
+        """Provisioned: the most auto scaling may give a table or index, room above the
+        busiest one's sustained load to grow into during a burst; None on demand."""
+        if billing != "provisioned":
+            return None
+        busiest = fires_per_second * measured.busiest_target_units_per_fire
+        return math.ceil(busiest / self.prices.provisioned_utilisation * BURST_HEADROOM)
+
     def billing_for(self, reads: float, writes: float) -> str:
         """Provisioned once it saves enough over on demand at this load."""
         saving = self.on_demand(reads, writes) - self.provisioned(reads, writes)
@@ -393,36 +564,6 @@ class _DynamoDbBilling:
 
     def cost_of(self, billing: str) -> Callable[[float, float], float]:
         return self.provisioned if billing == "provisioned" else self.on_demand
-
-
-def _quota_notes(
-    max_capacity: int | None,
-    workers: int,
-    wanted_workers: int,
-    claim_concurrency: int,
-    busy_seconds: float,
-) -> list[str]:
-    """What the plan needs AWS to raise, or cannot do, said as a person would."""
-    notes = []
-    if max_capacity is not None and max_capacity > TABLE_UNIT_QUOTA:
-        notes.append(
-            f"DynamoDB: {max_capacity:,} units at the peak is above the default quota of "
-            f"{TABLE_UNIT_QUOTA:,} per table; ask AWS to raise it before deploying"
-        )
-    if workers + claim_concurrency > MAX_WORKER_CONCURRENCY:
-        notes.append(
-            f"concurrency: {workers} workers and {claim_concurrency} claim invocations "
-            f"reserved need more than the {MAX_WORKER_CONCURRENCY} concurrent Lambdas an "
-            "account has unless raised; ask AWS to raise it before deploying"
-        )
-    if wanted_workers > MAX_WORKER_CONCURRENCY:
-        notes.append(
-            f"workers: {wanted_workers} would be needed for {busy_seconds:g} s per fire; an "
-            f"event source mapping allows {MAX_WORKER_CONCURRENCY} (and an account 1,000 "
-            "concurrent Lambdas unless raised): a faster handler, or answering 202 and "
-            "completing by callback, frees the worker sooner"
-        )
-    return notes
 
 
 def _looping_only_idle(
@@ -460,11 +601,13 @@ SIZING_HEADERS = (
     "tick memory",
     "claim invocations",
     "claims/s (all shards)",
-    "worker concurrency",
+    "worker invocations",
     "DynamoDB",
+    "due-index writes/s a partition",
     "idle $/month",
     "idle $/month, looping only",
     "loaded $/month",
+    "loaded $ a million fires",
     "CDK context",
 )
 
@@ -476,12 +619,15 @@ def sizing_row(row: Plan) -> tuple[str, ...]:
         f"{row.tick_memory_mb:,} MB",
         f"up to {row.claim_reserved_concurrency:,} of {row.claim_memory_mb:,} MB",
         f"{row.tick_capacity:,.0f}",
-        f"{row.worker_max_concurrency:,}" + ("" if row.workers_keep_up else " (too few)"),
+        f"{row.worker_max_concurrency:,}, {row.workers.model.concurrent_calls:g} calls each"
+        + ("" if row.workers_keep_up else " (too few)"),
         row.billing
         + (f", max {row.provisioned_max_capacity:,}" if row.provisioned_max_capacity else ""),
+        f"{row.due_index_partition.writes_per_second:,.0f}",
         f"{row.idle.total:,.0f}",
         f"{row.looping_only_idle:,.0f}",
         f"{row.loaded.total:,.0f}",
+        f"{row.usd_per_million_fires:.2f}",
         f"`{row.context_flags()}`",
     )
 

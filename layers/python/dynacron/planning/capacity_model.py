@@ -6,6 +6,8 @@ and the models of a shard's tick and of elastic claiming built on them.
   A rerun of ``make bench`` that moves them changes the constants here, and
   ``tests/unit/test_plan.py`` fails until it does.
 - ``PRICES``: us-east-1 list prices, arm64 Lambda (the stack's architecture).
+- ``WorkerModel``: what a fire costs the worker Lambda, with its handler calls
+  overlapping up to ``worker_concurrency`` an invocation (issue 22).
 
 The tick model: Lambda gives a function CPU in proportion to its memory, one
 vCPU at 1,769 MB; Python runs the tick on one core at a time (the GIL), so
@@ -23,6 +25,7 @@ invocations at once.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -38,6 +41,29 @@ SQS_LATENCY_MS = 10.0
 
 
 @dataclass(frozen=True)
+class TargetUnits:
+    """What one recurring fire uses of one table or index (bench/results/cost.json,
+    its per-caller breakdown, added up per target)."""
+
+    target: str
+    read_units: float
+    write_units: float
+
+
+# The tasks table: the claim's update (1) and two consistent reads (the tick's
+# BatchGetItem, the worker's GetItem); its due index: the claim's delete of the
+# entry and put of the next (KEYS_ONLY, under 1 KB: 1 each) and the tick's Query;
+# the executions table: begin and finish; coordination: the tenant's record (the
+# signing secrets), the shard's cursor and the host's limits.
+FIRE_UNITS_BY_TARGET = (
+    TargetUnits("tasks", read_units=2.0, write_units=1.0),
+    TargetUnits("tasks/due-index", read_units=0.03, write_units=2.0),
+    TargetUnits("executions", read_units=0.0, write_units=2.0),
+    TargetUnits("coordination", read_units=1.02, write_units=0.01),
+)
+
+
+@dataclass(frozen=True)
 class Measured:
     """What ``make bench`` measured; see the module docstring."""
 
@@ -48,9 +74,16 @@ class Measured:
     read_units_per_fire: float = 3.05
     sqs_requests_per_fire: float = 0.32
     worker_invocations_per_fire: float = 0.1
-    # The one table or index that takes the most of a fire's units (the executions
-    # table's begin and end; the due index's delete and put): provisioned capacity's bound.
-    busiest_target_units_per_fire: float = 2.0
+    # The same fire's units per table and index (``FIRE_UNITS_BY_TARGET`` says which).
+    units_by_target: tuple[TargetUnits, ...] = FIRE_UNITS_BY_TARGET
+    # The worker's strongly consistent read of its tenant's record (signing secrets):
+    # one item per tenant, so one partition (``planning.partitions``).
+    tenant_record_reads_per_fire: float = 1.0
+    # The overlapping worker's Lambda GB-seconds per fire at WORKER_MEMORY_MB, as
+    # (handler seconds, GB-seconds) at 10 ms, 200 ms and 2 s, with full batches of
+    # WORKER_CALLS_IN_FLIGHT_PLACEHOLDER. Empty until `make bench` measures it (issue
+    # 22): the plan then uses ``WorkerModel``'s own figure.
+    worker_gb_seconds_per_fire: tuple[tuple[float, float], ...] = ()
     # bench/results/cost.json: idle_shard, per shard-second.
     idle_read_units_per_shard_second: float = 2.0667
     idle_sqs_requests_per_shard_second: float = 1.0
@@ -61,6 +94,13 @@ class Measured:
     # bench/results/fanout.json: the looping tick's CPU per page it hands out (the
     # due-index Query and the asynchronous Invoke), at a whole vCPU.
     hand_out_cpu_ms_per_page: float = 3.27
+
+    @property
+    def busiest_target_units_per_fire(self) -> float:
+        """The units of a fire the one table or index taking the most of them takes
+        (the executions table's begin and end; the due index's delete and put):
+        provisioned capacity's bound."""
+        return max(max(t.read_units, t.write_units) for t in self.units_by_target)
 
 
 @dataclass(frozen=True)
@@ -170,3 +210,71 @@ class ElasticModel:
         handed_out = shards * self.pages_per_second(tick_memory_mb) * self.tick.page_size
         claimed = claim_concurrency * self.claims_per_invocation_second(concurrency)
         return min(handed_out, claimed)
+
+
+# The worker (issue 22). An invocation gets a batch of ``batch_size`` records and
+# runs their handler calls up to ``calls_in_flight`` at once (``worker_concurrency``):
+# a fire holds its call's place for the handler, its four round trips (the task,
+# the tenant's secrets, begin, finish: DYNAMODB_LATENCY_MS each) and its CPU, but
+# the invocation's CPU (one core: the GIL) is shared by its calls. One call at a
+# time (the worker before issue 22) is 0.05 s a fire besides the handler at 256 MB:
+# an assumption, not measured, split here into waiting and CPU.
+WORKER_MEMORY_MB = 256
+WORKER_WAIT_SECONDS = 4 * DYNAMODB_LATENCY_MS / 1000
+# The CPU of one fire at 256 MB (1.45 ms at a whole vCPU); assumed. Local mode spends
+# 2.4-2.8 ms a fire at a whole vCPU, its tick and SQLite included.
+WORKER_CPU_SECONDS = 0.01
+WORKER_OVERHEAD_SECONDS = WORKER_WAIT_SECONDS + WORKER_CPU_SECONDS
+# PLACEHOLDER, to be replaced by what `make bench` measures for the overlapping
+# worker (MEASURED.worker_gb_seconds_per_fire, issue 22): the calls in flight per
+# invocation, the default of the worker's `worker_concurrency` setting.
+WORKER_CALLS_IN_FLIGHT_PLACEHOLDER = 32
+# SQS's most records a batch holds without a batching window (with one, up to 10,000).
+UNWINDOWED_BATCH = 10
+
+
+@dataclass(frozen=True)
+class WorkerModel:
+    """What a fire costs the worker: an invocation of ``batch_size`` records, with
+    up to ``calls_in_flight`` handler calls at once."""
+
+    calls_in_flight: int = WORKER_CALLS_IN_FLIGHT_PLACEHOLDER
+    batch_size: int = UNWINDOWED_BATCH
+    # (handler seconds, GB-seconds per fire) measured for this configuration, if any.
+    measured: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def concurrent_calls(self) -> float:
+        """Calls in flight over the invocation on average: its batch in rounds of
+        ``calls_in_flight``, the last round perhaps not full."""
+        rounds = math.ceil(self.batch_size / self.calls_in_flight)
+        return self.batch_size / rounds
+
+    @property
+    def batching_window_seconds(self) -> int:
+        """SQS gathers a batch above 10 records only with a window (of at least 1 s)."""
+        return 0 if self.batch_size <= UNWINDOWED_BATCH else 1
+
+    def seconds_per_fire(self, handler_seconds: float) -> float:
+        """Invocation-seconds one fire costs: its calls overlap, its CPU does not."""
+        if self.measured:
+            return _interpolate(self.measured, handler_seconds) / (WORKER_MEMORY_MB / 1024)
+        busy = handler_seconds + WORKER_OVERHEAD_SECONDS
+        return max(WORKER_CPU_SECONDS, busy / self.concurrent_calls)
+
+    def invocation_seconds(self, handler_seconds: float) -> float:
+        """How long one invocation runs (and its messages stay in flight)."""
+        return self.batch_size * self.seconds_per_fire(handler_seconds)
+
+
+def _interpolate(points: tuple[tuple[float, float], ...], x: float) -> float:
+    """Piecewise linear through ``points``: flat below the first, straight on past the last."""
+    ordered = sorted(points)
+    if len(ordered) == 1 or x <= ordered[0][0]:
+        return ordered[0][1]
+    segment = next(
+        (pair for pair in itertools.pairwise(ordered) if x <= pair[1][0]),
+        (ordered[-2], ordered[-1]),
+    )
+    (x0, y0), (x1, y1) = segment
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
