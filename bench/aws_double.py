@@ -123,6 +123,16 @@ class Table:
     partitions: dict[tuple[str | None, str], list[tuple[tuple[Any, ...], tuple[str, ...]]]] = field(
         default_factory=dict
     )
+    # Each item's size (``aws_limits.item_size``), once asked for.
+    sizes: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+    def size(self, key: tuple[str, ...]) -> int:
+        """The size of the item at ``key``, 0 if there is none."""
+        size = self.sizes.get(key)
+        if size is None:
+            item = self.items.get(key)
+            size = self.sizes[key] = item_size(item) if item is not None else 0
+        return size
 
     def key_names(self) -> list[str]:
         keys = [self.definition.partition_key, self.definition.sort_key]
@@ -160,20 +170,37 @@ class Table:
             if item is not None and all(k.name in item for k in keys):
                 entries = self.partitions.setdefault((view, _scalar_text(item[keys[0].name])), [])
                 bisect.insort(entries, (self.position(item, keys), key))
+        self.sizes.pop(key, None)
         if item is None:
             self.items.pop(key, None)
         else:
             self.items[key] = item
 
+    def load(self, items: list[Item]) -> None:
+        """Store many new items at once (filling a table): each index sorted once."""
+        for item in items:
+            self.items[self.key_of(item)] = item
+        for view, keys in self.views():
+            for item in items:
+                if all(k.name in item for k in keys):
+                    entries = self.partitions.setdefault(
+                        (view, _scalar_text(item[keys[0].name])), []
+                    )
+                    entries.append((self.position(item, keys), self.key_of(item)))
+        for entries in self.partitions.values():
+            entries.sort()
+
     def partition_of(self, item: Item) -> str:
         return _scalar_text(item[self.definition.partition_key.name])
 
-    def write_charges(self, name: str, old: Item | None, new: Item | None) -> list[Charge]:
-        """What replacing ``old`` by ``new`` writes: the item, then each index entry that
-        changes (an entry whose key moves is a delete and a put)."""
+    def write_charges(
+        self, name: str, key: tuple[str, ...], old: Item | None, new: Item | None
+    ) -> list[Charge]:
+        """What replacing ``old`` (at ``key``) by ``new`` writes: the item, then each index
+        entry that changes (an entry whose key moves is a delete and a put)."""
         sized = new if new is not None else old
         assert sized is not None
-        size = max(item_size(old) if old else 0, item_size(new) if new else 0)
+        size = max(self.size(key), item_size(new) if new else 0)
         charges = [Charge(name, None, self.partition_of(sized), True, write_units(size))]
         for index in self.definition.indexes:
             before, after = _entry(index, old, self), _entry(index, new, self)
@@ -394,26 +421,19 @@ class AwsModel:
         keys = dict(table.views())[view]
         names = params.get("ExpressionAttributeNames", {})
         values = params.get("ExpressionAttributeValues", {})
-        partition_key, sort_key_holds = _key_condition(
-            params["KeyConditionExpression"], _frozen(names)
-        )
+        partition_key, bounds = _key_condition(params["KeyConditionExpression"], _frozen(names))
         if partition_key[0] != keys[0].name:
             raise NotImplementedError(
                 f"partition key condition {params['KeyConditionExpression']!r}"
             )
         partition = _scalar_text(values[partition_key[1]])
         entries = table.partitions.get((view, partition), [])
-        first = 0
+        first, last = _sort_key_range(entries, bounds, values)
         if params.get("ExclusiveStartKey"):
             after = table.position(params["ExclusiveStartKey"], keys)
-            first = bisect.bisect_right(entries, after, key=lambda entry: entry[0])
+            first = max(first, bisect.bisect_right(entries, after, key=lambda entry: entry[0]))
         limit = params.get("Limit", len(entries))
-        page: list[Item] = []
-        for _, key in entries[first:]:
-            if len(page) == limit:
-                break
-            if sort_key_holds(table.items[key], values):
-                page.append(table.items[key])
+        page = [table.items[key] for _, key in entries[first : min(last, first + limit)]]
         shown = list(dict.fromkeys([k.name for k in keys] + table.key_names()))
         index = next((i for i in table.definition.indexes if i.name == view), None)
         projected = page
@@ -449,8 +469,9 @@ class AwsModel:
             found, left = [], []
             for key in keys:
                 asked += 1
-                item = table.items.get(table.key_of(key))
-                units = read_units(item_size(item) if item else 0, consistent)
+                found_at = table.key_of(key)
+                item = table.items.get(found_at)
+                units = read_units(table.size(found_at), consistent)
                 try:
                     self._charge([Charge(name, None, table.partition_of(key), False, units)])
                 except Throttle as throttle:
@@ -471,8 +492,9 @@ class AwsModel:
     def _get_item(self, params: dict[str, Any]) -> dict[str, Any]:
         _only(params, "TableName", "Key", "ConsistentRead")
         table = self.tables[params["TableName"]]
-        item = table.items.get(table.key_of(params["Key"]))
-        units = read_units(item_size(item) if item else 0, bool(params.get("ConsistentRead")))
+        key = table.key_of(params["Key"])
+        item = table.items.get(key)
+        units = read_units(table.size(key), bool(params.get("ConsistentRead")))
         partition = table.partition_of(params["Key"])
         self._charge([Charge(params["TableName"], None, partition, False, units)])
         return {"Item": item} if item is not None else {}
@@ -547,7 +569,7 @@ class AwsModel:
             if not holds(old or {}, params.get("ExpressionAttributeValues", {})):
                 # A refused write still costs its units on the table, none on an index.
                 partition = table.partition_of(params.get("Key") or params["Item"])
-                units = write_units(item_size(old) if old else 0)
+                units = write_units(table.size(key))
                 self._charge([Charge(name, None, partition, True, units)])
                 wants_old = params.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
                 raise ConditionFailed(old if wants_old else None)
@@ -556,7 +578,7 @@ class AwsModel:
             partition = table.partition_of(params["Key"])
             self._charge([Charge(name, None, partition, True, 1.0)])
             return None
-        self._charge(table.write_charges(name, old, new))
+        self._charge(table.write_charges(name, key, old, new))
         table.store(new, key)
         return new
 
@@ -752,9 +774,11 @@ def _comparison(text: str) -> tuple[str, str, str]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _key_condition(text: str, names: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], Test]:
-    """A Query's key condition: (partition key name, its value's placeholder) and the
-    sort key's test (``BETWEEN`` is ``>=`` and ``<=``)."""
+def _key_condition(
+    text: str, names: tuple[tuple[str, str], ...]
+) -> tuple[tuple[str, str], list[tuple[str, str]]]:
+    """A Query's key condition: (partition key name, its value's placeholder), and the
+    sort key's bounds as (operator, placeholder) (``BETWEEN`` is ``>=`` and ``<=``)."""
     named = dict(names)
     conditions = text.split(" AND ")
     between = _BETWEEN.match(" AND ".join(conditions[1:]))
@@ -766,7 +790,37 @@ def _key_condition(text: str, names: tuple[tuple[str, str], ...]) -> tuple[tuple
     partition, operator, value = _comparison(conditions[0])
     if operator != "=":
         raise NotImplementedError(f"partition key condition {conditions[0]!r}")
-    return (named.get(partition, partition), value), _condition(" AND ".join(conditions[1:]), names)
+    bounds = []
+    for condition in conditions[1:]:
+        _, operator, bound = _comparison(condition)
+        if operator == "<>" or not bound.startswith(":"):
+            raise NotImplementedError(f"sort key condition {condition!r}")
+        bounds.append((operator, bound))
+    return (named.get(partition, partition), value), bounds
+
+
+def _sort_key_range(
+    entries: list[tuple[tuple[Any, ...], tuple[str, ...]]],
+    bounds: list[tuple[str, str]],
+    values: dict[str, Any],
+) -> tuple[int, int]:
+    """The slice of a partition's ``entries`` (sorted by sort key first) the bounds keep."""
+    low, high = 0, len(entries)
+
+    def sort_key(entry: tuple[tuple[Any, ...], tuple[str, ...]]) -> Any:
+        return entry[0][0]
+
+    for operator, placeholder in bounds:
+        bound = _ordered(values[placeholder])
+        if operator in (">=", "="):
+            low = max(low, bisect.bisect_left(entries, bound, key=sort_key))
+        if operator == ">":
+            low = max(low, bisect.bisect_right(entries, bound, key=sort_key))
+        if operator in ("<=", "="):
+            high = min(high, bisect.bisect_right(entries, bound, key=sort_key))
+        if operator == "<":
+            high = min(high, bisect.bisect_left(entries, bound, key=sort_key))
+    return low, high
 
 
 @functools.lru_cache(maxsize=4096)
