@@ -346,6 +346,9 @@ class AwsModel:
                 definition, now, target
             )
         self.calls: Counter[str] = Counter()
+        # Requests to answer with DynamoDB's throttling error whatever the capacity
+        # (the cross-check against moto throttles the same requests in both).
+        self.refuses: Callable[[str, dict[str, Any]], bool] | None = None
         self.operations: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "dynamodb.Query": self._query,
             "dynamodb.BatchGetItem": self._batch_get_item,
@@ -391,6 +394,8 @@ class AwsModel:
         if operation is None:
             raise NotImplementedError(f"the AWS double does not model {name}")
         self.calls[name] += 1
+        if self.refuses is not None and self.refuses(name, params):
+            raise throttled(Throttle("ProvisionedThroughputExceededException", "", ""))
         try:
             return operation(params)
         except Throttle as throttle:

@@ -20,6 +20,7 @@ BENCHMARKS = (
     "bench.lateness",
     "bench.burst",
     "bench.versus_apscheduler",
+    "bench.scale",
 )
 
 

@@ -54,16 +54,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest import mock
 
+from bench import throughput
 from bench.aws_double import AwsDouble, AwsModel
-from bench.aws_limits import Latency, Throughput
+from bench.aws_limits import PARTITION_READ_UNITS, PARTITION_WRITE_UNITS, Latency, Throughput
 from bench.client_double import BotocoreCpu, CallStats, ClientDouble
 from bench.common import QUICK, distribution, percentile, write_result
 from bench.lambda_double import FunctionSpec, LambdaService, SqsEventSource
-from bench.simulation import Simulation, VirtualClock, VirtualPool
+from bench.simulation import Invocation, Simulation, VirtualClock, VirtualPool
 from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.adapters.aws.due_page_hand_out import LambdaDuePageHandOut
 from dynacron.adapters.aws.task_items import task_to_item
 from dynacron.definitions.resources import TENANT_KEY_PREFIX, WORKER_TIMEOUT_SECONDS
+from dynacron.domain.clock import SettableClock
 from dynacron.domain.coordination import transitions
 from dynacron.domain.executions.execution import DeliveryResult, Dispatch, HandlerAnswer
 from dynacron.domain.instants import format_instant, parse_instant
@@ -107,6 +109,8 @@ class Scenario:
     # Virtual seconds after the last due instant by which everything must be done.
     drain_seconds: float = 240.0
     seed: int = 7
+    # A partition's write units a second (DynamoDB's 1,000; lowered to provoke throttling).
+    partition_write_units: float = PARTITION_WRITE_UNITS
 
     @property
     def steady_fires(self) -> int:
@@ -322,7 +326,8 @@ def build(
     )
     throughput.partition_write = throughput.partition_read = math.inf  # while filling
     due = fill(model, settings, scenario)
-    throughput.partition_write, throughput.partition_read = 1000.0, 3000.0
+    throughput.partition_write = scenario.partition_write_units
+    throughput.partition_read = PARTITION_READ_UNITS
     throughput.consumed.clear()
     model.calls.clear()
     rng = random.Random(scenario.seed)
@@ -680,6 +685,61 @@ def measure_botocore_cpu(times: int = 200) -> BotocoreCpu:
     return cpu
 
 
+# The client double checked against moto
+
+
+def verify_against_moto() -> dict[str, Any]:
+    """Section 4's verification tick (50 tasks on every tick path) through the client
+    doubles on virtual time, against moto through real clients: both must do and
+    leave the same; then again with each task's first claim throttled in both (moto
+    answering DynamoDB's error before it, the double's model refusing it), retried
+    by botocore's retry handler in each. Raises AssertionError otherwise."""
+    plain = throughput.same_outcome(throughput.moto_tick(), _client_double_tick(None))
+    throttled = throughput.same_outcome(
+        throughput.moto_tick(throughput.throttle_first_claims()),
+        _client_double_tick(throughput.throttle_first_claims()),
+    )
+    return {
+        **plain,
+        "throttled_case": {"claimed": throttled["claimed"], "identical": throttled["identical"]},
+    }
+
+
+def _client_double_tick(refuses: Callable[[str, dict[str, Any]], bool] | None) -> tuple[Any, Any]:
+    simulation = Simulation(throughput.STARTED)
+    model = AwsModel(now=simulation.epoch)
+    model.refuses = refuses
+    settings = throughput._verification_settings(model.settings(shard_count=1))
+    rng, stats, cpu = random.Random(1), CallStats(), BotocoreCpu()
+
+    def client(service: str) -> Any:
+        return ClientDouble(service, model, simulation, DYNAMODB_LATENCY, rng, stats, cpu)
+
+    DynamoCursorStore(_Direct(model), settings.coordination_table).apply(
+        0, transitions.advance_cursor(settings.sharding.bucket(throughput.STARTED))
+    )
+    clock = SettableClock(throughput.STARTED)
+    with mock.patch.object(
+        page_claimer,
+        "ThreadPoolExecutor",
+        lambda workers, **_: VirtualPool(simulation, workers),
+    ):
+        app = Dynacron(settings, dynamodb=client("dynamodb"), sqs=client("sqs"), clock=clock)
+    dynamodb = client("dynamodb")
+    items = throughput.verification_items(settings)
+    process = simulation.spawn(
+        Invocation(1.0),
+        lambda: throughput._tick_for_verification(app, dynamodb, items, clock),
+    )
+    outcomes: list[Any] = []
+    process.done.append(outcomes.append)
+    simulation.run(3600.0)
+    (outcome, error) = outcomes[0]
+    if error is not None:
+        raise error
+    return outcome, throughput.model_state(model, settings)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--registered", type=int, default=100_000 if QUICK else 1_000_000)
@@ -697,10 +757,13 @@ def main() -> None:
         burst=args.burst,
         worker_in_flight=args.worker_in_flight or deployment.calls_in_flight,
     )
+    checked = verify_against_moto()
+    print(f"client double checked against moto: {checked}", flush=True)
     botocore_cpu = measure_botocore_cpu()
     measured = {k: round(v * 1000, 3) for k, v in botocore_cpu.measured.items()}
     print(f"botocore CPU per call (ms): {measured}", flush=True)
     result = run(scenario, deployment, botocore_cpu)
+    result["checked_against_moto"] = checked
     result["botocore_cpu_ms_per_call"] = {
         k: round(v * 1000, 3) for k, v in botocore_cpu.measured.items()
     }
