@@ -874,6 +874,8 @@ def scale_section(result: dict[str, Any]) -> list[str]:
         "",
         context_line(result),
         "",
+        f"This run: `{result.get('command', 'python -m bench.scale')}`.",
+        "",
         "dynacron's real tick (looping, handing pages out), claim function and worker "
         "(`Dynacron.tick`, `.claim`, `.worker`), each simulated Lambda invocation with a "
         "`Dynacron` of its execution environment, on virtual time: a discrete-event "
@@ -925,7 +927,9 @@ def scale_section(result: dict[str, Any]) -> list[str]:
         f"still throttled after botocore's retries (the code's own retry or redelivery "
         f"took them): {throttles['calls_that_reached_the_code'] or 'none'}.",
         "",
-        table(["table", "index", "partition", "reason", "requests"], throttle_rows),
+        table(["table", "index", "partition", "reason", "requests"], throttle_rows)
+        if throttle_rows
+        else "No partition was throttled.",
         "",
         table(
             [

@@ -44,6 +44,7 @@ import logging
 import math
 import random
 import resource
+import sys
 import time
 import uuid
 from collections import Counter
@@ -196,6 +197,18 @@ class VirtualHeartbeats:
         finally:
             if self._simulation.local_now() - began >= self._interval:
                 self.due += 1
+
+
+@contextmanager
+def virtual_threads(simulation: Simulation, workers: int) -> Iterator[None]:
+    """The tick's thread pool (``page_claimer``'s ``ThreadPoolExecutor``) built inside
+    is ``workers`` processes of the simulation instead."""
+
+    def executor(*_: Any, **__: Any) -> VirtualPool:
+        return VirtualPool(simulation, workers)
+
+    with mock.patch.object(page_claimer, "ThreadPoolExecutor", executor):
+        yield
 
 
 class CountingLog(logging.Handler):
@@ -358,9 +371,7 @@ def build(
             )
         pool = deployment.tick_concurrency
         delivery = StandInDelivery(simulation, scenario.handler, rng, handled)
-        with mock.patch.object(
-            page_claimer, "ThreadPoolExecutor", lambda *_, **__: VirtualPool(simulation, pool)
-        ):
+        with virtual_threads(simulation, pool):
             app = Dynacron(
                 env_settings,
                 dynamodb=client("dynamodb", DYNAMODB_LATENCY),  # type: ignore[arg-type]
@@ -719,11 +730,7 @@ def _client_double_tick(refuses: Callable[[str, dict[str, Any]], bool] | None) -
         0, transitions.advance_cursor(settings.sharding.bucket(throughput.STARTED))
     )
     clock = SettableClock(throughput.STARTED)
-    with mock.patch.object(
-        page_claimer,
-        "ThreadPoolExecutor",
-        lambda workers, **_: VirtualPool(simulation, workers),
-    ):
+    with virtual_threads(simulation, settings.tick_concurrency):
         app = Dynacron(settings, dynamodb=client("dynamodb"), sqs=client("sqs"), clock=clock)
     dynamodb = client("dynamodb")
     items = throughput.verification_items(settings)
@@ -764,6 +771,7 @@ def main() -> None:
     print(f"botocore CPU per call (ms): {measured}", flush=True)
     result = run(scenario, deployment, botocore_cpu)
     result["checked_against_moto"] = checked
+    result["command"] = " ".join(["python -m bench.scale", *sys.argv[1:]])
     result["botocore_cpu_ms_per_call"] = {
         k: round(v * 1000, 3) for k, v in botocore_cpu.measured.items()
     }
