@@ -1,40 +1,53 @@
-"""An AWS double for the tick-throughput benchmark: each call waits, then a tiny model answers.
+"""An AWS double for the benchmarks: a tiny model of DynamoDB and SQS, and two ways in.
 
 Why: in-process moto spends some 20 ms of CPU on every call on this machine,
-all under the GIL, so a tick measured against it measures the emulator. Here
-every request the real boto3 clients make is answered from botocore's
-``before-send`` event, the documented point where a handler may return a
-response that fulfils the request, after ``latency_seconds`` of sleeping. The
-request is still built, serialised and signed by botocore, and the JSON answer
-is parsed by it, exactly as with the real service; only the network and the
-service are replaced. Nothing leaves the process.
+all under the GIL, so a tick measured against it measures the emulator.
 
-The model holds items in DynamoDB's wire format and knows exactly what a tick
-asks for: Query on a table or an index (key condition, sort-key order,
-``Limit``, ``ExclusiveStartKey``/``LastEvaluatedKey``), strongly consistent
-BatchGetItem, GetItem, PutItem and UpdateItem with condition expressions (a
-failed condition is a ``ConditionalCheckFailedException``), SQS
-SendMessageBatch and GetQueueAttributes. Anything else raises
-``NotImplementedError``, so the benchmark fails instead of measuring a guess.
+``AwsModel`` holds items in DynamoDB's wire format and messages as SQS keeps them,
+and answers exactly what dynacron asks for: Query on a table or an index (key
+condition, sort-key order, ``Limit``, ``ExclusiveStartKey``/``LastEvaluatedKey``),
+BatchGetItem, GetItem, PutItem, UpdateItem and DeleteItem with condition
+expressions (a failed condition is a ``ConditionalCheckFailedException``, with the
+old item when asked for), and SQS SendMessage(Batch), ReceiveMessage (at most 10,
+a visibility timeout, a receive count, the redrive to the dead-letter target after
+``maxReceiveCount``), DeleteMessage(Batch) and GetQueueAttributes. Anything else
+raises ``NotImplementedError``, so a benchmark fails instead of measuring a guess.
 Expressions are the small grammar dynacron writes: ``SET a = b, c = d + e``,
-``REMOVE x, y``; conditions of comparisons and ``attribute_(not_)exists``
-joined by AND/OR, without parentheses.
+``REMOVE x, y``; conditions of comparisons and ``attribute_(not_)exists`` joined
+by AND/OR, without parentheses. Each expression is parsed once and kept.
 
-The model's own CPU time is summed in ``model_cpu_seconds`` (per-thread CPU
-clock), so the caller can tell the tick's CPU from the double's.
+Given a ``Throughput`` (``bench/aws_limits.py``), the model charges every request
+its read and write units per partition, table and index, and refuses what AWS
+would refuse with AWS's error (``ServiceError``); it always counts the units and
+the calls.
+
+Two ways in:
+- ``AwsDouble``: real boto3 clients whose requests are answered at botocore's
+  ``before-send`` event, the documented point where a handler may return a
+  response that fulfils the request, after ``latency_seconds`` of sleeping. The
+  request is still built, serialised and signed by botocore, and the JSON answer
+  parsed by it, exactly as with the real service; only the network and the service
+  are replaced. Nothing leaves the process. The model's own CPU time is summed in
+  ``model_cpu_seconds`` (per-thread CPU clock), so the caller can tell its code's
+  CPU from the double's.
+- ``bench/client_double.py``: objects with the boto3 clients' methods, taking the
+  same parameter dicts, for runs where botocore's own CPU would be the bulk of the
+  measurement (the scale benchmark).
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
+import heapq
 import io
 import json
 import re
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -43,7 +56,24 @@ from typing import Any
 import boto3
 from botocore.awsrequest import AWSResponse
 
-from dynacron.definitions.resources import QUEUES, TABLES, Key, TableDefinition
+from bench.aws_limits import (
+    IN_FLIGHT_PER_QUEUE,
+    RECEIVE_MAX_MESSAGES,
+    Charge,
+    Throttle,
+    Throughput,
+    item_size,
+    read_units,
+    write_units,
+)
+from dynacron.definitions.resources import (
+    QUEUES,
+    TABLES,
+    IndexDefinition,
+    Key,
+    QueueDefinition,
+    TableDefinition,
+)
 from dynacron.entry.settings import Settings
 
 REGION = "us-east-1"
@@ -51,10 +81,31 @@ ACCOUNT = "000000000000"
 Item = dict[str, Any]
 
 
-class ConditionFailed(Exception):
+class ServiceError(Exception):
+    """An error AWS answers with: its code, HTTP status and the response's other fields."""
+
+    def __init__(self, code: str, message: str, status: int = 400, **fields: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.fields = fields
+
+
+class ConditionFailed(ServiceError):
     def __init__(self, old: Item | None) -> None:
-        super().__init__("The conditional request failed")
-        self.old = old
+        fields = {"Item": old} if old is not None else {}
+        super().__init__(
+            "ConditionalCheckFailedException", "The conditional request failed", **fields
+        )
+
+
+def throttled(throttle: Throttle) -> ServiceError:
+    """DynamoDB's answer to a request over its throughput."""
+    return ServiceError(
+        throttle.code,
+        "Throughput exceeds the current capacity for one or more resources.",
+        ThrottlingReasons=[{"reason": throttle.reason, "resource": throttle.resource}],
+    )
 
 
 @dataclass
@@ -72,6 +123,16 @@ class Table:
     partitions: dict[tuple[str | None, str], list[tuple[tuple[Any, ...], tuple[str, ...]]]] = field(
         default_factory=dict
     )
+    # Each item's size (``aws_limits.item_size``), once asked for.
+    sizes: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+    def size(self, key: tuple[str, ...]) -> int:
+        """The size of the item at ``key``, 0 if there is none."""
+        size = self.sizes.get(key)
+        if size is None:
+            item = self.items.get(key)
+            size = self.sizes[key] = item_size(item) if item is not None else 0
+        return size
 
     def key_names(self) -> list[str]:
         keys = [self.definition.partition_key, self.definition.sort_key]
@@ -94,8 +155,10 @@ class Table:
         names.pop(keys[0].name, None)
         return tuple(_ordered(item[n]) for n in names)
 
-    def store(self, item: Item) -> None:
-        key = self.key_of(item)
+    def store(self, item: Item | None, key: tuple[str, ...] | None = None) -> None:
+        """Store ``item`` (None with its ``key``: delete), keeping every index in step."""
+        key = key if item is None else self.key_of(item)
+        assert key is not None
         old = self.items.get(key)
         for view, keys in self.views():
             if old is not None and all(k.name in old for k in keys):
@@ -104,32 +167,200 @@ class Table:
                 at = bisect.bisect_left(entries, entry)
                 assert entries[at] == entry, "index out of step with the items"
                 del entries[at]
-            if all(k.name in item for k in keys):
+            if item is not None and all(k.name in item for k in keys):
                 entries = self.partitions.setdefault((view, _scalar_text(item[keys[0].name])), [])
                 bisect.insort(entries, (self.position(item, keys), key))
-        self.items[key] = item
+        self.sizes.pop(key, None)
+        if item is None:
+            self.items.pop(key, None)
+        else:
+            self.items[key] = item
+
+    def load(self, items: list[Item]) -> None:
+        """Store many new items at once (filling a table): each index sorted once."""
+        for item in items:
+            self.items[self.key_of(item)] = item
+        for view, keys in self.views():
+            for item in items:
+                if all(k.name in item for k in keys):
+                    entries = self.partitions.setdefault(
+                        (view, _scalar_text(item[keys[0].name])), []
+                    )
+                    entries.append((self.position(item, keys), self.key_of(item)))
+        for entries in self.partitions.values():
+            entries.sort()
+
+    def partition_of(self, item: Item) -> str:
+        return _scalar_text(item[self.definition.partition_key.name])
+
+    def write_charges(
+        self, name: str, key: tuple[str, ...], old: Item | None, new: Item | None
+    ) -> list[Charge]:
+        """What replacing ``old`` (at ``key``) by ``new`` writes: the item, then each index
+        entry that changes (an entry whose key moves is a delete and a put)."""
+        sized = new if new is not None else old
+        assert sized is not None
+        size = max(self.size(key), item_size(new) if new else 0)
+        charges = [Charge(name, None, self.partition_of(sized), True, write_units(size))]
+        for index in self.definition.indexes:
+            before, after = _entry(index, old, self), _entry(index, new, self)
+            if before == after:
+                continue
+            keys = (index.partition_key.name, index.sort_key.name)
+            moved = before and after and any(before[k] != after[k] for k in keys)
+            for entry in [before, after] if moved else [after or before]:
+                if entry:
+                    partition = _scalar_text(entry[index.partition_key.name])
+                    units = write_units(item_size(entry))
+                    charges.append(Charge(name, index.name, partition, True, units))
+        return charges
 
 
-class AwsDouble:
-    """DynamoDB and SQS in a dict, behind real boto3 clients that wait ``latency_seconds``."""
+def _entry(index: IndexDefinition, item: Item | None, table: Table) -> Item | None:
+    """``item``'s entry in ``index`` (its projected attributes), None if not in it."""
+    if item is None or index.partition_key.name not in item or index.sort_key.name not in item:
+        return None
+    if index.projection == "ALL":
+        return item
+    names = [index.partition_key.name, index.sort_key.name, *table.key_names()]
+    if index.projection == "INCLUDE":
+        names += index.non_key_attributes
+    return {n: item[n] for n in names if n in item}
 
-    def __init__(self, latency_seconds: float, prefix: str = "dynacron") -> None:
-        self.latency_seconds = latency_seconds
-        self.prefix = prefix
-        self.tables = {d.default_name(prefix): Table(d) for d in TABLES}
-        self.queues: dict[str, list[dict[str, Any]]] = {
-            self.queue_url(q.default_name(prefix)): [] for q in QUEUES
+
+@dataclass
+class Queue:
+    """A standard queue: waiting messages, delayed or invisible ones by when they
+    show, and those received and not yet deleted (in flight) by receipt handle."""
+
+    definition: QueueDefinition
+    now: Callable[[], float]
+    redrive_to: Queue | None = None
+    visible: deque[dict[str, Any]] = field(default_factory=deque)
+    hidden: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
+    in_flight: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Called when a message becomes visible at once (a poller waiting may take it).
+    on_visible: Callable[[], None] | None = None
+    sent: int = 0
+    redriven: int = 0
+    delayed: int = 0
+    _sequence: int = 0
+
+    def send(self, body: str, delay_seconds: int = 0) -> str:
+        message_id = str(uuid.uuid4())
+        message = {
+            "MessageId": message_id,
+            "Body": body,
+            "SentTimestamp": str(int(self.now() * 1000)),
+            "ReceiveCount": 0,
         }
+        self.sent += 1
+        self._show(message, self.now() + delay_seconds)
+        return message_id
+
+    def _show(self, message: dict[str, Any], at: float) -> None:
+        if at <= self.now():
+            self.visible.append(message)
+            if self.on_visible is not None:
+                self.on_visible()
+            return
+        self.delayed += 1
+        self._sequence += 1
+        heapq.heappush(self.hidden, (at, self._sequence, message))
+
+    def release(self) -> None:
+        """Messages whose delay or visibility timeout has passed become visible."""
+        now = self.now()
+        while self.hidden and self.hidden[0][0] <= now:
+            message = heapq.heappop(self.hidden)[2]
+            receipt = message.get("Receipt")
+            if receipt is not None:
+                if self.in_flight.pop(receipt, None) is None:
+                    continue  # deleted while in flight
+                message["Receipt"] = None
+            else:
+                self.delayed -= 1
+            self.visible.append(message)
+
+    def next_showing(self) -> float | None:
+        return self.hidden[0][0] if self.hidden else None
+
+    def receive(self, most: int, visibility_seconds: float) -> list[dict[str, Any]]:
+        """Up to ``most`` visible messages, in flight for ``visibility_seconds``; none
+        past the in-flight quota; those received ``maxReceiveCount`` times move on."""
+        self.release()
+        received: list[dict[str, Any]] = []
+        now = self.now()
+        while self.visible and len(received) < most and len(self.in_flight) < IN_FLIGHT_PER_QUEUE:
+            message = self.visible.popleft()
+            limit = self.definition.max_receive_count
+            if limit is not None and message["ReceiveCount"] >= limit and self.redrive_to:
+                self.redriven += 1
+                self.redrive_to.send(message["Body"])
+                continue
+            message["ReceiveCount"] += 1
+            receipt = message["Receipt"] = uuid.uuid4().hex
+            self.in_flight[receipt] = message
+            self._sequence += 1
+            heapq.heappush(self.hidden, (now + visibility_seconds, self._sequence, message))
+            received.append(message)
+        return received
+
+    def delete(self, receipt: str) -> None:
+        self.in_flight.pop(receipt, None)
+
+    def bodies(self) -> list[str]:
+        """Every message the queue holds, waiting, hidden or in flight."""
+        hidden = [m for _, _, m in self.hidden if m.get("Receipt") is None]
+        return [m["Body"] for m in [*self.visible, *hidden, *self.in_flight.values()]]
+
+    def depth(self) -> tuple[int, int, int]:
+        """Visible, in flight and delayed, as SQS's approximate counts have them."""
+        self.release()
+        return len(self.visible), len(self.in_flight), self.delayed
+
+
+class AwsModel:
+    """DynamoDB and SQS in dicts: ``answer`` takes an operation's name and its parameters.
+
+    ``now`` is the model's clock in epoch seconds (the simulation's, in the scale
+    benchmark); ``throughput`` enforces DynamoDB's limits when given.
+    """
+
+    def __init__(
+        self,
+        prefix: str = "dynacron",
+        now: Callable[[], float] = time.time,
+        throughput: Throughput | None = None,
+    ) -> None:
+        self.prefix = prefix
+        self.now = now
+        self.throughput = throughput
+        self.tables = {d.default_name(prefix): Table(d) for d in TABLES}
+        self.queues: dict[str, Queue] = {}
+        for definition in sorted(QUEUES, key=lambda q: q.dead_letter is not None):
+            target = None
+            if definition.dead_letter is not None:
+                target = self.queues[self.queue_url(definition.dead_letter.default_name(prefix))]
+            self.queues[self.queue_url(definition.default_name(prefix))] = Queue(
+                definition, now, target
+            )
         self.calls: Counter[str] = Counter()
-        self.model_cpu_seconds = 0.0
-        self._lock = threading.Lock()
-        self._operations: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+        # Requests to answer with DynamoDB's throttling error whatever the capacity
+        # (the cross-check against moto throttles the same requests in both).
+        self.refuses: Callable[[str, dict[str, Any]], bool] | None = None
+        self.operations: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "dynamodb.Query": self._query,
             "dynamodb.BatchGetItem": self._batch_get_item,
             "dynamodb.GetItem": self._get_item,
             "dynamodb.PutItem": self._put_item,
             "dynamodb.UpdateItem": self._update_item,
+            "dynamodb.DeleteItem": self._delete_item,
+            "sqs.SendMessage": self._send_message,
             "sqs.SendMessageBatch": self._send_message_batch,
+            "sqs.ReceiveMessage": self._receive_message,
+            "sqs.DeleteMessage": self._delete_message,
+            "sqs.DeleteMessageBatch": self._delete_message_batch,
             "sqs.GetQueueAttributes": self._get_queue_attributes,
         }
 
@@ -150,6 +381,302 @@ class AwsDouble:
             **overrides,
         )
 
+    def put(self, table_name: str, item: Item) -> None:
+        """Store an item directly (filling the table before a measurement; no latency)."""
+        self.tables[table_name].store(item)
+
+    def messages(self, queue_url: str) -> list[dict[str, Any]]:
+        return [{"Body": body} for body in self.queues[queue_url].bodies()]
+
+    def answer(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The answer to one request; raises ``ServiceError`` as AWS would answer it."""
+        operation = self.operations.get(name)
+        if operation is None:
+            raise NotImplementedError(f"the AWS double does not model {name}")
+        self.calls[name] += 1
+        if self.refuses is not None and self.refuses(name, params):
+            raise throttled(Throttle("ProvisionedThroughputExceededException", "", ""))
+        try:
+            return operation(params)
+        except Throttle as throttle:
+            raise throttled(throttle) from None
+
+    def _charge(self, charges: list[Charge]) -> None:
+        if self.throughput is not None:
+            self.throughput.admit(charges)
+
+    # DynamoDB
+
+    def _query(self, params: dict[str, Any]) -> dict[str, Any]:
+        _only(
+            params,
+            "TableName",
+            "IndexName",
+            "KeyConditionExpression",
+            "ExpressionAttributeNames",
+            "ExpressionAttributeValues",
+            "Limit",
+            "ExclusiveStartKey",
+            "ScanIndexForward",
+        )
+        if params.get("ScanIndexForward") is False:
+            raise NotImplementedError("Query newest first")
+        table = self.tables[params["TableName"]]
+        view = params.get("IndexName")
+        keys = dict(table.views())[view]
+        names = params.get("ExpressionAttributeNames", {})
+        values = params.get("ExpressionAttributeValues", {})
+        partition_key, bounds = _key_condition(params["KeyConditionExpression"], _frozen(names))
+        if partition_key[0] != keys[0].name:
+            raise NotImplementedError(
+                f"partition key condition {params['KeyConditionExpression']!r}"
+            )
+        partition = _scalar_text(values[partition_key[1]])
+        entries = table.partitions.get((view, partition), [])
+        first, last = _sort_key_range(entries, bounds, values)
+        if params.get("ExclusiveStartKey"):
+            after = table.position(params["ExclusiveStartKey"], keys)
+            first = max(first, bisect.bisect_right(entries, after, key=lambda entry: entry[0]))
+        limit = params.get("Limit", len(entries))
+        page = [table.items[key] for _, key in entries[first : min(last, first + limit)]]
+        shown = list(dict.fromkeys([k.name for k in keys] + table.key_names()))
+        index = next((i for i in table.definition.indexes if i.name == view), None)
+        projected = page
+        if index is not None and index.projection != "ALL":
+            projected = [_entry(index, item, table) or {} for item in page]
+        size = sum(item_size(item) for item in projected)
+        units = read_units(size, False)
+        self._charge([Charge(params["TableName"], view, partition, False, units)])
+        response: dict[str, Any] = {
+            "Items": projected,
+            "Count": len(projected),
+            "ScannedCount": len(projected),
+        }
+        # As DynamoDB does: a page cut short by Limit carries the key to resume from,
+        # even when nothing follows it.
+        if page and len(page) == limit:
+            response["LastEvaluatedKey"] = {n: page[-1][n] for n in shown}
+        return response
+
+    def _batch_get_item(self, params: dict[str, Any]) -> dict[str, Any]:
+        _only(params, "RequestItems")
+        responses: dict[str, list[Item]] = {}
+        unprocessed: dict[str, Any] = {}
+        asked = read = 0
+        refused: Throttle | None = None
+        for name, request in params["RequestItems"].items():
+            _only(request, "Keys", "ConsistentRead")
+            table = self.tables[name]
+            keys = request["Keys"]
+            if len(keys) > 100:
+                raise ValueError("BatchGetItem takes at most 100 keys")
+            consistent = bool(request.get("ConsistentRead"))
+            found, left = [], []
+            for key in keys:
+                asked += 1
+                found_at = table.key_of(key)
+                item = table.items.get(found_at)
+                units = read_units(table.size(found_at), consistent)
+                try:
+                    self._charge([Charge(name, None, table.partition_of(key), False, units)])
+                except Throttle as throttle:
+                    refused = throttle
+                    left.append(key)
+                    continue
+                read += 1
+                if item is not None:
+                    found.append(item)
+            responses[name] = found
+            if left:
+                unprocessed[name] = {"Keys": left, "ConsistentRead": consistent}
+        if refused is not None and not read:
+            # Only a request of which nothing could be read is refused whole.
+            raise refused
+        return {"Responses": responses, "UnprocessedKeys": unprocessed}
+
+    def _get_item(self, params: dict[str, Any]) -> dict[str, Any]:
+        _only(params, "TableName", "Key", "ConsistentRead")
+        table = self.tables[params["TableName"]]
+        key = table.key_of(params["Key"])
+        item = table.items.get(key)
+        units = read_units(table.size(key), bool(params.get("ConsistentRead")))
+        partition = table.partition_of(params["Key"])
+        self._charge([Charge(params["TableName"], None, partition, False, units)])
+        return {"Item": item} if item is not None else {}
+
+    def _put_item(self, params: dict[str, Any]) -> dict[str, Any]:
+        _only(
+            params,
+            "TableName",
+            "Item",
+            "ConditionExpression",
+            "ExpressionAttributeNames",
+            "ExpressionAttributeValues",
+            "ReturnValuesOnConditionCheckFailure",
+        )
+        table = self.tables[params["TableName"]]
+        key = table.key_of(params["Item"])
+        self._write(params, table, key, lambda old: params["Item"])
+        return {}
+
+    def _update_item(self, params: dict[str, Any]) -> dict[str, Any]:
+        _only(
+            params,
+            "TableName",
+            "Key",
+            "UpdateExpression",
+            "ConditionExpression",
+            "ExpressionAttributeNames",
+            "ExpressionAttributeValues",
+            "ReturnValues",
+            "ReturnValuesOnConditionCheckFailure",
+        )
+        table = self.tables[params["TableName"]]
+        key = table.key_of(params["Key"])
+        plan = _update_plan(
+            params["UpdateExpression"], _frozen(params.get("ExpressionAttributeNames", {}))
+        )
+        values = params.get("ExpressionAttributeValues", {})
+        new = self._write(params, table, key, lambda old: plan(dict(old or params["Key"]), values))
+        returned = params.get("ReturnValues", "NONE")
+        if returned == "ALL_NEW":
+            return {"Attributes": new}
+        if returned != "NONE":
+            raise NotImplementedError(f"ReturnValues {returned}")
+        return {}
+
+    def _delete_item(self, params: dict[str, Any]) -> dict[str, Any]:
+        _only(
+            params,
+            "TableName",
+            "Key",
+            "ConditionExpression",
+            "ExpressionAttributeNames",
+            "ExpressionAttributeValues",
+        )
+        table = self.tables[params["TableName"]]
+        self._write(params, table, table.key_of(params["Key"]), lambda old: None)
+        return {}
+
+    def _write(
+        self,
+        params: dict[str, Any],
+        table: Table,
+        key: tuple[str, ...],
+        change: Callable[[Item | None], Item | None],
+    ) -> Item | None:
+        """Check the condition, charge the write, store the new item (or delete it)."""
+        name = params["TableName"]
+        old = table.items.get(key)
+        condition = params.get("ConditionExpression")
+        if condition is not None:
+            holds = _condition(condition, _frozen(params.get("ExpressionAttributeNames", {})))
+            if not holds(old or {}, params.get("ExpressionAttributeValues", {})):
+                # A refused write still costs its units on the table, none on an index.
+                partition = table.partition_of(params.get("Key") or params["Item"])
+                units = write_units(table.size(key))
+                self._charge([Charge(name, None, partition, True, units)])
+                wants_old = params.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
+                raise ConditionFailed(old if wants_old else None)
+        new = change(old)
+        if old is None and new is None:
+            partition = table.partition_of(params["Key"])
+            self._charge([Charge(name, None, partition, True, 1.0)])
+            return None
+        self._charge(table.write_charges(name, key, old, new))
+        table.store(new, key)
+        return new
+
+    # SQS
+
+    def _queue(self, params: dict[str, Any]) -> Queue:
+        return self.queues[params["QueueUrl"]]
+
+    def _send_message(self, params: dict[str, Any]) -> dict[str, Any]:
+        _only(params, "QueueUrl", "MessageBody", "DelaySeconds", "MessageAttributes")
+        message_id = self._queue(params).send(params["MessageBody"], params.get("DelaySeconds", 0))
+        return {"MessageId": message_id, "MD5OfMessageBody": _md5(params["MessageBody"])}
+
+    def _send_message_batch(self, params: dict[str, Any]) -> dict[str, Any]:
+        _only(params, "QueueUrl", "Entries")
+        queue = self._queue(params)
+        entries = params["Entries"]
+        if not 1 <= len(entries) <= 10:
+            raise ValueError("SendMessageBatch takes 1 to 10 entries")
+        successful = []
+        for entry in entries:
+            _only(entry, "Id", "MessageBody", "DelaySeconds")
+            message_id = queue.send(entry["MessageBody"], entry.get("DelaySeconds", 0))
+            successful.append(
+                {
+                    "Id": entry["Id"],
+                    "MessageId": message_id,
+                    "MD5OfMessageBody": _md5(entry["MessageBody"]),
+                }
+            )
+        return {"Successful": successful, "Failed": []}
+
+    def _receive_message(self, params: dict[str, Any]) -> dict[str, Any]:
+        _only(
+            params,
+            "QueueUrl",
+            "MaxNumberOfMessages",
+            "VisibilityTimeout",
+            "WaitTimeSeconds",
+            "MessageSystemAttributeNames",
+        )
+        queue = self._queue(params)
+        most = params.get("MaxNumberOfMessages", 1)
+        if not 1 <= most <= RECEIVE_MAX_MESSAGES:
+            raise ValueError("ReceiveMessage takes 1 to 10 messages")
+        visibility = params.get("VisibilityTimeout", queue.definition.visibility_timeout_seconds)
+        messages = [
+            {
+                "MessageId": m["MessageId"],
+                "ReceiptHandle": m["Receipt"],
+                "Body": m["Body"],
+                "MD5OfBody": _md5(m["Body"]),
+                "Attributes": {
+                    "SentTimestamp": m["SentTimestamp"],
+                    "ApproximateReceiveCount": str(m["ReceiveCount"]),
+                },
+            }
+            for m in queue.receive(most, visibility)
+        ]
+        return {"Messages": messages} if messages else {}
+
+    def _delete_message(self, params: dict[str, Any]) -> dict[str, Any]:
+        _only(params, "QueueUrl", "ReceiptHandle")
+        self._queue(params).delete(params["ReceiptHandle"])
+        return {}
+
+    def _delete_message_batch(self, params: dict[str, Any]) -> dict[str, Any]:
+        _only(params, "QueueUrl", "Entries")
+        queue = self._queue(params)
+        for entry in params["Entries"]:
+            queue.delete(entry["ReceiptHandle"])
+        return {"Successful": [{"Id": e["Id"]} for e in params["Entries"]], "Failed": []}
+
+    def _get_queue_attributes(self, params: dict[str, Any]) -> dict[str, Any]:
+        _only(params, "QueueUrl", "AttributeNames")
+        visible, in_flight, delayed = self._queue(params).depth()
+        known = {
+            "ApproximateNumberOfMessages": str(visible),
+            "ApproximateNumberOfMessagesNotVisible": str(in_flight),
+            "ApproximateNumberOfMessagesDelayed": str(delayed),
+        }
+        return {"Attributes": {n: known[n] for n in params["AttributeNames"]}}
+
+
+class AwsDouble(AwsModel):
+    """The model behind real boto3 clients that wait ``latency_seconds`` (``before-send``)."""
+
+    def __init__(self, latency_seconds: float, prefix: str = "dynacron") -> None:
+        super().__init__(prefix)
+        self.latency_seconds = latency_seconds
+        self.model_cpu_seconds = 0.0
+        self._lock = threading.Lock()
+
     def clients(self) -> tuple[Any, Any]:
         """Real boto3 DynamoDB and SQS clients whose requests this double answers."""
         made = []
@@ -164,35 +691,23 @@ class AwsDouble:
             made.append(client)
         return made[0], made[1]
 
-    def put(self, table_name: str, item: Item) -> None:
-        """Store an item directly (filling the table before a measurement; no latency)."""
-        self.tables[table_name].store(item)
-
-    def messages(self, queue_url: str) -> list[dict[str, Any]]:
-        return list(self.queues[queue_url])
-
     def _answer(self, request: Any, event_name: str, **_: Any) -> AWSResponse:
         """The model's answer, returned ``latency_seconds`` after the request was sent."""
         sent_at = time.perf_counter()
         cpu_before = time.thread_time()
         _, service, operation = event_name.split(".")[:3]
-        name = f"{service}.{operation}"
-        if name not in self._operations:
-            raise NotImplementedError(f"the AWS double does not model {name}")
         params = json.loads(request.body or b"{}")
         status = 200
         with self._lock:
-            self.calls[name] += 1
             try:
-                body = self._operations[name](params)
-            except ConditionFailed as failure:
-                status = 400
+                body = self.answer(f"{service}.{operation}", params)
+            except ServiceError as error:
+                status = error.status
                 body = {
-                    "__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
-                    "message": str(failure),
+                    "__type": f"com.amazonaws.dynamodb.v20120810#{error.code}",
+                    "message": str(error),
                 }
-                if failure.old is not None:
-                    body["Item"] = failure.old
+                body.update(error.fields)
         content = json.dumps(body).encode()
         headers = {
             "x-amzn-RequestId": str(uuid.uuid4()),
@@ -210,178 +725,6 @@ class AwsDouble:
             time.sleep(remaining)
         return response
 
-    # DynamoDB
-
-    def _query(self, params: dict[str, Any]) -> dict[str, Any]:
-        _only(
-            params,
-            "TableName",
-            "IndexName",
-            "KeyConditionExpression",
-            "ExpressionAttributeNames",
-            "ExpressionAttributeValues",
-            "Limit",
-            "ExclusiveStartKey",
-        )
-        table = self.tables[params["TableName"]]
-        view = params.get("IndexName")
-        keys = dict(table.views())[view]
-        names = params.get("ExpressionAttributeNames", {})
-        values = params.get("ExpressionAttributeValues", {})
-        conditions = params["KeyConditionExpression"].split(" AND ")
-        between = _BETWEEN.match(" AND ".join(conditions[1:]))
-        if between is not None:  # ``k BETWEEN :a AND :b`` is ``k >= :a AND k <= :b``
-            key, low, high = between.groups()
-            conditions = [conditions[0], f"{key} >= {low}", f"{key} <= {high}"]
-        elif len(conditions) > 2:
-            raise NotImplementedError(params["KeyConditionExpression"])
-        partition, operator, partition_value = _comparison(conditions[0])
-        if names.get(partition, partition) != keys[0].name or operator != "=":
-            raise NotImplementedError(f"partition key condition {conditions[0]!r}")
-        sort_key_holds = _condition(" AND ".join(conditions[1:]), names, values)
-        entries = table.partitions.get((view, _scalar_text(values[partition_value])), [])
-        first = 0
-        if params.get("ExclusiveStartKey"):
-            after = table.position(params["ExclusiveStartKey"], keys)
-            first = bisect.bisect_right(entries, after, key=lambda entry: entry[0])
-        limit = params.get("Limit", len(entries))
-        page: list[Item] = []
-        for _, key in entries[first:]:
-            if len(page) == limit:
-                break
-            if sort_key_holds(table.items[key]):
-                page.append(table.items[key])
-        shown = list(dict.fromkeys([k.name for k in keys] + table.key_names()))
-        index = next((i for i in table.definition.indexes if i.name == view), None)
-        projected = page
-        if index is not None and index.projection == "KEYS_ONLY":
-            projected = [{n: item[n] for n in shown} for item in page]
-        response: dict[str, Any] = {
-            "Items": projected,
-            "Count": len(projected),
-            "ScannedCount": len(projected),
-        }
-        # As DynamoDB does: a page cut short by Limit carries the key to resume from,
-        # even when nothing follows it.
-        if page and len(page) == limit:
-            response["LastEvaluatedKey"] = {n: page[-1][n] for n in shown}
-        return response
-
-    def _batch_get_item(self, params: dict[str, Any]) -> dict[str, Any]:
-        _only(params, "RequestItems")
-        responses: dict[str, list[Item]] = {}
-        for table_name, request in params["RequestItems"].items():
-            _only(request, "Keys", "ConsistentRead")
-            table = self.tables[table_name]
-            keys = request["Keys"]
-            if len(keys) > 100:
-                raise ValueError("BatchGetItem takes at most 100 keys")
-            responses[table_name] = [
-                table.items[table.key_of(k)] for k in keys if table.key_of(k) in table.items
-            ]
-        return {"Responses": responses, "UnprocessedKeys": {}}
-
-    def _get_item(self, params: dict[str, Any]) -> dict[str, Any]:
-        _only(params, "TableName", "Key", "ConsistentRead")
-        table = self.tables[params["TableName"]]
-        item = table.items.get(table.key_of(params["Key"]))
-        return {"Item": item} if item is not None else {}
-
-    def _put_item(self, params: dict[str, Any]) -> dict[str, Any]:
-        _only(
-            params,
-            "TableName",
-            "Item",
-            "ConditionExpression",
-            "ExpressionAttributeNames",
-            "ExpressionAttributeValues",
-            "ReturnValuesOnConditionCheckFailure",
-        )
-        table = self.tables[params["TableName"]]
-        key = table.key_of(params["Item"])
-        self._check(params, table.items.get(key))
-        table.store(params["Item"])
-        return {}
-
-    def _update_item(self, params: dict[str, Any]) -> dict[str, Any]:
-        _only(
-            params,
-            "TableName",
-            "Key",
-            "UpdateExpression",
-            "ConditionExpression",
-            "ExpressionAttributeNames",
-            "ExpressionAttributeValues",
-            "ReturnValues",
-            "ReturnValuesOnConditionCheckFailure",
-        )
-        table = self.tables[params["TableName"]]
-        key = table.key_of(params["Key"])
-        old = table.items.get(key)
-        self._check(params, old)
-        new = _updated(
-            dict(old or params["Key"]),
-            params["UpdateExpression"],
-            params.get("ExpressionAttributeNames", {}),
-            params.get("ExpressionAttributeValues", {}),
-        )
-        table.store(new)
-        returned = params.get("ReturnValues", "NONE")
-        if returned == "ALL_NEW":
-            return {"Attributes": new}
-        if returned != "NONE":
-            raise NotImplementedError(f"ReturnValues {returned}")
-        return {}
-
-    @staticmethod
-    def _check(params: dict[str, Any], old: Item | None) -> None:
-        condition = params.get("ConditionExpression")
-        if condition is None:
-            return
-        names = params.get("ExpressionAttributeNames", {})
-        values = params.get("ExpressionAttributeValues", {})
-        if not _condition(condition, names, values)(old or {}):
-            wants_old = params.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
-            raise ConditionFailed(old if wants_old else None)
-
-    # SQS
-
-    def _send_message_batch(self, params: dict[str, Any]) -> dict[str, Any]:
-        _only(params, "QueueUrl", "Entries")
-        queue = self.queues[params["QueueUrl"]]
-        entries = params["Entries"]
-        if not 1 <= len(entries) <= 10:
-            raise ValueError("SendMessageBatch takes 1 to 10 entries")
-        successful = []
-        for entry in entries:
-            _only(entry, "Id", "MessageBody", "DelaySeconds")
-            message_id = str(uuid.uuid4())
-            queue.append(
-                {
-                    "MessageId": message_id,
-                    "Body": entry["MessageBody"],
-                    "DelaySeconds": entry.get("DelaySeconds", 0),
-                }
-            )
-            successful.append(
-                {
-                    "Id": entry["Id"],
-                    "MessageId": message_id,
-                    "MD5OfMessageBody": hashlib.md5(entry["MessageBody"].encode()).hexdigest(),
-                }
-            )
-        return {"Successful": successful, "Failed": []}
-
-    def _get_queue_attributes(self, params: dict[str, Any]) -> dict[str, Any]:
-        _only(params, "QueueUrl", "AttributeNames")
-        queue = self.queues[params["QueueUrl"]]
-        # Nothing receives from the double's queues: every message is waiting.
-        known = {
-            "ApproximateNumberOfMessages": str(len(queue)),
-            "ApproximateNumberOfMessagesNotVisible": "0",
-        }
-        return {"Attributes": {n: known[n] for n in params["AttributeNames"]}}
-
 
 class _Body(io.BytesIO):
     """What botocore reads an HTTP response body from."""
@@ -390,10 +733,18 @@ class _Body(io.BytesIO):
         yield self.getvalue()
 
 
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode()).hexdigest()
+
+
 def _only(params: dict[str, Any], *allowed: str) -> None:
     unknown = set(params) - set(allowed)
     if unknown:
         raise NotImplementedError(f"the AWS double does not model {sorted(unknown)}")
+
+
+def _frozen(names: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(names.items())
 
 
 def _scalar_text(value: dict[str, Any]) -> str:
@@ -416,6 +767,7 @@ def _ordered(value: dict[str, Any]) -> Any:
 _BETWEEN = re.compile(r"^\s*(\S+) BETWEEN (\S+) AND (\S+)\s*$")
 _COMPARISON = re.compile(r"^\s*(\S+)\s*(=|<>|<=|>=|<|>)\s*(\S+)\s*$")
 _FUNCTION = re.compile(r"^\s*(attribute_exists|attribute_not_exists)\((\S+)\)\s*$")
+Test = Callable[[Item, dict[str, Any]], bool]
 
 
 def _comparison(text: str) -> tuple[str, str, str]:
@@ -426,38 +778,92 @@ def _comparison(text: str) -> tuple[str, str, str]:
     return left, operator, right
 
 
-def _operand(token: str, item: Item, names: dict[str, str], values: dict[str, Any]) -> Any:
-    if token.startswith(":"):
-        return values[token]
-    return item.get(names.get(token, token))
+@functools.lru_cache(maxsize=4096)
+def _key_condition(
+    text: str, names: tuple[tuple[str, str], ...]
+) -> tuple[tuple[str, str], list[tuple[str, str]]]:
+    """A Query's key condition: (partition key name, its value's placeholder), and the
+    sort key's bounds as (operator, placeholder) (``BETWEEN`` is ``>=`` and ``<=``)."""
+    named = dict(names)
+    conditions = text.split(" AND ")
+    between = _BETWEEN.match(" AND ".join(conditions[1:]))
+    if between is not None:
+        key, low, high = between.groups()
+        conditions = [conditions[0], f"{key} >= {low}", f"{key} <= {high}"]
+    elif len(conditions) > 2:
+        raise NotImplementedError(text)
+    partition, operator, value = _comparison(conditions[0])
+    if operator != "=":
+        raise NotImplementedError(f"partition key condition {conditions[0]!r}")
+    bounds = []
+    for condition in conditions[1:]:
+        _, operator, bound = _comparison(condition)
+        if operator == "<>" or not bound.startswith(":"):
+            raise NotImplementedError(f"sort key condition {condition!r}")
+        bounds.append((operator, bound))
+    return (named.get(partition, partition), value), bounds
 
 
-def _condition(text: str, names: dict[str, str], values: dict[str, Any]) -> Callable[[Item], bool]:
+def _sort_key_range(
+    entries: list[tuple[tuple[Any, ...], tuple[str, ...]]],
+    bounds: list[tuple[str, str]],
+    values: dict[str, Any],
+) -> tuple[int, int]:
+    """The slice of a partition's ``entries`` (sorted by sort key first) the bounds keep."""
+    low, high = 0, len(entries)
+
+    def sort_key(entry: tuple[tuple[Any, ...], tuple[str, ...]]) -> Any:
+        return entry[0][0]
+
+    for operator, placeholder in bounds:
+        bound = _ordered(values[placeholder])
+        if operator in (">=", "="):
+            low = max(low, bisect.bisect_left(entries, bound, key=sort_key))
+        if operator == ">":
+            low = max(low, bisect.bisect_right(entries, bound, key=sort_key))
+        if operator in ("<=", "="):
+            high = min(high, bisect.bisect_right(entries, bound, key=sort_key))
+        if operator == "<":
+            high = min(high, bisect.bisect_left(entries, bound, key=sort_key))
+    return low, high
+
+
+@functools.lru_cache(maxsize=4096)
+def _condition(text: str, names: tuple[tuple[str, str], ...]) -> Test:
     """A condition of comparisons and attribute_(not_)exists joined by AND/OR (AND binding
     first), parsed once; an empty one always holds."""
     if not text.strip():
-        return lambda item: True
+        return lambda item, values: True
     if "(" in text.replace("attribute_exists(", "").replace("attribute_not_exists(", ""):
         raise NotImplementedError(f"parentheses in {text!r}")
+    named = dict(names)
     alternatives = [
-        [_clause(clause, names, values) for clause in alternative.split(" AND ")]
+        [_clause(clause, named) for clause in alternative.split(" AND ")]
         for alternative in text.split(" OR ")
     ]
-    return lambda item: any(all(c(item) for c in clauses) for clauses in alternatives)
+    return lambda item, values: any(
+        all(c(item, values) for c in clauses) for clauses in alternatives
+    )
 
 
-def _clause(text: str, names: dict[str, str], values: dict[str, Any]) -> Callable[[Item], bool]:
+def _operand(token: str, names: dict[str, str]) -> Callable[[Item, dict[str, Any]], Any]:
+    if token.startswith(":"):
+        return lambda item, values: values[token]
+    name = names.get(token, token)
+    return lambda item, values: item.get(name)
+
+
+def _clause(text: str, names: dict[str, str]) -> Test:
     function = _FUNCTION.match(text)
     if function is not None:
         kind, token = function.groups()
         name = names.get(token, token)
         if kind == "attribute_exists":
-            return lambda item: name in item
-        return lambda item: name not in item
+            return lambda item, values: name in item
+        return lambda item, values: name not in item
     left, operator, right = _comparison(text)
-    return lambda item: _compare(
-        _operand(left, item, names, values), operator, _operand(right, item, names, values)
-    )
+    first, second = _operand(left, names), _operand(right, names)
+    return lambda item, values: _compare(first(item, values), operator, second(item, values))
 
 
 def _compare(left: Any, operator: str, right: Any) -> bool:
@@ -485,41 +891,67 @@ def _is_scalar(left: dict[str, Any], right: dict[str, Any]) -> bool:
 _CLAUSES = re.compile(r"\b(SET|REMOVE)\b")
 
 
-def _updated(item: Item, expression: str, names: dict[str, str], values: dict[str, Any]) -> Item:
-    """``SET a = b, c = d + e`` and ``REMOVE x, y``, in that grammar and nothing more."""
+@functools.lru_cache(maxsize=4096)
+def _update_plan(
+    expression: str, names: tuple[tuple[str, str], ...]
+) -> Callable[[Item, dict[str, Any]], Item]:
+    """``SET a = b, c = d + e`` and ``REMOVE x, y``, in that grammar and nothing more,
+    parsed once: the function applies it to an item with the request's values."""
+    named = dict(names)
     parts = _CLAUSES.split(expression)
     if parts[0].strip():
         raise NotImplementedError(f"update expression {expression!r}")
-    assignments: list[tuple[str, Any]] = []
+    assignments: list[tuple[str, Callable[[Item, dict[str, Any]], Any]]] = []
     removals: list[str] = []
     for action, body in zip(parts[1::2], parts[2::2], strict=True):
         for element in (e.strip() for e in body.split(",")):
             if action == "REMOVE":
-                removals.append(names.get(element, element))
+                removals.append(named.get(element, element))
                 continue
             target, _, source = (s.strip() for s in element.partition("="))
-            assignments.append((names.get(target, target), _value(source, item, names, values)))
-    # Every operand is read from the item as it was before this update.
-    for name, value in assignments:
-        item[name] = value
-    for name in removals:
-        item.pop(name, None)
-    return item
+            assignments.append((named.get(target, target), _value(source, named)))
+
+    def apply(item: Item, values: dict[str, Any]) -> Item:
+        # Every operand is read from the item as it was before this update.
+        computed = [(name, value(item, values)) for name, value in assignments]
+        for name, value in computed:
+            item[name] = value
+        for name in removals:
+            item.pop(name, None)
+        return item
+
+    return apply
 
 
-def _value(source: str, item: Item, names: dict[str, str], values: dict[str, Any]) -> Any:
+def _value(source: str, names: dict[str, str]) -> Callable[[Item, dict[str, Any]], Any]:
     for operator in (" + ", " - "):
         if operator in source:
-            left, right = (
-                _operand(t.strip(), item, names, values) for t in source.split(operator, 1)
-            )
-            if left is None or right is None or "N" not in left or "N" not in right:
-                raise NotImplementedError(f"arithmetic on {source!r}")
-            a, b = Decimal(left["N"]), Decimal(right["N"])
-            return {"N": str(a + b if operator == " + " else a - b)}
+            left, right = (_operand(t.strip(), names) for t in source.split(operator, 1))
+            return _arithmetic(left, right, operator == " + ", source)
     if "(" in source:
         raise NotImplementedError(f"function in {source!r}")
-    value = _operand(source, item, names, values)
-    if value is None:
-        raise NotImplementedError(f"SET from a missing attribute {source!r}")
-    return value
+    operand = _operand(source, names)
+
+    def plain(item: Item, values: dict[str, Any]) -> Any:
+        value = operand(item, values)
+        if value is None:
+            raise NotImplementedError(f"SET from a missing attribute {source!r}")
+        return value
+
+    return plain
+
+
+def _arithmetic(
+    left: Callable[[Item, dict[str, Any]], Any],
+    right: Callable[[Item, dict[str, Any]], Any],
+    adding: bool,
+    source: str,
+) -> Callable[[Item, dict[str, Any]], Any]:
+    def arithmetic(item: Item, values: dict[str, Any]) -> Any:
+        a, b = left(item, values), right(item, values)
+        if a is None or b is None or "N" not in a or "N" not in b:
+            raise NotImplementedError(f"arithmetic on {source!r}")
+        x, y = Decimal(a["N"]), Decimal(b["N"])
+        return {"N": str(x + y if adding else x - y)}
+
+    return arithmetic

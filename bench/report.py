@@ -925,6 +925,141 @@ def overlap_section(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def scale_section(result: dict[str, Any]) -> list[str]:
+    scenario, deployment = result["scenario"], result["deployment"]
+    late = result["lateness_seconds"]
+    steady_p99 = late["steady"].get("p99", float("inf"))
+    kept_up = result["lost"] == 0 and steady_p99 <= 1.0
+    phases = [
+        [
+            phase,
+            late[phase].get("count", 0),
+            late[phase].get("p50"),
+            late[phase].get("p99"),
+            late[phase].get("max"),
+        ]
+        for phase in ("steady", "burst")
+    ]
+    throttles = result["throttled_requests"]
+    throttle_rows = [
+        [t["table"], t["index"] or "(table)", t["partition"], t["reason"], t["requests"]]
+        for t in throttles["by_partition"]
+    ]
+    function_rows = [
+        [
+            name,
+            f["memory_mb"],
+            f["peak_concurrency"],
+            f["invocations"],
+            f["environments"],
+            f["gb_seconds"],
+            f["throttled_starts"],
+            f["async_events_dropped"],
+            ", ".join(f"{k} {v}" for k, v in f["errors"].items()) or "none",
+        ]
+        for name, f in result["functions"].items()
+    ]
+    cost = result["cost"]
+    cost_rows = [[k.replace("_", " "), v] for k, v in cost["usd_per_million_fires"].items()]
+    cost_rows.append(["**total**", f"**{cost['usd_per_million_fires_total']}**"])
+    check = result.get("checked_against_moto", {})
+    return [
+        "## 9. Full rate against AWS's limits (simulated)",
+        "",
+        context_line(result),
+        "",
+        f"This run: `{result.get('command', 'python -m bench.scale')}`.",
+        "",
+        "dynacron's real tick (looping, handing pages out), claim function and worker "
+        "(`Dynacron.tick`, `.claim`, `.worker`), each simulated Lambda invocation with a "
+        "`Dynacron` of its execution environment, on virtual time: a discrete-event "
+        "simulation (`bench/simulation.py`) whose invocations advance by each AWS call's "
+        "drawn round trip and by their own CPU, measured here and slowed down by their "
+        "memory's share of a vCPU (botocore's CPU per call, measured here through real "
+        "clients, charged too). AWS is the double (`bench/aws_double.py`) with AWS's "
+        "documented limits (`bench/aws_limits.py` names the pages): DynamoDB 1,000 write "
+        "and 3,000 read units a second per partition key value of the tables and indexes, "
+        "GSI back-pressure, 40,000 units per table; SQS 120,000 in flight, 10 per "
+        "receive, visibility and redrive; Lambda 1,000 concurrent, reserved concurrency, "
+        "1,000 environments per 10 s per function, asynchronous retries, the event source "
+        "mapping's pollers and maximum concurrency (`bench/lambda_double.py`). Throttled "
+        "calls are retried by botocore's own (standard-mode) retry handler, its backoff "
+        "slept in virtual time, then by the code.",
+        "",
+        f"Deployment (`dynacron plan --fires-per-second {scenario['fires_per_second']}`, "
+        "the template's defaults for the rest): "
+        f"{deployment['shard_count']} shards, tick {deployment['tick_memory_mb']} MB "
+        f"x {deployment['tick_concurrency']} threads, claim {deployment['claim_memory_mb']} MB "
+        f"reserved {deployment['claim_reserved_concurrency']}, worker "
+        f"{deployment['worker_memory_mb']} MB, batch {deployment['worker_batch_size']}, "
+        f"mapping maximum {deployment['worker_max_concurrency']}, "
+        f"{scenario['worker_in_flight']} records in flight per worker invocation "
+        "(today's worker runs them one after another: records are split over that many "
+        "concurrent runs of it). Scenario: "
+        f"{scenario['registered']:,} recurring tasks registered (every 10 minutes, so a "
+        "claim moves the entry within its due-index partition), "
+        f"{scenario['fires_per_second']:,} falling due a second for "
+        f"{scenario['steady_seconds']:.0f} s, the rest later in the hour; then "
+        f"{scenario['burst']:,} one-time tasks due within one second, "
+        f"{scenario['burst_after_seconds']:.0f} s after; {scenario['tenants']:,} tenants; "
+        f"handlers answer in {scenario['handler_latency_seconds']['median']} s median, "
+        f"{scenario['handler_latency_seconds']['p99']} s p99.",
+        "",
+        f"**{result['fired']:,} of {result['due']:,} due occurrences fired; lost "
+        f"{result['lost']}** (not SUCCEEDED on the executions table: "
+        f"{result['statuses']}); duplicate handler calls {result['duplicate_handler_calls']}, "
+        f"duplicate dispatch messages {result['duplicate_messages']}, redriven "
+        f"{result['redriven_messages']}. 10,000 fires/s with p99 ≤ 1 s and 0 lost: "
+        f"{verdict(kept_up)}.",
+        "",
+        "Lateness: from the scheduled instant to the handler's call.",
+        "",
+        table(["phase", "fires", "p50 s", "p99 s", "max s"], phases),
+        "",
+        f"Throttled requests: {throttles['total']:,} in {throttles['partitions']} "
+        f"partitions; retried by botocore {throttles['attempts_retried_by_botocore']:,}; "
+        f"still throttled after botocore's retries (the code's own retry or redelivery "
+        f"took them): {throttles['calls_that_reached_the_code'] or 'none'}.",
+        "",
+        table(["table", "index", "partition", "reason", "requests"], throttle_rows)
+        if throttle_rows
+        else "No partition was throttled.",
+        "",
+        table(
+            [
+                "function",
+                "MB",
+                "peak concurrency",
+                "invocations",
+                "environments",
+                "GB-s",
+                "throttled starts",
+                "async dropped",
+                "errors",
+            ],
+            function_rows,
+        ),
+        "",
+        f"Event source mapping pollers at most {result['esm_peak_pollers']}; the account's "
+        f"concurrency at most {result['account_peak_concurrency']}.",
+        "",
+        f"Cost per million fires at AWS's list prices (on demand; "
+        f"{cost['write_units_per_fire']} write and {cost['read_units_per_fire']} read units, "
+        f"{cost['sqs_requests_per_fire']} SQS requests, "
+        f"{cost['lambda_gb_seconds_per_fire']} Lambda GB-s per fire):",
+        "",
+        table(["part", "USD per million fires"], cost_rows),
+        "",
+        f"The double checked against moto (same code, same tasks, same items and messages "
+        f"left, a throttled case included): {check or 'not run'}.",
+        "",
+        f"Runtime: {result['wall_seconds']:.0f} s wall, {result['cpu_seconds']:.0f} s CPU "
+        f"({result['cpu_ms_per_fire']} ms per fire, the simulation included), "
+        f"{result['simulated_seconds']:.0f} simulated seconds, {result['max_rss_mb']:,} MB.",
+        "",
+    ]
+
+
 def main() -> None:
     sections: list[str] = [
         "# Benchmarks",
@@ -945,6 +1080,7 @@ def main() -> None:
         ("versus_apscheduler", versus_section, "python -m bench.versus_apscheduler"),
         ("capacity", capacity_section, "python -m bench.capacity"),
         ("overlap", overlap_section, "python -m bench.overlap"),
+        ("scale", scale_section, "python -m bench.scale"),
     ]
     for name, build, command in builders:
         result = load(name)

@@ -21,6 +21,7 @@ BENCHMARKS = (
     "bench.burst",
     "bench.versus_apscheduler",
     "bench.overlap",
+    "bench.scale",
 )
 
 

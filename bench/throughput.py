@@ -27,21 +27,26 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import random
 import statistics
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest import mock
 
 import boto3
 from boto3.dynamodb.types import TypeDeserializer
 from moto.core import DEFAULT_ACCOUNT_ID
+from moto.dynamodb.exceptions import DynamodbException
 from moto.dynamodb.models import dynamodb_backends
+from moto.dynamodb.responses import DynamoHandler
 
-from bench.aws_double import AwsDouble
+from bench.aws_double import AwsDouble, AwsModel
 from bench.common import QUICK, in_process_aws, write_result
 from bench.meter import add_latency
 from bench.scaling import task_item
@@ -312,20 +317,36 @@ def _verification_settings(settings: Settings) -> Settings:
     return dataclasses.replace(settings, tick_concurrency=4, tick_page_size=7)
 
 
-def verify_against_moto() -> dict[str, Any]:
-    """The same tick over the same 50 tasks, against moto and against the double.
+STARTED = NOW - timedelta(hours=3)  # the cursors start three buckets back
 
-    Both must claim the same tasks, send the same messages, record the same
-    SKIPPED executions, move the cursor alike and refuse a stale claim; every
-    item they leave behind must be equal. Raises AssertionError otherwise.
-    """
-    started = NOW - timedelta(hours=3)  # both cursors start three buckets back
-    clock = SettableClock(started)
+
+def throttle_first_claims() -> Callable[[str, dict[str, Any]], bool]:
+    """A rule both stand-ins follow in the throttled check: the first UpdateItem of
+    each task (its claim) is refused as over its partition's throughput."""
+    seen: set[str] = set()
+
+    def refuses(operation: str, params: dict[str, Any]) -> bool:
+        if operation != "dynamodb.UpdateItem" or "task_id" not in params.get("Key", {}):
+            return False
+        key = json.dumps(params["Key"], sort_keys=True)
+        first = key not in seen
+        seen.add(key)
+        return first
+
+    return refuses
+
+
+def moto_tick(refuses: Callable[[str, dict[str, Any]], bool] | None = None) -> tuple[Any, Any]:
+    """The verification tick against moto; ``refuses`` answers some requests with
+    DynamoDB's throttling error first (botocore retries them). Returns the tick's
+    outcome and every item and message it leaves."""
+    clock = SettableClock(STARTED)
     with in_process_aws(clock, shard_count=1) as (dynamodb, sqs, provisioned):
         settings = _verification_settings(provisioned)
         app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock)
-        moto_outcome = _tick_for_verification(app, dynamodb, verification_items(settings), clock)
-        moto_state = {
+        with _throttling(refuses):
+            outcome = _tick_for_verification(app, dynamodb, verification_items(settings), clock)
+        state = {
             "tasks": _plain(_scan(dynamodb, settings.tasks_table), "task_id"),
             "executions": _plain(
                 _scan(dynamodb, settings.executions_table), "task_id", "execution_id"
@@ -333,27 +354,49 @@ def verify_against_moto() -> dict[str, Any]:
             "coordination": _plain(_scan(dynamodb, settings.coordination_table), "key"),
             "messages": sorted(_receive_all(sqs, settings.dispatch_queue_url)),
         }
-    double = AwsDouble(latency_seconds=0.0)
-    settings = _verification_settings(double.settings(shard_count=1))
-    dynamodb, sqs = double.clients()
-    clock = SettableClock(started)
-    DynamoCursorStore(dynamodb, settings.coordination_table).apply(
-        0, coordination.advance_cursor(settings.sharding.bucket(started))
-    )
-    app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock)
-    double_outcome = _tick_for_verification(app, dynamodb, verification_items(settings), clock)
-    double_state = {
-        "tasks": _plain(list(double.tables[settings.tasks_table].items.values()), "task_id"),
+    return outcome, state
+
+
+@contextmanager
+def _throttling(refuses: Callable[[str, dict[str, Any]], bool] | None) -> Iterator[None]:
+    """moto's UpdateItem answers DynamoDB's throttling error where ``refuses`` says so
+    (before it applies anything); botocore retries it as from AWS."""
+    if refuses is None:
+        yield
+        return
+    original = DynamoHandler.update_item
+
+    def update_item(handler: DynamoHandler) -> Any:
+        if refuses("dynamodb.UpdateItem", handler.body):
+            raise DynamodbException(
+                "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+                "Throughput exceeds the current capacity for one or more resources.",
+            )
+        return original(handler)
+
+    with mock.patch.object(DynamoHandler, "update_item", update_item):
+        yield
+
+
+def model_state(model: AwsModel, settings: Settings) -> dict[str, Any]:
+    """What ``moto_tick`` reads of moto, read from the double's model."""
+    return {
+        "tasks": _plain(list(model.tables[settings.tasks_table].items.values()), "task_id"),
         "executions": _plain(
-            list(double.tables[settings.executions_table].items.values()),
+            list(model.tables[settings.executions_table].items.values()),
             "task_id",
             "execution_id",
         ),
         "coordination": _plain(
-            list(double.tables[settings.coordination_table].items.values()), "key"
+            list(model.tables[settings.coordination_table].items.values()), "key"
         ),
-        "messages": sorted(m["Body"] for m in double.messages(settings.dispatch_queue_url)),
+        "messages": sorted(m["Body"] for m in model.messages(settings.dispatch_queue_url)),
     }
+
+
+def same_outcome(moto: tuple[Any, Any], double: tuple[Any, Any]) -> dict[str, Any]:
+    """Raises AssertionError unless both ticks did and left the same; a summary."""
+    (moto_outcome, moto_state), (double_outcome, double_state) = moto, double
     assert moto_outcome == double_outcome, (moto_outcome, double_outcome)
     for name in moto_state:
         if moto_state[name] != double_state[name]:
@@ -367,6 +410,26 @@ def verify_against_moto() -> dict[str, Any]:
         "stale_claim_refused": True,
         "identical": True,
     }
+
+
+def verify_against_moto() -> dict[str, Any]:
+    """The same tick over the same 50 tasks, against moto and against the double.
+
+    Both must claim the same tasks, send the same messages, record the same
+    SKIPPED executions, move the cursor alike and refuse a stale claim; every
+    item they leave behind must be equal. Raises AssertionError otherwise.
+    """
+    moto = moto_tick()
+    double = AwsDouble(latency_seconds=0.0)
+    settings = _verification_settings(double.settings(shard_count=1))
+    dynamodb, sqs = double.clients()
+    clock = SettableClock(STARTED)
+    DynamoCursorStore(dynamodb, settings.coordination_table).apply(
+        0, coordination.advance_cursor(settings.sharding.bucket(STARTED))
+    )
+    app = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock)
+    outcome = _tick_for_verification(app, dynamodb, verification_items(settings), clock)
+    return same_outcome(moto, (outcome, model_state(double, settings)))
 
 
 def _scan(dynamodb: Any, table: str) -> list[dict[str, Any]]:

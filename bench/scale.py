@@ -1,0 +1,787 @@
+"""The real tick, claim and worker at 10,000 fires a second, on virtual time, against
+AWS's documented limits.
+
+What runs is dynacron's own code, unchanged: each simulated Lambda invocation calls
+``Dynacron.tick`` (the looping tick, its hand-out of pages), ``Dynacron.claim`` or
+``Dynacron.worker`` (``entry/events.py``) of a ``Dynacron`` built per execution
+environment (``entry/composition.py``), with its clock, its sleep and its AWS
+clients given by the simulation:
+
+- time is virtual (``bench/simulation.py``): every invocation is a process of a
+  discrete-event simulation whose clock advances by each AWS call's round trip,
+  drawn from a lognormal distribution, and by its own CPU, measured on this
+  machine and slowed down by its memory's share of a vCPU (1 vCPU at 1,769 MB);
+  the tick's 16 threads are 16 processes sharing its invocation's CPU;
+- AWS is ``bench/aws_double.py``'s model behind client doubles
+  (``bench/client_double.py``), with DynamoDB's per-partition and per-table
+  throughput, SQS's in-flight quota, visibility and redrive, and Lambda's
+  concurrency, scaling rate, asynchronous retries and SQS event source mapping
+  (``bench/lambda_double.py``); the limits and their documentation pages are in
+  ``bench/aws_limits.py``. A throttled call is retried by botocore's own retry
+  handler (its backoff slept in virtual time), then by the code;
+- the handler is a stand-in ``Delivery`` that reads the tenant's signing secrets
+  as the HTTP delivery does, then answers 200 after a drawn latency.
+
+The deployment is ``dynacron plan --fires-per-second 10000``'s, with the
+template's defaults for the rest (``infra/config.py``): shards, memories, the
+claim function's reserved concurrency, the worker's batch and its event source
+mapping's maximum concurrency. The scenario: ``--registered`` recurring tasks
+(1 million), of which ``fires x steady`` fall due evenly over the steady phase and
+come back ten minutes later, in the same due-index bucket, the rest later in the
+hour; then ``--burst`` one-time tasks due within one second. Every due occurrence
+must end SUCCEEDED (checked on the executions table).
+
+Run: .venv/bin/python -m bench.scale [--registered N] [--steady S] [--worker-in-flight N]
+BENCH_QUICK=1: a few simulated seconds at the full rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import math
+import random
+import resource
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from unittest import mock
+
+from bench import throughput
+from bench.aws_double import AwsDouble, AwsModel
+from bench.aws_limits import PARTITION_READ_UNITS, PARTITION_WRITE_UNITS, Latency, Throughput
+from bench.client_double import BotocoreCpu, CallStats, ClientDouble
+from bench.common import QUICK, distribution, percentile, write_result
+from bench.lambda_double import FunctionSpec, LambdaService, SqsEventSource
+from bench.simulation import Invocation, Simulation, VirtualClock, VirtualPool
+from dynacron.adapters.aws.cursors import DynamoCursorStore
+from dynacron.adapters.aws.due_page_hand_out import LambdaDuePageHandOut
+from dynacron.adapters.aws.task_items import task_to_item
+from dynacron.definitions.resources import TENANT_KEY_PREFIX, WORKER_TIMEOUT_SECONDS
+from dynacron.domain.clock import SettableClock
+from dynacron.domain.coordination import transitions
+from dynacron.domain.executions.execution import DeliveryResult, Dispatch, HandlerAnswer
+from dynacron.domain.instants import format_instant, parse_instant
+from dynacron.domain.schedules.expressions import OneTimeSchedule, RateSchedule
+from dynacron.domain.tasks.task import Task, TaskStatus, execution_id_for, task_id_of
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import Settings
+from dynacron.planning.capacity import plan
+from dynacron.planning.capacity_model import PRICES
+from dynacron.planning.partitions import Workload
+from dynacron.services import page_claimer
+from infra.config import SchedulerConfig
+
+START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+# Round trips (not AWS figures: DynamoDB answers in single-digit milliseconds).
+DYNAMODB_LATENCY = Latency(median=0.005, p99=0.020)
+SQS_LATENCY = Latency(median=0.010, p99=0.040)
+LAMBDA_API_LATENCY = Latency(median=0.015, p99=0.050)
+# From an asynchronous Invoke's 202 to the invocation starting.
+ASYNC_START = Latency(median=0.030, p99=0.150)
+HANDLER_LATENCY = Latency(median=0.2, p99=0.8)
+TICK_TIMEOUT_SECONDS = 120.0
+CLAIM_TIMEOUT_SECONDS = 30.0
+TICK_SCHEDULE_SECONDS = 60.0
+RECURRING_EVERY_SECONDS = 600
+LATER_FROM_SECONDS = 700.0
+LATER_SPAN_SECONDS = 2800.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    registered: int = 1_000_000
+    fires_per_second: int = 10_000
+    steady_seconds: float = 60.0
+    burst: int = 100_000
+    burst_after_seconds: float = 15.0
+    tenants: int = 1000
+    handler: Latency = HANDLER_LATENCY
+    # Records a worker invocation has in flight at once (1: today's sequential worker).
+    worker_in_flight: int = 1
+    # Virtual seconds after the last due instant by which everything must be done.
+    drain_seconds: float = 240.0
+    seed: int = 7
+    # A partition's write units a second (DynamoDB's 1,000; lowered to provoke throttling).
+    partition_write_units: float = PARTITION_WRITE_UNITS
+
+    @property
+    def steady_fires(self) -> int:
+        return int(self.fires_per_second * self.steady_seconds)
+
+    @property
+    def burst_at(self) -> float:
+        return self.steady_seconds + self.burst_after_seconds
+
+
+@dataclass
+class Deployment:
+    """The template's settings for the rate: ``dynacron plan`` and ``infra/config.py``."""
+
+    config: SchedulerConfig
+    tick_concurrency: int
+    # Handler calls a worker invocation has in flight at once, as the plan sizes it.
+    calls_in_flight: int
+
+    @classmethod
+    def for_rate(cls, fires_per_second: float, handler_seconds: float) -> Deployment:
+        sized = plan(fires_per_second, workload=Workload(handler_seconds=handler_seconds))
+        values: dict[str, Any] = {}
+        for key, value in sized.context().items():
+            kind = type(getattr(SchedulerConfig(), key))
+            values[key] = kind(value) if kind is not str else value
+        # The plan names provisioned billing; the template's default (on demand) is
+        # what the double models, so that is kept, with the table quota of 40,000.
+        values.pop("billing", None)
+        values.pop("provisioned_max_capacity", None)
+        return cls(
+            SchedulerConfig(**values), sized.tick_concurrency, sized.workers.model.calls_in_flight
+        )
+
+
+@dataclass
+class Handled:
+    """What the stand-in handler saw: each execution's calls, and when the first began."""
+
+    calls: Counter[str] = field(default_factory=Counter)
+    first_call: dict[str, float] = field(default_factory=dict)
+
+
+class StandInDelivery:
+    """The HTTP delivery's reads (the tenant's signing secrets, from ``secrets_of``,
+    set once the app is built), then a drawn wait and a 200: no request leaves the
+    process."""
+
+    def __init__(
+        self, simulation: Simulation, latency: Latency, rng: random.Random, handled: Handled
+    ) -> None:
+        self._simulation = simulation
+        self.secrets_of: Callable[[str], list[str]] = lambda tenant: []
+        self._latency = latency
+        self._rng = rng
+        self._handled = handled
+
+    def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
+        if not self.secrets_of(task.tenant_id):
+            raise AssertionError(f"tenant {task.tenant_id} has no signing secret")
+        called_at = self._simulation.local_now()
+        self._handled.calls[dispatch.execution_id] += 1
+        self._handled.first_call.setdefault(dispatch.execution_id, called_at)
+        self._simulation.wait(self._latency.draw(self._rng))
+        return DeliveryResult(answer=HandlerAnswer.SUCCEEDED, status_code=200)
+
+
+class VirtualHeartbeats:
+    """Stands in for the worker's heartbeat thread (a real thread cannot wait in
+    virtual time): counts the attempts that outlived a heartbeat interval, when a
+    renewal would have been due; the run expects none."""
+
+    def __init__(self, simulation: Simulation, interval_seconds: float) -> None:
+        self._simulation = simulation
+        self._interval = interval_seconds
+        self.due = 0
+
+    @contextmanager
+    def keeping(self, execution_id: str, lease_token: str) -> Iterator[None]:
+        began = self._simulation.local_now()
+        try:
+            yield
+        finally:
+            if self._simulation.local_now() - began >= self._interval:
+                self.due += 1
+
+
+@contextmanager
+def virtual_threads(simulation: Simulation, workers: int) -> Iterator[None]:
+    """The tick's thread pool (``page_claimer``'s ``ThreadPoolExecutor``) built inside
+    is ``workers`` processes of the simulation instead."""
+
+    def executor(*_: Any, **__: Any) -> VirtualPool:
+        return VirtualPool(simulation, workers)
+
+    with mock.patch.object(page_claimer, "ThreadPoolExecutor", executor):
+        yield
+
+
+class CountingLog(logging.Handler):
+    """dynacron's warnings and errors, counted by message instead of printed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.counts: Counter[str] = Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.counts[record.getMessage()] += 1
+
+
+# The world
+
+
+def task_ids(count: int, rng: random.Random) -> list[str]:
+    return [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(count)]
+
+
+def fill(model: AwsModel, settings: Settings, scenario: Scenario) -> list[tuple[str, datetime]]:
+    """Store every task, each as ``task_to_item`` writes it; returns the due occurrences."""
+    rng = random.Random(scenario.seed)
+    sharding = settings.sharding
+    table = model.tables[settings.tasks_table]
+    due: list[tuple[str, datetime]] = []
+    recurring = _template(
+        RateSchedule(every_seconds=RECURRING_EVERY_SECONDS, anchor=START), settings
+    )
+    one_time = _template(OneTimeSchedule(at=START), settings)
+    steady = scenario.steady_fires
+    later = scenario.registered - steady
+    tenants = [f"tenant-{n:04d}" for n in range(scenario.tenants)]
+    items = []
+    for number, task_id in enumerate(task_ids(scenario.registered + scenario.burst, rng)):
+        if number < steady:
+            at = START + timedelta(seconds=number / scenario.fires_per_second)
+            template, schedule_at = recurring, "anchor"
+        elif number < steady + later:
+            # Not due in the run: later in the same hour, in the same due-index
+            # partitions, after the run's end (the steady tasks come back at 600 s).
+            offset = LATER_FROM_SECONDS + (number - steady) * (LATER_SPAN_SECONDS / max(1, later))
+            at = START + timedelta(seconds=offset)
+            template, schedule_at = recurring, "anchor"
+        else:
+            at = START + timedelta(seconds=scenario.burst_at + rng.random())
+            template, schedule_at = one_time, "at"
+        instant = {"S": format_instant(at)}
+        item = dict(template)
+        item["task_id"] = {"S": task_id}
+        item["tenant_id"] = {"S": tenants[number % len(tenants)]}
+        item["next_run_at"] = instant
+        item["schedule"] = {"M": {**template["schedule"]["M"], schedule_at: instant}}
+        placement = sharding.place(task_id, at, START - timedelta(days=1))
+        assert placement is not None
+        item["due_bucket"] = {"S": placement.key}
+        items.append(item)
+        if number < steady or number >= steady + later:
+            due.append((task_id, parse_instant(instant["S"])))
+    table.load(items)
+    secrets = {"L": [{"S": "c2VjcmV0LWZvci1zY2FsZQ"}]}
+    for tenant in tenants:
+        model.put(
+            settings.coordination_table,
+            {"key": {"S": f"{TENANT_KEY_PREFIX}{tenant}"}, "signing_secrets": secrets},
+        )
+    for shard in range(settings.shard_count):
+        DynamoCursorStore(_Direct(model), settings.coordination_table).apply(
+            shard, transitions.advance_cursor(sharding.bucket(START))
+        )
+    return due
+
+
+def _template(schedule: Any, settings: Settings) -> dict[str, Any]:
+    task = Task(
+        task_id="template",
+        name="scale",
+        schedule=schedule,
+        handler_url="http://127.0.0.1:9/hook",
+        payload={"customer": 1},
+        status=TaskStatus.ACTIVE,
+        next_run_at=START,
+        created_at=START - timedelta(days=1),
+        updated_at=START - timedelta(days=1),
+    )
+    return task_to_item(task, settings.sharding.place("template", START, START))
+
+
+class _Direct:
+    """A client answering at once from the model (filling it before the run)."""
+
+    def __init__(self, model: AwsModel) -> None:
+        self._model = model
+
+    def __getattr__(self, method: str) -> Callable[..., dict[str, Any]]:
+        operation = "".join(part.capitalize() for part in method.split("_"))
+        return lambda **params: self._model.answer(f"dynamodb.{operation}", params)
+
+
+# The run
+
+
+@dataclass
+class World:
+    simulation: Simulation
+    model: AwsModel
+    throughput: Throughput
+    settings: Settings
+    lambdas: LambdaService
+    esm: SqsEventSource
+    handled: Handled
+    stats: CallStats
+    heartbeats: list[VirtualHeartbeats]
+    log: CountingLog
+
+
+def build(
+    scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu
+) -> tuple[World, list[tuple[str, datetime]]]:
+    simulation = Simulation(START)
+    throughput = Throughput(now=simulation.epoch)
+    model = AwsModel(now=simulation.epoch, throughput=throughput)
+    config = deployment.config
+    settings = model.settings(
+        shard_count=config.shard_count,
+        tick_concurrency=deployment.tick_concurrency,
+        claim_function="dynacron-claim",
+    )
+    throughput.partition_write = throughput.partition_read = math.inf  # while filling
+    due = fill(model, settings, scenario)
+    throughput.partition_write = scenario.partition_write_units
+    throughput.partition_read = PARTITION_READ_UNITS
+    throughput.consumed.clear()
+    model.calls.clear()
+    rng = random.Random(scenario.seed)
+    random.seed(scenario.seed)  # botocore's backoff jitter
+    handled, stats = Handled(), CallStats()
+    heartbeats: list[VirtualHeartbeats] = []
+    log = CountingLog()
+    logger = logging.getLogger("dynacron")
+    logger.handlers[:] = [log]
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    lambdas: LambdaService
+
+    def client(service: str, latency: Latency, answer: Any = None) -> ClientDouble:
+        return ClientDouble(service, model, simulation, latency, rng, stats, botocore_cpu, answer)
+
+    def invoke(name: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert params["InvocationType"] == "Event"
+        lambdas.invoke_async(params["FunctionName"], json.loads(params["Payload"]))
+        return {"StatusCode": 202}
+
+    def make_app(spec: FunctionSpec) -> Dynacron:
+        env_settings = settings
+        page_claims = None
+        if spec.name == "dynacron-tick":
+            page_claims = LambdaDuePageHandOut(
+                client("lambda", LAMBDA_API_LATENCY, invoke), "dynacron-claim"
+            )
+        pool = deployment.tick_concurrency
+        delivery = StandInDelivery(simulation, scenario.handler, rng, handled)
+        with virtual_threads(simulation, pool):
+            app = Dynacron(
+                env_settings,
+                dynamodb=client("dynamodb", DYNAMODB_LATENCY),  # type: ignore[arg-type]
+                sqs=client("sqs", SQS_LATENCY),  # type: ignore[arg-type]
+                clock=VirtualClock(simulation),
+                sleep=simulation.wait,
+                emit_metrics=lambda document: None,
+                page_claims=page_claims,
+                delivery=delivery,
+            )
+        delivery.secrets_of = app.tenants.signing_secrets
+        beats = VirtualHeartbeats(
+            simulation, settings.lease_terms.heartbeat_interval.total_seconds()
+        )
+        app.runner._heartbeats = beats  # type: ignore[assignment]
+        heartbeats.append(beats)
+        return app
+
+    functions = [
+        FunctionSpec("dynacron-tick", config.tick_memory_mb, TICK_TIMEOUT_SECONDS, tick_handler),
+        FunctionSpec(
+            "dynacron-claim",
+            config.claim_memory_mb,
+            CLAIM_TIMEOUT_SECONDS,
+            claim_handler,
+            reserved=config.claim_reserved_concurrency,
+        ),
+        FunctionSpec(
+            "dynacron-worker",
+            config.worker_memory_mb,
+            WORKER_TIMEOUT_SECONDS,
+            worker_handler(scenario.worker_in_flight, simulation),
+        ),
+    ]
+    lambdas = LambdaService(simulation, functions, make_app, rng, ASYNC_START)
+    esm = SqsEventSource(
+        lambdas,
+        model,
+        settings.dispatch_queue_url,
+        "dynacron-worker",
+        config.worker_batch_size,
+        config.worker_max_concurrency,
+        SQS_LATENCY,
+        rng,
+    )
+    world = World(
+        simulation, model, throughput, settings, lambdas, esm, handled, stats, heartbeats, log
+    )
+    return world, due
+
+
+def tick_handler(app: Dynacron, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return app.tick(event, context)
+
+
+def claim_handler(app: Dynacron, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return app.claim(event, context)
+
+
+def worker_handler(in_flight: int, simulation: Simulation) -> Callable[..., dict[str, Any]]:
+    """The worker entry point; with ``in_flight`` above 1, the batch's records run that
+    many at a time in the invocation (each group through the real worker)."""
+
+    def handle(app: Dynacron, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        records = event["Records"]
+        if in_flight <= 1 or len(records) <= 1:
+            return app.worker(event, context)
+        groups = [records[i::in_flight] for i in range(min(in_flight, len(records)))]
+        answers = VirtualPool(simulation, len(groups)).map(
+            lambda group: app.worker({"Records": group}, context), groups
+        )
+        return {"batchItemFailures": [f for a in answers for f in a.get("batchItemFailures", [])]}
+
+    return handle
+
+
+def schedule_ticks(world: World, until: float) -> None:
+    """EventBridge's rule: every minute, one looping tick per shard (asynchronous)."""
+    shards = world.settings.shard_count
+
+    def fire() -> None:
+        for shard in range(shards):
+            world.lambdas.invoke_async("dynacron-tick", {"shard": shard, "loop": True})
+        if world.simulation.now + TICK_SCHEDULE_SECONDS < until:
+            world.simulation.after(TICK_SCHEDULE_SECONDS, fire)
+
+    world.simulation.at(0.0, fire)
+
+
+def run(scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu) -> dict[str, Any]:
+    began, cpu = time.perf_counter(), time.process_time()
+    world, due = build(scenario, deployment, botocore_cpu)
+    built = time.perf_counter() - began
+    print(
+        f"  {len(due):,} occurrences due, {scenario.registered + scenario.burst:,} tasks "
+        f"registered, built in {built:.0f} s",
+        flush=True,
+    )
+    last_due = max(at for _, at in due)
+    end = (last_due - START).total_seconds() + scenario.drain_seconds
+    world.esm.start(warm=True)
+    schedule_ticks(world, end)
+    expected = {execution_id_for(task_id, at): at for task_id, at in due}
+    step = 5.0
+    at = 0.0
+    while at < end:
+        at += step
+        world.simulation.run(at)
+        world.throughput.forget_full()
+        done = len(world.handled.first_call)
+        print(
+            f"  t={at:5.0f} s  handler calls {done:,}/{len(expected):,}  "
+            f"wall {time.perf_counter() - began:4.0f} s",
+            flush=True,
+        )
+        if done >= len(expected) and at >= (last_due - START).total_seconds() + 5:
+            break
+    wall = time.perf_counter() - began
+    return report(world, scenario, deployment, expected, at, wall, time.process_time() - cpu, built)
+
+
+def report(
+    world: World,
+    scenario: Scenario,
+    deployment: Deployment,
+    expected: dict[str, datetime],
+    simulated: float,
+    wall: float,
+    cpu: float,
+    built: float,
+) -> dict[str, Any]:
+    settings = world.settings
+    table = world.model.tables[settings.executions_table]
+    statuses: Counter[str] = Counter()
+    for execution_id in expected:
+        item = table.items.get((task_id_of(execution_id), execution_id))
+        statuses[item["status"]["S"] if item else "MISSING"] += 1
+    lost = len(expected) - statuses["SUCCEEDED"]
+    burst_from = START + timedelta(seconds=scenario.burst_at)
+    lateness = {"steady": [], "burst": []}
+    for execution_id, at in expected.items():
+        first = world.handled.first_call.get(execution_id)
+        if first is None:
+            continue
+        phase = "burst" if at >= burst_from else "steady"
+        lateness[phase].append(first - (at - START).total_seconds())
+    fires = sum(1 for e in expected if e in world.handled.first_call)
+    duplicate_calls = sum(count - 1 for count in world.handled.calls.values() if count > 1)
+    dispatch = world.model.queues[settings.dispatch_queue_url]
+    cost = costs(world, fires)
+    functions = {
+        name: {
+            "memory_mb": state.spec.memory_mb,
+            "peak_concurrency": state.peak,
+            "invocations": state.invocations,
+            "environments": state.environments,
+            "gb_seconds": round(state.gb_seconds, 1),
+            "throttled_starts": state.throttles,
+            "async_events_dropped": state.async_dropped,
+            "errors": dict(state.errors),
+        }
+        for name, state in world.lambdas.functions.items()
+    }
+    throttles = [
+        {"table": t, "index": i, "partition": p, "reason": r, "requests": n}
+        for (t, i, p, r), n in sorted(world.throughput.throttled.items(), key=lambda kv: -kv[1])
+    ]
+    return {
+        "scenario": {
+            **{k: v for k, v in dataclasses.asdict(scenario).items() if k != "handler"},
+            "handler_latency_seconds": {
+                "median": scenario.handler.median,
+                "p99": scenario.handler.p99,
+            },
+        },
+        "deployment": {
+            **dataclasses.asdict(deployment.config),
+            "tick_concurrency": deployment.tick_concurrency,
+        },
+        "latency_seconds": {
+            "dynamodb": dataclasses.asdict(DYNAMODB_LATENCY),
+            "sqs": dataclasses.asdict(SQS_LATENCY),
+            "lambda_api": dataclasses.asdict(LAMBDA_API_LATENCY),
+            "async_start": dataclasses.asdict(ASYNC_START),
+        },
+        "due": len(expected),
+        "fired": fires,
+        "statuses": dict(statuses),
+        "lost": lost,
+        "duplicate_handler_calls": duplicate_calls,
+        "dispatch_messages_sent": dispatch.sent,
+        "duplicate_messages": dispatch.sent - len(expected),
+        "redriven_messages": dispatch.redriven,
+        "heartbeats_due": sum(h.due for h in world.heartbeats),
+        "lateness_seconds": {phase: distribution(values) for phase, values in lateness.items()},
+        "steady_rate": rate_over(lateness["steady"], expected, burst_from),
+        "throttled_requests": {
+            "by_partition": throttles[:12],
+            "partitions": len(throttles),
+            "total": sum(world.throughput.throttled.values()),
+            "attempts_retried_by_botocore": sum(world.stats.throttled_attempts.values())
+            - sum(world.stats.throttled_calls.values()),
+            "calls_that_reached_the_code": dict(world.stats.throttled_calls),
+        },
+        "functions": functions,
+        "esm_peak_pollers": world.esm.peak_pollers,
+        "account_peak_concurrency": world.lambdas.account_peak,
+        "warnings": dict(world.log.counts.most_common(10)),
+        "cost": cost,
+        "consumed_units": {
+            f"{t}{'/' + i if i else ''} {'write' if w else 'read'}": round(u)
+            for (t, i, w), u in sorted(world.throughput.consumed.items(), key=str)
+        },
+        "calls": dict(sorted(world.stats.calls.items())),
+        "simulated_seconds": simulated,
+        "wall_seconds": round(wall, 1),
+        "cpu_seconds": round(cpu, 1),
+        "build_seconds": round(built, 1),
+        "cpu_ms_per_fire": round(1000 * (cpu - built) / max(1, fires), 3),
+        "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+    }
+
+
+def rate_over(
+    lateness: list[float], expected: dict[str, datetime], burst_from: datetime
+) -> dict[str, float]:
+    """Whether the steady phase kept up: fires due per second, and lateness's growth."""
+    if not lateness:
+        return {}
+    return {"p99_lateness_seconds": round(percentile(lateness, 0.99), 3)}
+
+
+def costs(world: World, fires: int) -> dict[str, Any]:
+    """Per million fires, at AWS's list prices (``planning.capacity_model.PRICES``)."""
+    p = PRICES
+    writes = sum(u for (_, _, write), u in world.throughput.consumed.items() if write)
+    reads = sum(u for (_, _, write), u in world.throughput.consumed.items() if not write)
+    sqs_requests = sum(n for name, n in world.model.calls.items() if name.startswith("sqs."))
+    gb_seconds = sum(s.gb_seconds for s in world.lambdas.functions.values())
+    invocations = sum(s.invocations for s in world.lambdas.functions.values())
+    per = 1e6 / max(1, fires)
+    parts = {
+        "dynamodb_writes": writes * p.dynamodb_on_demand_per_million_write_units / 1e6,
+        "dynamodb_reads": reads * p.dynamodb_on_demand_per_million_read_units / 1e6,
+        "sqs_requests": sqs_requests * p.sqs_standard_per_million_requests / 1e6,
+        "lambda_gb_seconds": gb_seconds * p.lambda_arm_per_gb_second,
+        "lambda_requests": invocations * p.lambda_per_million_requests / 1e6,
+    }
+    return {
+        "usd_per_million_fires": {k: round(v * per, 3) for k, v in parts.items()},
+        "usd_per_million_fires_total": round(sum(parts.values()) * per, 3),
+        "write_units_per_fire": round(writes / max(1, fires), 2),
+        "read_units_per_fire": round(reads / max(1, fires), 2),
+        "sqs_requests_per_fire": round(sqs_requests / max(1, fires), 2),
+        "lambda_gb_seconds_per_fire": round(gb_seconds / max(1, fires), 4),
+    }
+
+
+# botocore's CPU
+
+
+def measure_botocore_cpu(times: int = 200) -> BotocoreCpu:
+    """botocore's CPU per call of each operation the run makes, through real clients
+    answered by the ``before-send`` double, on items as the run has them."""
+    double = AwsDouble(latency_seconds=0.0)
+    settings = double.settings(shard_count=1)
+    dynamodb, sqs = double.clients()
+    scenario = Scenario(registered=200, fires_per_second=100, steady_seconds=2, burst=0, tenants=2)
+    fill(double, settings, scenario)
+    table = double.tables[settings.tasks_table]
+    ids = [key[0] for key in list(table.items)[:100]]
+    task_key = {"task_id": {"S": ids[0]}}
+    item = table.items[(ids[0],)]
+    bucket = item["due_bucket"]["S"]
+    cpu = BotocoreCpu()
+    model_cpu = lambda: double.model_cpu_seconds  # noqa: E731
+    calls: dict[str, Callable[[], Any]] = {
+        "GetItem": lambda: dynamodb.get_item(
+            TableName=settings.tasks_table, Key=task_key, ConsistentRead=True
+        ),
+        "Query": lambda: dynamodb.query(
+            TableName=settings.tasks_table,
+            IndexName="due-index",
+            KeyConditionExpression="#b = :b AND #n <= :n",
+            ExpressionAttributeNames={"#b": "due_bucket", "#n": "next_run_at"},
+            ExpressionAttributeValues={":b": {"S": bucket}, ":n": {"S": "2027"}},
+            Limit=100,
+        ),
+        "BatchGetItem": lambda: dynamodb.batch_get_item(
+            RequestItems={
+                settings.tasks_table: {
+                    "Keys": [{"task_id": {"S": i}} for i in ids],
+                    "ConsistentRead": True,
+                }
+            }
+        ),
+        "UpdateItem": lambda: dynamodb.update_item(
+            TableName=settings.tasks_table,
+            Key=task_key,
+            UpdateExpression="SET #v = :v, #n = :n, #s = :s",
+            ConditionExpression="#v = :v OR attribute_exists(#v)",
+            ExpressionAttributeNames={"#v": "version", "#n": "next_run_at", "#s": "updated_at"},
+            ExpressionAttributeValues={
+                ":v": {"N": "1"},
+                ":n": item["next_run_at"],
+                ":s": item["updated_at"],
+            },
+            ReturnValues="ALL_NEW",
+        ),
+        "PutItem": lambda: dynamodb.put_item(TableName=settings.tasks_table, Item=item),
+        "SendMessageBatch": lambda: sqs.send_message_batch(
+            QueueUrl=settings.dispatch_queue_url,
+            Entries=[{"Id": str(n), "MessageBody": json.dumps(item)[:600]} for n in range(10)],
+        ),
+        "GetQueueAttributes": lambda: sqs.get_queue_attributes(
+            QueueUrl=settings.dispatch_queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        ),
+    }
+    for name, call in calls.items():
+        cpu.measure(name, call, model_cpu, times)
+    return cpu
+
+
+# The client double checked against moto
+
+
+def verify_against_moto() -> dict[str, Any]:
+    """Section 4's verification tick (50 tasks on every tick path) through the client
+    doubles on virtual time, against moto through real clients: both must do and
+    leave the same; then again with each task's first claim throttled in both (moto
+    answering DynamoDB's error before it, the double's model refusing it), retried
+    by botocore's retry handler in each. Raises AssertionError otherwise."""
+    plain = throughput.same_outcome(throughput.moto_tick(), _client_double_tick(None))
+    throttled = throughput.same_outcome(
+        throughput.moto_tick(throughput.throttle_first_claims()),
+        _client_double_tick(throughput.throttle_first_claims()),
+    )
+    return {
+        **plain,
+        "throttled_case": {"claimed": throttled["claimed"], "identical": throttled["identical"]},
+    }
+
+
+def _client_double_tick(refuses: Callable[[str, dict[str, Any]], bool] | None) -> tuple[Any, Any]:
+    simulation = Simulation(throughput.STARTED)
+    model = AwsModel(now=simulation.epoch)
+    model.refuses = refuses
+    settings = throughput._verification_settings(model.settings(shard_count=1))
+    rng, stats, cpu = random.Random(1), CallStats(), BotocoreCpu()
+
+    def client(service: str) -> Any:
+        return ClientDouble(service, model, simulation, DYNAMODB_LATENCY, rng, stats, cpu)
+
+    DynamoCursorStore(_Direct(model), settings.coordination_table).apply(
+        0, transitions.advance_cursor(settings.sharding.bucket(throughput.STARTED))
+    )
+    clock = SettableClock(throughput.STARTED)
+    with virtual_threads(simulation, settings.tick_concurrency):
+        app = Dynacron(settings, dynamodb=client("dynamodb"), sqs=client("sqs"), clock=clock)
+    dynamodb = client("dynamodb")
+    items = throughput.verification_items(settings)
+    process = simulation.spawn(
+        Invocation(1.0),
+        lambda: throughput._tick_for_verification(app, dynamodb, items, clock),
+    )
+    outcomes: list[Any] = []
+    process.done.append(outcomes.append)
+    simulation.run(3600.0)
+    (outcome, error) = outcomes[0]
+    if error is not None:
+        raise error
+    return outcome, throughput.model_state(model, settings)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--registered", type=int, default=100_000 if QUICK else 1_000_000)
+    parser.add_argument("--steady", type=float, default=3.0 if QUICK else 60.0)
+    parser.add_argument("--burst", type=int, default=10_000 if QUICK else 100_000)
+    parser.add_argument("--fires-per-second", type=int, default=10_000)
+    parser.add_argument("--worker-in-flight", type=int, help="default: the plan's calls in flight")
+    args = parser.parse_args()
+    handler = HANDLER_LATENCY
+    deployment = Deployment.for_rate(args.fires_per_second, handler.median)
+    scenario = Scenario(
+        registered=args.registered,
+        fires_per_second=args.fires_per_second,
+        steady_seconds=args.steady,
+        burst=args.burst,
+        worker_in_flight=args.worker_in_flight or deployment.calls_in_flight,
+    )
+    checked = verify_against_moto()
+    print(f"client double checked against moto: {checked}", flush=True)
+    botocore_cpu = measure_botocore_cpu()
+    measured = {k: round(v * 1000, 3) for k, v in botocore_cpu.measured.items()}
+    print(f"botocore CPU per call (ms): {measured}", flush=True)
+    result = run(scenario, deployment, botocore_cpu)
+    result["checked_against_moto"] = checked
+    result["command"] = " ".join(["python -m bench.scale", *sys.argv[1:]])
+    result["botocore_cpu_ms_per_call"] = {
+        k: round(v * 1000, 3) for k, v in botocore_cpu.measured.items()
+    }
+    print(
+        json.dumps(
+            {k: result[k] for k in ("lost", "lateness_seconds", "cost", "wall_seconds")}, indent=1
+        )
+    )
+    write_result("scale", result)
+
+
+if __name__ == "__main__":
+    main()

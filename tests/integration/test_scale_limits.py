@@ -1,0 +1,68 @@
+"""The scale benchmark's AWS double enforces DynamoDB's partition throughput, and the
+real tick, claim and worker retry what it throttles and lose nothing (bench/scale.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.aws_double import AwsModel, ServiceError
+from bench.aws_limits import PARTITION_WRITE_UNITS, Throughput
+from bench.client_double import BotocoreCpu
+from bench.scale import Deployment, Scenario, run
+
+
+def test_a_partition_over_its_write_units_in_a_second_is_throttled_as_dynamodb_answers() -> None:
+    # Given the double at one frozen instant, and one task's partition written to its limit
+    now = 1_800_000_000.0
+    model = AwsModel(now=lambda: now, throughput=Throughput(now=lambda: now))
+    table = model.settings().tasks_table
+    item = {"task_id": {"S": "hot"}, "name": {"S": "x"}}
+    for _ in range(int(PARTITION_WRITE_UNITS)):
+        model.answer("dynamodb.PutItem", {"TableName": table, "Item": item})
+
+    # When one more write reaches it within the same second
+    with pytest.raises(ServiceError) as refused:
+        model.answer("dynamodb.PutItem", {"TableName": table, "Item": item})
+
+    # Then DynamoDB's error code and throttling reason come back, and another partition still writes
+    assert refused.value.code == "ProvisionedThroughputExceededException"
+    assert refused.value.status == 400
+    (reason,) = refused.value.fields["ThrottlingReasons"]
+    assert reason["reason"] == "TableWriteKeyRangeThroughputExceeded"
+    model.answer("dynamodb.PutItem", {"TableName": table, "Item": {"task_id": {"S": "cold"}}})
+
+    # And a second later the partition has its units back
+    now += 1.0
+    model.answer("dynamodb.PutItem", {"TableName": table, "Item": item})
+
+
+def test_the_real_code_retries_throttled_writes_and_loses_no_fire() -> None:
+    # Given 300 tasks due over 3 seconds, on partitions allowing 15 write units a second
+    scenario = Scenario(
+        registered=300,
+        fires_per_second=100,
+        steady_seconds=3.0,
+        burst=100,
+        burst_after_seconds=2.0,
+        tenants=3,
+        worker_in_flight=4,
+        drain_seconds=120.0,
+        partition_write_units=15.0,
+    )
+
+    # When the real tick, claim and worker run them in virtual time
+    result = run(scenario, Deployment.for_rate(100, 0.2), BotocoreCpu())
+
+    # Then writes were throttled with DynamoDB's reasons and retried by botocore
+    throttled = result["throttled_requests"]
+    assert throttled["total"] > 0
+    assert throttled["attempts_retried_by_botocore"] > 0
+    assert {p["reason"] for p in throttled["by_partition"]} & {
+        "IndexWriteKeyRangeThroughputExceeded",
+        "TableWriteKeyRangeThroughputExceeded",
+    }
+    # And every due occurrence reached its handler and ended SUCCEEDED, none lost
+    assert result["due"] == 400
+    assert result["statuses"] == {"SUCCEEDED": 400}
+    assert result["lost"] == 0
+    assert result["fired"] == 400
