@@ -137,6 +137,7 @@ def test_a_plans_context_is_what_the_app_reads(tmp_path: Path) -> None:
         assert config.tick_memory_mb == row.tick_memory_mb
         assert config.claim_reserved_concurrency == row.claim_reserved_concurrency
         assert config.worker_max_concurrency == row.worker_max_concurrency
+        assert config.worker_memory_mb == 256
         assert config.billing == row.billing
         if row.provisioned_max_capacity is not None:
             assert config.provisioned_max_capacity == row.provisioned_max_capacity

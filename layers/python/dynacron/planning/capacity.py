@@ -172,6 +172,8 @@ class Plan:
         model = self.workers.model
         values["worker_batch_size"] = str(model.batch_size)
         values["worker_batch_window_seconds"] = str(model.batching_window_seconds)
+        # The memory the plan prices the worker at (the template's default is larger).
+        values["worker_memory_mb"] = str(WORKER_MEMORY_MB)
         if self.provisioned_max_capacity is not None:
             values["provisioned_max_capacity"] = str(self.provisioned_max_capacity)
         return values
