@@ -28,7 +28,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
@@ -78,9 +79,9 @@ class Database:
         self._connections_lock = threading.Lock()
         # Writers of this process queue here rather than in SQLite's busy handler,
         # which polls with sleeps of up to 100 ms: a thread waits exactly as long as
-        # the transaction before it takes. Other processes still meet the busy
-        # timeout. Reentrant, so a nested write fails in SQLite, not in a deadlock.
-        self._write_lock = threading.RLock()
+        # the transaction before it takes, and joins it if it can. Other processes
+        # still meet the busy timeout.
+        self._group = _Group()
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection, in autocommit mode (transactions are explicit)."""
@@ -109,27 +110,84 @@ class Database:
     def write(self) -> Iterator[sqlite3.Connection]:
         """One atomic change: the write lock is held from the first statement to the commit.
 
+        Changes that threads of this process make at the same time share a
+        transaction (group commit): each runs alone, in order, within a savepoint of
+        its own, so a change that raises is rolled back alone, and each returns only
+        once the whole transaction has committed. Every change still reads what the
+        ones before it wrote, and none sees a change that is not committed in the end.
+
         The file locked past the busy timeout, or failing (disk full, I/O), raises
         ``SqliteUnavailable``: the ports' ``StoreUnavailable``, retried later.
         """
+        if getattr(self._local, "writing", False):
+            # A write inside a write would be part of the same transaction.
+            raise SqliteUnavailable("cannot start a transaction within a transaction")
+        change = _Change(self._synchronous())
+        self._local.writing = True
+        try:
+            if self._group.join(change):
+                yield from self._lead(change)
+            else:
+                yield from self._follow(change)
+        finally:
+            self._local.writing = False
+
+    def _lead(self, change: _Change) -> Generator[sqlite3.Connection]:
+        """Open a transaction, make this change and those waiting for one, commit."""
         connection = self.connection()
-        synchronous = self._synchronous()
-        if self._local.synchronous != synchronous:
-            connection.execute(f"PRAGMA synchronous = {synchronous}")
-            self._local.synchronous = synchronous
-        with self._write_lock:
+        try:
+            if self._local.synchronous != change.synchronous:
+                connection.execute(f"PRAGMA synchronous = {change.synchronous}")
+                self._local.synchronous = change.synchronous
             with _unavailable_on_failure():
                 connection.execute("BEGIN IMMEDIATE")
-            try:
-                with _unavailable_on_failure():
-                    yield connection
-            except BaseException:
-                # SQLite may have rolled back already (disk full, I/O error).
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
+        except BaseException:
+            self._group.hand_over()
+            raise
+        changes = [change]
+        failure: BaseException | None = None
+        try:
+            change.error = yield from _within_savepoint(connection)
+            # Unless SQLite rolled the whole transaction back (disk full, I/O): then
+            # no change joins it, and it fails.
+            while connection.in_transaction and (
+                follower := self._group.next_for(change, len(changes))
+            ):
+                changes.append(follower)
+                follower.run_on(connection)
+            if not connection.in_transaction:
+                raise SqliteUnavailable("the transaction was rolled back by SQLite")
             with _unavailable_on_failure():
                 connection.execute("COMMIT")
+        except BaseException as error:
+            failure = (
+                error if isinstance(error, SqliteUnavailable) else SqliteUnavailable(str(error))
+            )
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+        finally:
+            for follower in changes[1:]:
+                follower.settle(failure)
+            self._group.hand_over()
+        if failure is not None:
+            raise failure
+        if change.error is not None:
+            raise change.error
+
+    def _follow(self, change: _Change) -> Generator[sqlite3.Connection]:
+        """Wait for a leader's transaction, make this change in it, wait for the commit."""
+        connection = change.wait_for_turn()
+        if connection is None:
+            # The leader handed the lead on: this change opens the next transaction.
+            yield from self._lead(change)
+            return
+        change.error = yield from _within_savepoint(connection)
+        change.done.set()
+        failure = change.wait_for_commit()
+        if failure is not None:
+            raise failure
+        if change.error is not None:
+            raise change.error
 
     @contextmanager
     def acknowledging(self) -> Iterator[None]:
@@ -184,3 +242,100 @@ class Database:
                 connection.close()
             self._connections.clear()
         self._local = threading.local()
+
+
+# Changes at most in one transaction: a long stream of writers still commits often.
+GROUP_LIMIT = 64
+
+
+def _within_savepoint(
+    connection: sqlite3.Connection,
+) -> Generator[sqlite3.Connection, None, BaseException | None]:
+    """Yield ``connection`` to one change inside a savepoint; returns the exception the
+    change raised (its statements rolled back), or None (kept)."""
+    connection.execute("SAVEPOINT change")
+    try:
+        with _unavailable_on_failure():
+            yield connection
+    except BaseException as error:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK TO change")
+            connection.execute("RELEASE change")
+        return error
+    connection.execute("RELEASE change")
+    return None
+
+
+class _Change:
+    """One thread's change, as the transaction it joins runs it."""
+
+    def __init__(self, synchronous: str) -> None:
+        self.synchronous = synchronous
+        self.error: BaseException | None = None
+        self._turn = threading.Event()
+        self._connection: sqlite3.Connection | None = None
+        self.done = threading.Event()
+        self._committed = threading.Event()
+        self._failure: BaseException | None = None
+
+    def wait_for_turn(self) -> sqlite3.Connection | None:
+        """The leader's connection when it is this change's turn; None: lead the next."""
+        self._turn.wait()
+        return self._connection
+
+    def lead(self) -> None:
+        self._turn.set()
+
+    def run_on(self, connection: sqlite3.Connection) -> None:
+        """(The leader) let this change run on ``connection``, and wait until it is made."""
+        self._connection = connection
+        self._turn.set()
+        self.done.wait()
+
+    def settle(self, failure: BaseException | None) -> None:
+        """(The leader) the transaction committed (``failure`` None) or did not."""
+        self._failure = failure
+        self._committed.set()
+
+    def wait_for_commit(self) -> BaseException | None:
+        self._committed.wait()
+        return self._failure
+
+
+class _Group:
+    """The transaction open in this process, and the changes waiting to join one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = False
+        self._waiting: deque[_Change] = deque()
+
+    def join(self, change: _Change) -> bool:
+        """True: no transaction is open, ``change`` leads one; False: it waits."""
+        with self._lock:
+            if not self._open:
+                self._open = True
+                return True
+            self._waiting.append(change)
+            return False
+
+    def next_for(self, leader: _Change, size: int) -> _Change | None:
+        """The next waiting change that can join the leader's transaction: one that
+        syncs its commit alike, while the transaction is below ``GROUP_LIMIT``."""
+        if size >= GROUP_LIMIT:
+            return None
+        with self._lock:
+            for change in self._waiting:
+                if change.synchronous == leader.synchronous:
+                    self._waiting.remove(change)
+                    return change
+        return None
+
+    def hand_over(self) -> None:
+        """The transaction ended: the longest waiting change leads the next one."""
+        with self._lock:
+            if not self._waiting:
+                self._open = False
+                return
+            successor = self._waiting.popleft()
+        successor.lead()
