@@ -182,7 +182,7 @@ class Database:
             yield from self._lead(change)
             return
         change.error = yield from _within_savepoint(connection)
-        change.done.set()
+        change.made()
         failure = change.wait_for_commit()
         if failure is not None:
             raise failure
@@ -266,39 +266,51 @@ def _within_savepoint(
     return None
 
 
+def _one_shot() -> threading.Lock:
+    """A signal given once: ``release()`` gives it, ``acquire()`` waits for it (cheaper
+    to make than an ``Event``, and a write makes three)."""
+    signal = threading.Lock()
+    signal.acquire()
+    return signal
+
+
 class _Change:
     """One thread's change, as the transaction it joins runs it."""
 
     def __init__(self, synchronous: str) -> None:
         self.synchronous = synchronous
         self.error: BaseException | None = None
-        self._turn = threading.Event()
+        self._turn = _one_shot()
         self._connection: sqlite3.Connection | None = None
-        self.done = threading.Event()
-        self._committed = threading.Event()
+        self._done = _one_shot()
+        self._committed = _one_shot()
         self._failure: BaseException | None = None
 
     def wait_for_turn(self) -> sqlite3.Connection | None:
         """The leader's connection when it is this change's turn; None: lead the next."""
-        self._turn.wait()
+        self._turn.acquire()
         return self._connection
 
     def lead(self) -> None:
-        self._turn.set()
+        self._turn.release()
 
     def run_on(self, connection: sqlite3.Connection) -> None:
         """(The leader) let this change run on ``connection``, and wait until it is made."""
         self._connection = connection
-        self._turn.set()
-        self.done.wait()
+        self._turn.release()
+        self._done.acquire()
+
+    def made(self) -> None:
+        """(The follower) its change is made: the leader goes on."""
+        self._done.release()
 
     def settle(self, failure: BaseException | None) -> None:
         """(The leader) the transaction committed (``failure`` None) or did not."""
         self._failure = failure
-        self._committed.set()
+        self._committed.release()
 
     def wait_for_commit(self) -> BaseException | None:
-        self._committed.wait()
+        self._committed.acquire()
         return self._failure
 
 
