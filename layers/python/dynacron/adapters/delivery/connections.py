@@ -19,13 +19,17 @@ thread's sockets.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import socket
 import threading
+import weakref
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
+import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from dynacron.domain.errors import InvalidRequest
@@ -159,10 +163,25 @@ def _settle(
 
 
 class DeliveryLoop:
-    """One event loop on a daemon thread of this process, started on first use."""
+    """One event loop on a daemon thread of this process, started on first use.
+
+    The sessions made on it are closed when the process exits (aiohttp warns of
+    every session left open)."""
 
     _lock = threading.Lock()
     _loop: asyncio.AbstractEventLoop | None = None
+    _sessions: ClassVar[weakref.WeakSet[aiohttp.ClientSession]] = weakref.WeakSet()
+
+    @classmethod
+    def close_at_exit(cls, session: aiohttp.ClientSession) -> None:
+        cls._sessions.add(session)
+
+    @classmethod
+    def _close_sessions(cls) -> None:
+        for session in list(cls._sessions):
+            if not session.closed:
+                with contextlib.suppress(Exception):
+                    cls.submit(session.close()).result(2)
 
     @classmethod
     def submit(cls, call: Coroutine[Any, Any, T]) -> Future[T]:
@@ -178,6 +197,7 @@ class DeliveryLoop:
                     target=loop.run_forever, name="dynacron-delivery", daemon=True
                 ).start()
                 cls._loop = loop
+                atexit.register(cls._close_sessions)
             return cls._loop
 
 
