@@ -48,8 +48,8 @@ PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
 # How often a child reports its deliveries to its parent (and checks it is alive).
 REPORT_SECONDS = 0.5
 STOP_SECONDS = 15.0
-# A child that dies sooner than this after it started is started again only after
-# a pause, so that one that cannot start does not spin.
+# Every restart after the first waits this long, so that a child that cannot start
+# does not spin.
 RESTART_PAUSE_SECONDS = 1.0
 
 # Spawned, not forked: the parent runs threads (and holds SQLite connections)
@@ -77,11 +77,6 @@ class WorkerProcesses:
         self._children: dict[int, tuple[BaseProcess, Connection | None]] = {}
         self._threads: list[threading.Thread] = []
         self.restarts = 0
-
-    @property
-    def pids(self) -> list[int]:
-        with self._lock:
-            return [process.pid for process, _ in self._children.values() if process.pid]
 
     def start(self) -> WorkerProcesses:
         for slot in range(self._count):
