@@ -168,7 +168,6 @@ def run_burst(
             command += ["--aws-endpoint", endpoint]
         write_seconds = time.time() - began
         local = Service(command, "is running")
-        running = [line for line in local.output if "workers " in line]
         if time.time() > due.timestamp() - 2:
             raise SystemExit(f"writing {count} tasks took {write_seconds:.0f}s: raise the margin")
         cpu = TreeCpu(local.process.pid)
@@ -181,6 +180,7 @@ def run_burst(
         )
         cpu_seconds = cpu.sample() - cpu_at_due
         cpu.stop()
+        running = [line for line in local.output if "workers " in line]
         deliveries = list(handler.arrivals)
         # The baseline, in the same run: a bare threaded client posting the same
         # bodies to the same handler, as many threads as local mode has workers.
