@@ -25,7 +25,7 @@ from dynacron.domain.instants import format_instant, parse_instant
 
 # How fast tasks are registered ahead, through the API (each a synced commit),
 # at the least on a busy machine: the tasks fall due once all are registered.
-REGISTERS_PER_SECOND = 100
+REGISTERS_PER_SECOND = 80
 # The emulator carries some 20 fires a second: its rows stop there.
 EMULATOR_MAX_RATE = 50
 

@@ -98,7 +98,7 @@ def run_scheduler(name: str, jobs: int) -> dict[str, Any]:
     handler = LoopbackHandler().start()
     directory = tempfile.TemporaryDirectory(prefix=f"versus-{name}-")
     # Adding a job is a SQLite transaction each: some milliseconds on a busy machine.
-    due = datetime.fromtimestamp(int(time.time() + 15 + jobs * 0.008), UTC)
+    due = datetime.fromtimestamp(int(time.time() + 15 + jobs * 0.012), UTC)
     began = time.time()
     serve = ["--serve", name, "--url", f"{handler.url}/job", "--jobs", str(jobs)]
     serve += ["--due", format_instant(due), "--directory", directory.name]
