@@ -6,9 +6,15 @@ directory, or into an embedded AWS in its own process with BatchWriteItem. Then
 ``dynacron local`` starts on that store and a minimal loopback handler
 (``bench.loopback``) records every delivery. Reports the time from the due
 second to the last delivery, lateness (delivery minus scheduled time) and
-counts that show none was lost.
+counts that show none was lost, and the CPU that local mode's processes spent
+(every process of it, from the due second to the last delivery) per fire.
 
-Run: .venv/bin/python -m bench.burst [--tasks 10000] [--stores sqlite,emulator]
+Rows: SQLite as ``dynacron local`` runs by default (its workers in processes of
+their own), SQLite with every worker a thread of one process (as before issue
+22), SQLite with every commit synced, the AWS emulator, and a slow handler (each
+call answered after 1 s: how many calls are in flight at once).
+
+Run: .venv/bin/python -m bench.burst [--tasks 10000] [--stores sqlite,sqlite-threads,...]
 """
 
 from __future__ import annotations
@@ -16,11 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from bench.common import QUICK, distribution, write_result
 from bench.loopback import LoopbackHandler, bare_posts
@@ -87,12 +96,53 @@ def write_due_tasks(dynamodb: Any, settings: Any, tasks: list[Task], due: dateti
     )
 
 
+class TreeCpu:
+    """CPU seconds (user + system) of a process and its descendants, sampled often, so
+    that a child that ends still counts what it spent until its last sample."""
+
+    def __init__(self, pid: int) -> None:
+        self._root = psutil.Process(pid)
+        self._spent: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(0.2):
+            self.sample()
+
+    def sample(self) -> float:
+        """The tree's CPU seconds so far."""
+        try:
+            processes = [self._root, *self._root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            processes = []
+        with self._lock:
+            for process in processes:
+                try:
+                    times = process.cpu_times()
+                except psutil.NoSuchProcess:
+                    continue
+                self._spent[process.pid] = times.user + times.system
+            return sum(self._spent.values())
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
 def run_burst(
-    count: int, store: str = "sqlite", workers: int = 8, sync: str = "acknowledged"
+    count: int,
+    store: str = "sqlite",
+    workers: int = 8,
+    sync: str = "acknowledged",
+    worker_processes: int | None = None,
+    answer_after: float = 0.0,
 ) -> dict[str, Any]:
     """``count`` tasks due at one whole second, fired by local mode on ``store``
-    (SQLite: committing with durability ``sync``, local mode's ``--sync``)."""
-    handler = LoopbackHandler().start()
+    (SQLite: committing with durability ``sync``, local mode's ``--sync``), its
+    workers in ``worker_processes`` processes (None: local mode's default), to a
+    handler that answers ``answer_after`` seconds after each call."""
+    handler = LoopbackHandler(answer_after=answer_after).start()
     aws: Service | None = None
     local: Service | None = None
     data_dir = tempfile.TemporaryDirectory(prefix="dynacron-bench-")
@@ -104,6 +154,8 @@ def run_burst(
         began = time.time()
         command = ["-m", "dynacron.cli.main", "local", "--port", str(free_port())]
         command += ["--workers", str(workers), "--shards", str(SHARDS)]
+        if worker_processes is not None:
+            command += ["--worker-processes", str(worker_processes)]
         if store == "sqlite":
             write_due_tasks_sqlite(Path(data_dir.name), tasks, due)
             command += ["--data-dir", data_dir.name, "--sync", sync]
@@ -118,16 +170,23 @@ def run_burst(
         local = Service(command, "is running")
         if time.time() > due.timestamp() - 2:
             raise SystemExit(f"writing {count} tasks took {write_seconds:.0f}s: raise the margin")
+        cpu = TreeCpu(local.process.pid)
+        time.sleep(max(0.0, due.timestamp() - time.time()))
+        cpu_at_due = cpu.sample()
         wait_until(
             lambda: len(handler.arrivals) >= count,
             timeout=due.timestamp() - time.time() + 60 + count / 10,
-            interval=0.2,
+            interval=0.05,
         )
+        cpu_seconds = cpu.sample() - cpu_at_due
+        cpu.stop()
+        running = [line for line in local.output if "workers " in line]
         deliveries = list(handler.arrivals)
         # The baseline, in the same run: a bare threaded client posting the same
         # bodies to the same handler, as many threads as local mode has workers.
+        # (Not against a slow handler: the client's threads would only wait.)
         bodies = [json.dumps(d.body).encode() for d in deliveries]
-        bare = bare_posts(f"{handler.url}/bare", bodies, workers)
+        bare = bare_posts(f"{handler.url}/bare", bodies, workers) if not answer_after else None
     finally:
         if local is not None:
             local.stop()
@@ -147,6 +206,13 @@ def run_burst(
         "sync": sync if store == "sqlite" else None,
         "tasks": count,
         "workers": workers,
+        # As local mode said at start-up ("workers  8 in each of 2 processes, ...").
+        "workers_line": running[0].strip() if running else None,
+        "worker_processes": worker_processes,
+        "answer_after_seconds": answer_after,
+        # Every process of local mode, from the due second to the last delivery.
+        "cpu_seconds": round(cpu_seconds, 2),
+        "cpu_ms_per_fire": round(1000 * cpu_seconds / max(1, len(unique)), 3),
         "due_at": due.isoformat().replace("+00:00", "Z"),
         "written_seconds": round(write_seconds, 1),
         "delivered": len(deliveries),
@@ -157,8 +223,8 @@ def run_burst(
         "fires_per_second": round(len(unique) / max(arrivals), 1) if arrivals else None,
         # From the first delivery to the last: the rate once the tick has started.
         "sustained_fires_per_second": sustained,
-        "bare_httpx_posts_per_second": round(bare, 1),
-        "cost_ratio_to_bare_httpx": round(bare / sustained, 2) if sustained else None,
+        "bare_httpx_posts_per_second": round(bare, 1) if bare else None,
+        "cost_ratio_to_bare_httpx": round(bare / sustained, 2) if bare and sustained else None,
         "lateness_seconds": distribution(lateness),
         # Deliveries over time, for the plot: seconds after the due second.
         "arrivals": [round(a, 3) for a in arrivals],
@@ -170,16 +236,30 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=2000 if QUICK else 10_000)
     # The emulator drains some 20 a second: its row is smaller, to end in minutes.
     parser.add_argument("--emulator-tasks", type=int, default=500 if QUICK else 2000)
-    # sqlite-full: SQLite with every commit synced (--sync full), for its price.
-    parser.add_argument("--stores", default="sqlite,sqlite-full,emulator")
+    parser.add_argument("--slow-tasks", type=int, default=400)
+    parser.add_argument("--stores", default=",".join(ROWS))
     args = parser.parse_args()
     runs = []
     for name in args.stores.split(","):
-        store, _, sync = name.partition("-")
-        tasks = args.tasks if store == "sqlite" else args.emulator_tasks
-        runs.append(run_burst(tasks, store, sync=sync or "acknowledged"))
+        row = ROWS[name]
+        tasks = {"emulator": args.emulator_tasks, "slow": args.slow_tasks}.get(name, args.tasks)
+        runs.append({"row": name, **run_burst(tasks, **row)})
         print({k: v for k, v in runs[-1].items() if k != "arrivals"}, flush=True)
         write_result("burst", {"runs": runs})
+
+
+# The rows of the section: run_burst's arguments for each.
+ROWS: dict[str, dict[str, Any]] = {
+    # As `dynacron local` runs by default: workers in processes of their own.
+    "sqlite": {"store": "sqlite"},
+    # Every worker a thread of one process, as local mode ran before issue 22.
+    "sqlite-threads": {"store": "sqlite", "worker_processes": 0},
+    # Every commit synced (--sync full), for its price.
+    "sqlite-full": {"store": "sqlite", "sync": "full"},
+    "emulator": {"store": "emulator"},
+    # A handler that answers each call after 1 s: how many calls are in flight at once.
+    "slow": {"store": "sqlite", "answer_after": 1.0},
+}
 
 
 if __name__ == "__main__":

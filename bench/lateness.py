@@ -23,6 +23,9 @@ from bench.loopback import LoopbackHandler
 from bench.processes import Service, api_call, free_port, wait_until
 from dynacron.domain.instants import format_instant, parse_instant
 
+# How fast tasks are registered ahead, through the API (each a synced commit),
+# at the least on a busy machine: the tasks fall due once all are registered.
+REGISTERS_PER_SECOND = 80
 # The emulator carries some 20 fires a second: its rows stop there.
 EMULATOR_MAX_RATE = 50
 
@@ -96,9 +99,8 @@ def run_store(store: str, rate: int, seconds: int, workers: int) -> dict[str, ob
     command += ["--store", store, "--data-dir", data_dir.name]
     service = Service(command, "is running")
     try:
-        run = run_rate(
-            f"http://127.0.0.1:{port}", sink, rate, seconds, 50 if store == "emulator" else 200
-        )
+        registers = 50 if store == "emulator" else REGISTERS_PER_SECOND
+        run = run_rate(f"http://127.0.0.1:{port}", sink, rate, seconds, registers)
     finally:
         service.stop()
         sink.stop()

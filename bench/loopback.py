@@ -1,12 +1,12 @@
 """A minimal loopback HTTP handler for benchmarks, and a bare client to compare with.
 
 The handler is an asyncio server on its own thread: HTTP/1.1 with keep-alive,
-answers 200 with no body, and records when each POST arrived and what its JSON
-body says (``execution_id``, ``scheduled_at``). A POST to ``/sleep-ms/<n>/...``
-is answered ``n`` milliseconds later: a handler that takes that long. asyncio
-turns Nagle's algorithm off on its sockets; a ``http.server`` handler does not,
-and its delayed ACKs cap any client near 180 requests a second here, so never
-measure against that.
+answers 200 with no body (at once, or ``answer_after`` seconds later), and
+records when each POST arrived and what its JSON body says (``execution_id``,
+``scheduled_at``). A POST to ``/sleep-ms/<n>/...`` is answered ``n`` milliseconds
+later: a handler that takes that long. asyncio turns Nagle's algorithm off on its
+sockets; a ``http.server`` handler does not, and its delayed ACKs cap any client
+near 180 requests a second here, so never measure against that.
 
 ``bare_posts`` is the baseline a scheduler's whole path is compared with: a
 threaded httpx client posting the same bodies to the same handler, nothing else.
@@ -50,6 +50,8 @@ class Arrival:
 class LoopbackHandler:
     arrivals: list[Arrival] = field(default_factory=list)
     port: int = 0
+    # Seconds each call takes before its answer (a slow handler); calls overlap freely.
+    answer_after: float = 0.0
     _loop: asyncio.AbstractEventLoop | None = None
     _server: asyncio.Server | None = None
     _ready: threading.Event = field(default_factory=threading.Event)
@@ -102,6 +104,8 @@ class LoopbackHandler:
                 self.arrivals.append(Arrival(received_at, path, body))
                 if path.startswith(SLEEP_PREFIX):
                     await asyncio.sleep(int(path.split("/")[2]) / 1000)
+                if self.answer_after:
+                    await asyncio.sleep(self.answer_after)
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):

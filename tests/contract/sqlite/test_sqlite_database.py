@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,64 @@ def test_what_each_durability_syncs_at_commit(
         thread.start()
         thread.join()
     assert (in_answer, own, elsewhere) == (acknowledged, scheduler_s_own, [scheduler_s_own])
+
+
+def test_changes_made_at_once_share_a_transaction_and_one_that_fails_is_undone_alone(
+    tmp_path: Path,
+) -> None:
+    database = Database(tmp_path / "dynacron.db")
+    database.ensure_schema(SCHEMA)
+    reader = Database(tmp_path / "dynacron.db")
+    holding, release = threading.Event(), threading.Event()
+    refused: dict[int, str] = {}
+    seen_on_return: dict[int, int] = {}
+
+    def first() -> None:
+        with database.write() as connection:
+            connection.execute("INSERT INTO notes (text) VALUES ('first')")
+            holding.set()
+            release.wait(10)
+
+    def change(number: int) -> None:
+        try:
+            with database.write() as connection:
+                connection.execute("INSERT INTO notes (text) VALUES (?)", (f"change {number}",))
+                if number % 3 == 0:
+                    raise ValueError(f"change {number} refused")
+        except ValueError as error:
+            refused[number] = str(error)
+        # What a change returned from is committed: another connection reads it.
+        count = reader.connection().execute("SELECT COUNT(*) FROM notes").fetchone()[0]
+        seen_on_return[number] = count
+
+    # Given a change holding its transaction open while twelve more wait to write
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert holding.wait(10)
+    others = [threading.Thread(target=change, args=(n,)) for n in range(12)]
+    for thread in others:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while len(database._group._waiting) < 12 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # When the first one ends and the others run in the transaction it opened
+    release.set()
+    for thread in [holder, *others]:
+        thread.join(10)
+    # Then the four that raised were undone alone, each told why, and the rest kept
+    texts = {row["text"] for row in reader.connection().execute("SELECT text FROM notes")}
+    assert texts == {"first"} | {f"change {n}" for n in range(12) if n % 3}
+    assert refused == {n: f"change {n} refused" for n in (0, 3, 6, 9)}
+    # And they were committed together: none returned before all nine rows were there
+    assert seen_on_return == dict.fromkeys(range(12), 9)
+    assert not database.connection().in_transaction
+
+
+def test_a_write_inside_a_write_is_refused(tmp_path: Path) -> None:
+    database = Database(tmp_path / "dynacron.db")
+    database.ensure_schema(SCHEMA)
+    with database.write() as connection:
+        connection.execute("INSERT INTO notes (text) VALUES ('outer')")
+        with pytest.raises(StoreUnavailable), database.write():
+            pass
+    assert database.connection().execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 1

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ParamSpec
 
@@ -243,7 +243,11 @@ def names_move(name: str) -> Callable[[Callable[P, Transition]], Callable[P, Tra
     def naming(build: Callable[P, Transition]) -> Callable[P, Transition]:
         @functools.wraps(build)
         def named(*args: P.args, **kwargs: P.kwargs) -> Transition:
-            return replace(build(*args, **kwargs), move=name)
+            transition = build(*args, **kwargs)
+            # Set on the transition just built rather than copied (``replace`` would
+            # check it all again, on every fire): ``move`` is no part of the change.
+            object.__setattr__(transition, "move", name)
+            return transition
 
         return named
 

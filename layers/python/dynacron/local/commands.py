@@ -24,6 +24,7 @@ from dynacron.local.private_files import read_private_file
 
 if TYPE_CHECKING:
     from dynacron.adapters.sqlite.database import Durability
+    from dynacron.local.chaos import ChaosSettings
     from dynacron.local.runtime import LocalRuntime
 
 console = Console(stderr=True, highlight=False)
@@ -40,6 +41,16 @@ WorkersOption = Annotated[
     int,
     typer.Option(
         min=1, max=64, help="Worker invocations at once, each polling SQS for its own batches"
+    ),
+]
+WorkerProcessesOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        max=64,
+        help="Run the workers in this many processes of their own, --workers threads "
+        "each, to use more than one core; 0: threads of this process "
+        "(default: 2 with several cores and the sqlite store, else 0)",
     ),
 ]
 StoreOption = Annotated[
@@ -151,6 +162,7 @@ def local(
     port: PortOption = 8080,
     shards: ShardsOption = 4,
     workers: WorkersOption = 2,
+    worker_processes: WorkerProcessesOption = None,
     store: StoreOption = "sqlite",
     data_dir: DataDirOption = DEFAULT_DATA_DIR,
     sync: SyncOption = "acknowledged",
@@ -223,6 +235,11 @@ def local(
         port=port,
         shards=shards,
         workers=workers,
+        worker_processes=(
+            default_worker_processes(store, aws_endpoint, chaos)
+            if worker_processes is None
+            else worker_processes
+        ),
         store="emulator" if store == "emulator" else "sqlite",
         data_dir=data_dir.absolute(),
         durability=cast("Durability", sync),  # one of DURABILITIES: checked above
@@ -250,6 +267,18 @@ def _api_keys(
         lines = read_private_file(key_file).splitlines()
         entries += [line.strip() for line in lines if not line.strip().startswith("#")]
     return parse_api_keys(",".join(entries))
+
+
+def default_worker_processes(
+    store: str, aws_endpoint: str | None, chaos: ChaosSettings | None
+) -> int:
+    """Worker processes when none are asked for: two on a machine of several cores
+    with the sqlite store (measured: BENCHMARKS.md, "Burst"), else none. The
+    emulator serves every process from one, and crash tests (``--chaos-seed``)
+    kill the process they run in."""
+    if store != "sqlite" or aws_endpoint is not None or chaos is not None:
+        return 0
+    return 2 if (os.cpu_count() or 1) > 1 else 0
 
 
 def _refuse_unknown(option: str, given: tuple[str, ...], known: Iterable[str]) -> None:
@@ -341,7 +370,9 @@ def _announce(runtime: Any, components: tuple[str, ...], shards: int, workers: i
     if "tick" in components:
         console.print(f"  tick          {shards} shards, every {runtime.tick_interval:g} s")
     if "worker" in components:
-        console.print(f"  workers       {workers}, delivering to loopback addresses only")
+        processes = runtime.options.worker_processes
+        where = f" in each of {processes} processes" if processes else ""
+        console.print(f"  workers       {workers}{where}, delivering to loopback addresses only")
     if "reaper" in components:
         console.print("  reaper        every second")
     if api:

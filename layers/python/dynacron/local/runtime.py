@@ -51,6 +51,7 @@ from dynacron.local.stores import (
     StoreOptions,
     open_store,
 )
+from dynacron.local.worker_processes import WorkerProcesses
 from dynacron.ports.delivery import Delivery
 from dynacron.ports.faults import NO_FAULTS, Faults
 
@@ -94,6 +95,9 @@ class LocalOptions:
     # Messages per worker invocation (the event source mapping's batch size): two
     # rounds of the worker's concurrency.
     batch_size: int = 64
+    # Run the workers in this many processes of their own (``workers`` threads
+    # each), so that they use more than one core; 0: as threads of this process.
+    worker_processes: int = 0
     # Further Settings fields (lease_seconds, clock_skew_seconds, ...).
     settings_overrides: dict[str, Any] = field(default_factory=dict)
     # Append every EMF document here (one JSON per line) instead of keeping totals only.
@@ -150,13 +154,20 @@ class MetricsSink:
 
 
 class LocalRuntime:
-    def __init__(self, options: LocalOptions, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        options: LocalOptions,
+        clock: Clock | None = None,
+        emit_metrics: Callable[[EmfDocument], None] | None = None,
+    ) -> None:
         unknown = set(options.components) - set(COMPONENTS)
         if unknown:
             raise ValueError(f"unknown components {sorted(unknown)}; choose from {COMPONENTS}")
         self.options = options
         self.activity = Activity()
         self.metrics = MetricsSink(options.metrics_file)
+        self._emit_metrics = emit_metrics or self.metrics
+        self.worker_processes: WorkerProcesses | None = None
         self._clock = clock or SystemClock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -228,7 +239,7 @@ class LocalRuntime:
             adapters=adapters,
             clock=self._clock,
             delivery=delivery,
-            emit_metrics=self.metrics,
+            emit_metrics=self._emit_metrics,
             faults=faults,
         )
         if "worker" in options.components or "reaper" in options.components:
@@ -243,7 +254,12 @@ class LocalRuntime:
             self._spawn("tick", lambda: self._tick_loop(app))
         if "reaper" in options.components:
             self._spawn("reaper", lambda: self._reaper_loop(app, store))
-        if "worker" in options.components:
+        if "worker" in options.components and options.worker_processes:
+            children = dataclasses.replace(options, api_url=self.api_url)
+            self.worker_processes = WorkerProcesses(
+                children, options.worker_processes, self.activity, self.metrics
+            ).start()
+        elif "worker" in options.components:
             for number in range(options.workers):
                 self._spawn(f"worker-{number}", lambda: self._worker_loop(app, store))
         return self
@@ -255,6 +271,8 @@ class LocalRuntime:
 
     def stop(self) -> None:
         self._stopping.set()
+        if self.worker_processes is not None:
+            self.worker_processes.stop()
         if self._gateway is not None:
             self._gateway.shutdown()
             self._gateway.server_close()

@@ -1,136 +1,41 @@
-"""Where a delivery may connect, and for how long.
+"""Where a delivery may connect, and the event loop its calls run on.
 
-Every HTTP connection goes through ``PinnedBackend``: it resolves the host with
+Every HTTP connection goes through ``PinnedResolver``: it resolves the host with
 the injected resolver, refuses the connection unless every address is allowed by
-the ``UrlPolicy``, and connects to the address it checked. There is no second
-lookup between the check and the connect, so DNS rebinding has no window, and
-TLS still verifies the certificate against the host name (SNI), because httpcore
-starts TLS with the URL's host after our backend returns the socket.
+the ``UrlPolicy``, and hands the connector exactly the addresses it checked. There
+is no second lookup between the check and the connect, so DNS rebinding has no
+window, and TLS still verifies the certificate against the host name (SNI): the
+connector keeps the URL's host name beside each address. An address written in
+the URL is never resolved: ``check_destination`` refuses it before the call.
 
-One deadline bounds a whole call, from the DNS lookup to the last byte read, every
-redirect included: httpx's timeout bounds each socket operation, so a handler that
-sends a byte now and then would hold a call for ever. ``DeadlineStream`` gives
-every read and write on the connection at most the time left before the call's
-deadline, and fails it once the deadline has passed.
+A call's deadline is one ``asyncio.timeout`` around all of it, from the DNS
+lookup to the last byte read, every redirect included (a handler that sends a
+byte now and then cannot hold a call for ever). The calls of a process share one
+event loop on a thread of its own (``DeliveryLoop``): a worker thread submits a
+call and waits for its answer, so many calls are in flight at the cost of one
+thread's sockets.
 """
 
 from __future__ import annotations
 
-import contextvars
-import functools
+import asyncio
+import atexit
+import contextlib
 import socket
-import ssl
 import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import weakref
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
-import httpcore
-import httpx
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.tasks.urls import IpAddress, UrlPolicy
 
-# A write on the connection goes in pieces this big, each within the deadline.
-WRITE_CHUNK_BYTES = 16 * 1024
-
-
-# The monotonic instant the call being made in this thread must end by.
-_call_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "dynacron_call_deadline", default=None
-)
-
-
-@contextmanager
-def call_deadline(seconds: float) -> Iterator[float]:
-    """Every connection read and write in this block ends ``seconds`` from now at the
-    latest; yields the deadline (``time.monotonic`` scale)."""
-    deadline = time.monotonic() + seconds
-    token = _call_deadline.set(deadline)
-    try:
-        yield deadline
-    finally:
-        _call_deadline.reset(token)
-
-
-def time_left(timeout: float | None, deadline: float | None, late: type[Exception]) -> float | None:
-    """``timeout`` shortened to what is left before ``deadline``; ``late`` once it passed."""
-    if deadline is None:
-        return timeout
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise late("the call's deadline passed")
-    return left if timeout is None else min(timeout, left)
-
-
-def _resolve_by_deadline(resolver: Resolver, host: str, port: int) -> list[str]:
-    """``resolver(host, port)``, given no longer than the current call's deadline.
-
-    A tenant controls its handler's DNS, and a lookup can take as long as the
-    system resolver's retries. The lookup runs in a thread that is left to finish
-    on its own when the deadline comes first (it cannot be stopped).
-    """
-    deadline = _call_deadline.get()
-    if deadline is None:
-        return resolver(host, port)
-    answer: list[list[str]] = []
-    error: list[OSError] = []
-    done = threading.Event()
-
-    def look_up() -> None:
-        try:
-            answer.append(resolver(host, port))
-        except OSError as failure:
-            error.append(failure)
-        finally:
-            done.set()
-
-    threading.Thread(target=look_up, name=f"resolve-{host}", daemon=True).start()
-    if not done.wait(max(0.0, deadline - time.monotonic())):
-        raise httpcore.ConnectTimeout(f"resolving {host!r} outlasted the call's deadline")
-    if error:
-        raise error[0]
-    if not answer:
-        raise OSError(f"resolving {host!r} failed")
-    return answer[0]
-
-
-class DeadlineStream(httpcore.NetworkStream):
-    """A connection whose every operation ends by the current call's deadline.
-
-    The deadline is read at each operation, not when the connection opened: a
-    kept-alive connection serves calls with different deadlines.
-    """
-
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
-        self._inner = inner
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        left = time_left(timeout, _call_deadline.get(), httpcore.ReadTimeout)
-        return self._inner.read(max_bytes, left)
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        deadline = _call_deadline.get()
-        for start in range(0, len(buffer), WRITE_CHUNK_BYTES):
-            left = time_left(timeout, deadline, httpcore.WriteTimeout)
-            self._inner.write(buffer[start : start + WRITE_CHUNK_BYTES], left)
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.NetworkStream:
-        left = time_left(timeout, _call_deadline.get(), httpcore.ConnectTimeout)
-        return DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, left))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
+T = TypeVar("T")
 
 
 # host, port -> the addresses it resolves to, as text. Injected so that tests
@@ -193,56 +98,108 @@ class HandlerUrlCheck:
         check_handler_url(self.policy, self.resolver, url)
 
 
-class PinnedBackend(httpcore.NetworkBackend):
-    """Connects only to checked addresses, to exactly the address it checked."""
+def check_destination(policy: UrlPolicy, url: str) -> None:
+    """Before each hop of a call: the URL's form, and its host unless it is a name
+    (a name is checked where it is resolved, by ``PinnedResolver``)."""
+    host, _ = policy.check_url(url)
+    policy.check_host(host.strip("[]"))
+
+
+class PinnedResolver(AbstractResolver):
+    """Resolves only to checked addresses: every address of the host must be allowed.
+
+    The injected resolver is blocking (the system's, or a test's), so it runs on a
+    thread of its own per lookup: a tenant controls its handler's DNS, and a lookup
+    can take as long as the system resolver's retries. When the call's deadline
+    comes first the thread is left to finish on its own (it cannot be stopped).
+    """
 
     def __init__(self, policy: UrlPolicy, resolver: Resolver) -> None:
         self._policy = policy
         self._resolver = resolver
-        self._inner = httpcore.SyncBackend()
 
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Any = None,
-    ) -> httpcore.NetworkStream:
-        host = host.strip("[]")
-        resolver = functools.partial(_resolve_by_deadline, self._resolver)
-        address = allowed_addresses(self._policy, resolver, host, port)[0]
-        left = time_left(timeout, _call_deadline.get(), httpcore.ConnectTimeout)
-        return DeadlineStream(
-            self._inner.connect_tcp(str(address), port, left, local_address, socket_options)
-        )
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[list[IpAddress]] = loop.create_future()
 
-    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
-        raise DestinationRefused("handler_url", "unix sockets are never a destination")
+        def look_up() -> None:
+            try:
+                addresses = allowed_addresses(self._policy, self._resolver, host, port)
+            except BaseException as error:
+                loop.call_soon_threadsafe(_settle, answer, None, error)
+            else:
+                loop.call_soon_threadsafe(_settle, answer, addresses, None)
 
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
+        threading.Thread(target=look_up, name=f"resolve-{host}", daemon=True).start()
+        return [
+            ResolveResult(
+                hostname=host,
+                host=str(address),
+                port=port,
+                family=socket.AF_INET6 if address.version == 6 else socket.AF_INET,
+                proto=0,
+                flags=socket.AI_NUMERICHOST,
+            )
+            for address in await answer
+        ]
+
+    async def close(self) -> None:
+        return None
 
 
-# Connections to handlers at once per worker process, each kept open between calls:
-# a worker has 32 calls in flight (decision 0034), local mode's two 64, and a
-# connection dropped after its call is a handshake again on the next.
-DELIVERY_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+def _settle(
+    answer: asyncio.Future[list[IpAddress]],
+    addresses: list[IpAddress] | None,
+    error: BaseException | None,
+) -> None:
+    if answer.done():
+        return  # the call gave up waiting (its deadline came)
+    if error is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(addresses or [])
 
 
-class PinnedTransport(httpx.HTTPTransport):
-    def __init__(
-        self, policy: UrlPolicy, resolver: Resolver, limits: httpx.Limits = DELIVERY_LIMITS
-    ) -> None:
-        super().__init__(trust_env=False, limits=limits)
-        # httpx exposes no network backend option; its pool is rebuilt around ours,
-        # with the TLS settings the transport just made and the same limits (the
-        # pool's own default would allow 10 connections: 10 calls at once).
-        ssl_context = self._pool._ssl_context
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=ssl_context,
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=PinnedBackend(policy, resolver),
-        )
+class DeliveryLoop:
+    """One event loop on a daemon thread of this process, started on first use.
+
+    The sessions made on it are closed when the process exits (aiohttp warns of
+    every session left open)."""
+
+    _lock = threading.Lock()
+    _loop: asyncio.AbstractEventLoop | None = None
+    _sessions: ClassVar[weakref.WeakSet[aiohttp.ClientSession]] = weakref.WeakSet()
+
+    @classmethod
+    def close_at_exit(cls, session: aiohttp.ClientSession) -> None:
+        cls._sessions.add(session)
+
+    @classmethod
+    def _close_sessions(cls) -> None:
+        for session in list(cls._sessions):
+            if not session.closed:
+                with contextlib.suppress(Exception):
+                    cls.submit(session.close()).result(2)
+
+    @classmethod
+    def submit(cls, call: Coroutine[Any, Any, T]) -> Future[T]:
+        """Run ``call`` on the loop; its answer comes in the returned future."""
+        return asyncio.run_coroutine_threadsafe(call, cls._running())
+
+    @classmethod
+    def _running(cls) -> asyncio.AbstractEventLoop:
+        with cls._lock:
+            if cls._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=loop.run_forever, name="dynacron-delivery", daemon=True
+                ).start()
+                cls._loop = loop
+                atexit.register(cls._close_sessions)
+            return cls._loop
+
+
+# Connections to handlers at once per process, and kept alive between calls.
+MAX_CONNECTIONS = 100

@@ -3,28 +3,31 @@ redirects followed by hand, its answer read into a ``DeliveryResult``; and
 ``HandlerDelivery``, which routes a task to HTTP or to its Python handler
 (``python_delivery``).
 
-Every connection goes through ``safe_connections``: only to addresses the URL
-policy allows, and within one deadline for the whole call, every redirect included.
+Every connection goes through ``connections``: only to addresses the URL policy
+allows, and within one deadline for the whole call, every redirect included. The
+calls run on the process's delivery event loop (aiohttp): the caller's thread
+waits for its answer, and many calls share the loop's thread and connections.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
-from http.cookiejar import Cookie, CookieJar
-from typing import Any
+from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-import httpx
+import aiohttp
 
 from dynacron.adapters.delivery.answers import failed_answer_error
 from dynacron.adapters.delivery.connections import (
-    PinnedTransport,
+    MAX_CONNECTIONS,
+    DeliveryLoop,
+    PinnedResolver,
     Resolver,
-    call_deadline,
+    check_destination,
     system_resolver,
-    time_left,
 )
 from dynacron.adapters.delivery.python_handlers import PythonDelivery
 from dynacron.adapters.messages import upstream_to_map
@@ -45,25 +48,10 @@ MAX_REDIRECTS = 3
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # Longest a handler's Retry-After is honoured when no setting says otherwise.
 DEFAULT_MAX_RETRY_AFTER_SECONDS = 3600
+LOOP_MARGIN_SECONDS = 5.0
 
 
 SecretsOf = Callable[[str], Sequence[str]]
-
-
-class NoCookies(CookieJar):
-    """A cookie jar that keeps nothing. One client delivers for every tenant: a
-    cookie kept from one tenant's delivery (a session a host handed out) would go
-    along with any other tenant's delivery to that host, and act as that session.
-    A delivery stands on its signature alone."""
-
-    def extract_cookies(self, response: Any, request: Any) -> None:
-        return None
-
-    def set_cookie(self, cookie: Cookie) -> None:
-        return None
-
-    def add_cookie_header(self, request: Any) -> None:
-        return None
 
 
 def request_body(task: Task, dispatch: Dispatch, api_base_url: str | None = None) -> bytes:
@@ -123,13 +111,8 @@ class HttpDelivery:
         self._unix_time = unix_time
         self._timeout_seconds = timeout_seconds
         self._max_retry_after_seconds = max_retry_after_seconds
-        self._client = httpx.Client(
-            timeout=timeout_seconds,
-            follow_redirects=False,
-            transport=PinnedTransport(policy, resolver),
-            cookies=NoCookies(),
-            headers={"User-Agent": f"dynacron/{__version__}"},
-        )
+        self._resolver = resolver
+        self._session: aiohttp.ClientSession | None = None
 
     def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
         assert task.handler_url is not None, "an HTTP delivery needs a handler_url"
@@ -154,69 +137,99 @@ class HttpDelivery:
             CALLBACK_TOKEN_HEADER: callback_token,
             SIGNATURE_HEADER: signature_header(secrets, int(self._unix_time()), body),
         }
-        url = task.handler_url
-        left_home = False
         try:
-            with call_deadline(self._timeout_seconds) as deadline:
-                for _ in range(MAX_REDIRECTS + 1):
-                    self._policy.check_url(url)
-                    # Waiting for a pooled connection counts against the deadline too.
-                    timeout = httpx.Timeout(time_left(None, deadline, httpx.PoolTimeout))
-                    with self._client.stream(
-                        "POST", url, content=body, headers=headers, timeout=timeout
-                    ) as response:
-                        excerpt = _read_limited(response)
-                    location = response.headers.get("location")
-                    if response.status_code not in REDIRECT_STATUSES or not location:
-                        break
-                    url, same_host, refusal = self._redirect_target(url, location)
-                    if refusal:
-                        return DeliveryResult.failed(
-                            AttemptFailure(refusal, retryable=False), response.status_code
-                        )
-                    if not same_host:
-                        left_home = True
-                        headers = _without_secrets(headers)
-                else:
-                    return DeliveryResult.failed(
-                        AttemptFailure(f"more than {MAX_REDIRECTS} redirects", retryable=False)
-                    )
+            # The call ends by its deadline; the margin only guards against a stuck loop.
+            call = DeliveryLoop.submit(self._call(task.handler_url, body, headers))
+            answer = call.result(self._timeout_seconds + LOOP_MARGIN_SECONDS)
         except InvalidRequest as refused:
             return DeliveryResult.failed(
                 AttemptFailure(f"delivery refused: {refused.message}", retryable=False)
             )
-        except httpx.TimeoutException:
+        except TimeoutError:
             return DeliveryResult.failed(
                 AttemptFailure(f"handler timed out (the call may take {self._timeout_seconds:g} s)")
             )
-        except httpx.HTTPError as error:
+        except aiohttp.ClientError as error:
             return DeliveryResult.failed(AttemptFailure(f"handler unreachable: {error}"))
-        if response.status_code == 202 and left_home:
+        if isinstance(answer, _Refusal):
+            return DeliveryResult.failed(
+                AttemptFailure(answer.reason, retryable=False), answer.status
+            )
+        status = answer.status
+        if status == 202 and answer.left_home:
             return DeliveryResult.failed(
                 AttemptFailure(
                     "handler answered 202 after a redirect to another host, which was not "
                     "given the callback token",
                     retryable=False,
                 ),
-                response.status_code,
+                status,
             )
-        if response.status_code == 202:
+        if status == 202:
             return DeliveryResult.accepted()
-        if response.is_success:
-            return DeliveryResult.succeeded(response.status_code, excerpt)
+        if 200 <= status < 300:
+            return DeliveryResult.succeeded(status, answer.excerpt)
         failure = failure_for_status(
-            response.status_code,
-            failed_answer_error(
-                response.status_code,
-                response.reason_phrase,
-                response.headers.get("content-type", ""),
-                excerpt,
-            ),
-            response.headers.get("Retry-After"),
+            status,
+            failed_answer_error(status, answer.reason, answer.content_type, answer.excerpt),
+            answer.retry_after,
             self._clock.now(),
             min(self._max_retry_after_seconds, task.retry.max_delay_seconds),
         )
-        return DeliveryResult.failed(failure, response.status_code)
+        return DeliveryResult.failed(failure, status)
+
+    async def _call(self, url: str, body: bytes, headers: dict[str, str]) -> _Answer | _Refusal:
+        """The call on the delivery loop, redirects followed by hand, all of it within
+        the deadline: the last answer, or why a redirect was refused."""
+        left_home = False
+        async with asyncio.timeout(self._timeout_seconds):
+            for _ in range(MAX_REDIRECTS + 1):
+                check_destination(self._policy, url)
+                async with self._client().post(
+                    url, data=body, headers=headers, allow_redirects=False
+                ) as response:
+                    answer = _Answer(
+                        response.status,
+                        response.reason or "",
+                        response.headers.get("content-type", ""),
+                        response.headers.get("Retry-After"),
+                        await _read_limited(response),
+                        left_home,
+                    )
+                    location = response.headers.get("location")
+                if answer.status not in REDIRECT_STATUSES or not location:
+                    return answer
+                url, same_host, refusal = self._redirect_target(url, location)
+                if refusal:
+                    return _Refusal(refusal, answer.status)
+                if not same_host:
+                    left_home = True
+                    headers = _without_secrets(headers)
+        return _Refusal(f"more than {MAX_REDIRECTS} redirects")
+
+    def _client(self) -> aiohttp.ClientSession:
+        """This delivery's session, made on the loop on first use: connections only to
+        checked addresses, each name looked up afresh for every new connection
+        (nothing cached to rebind), no proxies from the environment, and no cookie jar.
+        One session delivers for every tenant: a cookie kept from one tenant's
+        delivery (a session a host handed out) would go along with any other tenant's
+        delivery to that host, and act as that session. A delivery stands on its
+        signature alone."""
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                resolver=PinnedResolver(self._policy, self._resolver),
+                use_dns_cache=False,
+                limit=MAX_CONNECTIONS,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                headers={"User-Agent": f"dynacron/{__version__}"},
+                timeout=aiohttp.ClientTimeout(total=None),
+                trust_env=False,
+            )
+            DeliveryLoop.close_at_exit(self._session)
+        return self._session
 
     def _redirect_target(self, url: str, location: str) -> tuple[str, bool, str | None]:
         """Where a redirect leads, whether that is the same host, and why not, if not."""
@@ -228,7 +241,9 @@ class HttpDelivery:
         return target, False, f"handler redirected to another host ({after.netloc}); not followed"
 
     def close(self) -> None:
-        self._client.close()
+        if self._session is not None:
+            DeliveryLoop.submit(self._session.close()).result()
+            self._session = None
 
 
 def _without_secrets(headers: dict[str, str]) -> dict[str, str]:
@@ -249,10 +264,33 @@ class HandlerDelivery:
         return route.deliver(task, dispatch, callback_token)
 
 
-def _read_limited(response: httpx.Response) -> str:
+@dataclass(frozen=True)
+class _Answer:
+    """What a handler's answer says, read within the call's deadline."""
+
+    status: int
+    reason: str
+    content_type: str
+    retry_after: str | None
+    excerpt: str
+    left_home: bool
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    """A redirect not followed, and the status that asked for it."""
+
+    reason: str
+    status: int | None = None
+
+
+async def _read_limited(response: aiohttp.ClientResponse) -> str:
+    """The body up to ``MAX_RESPONSE_BYTES``; a longer one is cut off and its
+    connection closed rather than read to its end."""
     received = bytearray()
-    for chunk in response.iter_bytes():
+    async for chunk in response.content.iter_any():
         received += chunk
         if len(received) >= MAX_RESPONSE_BYTES:
+            response.close()
             break
     return bytes(received[:MAX_RESPONSE_BYTES]).decode("utf-8", errors="replace")

@@ -25,16 +25,25 @@ on DynamoDB. Each thread gets its own connection.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar, cast
 
 from dynacron.ports import StoreUnavailable
 
+try:
+    import fcntl
+except ImportError:  # Windows: SQLite's own lock alone
+    fcntl = None  # type: ignore[assignment]
+
+T = TypeVar("T")
 Durability = Literal["full", "acknowledged", "normal"]
 DURABILITIES: tuple[Durability, ...] = ("full", "acknowledged", "normal")
 
@@ -78,9 +87,10 @@ class Database:
         self._connections_lock = threading.Lock()
         # Writers of this process queue here rather than in SQLite's busy handler,
         # which polls with sleeps of up to 100 ms: a thread waits exactly as long as
-        # the transaction before it takes. Other processes still meet the busy
-        # timeout. Reentrant, so a nested write fails in SQLite, not in a deadlock.
-        self._write_lock = threading.RLock()
+        # the transaction before it takes, and joins it if it can. Other processes
+        # still meet the busy timeout.
+        self._group = _Group()
+        self._writers = _WriterLock(self.path)
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection, in autocommit mode (transactions are explicit)."""
@@ -109,27 +119,119 @@ class Database:
     def write(self) -> Iterator[sqlite3.Connection]:
         """One atomic change: the write lock is held from the first statement to the commit.
 
+        Changes that threads of this process make at the same time share a
+        transaction (group commit): each runs alone, in order, within a savepoint of
+        its own, so a change that raises is rolled back alone, and each returns only
+        once the whole transaction has committed. Every change still reads what the
+        ones before it wrote, and none sees a change that is not committed in the end.
+
         The file locked past the busy timeout, or failing (disk full, I/O), raises
         ``SqliteUnavailable``: the ports' ``StoreUnavailable``, retried later.
         """
+        if getattr(self._local, "writing", False):
+            # A write inside a write would be part of the same transaction.
+            raise SqliteUnavailable("cannot start a transaction within a transaction")
+        change = _Change(self._synchronous())
+        self._local.writing = True
+        try:
+            if self._group.join(change):
+                yield from self._lead(change)
+            else:
+                yield from self._follow(change)
+        finally:
+            self._local.writing = False
+
+    def run(self, change: Callable[[sqlite3.Connection], T]) -> T:
+        """``change(connection)`` as one atomic change, as ``write`` makes one; returns
+        what it returns. Given as a function, it is made by whichever thread leads
+        the transaction it joins, with no hand-over to this thread and back: the
+        per-fire changes of the stores are made this way. ``change`` must use only the
+        connection it is given."""
+        if getattr(self._local, "writing", False):
+            raise SqliteUnavailable("cannot start a transaction within a transaction")
+        pending = _Change(self._synchronous(), change)
+        self._local.writing = True
+        try:
+            if self._group.join(pending) or pending.wait_for_lead():
+                self._drive(self._lead(pending), pending)
+            else:
+                pending.raise_failure()
+        finally:
+            self._local.writing = False
+        return cast("T", pending.result)
+
+    @staticmethod
+    def _drive(leading: Generator[sqlite3.Connection], pending: _Change) -> None:
+        """Lead a transaction (``_lead``) for a change given as a function."""
+        assert pending.make is not None
+        connection = next(leading)
+        try:
+            with _unavailable_on_failure():
+                pending.result = pending.make(connection)
+        except BaseException as error:
+            leading.throw(error)  # made or not, the transaction goes on; raises
+        for _ in leading:
+            pass
+
+    def _lead(self, change: _Change) -> Generator[sqlite3.Connection]:
+        """Open a transaction, make this change and those waiting for one, commit."""
         connection = self.connection()
-        synchronous = self._synchronous()
-        if self._local.synchronous != synchronous:
-            connection.execute(f"PRAGMA synchronous = {synchronous}")
-            self._local.synchronous = synchronous
-        with self._write_lock:
+        try:
+            if self._local.synchronous != change.synchronous:
+                connection.execute(f"PRAGMA synchronous = {change.synchronous}")
+                self._local.synchronous = change.synchronous
+            self._writers.acquire(self.busy_timeout_ms / 1000)
+        except BaseException:
+            self._group.hand_over()
+            raise
+        try:
             with _unavailable_on_failure():
                 connection.execute("BEGIN IMMEDIATE")
-            try:
-                with _unavailable_on_failure():
-                    yield connection
-            except BaseException:
-                # SQLite may have rolled back already (disk full, I/O error).
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
+        except BaseException:
+            self._writers.release()
+            self._group.hand_over()
+            raise
+        changes = [change]
+        failure: BaseException | None = None
+        try:
+            change.error = yield from _within_savepoint(connection)
+            # Unless SQLite rolled the whole transaction back (disk full, I/O): then
+            # no change joins it, and it fails.
+            while connection.in_transaction and (
+                follower := self._group.next_for(change, len(changes))
+            ):
+                changes.append(follower)
+                if follower.make is not None:
+                    follower.error = _call_within_savepoint(connection, follower)
+                else:
+                    follower.run_on(connection)
+            if not connection.in_transaction:
+                raise SqliteUnavailable("the transaction was rolled back by SQLite")
             with _unavailable_on_failure():
                 connection.execute("COMMIT")
+        except BaseException as error:
+            failure = (
+                error if isinstance(error, SqliteUnavailable) else SqliteUnavailable(str(error))
+            )
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+        finally:
+            self._writers.release()
+            for follower in changes[1:]:
+                follower.settle(failure)
+            self._group.hand_over()
+        change.raise_failure(failure)
+
+    def _follow(self, change: _Change) -> Generator[sqlite3.Connection]:
+        """Wait for a leader's transaction, make this change in it, wait for the commit."""
+        connection = change.wait_for_turn()
+        if connection is None:
+            # The leader handed the lead on: this change opens the next transaction.
+            yield from self._lead(change)
+            return
+        change.error = yield from _within_savepoint(connection)
+        change.made()
+        change.raise_failure(change.wait_for_commit())
 
     @contextmanager
     def acknowledging(self) -> Iterator[None]:
@@ -184,3 +286,203 @@ class Database:
                 connection.close()
             self._connections.clear()
         self._local = threading.local()
+        self._writers.close()
+
+
+# Changes at most in one transaction: a long stream of writers still commits often.
+GROUP_LIMIT = 64
+
+
+def _call_within_savepoint(connection: sqlite3.Connection, change: _Change) -> BaseException | None:
+    """(The leader) make a change given as a function in a savepoint of its own; returns
+    the exception it raised (its statements rolled back), or None (kept)."""
+    assert change.make is not None
+    connection.execute("SAVEPOINT change")
+    try:
+        with _unavailable_on_failure():
+            change.result = change.make(connection)
+    except BaseException as error:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK TO change")
+            connection.execute("RELEASE change")
+        return error
+    connection.execute("RELEASE change")
+    return None
+
+
+def _within_savepoint(
+    connection: sqlite3.Connection,
+) -> Generator[sqlite3.Connection, None, BaseException | None]:
+    """Yield ``connection`` to one change inside a savepoint; returns the exception the
+    change raised (its statements rolled back), or None (kept)."""
+    connection.execute("SAVEPOINT change")
+    try:
+        with _unavailable_on_failure():
+            yield connection
+    except BaseException as error:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK TO change")
+            connection.execute("RELEASE change")
+        return error
+    connection.execute("RELEASE change")
+    return None
+
+
+class _WriterLock:
+    """The file's writers across processes take turns here before ``BEGIN IMMEDIATE``.
+
+    SQLite's own busy handler sleeps 1, 2, 5, 10 ... up to 100 ms between tries, so
+    a writer of one process waiting for another's transaction woke up to 100 ms
+    late while the other process went on committing: with workers in processes of
+    their own, most of a burst's time went there. This lock (``flock`` on a file
+    beside the database) is tried every ``POLL_SECONDS`` at most, so a writer starts
+    within a few milliseconds of the lock's release. SQLite's lock still guards
+    the file against any writer that does not take this one. A process that dies
+    holding it releases it (the kernel closes its files). Where ``flock`` is
+    missing (Windows), SQLite's lock alone decides.
+    """
+
+    POLL_SECONDS = (0.0005, 0.001, 0.002)
+
+    def __init__(self, database: Path) -> None:
+        self._path = database.with_name(database.name + "-writer")
+        self._file: int | None = None
+
+    def acquire(self, timeout: float) -> None:
+        if fcntl is None:
+            return
+        if self._file is None:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + timeout
+        tries = 0
+        while True:
+            try:
+                fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise SqliteUnavailable("database is locked") from None
+            time.sleep(self.POLL_SECONDS[min(tries, len(self.POLL_SECONDS) - 1)])
+            tries += 1
+
+    def release(self) -> None:
+        if fcntl is not None and self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self._file is not None:
+            os.close(self._file)
+            self._file = None
+
+
+def _one_shot() -> threading.Lock:
+    """A signal given once: ``release()`` gives it, ``acquire()`` waits for it (cheaper
+    to make than an ``Event``, and a write makes three)."""
+    signal = threading.Lock()
+    signal.acquire()
+    return signal
+
+
+class _Change:
+    """One thread's change, as the transaction it joins runs it."""
+
+    def __init__(
+        self, synchronous: str, make: Callable[[sqlite3.Connection], Any] | None = None
+    ) -> None:
+        self.synchronous = synchronous
+        # A change given as a function (``Database.run``), made by the leader itself,
+        # and what it returned; None: a ``write`` block, made by its own thread.
+        self.make = make
+        self.result: Any = None
+        self._leading = False
+        self.error: BaseException | None = None
+        self._turn = _one_shot()
+        self._connection: sqlite3.Connection | None = None
+        self._done = _one_shot()
+        self._committed = _one_shot()
+        self._failure: BaseException | None = None
+
+    def wait_for_turn(self) -> sqlite3.Connection | None:
+        """The leader's connection when it is this change's turn; None: lead the next."""
+        self._turn.acquire()
+        return self._connection
+
+    def lead(self) -> None:
+        if self.make is None:
+            self._turn.release()
+        else:
+            self._leading = True
+            self._committed.release()
+
+    def wait_for_lead(self) -> bool:
+        """(A change given as a function) True: lead the next transaction; False: it
+        was made in a leader's, which is over (``raise_failure`` tells how it went)."""
+        self._committed.acquire()
+        return self._leading
+
+    def raise_failure(self, failure: BaseException | None = None) -> None:
+        """Raise why the transaction failed, else what the change raised, if anything."""
+        failure = failure or self._failure
+        if failure is not None:
+            raise failure
+        if self.error is not None:
+            raise self.error
+
+    def run_on(self, connection: sqlite3.Connection) -> None:
+        """(The leader) let this change run on ``connection``, and wait until it is made."""
+        self._connection = connection
+        self._turn.release()
+        self._done.acquire()
+
+    def made(self) -> None:
+        """(The follower) its change is made: the leader goes on."""
+        self._done.release()
+
+    def settle(self, failure: BaseException | None) -> None:
+        """(The leader) the transaction committed (``failure`` None) or did not."""
+        self._failure = failure
+        self._committed.release()
+
+    def wait_for_commit(self) -> BaseException | None:
+        self._committed.acquire()
+        return self._failure
+
+
+class _Group:
+    """The transaction open in this process, and the changes waiting to join one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = False
+        self._waiting: deque[_Change] = deque()
+
+    def join(self, change: _Change) -> bool:
+        """True: no transaction is open, ``change`` leads one; False: it waits."""
+        with self._lock:
+            if not self._open:
+                self._open = True
+                return True
+            self._waiting.append(change)
+            return False
+
+    def next_for(self, leader: _Change, size: int) -> _Change | None:
+        """The next waiting change that can join the leader's transaction: one that
+        syncs its commit alike, while the transaction is below ``GROUP_LIMIT``."""
+        if size >= GROUP_LIMIT:
+            return None
+        with self._lock:
+            for change in self._waiting:
+                if change.synchronous == leader.synchronous:
+                    self._waiting.remove(change)
+                    return change
+        return None
+
+    def hand_over(self) -> None:
+        """The transaction ended: the longest waiting change leads the next one."""
+        with self._lock:
+            if not self._waiting:
+                self._open = False
+                return
+            successor = self._waiting.popleft()
+        successor.lead()

@@ -75,15 +75,13 @@ class SqliteExecutionStore:
 
     def apply(self, execution_id: str, transition: Transition) -> bool:
         """Carry out ``transition`` in one write transaction; False if it did not hold."""
-        with self._database.write() as connection:
-            held, _ = carry_out(connection, execution_id, transition)
+        held, _ = self._database.run(lambda c: carry_out(c, execution_id, transition))
         return held
 
     def apply_returning(self, execution_id: str, transition: Transition) -> Applied:
         """As ``apply``, with the record: the new one if the transition held, else the
         one that made it fail (None if there is none)."""
-        with self._database.write() as connection:
-            held, record = carry_out(connection, execution_id, transition)
+        held, record = self._database.run(lambda c: carry_out(c, execution_id, transition))
         if not record:
             return Applied(held)
         return Applied(held, execution_from_record(record), call_from_record(record))

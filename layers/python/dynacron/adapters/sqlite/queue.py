@@ -189,12 +189,13 @@ class SqliteQueues:
             )
             for message_id, entry in zip(message_ids, entries, strict=True)
         ]
-        with self._database.write() as connection:
-            connection.executemany(
+        self._database.run(
+            lambda connection: connection.executemany(
                 f"INSERT INTO {TABLE} (queue, message_id, body, message_attributes,"
                 " sent_at_ms, visible_at_ms, expires_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
+        )
         self._signal.notify()
         return message_ids
 
@@ -244,12 +245,13 @@ class SqliteQueues:
         keys = [key for key in map(_parse_handle, receipt_handles) if key is not None]
         if not keys:
             return 0
-        with self._database.write() as connection:
-            cursor = connection.executemany(
+        cursor = self._database.run(
+            lambda connection: connection.executemany(
                 f"DELETE FROM {TABLE} WHERE id = ? AND receipt_handle = ? AND queue = ?",
                 [(row_id, handle, queue) for row_id, handle in keys],
             )
-            return max(0, cursor.rowcount)
+        )
+        return max(0, cursor.rowcount)
 
     def change_visibility(self, queue: str, receipt_handle: str, seconds: float) -> bool:
         """Make a received message visible again ``seconds`` from now (0: at once).

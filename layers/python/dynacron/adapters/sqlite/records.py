@@ -34,10 +34,12 @@ def dump(record: dict[str, Any]) -> str:
     return json.dumps(_without_nones(record), separators=(",", ":"), sort_keys=True)
 
 
-def _without_nones(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_nones(v) for k, v in value.items() if v is not None}
-    return value
+def _without_nones(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: _without_nones(v) if isinstance(v, dict) else v
+        for k, v in record.items()
+        if v is not None
+    }
 
 
 def load(text: str) -> dict[str, Any]:

@@ -235,13 +235,16 @@ class SqliteTaskStore:
     def apply(self, task_id: str, transition: Transition) -> bool:
         """Carry out ``transition`` on the task in one transaction: read the row, check
         what it expects, write the record it makes (the index columns with it)."""
-        with self._database.write() as connection:
+
+        def carry_out(connection: sqlite3.Connection) -> bool:
             row = _row(connection, task_id)
             stored = _as_stored(row) if row is not None else None
             if row is None or not transition.holds(stored):
                 return False
             _write_record(connection, row, transition.applied_to(stored))
-        return True
+            return True
+
+        return self._database.run(carry_out)
 
 
 def _row(connection: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:
