@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -131,12 +132,19 @@ def test_changes_made_at_once_share_a_transaction_and_one_that_fails_is_undone_a
             holding.set()
             release.wait(10)
 
+    def insert(number: int, connection: sqlite3.Connection) -> None:
+        connection.execute("INSERT INTO notes (text) VALUES (?)", (f"change {number}",))
+        if number % 3 == 0:
+            raise ValueError(f"change {number} refused")
+
     def change(number: int) -> None:
+        # Half as blocks of their own threads, half as functions the leader calls.
         try:
-            with database.write() as connection:
-                connection.execute("INSERT INTO notes (text) VALUES (?)", (f"change {number}",))
-                if number % 3 == 0:
-                    raise ValueError(f"change {number} refused")
+            if number % 2:
+                with database.write() as connection:
+                    insert(number, connection)
+            else:
+                database.run(lambda connection: insert(number, connection))
         except ValueError as error:
             refused[number] = str(error)
         # What a change returned from is committed: another connection reads it.
@@ -174,3 +182,15 @@ def test_a_write_inside_a_write_is_refused(tmp_path: Path) -> None:
         with pytest.raises(StoreUnavailable), database.write():
             pass
     assert database.connection().execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 1
+
+
+def test_a_change_given_as_a_function_returns_its_result_once_committed(tmp_path: Path) -> None:
+    database = Database(tmp_path / "dynacron.db")
+    database.ensure_schema(SCHEMA)
+    reader = Database(tmp_path / "dynacron.db")
+
+    def add(connection: sqlite3.Connection) -> int:
+        return int(connection.execute("INSERT INTO notes (text) VALUES ('x')").lastrowid or 0)
+
+    assert database.run(add) == 1
+    assert reader.connection().execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 1

@@ -165,16 +165,28 @@ def _settle(
 class DeliveryLoop:
     """One event loop on a daemon thread of this process, started on first use.
 
-    The sessions made on it are closed when the process exits (aiohttp warns of
-    every session left open)."""
+    The sessions made on it are closed when their owner is collected, or when the
+    process exits (aiohttp warns of every session left open)."""
 
     _lock = threading.Lock()
     _loop: asyncio.AbstractEventLoop | None = None
     _sessions: ClassVar[weakref.WeakSet[aiohttp.ClientSession]] = weakref.WeakSet()
 
+    _closing: ClassVar[set[Future[None]]] = set()
+
     @classmethod
-    def close_at_exit(cls, session: aiohttp.ClientSession) -> None:
+    def keep(cls, owner: object, session: aiohttp.ClientSession) -> None:
+        """Close ``session`` when ``owner`` is collected, or at exit."""
         cls._sessions.add(session)
+        weakref.finalize(owner, cls._close_soon, session)
+
+    @classmethod
+    def _close_soon(cls, session: aiohttp.ClientSession) -> None:
+        # Not waited for: a collection may run on any thread, the loop's own too.
+        if not session.closed:
+            closing = cls.submit(session.close())
+            cls._closing.add(closing)
+            closing.add_done_callback(cls._closing.discard)
 
     @classmethod
     def _close_sessions(cls) -> None:

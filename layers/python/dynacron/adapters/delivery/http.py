@@ -228,7 +228,7 @@ class HttpDelivery:
                 timeout=aiohttp.ClientTimeout(total=None),
                 trust_env=False,
             )
-            DeliveryLoop.close_at_exit(self._session)
+            DeliveryLoop.keep(self, self._session)
         return self._session
 
     def _redirect_target(self, url: str, location: str) -> tuple[str, bool, str | None]:
