@@ -207,22 +207,26 @@ class _RecordsInVirtualTime(BatchProcessor):
     """Powertools' SQS batch processor, its records run ``concurrency`` at a time by
     processes of the simulation, started in the batch's order."""
 
-    def __init__(self, simulation: Simulation, concurrency: int) -> None:
+    def __init__(self, simulation: Simulation, concurrency: int, failures: Counter[str]) -> None:
         super().__init__(event_type=EventType.SQS)
         self._simulation = simulation
         self._concurrency = concurrency
+        self._failures = failures
 
     def process(self) -> list[tuple[Any, ...]]:
         workers = max(1, min(self._concurrency, len(self.records)))
-        return VirtualPool(self._simulation, workers).map(self._process_record, self.records)
+        outcomes = VirtualPool(self._simulation, workers).map(self._process_record, self.records)
+        self._failures.update(type(error).__name__ for _, error, _ in self.exceptions)
+        return outcomes
 
 
 @contextmanager
-def virtual_batches(simulation: Simulation) -> Iterator[None]:
+def virtual_batches(simulation: Simulation, failures: Counter[str]) -> Iterator[None]:
     """The worker's batch (``record_batches.process_at_once``: an asyncio loop handing
     records to a pool of threads, which cannot wait in virtual time) runs its records
     at once as processes of the simulation instead; the partial batch response is
-    still Powertools'."""
+    still Powertools'. The records reported failed are counted in ``failures`` by
+    their exception's type."""
 
     def at_once(
         event: dict[str, Any],
@@ -231,7 +235,7 @@ def virtual_batches(simulation: Simulation) -> Iterator[None]:
         context: Any,
         concurrency: int,
     ) -> dict[str, Any]:
-        processor = _RecordsInVirtualTime(simulation, concurrency)
+        processor = _RecordsInVirtualTime(simulation, concurrency, failures)
         return dict(process_partial_response(event, record_handler, processor, context))
 
     with mock.patch.object(events, "process_at_once", at_once):
@@ -362,6 +366,7 @@ class World:
     stats: CallStats
     heartbeats: list[VirtualHeartbeats]
     log: CountingLog
+    record_failures: Counter[str] = field(default_factory=Counter)
 
 
 def build(
@@ -504,7 +509,7 @@ def run(scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu) -
     expected = {execution_id_for(task_id, at): at for task_id, at in due}
     step = 5.0
     at = 0.0
-    with virtual_batches(world.simulation):
+    with virtual_batches(world.simulation, world.record_failures):
         while at < end:
             at += step
             world.simulation.run(at)
@@ -594,6 +599,7 @@ def report(
         "duplicate_messages": dispatch.sent - len(expected),
         "redriven_messages": dispatch.redriven,
         "heartbeats_due": sum(h.due for h in world.heartbeats),
+        "worker_records_failed": dict(world.record_failures),
         "lateness_seconds": {phase: distribution(values) for phase, values in lateness.items()},
         "steady_rate": rate_over(lateness["steady"], expected, burst_from),
         "throttled_requests": {
