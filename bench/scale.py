@@ -790,9 +790,16 @@ def main() -> None:
     parser.add_argument(
         "--worker-in-flight", type=int, help="records a worker runs at once; default: the plan's"
     )
+    parser.add_argument(
+        "--worker-max-concurrency", type=int, help="the worker mapping's; default: the plan's"
+    )
     args = parser.parse_args()
     handler = HANDLER_LATENCY
     deployment = Deployment.for_rate(args.fires_per_second, handler.median)
+    if args.worker_max_concurrency:
+        deployment.config = dataclasses.replace(
+            deployment.config, worker_max_concurrency=args.worker_max_concurrency
+        )
     scenario = Scenario(
         registered=args.registered,
         fires_per_second=args.fires_per_second,
