@@ -793,13 +793,19 @@ def main() -> None:
     parser.add_argument(
         "--worker-max-concurrency", type=int, help="the worker mapping's; default: the plan's"
     )
+    parser.add_argument(
+        "--claim-reserved-concurrency", type=int, help="the claim function's; default: the plan's"
+    )
     args = parser.parse_args()
     handler = HANDLER_LATENCY
     deployment = Deployment.for_rate(args.fires_per_second, handler.median)
-    if args.worker_max_concurrency:
-        deployment.config = dataclasses.replace(
-            deployment.config, worker_max_concurrency=args.worker_max_concurrency
-        )
+    overrides = {
+        "worker_max_concurrency": args.worker_max_concurrency,
+        "claim_reserved_concurrency": args.claim_reserved_concurrency,
+    }
+    deployment.config = dataclasses.replace(
+        deployment.config, **{k: v for k, v in overrides.items() if v}
+    )
     scenario = Scenario(
         registered=args.registered,
         fires_per_second=args.fires_per_second,
