@@ -55,6 +55,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest import mock
 
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
 from bench import throughput
 from bench.aws_double import AwsDouble, AwsModel
 from bench.aws_limits import PARTITION_READ_UNITS, PARTITION_WRITE_UNITS, Latency, Throughput
@@ -72,6 +79,7 @@ from dynacron.domain.executions.execution import DeliveryResult, Dispatch, Handl
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.domain.schedules.expressions import OneTimeSchedule, RateSchedule
 from dynacron.domain.tasks.task import Task, TaskStatus, execution_id_for, task_id_of
+from dynacron.entry import events
 from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import Settings
 from dynacron.planning.capacity import plan
@@ -105,8 +113,8 @@ class Scenario:
     burst_after_seconds: float = 15.0
     tenants: int = 1000
     handler: Latency = HANDLER_LATENCY
-    # Records a worker invocation has in flight at once (1: today's sequential worker).
-    worker_in_flight: int = 1
+    # Records a worker invocation runs at once: the worker's ``worker_concurrency``.
+    worker_in_flight: int = 32
     # Virtual seconds after the last due instant by which everything must be done.
     drain_seconds: float = 240.0
     seed: int = 7
@@ -128,8 +136,6 @@ class Deployment:
 
     config: SchedulerConfig
     tick_concurrency: int
-    # Handler calls a worker invocation has in flight at once, as the plan sizes it.
-    calls_in_flight: int
 
     @classmethod
     def for_rate(cls, fires_per_second: float, handler_seconds: float) -> Deployment:
@@ -142,9 +148,7 @@ class Deployment:
         # what the double models, so that is kept, with the table quota of 40,000.
         values.pop("billing", None)
         values.pop("provisioned_max_capacity", None)
-        return cls(
-            SchedulerConfig(**values), sized.tick_concurrency, sized.workers.model.calls_in_flight
-        )
+        return cls(SchedulerConfig(**values), sized.tick_concurrency)
 
 
 @dataclass
@@ -197,6 +201,45 @@ class VirtualHeartbeats:
         finally:
             if self._simulation.local_now() - began >= self._interval:
                 self.due += 1
+
+
+class _RecordsInVirtualTime(BatchProcessor):
+    """Powertools' SQS batch processor, its records run ``concurrency`` at a time by
+    processes of the simulation, started in the batch's order."""
+
+    def __init__(self, simulation: Simulation, concurrency: int, failures: Counter[str]) -> None:
+        super().__init__(event_type=EventType.SQS)
+        self._simulation = simulation
+        self._concurrency = concurrency
+        self._failures = failures
+
+    def process(self) -> list[tuple[Any, ...]]:
+        workers = max(1, min(self._concurrency, len(self.records)))
+        outcomes = VirtualPool(self._simulation, workers).map(self._process_record, self.records)
+        self._failures.update(type(error).__name__ for _, error, _ in self.exceptions)
+        return outcomes
+
+
+@contextmanager
+def virtual_batches(simulation: Simulation, failures: Counter[str]) -> Iterator[None]:
+    """The worker's batch (``record_batches.process_at_once``: an asyncio loop handing
+    records to a pool of threads, which cannot wait in virtual time) runs its records
+    at once as processes of the simulation instead; the partial batch response is
+    still Powertools'. The records reported failed are counted in ``failures`` by
+    their exception's type."""
+
+    def at_once(
+        event: dict[str, Any],
+        record_handler: Callable[[SQSRecord], None],
+        *,
+        context: Any,
+        concurrency: int,
+    ) -> dict[str, Any]:
+        processor = _RecordsInVirtualTime(simulation, concurrency, failures)
+        return dict(process_partial_response(event, record_handler, processor, context))
+
+    with mock.patch.object(events, "process_at_once", at_once):
+        yield
 
 
 @contextmanager
@@ -323,6 +366,7 @@ class World:
     stats: CallStats
     heartbeats: list[VirtualHeartbeats]
     log: CountingLog
+    record_failures: Counter[str] = field(default_factory=Counter)
 
 
 def build(
@@ -335,6 +379,7 @@ def build(
     settings = model.settings(
         shard_count=config.shard_count,
         tick_concurrency=deployment.tick_concurrency,
+        worker_concurrency=scenario.worker_in_flight,
         claim_function="dynacron-claim",
     )
     throughput.partition_write = throughput.partition_read = math.inf  # while filling
@@ -403,7 +448,7 @@ def build(
             "dynacron-worker",
             config.worker_memory_mb,
             WORKER_TIMEOUT_SECONDS,
-            worker_handler(scenario.worker_in_flight, simulation),
+            worker_handler,
         ),
     ]
     lambdas = LambdaService(simulation, functions, make_app, rng, ASYNC_START)
@@ -431,21 +476,8 @@ def claim_handler(app: Dynacron, event: dict[str, Any], context: Any) -> dict[st
     return app.claim(event, context)
 
 
-def worker_handler(in_flight: int, simulation: Simulation) -> Callable[..., dict[str, Any]]:
-    """The worker entry point; with ``in_flight`` above 1, the batch's records run that
-    many at a time in the invocation (each group through the real worker)."""
-
-    def handle(app: Dynacron, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        records = event["Records"]
-        if in_flight <= 1 or len(records) <= 1:
-            return app.worker(event, context)
-        groups = [records[i::in_flight] for i in range(min(in_flight, len(records)))]
-        answers = VirtualPool(simulation, len(groups)).map(
-            lambda group: app.worker({"Records": group}, context), groups
-        )
-        return {"batchItemFailures": [f for a in answers for f in a.get("batchItemFailures", [])]}
-
-    return handle
+def worker_handler(app: Dynacron, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return app.worker(event, context)
 
 
 def schedule_ticks(world: World, until: float) -> None:
@@ -477,18 +509,19 @@ def run(scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu) -
     expected = {execution_id_for(task_id, at): at for task_id, at in due}
     step = 5.0
     at = 0.0
-    while at < end:
-        at += step
-        world.simulation.run(at)
-        world.throughput.forget_full()
-        done = len(world.handled.first_call)
-        print(
-            f"  t={at:5.0f} s  handler calls {done:,}/{len(expected):,}  "
-            f"wall {time.perf_counter() - began:4.0f} s",
-            flush=True,
-        )
-        if done >= len(expected) and at >= (last_due - START).total_seconds() + 5:
-            break
+    with virtual_batches(world.simulation, world.record_failures):
+        while at < end:
+            at += step
+            world.simulation.run(at)
+            world.throughput.forget_full()
+            done = len(world.handled.first_call)
+            print(
+                f"  t={at:5.0f} s  handler calls {done:,}/{len(expected):,}  "
+                f"wall {time.perf_counter() - began:4.0f} s",
+                flush=True,
+            )
+            if done >= len(expected) and at >= (last_due - START).total_seconds() + 5:
+                break
     wall = time.perf_counter() - began
     return report(world, scenario, deployment, expected, at, wall, time.process_time() - cpu, built)
 
@@ -566,6 +599,7 @@ def report(
         "duplicate_messages": dispatch.sent - len(expected),
         "redriven_messages": dispatch.redriven,
         "heartbeats_due": sum(h.due for h in world.heartbeats),
+        "worker_records_failed": dict(world.record_failures),
         "lateness_seconds": {phase: distribution(values) for phase, values in lateness.items()},
         "steady_rate": rate_over(lateness["steady"], expected, burst_from),
         "throttled_requests": {
@@ -753,16 +787,31 @@ def main() -> None:
     parser.add_argument("--steady", type=float, default=3.0 if QUICK else 60.0)
     parser.add_argument("--burst", type=int, default=10_000 if QUICK else 100_000)
     parser.add_argument("--fires-per-second", type=int, default=10_000)
-    parser.add_argument("--worker-in-flight", type=int, help="default: the plan's calls in flight")
+    parser.add_argument(
+        "--worker-in-flight", type=int, help="records a worker runs at once; default: the plan's"
+    )
+    parser.add_argument(
+        "--worker-max-concurrency", type=int, help="the worker mapping's; default: the plan's"
+    )
+    parser.add_argument(
+        "--claim-reserved-concurrency", type=int, help="the claim function's; default: the plan's"
+    )
     args = parser.parse_args()
     handler = HANDLER_LATENCY
     deployment = Deployment.for_rate(args.fires_per_second, handler.median)
+    overrides = {
+        "worker_max_concurrency": args.worker_max_concurrency,
+        "claim_reserved_concurrency": args.claim_reserved_concurrency,
+    }
+    deployment.config = dataclasses.replace(
+        deployment.config, **{k: v for k, v in overrides.items() if v}
+    )
     scenario = Scenario(
         registered=args.registered,
         fires_per_second=args.fires_per_second,
         steady_seconds=args.steady,
         burst=args.burst,
-        worker_in_flight=args.worker_in_flight or deployment.calls_in_flight,
+        worker_in_flight=args.worker_in_flight or deployment.config.worker_concurrency,
     )
     checked = verify_against_moto()
     print(f"client double checked against moto: {checked}", flush=True)

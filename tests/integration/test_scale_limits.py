@@ -66,3 +66,5 @@ def test_the_real_code_retries_throttled_writes_and_loses_no_fire() -> None:
     assert result["statuses"] == {"SUCCEEDED": 400}
     assert result["lost"] == 0
     assert result["fired"] == 400
+    # And no record failed in the worker (a harness error would show here first)
+    assert result["worker_records_failed"] == {}
