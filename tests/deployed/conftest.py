@@ -70,7 +70,12 @@ def emulator(stack_clock: SettableClock) -> Iterator[None]:
         def now_millis(dt: Any = None) -> float:
             return float((dt or stack_clock.now()).timestamp() * 1000)
 
+        def now_seconds(dt: Any = None) -> float:
+            return now_millis(dt) / 1000
+
         patch.setattr(moto.sqs.models, "unix_time_millis", now_millis)
+        # Retention too: a message sent on the stack's clock is judged by the same.
+        patch.setattr(moto.sqs.models, "unix_time", now_seconds)
         speed_up_moto_transactions()
         serialise_in_process_dynamodb()
         with mock_aws():
