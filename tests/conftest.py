@@ -120,7 +120,7 @@ def build_pipeline(
     aws: tuple[Any, Any],
     clock: SettableClock,
     *,
-    http_timeout_seconds: float = 0.5,
+    http_timeout_seconds: float = 2.0,
     prefix: str = "dynacron",
     **overrides: Any,
 ) -> Pipeline:
@@ -143,6 +143,7 @@ def build_pipeline(
 
 @pytest.fixture
 def pipeline(aws: tuple[Any, Any], clock: SettableClock) -> Pipeline:
-    """Tick, workers and reaper driven by hand; handler calls time out after 0.5 s, so
-    the in-progress idempotency record of a crashed call expires within a second."""
+    """Tick, workers and reaper driven by hand; handler calls time out after 2 s (room
+    for a loaded machine's loopback calls), so the in-progress idempotency record of
+    a crashed call expires within a few seconds of wall time."""
     return build_pipeline(aws, clock)

@@ -275,11 +275,14 @@ class Pipeline:
         return {}
 
     def settle(
-        self, execution_ids: Iterable[str], *, rounds: int = 40, pause: float = 0.1
+        self, execution_ids: Iterable[str], *, rounds: int = 40
     ) -> list[Execution]:
         """Run healthy components, moving the clock past leases, until every execution
-        is final (or ``rounds`` run out); returns them."""
+        is final (or ``rounds`` run out); returns them. The rounds span twice the
+        handler timeout of wall time: a crashed call's in-progress record expires
+        on the wall clock, a handler timeout after it began."""
         ids = list(execution_ids)
+        pause = max(0.1, 2 * self.settings.http_timeout_seconds / rounds)
         lease = self.settings.lease_terms
         for _ in range(rounds):
             self.tick()
