@@ -38,8 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--soak-executions",
         type=int,
-        default=int(os.environ.get("DYNACRON_SOAK_EXECUTIONS", "1000")),
-        help="executions in the crash soak (default 1000, or $DYNACRON_SOAK_EXECUTIONS)",
+        default=int(os.environ.get("DYNACRON_SOAK_EXECUTIONS", "500")),
+        help="executions in the crash soak (default 500, or $DYNACRON_SOAK_EXECUTIONS)",
     )
     parser.addoption(
         "--soak-seed",
@@ -142,8 +142,14 @@ def build_pipeline(
 
 
 @pytest.fixture
-def pipeline(aws: tuple[Any, Any], clock: SettableClock) -> Pipeline:
+def pipeline(
+    aws: tuple[Any, Any], clock: SettableClock, request: pytest.FixtureRequest
+) -> Pipeline:
     """Tick, workers and reaper driven by hand; handler calls time out after 2 s (room
     for a loaded machine's loopback calls), so the in-progress idempotency record of
-    a crashed call expires within a few seconds of wall time."""
-    return build_pipeline(aws, clock)
+    a crashed call expires within a few seconds of wall time. Modules that crash one
+    call at a time ask for less with ``@pytest.mark.handler_timeout(seconds)``."""
+    marker = request.node.get_closest_marker("handler_timeout")
+    if marker is None:
+        return build_pipeline(aws, clock)
+    return build_pipeline(aws, clock, http_timeout_seconds=float(marker.args[0]))

@@ -274,9 +274,7 @@ class Pipeline:
             self.injected_errors += 1
         return {}
 
-    def settle(
-        self, execution_ids: Iterable[str], *, rounds: int = 40
-    ) -> list[Execution]:
+    def settle(self, execution_ids: Iterable[str], *, rounds: int = 40) -> list[Execution]:
         """Run healthy components, moving the clock past leases, until every execution
         is final (or ``rounds`` run out); returns them. The rounds span twice the
         handler timeout of wall time: a crashed call's in-progress record expires

@@ -26,6 +26,9 @@ from tests.integration.api_client import ALICE
 from tests.pipeline import QUEUE_ARN, Pipeline
 from tests.support import Answer, Delivery, Sink
 
+# One call crashed at a time: its in-progress record expires after a 0.5 s timeout.
+pytestmark = pytest.mark.handler_timeout(0.5)
+
 OCCURRENCES = 8
 
 
@@ -323,6 +326,7 @@ def test_dynamodb_throttling_anywhere(pipeline: Pipeline, sink: Sink) -> None:
     assert_each_ran_and_applied_once(pipeline, sink, ids)
 
 
+@pytest.mark.handler_timeout(2)  # thirty records at once, none meant to time out
 def test_sqs_partial_batch_failures(pipeline: Pipeline, sink: Sink) -> None:
     ids = due_now(pipeline, sink, count=30)
     # Sending: some entries of each SendMessageBatch fail; they are not claimed

@@ -243,11 +243,17 @@ def schemathesis_config(seed: int) -> SchemathesisConfig:
     )
 
 
+FIXED_SEED = 20261205
+
+
 def test_the_api_passes_every_schemathesis_check(
     api: str, audit: SocketAudit, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # A failing run prints its seed; DYNACRON_FUZZ_SEED runs it again.
-    seed = int(os.environ.get("DYNACRON_FUZZ_SEED") or random.randrange(2**32))
+    # The gate runs one fixed seed, so that it passes or fails the same way on every
+    # run; DYNACRON_FUZZ_SEED=random explores (a failing run names its seed), and
+    # DYNACRON_FUZZ_SEED=N runs seed N again.
+    chosen = os.environ.get("DYNACRON_FUZZ_SEED") or str(FIXED_SEED)
+    seed = random.randrange(2**32) if chosen == "random" else int(chosen)
     schema = schemathesis.openapi.from_url(f"{api}/openapi.json", config=schemathesis_config(seed))
     assert len(list(schema.get_all_operations())) >= 8  # every documented route is tested
     cases: Counter[str] = Counter()
@@ -297,8 +303,8 @@ def test_the_api_passes_every_schemathesis_check(
             print(f"  {count:5d}  failed {name}")
         for failure in sorted(set(failures)):
             print(failure)
-    assert errors == []
-    assert sorted(set(failures)) == []
+    assert errors == [], f"schemathesis seed {seed}"
+    assert sorted(set(failures)) == [], f"schemathesis seed {seed}"
     # The checks that need a phase, a security scheme or a configuration did run.
     ran = ", ".join(f"{name} {count}" for name, count in sorted(checks_run.items()))
     for name in (

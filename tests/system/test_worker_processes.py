@@ -87,9 +87,10 @@ def test_a_killed_worker_process_is_replaced_and_what_it_held_runs_again(
     local: LocalMode, sink: Sink
 ) -> None:
     # Given two worker processes (the queue's visibility timeout, 360 s, left as it
-    # is) and a handler slow enough that a kill finds calls in flight
+    # is; leases of 5 s, so the reaper's hand-over comes soon) and a handler slow
+    # enough that a kill finds calls in flight
     sink.hold = 0.1
-    local.options = ("--worker-processes", "2", "--workers", "4")
+    local.options = ("--worker-processes", "2", "--workers", "4", "--lease-seconds", "5")
     local.start()
     assert wait_until(lambda: len(worker_processes(local)) == 2, timeout=20)
     task_ids = register_due(local, sink, 120, in_seconds=2)
