@@ -53,7 +53,7 @@ pytestmark = pytest.mark.slow
 TASKS = int(os.environ.get("DYNACRON_BURST_TASKS", "400"))
 HANDLER_ALLOWS = 50
 WORKER_THREADS = int(os.environ.get("DYNACRON_BURST_THREADS", "64"))
-HOLD_SECONDS = float(os.environ.get("DYNACRON_BURST_HOLD_SECONDS", "2.5"))
+HOLD_SECONDS = float(os.environ.get("DYNACRON_BURST_HOLD_SECONDS", "1.0"))
 # The handler alone needs TASKS * HOLD / 50 seconds; four times that, and a start.
 DEADLINE_SECONDS = 120 + 4 * TASKS * HOLD_SECONDS / HANDLER_ALLOWS
 
