@@ -43,13 +43,18 @@ def alive(pid: int) -> bool:
 
 
 def worker_processes(local: LocalMode) -> set[int]:
-    """The worker processes of ``local`` (its children, less multiprocessing's tracker)."""
+    """The worker processes of ``local`` (its children, less multiprocessing's tracker,
+    and less any that ended since they were listed)."""
     assert local.service is not None
-    return {
-        pid
-        for pid in children_of(local.service.process.pid)
-        if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
-    }
+    workers = set()
+    for pid in children_of(local.service.process.pid):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except FileNotFoundError:
+            continue
+        if b"resource_tracker" not in command:
+            workers.add(pid)
+    return workers
 
 
 def register_due(local: LocalMode, sink: Sink, count: int, in_seconds: float) -> list[str]:
