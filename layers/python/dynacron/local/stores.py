@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol
 
 from dynacron.adapters.aws import aws_adapters
 from dynacron.adapters.sqlite import sqlite_adapters
-from dynacron.adapters.sqlite.database import Database, Durability
+from dynacron.adapters.sqlite.database import BUSY_TIMEOUT_MS, Database, Durability
 from dynacron.adapters.sqlite.queue import SqliteQueues
 from dynacron.definitions.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from dynacron.domain.clock import Clock
@@ -95,6 +95,9 @@ class StoreOptions:
     # at close (tests, throwaway runs).
     data_dir: Path | None = None
     durability: Durability = "acknowledged"
+    # SQLite: how long a write waits for another process's before the store is
+    # unavailable (the API answers 503 with Retry-After).
+    busy_timeout_ms: int = BUSY_TIMEOUT_MS
     # Emulator: an endpoint already running (shared by several processes); None
     # starts an embedded one.
     aws_endpoint: str | None = None
@@ -139,7 +142,9 @@ class SqliteStore:
             else options.data_dir
         )
         self.path = self.data_dir / DATABASE_FILE
-        self.database = Database(self.path, durability=options.durability)
+        self.database = Database(
+            self.path, durability=options.durability, busy_timeout_ms=options.busy_timeout_ms
+        )
         self._queues: SqliteQueues | None = None
         where = "a temporary directory" if self._temporary else str(self.data_dir)
         self.description = f"SQLite  {self.path if not self._temporary else where}"
