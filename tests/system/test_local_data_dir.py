@@ -1,5 +1,6 @@
 """Local mode's data directory is its user's alone, and one it cannot use stops it
-with what to do, never a traceback (issue 23).
+with what to do, never a traceback (issue 23); so does a shard count that would
+strand tasks.
 
 The database holds every tenant's tasks, payloads and signing secrets: created
 0700 and 0600 whatever the umask; found open to others, refused with the
@@ -20,8 +21,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from dynacron.api.requests import TaskCreate
+from dynacron.domain.clock import SettableClock
+from dynacron.entry.composition import Dynacron
+from dynacron.entry.settings import LOOPBACK_NETWORKS
 from dynacron.local.runtime import LocalOptions, LocalRuntime
-from dynacron.local.stores import DATABASE_FILE
+from dynacron.local.stores import DATABASE_FILE, SqliteStore, StoreOptions
+from tests.integration.api_client import ALICE
 from tests.support import ROOT
 
 pytestmark = pytest.mark.system
@@ -39,12 +45,12 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def start_local(data_dir: Path) -> tuple[int, str]:
+def start_local(data_dir: Path, *options: str) -> tuple[int, str]:
     """`dynacron local` on ``data_dir`` (no API: nothing to bind), as far as it gets:
     its exit status and what it printed. One that starts is stopped at once."""
     command = [sys.executable, "-m", "dynacron.cli.main", "local", "--only", "tick"]
     process = subprocess.Popen(
-        [*command, "--data-dir", str(data_dir)],
+        [*command, "--data-dir", str(data_dir), *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -157,3 +163,29 @@ def test_another_application_s_database_is_refused_and_kept(tmp_path: Path) -> N
         tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master")]
     connection.close()
     assert tables == ["photos"]
+
+
+def test_fewer_shards_than_the_tasks_are_filed_in_is_refused_with_the_count_to_use(
+    tmp_path: Path, clock: SettableClock
+) -> None:
+    # Given tasks registered while local mode ran with 8 shards
+    data_dir = tmp_path / "data"
+    store = SqliteStore(StoreOptions(data_dir=data_dir))
+    settings = store.open(clock, shard_count=8, delivery_allow_networks=LOOPBACK_NETWORKS)
+    system = Dynacron(settings, adapters=store.adapters(settings, clock), clock=clock)
+    for n in range(20):
+        system.task_service.register(
+            ALICE, TaskCreate(rate="1 hour", handler_url=f"http://127.0.0.1:9/{n}").to_spec()
+        )
+    store.close()
+    # When it starts again with 2
+    code, output = start_local(data_dir, "--shards", "2")
+    # Then it refuses, saying which count to start with, and changes nothing
+    assert code == 2, output
+    assert "filed in 8 shards" in output
+    assert "start with --shards 8 (or more)" in output
+    again = SqliteStore(StoreOptions(data_dir=data_dir))
+    for more_or_same in (8, 16, 8):
+        settings = again.open(clock, shard_count=more_or_same)
+        again.adapters(settings, clock)  # raises nothing
+    again.close()

@@ -88,3 +88,67 @@ def test_a_raising_handler_is_retried_unless_it_fails_permanently() -> None:
     missing = delivery.deliver(make_task("not-here"), dispatch, "token")
     assert missing.failure is not None
     assert "no handler named 'not-here'" in missing.failure.error
+
+
+@pytest.mark.parametrize("raised", [SystemExit(3), KeyboardInterrupt(), GeneratorExit()])
+def test_a_handler_raising_a_base_exception_failed_its_attempt(raised: BaseException) -> None:
+    from dynacron.adapters.delivery.python_handlers import PythonDelivery
+
+    registry = HandlerRegistry()
+
+    def exits(run: dynacron.ExecutionContext) -> None:
+        raise raised
+
+    registry.register("exits", exits)
+    dispatch = Dispatch(execution_id="t1_x", task_id="t1", scheduled_at=NOW)
+    result = PythonDelivery(registry, timeout_seconds=5).deliver(make_task("exits"), dispatch, "t")
+    assert result.answer is not HandlerAnswer.SUCCEEDED
+    assert result.failure is not None
+    assert result.failure.retryable
+    assert type(raised).__name__ in result.failure.error
+
+
+class Unrenderable:
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def deep(levels: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("returned", "excerpt"),
+    [
+        (Unrenderable(), "<a Unrenderable that cannot be rendered>"),
+        ({"when": NOW}, '{"when":"2026-11-30 12:00:00+00:00"}'),
+        ({1, 2}, '"{1, 2}"'),
+    ],
+    ids=["raises-in-str-and-repr", "a-datetime", "a-set"],
+)
+def test_any_returned_value_succeeds_with_an_excerpt(returned: object, excerpt: str) -> None:
+    from dynacron.adapters.delivery.python_handlers import PythonDelivery
+
+    registry = HandlerRegistry()
+    registry.register("odd", lambda run: returned)
+    dispatch = Dispatch(execution_id="t1_x", task_id="t1", scheduled_at=NOW)
+    result = PythonDelivery(registry, timeout_seconds=5).deliver(make_task("odd"), dispatch, "t")
+    assert result.answer is HandlerAnswer.SUCCEEDED
+    assert result.excerpt == excerpt
+
+
+def test_a_value_too_deep_to_render_as_json_succeeds_with_its_type() -> None:
+    from dynacron.adapters.delivery.python_handlers import PythonDelivery
+
+    registry = HandlerRegistry()
+    registry.register("deep", lambda run: deep(100_000))
+    dispatch = Dispatch(execution_id="t1_x", task_id="t1", scheduled_at=NOW)
+    result = PythonDelivery(registry, timeout_seconds=5).deliver(make_task("deep"), dispatch, "t")
+    assert result.answer is HandlerAnswer.SUCCEEDED
+    assert result.excerpt == "<a list that cannot be rendered>"

@@ -23,6 +23,7 @@ from dynacron.domain.errors import (
     TaskNotFound,
     Unauthenticated,
 )
+from dynacron.ports import StoreUnavailable
 from dynacron.services.tasks import PayloadTooLarge
 
 logger = Logger(service="dynacron-api")
@@ -50,7 +51,12 @@ ERROR_PROBLEMS: dict[type[Exception], ProblemType] = {
     Conflict: ProblemType(409, "Conflict"),
     Unauthenticated: ProblemType(401, "Unauthenticated"),
     RateLimited: ProblemType(429, "Too many requests", limit="tenant_rate_per_second"),
+    StoreUnavailable: ProblemType(503, "Service unavailable"),
 }
+# How soon a caller may try again after the store was busy, throttled or unreachable:
+# a write that waited out its busy timeout, or DynamoDB throttling past the SDK's
+# retries, usually clears within a second or two.
+STORE_RETRY_AFTER_SECONDS = 2
 
 
 def error_problem(error: Exception) -> Response[str]:
@@ -61,9 +67,19 @@ def error_problem(error: Exception) -> Response[str]:
     if isinstance(error, InvalidRequest):
         fields = [{"field": error.field, "message": error.message}]
     limit = error.limit if isinstance(error, LimitExceeded) else kind.limit
-    response = problem(kind.status, kind.title, str(error), fields, limit=limit)
+    detail = str(error)
+    if isinstance(error, StoreUnavailable):
+        # The store's own words name files, tables and limits: logged, not answered.
+        logger.warning("store unavailable", extra={"error": detail})
+        detail = (
+            f"the store is busy or unreachable; try again in {STORE_RETRY_AFTER_SECONDS} s "
+            "(a create with an Idempotency-Key is safe to repeat)"
+        )
+    response = problem(kind.status, kind.title, detail, fields, limit=limit)
     if isinstance(error, RateLimited):
         response.headers["Retry-After"] = str(error.retry_after_seconds)
+    if isinstance(error, StoreUnavailable):
+        response.headers["Retry-After"] = str(STORE_RETRY_AFTER_SECONDS)
     return response
 
 

@@ -33,15 +33,20 @@ _PROBLEM_DESCRIPTIONS = {
     415: "The body was not sent as JSON",
     422: "A field is invalid or a limit is exceeded (the problem names it)",
     429: "Too many requests from this tenant; see Retry-After",
+    503: "The store was busy, throttled or unreachable; nothing was changed; see Retry-After",
 }
 # Any request may meet these: the gateway refuses a body over its size limit on
-# every route (413) and a Host not its own (403: API Gateway's answer too), and
-# every route authenticates and rate-limits (401, 429).
-_COMMON = (400, 401, 403, 413, 415, 422, 429)
+# every route (413) and a Host not its own (403: API Gateway's answer too), every
+# route authenticates and rate-limits (401, 429), and any store may be busy (503).
+_COMMON = (400, 401, 403, 413, 415, 422, 429, 503)
 
 
 _RETRY_AFTER: OpenAPIResponseHeader = {
     "description": "Seconds until this tenant may send again",
+    "schema": {"type": "integer", "minimum": 1},
+}
+_RETRY_BUSY: OpenAPIResponseHeader = {
+    "description": "Seconds until the store is worth asking again",
     "schema": {"type": "integer", "minimum": 1},
 }
 
@@ -60,6 +65,7 @@ def problems(*statuses: int, ok: tuple[int, str] = (200, "OK")) -> dict[int, Ope
         for status in sorted({*_COMMON, *statuses})
     }
     errors[429]["headers"] = {"Retry-After": _RETRY_AFTER}
+    errors[503]["headers"] = {"Retry-After": _RETRY_BUSY}
     return success | errors
 
 

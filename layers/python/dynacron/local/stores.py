@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol
 
 from dynacron.adapters.aws import aws_adapters
 from dynacron.adapters.sqlite import sqlite_adapters
-from dynacron.adapters.sqlite.database import Database, Durability
+from dynacron.adapters.sqlite.database import BUSY_TIMEOUT_MS, Database, Durability
 from dynacron.adapters.sqlite.queue import SqliteQueues
 from dynacron.definitions.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from dynacron.domain.clock import Clock
@@ -95,6 +95,9 @@ class StoreOptions:
     # at close (tests, throwaway runs).
     data_dir: Path | None = None
     durability: Durability = "acknowledged"
+    # SQLite: how long a write waits for another process's before the store is
+    # unavailable (the API answers 503 with Retry-After).
+    busy_timeout_ms: int = BUSY_TIMEOUT_MS
     # Emulator: an endpoint already running (shared by several processes); None
     # starts an embedded one.
     aws_endpoint: str | None = None
@@ -139,7 +142,9 @@ class SqliteStore:
             else options.data_dir
         )
         self.path = self.data_dir / DATABASE_FILE
-        self.database = Database(self.path, durability=options.durability)
+        self.database = Database(
+            self.path, durability=options.durability, busy_timeout_ms=options.busy_timeout_ms
+        )
         self._queues: SqliteQueues | None = None
         where = "a temporary directory" if self._temporary else str(self.data_dir)
         self.description = f"SQLite  {self.path if not self._temporary else where}"
@@ -189,6 +194,7 @@ class SqliteStore:
 
     def adapters(self, settings: Settings, clock: Clock) -> AdapterSet:
         adapters = sqlite_adapters(self.database, clock, execution_retention=EXECUTION_RETENTION)
+        keep_shard_count(self.database, settings.shard_count, self.data_dir)
         start_cursors(adapters, settings, clock)
         return adapters
 
@@ -229,6 +235,41 @@ class SqliteStore:
     def _ready(self) -> SqliteQueues:
         assert self._queues is not None, "open() first"
         return self._queues
+
+
+# The shard a task is filed under, from its due-index key (``<bucket>#<shard>``).
+_FILED_SHARD = "CAST(substr(due_bucket, instr(due_bucket, '#') + 1) AS INTEGER)"
+
+
+def keep_shard_count(database: Database, shard_count: int, data_dir: Path) -> None:
+    """Remember the shard count the tasks are filed under; refuse a smaller one while
+    any task waits in a shard it would drop (no tick would ever claim it again).
+
+    More shards are always fine: every shard a task is filed under is still ticked.
+    Fewer are fine once the dropped shards hold no due task. Otherwise
+    ``UnusablePath`` names the count to start with. Only a smaller count reads the
+    tasks; the usual start reads one row.
+    """
+    with database.write() as connection:
+        row = connection.execute("SELECT value FROM store_facts WHERE name = 'shards'").fetchone()
+        filed = int(row[0]) if row is not None else None
+        if filed is not None and shard_count < filed:
+            (stranded,) = connection.execute(
+                f"SELECT COUNT(*) FROM tasks WHERE due_bucket IS NOT NULL AND {_FILED_SHARD} >= ?",
+                (shard_count,),
+            ).fetchone()
+            if stranded:
+                raise UnusablePath(
+                    f"the tasks in {data_dir} are filed in {filed} shards, and {stranded} of "
+                    f"them wait in shards {shard_count}-{filed - 1}, which --shards "
+                    f"{shard_count} would never tick: start with --shards {filed} (or more)"
+                )
+        if filed != shard_count:
+            connection.execute(
+                "INSERT INTO store_facts (name, value) VALUES ('shards', ?) "
+                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                (str(shard_count),),
+            )
 
 
 def start_cursors(adapters: AdapterSet, settings: Settings, clock: Clock) -> None:

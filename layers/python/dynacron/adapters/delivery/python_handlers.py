@@ -134,14 +134,16 @@ class _HandlerRun:
         self._ended = ended
         self.done = threading.Event()
         self.returned: object = None
-        self.error: Exception | None = None
+        self.error: BaseException | None = None
 
     def __call__(self) -> None:
         try:
             self.returned = self._function(self._context)
         except PermanentFailure as error:
             self.error = error
-        except Exception as error:
+        except BaseException as error:
+            # SystemExit, KeyboardInterrupt and the like, raised in the handler's own
+            # thread, end that call and nothing else: the attempt failed.
             logger.warning("python handler raised", exc_info=True)
             self.error = error
         finally:
@@ -151,7 +153,14 @@ class _HandlerRun:
 
 
 def _as_text(returned: object) -> str:
+    """The value as the execution's excerpt: JSON, or its repr, or at least its type.
+    A value that renders neither way (a ``__str__`` or ``__repr__`` that raises, a
+    structure too deep) is the handler's odd answer, never the worker's failure."""
     try:
         return json.dumps(returned, separators=(",", ":"), default=str)
-    except (TypeError, ValueError):
+    except Exception:  # any error of the value's own code, see above
+        pass
+    try:
         return repr(returned)
+    except Exception:
+        return f"<a {type(returned).__name__} that cannot be rendered>"
