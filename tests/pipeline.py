@@ -33,13 +33,16 @@ from dynacron.adapters.aws.queue import SqsDispatchQueue
 from dynacron.adapters.delivery.registry import HandlerRegistry
 from dynacron.adapters.powertools.metrics import MetricTotals
 from dynacron.api.requests import TaskCreate
+from dynacron.definitions.resources import UNDELIVERED_QUEUE
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions.execution import Dispatch, Execution
 from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import Settings
+from dynacron.local.aws import undelivered_queue_url
 from dynacron.local.chaos import THROTTLED, ChaosSettings, InjectedCrash, chaotic_clients
 from dynacron.local.gateway import LocalContext
-from dynacron.local.runtime import sqs_event
+from dynacron.local.runtime import settle_undelivered, sqs_event
+from dynacron.local.stores import SqsQueues
 from dynacron.ports.faults import NO_FAULTS, Faults
 from dynacron.services.outcomes import Outcome
 from dynacron.services.work import ExecutionRunner
@@ -285,6 +288,7 @@ class Pipeline:
         for _ in range(rounds):
             self.tick()
             self.work()
+            self.settle_undelivered()
             executions = [self.execution(i) for i in ids]
             if all(
                 e is not None and e.status.is_final and e.lease_token is None for e in executions
@@ -294,6 +298,13 @@ class Pipeline:
             self.reap()
             time.sleep(pause)  # idempotency records expire on the wall clock
         raise AssertionError(f"not settled: {[self.execution(i) for i in ids]}")
+
+    def settle_undelivered(self) -> int:
+        """What the deployed undelivered function does: settle the messages SQS moved
+        to the undelivered queue after ``maxReceiveCount`` receives (one that guarded
+        a running attempt hands it to the reaper). Returns how many it received."""
+        url = undelivered_queue_url(self.sqs)
+        return settle_undelivered(self.app, SqsQueues(self.sqs, {UNDELIVERED_QUEUE.suffix: url}))
 
     def execution(self, execution_id: str) -> Execution | None:
         return self.app.executions.get(execution_id)
