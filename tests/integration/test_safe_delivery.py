@@ -6,7 +6,9 @@ Names resolve through an injected resolver: no DNS query leaves the machine.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import time
+import tracemalloc
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -299,3 +301,29 @@ def test_a_cookie_one_tenant_s_handler_sets_never_rides_on_another_s_delivery(
     assert delivery.deliver(alice_s, DISPATCH, TOKEN).ok
     # Then no delivery carried a cookie: every one stands on its signature alone
     assert [d.headers.get("Cookie") for d in sink.snapshot()] == [None, None, None]
+
+
+def test_the_response_cap_counts_the_bytes_received_not_what_they_inflate_to(
+    system: Dynacron, sink: Sink
+) -> None:
+    """Issue 23: a 1 MB gzip answer inflated to over 100 MiB inside a 256 MB worker
+    before the 64 KiB cap applied. Nothing is decoded now, and nothing asked for."""
+    bomb = gzip.compress(b"\0" * (64 * 1024 * 1024), compresslevel=9)  # 64 KiB of gzip
+    sink.body = bomb
+    sink.answer = lambda _: (200, {"Content-Encoding": "gzip"})
+    delivery = HttpDelivery(
+        UrlPolicy(("127.0.0.0/8",)), 2.0, CLOCK, secrets_of=lambda _: ["s"], resolver=FakeDns({})
+    )
+    tracemalloc.start()
+    try:
+        result = delivery.deliver(task_for(system.settings, f"{sink.url}/hook"), DISPATCH, TOKEN)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.ok
+    assert peak < 8 * 1024 * 1024, f"{peak / 2**20:.0f} MiB allocated"
+    (sent,) = sink.snapshot()
+    assert sent.headers.get("Accept-Encoding") == "identity"
+    assert result.excerpt is not None
+    assert "gzip-encoded body, not decoded" in result.excerpt
+    assert "\0" not in result.excerpt

@@ -224,7 +224,11 @@ class HttpDelivery:
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 cookie_jar=aiohttp.DummyCookieJar(),
-                headers={"User-Agent": f"dynacron/{__version__}"},
+                # Bodies as they come over the wire: the response cap counts the bytes
+                # received, so a small compressed answer cannot inflate into a large
+                # one inside the worker.
+                headers={"User-Agent": f"dynacron/{__version__}", "Accept-Encoding": "identity"},
+                auto_decompress=False,
                 timeout=aiohttp.ClientTimeout(total=None),
                 trust_env=False,
             )
@@ -285,12 +289,16 @@ class _Refusal:
 
 
 async def _read_limited(response: aiohttp.ClientResponse) -> str:
-    """The body up to ``MAX_RESPONSE_BYTES``; a longer one is cut off and its
-    connection closed rather than read to its end."""
+    """The body up to ``MAX_RESPONSE_BYTES`` received; a longer one is cut off and
+    its connection closed rather than read to its end. A body sent encoded all the
+    same (gzip, though asked for none) is not decoded: the excerpt says so."""
     received = bytearray()
     async for chunk in response.content.iter_any():
         received += chunk
         if len(received) >= MAX_RESPONSE_BYTES:
             response.close()
             break
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        return f"({len(received)} bytes of a {encoding}-encoded body, not decoded)"
     return bytes(received[:MAX_RESPONSE_BYTES]).decode("utf-8", errors="replace")
