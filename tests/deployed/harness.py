@@ -299,7 +299,11 @@ class AuthorisedCalls:
             refusal = self.role.denial(access)
             if refusal is not None:
                 raise ClientError(
-                    {"Error": {"Code": ACCESS_DENIED, "Message": refusal}}, model.name
+                    {
+                        "Error": {"Code": ACCESS_DENIED, "Message": refusal},
+                        "ResponseMetadata": {"HTTPStatusCode": 400},
+                    },
+                    model.name,
                 )
 
     def _keys(self, table: str, *items: dict[str, Any] | None) -> tuple[str, ...]:

@@ -62,6 +62,8 @@ STORE_RETRY_AFTER_SECONDS = 2
 def error_problem(error: Exception) -> Response[str]:
     """The problem answer of an error of ``ERROR_PROBLEMS``: an ``InvalidRequest``
     names its field, a ``LimitExceeded`` its limit, a ``RateLimited`` when to retry."""
+    if isinstance(error, StoreUnavailable) and not error.transient:
+        return unexpected(error)  # a refusal that lasts: the deployment's to fix
     kind = next(ERROR_PROBLEMS[cls] for cls in type(error).__mro__ if cls in ERROR_PROBLEMS)
     fields = None
     if isinstance(error, InvalidRequest):

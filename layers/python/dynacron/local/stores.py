@@ -247,12 +247,14 @@ def keep_shard_count(database: Database, shard_count: int, data_dir: Path) -> No
 
     More shards are always fine: every shard a task is filed under is still ticked.
     Fewer are fine once the dropped shards hold no due task. Otherwise
-    ``UnusablePath`` names the count to start with. Only a smaller count reads the
-    tasks; the usual start reads one row.
+    ``UnusablePath`` names the count to start with. A start with the count already
+    kept only reads one row: it takes no write lock (a process of an instance just
+    killed may still hold it), and only a smaller count reads the tasks.
     """
+    if _filed_shards(database.connection()) == shard_count:
+        return
     with database.write() as connection:
-        row = connection.execute("SELECT value FROM store_facts WHERE name = 'shards'").fetchone()
-        filed = int(row[0]) if row is not None else None
+        filed = _filed_shards(connection)
         if filed is not None and shard_count < filed:
             (stranded,) = connection.execute(
                 f"SELECT COUNT(*) FROM tasks WHERE due_bucket IS NOT NULL AND {_FILED_SHARD} >= ?",
@@ -264,12 +266,16 @@ def keep_shard_count(database: Database, shard_count: int, data_dir: Path) -> No
                     f"them wait in shards {shard_count}-{filed - 1}, which --shards "
                     f"{shard_count} would never tick: start with --shards {filed} (or more)"
                 )
-        if filed != shard_count:
-            connection.execute(
-                "INSERT INTO store_facts (name, value) VALUES ('shards', ?) "
-                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                (str(shard_count),),
-            )
+        connection.execute(
+            "INSERT INTO store_facts (name, value) VALUES ('shards', ?) "
+            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            (str(shard_count),),
+        )
+
+
+def _filed_shards(connection: sqlite3.Connection) -> int | None:
+    row = connection.execute("SELECT value FROM store_facts WHERE name = 'shards'").fetchone()
+    return int(row[0]) if row is not None else None
 
 
 def start_cursors(adapters: AdapterSet, settings: Settings, clock: Clock) -> None:

@@ -37,7 +37,16 @@ T = TypeVar("T")
 class StoreUnavailable(Exception):
     """A store or queue did not do what was asked, for a reason that is not the
     caller's: unreachable, refused, out of capacity. Not one task's fault: the
-    work is left as it was and retried later."""
+    work is left as it was and retried later.
+
+    ``transient``: whether asking again soon may work (busy, throttled, unreachable,
+    the service's own failure), as opposed to a refusal that lasts until someone
+    changes the deployment (access denied, a missing table)."""
+
+    @property
+    def transient(self) -> bool:
+        """True unless the adapter knows the refusal lasts."""
+        return True
 
 
 class Throttled(StoreUnavailable):

@@ -31,6 +31,13 @@ THROTTLING_CODES = frozenset(
 class AwsUnavailable(ClientError, StoreUnavailable):
     """An AWS call failed; the response is AWS's."""
 
+    @property
+    def transient(self) -> bool:
+        """Throttled, or AWS's own failure (a 5xx); not a refusal (access denied,
+        no such table), which lasts until the deployment changes."""
+        status = self.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return error_code(self) in THROTTLING_CODES or int(status) >= 500
+
 
 class AwsThrottled(AwsUnavailable, Throttled):
     """AWS throttled the call."""
