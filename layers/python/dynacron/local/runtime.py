@@ -245,7 +245,7 @@ class LocalRuntime:
         if "worker" in options.components or "reaper" in options.components:
             # What a killed process had received runs again now, not after the
             # visibility timeout (the store knows its receivers; SQS does not).
-            self.recovered = store.recover()
+            self.recovered = store.recover(starting=True)
         if self._gateway is not None:
             gateway = self._gateway
             # A short poll interval, so that stop() returns promptly.
@@ -328,6 +328,12 @@ class LocalRuntime:
                 settle_undelivered(app, store)
             except Exception:
                 logger.exception("settling undelivered dispatches failed; the next run retries")
+            try:
+                # Again on every run: a killed instance's worker processes may outlive
+                # its start-up check by seconds, holding messages until they end.
+                store.recover()
+            except Exception:
+                logger.exception("releasing dead receivers' messages failed; the next run retries")
 
     def _worker_loop(self, app: Dynacron, store: LocalStore) -> None:
         queue = DISPATCH_QUEUE.suffix

@@ -77,8 +77,10 @@ class LocalStore(Protocol):
 
     def queue_arn(self, queue: str) -> str: ...
 
-    def recover(self) -> int:
-        """Make visible what a dead process received; returns how many."""
+    def recover(self, *, starting: bool = False) -> int:
+        """Make visible what a dead process received; returns how many. ``starting``:
+        asked before this process received anything, so what its pid holds is an
+        earlier process's."""
         ...
 
     def acknowledging(self) -> AbstractContextManager[None]:
@@ -116,6 +118,11 @@ def open_store(options: StoreOptions) -> LocalStore:
             "use the emulator store for them"
         )
     return SqliteStore(options)
+
+
+def _process_alive_or_this(pid: int) -> bool:
+    """Whether ``pid`` is alive, this process included (it is running)."""
+    return pid == os.getpid() or _process_alive(pid)
 
 
 def _process_alive(pid: int) -> bool:
@@ -220,10 +227,11 @@ class SqliteStore:
     def acknowledging(self) -> AbstractContextManager[None]:
         return self.database.acknowledging()
 
-    def recover(self) -> int:
+    def recover(self, *, starting: bool = False) -> int:
         queues = self._ready()
+        alive = _process_alive if starting else _process_alive_or_this
         return sum(
-            queues.release_abandoned(queue.suffix, _process_alive)
+            queues.release_abandoned(queue.suffix, alive)
             for queue in (DISPATCH_QUEUE, UNDELIVERED_QUEUE)
         )
 
@@ -330,7 +338,7 @@ class EmulatorStore:
         # DynamoDB acknowledges a write once it is durable.
         return nullcontext()
 
-    def recover(self) -> int:
+    def recover(self, *, starting: bool = False) -> int:
         return 0  # SQS has no receivers to ask about: the visibility timeout decides
 
     def close(self) -> None:
