@@ -5,6 +5,7 @@ these; nothing in ``bench`` imports ``tests``."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -36,6 +37,16 @@ def wait_until(predicate: Any, timeout: float, interval: float = 0.05) -> bool:
     return bool(predicate())
 
 
+def _as_from_a_terminal() -> None:
+    """In the child before it runs: Ctrl-C handled as a shell's foreground job gets
+    it. A child inherits its parent's ignored and blocked signals, and a test
+    process that started others (multiprocessing, browsers, the CDK's node) may
+    carry either: then SIGINT never reached ``dynacron local``, and a test of
+    Ctrl-C waited out its timeout."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 class Service:
     """A subprocess that prints a line containing its URL once it is ready."""
 
@@ -47,6 +58,7 @@ class Service:
             text=True,
             cwd=ROOT,
             env={**os.environ, **(env or {})},
+            preexec_fn=_as_from_a_terminal,
         )
         self.output: list[str] = []
         self.ready_line = self._await(ready_marker)
