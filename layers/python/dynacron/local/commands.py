@@ -302,8 +302,10 @@ def _run(runtime: LocalRuntime) -> None:
         in_use = error.errno == errno.EADDRINUSE
         _cannot_start(f"{error}. Is port {options.port} already in use?" if in_use else str(error))
         raise typer.Exit(1) from None
-    _announce(runtime, options.components, options.shards, options.workers)
+    # Before "is running" is printed: whoever waits for that line may send SIGTERM
+    # at once, and without the handler it would kill, not stop.
     signal.signal(signal.SIGTERM, lambda *_: runtime.stop())
+    _announce(runtime, options.components, options.shards, options.workers)
     try:
         runtime.wait(_ActivityLine(runtime))
     except KeyboardInterrupt:
