@@ -120,16 +120,7 @@ def open_store(options: StoreOptions) -> LocalStore:
     return SqliteStore(options)
 
 
-def _process_alive_or_this(pid: int) -> bool:
-    """Whether ``pid`` is alive, this process included (it is running)."""
-    return pid == os.getpid() or _process_alive(pid)
-
-
 def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        # Asked at start-up, before this process received anything: what a
-        # process of this pid holds is an earlier one's.
-        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -229,7 +220,13 @@ class SqliteStore:
 
     def recover(self, *, starting: bool = False) -> int:
         queues = self._ready()
-        alive = _process_alive if starting else _process_alive_or_this
+        this = os.getpid()
+
+        def alive(pid: int) -> bool:
+            # At start-up this process has received nothing yet: what its pid holds
+            # is an earlier process's. Later, what it holds is in its own hands.
+            return (pid == this and not starting) or (pid != this and _process_alive(pid))
+
         return sum(
             queues.release_abandoned(queue.suffix, alive)
             for queue in (DISPATCH_QUEUE, UNDELIVERED_QUEUE)
