@@ -8,6 +8,7 @@ benchmarks share with the tests; they are re-exported here for the tests' import
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,9 @@ class RecordingQueue:
 
     def send_later(self, dispatch: Dispatch, delay_seconds: float) -> None:
         self._queue.send_later(dispatch, delay_seconds)
+
+    def hold(self, receipt_handles: Sequence[str], seconds: float) -> int:
+        return self._queue.hold(receipt_handles, seconds)
 
 
 def recording_ticker(system: Dynacron, **settings: Any) -> tuple[Ticker, RecordingQueue]:

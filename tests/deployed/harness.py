@@ -492,6 +492,25 @@ class Deployment:
     def function(self, entry_point: str) -> DeployedFunction:
         return self.functions[entry_point]
 
+    def another_environment(self, entry_point: str) -> DeployedFunction:
+        """A second execution environment of a deployed function, as Lambda starts one
+        for a concurrent invocation: the same environment and role, its own clients
+        and state (so a test can kill one without touching the other)."""
+        first = self.function(entry_point)
+        second = build_function(
+            first.logical_id,
+            entry_point,
+            first.environment,
+            {"Timeout": first.timeout_seconds},
+            first.role,
+            first.calls.key_names,
+            self.clock,
+            first.app.handlers,
+            self.claim_events,
+        )
+        second.batch_size = first.batch_size
+        return second
+
     @property
     def settings(self) -> Settings:
         return self.function("api").app.settings

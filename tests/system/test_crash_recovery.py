@@ -42,6 +42,35 @@ def register_due_soon(cluster: Cluster, sink: Sink, count: int, in_seconds: floa
     return ids
 
 
+def test_local_mode_on_aws_killed_mid_flight_runs_everything_within_a_minute_of_restart(
+    cluster: Cluster, sink: Sink
+) -> None:
+    # Given the whole of local mode in one process on the AWS code paths, with the
+    # default leases and handler timeout (a worker holds its messages: decision 0038)
+    sink.hold = 0.05
+    cluster.start("local", "tick,worker,reaper")
+    ids = register_due_soon(cluster, sink, 200, in_seconds=3)
+    # When it is SIGKILLed with executions in flight, and started again
+    assert wait_until(lambda: len(sink.snapshot()) >= 20, timeout=60)
+    cluster.kill("local")
+    done_at_kill = cluster.succeeded(ids)
+    assert done_at_kill < 200, "the kill came too late to test anything"
+    cluster.restart("local")
+    restarted_at = time.monotonic()
+    # Then all 200 are SUCCEEDED within a minute of the restart (not after the dispatch
+    # queue's six-minute visibility timeout), each business effect applied once
+    assert wait_until(lambda: cluster.succeeded(ids) == 200, timeout=90, interval=0.5)
+    recovered_in = time.monotonic() - restarted_at
+    assert recovered_in < 60, recovered_in
+    assert sink.effects == dict.fromkeys(ids, 1)
+    assert sink.applied_twice == 0
+    print(
+        f"\nlocal mode on AWS SIGKILLed with {done_at_kill}/200 SUCCEEDED; all 200 "
+        f"SUCCEEDED {recovered_in:.1f} s after the restart; handler calls "
+        f"{sum(sink.calls_by_key().values())}"
+    )
+
+
 def test_killing_a_worker_with_200_in_flight_loses_nothing(cluster: Cluster, sink: Sink) -> None:
     # Given a tick and reaper process, and a worker process with eight threads
     sink.hold = 0.05

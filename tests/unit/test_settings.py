@@ -83,6 +83,7 @@ def test_to_env_gives_back_the_same_settings(environment: pytest.MonkeyPatch) ->
         ("DYNACRON_MAX_QUEUED_DISPATCHES", "0"),
         ("DYNACRON_FORECAST_MAX_TASKS", "-3"),
         ("DYNACRON_FORECAST_MAX_OCCURRENCES", "lots"),
+        ("DYNACRON_MESSAGE_HOLDS", "maybe"),
     ],
 )
 def test_a_bad_value_is_refused_naming_the_variable(

@@ -33,6 +33,9 @@ MAX_RETRY_AFTER_VAR = "DYNACRON_MAX_RETRY_AFTER_SECONDS"
 WORKER_MARGIN_VAR = "DYNACRON_WORKER_MARGIN_SECONDS"
 # Handler calls one worker invocation has in flight at once (decision 0034).
 WORKER_CONCURRENCY_VAR = "DYNACRON_WORKER_CONCURRENCY"
+# "off": a worker leaves its messages at the queue's own visibility timeout
+# instead of holding them a short while at a time (decision 0038).
+MESSAGE_HOLDS_VAR = "DYNACRON_MESSAGE_HOLDS"
 # The tick's fairness settings (read by the tick only).
 TICK_MAX_CLAIMS_PER_TASK_VAR = "DYNACRON_TICK_MAX_CLAIMS_PER_TASK"
 TICK_BACKLOG_SECONDS_VAR = "DYNACRON_TICK_BACKLOG_SECONDS"

@@ -45,6 +45,7 @@ from dynacron.services.executions import ExecutionService
 from dynacron.services.follow_ups import FollowUps, RunStarter
 from dynacron.services.forecast import HerdForecast
 from dynacron.services.limits import LimitGate
+from dynacron.services.message_holds import MessageHolds
 from dynacron.services.outcomes import AttemptOutcomes
 from dynacron.services.reap import Reaper
 from dynacron.services.tasks import TaskService
@@ -175,6 +176,7 @@ class Dynacron(LambdaEvents):
         """The worker's attempt: guarded handler calls under the hosts' limits."""
         settings = self.settings
         terms = settings.lease_terms
+        self.message_holds = MessageHolds(self.queue, terms) if settings.message_holds else None
         self.runner = ExecutionRunner(
             tasks=self.tasks,
             executions=self.executions,

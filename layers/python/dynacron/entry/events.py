@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,6 +34,7 @@ from dynacron.entry.settings import Settings
 from dynacron.ports import ShardLeases
 from dynacron.ports.faults import Boundary, Faults
 from dynacron.services.attempt_records import InvocationBudget
+from dynacron.services.message_holds import MessageHolds
 from dynacron.services.reap import Reaper
 from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import ShardTickLoop
@@ -68,6 +70,7 @@ class LambdaEvents:
     ticker: Ticker
     runner: ExecutionRunner
     lease_reaper: Reaper
+    message_holds: MessageHolds | None
     undelivered_dispatches: UndeliveredDispatches
     _api: APIGatewayRestResolver
     _sleep: Callable[[float], None]
@@ -174,7 +177,8 @@ class LambdaEvents:
 
         Up to ``worker_concurrency`` records at once (decision 0034), each started
         only while a whole handler call and the margin still fit in the invocation;
-        the others go back unbegun.
+        the others go back unbegun. Every record's message is held invisible a short
+        while at a time until the record ends (decision 0038).
         """
         budget = InvocationBudget(
             context,
@@ -194,17 +198,32 @@ class LambdaEvents:
             self.faults.reached(Boundary.WORKER_RECORD_DONE)
 
         try:
-            response = process_at_once(
-                event,
-                run_record,
-                context=context,
-                concurrency=self.settings.worker_concurrency,
-            )
+            with self._holding(event) as release:
+
+                def run_and_release(record: SQSRecord) -> None:
+                    try:
+                        run_record(record)
+                    finally:
+                        release(record.receipt_handle)
+
+                response = process_at_once(
+                    event,
+                    run_and_release,
+                    context=context,
+                    concurrency=self.settings.worker_concurrency,
+                )
         finally:
             self.metrics.flush()
         if returned:
             logger.info("out of time: records sent back unbegun", extra={"returned": len(returned)})
         return response
+
+    def _holding(self, event: dict[str, Any]) -> AbstractContextManager[Callable[[str], None]]:
+        """The batch's messages held while its records run, or nothing when off."""
+        if self.message_holds is None:
+            return nullcontext(lambda _handle: None)
+        handles = [r["receiptHandle"] for r in event.get("Records") or [] if "receiptHandle" in r]
+        return self.message_holds.holding(handles)
 
     def _record_queue_latency(self, record: SQSRecord, dispatch: Dispatch) -> None:
         """``QueueLatency``, from SQS's ``SentTimestamp`` (epoch milliseconds)."""

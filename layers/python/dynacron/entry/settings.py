@@ -39,6 +39,7 @@ from dynacron.definitions.environment import (
     MAX_QUEUED_DISPATCHES_VAR,
     MAX_RETRY_AFTER_VAR,
     MAX_TASKS_VAR,
+    MESSAGE_HOLDS_VAR,
     MIN_INTERVAL_VAR,
     PICKUP_GRACE_VAR,
     RATE_BURST_VAR,
@@ -182,6 +183,12 @@ class Settings:
     # would run alone (its lease, heartbeat, time budget, limits and handler-call
     # record); the next record starts as one ends (decision 0034).
     worker_concurrency: int = DEFAULT_WORKER_CONCURRENCY
+    # A worker lowers each received message's visibility to a little more than a
+    # running lease, and renews it while the record runs, so the messages of a
+    # worker that dies come back within a minute, not the queue's six worker
+    # timeouts (decision 0038). Off where the queue itself knows a dead receiver
+    # (local mode's SQLite queue releases a dead process's messages).
+    message_holds: bool = True
     # Python handlers run in the worker's own process: at most this many at once,
     # whatever the worker's concurrency (a call waiting for its turn spends its
     # deadline, as an HTTP call waiting for a pooled connection does).
@@ -301,6 +308,7 @@ class Settings:
             worker_concurrency=_at_least(
                 1, environ, WORKER_CONCURRENCY_VAR, cls.worker_concurrency
             ),
+            message_holds=_switch(environ, MESSAGE_HOLDS_VAR, cls.message_holds),
             tick_max_claims_per_task=_at_least(
                 1, environ, TICK_MAX_CLAIMS_PER_TASK_VAR, cls.tick_max_claims_per_task
             ),
@@ -343,6 +351,7 @@ class Settings:
             MAX_RETRY_AFTER_VAR: str(self.max_retry_after_seconds),
             WORKER_MARGIN_VAR: str(self.worker_margin_seconds),
             WORKER_CONCURRENCY_VAR: str(self.worker_concurrency),
+            MESSAGE_HOLDS_VAR: "on" if self.message_holds else "off",
             TICK_MAX_CLAIMS_PER_TASK_VAR: str(self.tick_max_claims_per_task),
             TICK_BACKLOG_SECONDS_VAR: str(self.tick_backlog_seconds),
             CATCHUP_MAX_RUNS_VAR: str(self.catchup_max_runs),
@@ -366,6 +375,16 @@ def _at_least(minimum: Number, environ: Mapping[str, str], var: str, default: Nu
     if value < minimum:
         raise ValueError(f"{var} must be at least {minimum}, not {raw!r}")
     return value
+
+
+def _switch(environ: Mapping[str, str], var: str, default: bool) -> bool:
+    """``var`` as "on" or "off" (unset or empty: ``default``); errors name ``var``."""
+    raw = environ.get(var, "").strip().lower()
+    if raw == "":
+        return default
+    if raw not in ("on", "off"):
+        raise ValueError(f"{var} must be on or off, not {raw!r}")
+    return raw == "on"
 
 
 def _tick_heartbeat(environ: Mapping[str, str], misfire_grace_seconds: int) -> int:

@@ -9,6 +9,7 @@ are the domain's; an adapter only makes each change atomic.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -86,6 +87,14 @@ class DispatchQueue(Protocol):
         """Send one dispatch, invisible for ``delay_seconds``, capped at 15 minutes as
         SQS caps it: a worker that meets it before ``not_before`` sends it on again.
         Raises ``StoreUnavailable`` if it was not sent."""
+        ...
+
+    def hold(self, receipt_handles: Sequence[str], seconds: float) -> int:
+        """Keep received messages invisible for ``seconds`` from now (their receipt
+        handles, as a worker's event carries them), whatever the queue's own
+        visibility timeout; 0 makes them visible at once. A handle that no longer
+        names its message (deleted, or received again since) is skipped. Returns
+        how many were held."""
         ...
 
 

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dynacron.adapters.aws.errors import translating
@@ -15,6 +17,9 @@ from dynacron.adapters.messages import (
     dispatch_to_body,
 )
 from dynacron.domain.executions.execution import Dispatch
+
+# SQS's longest visibility timeout: 12 hours.
+MAX_VISIBILITY_SECONDS = 12 * 3600
 
 if TYPE_CHECKING:
     from types_boto3_sqs.client import SQSClient
@@ -59,6 +64,24 @@ class SqsDispatchQueue:
         self._client.send_message(
             QueueUrl=self._url, MessageBody=dispatch_to_body(dispatch), DelaySeconds=delay
         )
+
+    def hold(self, receipt_handles: Sequence[str], seconds: float) -> int:
+        """ChangeMessageVisibilityBatch, 10 handles a call, to ``seconds`` rounded up
+        (SQS counts whole seconds, at most 12 hours); an entry SQS refuses (the
+        message was deleted or received again) is skipped."""
+        timeout = max(0, min(MAX_VISIBILITY_SECONDS, math.ceil(seconds)))
+        held = 0
+        for start in range(0, len(receipt_handles), SEND_BATCH_LIMIT):
+            batch = receipt_handles[start : start + SEND_BATCH_LIMIT]
+            response = self._client.change_message_visibility_batch(
+                QueueUrl=self._url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": timeout}
+                    for i, handle in enumerate(batch)
+                ],
+            )
+            held += len(response.get("Successful", []))
+        return held
 
 
 class SqsDeadLetterQueue:

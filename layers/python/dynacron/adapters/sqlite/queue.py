@@ -256,19 +256,29 @@ class SqliteQueues:
     def change_visibility(self, queue: str, receipt_handle: str, seconds: float) -> bool:
         """Make a received message visible again ``seconds`` from now (0: at once).
         Returns False when the handle is not the message's latest (SQS would raise)."""
+        return self.change_visibility_batch(queue, [receipt_handle], seconds) == 1
+
+    def change_visibility_batch(
+        self, queue: str, receipt_handles: Iterable[str], seconds: float
+    ) -> int:
+        """``change_visibility`` for each handle, in one transaction; returns how many
+        messages changed (a handle that is not its message's latest changes none)."""
         self.definition(queue)
         if seconds < 0:
             raise ValueError("seconds must not be negative")
-        key = _parse_handle(receipt_handle)
-        if key is None:
-            return False
+        keys = [key for key in map(_parse_handle, receipt_handles) if key is not None]
+        if not keys:
+            return 0
+        visible_at_ms = self._now_ms() + _to_ms(seconds)
         with self._database.write() as connection:
-            cursor = connection.execute(
-                f"UPDATE {TABLE} SET visible_at_ms = ?"
-                " WHERE id = ? AND receipt_handle = ? AND queue = ?",
-                (self._now_ms() + _to_ms(seconds), *key, queue),
+            changed = sum(
+                connection.execute(
+                    f"UPDATE {TABLE} SET visible_at_ms = ?"
+                    " WHERE id = ? AND receipt_handle = ? AND queue = ?",
+                    (visible_at_ms, *key, queue),
+                ).rowcount
+                for key in keys
             )
-            changed = cursor.rowcount > 0
         if changed:
             self._signal.notify()
         return changed

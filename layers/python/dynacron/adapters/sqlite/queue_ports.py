@@ -5,6 +5,7 @@ as ``adapters/aws/queue.py`` puts them on SQS."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from dynacron.adapters.messages import (
     EXECUTION_ID_ATTRIBUTE,
@@ -50,6 +51,11 @@ class SqliteDispatchQueue:
         self._queues.send(
             self._queue, dispatch_to_body(dispatch), delay_seconds=_capped(delay_seconds)
         )
+
+    def hold(self, receipt_handles: Sequence[str], seconds: float) -> int:
+        """Keep received messages invisible for ``seconds`` from now, in one
+        transaction; a handle that is not its message's latest is skipped."""
+        return self._queues.change_visibility_batch(self._queue, receipt_handles, seconds)
 
 
 class SqliteDeadLetterQueue:

@@ -183,6 +183,17 @@ class LeaseTerms:
         """Renew often enough that two heartbeats may be lost before the margin."""
         return max((self.running - self.clock_skew) / 3, timedelta(milliseconds=50))
 
+    @property
+    def message_hold(self) -> timedelta:
+        """How long a worker keeps a received message invisible at each renewal
+        (every ``heartbeat_interval``; decision 0038).
+
+        Longer than a running lease plus the skew margin plus one renewal interval:
+        when a worker dies, its message comes back only once the lease it began is
+        abandoned, so the worker that receives it takes the lease over at once.
+        """
+        return self.running + self.clock_skew + self.heartbeat_interval + timedelta(seconds=1)
+
     def abandoned_before(self, now: datetime) -> datetime:
         """Leases that ended before this instant are abandoned, by the reaper's clock."""
         return now - self.clock_skew
