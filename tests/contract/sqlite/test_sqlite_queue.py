@@ -345,6 +345,28 @@ def test_change_visibility_makes_a_message_visible_again_or_later(
     assert not queues.change_visibility(DISPATCH, handle, 0)
 
 
+def test_the_dispatch_queue_holds_received_messages_in_one_go_skipping_stale_handles(
+    queues: SqliteQueues, clock: SettableClock
+) -> None:
+    # Given three received messages, one of them received again since (stale handle)
+    for body in ("a", "b", "c"):
+        queues.send(DISPATCH, body)
+    received = queues.receive(DISPATCH, max_messages=10)
+    assert len(received) == 3
+    stale = received[2].receipt_handle
+    assert queues.change_visibility(DISPATCH, stale, 0)
+    receive_one(queues)
+    # When the port holds all three for 45 s
+    held = SqliteDispatchQueue(queues).hold([m.receipt_handle for m in received], 44.3)
+    # Then the two it could hold come back after 44.3 s, and the third after its own
+    # receive's visibility timeout
+    assert held == 2
+    clock.advance(timedelta(seconds=44))
+    assert queues.receive(DISPATCH, max_messages=10) == []
+    clock.advance(timedelta(seconds=1))
+    assert sorted(m.body for m in queues.receive(DISPATCH, max_messages=10)) == ["a", "b"]
+
+
 def test_messages_older_than_the_retention_are_gone(
     queues: SqliteQueues, clock: SettableClock
 ) -> None:
