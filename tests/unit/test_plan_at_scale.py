@@ -326,7 +326,10 @@ def test_the_units_by_table_and_index_are_the_cost_benchmark_s() -> None:
     secrets = next(
         line for line in recurring["breakdown"] if line["caller"] == "TenantStore.signing_secrets"
     )
-    assert MEASURED.tenant_record_reads_per_fire == secrets["rcu"]
+    # The benchmark's one warm worker read its tenant's record once per 5 s (0.0133 a
+    # fire); the plan bounds the record's reads by a read a fire, capped by what its
+    # warm workers read (``partitions._tenant_record_reads``).
+    assert 0 < secrets["rcu"] <= MEASURED.tenant_record_reads_per_fire
     # The cost benchmark's worker took batches of 10, as the plan's unwindowed batch
     assert MEASURED.worker_invocations_per_fire == 1 / UNWINDOWED_BATCH
 

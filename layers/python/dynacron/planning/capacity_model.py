@@ -54,12 +54,12 @@ class TargetUnits:
 # BatchGetItem, the worker's GetItem); its due index: the claim's delete of the
 # entry and put of the next (KEYS_ONLY, under 1 KB: 1 each) and the tick's Query;
 # the executions table: begin and finish; coordination: the tenant's record (the
-# signing secrets), the shard's cursor and the host's limits.
+# signing secrets, which a warm worker keeps 5 s), the shard's cursor and the host's limits.
 FIRE_UNITS_BY_TARGET = (
     TargetUnits("tasks", read_units=2.0, write_units=1.0),
     TargetUnits("tasks/due-index", read_units=0.03, write_units=2.0),
     TargetUnits("executions", read_units=0.0, write_units=2.0),
-    TargetUnits("coordination", read_units=1.02, write_units=0.01),
+    TargetUnits("coordination", read_units=0.0333, write_units=0.01),
 )
 
 
@@ -71,8 +71,8 @@ class Measured:
     tick_cpu_ms_per_claim: float = 2.05
     # bench/results/cost.json: the recurring fire, 100 per tick.
     write_units_per_fire: float = 5.01
-    read_units_per_fire: float = 3.05
-    sqs_requests_per_fire: float = 0.32
+    read_units_per_fire: float = 2.0633
+    sqs_requests_per_fire: float = 0.42
     worker_invocations_per_fire: float = 0.1
     # The same fire's units per table and index (``FIRE_UNITS_BY_TARGET`` says which).
     units_by_target: tuple[TargetUnits, ...] = FIRE_UNITS_BY_TARGET
