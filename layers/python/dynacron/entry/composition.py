@@ -32,6 +32,7 @@ from dynacron.adapters.messages import dispatch_from_body
 from dynacron.adapters.powertools.idempotency import IdempotentHandlerCalls
 from dynacron.adapters.powertools.metrics import Emit, ReliabilityMetrics, print_emf
 from dynacron.api.routes import build_api
+from dynacron.definitions.environment import DEFAULT_EXECUTION_RETENTION_DAYS
 from dynacron.definitions.resources import DISPATCH_QUEUE
 from dynacron.domain.clock import Clock, SystemClock
 from dynacron.domain.coordination.quotas import TenantRateLimiter
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
     from types_boto3_sqs.client import SQSClient
 
-EXECUTION_RETENTION = timedelta(days=90)
+EXECUTION_RETENTION = timedelta(days=DEFAULT_EXECUTION_RETENTION_DAYS)
 
 
 class Dynacron(LambdaEvents):
