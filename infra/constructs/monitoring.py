@@ -341,10 +341,14 @@ class Monitoring(Construct):
                 width=8,
             ),
             cloudwatch.GraphWidget(
-                title="Handler call duration (s)",
+                title="Handler call duration (s); Python handlers past their timeout",
                 left=[
                     dynacron_metric(metric_names.HANDLER_DURATION, statistic, ONE_MINUTE)
                     for statistic in ("p50", "p99", "Maximum")
+                ],
+                # A gauge per worker process: the most any one held in the minute.
+                right=[
+                    dynacron_metric(metric_names.PYTHON_HANDLERS_OVERRUNNING, "Maximum", ONE_MINUTE)
                 ],
                 width=8,
             ),

@@ -39,7 +39,7 @@ from dynacron.definitions.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from dynacron.domain.clock import Clock, SystemClock
 from dynacron.domain.executions.execution import DeliveryResult, Dispatch
 from dynacron.domain.tasks.task import Task
-from dynacron.entry.composition import Dynacron, default_delivery
+from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import DEFAULT_TENANT, LOOPBACK_NETWORKS, Settings
 from dynacron.local.aws import REGION
 from dynacron.local.chaos import ChaosSettings, CrashAt, SeededChance
@@ -232,20 +232,13 @@ class LocalRuntime:
                 crash=_kill,
             )
         adapters = store.adapters(settings, self._clock)
-        delivery = CountingDelivery(
-            default_delivery(
-                settings,
-                self._clock,
-                default_registry,
-                secrets_of=adapters.tenants.signing_secrets,
-            ),
-            self.activity,
-        )
         self.app = app = Dynacron(
             settings,
             adapters=adapters,
             clock=self._clock,
-            delivery=delivery,
+            handlers=default_registry,
+            # The default delivery (its Python handlers' overruns counted), counted.
+            wrap_delivery=lambda inner: CountingDelivery(inner, self.activity),
             emit_metrics=self._emit_metrics,
             faults=faults,
         )
