@@ -7,9 +7,9 @@ limit per source, one client sending bad tokens at 100 requests a second would u
 up a callback method's whole throttle, and every tenant's heartbeats and
 completions would hear 429 until their leases ran out. Two rate-based rules, keyed
 on the source IP, count each address's requests over a minute: one for the
-callback paths, one for every other path (IAM-signed, but an unsigned request
-still counts against the stage's throttle before IAM refuses it). An address over
-its limit is answered 429 by WAF, before API Gateway, for as long as it stays over.
+callback paths, one for every other path (IAM-signed: there one address's flood,
+signed or not, is turned away by WAF before API Gateway spends anything on it). An
+address over its limit is answered 429 by WAF for as long as it stays over.
 """
 
 from __future__ import annotations
