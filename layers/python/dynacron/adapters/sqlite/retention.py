@@ -25,8 +25,10 @@ from dynacron.domain.executions.execution import ExecutionStatus
 
 BATCH_SIZE = 500
 # A sweep stops after this many batches (the next one goes on): one run of the
-# local reaper loop is never held for long.
-MAX_BATCHES = 200
+# local reaper loop is never held for long. A batch of 500 took some 22 ms here
+# (100,000 rows of 1.4 KB): 20,000 rows a sweep in under a second, where a
+# per-second task adds 60 a minute.
+MAX_BATCHES = 40
 ENDED = tuple(status.value for status in ExecutionStatus if status.is_final)
 
 _EXPIRED = f"""SELECT execution_id FROM executions
