@@ -40,6 +40,9 @@ PRICES = {
     "dashboard_month": 3.00,
     "logs_ingested_per_gb": 0.50,
     "custom_metric_month": 0.30,
+    "waf_web_acl_month": 5.00,
+    "waf_rule_month": 1.00,
+    "waf_per_million_requests": 0.60,
 }
 # Lambda's SQS event source polls an empty queue with five long polls of 20 s each
 # at a time (AWS Lambda developer guide, "Using Lambda with Amazon SQS").
@@ -77,6 +80,8 @@ class StackCounts:
     alarms: tuple[Alarm, ...]
     dashboards: int
     log_groups: int
+    web_acls: int = 0
+    waf_rules: int = 0
 
 
 def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -127,6 +132,7 @@ def stack_counts(template: dict[str, Any]) -> StackCounts:
     tables = _resources(template, "AWS::DynamoDB::Table").values()
     mappings = _resources(template, "AWS::Lambda::EventSourceMapping").values()
     queues = _resources(template, "AWS::SQS::Queue")
+    web_acls = _resources(template, "AWS::WAFv2::WebACL")
     return StackCounts(
         looping_ticks=len(looping),
         tick_memory_mb=int(functions[tick].get("MemorySize", 128)),
@@ -147,6 +153,8 @@ def stack_counts(template: dict[str, Any]) -> StackCounts:
         ),
         dashboards=len(_resources(template, "AWS::CloudWatch::Dashboard")),
         log_groups=len(_resources(template, "AWS::Logs::LogGroup")),
+        web_acls=len(web_acls),
+        waf_rules=sum(len(acl.get("Rules", [])) for acl in web_acls.values()),
     )
 
 
@@ -269,6 +277,19 @@ def idle_rows(counts: StackCounts, cost: dict[str, Any]) -> list[Row]:
             )
             + ")",
             metrics_usd,
+        ),
+        *(
+            [
+                Row(
+                    f"{counts.web_acls} WAF web ACL with {counts.waf_rules} rate-based rules "
+                    "(per source address, on the API stage); requests at "
+                    f"${PRICES['waf_per_million_requests']:.2f} a million, none at rest",
+                    counts.web_acls * PRICES["waf_web_acl_month"]
+                    + counts.waf_rules * PRICES["waf_rule_month"],
+                )
+            ]
+            if counts.web_acls
+            else []
         ),
         Row(
             f"{counts.tables} DynamoDB tables ({counts.on_demand_tables} on demand, "

@@ -67,6 +67,13 @@ class SchedulerConfig:
     # Each token-authorised callback method's own throttle (decision 0023).
     callback_rate_limit: float = 100.0
     callback_burst_limit: int = 200
+    # A WAF web ACL on the stage (infra/constructs/firewall.py): requests per source
+    # IP a minute, on the callback paths and on every other path; beyond, WAF
+    # answers 429. One address cannot use up a throttle every tenant shares (issue 23).
+    # ``api_firewall=false`` drops the web ACL ($7 a month idle).
+    api_firewall: bool = True
+    callback_ip_rate_limit: int = 1200
+    api_ip_rate_limit: int = 1200
     billing: Billing = "on-demand"
     provisioned_min_capacity: int = 1
     provisioned_max_capacity: int = 100
@@ -108,6 +115,9 @@ class SchedulerConfig:
             <= self.tick_heartbeat_seconds
             < DEFAULT_MISFIRE_GRACE_SECONDS,
             "billing": self.billing in BILLING_MODES,
+            # WAF's bounds of a rate-based rule's limit.
+            "callback_ip_rate_limit": 10 <= self.callback_ip_rate_limit <= 2_000_000_000,
+            "api_ip_rate_limit": 10 <= self.api_ip_rate_limit <= 2_000_000_000,
             "log_retention_days": self.log_retention_days in LOG_RETENTION_DAYS,
             "provisioned_max_capacity": 1
             <= self.provisioned_min_capacity

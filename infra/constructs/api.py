@@ -29,6 +29,7 @@ from dynacron.definitions.resources import (
     TASKS,
     TENANT_INDEX,
 )
+from infra.constructs.firewall import ApiFirewall
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import HANDLER, RETENTION, allow, allow_follow_ups, index_arn
 from infra.constructs.nag import acknowledge
@@ -248,12 +249,21 @@ class Api(Construct):
             "Callers sign requests with IAM (SigV4) instead of Cognito tokens: the "
             "scheduler's clients are services with AWS credentials.",
         )
-        acknowledge(
-            self.rest_api,
-            "AwsSolutions-APIG3",
-            "Every request must be SigV4-signed and the stage is throttled; a WAF web ACL "
-            "(from $5 a month) is left to deployments that face anonymous traffic.",
-        )
+        # Per source address, so that one anonymous caller cannot use up the throttles
+        # every tenant's callbacks share (issue 23).
+        self.firewall: ApiFirewall | None = None
+        if config.api_firewall:
+            self.firewall = ApiFirewall(
+                self, "Firewall", config=config, stage=self.rest_api.deployment_stage
+            )
+        else:
+            acknowledge(
+                self.rest_api,
+                "AwsSolutions-APIG3",
+                "Switched off by api_firewall=false: the stage and callback throttles are "
+                "shared by all callers, and the two token-authorised callback methods take "
+                "anonymous requests, so one source can use them up for every tenant.",
+            )
         acknowledge(
             self.rest_api,
             "AwsSolutions-APIG6",
@@ -288,8 +298,8 @@ class Api(Construct):
                 "AwsSolutions-APIG4",
                 "A long job's handler calls back with no AWS identity: the per-attempt "
                 "callback token (192 bits, stored as its SHA-256) authorises the call in "
-                "the API function, and these methods are throttled on their own "
-                "(decision 0023).",
+                "the API function; these methods are throttled on their own (decision "
+                "0023) and, unless api_firewall=false, per source address by WAF.",
             )
             methods.append(method)
         return methods

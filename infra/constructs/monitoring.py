@@ -15,6 +15,7 @@ from constructs import Construct
 from dynacron.definitions import metric_names
 from dynacron.definitions.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from infra.config import SchedulerConfig
+from infra.constructs.firewall import ApiFirewall
 from infra.constructs.nag import acknowledge
 from infra.constructs.queues import Queues
 
@@ -128,6 +129,7 @@ class Monitoring(Construct):
         queues: Queues,
         functions: dict[str, lambda_.Function],
         api_stage: apigateway.Stage | None = None,
+        firewall: ApiFirewall | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "AlarmTopic", display_name="dynacron alarms", enforce_ssl=True)
@@ -242,6 +244,17 @@ class Monitoring(Construct):
         self._blind_spot_alarms(config, functions, api_stage)
         self.dashboard = self._dashboard(dispatch, dead_letters, functions)
         self._totals_and_timings_widgets(config)
+        if firewall is not None:
+            # No alarm: blocking a flood is the rule doing its job. A handler fleet
+            # behind one address that the callback rule blocks shows here, and as
+            # callbacks that never arrive (leases reaped, FailureRate).
+            self.dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title="API requests answered 429 by WAF, per source-address rule",
+                    left=[firewall.metric_blocked(rule, ONE_MINUTE) for rule in firewall.rules],
+                    width=24,
+                )
+            )
 
     def _blind_spot_alarms(
         self,
@@ -328,10 +341,14 @@ class Monitoring(Construct):
                 width=8,
             ),
             cloudwatch.GraphWidget(
-                title="Handler call duration (s)",
+                title="Handler call duration (s); Python handlers past their timeout",
                 left=[
                     dynacron_metric(metric_names.HANDLER_DURATION, statistic, ONE_MINUTE)
                     for statistic in ("p50", "p99", "Maximum")
+                ],
+                # A gauge per worker process: the most any one held in the minute.
+                right=[
+                    dynacron_metric(metric_names.PYTHON_HANDLERS_OVERRUNNING, "Maximum", ONE_MINUTE)
                 ],
                 width=8,
             ),

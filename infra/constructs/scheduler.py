@@ -96,4 +96,5 @@ class DynacronScheduler(Construct):
                 "undelivered": self.undelivered.function,
             },
             api_stage=self.api.rest_api.deployment_stage,
+            firewall=self.api.firewall,
         )

@@ -5,7 +5,9 @@ It answers each delivery (200 by default), prints it readably, and checks its
 given with ``--secret`` or read from the local API's ``GET /tenant``. A bad
 signature is printed as such and answered 401. ``--fail-rate``, ``--status`` and
 ``--delay`` make it fail, answer otherwise, or answer late: to watch retries,
-dead letters, callbacks and timeouts. Standard library server, no dependency.
+dead letters, callbacks and timeouts. It runs on the bounded server of the local
+gateway and the console (``console/bounded_server.py``): an idle connection holds
+no thread and is closed after a while, and the connections are capped.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Annotated, Any
 
@@ -28,6 +29,7 @@ import typer
 
 from dynacron.adapters.delivery.answers import readable
 from dynacron.client.api_client import LOCAL_URL, ApiError, ApiUnreachable, Client
+from dynacron.console.bounded_server import BodyRefused, BoundedHTTPServer, BoundedRequestHandler
 from dynacron.definitions.callbacks import CALLBACK_TOKEN_HEADER
 from dynacron.domain.executions.signing import (
     DEFAULT_TOLERANCE_SECONDS,
@@ -41,6 +43,17 @@ MAX_BODY_BYTES = 1024 * 1024
 # The status --fail-rate answers with: a server error, which dynacron retries.
 FAIL_STATUS = 500
 MAX_DELAY_SECONDS = 30.0
+# The server's bounds. Local mode's workers have 64 calls in flight by default
+# (2 invocations x 32), each on a connection of its own, and a --delay holds a
+# thread per answer: 64 threads at most; idle keep-alive connections hold none.
+SERVER_LIMITS: dict[str, Any] = {
+    "threads": 64,
+    "max_connections": 256,
+    "idle_seconds": 30.0,
+    # A delivery arrives whole within this; its answer (after --delay) may take longer.
+    "request_seconds": 30.0,
+    "io_seconds": 10.0,
+}
 
 
 @dataclass(frozen=True)
@@ -175,22 +188,22 @@ def describe_delivery(
     return lines
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(BoundedRequestHandler):
     """Checks, prints and answers each POST; a GET (a browser) is told what this is."""
 
     server: TryServer
     server_version = "dynacron-try-handler"
 
     def do_POST(self) -> None:
-        length_text = self.headers.get("Content-Length", "0")
-        if not (length_text.isascii() and length_text.isdigit()):
-            self._answer(400, {"error": "a POST with a Content-Length, please"})
-            return
-        if int(length_text) > MAX_BODY_BYTES:
-            self._answer(413, {"error": f"more than {MAX_BODY_BYTES} bytes: no delivery"})
+        try:
+            body = self.read_body(MAX_BODY_BYTES)
+        except BodyRefused as refusal:
+            # Answered before any of the body is read (a length that is none, over
+            # the limit, or chunked), then what is still sent is dropped.
             self.close_connection = True
+            self._answer(refusal.status, {"error": f"{refusal.title}: {refusal.detail}"})
+            self.discard_body()
             return
-        body = self.rfile.read(int(length_text))
         headers = {name.lower(): value for name, value in self.headers.items()}
         check = check_signature(
             headers.get(SIGNATURE_HEADER.lower()), body, self.server.secrets, int(time.time())
@@ -215,6 +228,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(encoded)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(encoded)
         except OSError:
@@ -232,18 +247,18 @@ def _execution_of(body: bytes) -> Any:
     return delivery.get("execution_id") if isinstance(delivery, dict) else None
 
 
-class TryServer(ThreadingHTTPServer):
-    """The server: one thread per delivery, none of them holding Ctrl-C up."""
+class TryServer(BoundedHTTPServer):
+    """The server: a bounded pool of threads answers deliveries (none of them holding
+    Ctrl-C up); idle connections wait without one and are closed after a while."""
 
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self, address: tuple[str, int], secrets: Secrets, answers: Answers) -> None:
+    def __init__(
+        self, address: tuple[str, int], secrets: Secrets, answers: Answers, **limits: Any
+    ) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.secrets = secrets
         self.answers = answers
         self._print_lock = threading.Lock()
-        super().__init__(address, _Handler)
+        super().__init__(address, _Handler, **(SERVER_LIMITS | limits))
 
     def say(self, lines: Sequence[str]) -> None:
         """Print lines together (deliveries arrive on several threads), at once."""

@@ -1,5 +1,5 @@
-"""An HTTP/1.1 server whose connections cannot exhaust it: local mode's gateway and
-the console proxy run on it.
+"""An HTTP/1.1 server whose connections cannot exhaust it: local mode's gateway,
+the console proxy and ``dynacron try-handler`` run on it.
 
 ``http.server.ThreadingHTTPServer`` gives each connection a thread for as long as
 it stays open and never times one out: 400 idle connections held 408 threads, and

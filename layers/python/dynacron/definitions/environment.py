@@ -31,6 +31,9 @@ FORECAST_MAX_TASKS_VAR = "DYNACRON_FORECAST_MAX_TASKS"
 FORECAST_MAX_OCCURRENCES_VAR = "DYNACRON_FORECAST_MAX_OCCURRENCES"
 MAX_RETRY_AFTER_VAR = "DYNACRON_MAX_RETRY_AFTER_SECONDS"
 WORKER_MARGIN_VAR = "DYNACRON_WORKER_MARGIN_SECONDS"
+# How long an execution's record is kept after it stops mattering (its last end,
+# lease or next attempt): DynamoDB's TTL deployed, ``dynacron local``'s sweep on SQLite.
+DEFAULT_EXECUTION_RETENTION_DAYS = 90
 # Handler calls one worker invocation has in flight at once (decision 0034).
 WORKER_CONCURRENCY_VAR = "DYNACRON_WORKER_CONCURRENCY"
 # "off": a worker leaves its messages at the queue's own visibility timeout
@@ -60,6 +63,9 @@ DEFAULT_TICK_BACKLOG_SECONDS = 0.8
 DEFAULT_CATCHUP_MAX_RUNS = 100
 # A tick records that its shard ran at most this often; under the misfire grace.
 DEFAULT_TICK_HEARTBEAT_SECONDS = 10
+# How long an execution's record is kept after it stops mattering (its last end,
+# lease or next attempt): DynamoDB's TTL deployed, ``dynacron local``'s sweep on SQLite.
+DEFAULT_EXECUTION_RETENTION_DAYS = 90
 # Handler calls one worker invocation has in flight at once: a batch of 100 runs
 # in 4 rounds, and 32 calls of 0.2 s keep about half a vCPU busy (decision 0034).
 DEFAULT_WORKER_CONCURRENCY = 32

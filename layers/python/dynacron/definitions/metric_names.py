@@ -53,6 +53,10 @@ HANDLER_DURATION = "HandlerDuration"
 # Seconds from a dispatch message's send (or its due time, if later) to a worker
 # starting it: how long executions wait in the queue for a worker.
 QUEUE_LATENCY = "QueueLatency"
+# Python handler calls still running past their timeout in one worker process (a
+# gauge, sent when a call overruns and when an overrunning one returns): each holds
+# a thread and, with ``python_handler_concurrency``, one of the process's turns.
+PYTHON_HANDLERS_OVERRUNNING = "PythonHandlersOverrunning"
 # One for each tick of the looping tick, by shard: a shard without one is not ticked.
 TICK_HEARTBEAT = "TickHeartbeat"
 SHARD_DIMENSION = "shard"

@@ -32,6 +32,7 @@ from dynacron.adapters.messages import dispatch_from_body
 from dynacron.adapters.powertools.idempotency import IdempotentHandlerCalls
 from dynacron.adapters.powertools.metrics import Emit, ReliabilityMetrics, print_emf
 from dynacron.api.routes import build_api
+from dynacron.definitions.environment import DEFAULT_EXECUTION_RETENTION_DAYS
 from dynacron.definitions.resources import DISPATCH_QUEUE
 from dynacron.domain.clock import Clock, SystemClock
 from dynacron.domain.coordination.quotas import TenantRateLimiter
@@ -41,6 +42,7 @@ from dynacron.entry.settings import Settings
 from dynacron.ports import AdapterSet, DispatchQueue, DuePageHandOut
 from dynacron.ports.delivery import Delivery
 from dynacron.ports.faults import NO_FAULTS, Faults
+from dynacron.ports.metrics import NO_METRICS, Metrics
 from dynacron.services.executions import ExecutionService
 from dynacron.services.follow_ups import FollowUps, RunStarter
 from dynacron.services.forecast import HerdForecast
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
     from types_boto3_sqs.client import SQSClient
 
-EXECUTION_RETENTION = timedelta(days=90)
+EXECUTION_RETENTION = timedelta(days=DEFAULT_EXECUTION_RETENTION_DAYS)
 
 
 class Dynacron(LambdaEvents):
@@ -66,8 +68,8 @@ class Dynacron(LambdaEvents):
     ``adapters`` defaults to the AWS set on the ``dynamodb`` and ``sqs`` clients;
     ``dispatch_queue`` replaces its queue (tests record what is sent). The rest
     stand in for the world in tests and local mode: the clock and sleep, HTTP
-    ``delivery`` and DNS ``resolver``, Python ``handlers``, where metrics go, and
-    injected ``faults``.
+    ``delivery`` (or ``wrap_delivery`` around the default one) and DNS
+    ``resolver``, Python ``handlers``, where metrics go, and injected ``faults``.
     """
 
     def __init__(
@@ -86,6 +88,7 @@ class Dynacron(LambdaEvents):
         faults: Faults = NO_FAULTS,
         dispatch_queue: DispatchQueue | None = None,
         page_claims: DuePageHandOut | None = None,
+        wrap_delivery: Callable[[Delivery], Delivery] | None = None,
     ) -> None:
         import_handler_modules(settings.handler_modules)
         self.settings = settings
@@ -105,7 +108,7 @@ class Dynacron(LambdaEvents):
         self._take_ports(adapters, dispatch_queue)
         self._compose_scheduling(page_claims)
         self._compose_outcomes()
-        self._compose_runner(delivery)
+        self._compose_runner(delivery, wrap_delivery)
         self._compose_control()
 
     def _take_ports(self, adapters: AdapterSet, dispatch_queue: DispatchQueue | None) -> None:
@@ -172,23 +175,26 @@ class Dynacron(LambdaEvents):
             faults=self.faults,
         )
 
-    def _compose_runner(self, delivery: Delivery | None) -> None:
+    def _compose_runner(
+        self, delivery: Delivery | None, wrap: Callable[[Delivery], Delivery] | None
+    ) -> None:
         """The worker's attempt: guarded handler calls under the hosts' limits."""
         settings = self.settings
         terms = settings.lease_terms
         self.message_holds = MessageHolds(self.queue, terms) if settings.message_holds else None
+        delivery = delivery or default_delivery(
+            settings,
+            self.clock,
+            self.handlers,
+            secrets_of=self.tenants.signing_secrets,
+            resolver=self.resolver,
+            metrics=self.metrics,
+        )
         self.runner = ExecutionRunner(
             tasks=self.tasks,
             executions=self.executions,
             queue=self.queue,
-            delivery=delivery
-            or default_delivery(
-                settings,
-                self.clock,
-                self.handlers,
-                secrets_of=self.tenants.signing_secrets,
-                resolver=self.resolver,
-            ),
+            delivery=wrap(delivery) if wrap is not None else delivery,
             handler_calls=IdempotentHandlerCalls(
                 ttl_seconds=settings.idempotency_ttl_seconds,
                 handler_timeout_seconds=settings.http_timeout_seconds,
@@ -286,9 +292,11 @@ def default_delivery(
     *,
     secrets_of: SecretsOf,
     resolver: Resolver = system_resolver,
+    metrics: Metrics = NO_METRICS,
 ) -> Delivery:
     """HTTP handlers under the URL policy, signed with each tenant's secrets (kept
-    a few seconds: ``KeptSecrets``), and Python handlers from ``handlers``."""
+    a few seconds: ``KeptSecrets``), and Python handlers from ``handlers`` (their
+    calls past the timeout counted in ``metrics``)."""
     return HandlerDelivery(
         HttpDelivery(
             UrlPolicy(settings.delivery_allow_networks),
@@ -304,5 +312,6 @@ def default_delivery(
             handlers,
             timeout_seconds=settings.http_timeout_seconds,
             max_running=settings.python_handler_concurrency,
+            metrics=metrics,
         ),
     )

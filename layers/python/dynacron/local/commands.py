@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from dynacron.definitions.environment import API_KEYS_VAR
+from dynacron.definitions.environment import API_KEYS_VAR, DEFAULT_EXECUTION_RETENTION_DAYS
 from dynacron.entry.settings import parse_api_keys
 from dynacron.local.private_files import read_private_file
 
@@ -120,6 +120,15 @@ WorkerConcurrencyOption = Annotated[
     typer.Option(min=1, max=1000, help="Records one worker invocation runs at once (default 32)"),
 ]
 ReaperIntervalOption = Annotated[float, typer.Option(help="Seconds between reaper runs")]
+RetentionOption = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        max=36_500,
+        help="Days an ended execution is kept, as deployed; older "
+        "ones are deleted every minute, 500 a transaction",
+    ),
+]
 MetricsFileOption = Annotated[
     Path | None, typer.Option(help="Append EMF metric documents to this file")
 ]
@@ -178,6 +187,7 @@ def local(
     batch_size: BatchSizeOption = 64,
     worker_concurrency: WorkerConcurrencyOption = None,
     reaper_interval: ReaperIntervalOption = 1.0,
+    retention: RetentionOption = DEFAULT_EXECUTION_RETENTION_DAYS,
     metrics_file: MetricsFileOption = None,
     chaos_seed: ChaosSeedOption = None,
     crash_rate: CrashRateOption = 0.0,
@@ -250,6 +260,7 @@ def local(
         visibility_timeout=visibility_timeout,
         batch_size=batch_size,
         reaper_interval=reaper_interval,
+        retention_days=retention,
         settings_overrides=overrides,
         metrics_file=metrics_file,
         chaos=chaos,

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,11 +34,12 @@ from aws_lambda_powertools import Logger
 from dynacron.adapters.delivery.registry import default_registry
 from dynacron.adapters.powertools.metrics import EmfDocument, MetricTotals
 from dynacron.adapters.sqlite.database import Durability
+from dynacron.definitions.environment import DEFAULT_EXECUTION_RETENTION_DAYS
 from dynacron.definitions.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from dynacron.domain.clock import Clock, SystemClock
 from dynacron.domain.executions.execution import DeliveryResult, Dispatch
 from dynacron.domain.tasks.task import Task
-from dynacron.entry.composition import Dynacron, default_delivery
+from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import DEFAULT_TENANT, LOOPBACK_NETWORKS, Settings
 from dynacron.local.aws import REGION
 from dynacron.local.chaos import ChaosSettings, CrashAt, SeededChance
@@ -72,6 +74,10 @@ class LocalOptions:
     # is an indexed query in this process, 1.0 on the emulator (as deployed).
     tick_interval: float | None = None
     reaper_interval: float = 1.0
+    # Ended executions are kept this many days after they stop mattering, as
+    # deployed; the reaper loop deletes older ones every ``history_sweep_seconds``.
+    retention_days: int = DEFAULT_EXECUTION_RETENTION_DAYS
+    history_sweep_seconds: float = 60.0
     # Where the data lives (see ``local.stores``): SQLite in ``data_dir`` (None: a
     # temporary directory, gone at stop), or the AWS emulator (implied by an
     # ``aws_endpoint``: one already running, shared by several processes).
@@ -195,6 +201,7 @@ class LocalRuntime:
                 prefix=options.prefix,
                 visibility_timeout=options.visibility_timeout,
                 chaos=options.chaos,
+                retention=timedelta(days=options.retention_days),
             )
         )
         if "api" in options.components:
@@ -225,20 +232,13 @@ class LocalRuntime:
                 crash=_kill,
             )
         adapters = store.adapters(settings, self._clock)
-        delivery = CountingDelivery(
-            default_delivery(
-                settings,
-                self._clock,
-                default_registry,
-                secrets_of=adapters.tenants.signing_secrets,
-            ),
-            self.activity,
-        )
         self.app = app = Dynacron(
             settings,
             adapters=adapters,
             clock=self._clock,
-            delivery=delivery,
+            handlers=default_registry,
+            # The default delivery (its Python handlers' overruns counted), counted.
+            wrap_delivery=lambda inner: CountingDelivery(inner, self.activity),
             emit_metrics=self._emit_metrics,
             faults=faults,
         )
@@ -319,7 +319,9 @@ class LocalRuntime:
             self._stopping.wait(interval - time.time() % interval + 0.005)
 
     def _reaper_loop(self, app: Dynacron, store: LocalStore) -> None:
+        swept_at: datetime | None = None
         while not self._stopping.wait(self.options.reaper_interval):
+            swept_at = self._sweep_history(store, swept_at)
             try:
                 app.reaper({}, LocalContext("dynacron-reaper"))
             except Exception:
@@ -334,6 +336,22 @@ class LocalRuntime:
                 store.recover()
             except Exception:
                 logger.exception("releasing dead receivers' messages failed; the next run retries")
+
+    def _sweep_history(self, store: LocalStore, swept_at: datetime | None) -> datetime | None:
+        """Delete ended executions past their retention, at most every
+        ``history_sweep_seconds``; returns when it last swept."""
+        now = self._clock.now()
+        due = timedelta(seconds=self.options.history_sweep_seconds)
+        if swept_at is not None and now - swept_at < due:
+            return swept_at
+        try:
+            deleted = store.delete_expired_history(now)
+        except Exception:
+            logger.exception("deleting expired history failed; the next sweep retries")
+            return swept_at
+        if deleted:
+            logger.info("deleted expired executions", extra={"deleted": deleted})
+        return now
 
     def _worker_loop(self, app: Dynacron, store: LocalStore) -> None:
         queue = DISPATCH_QUEUE.suffix

@@ -21,6 +21,7 @@ import sqlite3
 import tempfile
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -28,6 +29,7 @@ from dynacron.adapters.aws import aws_adapters
 from dynacron.adapters.sqlite import sqlite_adapters
 from dynacron.adapters.sqlite.database import BUSY_TIMEOUT_MS, Database, Durability
 from dynacron.adapters.sqlite.queue import SqliteQueues
+from dynacron.adapters.sqlite.retention import delete_expired_executions
 from dynacron.definitions.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from dynacron.domain.clock import Clock
 from dynacron.domain.coordination import transitions
@@ -87,6 +89,11 @@ class LocalStore(Protocol):
         """Around a change whose answer tells a caller it is kept (the API's)."""
         ...
 
+    def delete_expired_history(self, now: datetime) -> int:
+        """Delete ended executions past their retention, as DynamoDB's TTL does
+        deployed; returns how many went."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -107,6 +114,8 @@ class StoreOptions:
     # Receive with this visibility timeout instead of the queue's (seconds).
     visibility_timeout: int | None = None
     chaos: ChaosSettings | None = None
+    # How long an ended execution is kept (its records' ``expires_at``).
+    retention: timedelta = EXECUTION_RETENTION
 
 
 def open_store(options: StoreOptions) -> LocalStore:
@@ -193,7 +202,9 @@ class SqliteStore:
             )
 
     def adapters(self, settings: Settings, clock: Clock) -> AdapterSet:
-        adapters = sqlite_adapters(self.database, clock, execution_retention=EXECUTION_RETENTION)
+        adapters = sqlite_adapters(
+            self.database, clock, execution_retention=self._options.retention
+        )
         keep_shard_count(self.database, settings.shard_count, self.data_dir)
         start_cursors(adapters, settings, clock)
         return adapters
@@ -219,6 +230,9 @@ class SqliteStore:
 
     def acknowledging(self) -> AbstractContextManager[None]:
         return self.database.acknowledging()
+
+    def delete_expired_history(self, now: datetime) -> int:
+        return delete_expired_executions(self.database, now)
 
     def recover(self, *, starting: bool = False) -> int:
         queues = self._ready()
@@ -321,7 +335,10 @@ class EmulatorStore:
 
     def adapters(self, settings: Settings, clock: Clock) -> AdapterSet:
         return aws_adapters(
-            settings, dynamodb=self.dynamodb, sqs=self.sqs, execution_retention=EXECUTION_RETENTION
+            settings,
+            dynamodb=self.dynamodb,
+            sqs=self.sqs,
+            execution_retention=self._options.retention,
         )
 
     def receive(self, queue: str, max_messages: int, wait_seconds: float) -> list[Message]:
@@ -336,6 +353,10 @@ class EmulatorStore:
     def acknowledging(self) -> AbstractContextManager[None]:
         # DynamoDB acknowledges a write once it is durable.
         return nullcontext()
+
+    def delete_expired_history(self, now: datetime) -> int:
+        # The tables declare their TTL as deployed; the emulator's memory is gone at exit.
+        return 0
 
     def recover(self, *, starting: bool = False) -> int:
         return 0  # SQS has no receivers to ask about: the visibility timeout decides

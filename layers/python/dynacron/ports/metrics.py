@@ -87,6 +87,11 @@ class Metrics(Protocol):
         """A step of the looping tick raised; the loop backs off and goes on."""
         ...
 
+    def python_handlers_overrunning(self, count: int) -> None:
+        """``count`` Python handler calls of this process are running past their
+        timeout (sent each time the number changes)."""
+        ...
+
     def flush(self) -> None:
         """Hand on what was recorded since the last flush (end of an invocation or step)."""
         ...
@@ -147,6 +152,9 @@ class _NoMetrics:
         pass
 
     def tick_failed(self) -> None:
+        pass
+
+    def python_handlers_overrunning(self, count: int) -> None:
         pass
 
     def flush(self) -> None:

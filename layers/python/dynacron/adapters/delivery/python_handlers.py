@@ -15,6 +15,7 @@ from dynacron.adapters.messages import upstream_to_map
 from dynacron.domain.executions.execution import DeliveryResult, Dispatch
 from dynacron.domain.executions.retry import AttemptFailure
 from dynacron.domain.tasks.task import Task
+from dynacron.ports.metrics import NO_METRICS, Metrics
 
 logger = logging.getLogger("dynacron")
 
@@ -35,6 +36,9 @@ class PythonDelivery:
     however many records the worker runs at once (decision 0034): they share its
     CPU. A call waits its turn within its deadline (and fails as timed out if none
     comes); a handler that overruns holds its turn until it returns.
+
+    How many calls are running past their timeout (``overrunning``) goes to
+    ``metrics`` whenever it changes: a hung handler is counted, not only bounded.
     """
 
     def __init__(
@@ -42,8 +46,11 @@ class PythonDelivery:
         registry: HandlerRegistry,
         timeout_seconds: float | None = None,
         max_running: int | None = None,
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         self._registry = registry
+        self._metrics = metrics
+        self._overrun_count = 0
         self._timeout_seconds = timeout_seconds
         self._turns = threading.BoundedSemaphore(max_running) if max_running else None
         self._overrunning: dict[str, _HandlerRun] = {}
@@ -80,7 +87,7 @@ class PythonDelivery:
                     f"handler timed out after {self._timeout_seconds:g} s waiting for its turn"
                 )
             )
-        run = _HandlerRun(function, context, ended=self._turns.release if self._turns else None)
+        run = _HandlerRun(function, context, ended=lambda: self._ended(run))
         thread = threading.Thread(
             target=contextvars.copy_context().run,
             args=(run,),
@@ -91,14 +98,7 @@ class PythonDelivery:
         left = None
         if self._timeout_seconds is not None:
             left = max(0.0, self._timeout_seconds - (time.monotonic() - began))
-        if not run.done.wait(left):
-            with self._lock:
-                self._overrunning = {
-                    key: other
-                    for key, other in self._overrunning.items()
-                    if not other.done.is_set()
-                }
-                self._overrunning[dispatch.execution_id] = run
+        if not run.done.wait(left) and self._overran(dispatch.execution_id, run):
             logger.warning(
                 "python handler overran its timeout; left running in the background",
                 extra={"execution_id": dispatch.execution_id, "handler": task.handler_name},
@@ -118,6 +118,40 @@ class PythonDelivery:
         returned = run.returned
         return DeliveryResult.succeeded(excerpt=None if returned is None else _as_text(returned))
 
+    @property
+    def overrunning(self) -> int:
+        """Calls of this process still running past their timeout."""
+        with self._lock:
+            return self._overrun_count
+
+    def _overran(self, execution_id: str, run: _HandlerRun) -> bool:
+        """The call ``run`` passed its timeout: counted as overrunning unless it
+        returned meanwhile (then False, and its answer stands)."""
+        with self._lock:
+            if run.done.is_set():
+                return False
+            self._overrunning = {
+                key: other for key, other in self._overrunning.items() if not other.done.is_set()
+            }
+            self._overrunning[execution_id] = run
+            run.overran = True
+            self._overrun_count += 1
+            count = self._overrun_count
+        self._metrics.python_handlers_overrunning(count)
+        return True
+
+    def _ended(self, run: _HandlerRun) -> None:
+        """(The handler's thread, once it returned or raised) its turn back, and the
+        count down if it had overrun."""
+        if self._turns is not None:
+            self._turns.release()
+        with self._lock:
+            if not run.overran:
+                return
+            self._overrun_count -= 1
+            count = self._overrun_count
+        self._metrics.python_handlers_overrunning(count)
+
 
 class _HandlerRun:
     """One Python handler call, made in its own thread; ``done`` once it returned or
@@ -133,6 +167,8 @@ class _HandlerRun:
         self._context = context
         self._ended = ended
         self.done = threading.Event()
+        # Set (under the delivery's lock) when the worker stopped waiting for it.
+        self.overran = False
         self.returned: object = None
         self.error: BaseException | None = None
 

@@ -25,6 +25,7 @@ from dynacron.adapters.sqlite.schema import (
     EXECUTION_COLUMNS_ADDED,
     EXECUTIONS,
     EXECUTIONS_ATTENTION,
+    EXECUTIONS_EXPIRY,
 )
 from dynacron.definitions.resources import LEASE_SHARDS
 from dynacron.domain.conditions import Transition
@@ -65,6 +66,7 @@ class SqliteExecutionStore:
         database.ensure_schema(EXECUTIONS)
         database.ensure_columns("executions", EXECUTION_COLUMNS_ADDED)
         database.ensure_schema(EXECUTIONS_ATTENTION)
+        database.ensure_schema(EXECUTIONS_EXPIRY)
 
     @property
     def lease_shards(self) -> int:

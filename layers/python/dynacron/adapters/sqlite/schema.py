@@ -7,9 +7,9 @@ written from the record in the same transaction, so they never disagree with it.
 Partial indexes play the part of DynamoDB's sparse ones: a row without the
 column is not in the index.
 
-Nothing here deletes old rows (DynamoDB's TTL does on AWS): expired leases and
-slots are told apart by their times, and finished executions stay until the file
-is pruned.
+Expired leases and slots are told apart by their times. Finished executions are
+deleted once their ``expires_at`` has passed (DynamoDB's TTL does it on AWS) by
+``adapters/sqlite/retention.py``, which ``dynacron local`` runs every minute.
 """
 
 from __future__ import annotations
@@ -68,6 +68,14 @@ EXECUTIONS_ATTENTION = (
     """CREATE INDEX IF NOT EXISTS executions_attention
         ON executions (attention_tenant, attention_at, execution_id)
         WHERE attention_tenant IS NOT NULL""",
+)
+
+# The history sweep's index (``retention.py``): records no lease keeps, by when they
+# may go. An index on the record's own field: no column to fill, in old files too.
+EXECUTION_EXPIRY = "json_extract(record, '$.expires_at')"
+EXECUTIONS_EXPIRY = (
+    f"""CREATE INDEX IF NOT EXISTS executions_expiry
+        ON executions ({EXECUTION_EXPIRY}) WHERE lease_shard IS NULL""",
 )
 
 COORDINATION = (
