@@ -51,7 +51,6 @@ ERROR_PROBLEMS: dict[type[Exception], ProblemType] = {
     Conflict: ProblemType(409, "Conflict"),
     Unauthenticated: ProblemType(401, "Unauthenticated"),
     RateLimited: ProblemType(429, "Too many requests", limit="tenant_rate_per_second"),
-    StoreUnavailable: ProblemType(503, "Service unavailable"),
 }
 # How soon a caller may try again after the store was busy, throttled or unreachable:
 # a write that waited out its busy timeout, or DynamoDB throttling past the SDK's
@@ -62,26 +61,30 @@ STORE_RETRY_AFTER_SECONDS = 2
 def error_problem(error: Exception) -> Response[str]:
     """The problem answer of an error of ``ERROR_PROBLEMS``: an ``InvalidRequest``
     names its field, a ``LimitExceeded`` its limit, a ``RateLimited`` when to retry."""
-    if isinstance(error, StoreUnavailable) and not error.transient:
-        return unexpected(error)  # a refusal that lasts: the deployment's to fix
     kind = next(ERROR_PROBLEMS[cls] for cls in type(error).__mro__ if cls in ERROR_PROBLEMS)
     fields = None
     if isinstance(error, InvalidRequest):
         fields = [{"field": error.field, "message": error.message}]
     limit = error.limit if isinstance(error, LimitExceeded) else kind.limit
-    detail = str(error)
-    if isinstance(error, StoreUnavailable):
-        # The store's own words name files, tables and limits: logged, not answered.
-        logger.warning("store unavailable", extra={"error": detail})
-        detail = (
-            f"the store is busy or unreachable; try again in {STORE_RETRY_AFTER_SECONDS} s "
-            "(a create with an Idempotency-Key is safe to repeat)"
-        )
-    response = problem(kind.status, kind.title, detail, fields, limit=limit)
+    response = problem(kind.status, kind.title, str(error), fields, limit=limit)
     if isinstance(error, RateLimited):
         response.headers["Retry-After"] = str(error.retry_after_seconds)
-    if isinstance(error, StoreUnavailable):
-        response.headers["Retry-After"] = str(STORE_RETRY_AFTER_SECONDS)
+    return response
+
+
+def store_unavailable(error: StoreUnavailable) -> Response[str]:
+    """503 with ``Retry-After`` while the store is busy, throttled or unreachable; a
+    refusal that lasts (access denied) is the deployment's to fix: a 500."""
+    if not error.transient:
+        return unexpected(error)
+    # The store's own words name files, tables and limits: logged, not answered.
+    logger.warning("store unavailable", extra={"error": str(error)})
+    detail = (
+        f"the store is busy or unreachable; try again in {STORE_RETRY_AFTER_SECONDS} s "
+        "(a create with an Idempotency-Key is safe to repeat)"
+    )
+    response = problem(503, "Service unavailable", detail)
+    response.headers["Retry-After"] = str(STORE_RETRY_AFTER_SECONDS)
     return response
 
 
@@ -103,6 +106,7 @@ def unexpected(error: Exception) -> Response[str]:
 def map_errors_to_problems(app: APIGatewayRestResolver) -> None:
     """Answer every error a route raises (and a request no route takes) as a problem."""
     app.exception_handler(list(ERROR_PROBLEMS))(error_problem)
+    app.exception_handler(StoreUnavailable)(store_unavailable)
     app.exception_handler(RequestValidationError)(invalid_request_shape)
 
     @app.not_found
