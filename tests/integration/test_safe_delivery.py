@@ -327,3 +327,16 @@ def test_the_response_cap_counts_the_bytes_received_not_what_they_inflate_to(
     assert result.excerpt is not None
     assert "gzip-encoded body, not decoded" in result.excerpt
     assert "\0" not in result.excerpt
+
+
+def test_a_long_content_encoding_is_quoted_cut_short(system: Dynacron, sink: Sink) -> None:
+    # Given a handler that names a 4 KB Content-Encoding (the tenant's own, but every
+    # byte quoted would be stored on the execution and shown in the console)
+    sink.body = b"abc"
+    sink.answer = lambda _: (200, {"Content-Encoding": "x" * 4096})
+    delivery = HttpDelivery(
+        UrlPolicy(("127.0.0.0/8",)), 2.0, CLOCK, secrets_of=lambda _: ["s"], resolver=FakeDns({})
+    )
+    # When it is delivered, then the excerpt names the encoding cut to 32 characters
+    result = delivery.deliver(task_for(system.settings, f"{sink.url}/hook"), DISPATCH, TOKEN)
+    assert result.excerpt == f"(3 bytes of a {'x' * 32}...-encoded body, not decoded)"

@@ -288,6 +288,10 @@ class _Refusal:
     status: int | None = None
 
 
+# The excerpt quotes at most this much of a handler's Content-Encoding header.
+ENCODING_SHOWN = 32
+
+
 async def _read_limited(response: aiohttp.ClientResponse) -> str:
     """The body up to ``MAX_RESPONSE_BYTES`` received; a longer one is cut off and
     its connection closed rather than read to its end. A body sent encoded all the
@@ -300,5 +304,6 @@ async def _read_limited(response: aiohttp.ClientResponse) -> str:
             break
     encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
-        return f"({len(received)} bytes of a {encoding}-encoded body, not decoded)"
+        named = encoding if len(encoding) <= ENCODING_SHOWN else f"{encoding[:ENCODING_SHOWN]}..."
+        return f"({len(received)} bytes of a {named}-encoded body, not decoded)"
     return bytes(received[:MAX_RESPONSE_BYTES]).decode("utf-8", errors="replace")
