@@ -87,6 +87,10 @@ class Metrics(Protocol):
         """A step of the looping tick raised; the loop backs off and goes on."""
         ...
 
+    def clock_stepped(self) -> None:
+        """The wall clock stepped, forward or back, against a monotonic clock."""
+        ...
+
     def flush(self) -> None:
         """Hand on what was recorded since the last flush (end of an invocation or step)."""
         ...
@@ -147,6 +151,9 @@ class _NoMetrics:
         pass
 
     def tick_failed(self) -> None:
+        pass
+
+    def clock_stepped(self) -> None:
         pass
 
     def flush(self) -> None:

@@ -5,7 +5,8 @@ bucket first; each page is claimed by ``page_claimer``, or handed to a claim
 invocation. Why, in docs/decisions/: 0001-claim-protocol.md (send, then claim),
 0002-due-index-and-cursor.md, 0009-h-jitter-catch-up.md (misfires, on time first),
 0014-tick-concurrency.md, 0021-setting-aside-poison-work.md and
-0025-elastic-tick-capacity.md (pages handed out).
+0025-elastic-tick-capacity.md (pages handed out), 0037-clock-steps.md (a cursor
+ahead of the clock is rewound).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dynacron.ports import (
 )
 from dynacron.ports.faults import NO_FAULTS, Faults
 from dynacron.ports.metrics import NO_METRICS, Metrics
+from dynacron.services.clock_steps import ClockSteps
 from dynacron.services.page_claimer import PageClaimer, TickReport
 from dynacron.services.tick_settings import TickSettings
 
@@ -57,8 +59,12 @@ class Ticker:
         metrics: Metrics | None = None,
         sleep: Callable[[float], None] = time.sleep,
         page_claims: DuePageHandOut | None = None,
+        steps: ClockSteps | None = None,
     ) -> None:
         self._page_claims = page_claims
+        self._steps = steps
+        # Shard -> the steps back seen when its cursor was last checked for one.
+        self._steps_back_checked: dict[int, int] = {}
         # Task id -> until when its hand-out is fresh. Kept by the Ticker, so a
         # looping tick (one Ticker, a tick a second) remembers across its ticks.
         self._handed_out: dict[str, datetime] = {}
@@ -89,8 +95,12 @@ class Ticker:
 
     def tick_shard(self, shard: int, deadline: datetime | None = None) -> TickReport:
         """One tick of ``shard``; with ``deadline``, no page is started after it."""
+        if self._steps is not None:
+            # Counted here, once a tick, whatever else looks at the clock.
+            self._steps.observe()
         now = self._clock.now()
         cursor, history = self._read_cursor(shard, now)
+        cursor = self._rewound(shard, cursor, now)
         report = TickReport(shard=shard, claim_budget=self._claim_budget(), deadline=deadline)
         self._forget_stale_hand_outs(now)
         if report.claim_budget <= 0:
@@ -156,6 +166,37 @@ class Ticker:
             self._cursors.apply(shard, transitions.record_tick(recorded, history))
             history = recorded
         return cursor.bucket, history
+
+    def _rewound(self, shard: int, cursor: datetime | None, now: datetime) -> datetime | None:
+        """The cursor, moved back if it is ahead of the clock (decision 0037).
+
+        A cursor only ever passes buckets that ended ``cursor_grace`` before the
+        clock of the tick that moved it; one ahead of that by this tick's clock
+        means the clock stepped back (or this tick's runs slow): what is written
+        now is filed in buckets behind it, and would never be found. It is moved
+        back to where this clock would have it, so those buckets are walked (and
+        the cursor moves on over them once drained, as ever). The persisted cursor
+        tells even after a restart; a cursor in the present bucket (where a fresh
+        store starts it) is moved back only after a step back was seen, which may
+        have filed work in the bucket before.
+        """
+        if cursor is None:
+            return None
+        stepped_back = False
+        if self._steps is not None:
+            seen = self._steps.backward_steps
+            stepped_back = seen > self._steps_back_checked.get(shard, 0)
+            self._steps_back_checked[shard] = seen
+        floor = self._sharding.bucket(now - timedelta(seconds=self._settings.cursor_grace_seconds))
+        if cursor <= floor or (cursor <= self._sharding.bucket(now) and not stepped_back):
+            return cursor
+        logger.warning(
+            "the shard's cursor is ahead of the clock; moving it back",
+            extra={"shard": shard, "cursor": cursor.isoformat(), "to": floor.isoformat()},
+        )
+        # Refused: another tick moved it meanwhile; this tick walks from the floor anyway.
+        self._cursors.apply(shard, transitions.rewind_cursor(floor, cursor))
+        return floor
 
     def _claim_budget(self) -> int:
         """Never more in flight than ``max_queued_dispatches``: the rest waits, due."""

@@ -149,6 +149,9 @@ class ReliabilityMetrics:
     def tick_failed(self) -> None:
         self._add(metric_names.TICK_FAILURES, MetricUnit.Count, 1)
 
+    def clock_stepped(self) -> None:
+        self._add(metric_names.CLOCK_STEPS, MetricUnit.Count, 1)
+
     def flush(self) -> None:
         """Hand what was recorded since the last flush to ``emit``, as one EMF
         document: a metric with a dimension of its own rides in it as a directive
