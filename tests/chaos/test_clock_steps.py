@@ -180,3 +180,47 @@ def test_a_step_forward_queues_no_call_again_while_it_runs(
     assert (execution.status, execution.attempt) == (ExecutionStatus.SUCCEEDED, 1)
     assert sink.calls_by_key() == {execution_id: 1}
     assert local.clock_steps() == 2
+
+
+def test_after_a_step_forward_is_corrected_recurring_tasks_fire_on_time_again(
+    local: Local, sink: Sink, clock: SettableClock
+) -> None:
+    recurring = [
+        local.register(rate="1 minute", handler_url=f"{sink.url}/rate/{i}") for i in range(3)
+    ]
+    recurring += [
+        local.register(cron="* * * * *", handler_url=f"{sink.url}/cron/{i}") for i in range(2)
+    ]
+    # Runs that hold their slot keep the fast clock's plan (decision 0037).
+    holding = [
+        local.register(cron="* * * * *", overlap="skip", handler_url=f"{sink.url}/skip/{i}")
+        for i in range(2)
+    ]
+    local.run_for(timedelta(minutes=3))
+    clock.step(STEP)  # fast by two hours: each task is planned on the fast clock
+    local.run_for(timedelta(minutes=3))
+    clock.step(-STEP)  # corrected
+    corrected_at = compact_instant(clock.now())
+    local.run_for(timedelta(minutes=5))
+    # Then real time passes what the fast clock ran (a quiet stretch, no step):
+    # those occurrences are met again and run nothing twice.
+    fast_ran_until = compact_instant(clock.now() + STEP - timedelta(minutes=5))
+    clock.advance(STEP - timedelta(minutes=11))
+    local.run_for(timedelta(minutes=10))
+
+    for task_id in recurring:
+        calls = occurrences_of(sink, task_id)
+        assert set(calls.values()) == {1}, calls
+        after = [k for k in calls if corrected_at <= k.split("_", 1)[1] < fast_ran_until]
+        # On time again after the correction, not two hours later.
+        assert len(after) >= 4, (task_id, sorted(calls))
+        # And after real time caught up, on time still.
+        latest = max(k.split("_", 1)[1] for k in calls)
+        assert latest >= compact_instant(clock.now() - timedelta(minutes=2)), sorted(calls)
+    for task_id in holding:
+        calls = occurrences_of(sink, task_id)
+        assert set(calls.values()) == {1}, calls
+        latest = max(k.split("_", 1)[1] for k in calls)
+        assert latest >= compact_instant(clock.now() - timedelta(minutes=2)), sorted(calls)
+    assert sink.applied_twice == 0
+    assert local.clock_steps() == 2

@@ -60,8 +60,9 @@ class ClockSteps:
         self._last: tuple[float, float] | None = None
         # Forward steps still allowed for: (monotonic time seen, seconds stepped).
         self._forward: list[tuple[float, float]] = []
-        # Steps back seen so far; the tick compares it with the count it handled.
-        self.backward_steps = 0
+        # Seconds of each step back seen so far, in order: the tick handles each once
+        # for each shard (``backward_since``).
+        self._backward: list[float] = []
         self.steps = 0
         self.observe()
 
@@ -83,7 +84,7 @@ class ClockSteps:
             if stepped > 0:
                 self._forward.append((steady, stepped))
             else:
-                self.backward_steps += 1
+                self._backward.append(-stepped)
         logger.warning(
             "the wall clock stepped %s by %.1f s",
             "forward" if stepped > 0 else "back",
@@ -92,6 +93,12 @@ class ClockSteps:
         )
         self._metrics.clock_stepped()
         return stepped
+
+    def backward_since(self, seen: int) -> tuple[int, timedelta]:
+        """Steps back seen so far, and how far the clock stepped back in those after
+        the first ``seen`` of them."""
+        with self._lock:
+            return len(self._backward), timedelta(seconds=sum(self._backward[seen:]))
 
     def forward_shift(self) -> timedelta:
         """How far the wall clock stepped forward within the last ``hold``."""

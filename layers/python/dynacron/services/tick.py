@@ -19,7 +19,9 @@ from datetime import datetime, timedelta
 from dynacron.domain.clock import Clock
 from dynacron.domain.coordination import transitions
 from dynacron.domain.coordination.uptime import ShardHistory
-from dynacron.domain.tasks.task import due_bucket_key
+from dynacron.domain.tasks import transitions as task_transitions
+from dynacron.domain.tasks.claiming import replanned_after_step_back
+from dynacron.domain.tasks.task import Task, due_bucket_key
 from dynacron.ports import (
     CursorStore,
     DispatchQueue,
@@ -100,7 +102,10 @@ class Ticker:
             self._steps.observe()
         now = self._clock.now()
         cursor, history = self._read_cursor(shard, now)
-        cursor = self._rewound(shard, cursor, now)
+        stepped_back = self._stepped_back(shard)
+        cursor = self._rewound(shard, cursor, now, stepped_back=bool(stepped_back))
+        if stepped_back:
+            self._replan(shard, now, stepped_back)
         report = TickReport(shard=shard, claim_budget=self._claim_budget(), deadline=deadline)
         self._forget_stale_hand_outs(now)
         if report.claim_budget <= 0:
@@ -167,7 +172,57 @@ class Ticker:
             history = recorded
         return cursor.bucket, history
 
-    def _rewound(self, shard: int, cursor: datetime | None, now: datetime) -> datetime | None:
+    def _stepped_back(self, shard: int) -> timedelta:
+        """How far the clock stepped back since this shard's last tick looked."""
+        if self._steps is None:
+            return timedelta(0)
+        seen, stepped = self._steps.backward_since(self._steps_back_checked.get(shard, 0))
+        self._steps_back_checked[shard] = seen
+        return stepped
+
+    def _replan(self, shard: int, now: datetime, stepped: timedelta) -> None:
+        """After the clock stepped back by ``stepped``: what a fast clock planned up to
+        that far ahead waits for its schedule's next occurrence instead
+        (``replanned_after_step_back``, decision 0037). Read from the due index: one
+        query a bucket, once a step."""
+        until = now + stepped + timedelta(seconds=self._settings.cursor_grace_seconds)
+        bucket = self._sharding.bucket(now)
+        replanned = 0
+        while bucket <= self._sharding.bucket(until):
+            start_key = None
+            while True:
+                task_ids, start_key = self._tasks.due_task_ids(
+                    due_bucket_key(bucket, shard),
+                    until,
+                    self._settings.tick_page_size,
+                    start_key,
+                    now,
+                )
+                tasks, _ = self._tasks.read_many(task_ids)
+                for task in tasks:
+                    replanned += self._replan_one(task, now)
+                if start_key is None:
+                    break
+            bucket += self._width
+        if replanned:
+            logger.warning(
+                "tasks planned ahead by a clock that stepped back were planned again",
+                extra={"shard": shard, "tasks": replanned},
+            )
+
+    def _replan_one(self, task: Task, now: datetime) -> int:
+        earlier = replanned_after_step_back(task, now)
+        if earlier is None:
+            return 0
+        placement = self._sharding.place(task.task_id, earlier, now)
+        assert placement is not None
+        change = task_transitions.replan(task.version, earlier, placement.key, now)
+        # Refused: the task changed meanwhile (claimed, edited); it stays as it is.
+        return int(self._tasks.apply(task.task_id, change))
+
+    def _rewound(
+        self, shard: int, cursor: datetime | None, now: datetime, *, stepped_back: bool
+    ) -> datetime | None:
         """The cursor, moved back if it is ahead of the clock (decision 0037).
 
         A cursor only ever passes buckets that ended ``cursor_grace`` before the
@@ -182,11 +237,6 @@ class Ticker:
         """
         if cursor is None:
             return None
-        stepped_back = False
-        if self._steps is not None:
-            seen = self._steps.backward_steps
-            stepped_back = seen > self._steps_back_checked.get(shard, 0)
-            self._steps_back_checked[shard] = seen
         floor = self._sharding.bucket(now - timedelta(seconds=self._settings.cursor_grace_seconds))
         if cursor <= floor or (cursor <= self._sharding.bucket(now) and not stepped_back):
             return cursor
