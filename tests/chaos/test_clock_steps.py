@@ -1,7 +1,8 @@
 """The wall clock steps back and forward by two hours around a burst (issue 23).
 
-Local mode on the embedded store, driven by hand: the tick, a worker and the
-reaper of one ``Dynacron`` share a clock whose wall time the test steps alone
+Local mode on the embedded store (and the AWS adapters on moto), driven by hand:
+the tick, a worker and the reaper of one ``Dynacron`` share a clock whose wall
+time the test steps alone
 (``SettableClock.step``: the monotonic clock does not move), as NTP, a laptop's
 resume or a VM's snapshot restore do. Every occurrence fires once, none is
 stranded behind the shard's cursor, none is queued again while its call runs,
@@ -31,7 +32,9 @@ from dynacron.entry.settings import LOOPBACK_NETWORKS
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
 from dynacron.local.stores import SqliteStore, StoreOptions
+from dynacron.services.clock_steps import lease_hold
 from tests.integration.api_client import ALICE
+from tests.pipeline import Pipeline
 from tests.support import Sink
 
 STEP = timedelta(hours=2)
@@ -224,3 +227,75 @@ def test_after_a_step_forward_is_corrected_recurring_tasks_fire_on_time_again(
         assert latest >= compact_instant(clock.now() - timedelta(minutes=2)), sorted(calls)
     assert sink.applied_twice == 0
     assert local.clock_steps() == 2
+
+
+# The same on the AWS adapters, on moto ------------------------------------------------
+
+
+def test_on_aws_a_burst_filed_during_a_step_back_is_not_stranded_behind_the_cursor(
+    pipeline: Pipeline, sink: Sink, clock: SettableClock
+) -> None:
+    def run_for(span: timedelta) -> None:
+        end = clock.now() + span
+        while clock.now() < end:
+            pipeline.tick()
+            pipeline.work()
+            clock.advance(timedelta(seconds=20))
+        pipeline.tick()
+        pipeline.work()
+
+    run_for(timedelta(minutes=3))
+    clock.step(-STEP)
+    one_time = [
+        pipeline.register(
+            at=format_instant(clock.now() + timedelta(minutes=i + 1)), handler_url=f"{sink.url}/a"
+        )
+        for i in range(4)
+    ]
+    recurring = [pipeline.register(rate="1 minute", handler_url=f"{sink.url}/r") for _ in range(2)]
+    run_for(timedelta(minutes=2))
+    clock.step(STEP)
+    run_for(timedelta(minutes=3))
+
+    for task_id in one_time:
+        assert list(occurrences_of(sink, task_id).values()) == [1], task_id
+    for task_id in recurring:
+        calls = occurrences_of(sink, task_id)
+        assert set(calls.values()) == {1}, calls
+        assert max(k.split("_", 1)[1] for k in calls) >= compact_instant(
+            clock.now() - timedelta(minutes=2)
+        ), sorted(calls)
+    pipeline.app.metrics.flush()
+    assert pipeline.metrics.total(metric_names.CLOCK_STEPS) == 2
+
+
+def test_on_aws_a_step_forward_does_not_reap_a_job_that_answered_202(
+    pipeline: Pipeline, sink: Sink, clock: SettableClock
+) -> None:
+    sink.status = 202  # the job goes on, and calls back within its callback lease
+    task_id = pipeline.register(
+        at=format_instant(clock.now() + timedelta(seconds=5)), handler_url=f"{sink.url}/long"
+    )
+    pipeline.reap()
+    clock.advance(timedelta(seconds=5))
+    pipeline.tick()
+    pipeline.work()
+    [execution_id] = occurrences_of(sink, task_id)
+
+    clock.step(STEP)
+    pipeline.reap()
+    pipeline.tick()
+    pipeline.work()
+    execution = pipeline.execution(execution_id)
+    assert execution is not None
+    assert (execution.status, execution.attempt) == (ExecutionStatus.RUNNING, 1)
+    assert sink.calls_by_key() == {execution_id: 1}
+
+    # A job that never calls back is still given up on: one hold after the step
+    # its lease is judged by the stepped clock, and it ran out.
+    lease = pipeline.settings.lease_terms
+    clock.advance(lease_hold(lease) + timedelta(seconds=1))
+    pipeline.reap()
+    execution = pipeline.execution(execution_id)
+    assert execution is not None
+    assert execution.attempt == 2 or execution.status.is_final, execution
