@@ -102,10 +102,12 @@ class Ticker:
             self._steps.observe()
         now = self._clock.now()
         cursor, history = self._read_cursor(shard, now)
-        stepped_back = self._stepped_back(shard)
+        steps_back, stepped_back = self._stepped_back(shard)
         cursor = self._rewound(shard, cursor, now, stepped_back=bool(stepped_back))
         if stepped_back:
             self._replan(shard, now, stepped_back)
+        # Handled once done: a tick that raised above handles the step next time.
+        self._steps_back_checked[shard] = steps_back
         report = TickReport(shard=shard, claim_budget=self._claim_budget(), deadline=deadline)
         self._forget_stale_hand_outs(now)
         if report.claim_budget <= 0:
@@ -172,13 +174,12 @@ class Ticker:
             history = recorded
         return cursor.bucket, history
 
-    def _stepped_back(self, shard: int) -> timedelta:
-        """How far the clock stepped back since this shard's last tick looked."""
+    def _stepped_back(self, shard: int) -> tuple[int, timedelta]:
+        """The steps back seen so far, and how far the clock stepped back in those
+        this shard's ticks have not handled yet."""
         if self._steps is None:
-            return timedelta(0)
-        seen, stepped = self._steps.backward_since(self._steps_back_checked.get(shard, 0))
-        self._steps_back_checked[shard] = seen
-        return stepped
+            return 0, timedelta(0)
+        return self._steps.backward_since(self._steps_back_checked.get(shard, 0))
 
     def _replan(self, shard: int, now: datetime, stepped: timedelta) -> None:
         """After the clock stepped back by ``stepped``: what a fast clock planned up to
