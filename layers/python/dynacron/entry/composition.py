@@ -244,6 +244,7 @@ class Dynacron(LambdaEvents):
             max_receive_count=DISPATCH_QUEUE.max_receive_count or 0,
             decode=dispatch_from_body,
             faults=self.faults,
+            steps=self.clock_steps,
         )
         self.execution_service = ExecutionService(
             executions=self.executions,
