@@ -454,7 +454,12 @@ class Monitoring(Construct):
                         metric_names.TICK_FAILURES,
                     )
                 ],
-                width=24,
+                width=16,
+            ),
+            cloudwatch.GraphWidget(
+                title="Clock steps (decision 0037)",
+                left=[dynacron_metric(metric_names.CLOCK_STEPS, "Sum", ONE_MINUTE)],
+                width=8,
             ),
         )
         dashboard.add_widgets(

@@ -26,6 +26,10 @@ def advance(cursors: CursorStore, shard: int, bucket: datetime) -> bool:
     return cursors.apply(shard, transitions.advance_cursor(bucket))
 
 
+def rewind(cursors: CursorStore, shard: int, bucket: datetime, seen: datetime) -> bool:
+    return cursors.apply(shard, transitions.rewind_cursor(bucket, seen))
+
+
 def record_tick(
     cursors: CursorStore, shard: int, history: ShardHistory, seen: ShardHistory
 ) -> bool:

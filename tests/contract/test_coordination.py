@@ -45,6 +45,21 @@ def test_a_cursor_only_moves_forward(adapters: AdapterSet) -> None:
     assert cursors.get(2) is None
 
 
+def test_a_cursor_moves_back_only_from_the_bucket_seen(adapters: AdapterSet) -> None:
+    """After the clock stepped back (decision 0037), of two ticks one rewinds."""
+    cursors = adapters.cursors
+    bucket = SHARDING.bucket(START)
+    assert not changes.rewind(cursors, 4, bucket - 2 * HOUR, bucket)  # no cursor yet
+    assert changes.advance(cursors, 4, bucket)
+
+    assert changes.rewind(cursors, 4, bucket - 2 * HOUR, bucket)
+    assert not changes.rewind(cursors, 4, bucket - 3 * HOUR, bucket)
+    assert cursors.get(4) == bucket - 2 * HOUR
+    # And it moves forward from there, as ever.
+    assert changes.advance(cursors, 4, bucket - HOUR)
+    assert cursors.get(4) == bucket - HOUR
+
+
 def test_record_tick_only_over_the_history_seen(adapters: AdapterSet) -> None:
     cursors = adapters.cursors
     bucket = SHARDING.bucket(START)

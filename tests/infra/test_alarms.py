@@ -220,6 +220,7 @@ def test_the_dashboard_shows_heartbeats_outcomes_duration_and_latency(
         metric_names.HANDLER_DURATION,
         metric_names.QUEUE_LATENCY,
         metric_names.PYTHON_HANDLERS_OVERRUNNING,
+        metric_names.CLOCK_STEPS,
     ):
         assert f'\\"{name}\\"' in body, name
     for shard in range(Settings.shard_count):

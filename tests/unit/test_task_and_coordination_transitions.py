@@ -209,6 +209,12 @@ def test_host_state_cursor_tick_and_create_key() -> None:
     assert advance.holds({"bucket": iso(NOW - timedelta(hours=1))})
     assert not advance.holds({"bucket": iso(NOW)})
 
+    rewind = coordination.rewind_cursor(NOW - timedelta(hours=2), NOW)
+    assert rewind.holds({"bucket": iso(NOW)})
+    assert not rewind.holds({"bucket": iso(NOW + timedelta(hours=1))})
+    assert not rewind.holds(None)
+    assert rewind.sets == {"bucket": iso(NOW - timedelta(hours=2))}
+
     seen = ShardHistory(ticking_since=NOW, last_tick=NOW)
     outage = Outage(last_tick=NOW, next_tick=LATER)
     history = ShardHistory(ticking_since=LATER, last_tick=LATER, outages=(outage,))

@@ -41,6 +41,9 @@ TASKS_SET_ASIDE = "TasksSetAside"
 LEASES_SET_ASIDE = "LeasesSetAside"
 # Ticks of the looping tick that raised; the loop backs off and goes on.
 TICK_FAILURES = "TickFailures"
+# Steps of the wall clock (forward or back) seen against a monotonic clock
+# (decision 0037): cursors rewound, leases measured as if it had not stepped.
+CLOCK_STEPS = "ClockSteps"
 
 # Totals, so that failures and retries have a denominator (issue 13). An attempt
 # counts once it ends, succeeded or failed: ``Failures / Attempts`` is the failure rate.

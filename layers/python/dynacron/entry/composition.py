@@ -43,6 +43,7 @@ from dynacron.ports import AdapterSet, DispatchQueue, DuePageHandOut
 from dynacron.ports.delivery import Delivery
 from dynacron.ports.faults import NO_FAULTS, Faults
 from dynacron.ports.metrics import NO_METRICS, Metrics
+from dynacron.services.clock_steps import ClockSteps, lease_hold, monotonic_of
 from dynacron.services.executions import ExecutionService
 from dynacron.services.follow_ups import FollowUps, RunStarter
 from dynacron.services.forecast import HerdForecast
@@ -98,6 +99,13 @@ class Dynacron(LambdaEvents):
         self.handlers = handlers or default_registry
         self.resolver = resolver
         self.metrics = ReliabilityMetrics(emit_metrics)
+        # One watch of the wall clock for the tick, the reaper and the worker.
+        self.clock_steps = ClockSteps(
+            self.clock,
+            monotonic_of(self.clock),
+            hold=lease_hold(settings.lease_terms),
+            metrics=self.metrics,
+        )
         if adapters is None:
             # Deployed (and in most tests): the AWS set, on the clients given.
             if dynamodb is None or sqs is None:
@@ -152,6 +160,7 @@ class Dynacron(LambdaEvents):
             metrics=self.metrics,
             sleep=self._sleep,
             page_claims=page_claims,
+            steps=self.clock_steps,
         )
 
     def _compose_outcomes(self) -> None:
@@ -214,6 +223,7 @@ class Dynacron(LambdaEvents):
                 clock_skew=terms.clock_skew,
                 max_pause=timedelta(seconds=settings.max_retry_after_seconds),
             ),
+            steps=self.clock_steps,
         )
 
     def _compose_control(self) -> None:
@@ -229,6 +239,7 @@ class Dynacron(LambdaEvents):
             max_per_run=settings.reaper_max_per_run,
             faults=self.faults,
             tasks=self.tasks,
+            steps=self.clock_steps,
         )
         self.undelivered_dispatches = UndeliveredDispatches(
             tasks=self.tasks,
@@ -241,6 +252,7 @@ class Dynacron(LambdaEvents):
             max_receive_count=DISPATCH_QUEUE.max_receive_count or 0,
             decode=dispatch_from_body,
             faults=self.faults,
+            steps=self.clock_steps,
         )
         self.execution_service = ExecutionService(
             executions=self.executions,

@@ -92,6 +92,10 @@ class Metrics(Protocol):
         timeout (sent each time the number changes)."""
         ...
 
+    def clock_stepped(self) -> None:
+        """The wall clock stepped, forward or back, against a monotonic clock."""
+        ...
+
     def flush(self) -> None:
         """Hand on what was recorded since the last flush (end of an invocation or step)."""
         ...
@@ -155,6 +159,9 @@ class _NoMetrics:
         pass
 
     def python_handlers_overrunning(self, count: int) -> None:
+        pass
+
+    def clock_stepped(self) -> None:
         pass
 
     def flush(self) -> None:

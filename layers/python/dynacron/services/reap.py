@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import transitions
@@ -21,6 +22,7 @@ from dynacron.ports import DispatchQueue, ExecutionStore, StoreUnavailable, Task
 from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.ports.metrics import Metrics
 from dynacron.services import task_changes
+from dynacron.services.clock_steps import ClockSteps
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
 logger = logging.getLogger("dynacron")
@@ -56,6 +58,16 @@ class Reaper:
     max_per_run: int = 1000
     faults: Faults = NO_FAULTS
     tasks: TaskStore | None = None
+    # After a forward step of the wall clock, leases are measured as if it had not
+    # happened until every live one was renewed since (decision 0037).
+    steps: ClockSteps | None = None
+
+    def _cutoff(self) -> tuple[datetime, datetime]:
+        """Now, and the instant before which a lease ended is abandoned."""
+        if self.steps is not None:
+            return self.steps.abandoned_before(self.lease_terms)
+        now = self.clock.now()
+        return now, self.lease_terms.abandoned_before(now)
 
     def reap(self) -> ReapReport:
         """One sweep of the lease shards in turn, each earliest expiry first, at most
@@ -66,8 +78,7 @@ class Reaper:
             budget = self.max_per_run - report.expired
             if budget <= 0:
                 break
-            now = self.clock.now()
-            cutoff = self.lease_terms.abandoned_before(now)
+            _, cutoff = self._cutoff()
             for execution_id in self.executions.expired_leases(shard, cutoff, budget):
                 report.expired += 1
                 try:
@@ -107,8 +118,7 @@ class Reaper:
             logger.exception("could not set the lease aside", extra={"execution_id": execution_id})
 
     def _reap_one(self, execution_id: str, report: ReapReport) -> None:
-        now = self.clock.now()
-        cutoff = self.lease_terms.abandoned_before(now)
+        now, cutoff = self._cutoff()
         execution = self.executions.get(execution_id)
         if (
             execution is None

@@ -5,7 +5,8 @@ bucket first; each page is claimed by ``page_claimer``, or handed to a claim
 invocation. Why, in docs/decisions/: 0001-claim-protocol.md (send, then claim),
 0002-due-index-and-cursor.md, 0009-h-jitter-catch-up.md (misfires, on time first),
 0014-tick-concurrency.md, 0021-setting-aside-poison-work.md and
-0025-elastic-tick-capacity.md (pages handed out).
+0025-elastic-tick-capacity.md (pages handed out), 0037-clock-steps.md (a cursor
+ahead of the clock is rewound).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from datetime import datetime, timedelta
 from dynacron.domain.clock import Clock
 from dynacron.domain.coordination import transitions
 from dynacron.domain.coordination.uptime import ShardHistory
-from dynacron.domain.tasks.task import due_bucket_key
+from dynacron.domain.tasks import transitions as task_transitions
+from dynacron.domain.tasks.claiming import replanned_after_step_back
+from dynacron.domain.tasks.task import Task, due_bucket_key
 from dynacron.ports import (
     CursorStore,
     DispatchQueue,
@@ -29,6 +32,7 @@ from dynacron.ports import (
 )
 from dynacron.ports.faults import NO_FAULTS, Faults
 from dynacron.ports.metrics import NO_METRICS, Metrics
+from dynacron.services.clock_steps import ClockSteps
 from dynacron.services.page_claimer import PageClaimer, TickReport
 from dynacron.services.tick_settings import TickSettings
 
@@ -57,8 +61,12 @@ class Ticker:
         metrics: Metrics | None = None,
         sleep: Callable[[float], None] = time.sleep,
         page_claims: DuePageHandOut | None = None,
+        steps: ClockSteps | None = None,
     ) -> None:
         self._page_claims = page_claims
+        self._steps = steps
+        # Shard -> the steps back seen when its cursor was last checked for one.
+        self._steps_back_checked: dict[int, int] = {}
         # Task id -> until when its hand-out is fresh. Kept by the Ticker, so a
         # looping tick (one Ticker, a tick a second) remembers across its ticks.
         self._handed_out: dict[str, datetime] = {}
@@ -89,8 +97,17 @@ class Ticker:
 
     def tick_shard(self, shard: int, deadline: datetime | None = None) -> TickReport:
         """One tick of ``shard``; with ``deadline``, no page is started after it."""
+        if self._steps is not None:
+            # Counted here, once a tick, whatever else looks at the clock.
+            self._steps.observe()
         now = self._clock.now()
         cursor, history = self._read_cursor(shard, now)
+        steps_back, stepped_back = self._stepped_back(shard)
+        cursor = self._rewound(shard, cursor, now, stepped_back=bool(stepped_back))
+        if stepped_back:
+            self._replan(shard, now, stepped_back)
+        # Handled once done: a tick that raised above handles the step next time.
+        self._steps_back_checked[shard] = steps_back
         report = TickReport(shard=shard, claim_budget=self._claim_budget(), deadline=deadline)
         self._forget_stale_hand_outs(now)
         if report.claim_budget <= 0:
@@ -156,6 +173,81 @@ class Ticker:
             self._cursors.apply(shard, transitions.record_tick(recorded, history))
             history = recorded
         return cursor.bucket, history
+
+    def _stepped_back(self, shard: int) -> tuple[int, timedelta]:
+        """The steps back seen so far, and how far the clock stepped back in those
+        this shard's ticks have not handled yet."""
+        if self._steps is None:
+            return 0, timedelta(0)
+        return self._steps.backward_since(self._steps_back_checked.get(shard, 0))
+
+    def _replan(self, shard: int, now: datetime, stepped: timedelta) -> None:
+        """After the clock stepped back by ``stepped``: what a fast clock planned up to
+        that far ahead waits for its schedule's next occurrence instead
+        (``replanned_after_step_back``, decision 0037). Read from the due index: one
+        query a bucket, once a step."""
+        until = now + stepped + timedelta(seconds=self._settings.cursor_grace_seconds)
+        bucket = self._sharding.bucket(now)
+        replanned = 0
+        while bucket <= self._sharding.bucket(until):
+            start_key = None
+            while True:
+                task_ids, start_key = self._tasks.due_task_ids(
+                    due_bucket_key(bucket, shard),
+                    until,
+                    self._settings.tick_page_size,
+                    start_key,
+                    now,
+                )
+                tasks, _ = self._tasks.read_many(task_ids)
+                for task in tasks:
+                    replanned += self._replan_one(task, now)
+                if start_key is None:
+                    break
+            bucket += self._width
+        if replanned:
+            logger.warning(
+                "tasks planned ahead by a clock that stepped back were planned again",
+                extra={"shard": shard, "tasks": replanned},
+            )
+
+    def _replan_one(self, task: Task, now: datetime) -> int:
+        earlier = replanned_after_step_back(task, now)
+        if earlier is None:
+            return 0
+        placement = self._sharding.place(task.task_id, earlier, now)
+        assert placement is not None
+        change = task_transitions.replan(task.version, earlier, placement.key, now)
+        # Refused: the task changed meanwhile (claimed, edited); it stays as it is.
+        return int(self._tasks.apply(task.task_id, change))
+
+    def _rewound(
+        self, shard: int, cursor: datetime | None, now: datetime, *, stepped_back: bool
+    ) -> datetime | None:
+        """The cursor, moved back if it is ahead of the clock (decision 0037).
+
+        A cursor only ever passes buckets that ended ``cursor_grace`` before the
+        clock of the tick that moved it; one ahead of that by this tick's clock
+        means the clock stepped back (or this tick's runs slow): what is written
+        now is filed in buckets behind it, and would never be found. It is moved
+        back to where this clock would have it, so those buckets are walked (and
+        the cursor moves on over them once drained, as ever). The persisted cursor
+        tells even after a restart; a cursor in the present bucket (where a fresh
+        store starts it) is moved back only after a step back was seen, which may
+        have filed work in the bucket before.
+        """
+        if cursor is None:
+            return None
+        floor = self._sharding.bucket(now - timedelta(seconds=self._settings.cursor_grace_seconds))
+        if cursor <= floor or (cursor <= self._sharding.bucket(now) and not stepped_back):
+            return cursor
+        logger.warning(
+            "the shard's cursor is ahead of the clock; moving it back",
+            extra={"shard": shard, "cursor": cursor.isoformat(), "to": floor.isoformat()},
+        )
+        # Refused: another tick moved it meanwhile; this tick walks from the floor anyway.
+        self._cursors.apply(shard, transitions.rewind_cursor(floor, cursor))
+        return floor
 
     def _claim_budget(self) -> int:
         """Never more in flight than ``max_queued_dispatches``: the rest waits, due."""

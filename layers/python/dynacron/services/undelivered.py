@@ -37,6 +37,7 @@ from dynacron.ports.messages import DecodeDispatch
 from dynacron.ports.metrics import Metrics
 from dynacron.services import task_changes
 from dynacron.services.attempts import tenant_of
+from dynacron.services.clock_steps import ClockSteps
 from dynacron.services.outcomes import AttemptOutcomes
 
 logger = logging.getLogger("dynacron")
@@ -85,6 +86,8 @@ class UndeliveredDispatches:
     max_receive_count: int
     decode: DecodeDispatch
     faults: Faults = NO_FAULTS
+    # As the reaper's: no live lease looks expired for a forward step (decision 0037).
+    steps: ClockSteps | None = None
 
     @property
     def _reason(self) -> str:
@@ -246,8 +249,11 @@ class UndeliveredDispatches:
         (``ExecutionRunner._not_begun``): take a lease that ran out over, else let the
         reaper watch it. Either way the lease is indexed before the message goes."""
         assert running.lease_until is not None
-        now = self.clock.now()
-        cutoff = self.lease_terms.abandoned_before(now)
+        if self.steps is not None:
+            now, cutoff = self.steps.abandoned_before(self.lease_terms)
+        else:
+            now = self.clock.now()
+            cutoff = self.lease_terms.abandoned_before(now)
         if running.lease_until < cutoff:
             token = new_token()
             take_over = transitions.take_over(

@@ -49,6 +49,7 @@ from dynacron.ports.metrics import Metrics
 from dynacron.services import attempts, task_changes
 from dynacron.services.attempt_records import AttemptRecords, Heartbeats, HeldBack
 from dynacron.services.attempts import tenant_of
+from dynacron.services.clock_steps import ClockSteps
 from dynacron.services.limits import LimitGate, Pass, Wait
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
@@ -87,7 +88,9 @@ class ExecutionRunner:
         lease_terms: LeaseTerms,
         faults: Faults = NO_FAULTS,
         limits: LimitGate | None = None,
+        steps: ClockSteps | None = None,
     ) -> None:
+        self._steps = steps
         self._tasks = tasks
         self._executions = executions
         self._queue = queue
@@ -338,8 +341,12 @@ class ExecutionRunner:
             and current.lease_token is not None
             and current.lease_until is not None
         ):
-            now = self._clock.now()
-            cutoff = self._terms.abandoned_before(now)
+            if self._steps is not None:
+                # As the reaper: no live lease looks expired for a step (decision 0037).
+                now, cutoff = self._steps.abandoned_before(self._terms)
+            else:
+                now = self._clock.now()
+                cutoff = self._terms.abandoned_before(now)
             if current.lease_until < cutoff:
                 token = new_token()
                 take_over = transitions.take_over(

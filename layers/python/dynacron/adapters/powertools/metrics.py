@@ -152,6 +152,9 @@ class ReliabilityMetrics:
     def python_handlers_overrunning(self, count: int) -> None:
         self._add(metric_names.PYTHON_HANDLERS_OVERRUNNING, MetricUnit.Count, max(0, count))
 
+    def clock_stepped(self) -> None:
+        self._add(metric_names.CLOCK_STEPS, MetricUnit.Count, 1)
+
     def flush(self) -> None:
         """Hand what was recorded since the last flush to ``emit``, as one EMF
         document: a metric with a dimension of its own rides in it as a directive

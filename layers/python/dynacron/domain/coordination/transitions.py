@@ -199,6 +199,15 @@ def advance_cursor(bucket: datetime) -> Transition:
     return Transition(expects=AnyOf(Missing(BUCKET), Below(BUCKET, at)), sets={BUCKET: at})
 
 
+@names_move("rewind")
+def rewind_cursor(bucket: datetime, seen: datetime) -> Transition:
+    """Move a shard's cursor back to ``bucket`` after the clock stepped back
+    (decision 0037). Expects the cursor still ``seen``: of two ticks, one rewinds."""
+    return Transition(
+        expects=Equals(BUCKET, format_instant(seen)), sets={BUCKET: format_instant(bucket)}
+    )
+
+
 def outage_to_text(outage: Outage) -> str:
     """An outage as stored: its last tick and the next one, ``/`` between."""
     return f"{format_instant(outage.last_tick)}/{format_instant(outage.next_tick)}"

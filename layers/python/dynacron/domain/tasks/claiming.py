@@ -13,7 +13,12 @@ from datetime import datetime, timedelta
 from dynacron.domain.coordination.uptime import UNKNOWN, ShardHistory
 from dynacron.domain.executions.execution import Dispatch
 from dynacron.domain.instants import to_utc_ms
-from dynacron.domain.schedules.expressions import FixedDelaySchedule, RateSchedule, Schedule
+from dynacron.domain.schedules.expressions import (
+    CronSchedule,
+    FixedDelaySchedule,
+    RateSchedule,
+    Schedule,
+)
 from dynacron.domain.tasks.task import (
     MAX_JITTER_SECONDS,
     SKIPPED_BUFFER_FULL,
@@ -308,3 +313,27 @@ def advanced(task: Task, claim: Claim, now: datetime) -> Task:
         version=task.version + 1,
         updated_at=to_utc_ms(now),
     )
+
+
+def replanned_after_step_back(task: Task, now: datetime) -> datetime | None:
+    """The earlier occurrence to plan ``task`` for after the clock stepped back, or
+    None if it stays as planned (decision 0037).
+
+    A clock that ran fast planned recurring tasks on its time: once corrected,
+    their next occurrence lies a step ahead, and nothing would run until the clock
+    caught up. A cron or rate task waits instead for the first occurrence of its
+    schedule after ``now``, if that is earlier than the planned one. An occurrence
+    the fast clock already ran keeps its execution id, so meeting it again runs
+    nothing twice. One-time, fixed-delay and ``after`` tasks keep their time, and so
+    does a task whose runs hold its slot (``overlap`` skip or buffer_one): an
+    occurrence met again would take the slot under an execution already ended,
+    which no end would release.
+    """
+    if task.status is not TaskStatus.ACTIVE or task.next_run_at is None or task.holds_slot:
+        return None
+    if task.next_run_at <= now or not isinstance(task.schedule, CronSchedule | RateSchedule):
+        return None
+    earliest = task.schedule.next_after(now)
+    if earliest is None or earliest >= task.next_run_at:
+        return None
+    return earliest

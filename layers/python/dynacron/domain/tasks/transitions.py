@@ -85,6 +85,23 @@ def claim(claim: Claim, placement_key: str | None, now: datetime) -> Transition:
     )
 
 
+@names_move("replan")
+def replan(
+    seen_version: int, next_run_at: datetime, placement_key: str, now: datetime
+) -> Transition:
+    """Plan an ACTIVE task for ``next_run_at`` in the bucket ``placement_key`` instead
+    (after a step back of the clock, decision 0037). Expects the version read."""
+    return Transition(
+        expects=AllOf(Equals(VERSION, seen_version), Equals(STATUS, TaskStatus.ACTIVE.value)),
+        sets={
+            NEXT_RUN_AT: format_instant(next_run_at),
+            DUE_BUCKET: placement_key,
+            UPDATED_AT: format_instant(now),
+        },
+        computes={VERSION: Plus(VERSION, 1)},
+    )
+
+
 def next_version(seen: Any) -> int:
     """The version after ``seen`` as stored (any form a record written around the API
     may hold): one more than a whole number, else 1."""
