@@ -16,7 +16,7 @@ from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
-from dynacron.domain.tasks.task import TaskStatus, execution_id_for
+from dynacron.domain.tasks.task import TaskStatus, execution_id_for, shard_for
 from dynacron.entry.composition import Dynacron
 from dynacron.local.chaos import InjectedCrash
 from dynacron.services.tick import Ticker
@@ -256,3 +256,37 @@ def test_a_cursor_ahead_of_the_clock_still_lets_the_present_be_queried(
     clock.advance(timedelta(seconds=10))
     # Then a tick on the true time still finds what is due now
     assert sum(r.claimed for r in system.ticker.tick()) == 1
+
+
+def test_a_smaller_shard_count_ticks_the_dropped_shards_with_the_ones_it_keeps(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    dynamodb, sqs = aws
+    # Given tasks registered and ticked while the stack ran with 6 shards
+    wide = Dynacron(
+        dataclasses.replace(system.settings, shard_count=6),
+        dynamodb=dynamodb,
+        sqs=sqs,
+        clock=clock,
+    )
+    ids = [register(wide, rate="1 minute") for _ in range(30)]
+    wide.ticker.tick()
+    assert {shard_for(task_id, 6) for task_id in ids} >= {2, 3, 4, 5}
+    # When it runs with 2 (the system's count), past every task's next occurrence
+    clock.advance(timedelta(minutes=1, seconds=1))
+    reports = system.ticker.tick()
+    # Then each kept shard ticked the dropped shards of its residue too, and every
+    # task fired once
+    assert (system.ticker.adopted(0), system.ticker.adopted(1)) == ([2, 4], [3, 5])
+    assert sum(r.claimed for r in reports) == 30
+    assert sorted(body["task_id"] for body in drain_queue(system, aws)) == sorted(ids)
+    # And each next occurrence is filed in the 2 shards: the dropped ones empty out
+    items = dynamodb.scan(TableName=system.settings.tasks_table)["Items"]
+    filed = {item["task_id"]["S"]: item["due_bucket"]["S"] for item in items}
+    assert {filed[task_id].rsplit("#", 1)[1] for task_id in ids} == {"0", "1"}
+    assert all(filed[t].endswith(f"#{shard_for(t, 2)}") for t in ids)
+
+
+def test_a_shard_count_never_lowered_adopts_nothing(system: Dynacron, clock: SettableClock) -> None:
+    system.ticker.tick()
+    assert [system.ticker.adopted(shard) for shard in range(2)] == [[], []]

@@ -205,7 +205,6 @@ class SqliteStore:
         adapters = sqlite_adapters(
             self.database, clock, execution_retention=self._options.retention
         )
-        keep_shard_count(self.database, settings.shard_count, self.data_dir)
         start_cursors(adapters, settings, clock)
         return adapters
 
@@ -256,47 +255,6 @@ class SqliteStore:
     def _ready(self) -> SqliteQueues:
         assert self._queues is not None, "open() first"
         return self._queues
-
-
-# The shard a task is filed under, from its due-index key (``<bucket>#<shard>``).
-_FILED_SHARD = "CAST(substr(due_bucket, instr(due_bucket, '#') + 1) AS INTEGER)"
-
-
-def keep_shard_count(database: Database, shard_count: int, data_dir: Path) -> None:
-    """Remember the shard count the tasks are filed under; refuse a smaller one while
-    any task waits in a shard it would drop (no tick would ever claim it again).
-
-    More shards are always fine: every shard a task is filed under is still ticked.
-    Fewer are fine once the dropped shards hold no due task. Otherwise
-    ``UnusablePath`` names the count to start with. A start with the count already
-    kept only reads one row: it takes no write lock (a process of an instance just
-    killed may still hold it), and only a smaller count reads the tasks.
-    """
-    if _filed_shards(database.connection()) == shard_count:
-        return
-    with database.write() as connection:
-        filed = _filed_shards(connection)
-        if filed is not None and shard_count < filed:
-            (stranded,) = connection.execute(
-                f"SELECT COUNT(*) FROM tasks WHERE due_bucket IS NOT NULL AND {_FILED_SHARD} >= ?",
-                (shard_count,),
-            ).fetchone()
-            if stranded:
-                raise UnusablePath(
-                    f"the tasks in {data_dir} are filed in {filed} shards, and {stranded} of "
-                    f"them wait in shards {shard_count}-{filed - 1}, which --shards "
-                    f"{shard_count} would never tick: start with --shards {filed} (or more)"
-                )
-        connection.execute(
-            "INSERT INTO store_facts (name, value) VALUES ('shards', ?) "
-            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            (str(shard_count),),
-        )
-
-
-def _filed_shards(connection: sqlite3.Connection) -> int | None:
-    row = connection.execute("SELECT value FROM store_facts WHERE name = 'shards'").fetchone()
-    return int(row[0]) if row is not None else None
 
 
 def start_cursors(adapters: AdapterSet, settings: Settings, clock: Clock) -> None:

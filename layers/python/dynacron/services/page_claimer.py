@@ -86,6 +86,18 @@ class TickReport:
     backlog_until: datetime | None = None
     backlog_rounds: int = 0
 
+    def absorb(self, other: TickReport) -> None:
+        """Count what a tick of another shard did as this tick's (an adopted shard's,
+        ticked with it); this report keeps its own shard, cursor and budget."""
+        for name in (
+            "buckets_queried", "candidates", "sent", "claimed", "rescheduled",
+            "lost_races", "set_aside", "handed_out", "pages_handed_out",
+            "still_handed_out", "held_back", "catchup_cut", "backlog_rounds",
+        ):  # fmt: skip
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.lateness_seconds += other.lateness_seconds
+        self.cut_short = self.cut_short or other.cut_short
+
     @property
     def claim_writes(self) -> int:
         """Claims that moved a task on, whether or not they ran anything: the budget's unit."""

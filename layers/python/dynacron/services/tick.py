@@ -41,6 +41,8 @@ logger = logging.getLogger("dynacron")
 # The newest buckets are queried on every tick even when a long backlog of old
 # buckets is being walked; what is due now is queried before any of it.
 ALWAYS_QUERIED_BUCKETS = 2
+# At most this many dropped shards are adopted (a shard count is at most 100).
+MAX_ADOPTED = 1000
 MAX_OLD_BUCKETS_PER_TICK = 48
 
 
@@ -65,6 +67,8 @@ class Ticker:
     ) -> None:
         self._page_claims = page_claims
         self._steps = steps
+        # Shards beyond the shard count with a cursor: found on the first tick.
+        self._orphans: list[int] | None = None
         # Shard -> the steps back seen when its cursor was last checked for one.
         self._steps_back_checked: dict[int, int] = {}
         # Task id -> until when its hand-out is fresh. Kept by the Ticker, so a
@@ -96,7 +100,36 @@ class Ticker:
         return [self.tick_shard(shard) for shard in range(self._settings.sharding.shard_count)]
 
     def tick_shard(self, shard: int, deadline: datetime | None = None) -> TickReport:
-        """One tick of ``shard``; with ``deadline``, no page is started after it."""
+        """One tick of ``shard``, and of the shards it adopted (``adopted``); with
+        ``deadline``, no page is started after it."""
+        report = self._tick_one(shard, deadline)
+        for orphan in self.adopted(shard):
+            report.absorb(self._tick_one(orphan, deadline))
+        return report
+
+    def adopted(self, shard: int) -> list[int]:
+        """The shards beyond the shard count that ``shard`` ticks too (decision 0039).
+
+        A store once ticked with more shards keeps the cursors of the shards a
+        smaller count dropped, and tasks may still be filed there until their next
+        occurrence (a claim files the next one under the present count). Shard
+        ``s`` adopts every dropped shard ``o`` with ``o % shard_count == s``; they
+        are found once per ``Ticker``, by the cursors just past the count.
+        """
+        if self._orphans is None:
+            count = self._sharding.shard_count
+            found: list[int] = []
+            while len(found) < MAX_ADOPTED and self._cursors.get(count + len(found)) is not None:
+                found.append(count + len(found))
+            if found:
+                logger.warning(
+                    "ticking shards the shard count dropped",
+                    extra={"shard_count": count, "dropped": len(found)},
+                )
+            self._orphans = found
+        return [o for o in self._orphans if o % self._sharding.shard_count == shard]
+
+    def _tick_one(self, shard: int, deadline: datetime | None) -> TickReport:
         if self._steps is not None:
             # Counted here, once a tick, whatever else looks at the clock.
             self._steps.observe()

@@ -122,8 +122,4 @@ COORDINATION = (
     )""",
     "CREATE INDEX IF NOT EXISTS create_keys_expiry ON create_keys (expires_at)",
     # Facts about the store as a whole: the shard count its tasks are filed under.
-    """CREATE TABLE IF NOT EXISTS store_facts (
-        name TEXT PRIMARY KEY,
-        value TEXT NOT NULL
-    )""",
 )
