@@ -395,6 +395,8 @@ def deliver_again(pipeline: Pipeline, execution_id: str, attempt: int = 1) -> No
     assert pipeline.work(pipeline.component(), batches=1) == 1
 
 
+# As below: the held call must outlast the take-over on a loaded machine.
+@pytest.mark.handler_timeout(5)
 def test_the_reaper_and_a_late_worker_cannot_both_win(pipeline: Pipeline, sink: Sink) -> None:
     """The worker's handler is slow; its lease runs out and the reaper takes over while
     the handler is still running. The late worker's outcome write is refused; the
@@ -426,6 +428,9 @@ def test_the_reaper_and_a_late_worker_cannot_both_win(pipeline: Pipeline, sink: 
     assert pipeline.metrics.total(metric_names.DUPLICATES_SUPPRESSED) >= 1  # the replay
 
 
+# The held call must outlast the take-over (a clock move, a reap, a redelivery)
+# however loaded the machine: a call that timed out would leave no success to replay.
+@pytest.mark.handler_timeout(5)
 def test_a_redelivered_message_and_a_late_worker_cannot_both_win(
     pipeline: Pipeline, sink: Sink
 ) -> None:
