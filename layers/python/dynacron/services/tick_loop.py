@@ -27,6 +27,9 @@ from dynacron.services.tick import Ticker
 
 logger = logging.getLogger("dynacron")
 
+# The share of a tick interval by which a renewal may come early.
+RENEWAL_SLACK = 0.1
+
 
 @dataclass(frozen=True)
 class LoopTiming:
@@ -47,20 +50,22 @@ class LoopTiming:
     # The loop ends this long before Lambda's timeout, to hand over cleanly.
     end_margin_seconds: float = 15.0
     # A holder that stops renewing loses the shard this long after its last renewal;
-    # its standby sees it within ``poll_seconds`` and ticks at once.
-    lease_seconds: float = 6.0
-    # A renewal is one conditional write; a tick is bounded by the lease as last
-    # renewed (``tick_margin_seconds``), so a long tick is cut short, renewed and
-    # resumed at the next step rather than outliving its lease.
-    renew_every_seconds: float = 2.0
+    # its standby sees it within ``poll_seconds`` and ticks at once. It must outlast
+    # a renewal interval, the longest tick and the margin (tests/infra/test_config.py).
+    lease_seconds: float = 7.0
+    # A renewal is one conditional write, before each tick; a tick is bounded by the
+    # lease as last renewed (``tick_margin_seconds``), so a long tick is cut short,
+    # renewed and resumed at the next step rather than outliving its lease.
+    renew_every_seconds: float = 1.0
     # How often a standby reads the lease (one strongly consistent GetItem).
     poll_seconds: float = 1.0
     # A standby reads this far into each second: after the holder's tick at the top
     # of the second, so a hand-over is picked up half a second later.
     poll_phase_seconds: float = 0.5
     # A tick starts no page (and no round of claims) later than this before its
-    # lease ends: one round must fit, with room to spare.
-    tick_margin_seconds: float = 1.5
+    # lease ends: one page must fit (``tick_page_size`` claims, 2.9 s at 128 MB
+    # when the tick claims a page itself because its hand-out failed).
+    tick_margin_seconds: float = 3.0
     # After a tick that raised, wait this long, doubled at each failure in a row.
     failure_backoff_seconds: float = 1.0
     max_failure_backoff_seconds: float = 8.0
@@ -270,7 +275,10 @@ class ShardTickLoop:
 
     def _renewal_due(self, now: datetime) -> bool:
         assert self._renewed_at is not None
-        return now - self._renewed_at >= timedelta(seconds=self._timing.renew_every_seconds)
+        # A step woken a little early still renews: a renewal every second is one
+        # before every tick, not one every other tick.
+        slack = RENEWAL_SLACK * self._timing.tick_interval_seconds
+        return now - self._renewed_at >= timedelta(seconds=self._timing.renew_every_seconds - slack)
 
     def _lease_end(self, now: datetime) -> datetime:
         return now + timedelta(seconds=self._timing.lease_seconds)
