@@ -86,6 +86,7 @@ from dynacron.planning.capacity import plan
 from dynacron.planning.capacity_model import PRICES
 from dynacron.planning.partitions import Workload
 from dynacron.services import page_claimer
+from dynacron.services.tick_loop import LoopTiming
 from infra.config import SchedulerConfig
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -96,9 +97,10 @@ LAMBDA_API_LATENCY = Latency(median=0.015, p99=0.050)
 # From an asynchronous Invoke's 202 to the invocation starting.
 ASYNC_START = Latency(median=0.030, p99=0.150)
 HANDLER_LATENCY = Latency(median=0.2, p99=0.8)
-TICK_TIMEOUT_SECONDS = 120.0
+# The tick function's timeout and schedule, as the CDK construct takes them (decision 0036).
+TICK_TIMEOUT_SECONDS = LoopTiming().invocation_seconds
 CLAIM_TIMEOUT_SECONDS = 30.0
-TICK_SCHEDULE_SECONDS = 60.0
+TICK_SCHEDULE_SECONDS = LoopTiming().schedule_period_seconds
 RECURRING_EVERY_SECONDS = 600
 LATER_FROM_SECONDS = 700.0
 LATER_SPAN_SECONDS = 2800.0
