@@ -35,8 +35,9 @@ RENEWAL_SLACK = 0.1
 class LoopTiming:
     """The loop's clockwork: the schedule, ticks, the shard lease, polls and backoff,
     in seconds. The one source of these timings: the CDK construct takes the tick
-    function's timeout from here (``invocation_seconds``), and ``dynacron plan`` its
-    billed seconds, renewals and polls (decision 0036)."""
+    function's timeout and schedule from here (``invocation_seconds``,
+    ``schedule_period_seconds``), the entry point its end margin, and ``dynacron
+    plan`` and the cost benchmarks its billed seconds and renewals (decision 0036)."""
 
     tick_interval_seconds: float = 1.0
     # EventBridge starts one invocation per shard this often (its finest rate).
