@@ -28,6 +28,7 @@ from bench.meter import Meter, item_size, read_units, summarise
 from dynacron.adapters.powertools.metrics import EmfDocument
 from dynacron.api.requests import TaskCreate
 from dynacron.definitions.resources import COORDINATION, EXECUTIONS, TASKS
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.instants import format_instant
@@ -36,7 +37,7 @@ from dynacron.entry.events import TICK_LOOP_MARGIN
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import LocalContext
 from dynacron.local.runtime import sqs_event
-from dynacron.services.tick_loop import LoopTiming, ShardTickLoop
+from dynacron.services.tick_loop import ShardTickLoop
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -73,6 +73,7 @@ from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.adapters.aws.due_page_hand_out import LambdaDuePageHandOut
 from dynacron.adapters.aws.task_items import task_to_item
 from dynacron.definitions.resources import TENANT_KEY_PREFIX, WORKER_TIMEOUT_SECONDS
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.coordination import transitions
 from dynacron.domain.executions.execution import DeliveryResult, Dispatch, HandlerAnswer
@@ -86,7 +87,6 @@ from dynacron.planning.capacity import plan
 from dynacron.planning.capacity_model import PRICES
 from dynacron.planning.partitions import Workload
 from dynacron.services import page_claimer
-from dynacron.services.tick_loop import LoopTiming
 from infra.config import SchedulerConfig
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -36,7 +36,7 @@ from dynacron.definitions.resources import (
     EXECUTIONS,
     TASKS,
 )
-from dynacron.services.tick_loop import LoopTiming
+from dynacron.definitions.tick_timing import LoopTiming
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import ITEM_READ_WRITE, allow, index_arn
 

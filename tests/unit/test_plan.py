@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from dynacron.cli.main import app
 from dynacron.definitions.resources import TABLES
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.entry.settings import Settings
 from dynacron.planning import capacity, capacity_model
 from dynacron.planning.capacity import PlanRefused, plan, size_elastic, size_tick
@@ -24,7 +25,6 @@ from dynacron.planning.capacity_model import (
 )
 from dynacron.planning.partitions import Workload
 from dynacron.planning.workers import MAX_WORKER_CONCURRENCY, WORKER_HEADROOM
-from dynacron.services.tick_loop import LoopTiming
 from tests.support import ROOT
 
 RESULTS = ROOT / "bench" / "results"

@@ -6,12 +6,13 @@ import itertools
 from datetime import timedelta
 
 from dynacron.api.requests import TaskCreate
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.tasks.task import shard_for
 from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import Settings
-from dynacron.services.tick_loop import LoopEnd, LoopTiming, ShardTickLoop
+from dynacron.services.tick_loop import LoopEnd, ShardTickLoop
 from tests.conftest import sleep_moving
 from tests.support import ConcurrentLoops, FakeLambdaContext
 

@@ -26,6 +26,7 @@ from dynacron.adapters.due_page_events import page_from_event
 from dynacron.adapters.messages import dispatch_from_body
 from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.api.routes import unroutable_path, unsupported_body
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions.execution import Dispatch, queue_latency
 from dynacron.entry.record_batches import process_at_once
@@ -35,7 +36,7 @@ from dynacron.ports.faults import Boundary, Faults
 from dynacron.services.attempt_records import InvocationBudget
 from dynacron.services.reap import Reaper
 from dynacron.services.tick import Ticker
-from dynacron.services.tick_loop import LoopTiming, ShardTickLoop
+from dynacron.services.tick_loop import ShardTickLoop
 from dynacron.services.undelivered import UndeliveredDispatches
 from dynacron.services.work import ExecutionRunner
 

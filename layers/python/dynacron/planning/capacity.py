@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dynacron.definitions.environment import MAX_QUEUED_DISPATCHES_VAR
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.entry.settings import Settings
 from dynacron.planning.capacity_model import (
     CLAIM_MEMORY_MB,
@@ -54,7 +55,6 @@ from dynacron.planning.workers import (
     WorkerSizing,
     size_workers,
 )
-from dynacron.services.tick_loop import LoopTiming
 
 MIN_MEMORY_MB = 128
 # Lambda takes memory in 1 MB steps; the plan rounds up to these to stay readable.
