@@ -522,10 +522,25 @@ def run(scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu) -
                 f"wall {time.perf_counter() - began:4.0f} s",
                 flush=True,
             )
-            if done >= len(expected) and at >= (last_due - START).total_seconds() + 5:
+            if (
+                done >= len(expected)
+                and at >= (last_due - START).total_seconds() + 5
+                and not running(world, expected)
+            ):
                 break
     wall = time.perf_counter() - began
     return report(world, scenario, deployment, expected, at, wall, time.process_time() - cpu, built)
+
+
+def running(world: World, expected: dict[str, datetime]) -> bool:
+    """Whether a worker still holds an execution it called the handler for (its finish
+    not yet written): the run goes on until it has ended."""
+    table = world.model.tables[world.settings.executions_table]
+    for execution_id in expected:
+        item = table.items.get((task_id_of(execution_id), execution_id))
+        if item is not None and item["status"]["S"] == "RUNNING":
+            return True
+    return False
 
 
 def report(
