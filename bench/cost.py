@@ -28,6 +28,7 @@ from bench.meter import Meter, item_size, read_units, summarise
 from dynacron.adapters.powertools.metrics import EmfDocument
 from dynacron.api.requests import TaskCreate
 from dynacron.definitions.resources import COORDINATION, EXECUTIONS, TASKS
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.instants import format_instant
@@ -54,9 +55,9 @@ PRICES = {
     "eventbridge_scheduler_per_million_invocations": 1.00,
 }
 WORKER_BATCH = 10
-# The looping tick's Lambda timeout (infra/constructs/tick.py, TICK_TIMEOUT): the loop
-# of an invocation that nobody relieves ends this long after it started, less its margin.
-TICK_TIMEOUT = timedelta(minutes=2)
+# The looping tick's Lambda timeout (infra/constructs/tick.py, TICK_TIMEOUT, from
+# LoopTiming): an invocation's loop ends this long after it started, less its margin.
+TICK_TIMEOUT = timedelta(seconds=LoopTiming().invocation_seconds)
 # EventBridge starts each minute's invocation some seconds into the minute.
 TICK_ARRIVAL_OFFSET = timedelta(seconds=12)
 
@@ -196,20 +197,22 @@ def scenario(
 def idle_shard(bench: Bench, minutes: int = 3) -> dict[str, Any]:
     """A shard's looping tick with nothing due, as deployed, for ``minutes`` minutes.
 
-    Each minute a new invocation arrives, asks for the shard's lease and is handed it
-    at the holder's next renewal (``services.tick_loop``); meanwhile it polls. The
-    loops are stepped in time order on the settable clock (no threads, no sleeping),
-    and every request between the second and the last arrivals is metered: ticks
-    (cursor read, due-index query, the dispatch queue's depth), heartbeats, lease
-    renewals, handovers and the successor's polls. Returns the cost of one shard-second
-    and each invocation's billed seconds.
+    Each minute a new invocation arrives and stands by, reading the lease each second,
+    until the holder hands it the shard at the holder's deadline (``services.tick_loop``,
+    decision 0036). The loops are stepped in time order on the settable clock (no
+    threads, no sleeping), and every request from the third arrival (the first at
+    which a holder has both its standbys, as in every later minute) to the last
+    metered one is: ticks (cursor read, due-index query, the dispatch queue's depth),
+    heartbeats, lease renewals, handovers and the standbys' reads. Returns the cost
+    of one shard-second and each invocation's billed seconds.
     """
     clock = bench.clock
     app = bench.app
     first = clock.now().replace(second=0, microsecond=0) + timedelta(minutes=1)
-    arrivals = [first + timedelta(minutes=m) + TICK_ARRIVAL_OFFSET for m in range(minutes + 3)]
-    # The first invocation takes a free lease; the metered ones are each relieved.
-    window_start, window_end = arrivals[1], arrivals[minutes + 1]
+    arrivals = [first + timedelta(minutes=m) + TICK_ARRIVAL_OFFSET for m in range(minutes + 5)]
+    # The first invocation takes a free lease, the second is its only standby for a
+    # while; from the third arrival on each minute is like the next.
+    window_start, window_end = arrivals[2], arrivals[minutes + 2]
     # (instant, order, invocation number): an arrival or a loop's next step
     steps: list[tuple[datetime, int, int]] = [(at, n, n) for n, at in enumerate(arrivals)]
     heapq.heapify(steps)
@@ -252,7 +255,7 @@ def idle_shard(bench: Bench, minutes: int = 3) -> dict[str, Any]:
     assert metered is not None, "the simulation ended before its window"
     seconds = (window_end - window_start).total_seconds()
     summary = summarise(metered, fires=int(seconds))
-    billed = [(ended[n] - arrivals[n]).total_seconds() for n in range(1, minutes + 1)]
+    billed = [(ended[n] - arrivals[n]).total_seconds() for n in range(2, minutes + 2)]
     emf_bytes = sum(len(json.dumps(d, separators=(",", ":"))) + 1 for d in documents)
     # A custom metric is a name with a set of dimensions; one with a shard's among them
     # is published once per shard, so it is billed once per shard.

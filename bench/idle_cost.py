@@ -225,14 +225,15 @@ def idle_rows(counts: StackCounts, cost: dict[str, Any]) -> list[Row]:
     rows = [
         Row(
             f"looping tick: for each of {shards} shards, one {counts.tick_memory_mb} MB arm64 "
-            f"invocation a minute, billed {billed:g} s (its minute plus its wait for the "
-            f"lease); {invocations:,} invocations",
+            f"invocation a minute, billed {billed:g} s (a minute as the shard's standby, a "
+            f"minute as its holder, the overlap: decision 0036); {invocations:,} invocations",
             tick_duration + tick_requests,
             f"{_usd(tick_duration)} + {_usd(tick_requests)}",
         ),
         Row(
             f"DynamoDB requests of the ticks, per shard-second: {second['rcu']:g} read units "
-            f"(cursor, due-index queries, lease reads) and {second['write_units']:g} write units "
+            f"(cursor, due-index queries, the standbys' lease reads) and "
+            f"{second['write_units']:g} write units "
             f"(heartbeat {heartbeat:g}, lease renewals and handovers {lease:g})",
             reads + writes,
             f"{_usd(reads)} + {_usd(writes)}",

@@ -73,6 +73,7 @@ from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.adapters.aws.due_page_hand_out import LambdaDuePageHandOut
 from dynacron.adapters.aws.task_items import task_to_item
 from dynacron.definitions.resources import TENANT_KEY_PREFIX, WORKER_TIMEOUT_SECONDS
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.coordination import transitions
 from dynacron.domain.executions.execution import DeliveryResult, Dispatch, HandlerAnswer
@@ -96,9 +97,10 @@ LAMBDA_API_LATENCY = Latency(median=0.015, p99=0.050)
 # From an asynchronous Invoke's 202 to the invocation starting.
 ASYNC_START = Latency(median=0.030, p99=0.150)
 HANDLER_LATENCY = Latency(median=0.2, p99=0.8)
-TICK_TIMEOUT_SECONDS = 120.0
+# The tick function's timeout and schedule, as the CDK construct takes them (decision 0036).
+TICK_TIMEOUT_SECONDS = LoopTiming().invocation_seconds
 CLAIM_TIMEOUT_SECONDS = 30.0
-TICK_SCHEDULE_SECONDS = 60.0
+TICK_SCHEDULE_SECONDS = LoopTiming().schedule_period_seconds
 RECURRING_EVERY_SECONDS = 600
 LATER_FROM_SECONDS = 700.0
 LATER_SPAN_SECONDS = 2800.0
@@ -536,10 +538,25 @@ def _run(scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu) 
                 f"wall {time.perf_counter() - began:4.0f} s",
                 flush=True,
             )
-            if done >= len(expected) and at >= (last_due - START).total_seconds() + 5:
+            if (
+                done >= len(expected)
+                and at >= (last_due - START).total_seconds() + 5
+                and not running(world, expected)
+            ):
                 break
     wall = time.perf_counter() - began
     return report(world, scenario, deployment, expected, at, wall, time.process_time() - cpu, built)
+
+
+def running(world: World, expected: dict[str, datetime]) -> bool:
+    """Whether a worker still holds an execution it called the handler for (its finish
+    not yet written): the run goes on until it has ended."""
+    table = world.model.tables[world.settings.executions_table]
+    for execution_id in expected:
+        item = table.items.get((task_id_of(execution_id), execution_id))
+        if item is not None and item["status"]["S"] == "RUNNING":
+            return True
+    return False
 
 
 def report(

@@ -1,8 +1,9 @@
 """The tick: a schedule that starts one looping tick invocation per shard every minute.
 
 EventBridge rules fire at most once a minute, so sub-minute precision comes from
-the invocation itself: it ticks its shard every second, holding the shard's
-lease, until the next minute's invocation relieves it (docs/decisions/0005-tick-design.md).
+the invocation itself: it waits a minute as its shard's standby, then ticks the
+shard every second holding its lease, and hands it to the next minute's invocation
+(docs/decisions/0005-tick-design.md, 0036-tick-failover-in-seconds.md).
 
 The looping tick is small (128 MB by default) and hands each large page of due
 tasks to the claim function, invoked asynchronously, which claims it with a whole
@@ -10,6 +11,8 @@ vCPU and is billed only while there is such work (decision 0025).
 """
 
 from __future__ import annotations
+
+import math
 
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
@@ -33,12 +36,15 @@ from dynacron.definitions.resources import (
     EXECUTIONS,
     TASKS,
 )
+from dynacron.definitions.tick_timing import LoopTiming
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import ITEM_READ_WRITE, allow, index_arn
 
-# A minute of ticking, plus room for a late successor and the loop's own margin
-# (the loop stops 15 s before this timeout to release its lease cleanly).
-TICK_TIMEOUT = Duration.minutes(2)
+# A minute as the shard's standby, a minute as its holder, the overlap with the
+# invocation after next and the loop's own margin (decision 0036): 150 s.
+TICK_TIMEOUT = Duration.seconds(math.ceil(LoopTiming().invocation_seconds))
+# EventBridge's finest rate: one invocation per shard per minute.
+SCHEDULE_PERIOD = Duration.minutes(round(LoopTiming().schedule_period_seconds / 60))
 # EventBridge allows five targets per rule.
 TARGETS_PER_RULE = 5
 # One page of at most 100 claims takes about 0.3 s at 1,769 MB; the claim stops
@@ -62,7 +68,7 @@ class Tick(Construct):
             entry="tick",
             memory_mb=config.tick_memory_mb,
             timeout=TICK_TIMEOUT,
-            description="ticks one shard each second for about a minute",
+            description="stands by for one shard, then ticks it each second for a minute",
         )
         self.claim_function = self._claim_function(foundation)
         # The fairness settings only the tick (and its claims) read.
@@ -148,7 +154,7 @@ class Tick(Construct):
                     self,
                     f"EveryMinuteFromShard{first}",
                     description=f"tick shards {shards.start}-{shards.stop - 1} every minute",
-                    schedule=events.Schedule.rate(Duration.minutes(1)),
+                    schedule=events.Schedule.rate(SCHEDULE_PERIOD),
                     targets=[self._target(shard) for shard in shards],
                 )
             )

@@ -27,6 +27,7 @@ from dynacron.api.responses import TaskView
 from dynacron.cli import tables as cli_tables
 from dynacron.definitions import metric_names
 from dynacron.definitions.resources import DUE_INDEX
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.conditions import Transition
 from dynacron.domain.instants import format_instant
@@ -36,7 +37,7 @@ from dynacron.entry.settings import LOOPBACK_NETWORKS
 from dynacron.local.aws import provision
 from dynacron.ports.faults import Boundary, Faults
 from dynacron.services.tick import Ticker
-from dynacron.services.tick_loop import LoopEnd, LoopTiming, ShardTickLoop
+from dynacron.services.tick_loop import LoopEnd, ShardTickLoop
 from tests.conftest import START, sleep_moving
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline

@@ -128,13 +128,16 @@ def test_a_shard_lease_is_acquired_renewed_handed_over_and_released(
     assert not changes.acquire(leases, 0, "b", START + 10 * SECOND, START + 40 * SECOND)
     assert changes.acquire(leases, 0, "a", START + 10 * SECOND, START + 40 * SECOND)
 
-    # b asks for it; the holder cannot ask itself
+    # b asks for it; the holder cannot ask itself, and c cannot take b's place
     assert changes.request_handover(leases, 0, "b")
     assert not changes.request_handover(leases, 0, "a")
+    assert not changes.request_handover(leases, 0, "c")
     assert leases.get(0) == ShardLease("a", START + 40 * SECOND, successor="b")
 
-    # With a successor waiting, a may not renew; only the holder hands over
-    assert not changes.renew(leases, 0, "a", START + 70 * SECOND)
+    # With a successor waiting, a still renews (b keeps waiting); only the holder
+    # hands over
+    assert changes.renew(leases, 0, "a", START + 50 * SECOND)
+    assert leases.get(0) == ShardLease("a", START + 50 * SECOND, successor="b")
     assert not changes.hand_over(leases, 0, "b", START + 70 * SECOND)
     assert changes.hand_over(leases, 0, "a", START + 70 * SECOND)
     assert leases.get(0) == ShardLease("b", START + 70 * SECOND)

@@ -182,8 +182,8 @@ def test_a_bad_tick_setting_is_refused_by_name(key: str, value: str) -> None:
 
 
 def test_a_whole_tick_of_the_default_stack_fits_inside_its_lease() -> None:
+    from dynacron.definitions.tick_timing import LoopTiming
     from dynacron.planning import capacity_model
-    from dynacron.services.tick_loop import LoopTiming
 
     # The loop renews the lease between ticks, at most every renew_every_seconds,
     # so a tick of tick_max_claims claims must end before lease_seconds have passed

@@ -360,8 +360,10 @@ def test_every_shard_gets_one_looping_tick_invocation_a_minute(
 
 
 def test_tick_outlives_its_loop_and_is_never_retried(template: dict[str, Any]) -> None:
-    # The loop stops 15 s before the timeout; a whole minute must fit before that.
-    assert function(template, "Tick")["Timeout"] >= 60 + 15 + 15
+    # Decision 0036: an invocation stands by for a minute, then holds the shard for
+    # a minute; the invocation after next arrives 15 s before it hands over, so a
+    # holder always has a standby; the loop stops 15 s before the timeout.
+    assert function(template, "Tick")["Timeout"] == 60 + 60 + 15 + 15
     configs = resources_of(template, "AWS::Lambda::EventInvokeConfig")
     tick = [
         c for c in configs.values() if c["FunctionName"] == {"Ref": function_id(template, "Tick")}

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from dynacron.cli.main import app
 from dynacron.definitions.resources import TABLES
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.entry.settings import Settings
 from dynacron.planning import capacity, capacity_model
 from dynacron.planning.capacity import PlanRefused, plan, size_elastic, size_tick
@@ -24,7 +25,6 @@ from dynacron.planning.capacity_model import (
 )
 from dynacron.planning.partitions import Workload
 from dynacron.planning.workers import MAX_WORKER_CONCURRENCY, WORKER_HEADROOM
-from dynacron.services.tick_loop import LoopTiming
 from tests.support import ROOT
 
 RESULTS = ROOT / "bench" / "results"
@@ -118,8 +118,9 @@ def test_the_looping_tick_is_billed_all_month_loaded_or_idle() -> None:
     assert row.idle.worker_lambda == 0 < row.loaded.worker_lambda
     assert row.idle.claim_lambda == 0 < row.loaded.claim_lambda
     assert row.loaded.total > row.idle.total
-    # arm64 at $0.0000133334 per GB-second, 730 hours, plus 2.5 s of handover a minute.
-    expected = row.shards * row.tick_memory_mb / 1024 * 730 * 3600 * 62.5 / 60 * 0.0000133334
+    # arm64 at $0.0000133334 per GB-second, 730 hours; each minute's invocation lives
+    # 135 s (a minute as standby, a minute as holder, 15 s of overlap: decision 0036).
+    expected = row.shards * row.tick_memory_mb / 1024 * 730 * 3600 * 135 / 60 * 0.0000133334
     assert row.idle.tick_lambda == pytest.approx(expected)
     # Each looping shard prints an EMF line a second (346 bytes idle) and has its own
     # heartbeat metric.
@@ -134,6 +135,34 @@ def test_the_default_lease_fits_the_longest_tick_of_a_planned_shard() -> None:
     slowest = TickModel().claims_per_second(capacity.MIN_MEMORY_MB, 16)
     assert capacity_model.PAGE_SIZE / slowest < timing.tick_margin_seconds
     assert timing.renew_every_seconds == 1 / capacity.LEASE_RENEWALS_PER_SECOND
+
+
+def test_the_plan_bills_the_standby_and_its_reads() -> None:
+    # A shard's idle month: 135 s of 128 MB a minute (a minute as standby, a minute as
+    # holder, 15 s of overlap), a renewal a second (one write unit), and the read
+    # units the cost benchmark measured, the standbys' reads of the lease among them.
+    assert capacity.LEASE_RENEWALS_PER_SECOND == 1.0
+    assert capacity.TICK_BILLED_SECONDS_PER_PERIOD == 135
+    assert capacity.TICK_INVOCATIONS_PER_SHARD == 3
+    month = 730 * 3600
+    expected = (
+        128 / 1024 * month * 135 / 60 * 0.0000133334
+        + month / 60 * 0.20 / 1e6
+        + month * MEASURED.idle_read_units_per_shard_second * 0.125 / 1e6
+        + month * 1.0 * 0.625 / 1e6
+        + month * MEASURED.idle_sqs_requests_per_shard_second * 0.40 / 1e6
+        + capacity.cloudwatch_usd_per_shard_month(MEASURED, capacity_model.PRICES)
+    )
+    assert capacity.idle_usd_per_shard_month(128) == pytest.approx(expected)
+    # The standbys read the lease about once a second and a quarter (cost.json).
+    cost = json.loads((ROOT / "bench" / "results" / "cost.json").read_text())
+    reads = {
+        row["caller"]: row["rcu"]
+        for row in cost["idle_shard"]["breakdown"]
+        if row["operation"] == "GetItem"
+    }
+    assert reads["ShardLeases.get"] == pytest.approx(1.25, abs=0.05)
+    assert cost["idle_shard"]["billed_seconds_per_invocation"] == [135.0] * 3
 
 
 # Where the figures come from

@@ -178,10 +178,14 @@ def test_a_lease_is_taken_when_free_expired_or_ours_and_renewed_by_its_holder_on
     assert not take.holds({"owner": "b", "lease_until": iso(LATER)})
     renew = coordination.renew_lease("a", LATER)
     assert renew.holds({"owner": "a"})
-    assert not renew.holds({"owner": "a", "successor": "b"})
+    # A waiting standby does not stop the holder renewing (decision 0036)
+    assert renew.holds({"owner": "a", "successor": "b"})
+    assert not renew.holds({"owner": "b", "successor": "a"})
     assert coordination.request_handover("b").holds({"owner": "a"})
     assert not coordination.request_handover("a").holds({"owner": "a"})
     assert not coordination.request_handover("b").holds(None)
+    # ...and a second newcomer does not take the standby's place
+    assert not coordination.request_handover("c").holds({"owner": "a", "successor": "b"})
     assert coordination.hand_over_lease("a", LATER).applied_to(
         {"owner": "a", "successor": "b", "lease_until": iso(NOW)}
     ) == {"owner": "b", "lease_until": iso(LATER)}

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 
 from dynacron.api.requests import TaskCreate
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.tasks.task import shard_for
 from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import Settings
-from dynacron.services.tick_loop import LoopEnd, LoopTiming, ShardTickLoop
+from dynacron.services.tick_loop import LoopEnd, ShardTickLoop
 from tests.conftest import sleep_moving
-from tests.support import FakeLambdaContext
+from tests.support import ConcurrentLoops, FakeLambdaContext
 
 HOOK = "http://127.0.0.1:9/hook"
 SHARD = 0
@@ -30,35 +32,62 @@ def make_loop(system: Dynacron, owner: str, seconds: float = 300) -> ShardTickLo
     )
 
 
-def test_a_newcomer_waits_and_the_holder_hands_over_at_its_next_renewal(
+def test_a_newcomer_stands_by_and_the_holder_hands_over_at_its_deadline(
     system: Dynacron, clock: SettableClock
 ) -> None:
-    # Given minute one's invocation holding the shard
-    first = make_loop(system, "minute-1")
+    # Given minute one's invocation holding the shard until its deadline
+    first = make_loop(system, "minute-1", seconds=20)
     first.step()
     assert first.holding
-    # When minute two's invocation arrives, it waits: never two holders at once
+    # When minute two's invocation arrives, it stands by: never two holders at once
     second = make_loop(system, "minute-2")
-    assert second.step() == TIMING.poll_seconds
+    assert second.step() == TIMING.poll_phase_seconds  # it reads again at x.5 s
     assert not second.holding
     lease = system.leases.get(SHARD)
     assert lease is not None
     assert (lease.owner, lease.successor) == ("minute-1", "minute-2")
-    while first.report.ended is None:
-        clock.advance(timedelta(seconds=1))
-        first.step()
-        second.step()
-        assert not (first.holding and second.holding)
-    # Then the holder handed over at its renewal and the newcomer ticks from then on
+    # And the holder renews and ticks with its standby waiting, until its deadline
+    loops = ConcurrentLoops(clock)
+    loops.start(first)
+    loops.start(second)
+    run = loops.until(clock.now() + timedelta(seconds=25))
+    # Then it handed the shard over at its deadline, and the standby ticks from then on,
+    # never two holders at once and never a second without a tick
+    assert run.most_holders == 1
     assert first.report.ended is LoopEnd.HANDED_OVER
-    assert first.report.ticks == TIMING.renew_every_seconds
-    second.step()
+    assert 19 <= first.report.ticks <= 21
     assert second.holding
-    assert second.report.ticks >= 1
     assert not second.report.took_over_expired
+    ticks = [at for at, _ in run.tick_times]
+    assert max(b - a for a, b in itertools.pairwise(ticks)) <= timedelta(seconds=1.5)
+    assert [loop.report.owner for _, loop in run.tick_times][-1] == "minute-2"
     lease = system.leases.get(SHARD)
     assert lease is not None
     assert (lease.owner, lease.successor) == ("minute-2", None)
+
+
+def test_a_second_newcomer_does_not_take_the_standbys_place(
+    system: Dynacron, clock: SettableClock
+) -> None:
+    holder = make_loop(system, "minute-1", seconds=10)
+    holder.step()
+    standby, third = make_loop(system, "minute-2"), make_loop(system, "minute-3")
+    standby.step()
+    third.step()
+    lease = system.leases.get(SHARD)
+    assert lease is not None
+    assert (lease.owner, lease.successor) == ("minute-1", "minute-2")
+    # When the holder hands over, the third becomes the new holder's standby
+    clock.advance(timedelta(seconds=10))
+    holder.step()
+    assert holder.report.ended is LoopEnd.HANDED_OVER
+    standby.step()
+    third.step()
+    assert standby.holding
+    assert not third.holding
+    lease = system.leases.get(SHARD)
+    assert lease is not None
+    assert (lease.owner, lease.successor) == ("minute-2", "minute-3")
 
 
 def test_the_lease_of_a_holder_that_died_expires_and_is_taken_over(
@@ -68,11 +97,12 @@ def test_the_lease_of_a_holder_that_died_expires_and_is_taken_over(
     dead.step()
     # Given a holder that stopped stepping (its Lambda was killed)
     successor = make_loop(system, "successor")
-    clock.advance(timedelta(seconds=TIMING.lease_seconds - 1))
+    successor.step()
+    clock.advance(timedelta(seconds=TIMING.lease_seconds - 0.5))
     successor.step()
     assert not successor.holding
-    # When its lease runs out
-    clock.advance(timedelta(seconds=1))
+    # When its lease runs out, the standby's next read (a second later at most) sees it
+    clock.advance(timedelta(seconds=TIMING.poll_seconds))
     successor.step()
     # Then the waiting invocation takes it, and says it took over an expired lease
     assert successor.holding

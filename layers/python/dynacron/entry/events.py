@@ -27,6 +27,7 @@ from dynacron.adapters.due_page_events import page_from_event
 from dynacron.adapters.messages import dispatch_from_body
 from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.api.routes import unroutable_path, unsupported_body
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions.execution import Dispatch, queue_latency
 from dynacron.entry.record_batches import process_at_once
@@ -44,8 +45,8 @@ from dynacron.services.work import ExecutionRunner
 logger = Logger(service="dynacron")
 
 # A looping tick stops this long before Lambda would stop it, to finish its last
-# tick and release its lease cleanly.
-TICK_LOOP_MARGIN = timedelta(seconds=15)
+# tick and hand its lease over cleanly (services.tick_loop.LoopTiming).
+TICK_LOOP_MARGIN = timedelta(seconds=LoopTiming().end_margin_seconds)
 # A claim invocation starts no round of claims this long before its timeout: what
 # it leaves is still due, and the looping tick finds it again.
 CLAIM_MARGIN = timedelta(seconds=5)
@@ -89,8 +90,9 @@ class LambdaEvents:
     def tick(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Tick the shard named in the event, or every shard when none is named.
 
-        With ``"loop": true`` (the deployed schedule's event) work the named shard
-        every second, holding its lease, until relieved: see ``services.tick_loop``.
+        With ``"loop": true`` (the deployed schedule's event) stand by for the named
+        shard, then work it every second holding its lease, until the deadline: see
+        ``services.tick_loop``.
         """
         shard = event.get("shard")
         if event.get("loop") and shard is not None:
@@ -136,9 +138,11 @@ class LambdaEvents:
             "cut_short": report.cut_short,
         }
 
-    def _tick_loop(self, shard: int, context: Any) -> dict[str, Any]:
+    def looping_tick(self, shard: int, context: Any) -> ShardTickLoop:
+        """The loop a ``{"shard": n, "loop": true}`` invocation runs: owned by the
+        request, ending ``TICK_LOOP_MARGIN`` before Lambda's timeout."""
         budget = timedelta(milliseconds=context.get_remaining_time_in_millis())
-        loop = ShardTickLoop(
+        return ShardTickLoop(
             ticker=self.ticker,
             leases=self.leases,
             clock=self.clock,
@@ -147,7 +151,9 @@ class LambdaEvents:
             deadline=self.clock.now() + budget - TICK_LOOP_MARGIN,
             metrics=self.metrics,
         )
-        report = loop.run(self._sleep)
+
+    def _tick_loop(self, shard: int, context: Any) -> dict[str, Any]:
+        report = self.looping_tick(shard, context).run(self._sleep)
         ended = report.ended.value if report.ended else None
         if report.took_over_expired:
             logger.warning("took over an expired tick lease", extra={"shard": shard})

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dynacron.definitions.environment import MAX_QUEUED_DISPATCHES_VAR
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.entry.settings import Settings
 from dynacron.planning.capacity_model import (
     CLAIM_MEMORY_MB,
@@ -63,10 +64,17 @@ MAX_SHARDS = 100
 # (Graviton) while the CPU was measured on x86, real HTTPS adds TLS, and a shard
 # must catch up after a burst.
 TICK_UTILISATION = 0.75
-# A looping tick is relieved by the next minute's invocation at its next lease
-# renewal (every 5 s), so each minute is billed for about 2.5 s twice.
-HANDOVER_OVERLAP_SECONDS = 2.5
-LEASE_RENEWALS_PER_SECOND = 1 / 5
+# The looping tick's clockwork (decision 0036). Each period's invocation of a shard
+# stands by, then holds the shard until its deadline: every period is billed for
+# one whole invocation, ``loop_seconds`` (135 s a minute). Its holder renews the
+# lease every ``renew_every_seconds``; its standbys' reads (one, and two during the
+# overlap, each a read a second) are among the idle shard's measured read units.
+_TIMING = LoopTiming()
+TICK_BILLED_SECONDS_PER_PERIOD = _TIMING.loop_seconds
+TICK_PERIOD_SECONDS = _TIMING.schedule_period_seconds
+LEASE_RENEWALS_PER_SECOND = 1 / _TIMING.renew_every_seconds
+# Invocations of one shard alive at once: holder, standby, and the next arrival.
+TICK_INVOCATIONS_PER_SHARD = math.ceil(_TIMING.loop_seconds / TICK_PERIOD_SECONDS)
 MONTH_SECONDS = 730 * 3600
 # Room above the sustained load for a burst: auto scaling's maximum, and what an
 # on-demand table takes at its peak.
@@ -203,10 +211,10 @@ def idle_usd_per_shard_month(
     log lines and its heartbeat metric."""
     m, p = measured or MEASURED, prices or PRICES
     month = MONTH_SECONDS
-    billed_seconds = month * (60 + HANDOVER_OVERLAP_SECONDS) / 60
+    billed_seconds = month * TICK_BILLED_SECONDS_PER_PERIOD / TICK_PERIOD_SECONDS
     return (
         memory_mb / 1024 * billed_seconds * p.lambda_arm_per_gb_second
-        + month / 60 * p.lambda_per_million_requests / 1e6
+        + month / TICK_PERIOD_SECONDS * p.lambda_per_million_requests / 1e6
         + month
         * m.idle_read_units_per_shard_second
         * p.dynamodb_on_demand_per_million_read_units
@@ -421,9 +429,11 @@ def _monthly_costs(
     p = prices
     shards = usage.shards
     # The looping tick: billed all month whatever the load.
-    billed_seconds = MONTH_SECONDS * (60 + HANDOVER_OVERLAP_SECONDS) / 60
+    billed_seconds = MONTH_SECONDS * TICK_BILLED_SECONDS_PER_PERIOD / TICK_PERIOD_SECONDS
     tick_lambda = shards * MIN_MEMORY_MB / 1024 * billed_seconds * p.lambda_arm_per_gb_second
-    tick_requests = shards * MONTH_SECONDS / 60 * p.lambda_per_million_requests / 1e6
+    tick_requests = (
+        shards * MONTH_SECONDS / TICK_PERIOD_SECONDS * p.lambda_per_million_requests / 1e6
+    )
     cloudwatch = shards * cloudwatch_usd_per_shard_month(measured, prices)
     sqs_price = p.sqs_standard_per_million_requests / 1e6
     # Claim invocations: every fire counted in a full page, claimed at one vCPU. An
@@ -483,8 +493,8 @@ def _demand(
     lambdas = (
         workers.invocations
         + claim_concurrency
-        # A looping tick and its successor overlap at each minute's handover.
-        + 2 * shards
+        # A shard's holder, its standby and, for the overlap, the next arrival.
+        + TICK_INVOCATIONS_PER_SHARD * shards
         + OTHER_FUNCTIONS_CONCURRENCY
         + api * API_REQUEST_SECONDS
     )

@@ -90,7 +90,7 @@ class Measured:
         (2.0, 0.0174619),
     )
     # bench/results/cost.json: idle_shard, per shard-second.
-    idle_read_units_per_shard_second: float = 2.0667
+    idle_read_units_per_shard_second: float = 3.2833
     idle_sqs_requests_per_shard_second: float = 1.0
     # bench/tick_log_bytes.py: the looping tick's EMF line each second of an idle
     # shard, ingested by CloudWatch Logs, and its own TickHeartbeat metric.

@@ -133,7 +133,7 @@ class ShardLeases(Protocol):
         """Carry out ``transition`` on the shard's lease record, atomically:
         ``transitions.acquire_lease`` (expects it free, expired or the owner's
         already; a waiting successor is forgotten), ``request_handover`` (someone
-        else holds it), ``renew_lease`` (the owner holds it, nobody waits),
+        else holds it, nobody else waits), ``renew_lease`` (the owner holds it),
         ``hand_over_lease`` (the owner holds it, a successor waits),
         ``release_lease`` (the owner holds it: the record goes) or
         ``withdraw_handover`` (the owner waits for it).

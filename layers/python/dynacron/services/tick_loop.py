@@ -1,8 +1,12 @@
-"""The deployed tick: one invocation ticks one shard each second under the shard's
-lease, until it hands the lease to the next minute's invocation, reaches its
-deadline or loses the lease; local mode ticks every shard itself instead.
+"""The deployed tick: each minute's invocation of a shard first waits as its standby,
+reading the lease each second, while the one before it holds the shard; it takes
+the shard when the holder hands it over at the holder's deadline, or as soon as the
+holder's short lease has run out (the holder died). As holder it ticks the shard
+each second and renews the lease, until its own deadline, when it hands over to
+its standby in turn. Local mode ticks every shard itself instead.
 
 Why, in docs/decisions/: 0005-tick-design.md (the loop and the handover),
+0036-tick-failover-in-seconds.md (the standby, the short lease, the lateness bound),
 0021-setting-aside-poison-work.md (a failed tick backs off; a tick is bounded by the
 lease) and 0024-monitoring-without-blind-spots.md (the heartbeat).
 """
@@ -15,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.domain.clock import Clock
 from dynacron.domain.coordination import transitions
 from dynacron.ports import ShardLeases
@@ -23,32 +28,14 @@ from dynacron.services.tick import Ticker
 
 logger = logging.getLogger("dynacron")
 
-
-@dataclass(frozen=True)
-class LoopTiming:
-    """The loop's clockwork: ticks, the shard lease, polls and backoff, in seconds."""
-
-    tick_interval_seconds: float = 1.0
-    # A holder that stops renewing loses the shard this long after its last renewal.
-    # It must outlast the longest tick (tick_max_claims claims), as the lease is
-    # renewed between ticks.
-    lease_seconds: float = 30.0
-    # Renewal is also when a holder notices a waiting successor, so this bounds
-    # how long a successor waits; fewer renewals cost fewer writes.
-    renew_every_seconds: float = 5.0
-    # How often a waiting invocation looks whether the lease is now its own.
-    poll_seconds: float = 0.25
-    # A tick starts no page later than this before its lease ends: one page
-    # (``tick_page_size`` claims, 2 s at 50 claims/s) must fit, with room to spare.
-    tick_margin_seconds: float = 10.0
-    # After a tick that raised, wait this long, doubled at each failure in a row.
-    failure_backoff_seconds: float = 1.0
-    max_failure_backoff_seconds: float = 8.0
+# The share of a tick interval by which a renewal may come early.
+RENEWAL_SLACK = 0.1
 
 
 class LoopEnd(Enum):
-    """Why a loop ended: its successor took the lease, its deadline came, or the lease
-    was lost (taken over after it ran out)."""
+    """Why a loop ended: at its deadline it handed the shard to its standby, or it
+    reached its deadline with nobody to hand over to (released, or never held), or
+    the lease was lost (taken over after it ran out)."""
 
     HANDED_OVER = "handed_over"
     DEADLINE = "deadline"
@@ -154,22 +141,22 @@ class ShardTickLoop:
     def _step(self) -> float | None:
         now = self._clock.now()
         if now >= self._deadline:
-            release(self._leases, self._shard, self._owner)
-            self._holding = False
-            self.report.ended = LoopEnd.DEADLINE
+            self._end_at_deadline(now)
             return None
         if not self._holding:
             if not self._try_to_hold(now):
-                self.report.waited_seconds += self._timing.poll_seconds
-                return self._timing.poll_seconds
+                pause = self._next_poll(now)
+                self.report.waited_seconds += pause
+                return pause
         elif self._renewal_due(now):
-            lease_end = self._lease_end(now)
-            if not self._leases.apply(self._shard, transitions.renew_lease(self._owner, lease_end)):
+            # The holder renews whoever waits: it hands over at its deadline only.
+            if not self._leases.apply(
+                self._shard, transitions.renew_lease(self._owner, self._lease_end(now))
+            ):
+                # Its lease ran out (it stopped renewing for a while) and a standby
+                # took the shard: it stops before ticking again.
                 self._holding = False
-                handed = self._leases.apply(
-                    self._shard, transitions.hand_over_lease(self._owner, lease_end)
-                )
-                self.report.ended = LoopEnd.HANDED_OVER if handed else LoopEnd.LOST
+                self.report.ended = LoopEnd.LOST
                 return None
             self._renewed_at = now
         tick = self._ticker.tick_shard(self._shard, deadline=self._tick_deadline())
@@ -185,7 +172,21 @@ class ShardTickLoop:
         interval = self._timing.tick_interval_seconds
         return interval - self._clock.now().timestamp() % interval
 
+    def _end_at_deadline(self, now: datetime) -> None:
+        """A holder hands the shard to its standby in one write (or releases it if
+        none waits); a standby that never held withdraws its request."""
+        if self._holding and self._leases.apply(
+            self._shard, transitions.hand_over_lease(self._owner, self._lease_end(now))
+        ):
+            self.report.ended = LoopEnd.HANDED_OVER
+        else:
+            release(self._leases, self._shard, self._owner)
+            self.report.ended = LoopEnd.DEADLINE
+        self._holding = False
+
     def _try_to_hold(self, now: datetime) -> bool:
+        """The standby's look at the lease: take it if it is free, expired or handed
+        to us; else ask to be next, unless another standby already is."""
         lease = self._leases.get(self._shard)
         if lease is None or lease.is_free_for(self._owner, now):
             take = transitions.acquire_lease(self._owner, now, self._lease_end(now))
@@ -195,9 +196,14 @@ class ShardTickLoop:
                 if lease is not None and lease.owner != self._owner:
                     self.report.took_over_expired = True
                 return True
-        elif lease.successor != self._owner:
+        elif lease.successor is None:
             self._leases.apply(self._shard, transitions.request_handover(self._owner))
         return False
+
+    def _next_poll(self, now: datetime) -> float:
+        """Seconds to the standby's next read, ``poll_phase_seconds`` into a second."""
+        poll, phase = self._timing.poll_seconds, self._timing.poll_phase_seconds
+        return poll - (now.timestamp() - phase) % poll
 
     def _tick_deadline(self) -> datetime:
         """No page starts after this: the lease, as last renewed, outlasts the tick."""
@@ -209,7 +215,10 @@ class ShardTickLoop:
 
     def _renewal_due(self, now: datetime) -> bool:
         assert self._renewed_at is not None
-        return now - self._renewed_at >= timedelta(seconds=self._timing.renew_every_seconds)
+        # A step woken a little early still renews: a renewal every second is one
+        # before every tick, not one every other tick.
+        slack = RENEWAL_SLACK * self._timing.tick_interval_seconds
+        return now - self._renewed_at >= timedelta(seconds=self._timing.renew_every_seconds - slack)
 
     def _lease_end(self, now: datetime) -> datetime:
         return now + timedelta(seconds=self._timing.lease_seconds)

@@ -74,19 +74,19 @@ def acquire_lease(owner: str, now: datetime, until: datetime) -> Transition:
 
 @names_move("request_handover")
 def request_handover(owner: str) -> Transition:
-    """Ask the holder to pass the lease to ``owner``. Expects someone else to hold it."""
+    """Ask the holder to pass the lease to ``owner`` at its hand-over. Expects someone
+    else to hold it and nobody else to be waiting (a standby keeps its place)."""
     return Transition(
-        expects=AllOf(Exists(OWNER), NotEquals(OWNER, owner)), sets={SUCCESSOR: owner}
+        expects=AllOf(Exists(OWNER), NotEquals(OWNER, owner), Missing(SUCCESSOR)),
+        sets={SUCCESSOR: owner},
     )
 
 
 @names_move("renew")
 def renew_lease(owner: str, until: datetime) -> Transition:
-    """Hold the lease until ``until``. Expects ``owner`` to hold it, nobody waiting."""
-    return Transition(
-        expects=AllOf(Equals(OWNER, owner), Missing(SUCCESSOR)),
-        sets={LEASE_UNTIL: format_instant(until)},
-    )
+    """Hold the lease until ``until``. Expects ``owner`` to hold it; a waiting
+    standby stays waiting (the holder hands over at its deadline)."""
+    return Transition(expects=Equals(OWNER, owner), sets={LEASE_UNTIL: format_instant(until)})
 
 
 @names_move("hand_over")
