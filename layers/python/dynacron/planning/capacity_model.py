@@ -59,7 +59,7 @@ FIRE_UNITS_BY_TARGET = (
     TargetUnits("tasks", read_units=2.0, write_units=1.0),
     TargetUnits("tasks/due-index", read_units=0.03, write_units=2.0),
     TargetUnits("executions", read_units=0.0, write_units=2.0),
-    TargetUnits("coordination", read_units=0.0333, write_units=0.01),
+    TargetUnits("coordination", read_units=0.0466, write_units=0.01),
 )
 
 
@@ -71,7 +71,7 @@ class Measured:
     tick_cpu_ms_per_claim: float = 2.05
     # bench/results/cost.json: the recurring fire, 100 per tick.
     write_units_per_fire: float = 5.01
-    read_units_per_fire: float = 2.0633
+    read_units_per_fire: float = 2.0766
     sqs_requests_per_fire: float = 0.42
     worker_invocations_per_fire: float = 0.1
     # The same fire's units per table and index (``FIRE_UNITS_BY_TARGET`` says which).
