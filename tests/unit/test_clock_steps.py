@@ -10,7 +10,12 @@ from dynacron.adapters.powertools.metrics import MetricTotals, ReliabilityMetric
 from dynacron.definitions import metric_names
 from dynacron.domain.clock import SettableClock, SystemClock
 from dynacron.domain.executions.execution import LeaseTerms
-from dynacron.domain.schedules.expressions import CronSchedule, OneTimeSchedule, RateSchedule
+from dynacron.domain.schedules.expressions import (
+    CronSchedule,
+    FixedDelaySchedule,
+    OneTimeSchedule,
+    RateSchedule,
+)
 from dynacron.domain.tasks import transitions as tasks
 from dynacron.domain.tasks.claiming import replanned_after_step_back
 from dynacron.domain.tasks.task import Overlap, Task, TaskStatus
@@ -104,7 +109,10 @@ def test_without_a_monotonic_clock_nothing_is_looked_for() -> None:
     assert steps.abandoned_before(TERMS)[1] == clock.now() - TERMS.clock_skew
 
 
-def a_task(schedule: CronSchedule | RateSchedule | OneTimeSchedule, next_run_at: datetime) -> Task:
+def a_task(
+    schedule: CronSchedule | RateSchedule | OneTimeSchedule | FixedDelaySchedule,
+    next_run_at: datetime,
+) -> Task:
     return Task(
         task_id="job",
         name="job",
@@ -144,3 +152,16 @@ def test_a_replan_expects_the_active_task_at_the_version_read() -> None:
     assert not change.holds({"version": 8, "status": "ACTIVE"})
     assert not change.holds({"version": 7, "status": "PAUSED"})
     assert change.sets["due_bucket"] == "20261130T120000Z#1"
+
+
+def test_a_fixed_delay_task_planned_ahead_by_a_fast_clock_waits_at_most_its_delay() -> None:
+    now = NOW + timedelta(seconds=20)
+    ahead = NOW + timedelta(hours=2, minutes=5)
+    every_five = FixedDelaySchedule(delay_seconds=300)
+    # Its last run ended by now: it is due at most its delay from now
+    assert replanned_after_step_back(a_task(every_five, ahead), now) == now + timedelta(minutes=5)
+    # Planned within its delay already, or still running (the end plans it): as it is
+    due_soon = a_task(every_five, now + timedelta(minutes=4))
+    assert replanned_after_step_back(due_soon, now) is None
+    running = dataclasses.replace(a_task(every_five, ahead), running_execution="job_1")
+    assert replanned_after_step_back(running, now) is None

@@ -324,16 +324,25 @@ def replanned_after_step_back(task: Task, now: datetime) -> datetime | None:
     caught up. A cron or rate task waits instead for the first occurrence of its
     schedule after ``now``, if that is earlier than the planned one. An occurrence
     the fast clock already ran keeps its execution id, so meeting it again runs
-    nothing twice. One-time, fixed-delay and ``after`` tasks keep their time, and so
-    does a task whose runs hold its slot (``overlap`` skip or buffer_one): an
+    nothing twice. A fixed-delay task whose last run has ended waits at most its
+    delay from ``now`` (that run ended by now, whatever the fast clock said), at an
+    instant no run had. One-time and ``after`` tasks keep their time, and so does a
+    cron or rate task whose runs hold its slot (``overlap`` skip or buffer_one): an
     occurrence met again would take the slot under an execution already ended,
     which no end would release.
     """
-    if task.status is not TaskStatus.ACTIVE or task.next_run_at is None or task.holds_slot:
+    if task.status is not TaskStatus.ACTIVE or task.next_run_at is None:
         return None
-    if task.next_run_at <= now or not isinstance(task.schedule, CronSchedule | RateSchedule):
+    if task.next_run_at <= now:
         return None
-    earliest = task.schedule.next_after(now)
+    if isinstance(task.schedule, FixedDelaySchedule):
+        if task.running_execution is not None:
+            return None
+        earliest: datetime | None = now + timedelta(seconds=task.schedule.delay_seconds)
+    elif isinstance(task.schedule, CronSchedule | RateSchedule) and not task.holds_slot:
+        earliest = task.schedule.next_after(now)
+    else:
+        return None
     if earliest is None or earliest >= task.next_run_at:
         return None
     return earliest
