@@ -31,9 +31,6 @@ FORECAST_MAX_TASKS_VAR = "DYNACRON_FORECAST_MAX_TASKS"
 FORECAST_MAX_OCCURRENCES_VAR = "DYNACRON_FORECAST_MAX_OCCURRENCES"
 MAX_RETRY_AFTER_VAR = "DYNACRON_MAX_RETRY_AFTER_SECONDS"
 WORKER_MARGIN_VAR = "DYNACRON_WORKER_MARGIN_SECONDS"
-# How long an execution's record is kept after it stops mattering (its last end,
-# lease or next attempt): DynamoDB's TTL deployed, ``dynacron local``'s sweep on SQLite.
-DEFAULT_EXECUTION_RETENTION_DAYS = 90
 # Handler calls one worker invocation has in flight at once (decision 0034).
 WORKER_CONCURRENCY_VAR = "DYNACRON_WORKER_CONCURRENCY"
 # "off": a worker leaves its messages at the queue's own visibility timeout
