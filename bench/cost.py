@@ -194,6 +194,52 @@ def scenario(
     return {"kind": kind, "batch": batch, "rounds": rounds, **summary}
 
 
+# DynamoDB bills each stored item, and each index entry, 100 bytes of overhead
+# beside its attribute names and values (the developer guide's "Item sizes").
+ITEM_OVERHEAD_BYTES = 100
+
+
+def at_rest(bench: Bench) -> dict[str, Any]:
+    """The bytes a task and an execution keep stored, as DynamoDB bills storage: each
+    item's names and values plus 100 bytes, and the same for each index entry it has
+    (its table's keys, the index's keys and what the index projects). Read from the
+    items the fires just left (the recurring scenario's tasks and their SUCCEEDED
+    executions), averaged."""
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    settings = bench.app.settings
+    sizes: dict[str, Any] = {}
+    for name, table, definition in (
+        ("task", settings.tasks_table, TASKS),
+        ("execution", settings.executions_table, EXECUTIONS),
+    ):
+        items = dynamodb.scan(TableName=table)["Items"]
+        stored = [_stored_bytes(item, definition) for item in items]
+        sizes[f"{name}_items"] = len(items)
+        sizes[f"{name}_item_bytes"] = round(sum(s[0] for s in stored) / len(stored), 1)
+        sizes[f"{name}_index_bytes"] = round(sum(s[1] for s in stored) / len(stored), 1)
+        sizes[f"{name}_bytes_at_rest"] = round(
+            sizes[f"{name}_item_bytes"] + sizes[f"{name}_index_bytes"], 1
+        )
+    return sizes
+
+
+def _stored_bytes(item: dict[str, Any], table: Any) -> tuple[int, int]:
+    """(the item's billed bytes, its index entries' billed bytes)."""
+    table_keys = [table.partition_key.name] + ([table.sort_key.name] if table.sort_key else [])
+    entries = 0
+    for index in table.indexes:
+        index_keys = [index.partition_key.name, index.sort_key.name]
+        if not all(key in item for key in index_keys):
+            continue  # sparse: no entry
+        if index.projection == "ALL":
+            projected = dict(item)
+        else:
+            names = {*table_keys, *index_keys, *index.non_key_attributes}
+            projected = {k: v for k, v in item.items() if k in names}
+        entries += item_size(projected) + ITEM_OVERHEAD_BYTES
+    return item_size(item) + ITEM_OVERHEAD_BYTES, entries
+
+
 def idle_shard(bench: Bench, minutes: int = 3) -> dict[str, Any]:
     """A shard's looping tick with nothing due, as deployed, for ``minutes`` minutes.
 
@@ -375,6 +421,8 @@ def main() -> None:
         ):
             with fresh_bench(sink) as bench:
                 scenarios.append(scenario(bench, kind, batch, rounds))
+                if (kind, batch) == ("recurring", 100):
+                    stored = at_rest(bench)
         with fresh_bench(sink) as bench:
             idle = idle_shard(bench)
             reaper = idle_reaper(bench)
@@ -389,12 +437,14 @@ def main() -> None:
         "idle_shard": idle,
         "idle_reaper": reaper,
         "listing": page,
+        "at_rest": stored,
     }
     write_result("cost", result)
     for s in scenarios:
         print(s["kind"], s["batch"], s["per_fire"], s["usd_per_million_fires"])
     print("idle shard-second", idle["per_shard_second"], idle["billed_seconds_per_invocation"])
     print("listing", page)
+    print("at rest", stored)
 
 
 if __name__ == "__main__":

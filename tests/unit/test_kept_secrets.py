@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -46,3 +48,32 @@ def test_no_secrets_yet_are_asked_again_and_errors_reach_the_caller() -> None:
     assert record.reads == 2
     with pytest.raises(KeyError):
         kept("unknown")
+
+
+def test_calls_that_miss_together_wait_for_one_read() -> None:
+    clock = SettableClock(datetime(2026, 12, 3, tzinfo=UTC))
+    reading = threading.Event()
+    release = threading.Event()
+    record = Record()
+
+    def slow_record(tenant_id: str) -> list[str]:
+        reading.set()
+        release.wait(5)
+        return record(tenant_id)
+
+    kept = KeptSecrets(slow_record, clock)
+    # Given one call reading the tenant's record (a cold worker's first record)...
+    results: list[Sequence[str]] = []
+    first = threading.Thread(target=lambda: results.append(kept("acme")))
+    first.start()
+    assert reading.wait(5)
+    # ...when nine more records of the batch ask for the same tenant meanwhile
+    others = [threading.Thread(target=lambda: results.append(kept("acme"))) for _ in range(9)]
+    for thread in others:
+        thread.start()
+    release.set()
+    for thread in [first, *others]:
+        thread.join(5)
+    # Then they all sign with what the one read returned
+    assert results == [("s1",)] * 10
+    assert record.reads == 1

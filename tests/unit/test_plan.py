@@ -330,3 +330,46 @@ def test_elastic_capacity_saves_the_idle_cost_of_a_large_looping_tick() -> None:
     assert int(before[1]) == pytest.approx(row.looping_only_idle, abs=1)
     assert int(after[1]) == pytest.approx(row.idle.total, abs=1)
     assert int(saved[1]) == pytest.approx(row.looping_only_idle - row.idle.total, abs=1)
+
+
+# Storage at rest (issue 24)
+
+
+def test_the_bytes_at_rest_are_the_ones_the_cost_benchmark_measured() -> None:
+    stored = result("cost")["at_rest"]
+    assert MEASURED.task_bytes_at_rest == stored["task_bytes_at_rest"]
+    assert MEASURED.execution_bytes_at_rest == stored["execution_bytes_at_rest"]
+    # A task keeps index entries (the due index, the tenant's); a finished execution none
+    assert stored["task_index_bytes"] > 0
+    assert stored["execution_index_bytes"] == 0
+
+
+def test_the_history_kept_and_the_registered_tasks_are_paid_for_at_rest() -> None:
+    # Given 10 fires a second, and 10 million tasks registered
+    busy = plan(10, workload=Workload(registered_tasks=10_000_000))
+    quiet = plan(10)
+    per_gb = (
+        capacity_model.PRICES.dynamodb_storage_per_gb_month
+        + capacity_model.PRICES.dynamodb_pitr_per_gb_month
+    )
+    # Then the tasks are stored whether they fire or not, idle or loaded...
+    tasks = 10_000_000 * MEASURED.task_bytes_at_rest / 1e9 * per_gb
+    assert busy.idle.storage == pytest.approx(tasks)
+    assert quiet.idle.storage == 0
+    # ...and the loaded month adds the executions kept 90 days after they end
+    history = 10 * 90 * 86_400 * MEASURED.execution_bytes_at_rest / 1e9 * per_gb
+    assert quiet.loaded.storage == pytest.approx(history)
+    assert busy.loaded.storage == pytest.approx(tasks + history)
+    assert busy.loaded.total - quiet.loaded.total == pytest.approx(tasks)
+
+
+def test_plan_takes_the_registered_tasks() -> None:
+    printed = CliRunner().invoke(
+        app, ["plan", "--fires-per-second", "10", "--tasks", "10000000", "--json"]
+    )
+    assert printed.exit_code == 0, printed.output
+    data = json.loads(printed.output)
+    assert data["idle"]["storage"] == pytest.approx(
+        plan(10, workload=Workload(registered_tasks=10_000_000)).idle.storage
+    )
+    assert data["idle"]["storage"] > 4

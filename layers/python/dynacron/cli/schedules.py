@@ -110,6 +110,10 @@ def plan_capacity(
         float,
         typer.Option(min=0.0, max=1.0, help="Share of fires of one-time tasks (one API call each)"),
     ] = 0.0,
+    tasks: Annotated[
+        int,
+        typer.Option("--tasks", min=0, help="Tasks registered: their storage and backups at rest"),
+    ] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """Size a deployment for a rate of fires: shards, claim invocations, workers,
@@ -127,6 +131,7 @@ def plan_capacity(
         long_job_share=long_job_share,
         heartbeats_per_long_job=heartbeats_per_long_job,
         one_time_share=one_time_share,
+        registered_tasks=tasks,
     )
     try:
         row = capacity.plan(

@@ -24,7 +24,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dynacron.definitions.environment import MAX_QUEUED_DISPATCHES_VAR
+from dynacron.definitions.environment import (
+    DEFAULT_EXECUTION_RETENTION_DAYS,
+    MAX_QUEUED_DISPATCHES_VAR,
+)
 from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.entry.settings import Settings
 from dynacron.planning.capacity_model import (
@@ -107,6 +110,9 @@ class MonthlyCost:
     cloudwatch: float = 0.0
     # Claim invocations (decision 0025): only under load.
     claim_lambda: float = 0.0
+    # Tables and indexes at rest, with their backups: the registered tasks, and
+    # under load the executions' history, kept its retention.
+    storage: float = 0.0
 
     @property
     def total(self) -> float:
@@ -118,6 +124,7 @@ class MonthlyCost:
             + self.sqs
             + self.worker_lambda
             + self.cloudwatch
+            + self.storage
         )
 
 
@@ -332,6 +339,9 @@ def plan(
     idle, loaded = _monthly_costs(
         usage, workers, elastic, tick_concurrency, dynamodb.cost_of(billing), measured, prices
     )
+    tasks_stored, history_stored = at_rest(fires_per_second, workload, measured, prices)
+    idle = dataclasses.replace(idle, storage=tasks_stored)
+    loaded = dataclasses.replace(loaded, storage=tasks_stored + history_stored)
     partitions = busiest_partitions(
         fires_per_second, shards, workload, measured, warm_workers=workers.max_concurrency
     )
@@ -370,6 +380,18 @@ def plan(
         partitions=partitions,
         quotas=quota_needs(demand),
     )
+
+
+def at_rest(
+    fires_per_second: float, workload: Workload, measured: Measured, prices: Prices
+) -> tuple[float, float]:
+    """(tasks, history): a month of storing the registered tasks, and the executions
+    the rate leaves, each kept ``DEFAULT_EXECUTION_RETENTION_DAYS`` after it ends (a
+    TTL delete is free), with their point-in-time backups, in USD."""
+    per_byte = (prices.dynamodb_storage_per_gb_month + prices.dynamodb_pitr_per_gb_month) / 1e9
+    tasks = workload.registered_tasks * measured.task_bytes_at_rest * per_byte
+    kept = fires_per_second * DEFAULT_EXECUTION_RETENTION_DAYS * 86_400
+    return tasks, kept * measured.execution_bytes_at_rest * per_byte
 
 
 def _with_one_call_at_a_time(
@@ -619,6 +641,7 @@ SIZING_HEADERS = (
     "idle $/month",
     "idle $/month, looping only",
     "loaded $/month",
+    "of it stored $/month",
     "loaded $ a million fires",
     "CDK context",
 )
@@ -639,6 +662,7 @@ def sizing_row(row: Plan) -> tuple[str, ...]:
         f"{row.idle.total:,.0f}",
         f"{row.looping_only_idle:,.0f}",
         f"{row.loaded.total:,.0f}",
+        f"{row.loaded.storage:,.0f}",
         f"{row.usd_per_million_fires:.2f}",
         f"`{row.context_flags()}`",
     )

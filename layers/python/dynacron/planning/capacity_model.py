@@ -59,7 +59,7 @@ FIRE_UNITS_BY_TARGET = (
     TargetUnits("tasks", read_units=2.0, write_units=1.0),
     TargetUnits("tasks/due-index", read_units=0.03, write_units=2.0),
     TargetUnits("executions", read_units=0.0, write_units=2.0),
-    TargetUnits("coordination", read_units=0.0466, write_units=0.01),
+    TargetUnits("coordination", read_units=0.0333, write_units=0.01),
 )
 
 
@@ -71,7 +71,7 @@ class Measured:
     tick_cpu_ms_per_claim: float = 2.05
     # bench/results/cost.json: the recurring fire, 100 per tick.
     write_units_per_fire: float = 5.01
-    read_units_per_fire: float = 2.0766
+    read_units_per_fire: float = 2.0633
     sqs_requests_per_fire: float = 0.42
     worker_invocations_per_fire: float = 0.1
     # The same fire's units per table and index (``FIRE_UNITS_BY_TARGET`` says which).
@@ -89,6 +89,11 @@ class Measured:
         (0.2, 0.0108626),
         (2.0, 0.0174619),
     )
+    # bench/results/cost.json: at_rest, the bytes DynamoDB bills for storing a task
+    # (its item and its index entries, 100 bytes of overhead each) and a finished
+    # execution, from the items the recurring fire left.
+    task_bytes_at_rest: float = 1047.8
+    execution_bytes_at_rest: float = 598.0
     # bench/results/cost.json: idle_shard, per shard-second.
     idle_read_units_per_shard_second: float = 3.2833
     idle_sqs_requests_per_shard_second: float = 1.0
@@ -125,6 +130,11 @@ class Prices:
     # Logs kept 30 days (log_retention_days): about one month of them stored.
     cloudwatch_logs_per_gb_month_stored: float = 0.03
     cloudwatch_per_custom_metric_month: float = 0.30
+    # DynamoDB Standard table class storage, and continuous backups (point-in-time
+    # recovery, on every table by default: infra/config.py), per GB-month; the
+    # first 25 GB a month free of storage are left out.
+    dynamodb_storage_per_gb_month: float = 0.25
+    dynamodb_pitr_per_gb_month: float = 0.20
 
 
 MEASURED = Measured()

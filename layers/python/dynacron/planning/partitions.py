@@ -70,6 +70,8 @@ class Workload:
     heartbeats_per_long_job: float = 0.0
     # The share of fires of one-time tasks, each registered by an API call of its own.
     one_time_share: float = 0.0
+    # Tasks registered (stored whether they fire or not).
+    registered_tasks: int = 0
 
     @property
     def api_requests_per_fire(self) -> float:

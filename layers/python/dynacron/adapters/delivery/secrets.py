@@ -27,7 +27,9 @@ class KeptSecrets:
     """``secrets_of`` read once per tenant every ``kept``; safe to call from threads.
 
     Only what was read is kept: a tenant with no secrets yet is asked again next
-    time, and an error reading them is the caller's, as without the copy.
+    time, and an error reading them is the caller's, as without the copy. Calls
+    for one tenant that miss at once wait for one read (a batch's records start
+    together), so a cold worker reads a tenant's record once, not once a record.
     """
 
     def __init__(
@@ -41,15 +43,29 @@ class KeptSecrets:
         self._kept = kept
         self._read: dict[str, tuple[datetime, tuple[str, ...]]] = {}
         self._lock = threading.Lock()
+        # One lock a tenant, held while its record is read.
+        self._reading: dict[str, threading.Lock] = {}
 
     def __call__(self, tenant_id: str) -> Sequence[str]:
-        now = self._clock.now()
+        kept = self._kept_now(tenant_id)
+        if kept is not None:
+            return kept
+        with self._lock:
+            reading = self._reading.setdefault(tenant_id, threading.Lock())
+        with reading:
+            kept = self._kept_now(tenant_id)  # read by a call that held the lock first
+            if kept is not None:
+                return kept
+            now = self._clock.now()
+            secrets = tuple(self._secrets_of(tenant_id))
+            if secrets:
+                with self._lock:
+                    self._read[tenant_id] = (now, secrets)
+            return secrets
+
+    def _kept_now(self, tenant_id: str) -> tuple[str, ...] | None:
         with self._lock:
             held = self._read.get(tenant_id)
-        if held is not None and now - held[0] < self._kept:
+        if held is not None and self._clock.now() - held[0] < self._kept:
             return held[1]
-        secrets = tuple(self._secrets_of(tenant_id))
-        if secrets:
-            with self._lock:
-                self._read[tenant_id] = (now, secrets)
-        return secrets
+        return None
