@@ -13,6 +13,7 @@ from constructs import Node
 from dynacron.definitions.environment import (
     DEFAULT_BUCKET_SECONDS,
     DEFAULT_CATCHUP_MAX_RUNS,
+    DEFAULT_EXECUTION_RETENTION_DAYS,
     DEFAULT_MISFIRE_GRACE_SECONDS,
     DEFAULT_SHARD_COUNT,
     DEFAULT_TICK_BACKLOG_SECONDS,
@@ -81,6 +82,9 @@ class SchedulerConfig:
     # Unset: protected in the "prod" stage only.
     deletion_protection: bool | None = None
     log_retention_days: int = 30
+    # Days an execution's record is kept after it ends (the executions table's TTL):
+    # at high rates the history at rest is a large part of the bill (dynacron plan).
+    execution_retention_days: int = DEFAULT_EXECUTION_RETENTION_DAYS
     alarm_email: str | None = None
     oldest_message_alarm_seconds: int = 300
     scheduling_lag_alarm_seconds: float = 10.0
@@ -119,6 +123,7 @@ class SchedulerConfig:
             "callback_ip_rate_limit": 10 <= self.callback_ip_rate_limit <= 2_000_000_000,
             "api_ip_rate_limit": 10 <= self.api_ip_rate_limit <= 2_000_000_000,
             "log_retention_days": self.log_retention_days in LOG_RETENTION_DAYS,
+            "execution_retention_days": 1 <= self.execution_retention_days <= 3650,
             "provisioned_max_capacity": 1
             <= self.provisioned_min_capacity
             <= self.provisioned_max_capacity,

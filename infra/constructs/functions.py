@@ -13,7 +13,11 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from dynacron.definitions import metric_names
-from dynacron.definitions.environment import BUCKET_SECONDS_VAR, SHARD_COUNT_VAR
+from dynacron.definitions.environment import (
+    BUCKET_SECONDS_VAR,
+    EXECUTION_RETENTION_DAYS_VAR,
+    SHARD_COUNT_VAR,
+)
 from dynacron.definitions.resources import DEPENDENTS_INDEX, IndexDefinition
 from infra.config import SchedulerConfig
 from infra.constructs.nag import acknowledge
@@ -69,6 +73,7 @@ class FunctionKit(Construct):
             **resource_environment,
             SHARD_COUNT_VAR: str(config.shard_count),
             BUCKET_SECONDS_VAR: str(config.bucket_seconds),
+            EXECUTION_RETENTION_DAYS_VAR: str(config.execution_retention_days),
             "POWERTOOLS_METRICS_NAMESPACE": metric_names.NAMESPACE,
             "POWERTOOLS_SERVICE_NAME": metric_names.SERVICE,
         }

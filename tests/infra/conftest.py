@@ -40,6 +40,8 @@ USER_CONFIG = SchedulerConfig(
     worker_max_concurrency=5,
     claim_memory_mb=1024,
     claim_reserved_concurrency=7,
+    # History kept a week, not the default 90 days (the executions' TTL).
+    execution_retention_days=7,
     # No WAF web ACL: the stack still synthesises, with cdk-nag's APIG3 acknowledged.
     api_firewall=False,
 )

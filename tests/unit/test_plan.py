@@ -373,3 +373,13 @@ def test_plan_takes_the_registered_tasks() -> None:
         plan(10, workload=Workload(registered_tasks=10_000_000)).idle.storage
     )
     assert data["idle"]["storage"] > 4
+
+
+def test_a_shorter_history_retention_is_priced_and_deployed_by_the_plan() -> None:
+    kept_90, kept_7 = plan(10_000), plan(10_000, execution_retention_days=7)
+    assert kept_7.loaded.storage == pytest.approx(kept_90.loaded.storage * 7 / 90)
+    assert kept_7.loaded.total < kept_90.loaded.total
+    assert "execution_retention_days" not in kept_90.context()
+    assert kept_7.context()["execution_retention_days"] == "7"
+    printed = CliRunner().invoke(app, ["plan", "--fires-per-second", "10", "--retention-days", "0"])
+    assert printed.exit_code == 2

@@ -84,6 +84,8 @@ def test_to_env_gives_back_the_same_settings(environment: pytest.MonkeyPatch) ->
         ("DYNACRON_FORECAST_MAX_TASKS", "-3"),
         ("DYNACRON_FORECAST_MAX_OCCURRENCES", "lots"),
         ("DYNACRON_MESSAGE_HOLDS", "maybe"),
+        ("DYNACRON_EXECUTION_RETENTION_DAYS", "0"),
+        ("DYNACRON_EXECUTION_RETENTION_DAYS", "a week"),
     ],
 )
 def test_a_bad_value_is_refused_naming_the_variable(

@@ -14,6 +14,7 @@ from dynacron.cli.connection import (
     console,
     out,
 )
+from dynacron.definitions.environment import DEFAULT_EXECUTION_RETENTION_DAYS
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.instants import format_instant
 from dynacron.domain.schedules.describe import describe
@@ -114,6 +115,12 @@ def plan_capacity(
         int,
         typer.Option("--tasks", min=0, help="Tasks registered: their storage and backups at rest"),
     ] = 0,
+    retention_days: Annotated[
+        int,
+        typer.Option(
+            min=1, max=3650, help="Days an execution's record is kept (its storage at rest)"
+        ),
+    ] = DEFAULT_EXECUTION_RETENTION_DAYS,
     as_json: JsonOption = False,
 ) -> None:
     """Size a deployment for a rate of fires: shards, claim invocations, workers,
@@ -138,6 +145,7 @@ def plan_capacity(
             fires_per_second,
             workload=workload,
             min_shards=current_shards,
+            execution_retention_days=retention_days,
             provisioned_targets=sum(1 + len(table.indexes) for table in TABLES),
         )
     except capacity.PlanRefused as error:

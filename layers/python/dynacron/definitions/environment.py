@@ -36,6 +36,8 @@ WORKER_CONCURRENCY_VAR = "DYNACRON_WORKER_CONCURRENCY"
 # "off": a worker leaves its messages at the queue's own visibility timeout
 # instead of holding them a short while at a time (decision 0038).
 MESSAGE_HOLDS_VAR = "DYNACRON_MESSAGE_HOLDS"
+# Days an execution's record is kept after it stops mattering (its TTL).
+EXECUTION_RETENTION_DAYS_VAR = "DYNACRON_EXECUTION_RETENTION_DAYS"
 # The tick's fairness settings (read by the tick only).
 TICK_MAX_CLAIMS_PER_TASK_VAR = "DYNACRON_TICK_MAX_CLAIMS_PER_TASK"
 TICK_BACKLOG_SECONDS_VAR = "DYNACRON_TICK_BACKLOG_SECONDS"

@@ -111,7 +111,10 @@ class Dynacron(LambdaEvents):
             if dynamodb is None or sqs is None:
                 raise TypeError("Dynacron needs an adapter set, or DynamoDB and SQS clients")
             adapters = aws_adapters(
-                settings, dynamodb=dynamodb, sqs=sqs, execution_retention=EXECUTION_RETENTION
+                settings,
+                dynamodb=dynamodb,
+                sqs=sqs,
+                execution_retention=timedelta(days=settings.execution_retention_days),
             )
         self._take_ports(adapters, dispatch_queue)
         self._compose_scheduling(page_claims)

@@ -158,6 +158,8 @@ class Plan:
     partitions: tuple[PartitionLoad, ...] = ()
     # The AWS quotas this row exceeds, with what to ask for.
     quotas: tuple[QuotaNeed, ...] = ()
+    # Days each execution's record is kept after it ends (the history at rest).
+    execution_retention_days: int = DEFAULT_EXECUTION_RETENTION_DAYS
 
     @property
     def tick_capacity(self) -> float:
@@ -191,6 +193,8 @@ class Plan:
         values["worker_memory_mb"] = str(WORKER_MEMORY_MB)
         if self.provisioned_max_capacity is not None:
             values["provisioned_max_capacity"] = str(self.provisioned_max_capacity)
+        if self.execution_retention_days != DEFAULT_EXECUTION_RETENTION_DAYS:
+            values["execution_retention_days"] = str(self.execution_retention_days)
         return values
 
     def context_flags(self) -> str:
@@ -314,6 +318,7 @@ def plan(
     tick_concurrency: int = 16,
     provisioned_targets: int = 8,
     min_shards: int = 1,
+    execution_retention_days: int = DEFAULT_EXECUTION_RETENTION_DAYS,
     measured: Measured = MEASURED,
     prices: Prices = PRICES,
 ) -> Plan:
@@ -339,7 +344,9 @@ def plan(
     idle, loaded = _monthly_costs(
         usage, workers, elastic, tick_concurrency, dynamodb.cost_of(billing), measured, prices
     )
-    tasks_stored, history_stored = at_rest(fires_per_second, workload, measured, prices)
+    tasks_stored, history_stored = at_rest(
+        fires_per_second, workload, execution_retention_days, measured, prices
+    )
     idle = dataclasses.replace(idle, storage=tasks_stored)
     loaded = dataclasses.replace(loaded, storage=tasks_stored + history_stored)
     partitions = busiest_partitions(
@@ -379,18 +386,23 @@ def plan(
         loaded_sequential_worker=_with_one_call_at_a_time(loaded, usage, workers, prices),
         partitions=partitions,
         quotas=quota_needs(demand),
+        execution_retention_days=execution_retention_days,
     )
 
 
 def at_rest(
-    fires_per_second: float, workload: Workload, measured: Measured, prices: Prices
+    fires_per_second: float,
+    workload: Workload,
+    retention_days: int,
+    measured: Measured,
+    prices: Prices,
 ) -> tuple[float, float]:
     """(tasks, history): a month of storing the registered tasks, and the executions
-    the rate leaves, each kept ``DEFAULT_EXECUTION_RETENTION_DAYS`` after it ends (a
-    TTL delete is free), with their point-in-time backups, in USD."""
+    the rate leaves, each kept ``retention_days`` after it ends (a TTL delete is
+    free), with their point-in-time backups, in USD."""
     per_byte = (prices.dynamodb_storage_per_gb_month + prices.dynamodb_pitr_per_gb_month) / 1e9
     tasks = workload.registered_tasks * measured.task_bytes_at_rest * per_byte
-    kept = fires_per_second * DEFAULT_EXECUTION_RETENTION_DAYS * 86_400
+    kept = fires_per_second * retention_days * 86_400
     return tasks, kept * measured.execution_bytes_at_rest * per_byte
 
 
