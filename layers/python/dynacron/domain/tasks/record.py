@@ -147,10 +147,14 @@ def limits_to_map(limits: TaskLimits) -> dict[str, Any] | None:
     return {k: v for k, v in values.items() if v is not None} or None
 
 
+# Most tasks have no limits: one immutable value for them all, not one made per read.
+_NO_LIMITS = TaskLimits()
+
+
 def limits_from_map(values: dict[str, Any] | None) -> TaskLimits:
     """A task's limits as ``limits_to_map`` stored them; none if none were."""
     if not values:
-        return TaskLimits()
+        return _NO_LIMITS
 
     def whole(name: str) -> int | None:
         return int(values[name]) if name in values else None
