@@ -224,8 +224,8 @@ class _RecordsInVirtualTime(BatchProcessor):
 
 @contextmanager
 def virtual_batches(simulation: Simulation, failures: Counter[str]) -> Iterator[None]:
-    """The worker's batch (``record_batches.process_at_once``: an asyncio loop handing
-    records to a pool of threads, which cannot wait in virtual time) runs its records
+    """The worker's batch (``record_batches.process_at_once``: a pool of threads, which
+    cannot wait in virtual time) runs its records
     at once as processes of the simulation instead; the partial batch response is
     still Powertools'. The records reported failed are counted in ``failures`` by
     their exception's type."""

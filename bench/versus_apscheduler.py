@@ -97,8 +97,9 @@ def run_scheduler(name: str, jobs: int) -> dict[str, Any]:
     """``jobs`` due at one second, run by scheduler ``name`` in a process of its own."""
     handler = LoopbackHandler().start()
     directory = tempfile.TemporaryDirectory(prefix=f"versus-{name}-")
-    # Adding a job is a SQLite transaction each: some milliseconds on a busy machine.
-    due = datetime.fromtimestamp(int(time.time() + 15 + jobs * 0.012), UTC)
+    # Adding a job is a SQLite transaction each: some milliseconds on a busy machine
+    # (APScheduler's 10,000 took 136 s at a load average of 5-6).
+    due = datetime.fromtimestamp(int(time.time() + 15 + jobs * 0.02), UTC)
     began = time.time()
     serve = ["--serve", name, "--url", f"{handler.url}/job", "--jobs", str(jobs)]
     serve += ["--due", format_instant(due), "--directory", directory.name]

@@ -21,6 +21,7 @@ from rich.markup import escape
 from dynacron.definitions.environment import API_KEYS_VAR, DEFAULT_EXECUTION_RETENTION_DAYS
 from dynacron.entry.settings import parse_api_keys
 from dynacron.local.private_files import read_private_file
+from dynacron.local.tuning import settle_collector
 
 if TYPE_CHECKING:
     from dynacron.adapters.sqlite.database import Durability
@@ -316,6 +317,7 @@ def _run(runtime: LocalRuntime) -> None:
     # Before "is running" is printed: whoever waits for that line may send SIGTERM
     # at once, and without the handler it would kill, not stop.
     signal.signal(signal.SIGTERM, lambda *_: runtime.stop())
+    settle_collector()
     _announce(runtime, options.components, options.shards, options.workers)
     try:
         runtime.wait(_ActivityLine(runtime))

@@ -38,6 +38,7 @@ from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.powertools.metrics import EmfDocument
+from dynacron.local.tuning import settle_collector
 
 if TYPE_CHECKING:
     from dynacron.local.runtime import Activity, LocalOptions
@@ -190,6 +191,7 @@ def run_worker_process(options: LocalOptions, parent_pid: int, channel: Connecti
     )
     runtime = LocalRuntime(child, emit_metrics=lambda document: send("metrics", document))
     runtime.start()
+    settle_collector()
     reported = (0, 0)
 
     def report() -> None:

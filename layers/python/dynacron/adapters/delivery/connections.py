@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import functools
 import socket
 import threading
 import weakref
@@ -98,9 +99,14 @@ class HandlerUrlCheck:
         check_handler_url(self.policy, self.resolver, url)
 
 
+@functools.lru_cache(maxsize=4096)
 def check_destination(policy: UrlPolicy, url: str) -> None:
     """Before each hop of a call: the URL's form, and its host unless it is a name
-    (a name is checked where it is resolved, by ``PinnedResolver``)."""
+    (a name is checked where it is resolved, by ``PinnedResolver``).
+
+    A check that passed is remembered (the policy and the URL decide it alone, and
+    both are immutable): a task's every delivery does not parse its URL again. One
+    that raised is not, and raises again."""
     host, _ = policy.check_url(url)
     policy.check_host(host.strip("[]"))
 

@@ -11,6 +11,7 @@ and a row say the same thing in the same words.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -130,8 +131,18 @@ def retry_to_map(policy: RetryPolicy) -> dict[str, int]:
 def retry_from_map(values: dict[str, Any] | None) -> RetryPolicy:
     """A retry policy as ``retry_to_map`` stored it; the default if none was."""
     if not values:
-        return RetryPolicy()
-    return RetryPolicy(**{name: int(value) for name, value in values.items()})
+        return _DEFAULT_RETRY
+    return _retry_policy(tuple((name, int(value)) for name, value in values.items()))
+
+
+_DEFAULT_RETRY = RetryPolicy()
+
+
+@functools.lru_cache(maxsize=256)
+def _retry_policy(values: tuple[tuple[str, int], ...]) -> RetryPolicy:
+    """One policy (immutable) for each set of numbers, not one made and checked per
+    read: most tasks share a few. What is invalid raises, and is not kept."""
+    return RetryPolicy(**dict(values))
 
 
 def limits_to_map(limits: TaskLimits) -> dict[str, Any] | None:
@@ -147,10 +158,14 @@ def limits_to_map(limits: TaskLimits) -> dict[str, Any] | None:
     return {k: v for k, v in values.items() if v is not None} or None
 
 
+# Most tasks have no limits: one immutable value for them all, not one made per read.
+_NO_LIMITS = TaskLimits()
+
+
 def limits_from_map(values: dict[str, Any] | None) -> TaskLimits:
     """A task's limits as ``limits_to_map`` stored them; none if none were."""
     if not values:
-        return TaskLimits()
+        return _NO_LIMITS
 
     def whole(name: str) -> int | None:
         return int(values[name]) if name in values else None

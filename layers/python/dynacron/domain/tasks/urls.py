@@ -13,6 +13,7 @@ host name is written in its ``xn--`` form.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -83,7 +84,7 @@ class UrlPolicy:
         """Whether delivery may connect to ``address``: one of ``allow_networks`` if any
         are given; otherwise a global unicast address outside ``TRANSLATION_NETWORKS``."""
         if self.allow_networks:
-            return any(address in ipaddress.ip_network(net) for net in self.allow_networks)
+            return any(address in net for net in _networks(self.allow_networks))
         if isinstance(address, ipaddress.IPv6Address) and any(
             address in net for net in TRANSLATION_NETWORKS
         ):
@@ -104,3 +105,11 @@ class UrlPolicy:
                 f"host {host!r} is not allowed here; this deployment delivers only to "
                 f"{', '.join(self.allow_networks)} (use an IP address or 'localhost')",
             )
+
+
+@functools.lru_cache(maxsize=16)
+def _networks(
+    allow_networks: tuple[str, ...],
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """``allow_networks`` parsed, once per policy rather than at every delivery."""
+    return tuple(ipaddress.ip_network(net) for net in allow_networks)
