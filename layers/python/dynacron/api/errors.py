@@ -13,6 +13,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from dynacron.api.problems import describe_validation_errors, problem
+from dynacron.api.responses import Problem
 from dynacron.domain.errors import (
     CallbackRefused,
     Conflict,
@@ -58,15 +59,24 @@ ERROR_PROBLEMS: dict[type[Exception], ProblemType] = {
 STORE_RETRY_AFTER_SECONDS = 2
 
 
-def error_problem(error: Exception) -> Response[str]:
-    """The problem answer of an error of ``ERROR_PROBLEMS``: an ``InvalidRequest``
-    names its field, a ``LimitExceeded`` its limit, a ``RateLimited`` when to retry."""
+def problem_of(error: Exception) -> Problem:
+    """The problem an error of ``ERROR_PROBLEMS`` is answered with: an
+    ``InvalidRequest`` names its field, a ``LimitExceeded`` its limit."""
     kind = next(ERROR_PROBLEMS[cls] for cls in type(error).__mro__ if cls in ERROR_PROBLEMS)
     fields = None
     if isinstance(error, InvalidRequest):
         fields = [{"field": error.field, "message": error.message}]
     limit = error.limit if isinstance(error, LimitExceeded) else kind.limit
-    response = problem(kind.status, kind.title, str(error), fields, limit=limit)
+    return Problem(
+        title=kind.title, status=kind.status, detail=str(error), errors=fields, limit=limit
+    )
+
+
+def error_problem(error: Exception) -> Response[str]:
+    """The problem answer of an error of ``ERROR_PROBLEMS`` (``problem_of``); a
+    ``RateLimited`` says when to retry."""
+    shown = problem_of(error)
+    response = problem(shown.status, shown.title, shown.detail, shown.errors, limit=shown.limit)
     if isinstance(error, RateLimited):
         response.headers["Retry-After"] = str(error.retry_after_seconds)
     return response

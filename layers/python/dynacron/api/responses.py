@@ -309,6 +309,25 @@ class Problem(BaseModel):
     )
 
 
+class BatchItemView(BaseModel):
+    """How one item of ``POST /tasks/batch`` ended, by its index in the request."""
+
+    index: int
+    outcome: Literal["created", "replayed", "refused"]
+    status: int = Field(
+        description="What POST /tasks would have answered: 201, or the problem's status"
+    )
+    task: TaskView | None = Field(default=None, description="The task, created or replayed")
+    problem: Problem | None = Field(default=None, description="Why the item was refused")
+
+
+class BatchView(BaseModel):
+    """Body of ``POST /tasks/batch``: one answer per item, in the request's order."""
+
+    items: list[BatchItemView]
+    created: int = Field(description="How many items made a new task")
+
+
 class TenantView(BaseModel):
     """Body of ``GET /tenant``: who the caller is to dynacron, and its limits."""
 
