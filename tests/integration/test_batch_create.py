@@ -5,6 +5,7 @@ and on SQLite (local mode's store)."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -13,9 +14,12 @@ from typing import Any
 
 import pytest
 
+from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
+from dynacron.domain.errors import LimitExceeded
 from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import Settings
+from dynacron.services.tasks import BatchItem, BatchOutcome
 from tests.integration.api_client import ALICE, call
 
 HOOK = "http://127.0.0.1:9/hook"
@@ -73,8 +77,9 @@ def test_a_malformed_item_is_reported_by_its_index_and_the_others_are_created(
     build: Build,
 ) -> None:
     system = build(min_interval_seconds=60)
-    # Given a batch whose items 1, 3 and 4 can never be created: one has no schedule,
-    # one fires more often than allowed, one follows a task that does not exist
+    # Given a batch whose items 1, 3 to 6 can never be created: one has no schedule,
+    # one fires more often than allowed, one follows a task that does not exist, one
+    # is no object, one has a field of the wrong type and one no field of a task
     tasks = [
         a_task(0),
         {"name": "no schedule", "handler_url": HOOK},
@@ -82,6 +87,8 @@ def test_a_malformed_item_is_reported_by_its_index_and_the_others_are_created(
         a_task(3, rate="10 seconds"),
         {"name": "orphan", "after": "no-such-task", "handler_url": HOOK},
         "not an object",
+        a_task(6, jitter_seconds="soon", colour="red"),
+        a_task(7),
     ]
     # When it is sent
     status, answer = batch(system, tasks)
@@ -90,8 +97,8 @@ def test_a_malformed_item_is_reported_by_its_index_and_the_others_are_created(
     items = answer["items"]
     assert [item["index"] for item in items] == list(range(len(tasks)))
     outcomes = [item["outcome"] for item in items]
-    assert outcomes == ["created", "refused", "created", "refused", "refused", "refused"]
-    assert answer["created"] == 2
+    assert outcomes == ["created", "refused", "created"] + ["refused"] * 4 + ["created"]
+    assert answer["created"] == 3
     assert items[0]["status"] == items[2]["status"] == 201
     assert items[2]["task"]["tags"] == {"team": "blue"}
     # And each refusal is the problem POST /tasks would have answered
@@ -105,10 +112,14 @@ def test_a_malformed_item_is_reported_by_its_index_and_the_others_are_created(
         {"field": "after", "message": "no task 'no-such-task' exists"}
     ]
     assert items[5]["status"] == 422
+    assert {(e["field"], e["message"]) for e in items[6]["problem"]["errors"]} == {
+        ("jitter_seconds", "must be an integer"),
+        ("colour", "is not a known field"),
+    }
     # And only the valid items were stored and counted
-    created = {items[0]["task"]["task_id"], items[2]["task"]["task_id"]}
+    created = {items[n]["task"]["task_id"] for n in (0, 2, 7)}
     assert stored_ids(system) == created
-    assert task_count(system) == 2
+    assert task_count(system) == 3
 
 
 def test_the_same_batch_sent_twice_creates_nothing_the_second_time(
@@ -210,22 +221,33 @@ def test_two_batches_racing_for_the_last_50_places_create_50(build: Build) -> No
     system = build(max_tasks_per_tenant=60)
     # Given a tenant with 10 tasks, 50 places left
     assert batch(system, [a_task(n) for n in range(10)])[1]["created"] == 10
-    # When two batches of 50 are sent at the same moment
+    # When two batches of 50 are registered at the same moment, as two API function
+    # instances would (one process answers one request at a time, so the race is
+    # run on the service the route calls, from two threads)
     start = threading.Barrier(2)
+    tenant = call(system, "GET", "/tenant")[1]["tenant_id"]
 
-    def send(first: int) -> dict[str, Any]:
+    def register(first: int) -> list[BatchOutcome]:
+        items = [
+            BatchItem(TaskCreate.model_validate(a_task(n)).to_spec())
+            for n in range(first, first + 50)
+        ]
         start.wait()
-        status, answer = batch(system, [a_task(n) for n in range(first, first + 50)])
-        assert status == 200
-        return answer
+        return system.task_service.register_many(tenant, items)
 
-    with ThreadPoolExecutor(2) as pool:
-        answers = list(pool.map(send, (100, 200)))
+    # (threads switched as often as Python allows, so that the two interleave finely)
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            outcomes = [o for answer in pool.map(register, (100, 200)) for o in answer]
+    finally:
+        sys.setswitchinterval(switch_interval)
     # Then 50 are created in all, and the tenant is exactly at its quota
-    assert sum(answer["created"] for answer in answers) == 50
-    refused = [i for a in answers for i in a["items"] if i["outcome"] == "refused"]
+    assert sum(o.task is not None for o in outcomes) == 50
+    refused = [o.error for o in outcomes if o.error is not None]
     assert len(refused) == 50
-    assert {i["problem"]["limit"] for i in refused} == {"max_tasks_per_tenant"}
+    assert all(isinstance(e, LimitExceeded) for e in refused)
     assert task_count(system) == 60
     assert len(stored_ids(system)) == 60
 
