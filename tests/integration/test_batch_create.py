@@ -264,3 +264,15 @@ def test_an_empty_batch_or_one_over_100_is_refused_whole(build: Build, size: int
     status, problem = call(system, "POST", "/tasks/batch", {"items": [a_task(0)]})
     assert status == 422
     assert task_count(system) == 0
+
+
+def test_tasks_batch_is_no_task_id_for_other_methods(build: Build) -> None:
+    system = build()
+    for method in ("GET", "PATCH", "DELETE", "PUT"):
+        status, problem = call(system, method, "/tasks/batch", {} if method == "PATCH" else None)
+        assert status == 405, (method, problem)
+        assert problem["detail"] == f"/tasks/batch answers POST, not {method}"
+    status, _ = call(system, "OPTIONS", "/tasks/batch")
+    assert status == 204
+    # A task's own path still answers its methods
+    assert call(system, "GET", "/tasks/0123456789abcdef")[0] == 404
