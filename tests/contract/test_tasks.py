@@ -78,7 +78,7 @@ def test_create_many_fills_the_quota_in_order_and_answers_each(adapters: Adapter
     outcomes = tasks.create_many_within_quota([(t, HERE) for t in batch], 4, "batch-secret")
 
     # Then the taken id is refused, and the rest fill the quota in order
-    assert outcomes[0] is None and outcomes[2] is None and outcomes[3] is None
+    assert [outcomes[n] for n in (0, 2, 3)] == [None, None, None]
     assert isinstance(outcomes[1], InvalidRequest)
     assert not isinstance(outcomes[1], LimitExceeded)
     assert isinstance(outcomes[4], LimitExceeded)
