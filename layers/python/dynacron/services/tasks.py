@@ -15,6 +15,7 @@ from dynacron.domain.clock import Clock
 from dynacron.domain.coordination import transitions as coordination
 from dynacron.domain.coordination.create_keys import HEADER, CreateKey, KeyReservation
 from dynacron.domain.coordination.quotas import check_min_interval
+from dynacron.domain.coordination.tenants import EffectiveQuota, TenantQuota
 from dynacron.domain.errors import (
     Conflict,
     InvalidRequest,
@@ -101,7 +102,10 @@ class TaskSettings:
     """What registering and changing a task are held to (``Settings.task_settings``)."""
 
     sharding: Sharding
+    # The default of a tenant with no limit of its own (``TenantQuota``).
     max_tasks_per_tenant: int
+    # Likewise, requests a second per API instance (0: no limit).
+    tenant_rate_per_second: float = 0.0
     # A schedule may not fire more often than this.
     min_interval_seconds: int
     max_payload_bytes: int
@@ -198,7 +202,7 @@ class TaskService:
                 (task, self.settings.sharding.place(task.task_id, task.next_run_at, now))
                 for _, task, _ in pending
             ],
-            self.settings.max_tasks_per_tenant,
+            self.quota(tenant_id).max_tasks,
             new_signing_secret(),
         )
         for (index, task, item), why_not in zip(pending, stored, strict=True):
@@ -252,7 +256,7 @@ class TaskService:
         self.tasks.create_within_quota(
             task,
             self.settings.sharding.place(task_id, task.next_run_at, now),
-            self.settings.max_tasks_per_tenant,
+            self.quota(tenant_id).max_tasks,
             new_signing_secret(),
         )
         return task
@@ -509,6 +513,19 @@ class TaskService:
     def task_count(self, tenant_id: str) -> int:
         """How many tasks the tenant has."""
         return self.tenants.task_count(tenant_id)
+
+    def quota(self, tenant_id: str) -> EffectiveQuota:
+        """The limits the tenant is held to: those an operator set for it, else the
+        deployment's defaults (one consistent read of its record)."""
+        return self.tenants.quota(tenant_id).effective(
+            self.settings.max_tasks_per_tenant, self.settings.tenant_rate_per_second
+        )
+
+    def set_quota(self, tenant_id: str, quota: TenantQuota) -> EffectiveQuota:
+        """An operator's limits for the tenant (None: back to the default); the limits
+        it is held to now. Tasks over a lowered quota stay; new ones are refused."""
+        self.tenants.set_quota(tenant_id, quota)
+        return self.quota(tenant_id)
 
     def _check_handler(self, task: Task) -> None:
         """An HTTP handler the URL policy allows, or a Python handler registered in
