@@ -197,14 +197,16 @@ class TaskService:
                 outcomes[index] = BatchOutcome(None, error=refused)
                 continue
             pending.append((index, task, item))
-        stored = self.tasks.create_many_within_quota(
-            [
-                (task, self.settings.sharding.place(task.task_id, task.next_run_at, now))
-                for _, task, _ in pending
-            ],
-            self.quota(tenant_id).max_tasks,
-            new_signing_secret(),
-        )
+        stored: list[Exception | None] = []
+        if pending:
+            stored = self.tasks.create_many_within_quota(
+                [
+                    (task, self.settings.sharding.place(task.task_id, task.next_run_at, now))
+                    for _, task, _ in pending
+                ],
+                self.quota(tenant_id).max_tasks,
+                new_signing_secret(),
+            )
         for (index, task, item), why_not in zip(pending, stored, strict=True):
             outcomes[index] = self._stored(tenant_id, task, item, why_not)
         return [outcome for outcome in outcomes if outcome is not None]
