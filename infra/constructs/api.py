@@ -235,12 +235,19 @@ class Api(Construct):
             tasks_path.add_method(
                 method, integration, authorization_type=iam_auth, request_validator=validator
             )
-        tasks_path.add_method(
-            "POST",
-            integration,
-            authorization_type=iam_auth,
-            request_validator=validator,
-            request_models={"application/json": json_object},
+        # A batch create too: its body a JSON object (the function checks each task),
+        # signed as POST /tasks is; other methods reach the function, which answers 405.
+        batch_path = tasks_path.add_resource("batch")
+        for path in (tasks_path, batch_path):
+            path.add_method(
+                "POST",
+                integration,
+                authorization_type=iam_auth,
+                request_validator=validator,
+                request_models={"application/json": json_object},
+            )
+        batch_path.add_method(
+            "ANY", integration, authorization_type=iam_auth, request_validator=validator
         )
         self.callback_methods = self._callback_methods(integration, validator)
         acknowledge(

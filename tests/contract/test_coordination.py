@@ -16,10 +16,11 @@ from dynacron.domain.coordination.limits import (
     after_retry_after,
     after_success,
 )
+from dynacron.domain.coordination.tenants import TenantQuota
 from dynacron.domain.coordination.uptime import ShardHistory
 from dynacron.ports import AdapterSet, ShardLease
 from tests.contract import coordination_changes as changes
-from tests.contract.builders import SHARDING, START
+from tests.contract.builders import SHARDING, START, a_task
 
 SECOND = timedelta(seconds=1)
 HOUR = timedelta(hours=1)
@@ -114,6 +115,27 @@ def test_tenants_secrets_are_ensured_once_and_rotated_keeping_one(
 
 
 # Shard leases ----------------------------------------------------------------------
+
+
+def test_a_tenant_s_own_limits_are_set_replaced_and_removed(adapters: AdapterSet) -> None:
+    tenants, tasks = adapters.tenants, adapters.tasks
+    # A tenant never seen has no limits of its own
+    assert tenants.quota("acme") == TenantQuota()
+    # Set before it has any task, then kept by its creates, count and secret
+    tenants.set_quota("acme", TenantQuota(max_tasks=10_000_000, rate_per_second=2.5))
+    tasks.create_within_quota(a_task("first", tenant_id="acme"), None, 10, "acme-secret")
+    assert tenants.quota("acme") == TenantQuota(max_tasks=10_000_000, rate_per_second=2.5)
+    assert tenants.task_count("acme") == 1
+    assert tenants.signing_secrets("acme") == ["acme-secret"]
+    # Replaced: the rate removed (the default again), the count and secret kept
+    tenants.set_quota("acme", TenantQuota(max_tasks=3))
+    assert tenants.quota("acme") == TenantQuota(max_tasks=3)
+    assert tenants.task_count("acme") == 1
+    assert tenants.signing_secrets("acme") == ["acme-secret"]
+    tenants.set_quota("acme", TenantQuota())
+    assert tenants.quota("acme") == TenantQuota()
+    # Each tenant's own
+    assert tenants.quota("other") == TenantQuota()
 
 
 def test_a_shard_lease_is_acquired_renewed_handed_over_and_released(

@@ -68,6 +68,40 @@ def test_create_within_quota_counts_and_stops_at_the_quota(adapters: AdapterSet)
     assert tenants.task_count("acme") == 2
 
 
+def test_create_many_fills_the_quota_in_order_and_answers_each(adapters: AdapterSet) -> None:
+    tasks, tenants = adapters.tasks, adapters.tenants
+    create(tasks, a_task("taken", tenant_id="acme"))
+
+    # Given a tenant with one task and a quota of 4, a batch of 5, one with a taken id
+    batch = [a_task(f"new-{n}", tenant_id="acme") for n in range(5)]
+    batch[1] = a_task("taken", tenant_id="acme")
+    outcomes = tasks.create_many_within_quota([(t, HERE) for t in batch], 4, "batch-secret")
+
+    # Then the taken id is refused, and the rest fill the quota in order
+    assert [outcomes[n] for n in (0, 2, 3)] == [None, None, None]
+    assert isinstance(outcomes[1], InvalidRequest)
+    assert not isinstance(outcomes[1], LimitExceeded)
+    assert isinstance(outcomes[4], LimitExceeded)
+    assert tenants.task_count("acme") == 4
+    assert [tasks.get(f"new-{n}") is not None for n in range(5)] == [True, False, True, True, False]
+    assert tasks.get("taken") is not None
+
+
+def test_create_many_stores_a_whole_batch_counted_once_each(adapters: AdapterSet) -> None:
+    tasks, tenants = adapters.tasks, adapters.tenants
+    batch = [a_task(f"many-{n:03d}", tenant_id="bulk") for n in range(120)]
+
+    outcomes = tasks.create_many_within_quota([(t, HERE) for t in batch], 120, "bulk-secret")
+
+    assert outcomes == [None] * 120
+    assert tenants.task_count("bulk") == 120
+    assert tenants.signing_secrets("bulk") == ["bulk-secret"]
+    assert len(due_ids(tasks)) == 120
+    # And the tenant is full: one more is refused
+    late = tasks.create_many_within_quota([(a_task("late", tenant_id="bulk"), HERE)], 120, "x")
+    assert isinstance(late[0], LimitExceeded)
+
+
 def test_create_refuses_a_taken_id(adapters: AdapterSet) -> None:
     tasks = adapters.tasks
     original = create(tasks, a_task("taken", tenant_id="acme"))

@@ -385,6 +385,28 @@ def test_a_create_retried_with_its_idempotency_key_makes_one_task(
     assert [t["task_id"] for t in page["items"]] == [first[1]["task_id"]]
 
 
+def test_a_batch_create_runs_within_the_api_s_grants_and_replays_by_its_keys(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    # A batch (its keys, chunked transaction and tenant count) under the API role's
+    # own grants: a call outside them would fail here as AWS would fail it
+    tasks = [
+        {"rate": "1 hour", "handler_url": sink.url, "idempotency_key": f"deployed-batch-{n}"}
+        for n in range(3)
+    ]
+    tasks.append({"handler_url": sink.url})  # no schedule
+    status, first = deployed.api("POST", "/tasks/batch", {"tasks": tasks}, principal=principal)
+    assert status == 200, first
+    assert [i["outcome"] for i in first["items"]] == ["created"] * 3 + ["refused"]
+    status, again = deployed.api("POST", "/tasks/batch", {"tasks": tasks}, principal=principal)
+    assert status == 200, again
+    assert [i["outcome"] for i in again["items"]] == ["replayed"] * 3 + ["refused"]
+    status, page = deployed.api("GET", "/tasks", principal=principal)
+    assert sorted(t["task_id"] for t in page["items"]) == sorted(
+        i["task"]["task_id"] for i in first["items"][:3]
+    )
+
+
 def test_a_lost_retry_is_sent_again_by_the_reaper(
     deployed: Deployment, principal: str, sink: Sink
 ) -> None:

@@ -405,9 +405,10 @@ def test_every_api_method_requires_iam_and_is_validated(template: dict[str, Any]
             continue
         assert method["AuthorizationType"] == "AWS_IAM"
         assert method["Integration"]["Type"] == "AWS_PROXY"
+    # The two creates (POST /tasks and /tasks/batch) have the gateway check their body
     posts = [m for k, m in methods.items() if m["HttpMethod"] == "POST" and k not in callbacks]
-    assert len(posts) == 1
-    assert "application/json" in posts[0]["RequestModels"]
+    assert len(posts) == 2
+    assert all("application/json" in post["RequestModels"] for post in posts)
     assert all("RequestValidatorId" in m for m in methods.values())
 
 
@@ -445,6 +446,22 @@ def test_every_method_on_tasks_reaches_the_function(template: dict[str, Any]) ->
     methods = resources_of(template, "AWS::ApiGateway::Method").values()
     on_tasks = {m["HttpMethod"] for m in methods if m["ResourceId"] == {"Ref": tasks}}
     assert on_tasks == {"ANY", "GET", "POST"}
+
+
+def test_the_batch_create_is_signed_and_checked_as_a_create(template: dict[str, Any]) -> None:
+    """POST /tasks/batch has its own method, IAM-signed and its body checked to be a
+    JSON object by the gateway, as POST /tasks; any other method reaches the function."""
+    methods = resources_of(template, "AWS::ApiGateway::Method")
+    paths = method_paths(template)
+    on_batch = {k: m for k, m in methods.items() if paths[k] == "/tasks/batch"}
+    assert {m["HttpMethod"] for m in on_batch.values()} == {"ANY", "POST"}
+    assert {m["AuthorizationType"] for m in on_batch.values()} == {"AWS_IAM"}
+    (post,) = [m for m in on_batch.values() if m["HttpMethod"] == "POST"]
+    (create,) = [
+        m for k, m in methods.items() if paths[k] == "/tasks" and m["HttpMethod"] == "POST"
+    ]
+    assert post["RequestModels"] == create["RequestModels"]
+    assert post["Integration"] == create["Integration"]
 
 
 def method_paths(template: dict[str, Any]) -> dict[str, str]:

@@ -13,6 +13,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import dynacron
+from dynacron.api.requests import TaskCreate
 from dynacron.cli import connection as cli_output
 from dynacron.cli.main import app
 from dynacron.client.api_client import ApiError, ApiUnreachable
@@ -31,7 +32,7 @@ def local() -> Iterator[str]:
             port=0,
             shards=2,
             workers=2,
-            api_keys=(("k1", "team-a"), ("k2", "team-b"), ("k3", "team-c")),
+            api_keys=(("k1", "team-a"), ("k2", "team-b"), ("k3", "team-c"), ("k4", "team-d")),
         )
     ).start()
     yield runtime.api_url
@@ -202,6 +203,36 @@ def test_a_create_whose_answer_was_lost_is_retried_into_the_same_task(local: str
                 rate="2 hours", handler_url="http://127.0.0.1:9/h", idempotency_key="k"
             )
         assert reused.value.status == 422
+
+
+def test_a_batch_whose_answer_was_lost_is_retried_into_the_same_tasks(local: str) -> None:
+    network, hook = AnswerLost(), "http://127.0.0.1:9/h"
+    with dynacron.Client(local, api_key="k4", transport=network) as client:
+        # When a batch with one malformed item reaches the API and its answer is lost
+        answer = client.create_tasks(
+            [
+                {"rate": "1 hour", "handler_url": hook, "name": "one"},
+                {"handler_url": hook, "name": "no schedule"},
+                TaskCreate(cron="0 3 * * *", handler_url=hook, name="three"),
+            ]
+        )
+        # Then the client sent it again with the same keys, and got the tasks the
+        # first made (replayed), the malformed item refused by its index
+        first, retried = (json.loads(r.content) for r in network.sent)
+        assert first == retried
+        assert [i.outcome for i in answer.items] == ["replayed", "refused", "replayed"]
+        assert answer.items[1].problem is not None
+        assert answer.items[1].problem.status == 422
+        made = {i.task.task_id for i in answer.items if i.task is not None}
+        assert {t.task_id for t in client.iter_tasks()} == made
+        assert client.tenant().task_count == 2
+        # And the caller's own keys: the same batch again creates nothing
+        bodies = [{"rate": "1 hour", "handler_url": hook, "name": f"k-{n}"} for n in range(3)]
+        keys = [f"batch-key-{n}" for n in range(3)]
+        assert client.create_tasks(bodies, keys=keys).created == 3
+        again = client.create_tasks(bodies, keys=keys)
+        assert (again.created, {i.outcome for i in again.items}) == (0, {"replayed"})
+        assert client.tenant().task_count == 5
 
 
 def test_tags_from_the_client_set_replaced_filtered_and_kept_per_tenant(local: str) -> None:

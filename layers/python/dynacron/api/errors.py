@@ -13,6 +13,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from dynacron.api.problems import describe_validation_errors, problem
+from dynacron.api.responses import Problem
 from dynacron.domain.errors import (
     CallbackRefused,
     Conflict,
@@ -58,15 +59,24 @@ ERROR_PROBLEMS: dict[type[Exception], ProblemType] = {
 STORE_RETRY_AFTER_SECONDS = 2
 
 
-def error_problem(error: Exception) -> Response[str]:
-    """The problem answer of an error of ``ERROR_PROBLEMS``: an ``InvalidRequest``
-    names its field, a ``LimitExceeded`` its limit, a ``RateLimited`` when to retry."""
+def problem_of(error: Exception) -> Problem:
+    """The problem an error of ``ERROR_PROBLEMS`` is answered with: an
+    ``InvalidRequest`` names its field, a ``LimitExceeded`` its limit."""
     kind = next(ERROR_PROBLEMS[cls] for cls in type(error).__mro__ if cls in ERROR_PROBLEMS)
     fields = None
     if isinstance(error, InvalidRequest):
         fields = [{"field": error.field, "message": error.message}]
     limit = error.limit if isinstance(error, LimitExceeded) else kind.limit
-    response = problem(kind.status, kind.title, str(error), fields, limit=limit)
+    return Problem(
+        title=kind.title, status=kind.status, detail=str(error), errors=fields, limit=limit
+    )
+
+
+def error_problem(error: Exception) -> Response[str]:
+    """The problem answer of an error of ``ERROR_PROBLEMS`` (``problem_of``); a
+    ``RateLimited`` says when to retry."""
+    shown = problem_of(error)
+    response = problem(shown.status, shown.title, shown.detail, shown.errors, limit=shown.limit)
     if isinstance(error, RateLimited):
         response.headers["Retry-After"] = str(error.retry_after_seconds)
     return response
@@ -116,23 +126,36 @@ def map_errors_to_problems(app: APIGatewayRestResolver) -> None:
         allowed = allowed_methods(app, event.path)
         if not allowed:
             return problem(404, "Not found", f"no route for {method} {event.path}")
-        # RFC 9110: a known resource answers a method it does not support with 405
-        # and the methods it does support; OPTIONS asks for exactly that list.
-        allow = ", ".join(allowed)
-        if method == "OPTIONS":
-            return Response(status_code=204, headers={"Allow": allow})
-        response = problem(405, "Method not allowed", f"{event.path} answers {allow}, not {method}")
-        response.headers["Allow"] = allow
-        return response
+        return method_not_allowed(method, event.path, allowed)
 
     app.exception_handler(Exception)(unexpected)
+
+
+def method_not_allowed(method: str, path: str, allowed: list[str]) -> Response[Any]:
+    """RFC 9110: a known resource answers a method it does not support with 405 and
+    the methods it does support; OPTIONS asks for exactly that list."""
+    allow = ", ".join(allowed)
+    if method == "OPTIONS":
+        return Response(status_code=204, headers={"Allow": allow})
+    response = problem(405, "Method not allowed", f"{path} answers {allow}, not {method}")
+    response.headers["Allow"] = allow
+    return response
 
 
 def allowed_methods(app: APIGatewayRestResolver, path: str) -> list[str]:
     """The methods routed for ``path``, as an ``Allow`` header lists them; none if it is unknown.
 
     Matched with the resolver's own compiled routes, so a path is "known" exactly
-    when some method would reach a route with it.
+    when some method would reach a route with it. A path a fixed route names is
+    that route's alone (``/tasks/batch`` is no task id: ``fixed_path_methods``).
     """
+    fixed = fixed_path_methods(app, path)
+    if fixed:
+        return fixed
     routes = app._static_routes + app._dynamic_routes
     return sorted({route.method for route in routes if route.rule.match(path)})
+
+
+def fixed_path_methods(app: APIGatewayRestResolver, path: str) -> list[str]:
+    """The methods of the routes without parameters that name ``path`` exactly."""
+    return sorted({route.method for route in app._static_routes if route.rule.match(path)})

@@ -1,5 +1,6 @@
 """Middlewares every route of the resolver runs through, in this order:
-``authenticate`` (who is calling, within its rate), then ``refuse_unknown_query``."""
+``authenticate`` (who is calling, within its rate), then ``refuse_unknown_query``,
+then ``keep_fixed_paths``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from dynacron.api.caller import TENANT_CONTEXT_KEY
+from dynacron.api.errors import fixed_path_methods, method_not_allowed
 from dynacron.api.identity import tenant_of
 from dynacron.api.openapi import PUBLIC_PATHS, CallerIdentities
 from dynacron.definitions.callbacks import is_callback_path
@@ -67,4 +69,18 @@ def refuse_unknown_query(
                     for name in unknown
                 ]
             )
+    return next_middleware(app)
+
+
+def keep_fixed_paths(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    """A path a route without parameters names (``POST /tasks/batch``) is that
+    route's, though a route with one matches it too (``/tasks/<task_id>``): another
+    method on it is answered 405 with the fixed routes' ``Allow``, as the OpenAPI
+    document states the path, never taken as a task named ``batch``."""
+    route = app.context.get("_route")
+    if route in app._dynamic_routes:
+        event = app.current_event
+        fixed = fixed_path_methods(app, event.path)
+        if fixed:
+            return method_not_allowed(event.http_method.upper(), event.path, fixed)
     return next_middleware(app)

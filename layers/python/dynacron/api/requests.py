@@ -387,3 +387,23 @@ class CompleteRequest(BaseModel):
 
     status: Literal["SUCCEEDED", "FAILED"]
     error: str | None = Field(default=None, max_length=2000)
+
+
+# A batch create holds at most this many tasks; send more in several.
+MAX_BATCH = 100
+BATCH_KEY_FIELD = "idempotency_key"
+
+
+class TaskBatch(BaseModel):
+    """Body of ``POST /tasks/batch``: 1 to 100 tasks, each checked on its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: list[Any] = Field(
+        min_length=1,
+        max_length=MAX_BATCH,
+        description=f"Each a body of POST /tasks, with an optional '{BATCH_KEY_FIELD}' (as the "
+        "Idempotency-Key header of POST /tasks: the same key and task within 24 hours "
+        "return the task the first made); an item that is invalid (or no JSON object) is "
+        "answered with its problem by its index, and the others are created",
+    )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from dynacron.api.requests import DstPolicyModel, RateLimitModel
+from dynacron.domain.coordination.tenants import EffectiveQuota
 from dynacron.domain.executions.execution import Execution
 from dynacron.domain.instants import format_instant
 from dynacron.domain.schedules.forecast import Forecast
@@ -309,6 +310,25 @@ class Problem(BaseModel):
     )
 
 
+class BatchItemView(BaseModel):
+    """How one item of ``POST /tasks/batch`` ended, by its index in the request."""
+
+    index: int
+    outcome: Literal["created", "replayed", "refused"]
+    status: int = Field(
+        description="What POST /tasks would have answered: 201, or the problem's status"
+    )
+    task: TaskView | None = Field(default=None, description="The task, created or replayed")
+    problem: Problem | None = Field(default=None, description="Why the item was refused")
+
+
+class BatchView(BaseModel):
+    """Body of ``POST /tasks/batch``: one answer per item, in the request's order."""
+
+    items: list[BatchItemView]
+    created: int = Field(description="How many items made a new task")
+
+
 class TenantView(BaseModel):
     """Body of ``GET /tenant``: who the caller is to dynacron, and its limits."""
 
@@ -317,19 +337,37 @@ class TenantView(BaseModel):
         description="Verify deliveries with any of these (newest first; two during a rotation)"
     )
     task_count: int
-    max_tasks: int
+    max_tasks: int = Field(description="The most tasks this tenant may hold")
+    rate_per_second: float = Field(
+        description="Requests a second this tenant may send to each API instance (0: no limit)"
+    )
+    own_limits: list[Literal["max_tasks", "rate_per_second"]] = Field(
+        description="The limits an operator set for this tenant; the others are the defaults"
+    )
     max_payload_bytes: int
     min_interval_seconds: int
 
     @classmethod
     def of(
-        cls, tenant_id: str, signing_secrets: list[str], task_count: int, settings: TenantLimits
+        cls,
+        tenant_id: str,
+        signing_secrets: list[str],
+        task_count: int,
+        quota: EffectiveQuota,
+        settings: TenantLimits,
     ) -> TenantView:
+        own: list[Literal["max_tasks", "rate_per_second"]] = []
+        if quota.own_max_tasks:
+            own.append("max_tasks")
+        if quota.own_rate:
+            own.append("rate_per_second")
         return cls(
             tenant_id=tenant_id,
             signing_secrets=signing_secrets,
             task_count=task_count,
-            max_tasks=settings.max_tasks_per_tenant,
+            max_tasks=quota.max_tasks,
+            rate_per_second=quota.rate_per_second,
+            own_limits=own,
             max_payload_bytes=settings.max_payload_bytes,
             min_interval_seconds=settings.min_interval_seconds,
         )

@@ -7,6 +7,7 @@ import typer
 from dynacron.cli.executions import dead_letters_app, executions_app
 from dynacron.cli.schedules import next_occurrences, plan_capacity
 from dynacron.cli.tasks import tasks_app
+from dynacron.cli.tenants import tenants_app
 from dynacron.cli.try_handler import try_handler
 from dynacron.console.command import console_command
 from dynacron.local import commands as local_commands
@@ -15,6 +16,7 @@ app = typer.Typer(help="dynacron: a serverless, distributed task scheduler.", no
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(executions_app, name="executions")
 app.add_typer(dead_letters_app, name="dead-letters")
+app.add_typer(tenants_app, name="tenants")
 app.command()(local_commands.local)
 app.command()(local_commands.aws)
 app.command("console")(console_command)

@@ -18,9 +18,16 @@ import httpx
 from pydantic import BaseModel
 
 from dynacron.api.identity import API_KEY_HEADER
-from dynacron.api.requests import BackfillRequest, SchedulePreviewRequest, TaskCreate, TaskPatch
+from dynacron.api.requests import (
+    BATCH_KEY_FIELD,
+    BackfillRequest,
+    SchedulePreviewRequest,
+    TaskCreate,
+    TaskPatch,
+)
 from dynacron.api.responses import (
     BackfillView,
+    BatchView,
     ExecutionPage,
     ExecutionView,
     ForecastView,
@@ -141,6 +148,37 @@ class Client:
         while True:
             try:
                 return self._call(TaskView, "POST", "/tasks", json=body, headers=headers)
+            except ApiUnreachable:
+                if attempt >= CREATE_ATTEMPTS:
+                    raise
+            time.sleep(CREATE_BACKOFF_SECONDS * attempt)
+            attempt += 1
+
+    def create_tasks(
+        self, bodies: Sequence[TaskCreate | Mapping[str, Any]], *, keys: Sequence[str] | None = None
+    ) -> BatchView:
+        """Register up to ``MAX_BATCH`` tasks in one request (``POST /tasks/batch``): each
+        answered by its index (``created``, ``replayed`` or ``refused`` with its
+        problem), never raised. Safe to retry, as ``create_task``: each item carries
+        an idempotency key (``keys[i]``, else its own ``idempotency_key`` field, else a
+        fresh one), and a batch that got no answer is sent again with the same keys."""
+        if keys is not None and len(keys) != len(bodies):
+            raise ValueError(f"{len(keys)} keys for {len(bodies)} tasks")
+        items = []
+        for index, body in enumerate(bodies):
+            item = (
+                body.model_dump(exclude_none=True, exclude_unset=True)
+                if isinstance(body, TaskCreate)
+                else dict(body)
+            )
+            if keys is not None:
+                item[BATCH_KEY_FIELD] = keys[index]
+            item.setdefault(BATCH_KEY_FIELD, uuid.uuid4().hex)
+            items.append(item)
+        attempt = 1
+        while True:
+            try:
+                return self._call(BatchView, "POST", "/tasks/batch", json={"tasks": items})
             except ApiUnreachable:
                 if attempt >= CREATE_ATTEMPTS:
                     raise

@@ -276,7 +276,10 @@ class Dynacron(LambdaEvents):
             self.execution_service,
             settings,
             TenantRateLimiter(
-                self.clock, settings.tenant_rate_per_second, settings.tenant_rate_burst
+                self.clock,
+                settings.tenant_rate_per_second,
+                settings.tenant_rate_burst,
+                rate_of=lambda tenant: self.task_service.quota(tenant).rate_per_second,
             ),
             self.forecast,
         )

@@ -250,6 +250,7 @@ class Settings:
         return TaskSettings(
             sharding=self.sharding,
             max_tasks_per_tenant=self.max_tasks_per_tenant,
+            tenant_rate_per_second=self.tenant_rate_per_second,
             min_interval_seconds=self.min_interval_seconds,
             max_payload_bytes=self.max_payload_bytes,
         )

@@ -21,6 +21,7 @@ from typing import Protocol
 from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination.create_keys import KeyReservation
 from dynacron.domain.coordination.limits import HostState, RateLimit
+from dynacron.domain.coordination.tenants import TenantQuota
 from dynacron.domain.coordination.uptime import ShardHistory
 
 
@@ -69,7 +70,7 @@ class CursorStore(Protocol):
 
 
 class TenantStore(Protocol):
-    """Each tenant's task count and signing secrets (newest first)."""
+    """Each tenant's task count, signing secrets (newest first) and own limits."""
 
     def signing_secrets(self, tenant_id: str) -> list[str]:
         """Active secrets, newest first; empty for a tenant that never stored a task."""
@@ -77,6 +78,15 @@ class TenantStore(Protocol):
 
     def task_count(self, tenant_id: str) -> int:
         """How many tasks the tenant has (0 for one never seen)."""
+        ...
+
+    def quota(self, tenant_id: str) -> TenantQuota:
+        """The limits an operator set for the tenant (none set: all None)."""
+        ...
+
+    def set_quota(self, tenant_id: str, quota: TenantQuota) -> None:
+        """Replace the tenant's own limits with ``quota`` (a None limit removed: the
+        default applies again), keeping its count and secrets; never refused."""
         ...
 
     def ensure_secret(self, tenant_id: str, fresh_secret: str) -> list[str]:

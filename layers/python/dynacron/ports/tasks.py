@@ -13,7 +13,7 @@ first tries to free a run slot) are the services' (``dynacron.services.task_chan
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -79,6 +79,22 @@ class OwnedTasks(Protocol):
 
         Expects no task with this id and fewer than ``max_tasks`` counted. Refused:
         ``LimitExceeded`` over quota (checked first), ``InvalidRequest`` if the id is taken.
+        """
+        ...
+
+    def create_many_within_quota(
+        self,
+        tasks: Sequence[tuple[Task, DuePlacement | None]],
+        max_tasks: int,
+        fresh_secret: str,
+    ) -> list[Exception | None]:
+        """``create_within_quota`` for each of one tenant's new ``tasks``, in order: for
+        each, None if it was stored, else why not (``LimitExceeded``, ``InvalidRequest``).
+
+        The quota holds for the whole batch against any concurrent create: the tasks
+        are counted in the same transactions that store them (SQLite: one; DynamoDB:
+        one per chunk of up to 99), and when a chunk does not fit, its tasks are tried
+        one by one, so the batch fills exactly the places left and no more.
         """
         ...
 

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import secrets
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ from dynacron.domain.clock import Clock
 from dynacron.domain.coordination import transitions as coordination
 from dynacron.domain.coordination.create_keys import HEADER, CreateKey, KeyReservation
 from dynacron.domain.coordination.quotas import check_min_interval
+from dynacron.domain.coordination.tenants import EffectiveQuota, TenantQuota
 from dynacron.domain.errors import (
     Conflict,
     InvalidRequest,
@@ -77,12 +79,33 @@ def new_signing_secret() -> str:
     return "whsec_" + secrets.token_hex(32)
 
 
+@dataclasses.dataclass(frozen=True)
+class BatchItem:
+    """One task of a batch create, and its idempotency key if it has one."""
+
+    spec: TaskSpec
+    key: CreateKey | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchOutcome:
+    """How one item of a batch create ended: its task (new, or ``replayed`` from an
+    earlier request with its key), or why it was refused."""
+
+    task: Task | None
+    replayed: bool = False
+    error: Exception | None = None
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TaskSettings:
     """What registering and changing a task are held to (``Settings.task_settings``)."""
 
     sharding: Sharding
+    # The default of a tenant with no limit of its own (``TenantQuota``).
     max_tasks_per_tenant: int
+    # Likewise, requests a second per API instance (0: no limit).
+    tenant_rate_per_second: float = 0.0
     # A schedule may not fire more often than this.
     min_interval_seconds: int
     max_payload_bytes: int
@@ -141,13 +164,101 @@ class TaskService:
         self.create_keys.apply(tenant_id, key.key, coordination.mark_key_created(held.task_id))
         return task, False
 
+    def register_many(self, tenant_id: str, items: Sequence[BatchItem]) -> list[BatchOutcome]:
+        """``register`` (or ``register_once``, for an item with a key) for each item, in
+        order; each answered on its own, an item refused never stopping the others.
+
+        Every item is checked as a single create is, and one refused stores nothing
+        and takes no key. The items to store are stored together
+        (``create_many_within_quota``): the tenant's quota holds for the whole batch
+        against any concurrent create, and the batch fills at most the places left.
+        """
+        outcomes: list[BatchOutcome | None] = [None] * len(items)
+        pending: list[tuple[int, Task, BatchItem]] = []
+        now = to_utc_ms(self.clock.now())
+        first_with_key: dict[str, int] = {}
+        for index, item in enumerate(items):
+            try:
+                if item.key is not None and item.key.key in first_with_key:
+                    raise InvalidRequest(
+                        "idempotency_key",
+                        f"repeats item {first_with_key[item.key.key]}'s; "
+                        "each item of a batch needs its own",
+                    )
+                if item.key is not None:
+                    first_with_key[item.key.key] = index
+                task = self._checked(tenant_id, item.spec, uuid.uuid4().hex, now)
+                if item.key is not None:
+                    task, made = self._keyed(tenant_id, item, task, now)
+                    if made is not None:
+                        outcomes[index] = BatchOutcome(made, replayed=True)
+                        continue
+            except (InvalidRequest, Conflict) as refused:
+                outcomes[index] = BatchOutcome(None, error=refused)
+                continue
+            pending.append((index, task, item))
+        stored: list[Exception | None] = []
+        if pending:
+            stored = self.tasks.create_many_within_quota(
+                [
+                    (task, self.settings.sharding.place(task.task_id, task.next_run_at, now))
+                    for _, task, _ in pending
+                ],
+                self.quota(tenant_id).max_tasks,
+                new_signing_secret(),
+            )
+        for (index, task, item), why_not in zip(pending, stored, strict=True):
+            outcomes[index] = self._stored(tenant_id, task, item, why_not)
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    def _keyed(
+        self, tenant_id: str, item: BatchItem, task: Task, now: datetime
+    ) -> tuple[Task, Task | None]:
+        """Reserve the item's key (as ``register_once``): the task to store (with the id
+        the key names), and the task an earlier request made with it, if any."""
+        key = item.key
+        assert key is not None
+        held = reserve_key(self.create_keys, tenant_id, key, task.task_id, now)
+        if held.fingerprint != key.fingerprint:
+            raise InvalidRequest(
+                "idempotency_key",
+                "was sent with another task in the last 24 hours: send the same task "
+                "to retry it, or a new key for a new one",
+            )
+        made = self.tasks.get_owned(tenant_id, held.task_id)
+        if made is not None:
+            return task, made
+        if held.created:
+            raise Conflict(f"the task created with this key ({held.task_id}) was deleted")
+        if held.task_id != task.task_id:
+            # A reservation an earlier request left: the task gets the id it names.
+            task = self._checked(tenant_id, item.spec, held.task_id, now)
+        return task, None
+
+    def _stored(
+        self, tenant_id: str, task: Task, item: BatchItem, refused: Exception | None
+    ) -> BatchOutcome:
+        """How storing an item's ``task`` ended: created, replayed (a request with the
+        same key stored it at the same time) or refused."""
+        if refused is None:
+            if item.key is not None:
+                self.create_keys.apply(
+                    tenant_id, item.key.key, coordination.mark_key_created(task.task_id)
+                )
+            return BatchOutcome(task)
+        if item.key is not None:
+            made = self.tasks.get_owned(tenant_id, task.task_id)
+            if made is not None:
+                return BatchOutcome(made, replayed=True)
+        return BatchOutcome(None, error=refused)
+
     def _register(self, tenant_id: str, spec: TaskSpec, task_id: str) -> Task:
         now = to_utc_ms(self.clock.now())
         task = self._checked(tenant_id, spec, task_id, now)
         self.tasks.create_within_quota(
             task,
             self.settings.sharding.place(task_id, task.next_run_at, now),
-            self.settings.max_tasks_per_tenant,
+            self.quota(tenant_id).max_tasks,
             new_signing_secret(),
         )
         return task
@@ -404,6 +515,19 @@ class TaskService:
     def task_count(self, tenant_id: str) -> int:
         """How many tasks the tenant has."""
         return self.tenants.task_count(tenant_id)
+
+    def quota(self, tenant_id: str) -> EffectiveQuota:
+        """The limits the tenant is held to: those an operator set for it, else the
+        deployment's defaults (one consistent read of its record)."""
+        return self.tenants.quota(tenant_id).effective(
+            self.settings.max_tasks_per_tenant, self.settings.tenant_rate_per_second
+        )
+
+    def set_quota(self, tenant_id: str, quota: TenantQuota) -> EffectiveQuota:
+        """An operator's limits for the tenant (None: back to the default); the limits
+        it is held to now. Tasks over a lowered quota stay; new ones are refused."""
+        self.tenants.set_quota(tenant_id, quota)
+        return self.quota(tenant_id)
 
     def _check_handler(self, task: Task) -> None:
         """An HTTP handler the URL policy allows, or a Python handler registered in

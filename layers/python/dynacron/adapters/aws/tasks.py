@@ -4,7 +4,12 @@ change is one conditional write naming the version it expects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import random
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -52,6 +57,37 @@ from dynacron.ports import (
     UnreadableTask,
 )
 from dynacron.ports.tasks import all_readable, sorted_reads
+
+# Tries of one chunk's transaction while others on the tenant's count conflict with it.
+_CHUNK_CONFLICT_TRIES = 3
+# A transaction holds at most 100 actions: a chunk's puts and the tenant's count.
+_CHUNK_PUTS = 99
+# And at most 4 MB: a chunk's items, as JSON (a little over their stored size).
+_CHUNK_BYTES = 3_500_000
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """Consecutive items of a batch (each with its index) that fit one transaction."""
+
+    start: int
+    items: list[tuple[int, dict[str, Any]]]
+
+
+def _chunks(items: list[dict[str, Any]]) -> list[_Chunk]:
+    """``items`` in order, cut into chunks of at most ``_CHUNK_PUTS`` and
+    ``_CHUNK_BYTES``."""
+    chunks: list[_Chunk] = []
+    size = 0
+    for index, item in enumerate(items):
+        item_size = len(json.dumps(item, separators=(",", ":"), default=str))
+        if not chunks or len(chunks[-1].items) == _CHUNK_PUTS or size + item_size > _CHUNK_BYTES:
+            chunks.append(_Chunk(index, []))
+            size = 0
+        chunks[-1].items.append((index, item))
+        size += item_size
+    return chunks
+
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -133,6 +169,93 @@ class DynamoTaskStore:
                     "delete some first",
                 ) from None
             raise
+
+    def create_many_within_quota(
+        self,
+        tasks: Sequence[tuple[Task, DuePlacement | None]],
+        max_tasks: int,
+        fresh_secret: str,
+    ) -> list[Exception | None]:
+        """Store one tenant's ``tasks``, counted against its quota, in transactions of
+        up to 99 puts and one update of the tenant's count (a transaction holds at
+        most 100 actions and 4 MB).
+
+        Each transaction adds its tasks to the count only if they all fit, so no
+        concurrent create can push the count past ``max_tasks``. A chunk refused
+        (too few places left, an id taken, a conflict that outlasted its retries) is
+        stored task by task instead, each as ``create_within_quota``: the batch fills
+        exactly the places left, and each task refused is answered with why.
+        """
+        outcomes: list[Exception | None] = [None] * len(tasks)
+        for chunk in _chunks([task_to_item(task, placement) for task, placement in tasks]):
+            tenant_id = tasks[chunk.start][0].tenant_id
+            stored = self._create_chunk(
+                tenant_id, [item for _, item in chunk.items], max_tasks, fresh_secret
+            )
+            if stored:
+                continue
+            for index, _ in chunk.items:
+                task, placement = tasks[index]
+                try:
+                    self.create_within_quota(task, placement, max_tasks, fresh_secret)
+                except (LimitExceeded, InvalidRequest) as refused:
+                    outcomes[index] = refused
+        return outcomes
+
+    def _create_chunk(
+        self, tenant_id: str, items: list[dict[str, Any]], max_tasks: int, fresh_secret: str
+    ) -> bool:
+        """Put ``items`` and add them to the tenant's count in one transaction, if they
+        all fit under ``max_tasks``; False if it was refused."""
+        room = max_tasks - len(items)
+        if room < 0:
+            return False
+        puts: list[TransactWriteItemTypeDef] = [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": item,
+                    "ConditionExpression": "attribute_not_exists(task_id)",
+                }
+            }
+            for item in items
+        ]
+        count: TransactWriteItemTypeDef = {
+            "Update": {
+                "TableName": self._coordination,
+                "Key": tenant_key(tenant_id),
+                "UpdateExpression": (
+                    "SET task_count = if_not_exists(task_count, :zero) + :added, "
+                    "signing_secrets = if_not_exists(signing_secrets, :secrets)"
+                ),
+                "ConditionExpression": "attribute_not_exists(task_count) OR task_count <= :room",
+                "ExpressionAttributeValues": to_item(
+                    {
+                        ":zero": 0,
+                        ":added": len(items),
+                        ":room": room,
+                        ":secrets": [fresh_secret],
+                    }
+                ),
+            }
+        }
+        # The same token on the SDK's own retries: a transaction that was applied,
+        # though its answer was lost, is not applied again (nor refused for its ids).
+        token = uuid.uuid4().hex
+        for attempt in range(_CHUNK_CONFLICT_TRIES):
+            try:
+                self._client.transact_write_items(
+                    TransactItems=[*puts, count], ClientRequestToken=token
+                )
+            except ClientError as error:
+                if "TransactionConflict" not in cancelled_by(error):
+                    return False
+                # Another transaction on the tenant's count at the same moment.
+                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+                token = uuid.uuid4().hex
+            else:
+                return True
+        return False
 
     def get_owned(self, tenant_id: str, task_id: str) -> Task | None:
         """The task if it exists and belongs to ``tenant_id``, else None (either way)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.errors import translating
@@ -9,6 +10,7 @@ from dynacron.adapters.aws.expressions import apply_to_record
 from dynacron.adapters.aws.items import from_item, to_item
 from dynacron.definitions.resources import TENANT_KEY_PREFIX
 from dynacron.domain.conditions import Transition
+from dynacron.domain.coordination.tenants import TenantQuota
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -42,6 +44,43 @@ class DynamoTenantStore:
 
     def task_count(self, tenant_id: str) -> int:
         return int(self._read(tenant_id).get("task_count", 0))
+
+    def quota(self, tenant_id: str) -> TenantQuota:
+        """The ``max_tasks`` and ``rate_per_second`` an operator set on the record."""
+        record = self._read(tenant_id)
+        max_tasks, rate = record.get("max_tasks"), record.get("rate_per_second")
+        return TenantQuota(
+            max_tasks=None if max_tasks is None else int(max_tasks),
+            rate_per_second=None if rate is None else float(rate),
+        )
+
+    def set_quota(self, tenant_id: str, quota: TenantQuota) -> None:
+        """One update of the record: each limit set, or removed where None."""
+        values = {"max_tasks": quota.max_tasks, "rate_per_second": quota.rate_per_second}
+        sets = [f"{name} = :{name}" for name, value in values.items() if value is not None]
+        removes = [name for name, value in values.items() if value is None]
+        expression = " ".join(
+            part
+            for part in (
+                f"SET {', '.join(sets)}" if sets else "",
+                f"REMOVE {', '.join(removes)}" if removes else "",
+            )
+            if part
+        )
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": tenant_key(tenant_id),
+            "UpdateExpression": expression,
+        }
+        if sets:
+            request["ExpressionAttributeValues"] = to_item(
+                {
+                    f":{name}": Decimal(str(value)) if isinstance(value, float) else value
+                    for name, value in values.items()
+                    if value is not None
+                }
+            )
+        self._client.update_item(**request)
 
     def ensure_secret(self, tenant_id: str, fresh_secret: str) -> list[str]:
         """The tenant's secrets, storing ``fresh_secret`` as its first if it has none."""

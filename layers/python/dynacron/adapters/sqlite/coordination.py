@@ -23,6 +23,7 @@ from dynacron.definitions.resources import SLOT_KEY_PREFIX
 from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination import transitions
 from dynacron.domain.coordination.limits import HostState, RateLimit, take_token
+from dynacron.domain.coordination.tenants import TenantQuota
 from dynacron.domain.coordination.uptime import ShardHistory
 from dynacron.domain.instants import parse_instant
 from dynacron.ports import ShardCursor, ShardLease
@@ -84,6 +85,9 @@ class SqliteCursorStore:
             return carry_out(connection, _CURSORS, {"shard": shard}, transition)
 
 
+_QUOTA_COLUMNS = (("max_tasks", "INTEGER"), ("rate_per_second", "REAL"))
+
+
 class SqliteTenantStore:
     """Each tenant's task count and signing secrets (newest first; during a rotation
     the previous one stays valid until the next rotation drops it)."""
@@ -91,6 +95,27 @@ class SqliteTenantStore:
     def __init__(self, database: Database) -> None:
         self._database = database
         database.ensure_schema(COORDINATION)
+        # An operator's limits for one tenant: columns a file of an earlier version lacks.
+        database.ensure_columns("tenants", _QUOTA_COLUMNS)
+
+    def quota(self, tenant_id: str) -> TenantQuota:
+        """The ``max_tasks`` and ``rate_per_second`` an operator set on the row."""
+        row = self._row(tenant_id)
+        max_tasks, rate = row.get("max_tasks"), row.get("rate_per_second")
+        return TenantQuota(
+            max_tasks=None if max_tasks is None else int(max_tasks),
+            rate_per_second=None if rate is None else float(rate),
+        )
+
+    def set_quota(self, tenant_id: str, quota: TenantQuota) -> None:
+        """The row's limits replaced (a tenant never seen gets a row), in one write."""
+        with self._database.write() as connection:
+            connection.execute(
+                """INSERT INTO tenants (tenant_id, max_tasks, rate_per_second) VALUES (?, ?, ?)
+                   ON CONFLICT (tenant_id) DO UPDATE SET max_tasks = excluded.max_tasks,
+                   rate_per_second = excluded.rate_per_second""",
+                (tenant_id, quota.max_tasks, quota.rate_per_second),
+            )
 
     def _row(self, tenant_id: str) -> dict[str, Any]:
         row = (

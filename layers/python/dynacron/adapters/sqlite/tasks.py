@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -78,26 +78,27 @@ class SqliteTaskStore:
         """Store ``task`` and count it against its tenant's quota, in one transaction;
         the tenant gets its first signing secret here if it has none."""
         with self._database.write() as connection:
-            tenant = connection.execute(
-                "SELECT task_count FROM tenants WHERE tenant_id = ?", (task.tenant_id,)
-            ).fetchone()
-            # Checked before the id, as DynamoDB reports the quota's condition first.
-            if tenant is not None and tenant["task_count"] >= max_tasks:
-                raise LimitExceeded(
-                    "max_tasks_per_tenant",
-                    "tenant",
-                    f"this tenant already has {max_tasks} tasks, the most allowed; "
-                    "delete some first",
-                )
-            if _row(connection, task.task_id) is not None:
-                raise InvalidRequest("task_id", f"a task {task.task_id!r} already exists")
-            _put(connection, task_record(task), placement)
-            connection.execute(
-                """INSERT INTO tenants (tenant_id, task_count, signing_secrets) VALUES (?, 1, ?)
-                   ON CONFLICT (tenant_id) DO UPDATE SET task_count = task_count + 1,
-                   signing_secrets = COALESCE(signing_secrets, excluded.signing_secrets)""",
-                (task.tenant_id, json.dumps([fresh_secret])),
-            )
+            _create_counted(connection, task, placement, max_tasks, fresh_secret)
+
+    def create_many_within_quota(
+        self,
+        tasks: Sequence[tuple[Task, DuePlacement | None]],
+        max_tasks: int,
+        fresh_secret: str,
+    ) -> list[Exception | None]:
+        """Each of ``tasks`` stored and counted as ``create_within_quota`` does, all in
+        one write transaction: in order, until the quota is reached; each refused
+        task writes nothing and is answered with why."""
+        outcomes: list[Exception | None] = []
+        with self._database.write() as connection:
+            for task, placement in tasks:
+                try:
+                    _create_counted(connection, task, placement, max_tasks, fresh_secret)
+                except (LimitExceeded, InvalidRequest) as refused:
+                    outcomes.append(refused)
+                else:
+                    outcomes.append(None)
+        return outcomes
 
     def get_owned(self, tenant_id: str, task_id: str) -> Task | None:
         """The task if it exists and belongs to ``tenant_id``, else None (either way)."""
@@ -245,6 +246,36 @@ class SqliteTaskStore:
             return True
 
         return self._database.run(carry_out)
+
+
+def _create_counted(
+    connection: sqlite3.Connection,
+    task: Task,
+    placement: DuePlacement | None,
+    max_tasks: int,
+    fresh_secret: str,
+) -> None:
+    """Store ``task`` and count it, within the caller's write transaction; refused
+    (over quota, or the id taken), it writes nothing."""
+    tenant = connection.execute(
+        "SELECT task_count FROM tenants WHERE tenant_id = ?", (task.tenant_id,)
+    ).fetchone()
+    # Checked before the id, as DynamoDB reports the quota's condition first.
+    if tenant is not None and tenant["task_count"] >= max_tasks:
+        raise LimitExceeded(
+            "max_tasks_per_tenant",
+            "tenant",
+            f"this tenant already has {max_tasks} tasks, the most allowed; delete some first",
+        )
+    if _row(connection, task.task_id) is not None:
+        raise InvalidRequest("task_id", f"a task {task.task_id!r} already exists")
+    _put(connection, task_record(task), placement)
+    connection.execute(
+        """INSERT INTO tenants (tenant_id, task_count, signing_secrets) VALUES (?, 1, ?)
+           ON CONFLICT (tenant_id) DO UPDATE SET task_count = task_count + 1,
+           signing_secrets = COALESCE(signing_secrets, excluded.signing_secrets)""",
+        (task.tenant_id, json.dumps([fresh_secret])),
+    )
 
 
 def _row(connection: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:

@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
 from dynacron.api.errors import map_errors_to_problems
 from dynacron.api.json_body import parse_json_body
-from dynacron.api.middlewares import authenticate, refuse_unknown_query
+from dynacron.api.middlewares import authenticate, keep_fixed_paths, refuse_unknown_query
 from dynacron.api.pre_routing import unroutable_path, unsupported_body
 from dynacron.api.routes.callbacks import callbacks_router
 from dynacron.api.routes.dead_letters import dead_letters_router
@@ -41,7 +41,9 @@ def build_api(
     """The API's resolver: its routes, the middlewares they run through, and the
     problem answer of every error."""
     app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json_body)
-    app.use(middlewares=[authenticate(settings, rate_limiter), refuse_unknown_query])
+    app.use(
+        middlewares=[authenticate(settings, rate_limiter), refuse_unknown_query, keep_fixed_paths]
+    )
     # In this order: the OpenAPI document lists the paths as they were included.
     app.include_router(tasks_router(tasks))
     app.include_router(schedules_router(tasks, forecast))

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
+from pydantic import ValidationError
 
 from dynacron.api.answers import accepted, created
 from dynacron.api.caller import caller_tenant
+from dynacron.api.errors import problem_of
 from dynacron.api.openapi import problems
 from dynacron.api.parameters import (
     CreateKeyHeader,
@@ -17,18 +21,30 @@ from dynacron.api.parameters import (
     TagFilters,
     TaskId,
 )
-from dynacron.api.requests import BackfillRequest, PauseRequest, TaskCreate, TaskPatch
+from dynacron.api.problems import describe_validation_errors
+from dynacron.api.requests import (
+    BATCH_KEY_FIELD,
+    BackfillRequest,
+    PauseRequest,
+    TaskBatch,
+    TaskCreate,
+    TaskPatch,
+)
 from dynacron.api.responses import (
     BackfillView,
+    BatchItemView,
+    BatchView,
     ExecutionPage,
     ExecutionView,
     OccurrencesView,
+    Problem,
     TaskPage,
     TaskView,
 )
-from dynacron.domain.coordination.create_keys import CreateKey
+from dynacron.domain.coordination.create_keys import KEY_RULE, CreateKey
+from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.tasks.tags import parse_tag_filters
-from dynacron.services.tasks import TaskService
+from dynacron.services.tasks import BatchItem, BatchOutcome, TaskService
 
 
 def tasks_router(tasks: TaskService) -> Router:
@@ -52,6 +68,10 @@ def _add_task_routes(router: Router, tasks: TaskService) -> None:
         key = CreateKey.of(idempotency_key, router.current_event.json_body)
         task, replayed = tasks.register_once(caller_tenant(router), body.to_spec(), key)
         return created(TaskView.of(task), {"Idempotent-Replayed": "true"} if replayed else None)
+
+    @router.post("/tasks/batch", responses=problems(ok=(200, "Each item answered")))
+    def create_tasks(body: TaskBatch) -> BatchView:
+        return _create_batch(tasks, caller_tenant(router), body)
 
     @router.get("/tasks", responses=problems())
     def list_tasks(
@@ -113,3 +133,58 @@ def _add_timeline_routes(router: Router, tasks: TaskService) -> None:
     ) -> OccurrencesView:
         task, preview = tasks.upcoming(caller_tenant(router), task_id, count, after)
         return OccurrencesView.of_task(task.task_id, preview)
+
+
+def _create_batch(tasks: TaskService, tenant_id: str, batch: TaskBatch) -> BatchView:
+    """Each item parsed as ``POST /tasks`` parses its body; those that parse are
+    registered together, and every item is answered by its index."""
+    answers: dict[int, BatchItemView] = {}
+    parsed: list[tuple[int, BatchItem]] = []
+    for index, raw in enumerate(batch.tasks):
+        try:
+            parsed.append((index, _batch_item(raw)))
+        except ValidationError as invalid:
+            errors = describe_validation_errors(invalid.errors())
+            detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+            shown = Problem(title="Invalid request", status=422, detail=detail, errors=errors)
+            answers[index] = BatchItemView(
+                index=index, outcome="refused", status=422, problem=shown
+            )
+        except InvalidRequest as invalid:
+            answers[index] = _answer(index, BatchOutcome(None, error=invalid))
+    outcomes = tasks.register_many(tenant_id, [item for _, item in parsed])
+    for (index, _), outcome in zip(parsed, outcomes, strict=True):
+        answers[index] = _answer(index, outcome)
+    items = [answers[index] for index in range(len(batch.tasks))]
+    return BatchView(items=items, created=sum(item.outcome == "created" for item in items))
+
+
+def _batch_item(raw: Any) -> BatchItem:
+    """One item of a batch: its task (a ``POST /tasks`` body) and its key, if any. The
+    key's fingerprint is the task's, as the same body sent to ``POST /tasks`` has."""
+    if not isinstance(raw, dict):
+        raise InvalidRequest("body", "must be a JSON object (a body of POST /tasks)")
+    body = {name: value for name, value in raw.items() if name != BATCH_KEY_FIELD}
+    spec = TaskCreate.model_validate(body).to_spec()
+    key = raw.get(BATCH_KEY_FIELD)
+    if key is None:
+        return BatchItem(spec)
+    if not isinstance(key, str):
+        raise InvalidRequest(BATCH_KEY_FIELD, KEY_RULE)
+    try:
+        return BatchItem(spec, CreateKey.of(key, body))
+    except InvalidRequest:
+        raise InvalidRequest(BATCH_KEY_FIELD, KEY_RULE) from None
+
+
+def _answer(index: int, outcome: BatchOutcome) -> BatchItemView:
+    if outcome.task is not None:
+        return BatchItemView(
+            index=index,
+            outcome="replayed" if outcome.replayed else "created",
+            status=201,
+            task=TaskView.of(outcome.task),
+        )
+    assert outcome.error is not None
+    shown = problem_of(outcome.error)
+    return BatchItemView(index=index, outcome="refused", status=shown.status, problem=shown)

@@ -20,12 +20,16 @@ def tenant_router(tasks: TaskService, settings: TenantLimits) -> Router:
     def get_tenant() -> TenantView:
         tenant = caller_tenant(router)
         secrets = tasks.signing_secrets(tenant)
-        return TenantView.of(tenant, secrets, tasks.task_count(tenant), settings)
+        return TenantView.of(
+            tenant, secrets, tasks.task_count(tenant), tasks.quota(tenant), settings
+        )
 
     @router.post("/tenant/signing-secrets/rotate", responses=problems(409))
     def rotate_signing_secret() -> TenantView:
         tenant = caller_tenant(router)
         secrets = tasks.rotate_signing_secret(tenant)
-        return TenantView.of(tenant, secrets, tasks.task_count(tenant), settings)
+        return TenantView.of(
+            tenant, secrets, tasks.task_count(tenant), tasks.quota(tenant), settings
+        )
 
     return router

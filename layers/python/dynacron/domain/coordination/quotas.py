@@ -5,13 +5,16 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import LimitExceeded, RateLimited
 from dynacron.domain.schedules.expressions import Schedule, upcoming
 
+# How long an API instance keeps a tenant's rate before reading it again.
+RATE_REFRESH = timedelta(seconds=30)
 # Enough consecutive occurrences to see the shortest gap of any cron expression
 # (its fields repeat within a day, so the densest stretch shows up early).
 _GAP_SAMPLE = 64
@@ -44,25 +47,52 @@ class TenantRateLimiter:
     Deployed, each warm API function has its own buckets, so a tenant's real
     ceiling is this rate times the concurrent instances; the API Gateway stage
     throttle caps the total. That trade keeps a DynamoDB write off every call.
+
+    ``rate_of`` gives a tenant's own rate (an operator's, else the default); it is
+    asked at most once per ``refresh`` per tenant, so a changed rate holds within
+    that long and the store is not read on every call.
     """
 
-    def __init__(self, clock: Clock, rate_per_second: float, burst: int) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        rate_per_second: float,
+        burst: int,
+        rate_of: Callable[[str], float] | None = None,
+        refresh: timedelta = RATE_REFRESH,
+    ) -> None:
         self._clock = clock
         self._rate = rate_per_second
         self._burst = burst
+        self._rate_of = rate_of
+        self._refresh = refresh
+        self._rates: dict[str, tuple[float, datetime]] = {}
         self._buckets: dict[str, _Bucket] = {}
         self._lock = threading.Lock()
 
+    def rate(self, tenant: str) -> float:
+        """``tenant``'s rate a second (0: not limited), as last read."""
+        if self._rate_of is None:
+            return self._rate
+        now = self._clock.now()
+        known = self._rates.get(tenant)
+        if known is not None and now - known[1] < self._refresh:
+            return known[0]
+        rate = self._rate_of(tenant)
+        self._rates[tenant] = (rate, now)
+        return rate
+
     def take(self, tenant: str) -> None:
         """Spend one token of ``tenant``'s bucket, or raise ``RateLimited``."""
-        if self._rate <= 0:
+        rate = self.rate(tenant)
+        if rate <= 0:
             return  # switched off
         now = self._clock.now()
         with self._lock:
             bucket = self._buckets.setdefault(tenant, _Bucket(float(self._burst), now))
             elapsed = max(0.0, (now - bucket.updated).total_seconds())
-            bucket.tokens = min(float(self._burst), bucket.tokens + elapsed * self._rate)
+            bucket.tokens = min(float(self._burst), bucket.tokens + elapsed * rate)
             bucket.updated = now
             if bucket.tokens < 1:
-                raise RateLimited(max(1, math.ceil((1 - bucket.tokens) / self._rate)))
+                raise RateLimited(max(1, math.ceil((1 - bucket.tokens) / rate)))
             bucket.tokens -= 1
