@@ -254,6 +254,83 @@ def virtual_threads(simulation: Simulation, workers: int) -> Iterator[None]:
         yield
 
 
+class Stages:
+    """When each due occurrence passed each stage of its way to the handler, on the
+    model's clock (a call is applied halfway through its round trip): the tick's due
+    query that found its task, the consistent re-read before its claim (the tick's or
+    a claim invocation's), its message sent, and received by the event source
+    mapping. With the handler's call (``Handled``) these split lateness into waits."""
+
+    def __init__(self, model: AwsModel, simulation: Simulation, tasks_table: str) -> None:
+        self._simulation = simulation
+        self._tasks_table = tasks_table
+        self.found: dict[str, float] = {}
+        self.read: dict[str, float] = {}
+        self.sent: dict[str, float] = {}
+        self.received: dict[str, float] = {}
+        self.worker_started: dict[str, float] = {}
+        self._answer = model.answer
+        model.answer = self._traced  # type: ignore[method-assign]
+
+    def _traced(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        answer = self._answer(name, params)
+        now = self._simulation.now
+        if name == "dynamodb.Query" and params.get("IndexName"):
+            for item in answer.get("Items", ()):
+                self.found.setdefault(item["task_id"]["S"], now)
+        elif name == "dynamodb.BatchGetItem":
+            for item in answer.get("Responses", {}).get(self._tasks_table, ()):
+                self.read.setdefault(item["task_id"]["S"], now)
+        elif name == "sqs.SendMessageBatch":
+            for entry in params["Entries"]:
+                self.sent.setdefault(_execution_of(entry["MessageBody"]), now)
+        elif name == "sqs.ReceiveMessage":
+            for message in answer.get("Messages", ()):
+                self.received.setdefault(_execution_of(message["Body"]), now)
+        return answer
+
+
+def _execution_of(body: str) -> str:
+    return str(json.loads(body)["execution_id"])
+
+
+def stage_waits(
+    stages: Stages, handled: Handled, expected: dict[str, datetime], burst_from: datetime
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Each phase's lateness split into the waits between stages (seconds, distributions)."""
+    names = (
+        "due_to_found",
+        "found_to_read",
+        "read_to_sent",
+        "sent_to_received",
+        "received_to_handler",
+    )
+    waits: dict[str, dict[str, list[float]]] = {
+        "steady": {n: [] for n in names},
+        "burst": {n: [] for n in names},
+    }
+    for execution_id, at in expected.items():
+        task_id = task_id_of(execution_id)
+        due = (at - START).total_seconds()
+        points = (
+            due,
+            stages.found.get(task_id),
+            stages.read.get(task_id),
+            stages.sent.get(execution_id),
+            stages.received.get(execution_id),
+            handled.first_call.get(execution_id),
+        )
+        if any(p is None for p in points):
+            continue
+        phase = waits["burst" if at >= burst_from else "steady"]
+        for name, begin, end in zip(names, points, points[1:], strict=False):
+            phase[name].append(end - begin)  # type: ignore[operator]
+    return {
+        phase: {name: distribution(values) for name, values in by_name.items() if values}
+        for phase, by_name in waits.items()
+    }
+
+
 class CountingLog(logging.Handler):
     """dynacron's warnings and errors, counted by message instead of printed."""
 
@@ -366,6 +443,7 @@ class World:
     stats: CallStats
     heartbeats: list[VirtualHeartbeats]
     log: CountingLog
+    stages: Stages
     record_failures: Counter[str] = field(default_factory=Counter)
 
 
@@ -388,6 +466,7 @@ def build(
     throughput.partition_read = PARTITION_READ_UNITS
     throughput.consumed.clear()
     model.calls.clear()
+    stages = Stages(model, simulation, settings.tasks_table)
     rng = random.Random(scenario.seed)
     random.seed(scenario.seed)  # botocore's backoff jitter
     handled, stats = Handled(), CallStats()
@@ -463,7 +542,17 @@ def build(
         rng,
     )
     world = World(
-        simulation, model, throughput, settings, lambdas, esm, handled, stats, heartbeats, log
+        simulation,
+        model,
+        throughput,
+        settings,
+        lambdas,
+        esm,
+        handled,
+        stats,
+        heartbeats,
+        log,
+        stages,
     )
     return world, due
 
@@ -601,6 +690,7 @@ def report(
         "heartbeats_due": sum(h.due for h in world.heartbeats),
         "worker_records_failed": dict(world.record_failures),
         "lateness_seconds": {phase: distribution(values) for phase, values in lateness.items()},
+        "lateness_stages_seconds": stage_waits(world.stages, world.handled, expected, burst_from),
         "steady_rate": rate_over(lateness["steady"], expected, burst_from),
         "throttled_requests": {
             "by_partition": throttles[:12],
