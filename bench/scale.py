@@ -68,7 +68,13 @@ from bench.aws_limits import PARTITION_READ_UNITS, PARTITION_WRITE_UNITS, Latenc
 from bench.client_double import BotocoreCpu, CallStats, ClientDouble
 from bench.common import QUICK, distribution, percentile, write_result
 from bench.lambda_double import FunctionSpec, LambdaService, SqsEventSource
-from bench.simulation import Invocation, Simulation, VirtualClock, VirtualPool
+from bench.simulation import (
+    Invocation,
+    Simulation,
+    VirtualClock,
+    VirtualPool,
+    VirtualThreading,
+)
 from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.adapters.aws.due_page_hand_out import LambdaDuePageHandOut
 from dynacron.adapters.aws.task_items import task_to_item
@@ -85,7 +91,7 @@ from dynacron.entry.settings import Settings
 from dynacron.planning.capacity import plan
 from dynacron.planning.capacity_model import PRICES
 from dynacron.planning.partitions import Workload
-from dynacron.services import page_claimer
+from dynacron.services import message_holds, page_claimer
 from infra.config import SchedulerConfig
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -239,6 +245,16 @@ def virtual_batches(simulation: Simulation, failures: Counter[str]) -> Iterator[
         return dict(process_partial_response(event, record_handler, processor, context))
 
     with mock.patch.object(events, "process_at_once", at_once):
+        yield
+
+
+@contextmanager
+def virtual_holds(simulation: Simulation) -> Iterator[None]:
+    """The worker's message holds (``services/message_holds.py``: a thread per batch
+    renewing its messages' visibility, ChangeMessageVisibilityBatch, every heartbeat
+    interval until the block ends) run unchanged, their thread and event a process
+    of the worker's invocation and a wait in virtual time."""
+    with mock.patch.object(message_holds, "threading", VirtualThreading(simulation)):
         yield
 
 
@@ -598,7 +614,7 @@ def run(scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu) -
     expected = {execution_id_for(task_id, at): at for task_id, at in due}
     step = 5.0
     at = 0.0
-    with virtual_batches(world.simulation, world.record_failures):
+    with virtual_batches(world.simulation, world.record_failures), virtual_holds(world.simulation):
         while at < end:
             at += step
             world.simulation.run(at)

@@ -21,6 +21,7 @@ and races (two claims of one task) stay possible.
 from __future__ import annotations
 
 import heapq
+import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -235,3 +236,88 @@ class VirtualPool:
 
     def shutdown(self, wait: bool = True) -> None:
         """Nothing to stop: the pool's processes end with their work."""
+
+
+class VirtualEvent:
+    """``threading.Event`` for processes of the simulation: ``wait`` sleeps in virtual
+    time until ``set`` or the timeout, whichever comes first."""
+
+    def __init__(self, simulation: Simulation) -> None:
+        self._simulation = simulation
+        self._set = False
+        self._waiting: list[Callable[[bool], None]] = []
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        waiting, self._waiting = self._waiting, []
+        for wake in waiting:
+            wake(True)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._set:
+            return True
+        simulation = self._simulation
+        process = simulation.running()
+        woken = False
+
+        def wake(value: bool) -> None:
+            nonlocal woken
+            if not woken:
+                woken = True
+                simulation.at(simulation.local_now(), lambda: process.resume((value, None)))
+
+        self._waiting.append(wake)
+        if timeout is not None:
+            simulation.at(process._spend() + max(0.0, timeout), lambda: wake(False))
+        else:
+            process._spend()
+        return bool(process.suspend())
+
+
+class VirtualThread:
+    """``threading.Thread`` as a process of the starting process's invocation (it
+    shares that invocation's CPU, as a thread shares its Lambda's)."""
+
+    def __init__(
+        self,
+        simulation: Simulation,
+        target: Callable[[], Any],
+        name: str | None = None,
+        daemon: bool | None = None,
+    ) -> None:
+        self._simulation = simulation
+        self._target = target
+        self.name = name
+        self.daemon = daemon
+        self._ended = VirtualEvent(simulation)
+
+    def start(self) -> None:
+        caller = self._simulation.running()
+        at = caller._spend()
+        process = self._simulation.spawn(caller.invocation, self._target, at=at)
+        process.done.append(lambda _: self._ended.set())
+
+    def join(self, timeout: float | None = None) -> None:
+        self._ended.wait(timeout)
+
+    def is_alive(self) -> bool:
+        return not self._ended.is_set()
+
+
+class VirtualThreading:
+    """What code takes from the ``threading`` module, for processes of the
+    simulation: its threads and events on virtual time; a lock is a real lock (a
+    process never waits in virtual time while holding one)."""
+
+    def __init__(self, simulation: Simulation) -> None:
+        self._simulation = simulation
+        self.Lock = threading.Lock
+
+    def Event(self) -> VirtualEvent:
+        return VirtualEvent(self._simulation)
+
+    def Thread(self, target: Callable[[], Any], **kwargs: Any) -> VirtualThread:
+        return VirtualThread(self._simulation, target, **kwargs)
