@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 
 from dynacron.api.requests import TaskCreate
@@ -144,7 +145,7 @@ def test_the_shards_tick_apart_within_the_second_not_all_at_once(
     phases = sorted(tick_phase_seconds(shard, 1.0) for shard in range(40))
     # Then they spread over the second: no two closer than a third of an even share,
     # no gap wider than twice one
-    gaps = [b - a for a, b in zip(phases, phases[1:], strict=False)] + [1 + phases[0] - phases[-1]]
+    gaps = [b - a for a, b in itertools.pairwise(phases)] + [1 + phases[0] - phases[-1]]
     assert min(gaps) > 1 / 40 / 3
     assert max(gaps) < 2 / 40
     assert tick_phase_seconds(0, 1.0) == 0.0
