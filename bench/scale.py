@@ -841,6 +841,19 @@ def measure_botocore_cpu(times: int = 200) -> BotocoreCpu:
             AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
         ),
     }
+    sqs.send_message_batch(
+        QueueUrl=settings.dispatch_queue_url,
+        Entries=[{"Id": str(n), "MessageBody": "held"} for n in range(10)],
+    )
+    received = sqs.receive_message(QueueUrl=settings.dispatch_queue_url, MaxNumberOfMessages=10)
+    handles = [m["ReceiptHandle"] for m in received["Messages"]]
+    calls["ChangeMessageVisibilityBatch"] = lambda: sqs.change_message_visibility_batch(
+        QueueUrl=settings.dispatch_queue_url,
+        Entries=[
+            {"Id": str(n), "ReceiptHandle": h, "VisibilityTimeout": 60}
+            for n, h in enumerate(handles)
+        ],
+    )
     for name, call in calls.items():
         cpu.measure(name, call, model_cpu, times)
     return cpu
