@@ -20,7 +20,16 @@ clients given by the simulation:
   ``bench/aws_limits.py``. A throttled call is retried by botocore's own retry
   handler (its backoff slept in virtual time), then by the code;
 - the handler is a stand-in ``Delivery`` that reads the tenant's signing secrets
-  as the HTTP delivery does, then answers 200 after a drawn latency.
+  as the HTTP delivery does, then answers 200 after a drawn latency;
+- what runs on threads runs as processes of the simulation instead: the tick's
+  pool (``virtual_threads``), a batch's records (``virtual_batches``) and the
+  worker's message holds (``virtual_holds``: its thread and event on virtual time,
+  its ChangeMessageVisibilityBatch calls answered by the double);
+- Python's cyclic collector, walking the simulation's whole heap, is not charged to
+  the simulated invocation it happens to interrupt.
+
+Each fire's lateness is also split into stages (``Stages``): the due query that found
+it, its claim's re-read, its message sent, received, and the handler's call.
 
 The deployment is ``dynacron plan --fires-per-second 10000``'s, with the
 template's defaults for the rest (``infra/config.py``): shards, memories, the
