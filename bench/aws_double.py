@@ -287,7 +287,19 @@ class Queue:
             self.visible.append(message)
 
     def next_showing(self) -> float | None:
-        return self.hidden[0][0] if self.hidden else None
+        """When the next message shows: entries of messages deleted while in flight,
+        or whose visibility was changed since, show nothing and are dropped."""
+        hidden = self.hidden
+        while hidden:
+            at, _, message = hidden[0]
+            receipt = message.get("Receipt")
+            stale = receipt is not None and (
+                self.in_flight.get(receipt) is not message or message["VisibleAt"] != at
+            )
+            if not stale:
+                return at
+            heapq.heappop(hidden)
+        return None
 
     def receive(self, most: int, visibility_seconds: float) -> list[dict[str, Any]]:
         """Up to ``most`` visible messages, in flight for ``visibility_seconds``; none

@@ -144,3 +144,24 @@ def test_the_workers_hold_their_messages_in_virtual_time() -> None:
     assert result["calls"].get("sqs.ChangeMessageVisibilityBatch", 0) > 0
     assert result["warnings"] == {}
     assert result["lost"] == 0
+
+
+def test_a_deleted_or_held_message_does_not_announce_a_showing() -> None:
+    # Given two messages received, one then deleted and the other held longer
+    now = 1_800_000_000.0
+    model = AwsModel(now=lambda: now)
+    url = model.settings().dispatch_queue_url
+    for body in ("a", "b"):
+        model.answer("sqs.SendMessage", {"QueueUrl": url, "MessageBody": body})
+    first, second = model.answer(
+        "sqs.ReceiveMessage", {"QueueUrl": url, "MaxNumberOfMessages": 2, "VisibilityTimeout": 30}
+    )["Messages"]
+    model.answer("sqs.DeleteMessage", {"QueueUrl": url, "ReceiptHandle": first["ReceiptHandle"]})
+    model.answer(
+        "sqs.ChangeMessageVisibility",
+        {"QueueUrl": url, "ReceiptHandle": second["ReceiptHandle"], "VisibilityTimeout": 90},
+    )
+
+    # Then the next message to show is the held one, when its hold ends (a poller
+    # waiting for it is not woken at 30 s for nothing)
+    assert model.queues[url].next_showing() == now + 90
