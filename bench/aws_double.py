@@ -58,6 +58,7 @@ from botocore.awsrequest import AWSResponse
 
 from bench.aws_limits import (
     IN_FLIGHT_PER_QUEUE,
+    MAX_VISIBILITY_SECONDS,
     RECEIVE_MAX_MESSAGES,
     Charge,
     Throttle,
@@ -272,18 +273,33 @@ class Queue:
         """Messages whose delay or visibility timeout has passed become visible."""
         now = self.now()
         while self.hidden and self.hidden[0][0] <= now:
-            message = heapq.heappop(self.hidden)[2]
+            at, _, message = heapq.heappop(self.hidden)
             receipt = message.get("Receipt")
             if receipt is not None:
-                if self.in_flight.pop(receipt, None) is None:
+                if self.in_flight.get(receipt) is not message:
                     continue  # deleted while in flight
+                if message["VisibleAt"] != at:
+                    continue  # its visibility was changed since
+                del self.in_flight[receipt]
                 message["Receipt"] = None
             else:
                 self.delayed -= 1
             self.visible.append(message)
 
     def next_showing(self) -> float | None:
-        return self.hidden[0][0] if self.hidden else None
+        """When the next message shows: entries of messages deleted while in flight,
+        or whose visibility was changed since, show nothing and are dropped."""
+        hidden = self.hidden
+        while hidden:
+            at, _, message = hidden[0]
+            receipt = message.get("Receipt")
+            stale = receipt is not None and (
+                self.in_flight.get(receipt) is not message or message["VisibleAt"] != at
+            )
+            if not stale:
+                return at
+            heapq.heappop(hidden)
+        return None
 
     def receive(self, most: int, visibility_seconds: float) -> list[dict[str, Any]]:
         """Up to ``most`` visible messages, in flight for ``visibility_seconds``; none
@@ -301,10 +317,38 @@ class Queue:
             message["ReceiveCount"] += 1
             receipt = message["Receipt"] = uuid.uuid4().hex
             self.in_flight[receipt] = message
-            self._sequence += 1
-            heapq.heappush(self.hidden, (now + visibility_seconds, self._sequence, message))
+            message["FirstReceivedAt"] = message.get("FirstReceivedAt", now)
+            self._hide(message, now + visibility_seconds)
             received.append(message)
         return received
+
+    def _hide(self, message: dict[str, Any], until: float) -> None:
+        message["VisibleAt"] = until
+        self._sequence += 1
+        heapq.heappush(self.hidden, (until, self._sequence, message))
+
+    def change_visibility(self, receipt: str, seconds: float) -> str | None:
+        """ChangeMessageVisibility of one message: invisible for ``seconds`` from now
+        (0: visible at once). None, or the error code SQS answers for the entry: the
+        handle must be the message's latest and the message in flight
+        (``ReceiptHandleIsInvalid`` otherwise; ``MessageNotInflight`` once its
+        visibility timeout has run out), and the new timeout may not reach beyond
+        12 hours from the message's first receipt (``InvalidParameterValue``)."""
+        self.release()
+        message = self.in_flight.get(receipt)
+        if message is None:
+            return "ReceiptHandleIsInvalid"
+        now = self.now()
+        if now + seconds > message["FirstReceivedAt"] + MAX_VISIBILITY_SECONDS:
+            return "InvalidParameterValue"
+        if seconds <= 0:
+            del self.in_flight[receipt]
+            message["Receipt"] = None
+            message["VisibleAt"] = now
+            self._show(message, now)
+            return None
+        self._hide(message, now + seconds)
+        return None
 
     def delete(self, receipt: str) -> None:
         self.in_flight.pop(receipt, None)
@@ -361,6 +405,8 @@ class AwsModel:
             "sqs.ReceiveMessage": self._receive_message,
             "sqs.DeleteMessage": self._delete_message,
             "sqs.DeleteMessageBatch": self._delete_message_batch,
+            "sqs.ChangeMessageVisibility": self._change_message_visibility,
+            "sqs.ChangeMessageVisibilityBatch": self._change_message_visibility_batch,
             "sqs.GetQueueAttributes": self._get_queue_attributes,
         }
 
@@ -657,6 +703,35 @@ class AwsModel:
             queue.delete(entry["ReceiptHandle"])
         return {"Successful": [{"Id": e["Id"]} for e in params["Entries"]], "Failed": []}
 
+    def _change_message_visibility(self, params: dict[str, Any]) -> dict[str, Any]:
+        _only(params, "QueueUrl", "ReceiptHandle", "VisibilityTimeout")
+        code = self._queue(params).change_visibility(
+            params["ReceiptHandle"], _visibility(params["VisibilityTimeout"])
+        )
+        if code is not None:
+            raise ServiceError(code, f"{code} for {params['ReceiptHandle']}")
+        return {}
+
+    def _change_message_visibility_batch(self, params: dict[str, Any]) -> dict[str, Any]:
+        _only(params, "QueueUrl", "Entries")
+        queue = self._queue(params)
+        entries = params["Entries"]
+        if not 1 <= len(entries) <= RECEIVE_MAX_MESSAGES:
+            raise ValueError("ChangeMessageVisibilityBatch takes 1 to 10 entries")
+        successful, failed = [], []
+        for entry in entries:
+            _only(entry, "Id", "ReceiptHandle", "VisibilityTimeout")
+            code = queue.change_visibility(
+                entry["ReceiptHandle"], _visibility(entry.get("VisibilityTimeout", 0))
+            )
+            if code is None:
+                successful.append({"Id": entry["Id"]})
+            else:
+                failed.append(
+                    {"Id": entry["Id"], "SenderFault": True, "Code": code, "Message": code}
+                )
+        return {"Successful": successful, "Failed": failed}
+
     def _get_queue_attributes(self, params: dict[str, Any]) -> dict[str, Any]:
         _only(params, "QueueUrl", "AttributeNames")
         visible, in_flight, delayed = self._queue(params).depth()
@@ -731,6 +806,13 @@ class _Body(io.BytesIO):
 
     def stream(self, **_: Any) -> Iterator[bytes]:
         yield self.getvalue()
+
+
+def _visibility(seconds: Any) -> int:
+    """A VisibilityTimeout as SQS takes it: whole seconds, 0 to 12 hours."""
+    if not isinstance(seconds, int) or not 0 <= seconds <= MAX_VISIBILITY_SECONDS:
+        raise ServiceError("InvalidParameterValue", f"VisibilityTimeout {seconds!r}")
+    return seconds
 
 
 def _md5(text: str) -> str:

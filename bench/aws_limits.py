@@ -33,6 +33,13 @@ SQS
 - ReceiveMessage returns at most 10 messages; a received message is invisible for
   the visibility timeout, then received again; after ``maxReceiveCount`` receives it
   moves to the redrive target (the queue definitions in ``dynacron.definitions``).
+- ChangeMessageVisibility(Batch) makes a message in flight invisible for the new
+  timeout counted from the call, not from its receipt; 0 makes it visible at once.
+  The receipt handle must be the one of the message's latest receipt; a message
+  whose timeout has run out is no longer in flight, and a timeout may not reach
+  beyond 12 hours from the first receipt. The batch form answers each entry's
+  failure in ``Failed`` ("Amazon SQS visibility timeout"; ChangeMessageVisibility
+  and ChangeMessageVisibilityBatch, Amazon SQS API Reference).
 
 Lambda
 - 1,000 concurrent executions per account and Region; a function's reserved
@@ -72,6 +79,7 @@ READ_UNIT_BYTES = 4096
 IN_FLIGHT_PER_QUEUE = 120_000
 RECEIVE_MAX_MESSAGES = 10
 LONG_POLL_SECONDS = 20.0
+MAX_VISIBILITY_SECONDS = 12 * 3600
 # Lambda
 ACCOUNT_CONCURRENCY = 1000
 SCALING_ENVIRONMENTS = 1000

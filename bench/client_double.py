@@ -194,8 +194,14 @@ class ClientDouble:
             send_at = cpu_until + delay
 
     def _after_call(self, context: dict[str, Any], status: int) -> None:
-        http = AWSResponse("https://double", status, {}, None)
+        http = _RESPONSES.get(status)
+        if http is None:
+            # Read only for its status by the retry handler: one per status serves all.
+            http = _RESPONSES[status] = AWSResponse("https://double", status, {}, None)
         self._events.emit(f"after-call.{self._service_id}", context=context, http_response=http)
+
+
+_RESPONSES: dict[int, AWSResponse] = {}
 
 
 class BotocoreCpu:

@@ -973,6 +973,38 @@ def overlap_section(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+STAGES = {
+    "due_to_found": "due → found by the tick's due query",
+    "found_to_read": "→ re-read for its claim (tick or claim invocation)",
+    "read_to_sent": "→ message sent",
+    "sent_to_received": "→ received by the event source mapping",
+    "received_to_handler": "→ the handler's call",
+}
+
+
+def scale_stages(result: dict[str, Any]) -> list[str]:
+    """Where lateness goes: each fire's wait between stages, by phase."""
+    stages = result.get("lateness_stages_seconds")
+    if not stages:
+        return []
+    rows = [
+        [
+            f"{phase}: {label}",
+            *(by_stage.get(name, {}).get(q) for q in ("p50", "p95", "p99", "max")),
+        ]
+        for phase, by_stage in stages.items()
+        for name, label in STAGES.items()
+        if name in by_stage
+    ]
+    return [
+        "Where it goes: each fire's wait between stages (AWS calls timed where the "
+        "service applies them, halfway through their round trip).",
+        "",
+        table(["phase: stage", "p50 s", "p95 s", "p99 s", "max s"], rows),
+        "",
+    ]
+
+
 def scale_section(result: dict[str, Any]) -> list[str]:
     scenario, deployment = result["scenario"], result["deployment"]
     late = result["lateness_seconds"]
@@ -1028,7 +1060,8 @@ def scale_section(result: dict[str, Any]) -> list[str]:
         "documented limits (`bench/aws_limits.py` names the pages): DynamoDB 1,000 write "
         "and 3,000 read units a second per partition key value of the tables and indexes, "
         "GSI back-pressure, 40,000 units per table; SQS 120,000 in flight, 10 per "
-        "receive, visibility and redrive; Lambda 1,000 concurrent, reserved concurrency, "
+        "receive, visibility, its changes (the worker's message holds) and redrive; "
+        "Lambda 1,000 concurrent, reserved concurrency, "
         "1,000 environments per 10 s per function, asynchronous retries, the event source "
         "mapping's pollers and maximum concurrency (`bench/lambda_double.py`). Throttled "
         "calls are retried by botocore's own (standard-mode) retry handler, its backoff "
@@ -1064,6 +1097,7 @@ def scale_section(result: dict[str, Any]) -> list[str]:
         "",
         table(["phase", "fires", "p50 s", "p99 s", "max s"], phases),
         "",
+        *scale_stages(result),
         f"Throttled requests: {throttles['total']:,} in {throttles['partitions']} "
         f"partitions; retried by botocore {throttles['attempts_retried_by_botocore']:,}; "
         f"still throttled after botocore's retries (the code's own retry or redelivery "

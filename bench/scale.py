@@ -20,7 +20,16 @@ clients given by the simulation:
   ``bench/aws_limits.py``. A throttled call is retried by botocore's own retry
   handler (its backoff slept in virtual time), then by the code;
 - the handler is a stand-in ``Delivery`` that reads the tenant's signing secrets
-  as the HTTP delivery does, then answers 200 after a drawn latency.
+  as the HTTP delivery does, then answers 200 after a drawn latency;
+- what runs on threads runs as processes of the simulation instead: the tick's
+  pool (``virtual_threads``), a batch's records (``virtual_batches``) and the
+  worker's message holds (``virtual_holds``: its thread and event on virtual time,
+  its ChangeMessageVisibilityBatch calls answered by the double);
+- Python's cyclic collector, walking the simulation's whole heap, is not charged to
+  the simulated invocation it happens to interrupt.
+
+Each fire's lateness is also split into stages (``Stages``): the due query that found
+it, its claim's re-read, its message sent, received, and the handler's call.
 
 The deployment is ``dynacron plan --fires-per-second 10000``'s, with the
 template's defaults for the rest (``infra/config.py``): shards, memories, the
@@ -39,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import logging
 import math
@@ -68,7 +78,13 @@ from bench.aws_limits import PARTITION_READ_UNITS, PARTITION_WRITE_UNITS, Latenc
 from bench.client_double import BotocoreCpu, CallStats, ClientDouble
 from bench.common import QUICK, distribution, percentile, write_result
 from bench.lambda_double import FunctionSpec, LambdaService, SqsEventSource
-from bench.simulation import Invocation, Simulation, VirtualClock, VirtualPool
+from bench.simulation import (
+    Invocation,
+    Simulation,
+    VirtualClock,
+    VirtualPool,
+    VirtualThreading,
+)
 from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.adapters.aws.due_page_hand_out import LambdaDuePageHandOut
 from dynacron.adapters.aws.task_items import task_to_item
@@ -86,7 +102,7 @@ from dynacron.entry.settings import Settings
 from dynacron.planning.capacity import plan
 from dynacron.planning.capacity_model import PRICES
 from dynacron.planning.partitions import Workload
-from dynacron.services import page_claimer
+from dynacron.services import message_holds, page_claimer
 from infra.config import SchedulerConfig
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -245,6 +261,16 @@ def virtual_batches(simulation: Simulation, failures: Counter[str]) -> Iterator[
 
 
 @contextmanager
+def virtual_holds(simulation: Simulation) -> Iterator[None]:
+    """The worker's message holds (``services/message_holds.py``: a thread per batch
+    renewing its messages' visibility, ChangeMessageVisibilityBatch, every heartbeat
+    interval until the block ends) run unchanged, their thread and event a process
+    of the worker's invocation and a wait in virtual time."""
+    with mock.patch.object(message_holds, "threading", VirtualThreading(simulation)):
+        yield
+
+
+@contextmanager
 def virtual_threads(simulation: Simulation, workers: int) -> Iterator[None]:
     """The tick's thread pool (``page_claimer``'s ``ThreadPoolExecutor``) built inside
     is ``workers`` processes of the simulation instead."""
@@ -254,6 +280,83 @@ def virtual_threads(simulation: Simulation, workers: int) -> Iterator[None]:
 
     with mock.patch.object(page_claimer, "ThreadPoolExecutor", executor):
         yield
+
+
+class Stages:
+    """When each due occurrence passed each stage of its way to the handler, on the
+    model's clock (a call is applied halfway through its round trip): the tick's due
+    query that found its task, the consistent re-read before its claim (the tick's or
+    a claim invocation's), its message sent, and received by the event source
+    mapping. With the handler's call (``Handled``) these split lateness into waits."""
+
+    def __init__(self, model: AwsModel, simulation: Simulation, tasks_table: str) -> None:
+        self._simulation = simulation
+        self._tasks_table = tasks_table
+        self.found: dict[str, float] = {}
+        self.read: dict[str, float] = {}
+        self.sent: dict[str, float] = {}
+        self.received: dict[str, float] = {}
+        self.worker_started: dict[str, float] = {}
+        self._answer = model.answer
+        model.answer = self._traced  # type: ignore[method-assign]
+
+    def _traced(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        answer = self._answer(name, params)
+        now = self._simulation.now
+        if name == "dynamodb.Query" and params.get("IndexName"):
+            for item in answer.get("Items", ()):
+                self.found.setdefault(item["task_id"]["S"], now)
+        elif name == "dynamodb.BatchGetItem":
+            for item in answer.get("Responses", {}).get(self._tasks_table, ()):
+                self.read.setdefault(item["task_id"]["S"], now)
+        elif name == "sqs.SendMessageBatch":
+            for entry in params["Entries"]:
+                self.sent.setdefault(_execution_of(entry["MessageBody"]), now)
+        elif name == "sqs.ReceiveMessage":
+            for message in answer.get("Messages", ()):
+                self.received.setdefault(_execution_of(message["Body"]), now)
+        return answer
+
+
+def _execution_of(body: str) -> str:
+    return str(json.loads(body)["execution_id"])
+
+
+def stage_waits(
+    stages: Stages, handled: Handled, expected: dict[str, datetime], burst_from: datetime
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Each phase's lateness split into the waits between stages (seconds, distributions)."""
+    names = (
+        "due_to_found",
+        "found_to_read",
+        "read_to_sent",
+        "sent_to_received",
+        "received_to_handler",
+    )
+    waits: dict[str, dict[str, list[float]]] = {
+        "steady": {n: [] for n in names},
+        "burst": {n: [] for n in names},
+    }
+    for execution_id, at in expected.items():
+        task_id = task_id_of(execution_id)
+        due = (at - START).total_seconds()
+        points = (
+            due,
+            stages.found.get(task_id),
+            stages.read.get(task_id),
+            stages.sent.get(execution_id),
+            stages.received.get(execution_id),
+            handled.first_call.get(execution_id),
+        )
+        if any(p is None for p in points):
+            continue
+        phase = waits["burst" if at >= burst_from else "steady"]
+        for name, begin, end in zip(names, points, points[1:], strict=False):
+            phase[name].append(end - begin)  # type: ignore[operator]
+    return {
+        phase: {name: distribution(values) for name, values in by_name.items() if values}
+        for phase, by_name in waits.items()
+    }
 
 
 class CountingLog(logging.Handler):
@@ -368,6 +471,7 @@ class World:
     stats: CallStats
     heartbeats: list[VirtualHeartbeats]
     log: CountingLog
+    stages: Stages
     record_failures: Counter[str] = field(default_factory=Counter)
 
 
@@ -383,10 +487,6 @@ def build(
         tick_concurrency=deployment.tick_concurrency,
         worker_concurrency=scenario.worker_in_flight,
         claim_function="dynacron-claim",
-        # Not simulated yet: the worker's message holds (decision 0038) renew from a
-        # thread on the wall clock, outside the simulation's virtual time. Their cost
-        # (0.1 SQS request a fire) is in the cost section's measured figures.
-        message_holds=False,
     )
     throughput.partition_write = throughput.partition_read = math.inf  # while filling
     due = fill(model, settings, scenario)
@@ -394,6 +494,7 @@ def build(
     throughput.partition_read = PARTITION_READ_UNITS
     throughput.consumed.clear()
     model.calls.clear()
+    stages = Stages(model, simulation, settings.tasks_table)
     rng = random.Random(scenario.seed)
     random.seed(scenario.seed)  # botocore's backoff jitter
     handled, stats = Handled(), CallStats()
@@ -469,7 +570,17 @@ def build(
         rng,
     )
     world = World(
-        simulation, model, throughput, settings, lambdas, esm, handled, stats, heartbeats, log
+        simulation,
+        model,
+        throughput,
+        settings,
+        lambdas,
+        esm,
+        handled,
+        stats,
+        heartbeats,
+        log,
+        stages,
     )
     return world, due
 
@@ -514,6 +625,12 @@ def run(scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu) -
 def _run(scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu) -> dict[str, Any]:
     began, cpu = time.perf_counter(), time.process_time()
     world, due = build(scenario, deployment, botocore_cpu)
+    # What the build made lives to the end: kept out of the collector's walks (the
+    # collections left are not charged to the simulated invocations either).
+    gc.collect()
+    gc.freeze()
+    # Fewer, larger young collections: the run makes garbage fast, cycles rarely.
+    gc.set_threshold(100_000, 50, 50)
     built = time.perf_counter() - began
     print(
         f"  {len(due):,} occurrences due, {scenario.registered + scenario.burst:,} tasks "
@@ -521,13 +638,14 @@ def _run(scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu) 
         flush=True,
     )
     last_due = max(at for _, at in due)
-    end = (last_due - START).total_seconds() + scenario.drain_seconds
+    last_due_at = (last_due - START).total_seconds()
+    end = last_due_at + scenario.drain_seconds
     world.esm.start(warm=True)
     schedule_ticks(world, end)
     expected = {execution_id_for(task_id, at): at for task_id, at in due}
     step = 5.0
     at = 0.0
-    with virtual_batches(world.simulation, world.record_failures):
+    with virtual_batches(world.simulation, world.record_failures), virtual_holds(world.simulation):
         while at < end:
             at += step
             world.simulation.run(at)
@@ -538,9 +656,11 @@ def _run(scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu) 
                 f"wall {time.perf_counter() - began:4.0f} s",
                 flush=True,
             )
+            working = world.lambdas.functions["dynacron-worker"].busy
             if (
                 done >= len(expected)
-                and at >= (last_due - START).total_seconds() + 5
+                and not working
+                and at >= last_due_at + 5
                 and not running(world, expected)
             ):
                 break
@@ -634,6 +754,7 @@ def report(
         "heartbeats_due": sum(h.due for h in world.heartbeats),
         "worker_records_failed": dict(world.record_failures),
         "lateness_seconds": {phase: distribution(values) for phase, values in lateness.items()},
+        "lateness_stages_seconds": stage_waits(world.stages, world.handled, expected, burst_from),
         "steady_rate": rate_over(lateness["steady"], expected, burst_from),
         "throttled_requests": {
             "by_partition": throttles[:12],
@@ -658,6 +779,7 @@ def report(
         "cpu_seconds": round(cpu, 1),
         "build_seconds": round(built, 1),
         "cpu_ms_per_fire": round(1000 * (cpu - built) / max(1, fires), 3),
+        "collector_seconds": round(world.simulation.gc_seconds, 1),
         "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
     }
 
@@ -758,6 +880,19 @@ def measure_botocore_cpu(times: int = 200) -> BotocoreCpu:
             AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
         ),
     }
+    sqs.send_message_batch(
+        QueueUrl=settings.dispatch_queue_url,
+        Entries=[{"Id": str(n), "MessageBody": "held"} for n in range(10)],
+    )
+    received = sqs.receive_message(QueueUrl=settings.dispatch_queue_url, MaxNumberOfMessages=10)
+    handles = [m["ReceiptHandle"] for m in received["Messages"]]
+    calls["ChangeMessageVisibilityBatch"] = lambda: sqs.change_message_visibility_batch(
+        QueueUrl=settings.dispatch_queue_url,
+        Entries=[
+            {"Id": str(n), "ReceiptHandle": h, "VisibilityTimeout": 60}
+            for n, h in enumerate(handles)
+        ],
+    )
     for name, call in calls.items():
         cpu.measure(name, call, model_cpu, times)
     return cpu
@@ -808,6 +943,7 @@ def _client_double_tick(refuses: Callable[[str, dict[str, Any]], bool] | None) -
     outcomes: list[Any] = []
     process.done.append(outcomes.append)
     simulation.run(3600.0)
+    simulation.close()
     (outcome, error) = outcomes[0]
     if error is not None:
         raise error

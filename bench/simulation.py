@@ -20,7 +20,9 @@ and races (two claims of one task) stay possible.
 
 from __future__ import annotations
 
+import gc
 import heapq
+import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -130,6 +132,27 @@ class Simulation:
         self.hub = greenlet.getcurrent()
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._sequence = 0
+        self._gc_began = 0.0
+        self.gc_seconds = 0.0
+        gc.callbacks.append(self._collecting)
+
+    def _collecting(self, phase: str, info: dict[str, Any]) -> None:
+        """Python's cyclic collector, run while a process runs, walks the whole
+        simulation's heap (the double's tables, every environment): not the
+        simulated invocation's work, so its CPU is left out of the process's."""
+        if phase == "start":
+            self._gc_began = time.thread_time()
+            return
+        spent = time.thread_time() - self._gc_began
+        self.gc_seconds += spent
+        process = self.current
+        if process is not None:
+            process._cpu_at_base += spent
+
+    def close(self) -> None:
+        """Stop watching the collector (the simulation is done)."""
+        if self._collecting in gc.callbacks:
+            gc.callbacks.remove(self._collecting)
 
     def at(self, when: float, event: Callable[[], None]) -> None:
         self._sequence += 1
@@ -235,3 +258,88 @@ class VirtualPool:
 
     def shutdown(self, wait: bool = True) -> None:
         """Nothing to stop: the pool's processes end with their work."""
+
+
+class VirtualEvent:
+    """``threading.Event`` for processes of the simulation: ``wait`` sleeps in virtual
+    time until ``set`` or the timeout, whichever comes first."""
+
+    def __init__(self, simulation: Simulation) -> None:
+        self._simulation = simulation
+        self._set = False
+        self._waiting: list[Callable[[bool], None]] = []
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        waiting, self._waiting = self._waiting, []
+        for wake in waiting:
+            wake(True)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._set:
+            return True
+        simulation = self._simulation
+        process = simulation.running()
+        woken = False
+
+        def wake(value: bool) -> None:
+            nonlocal woken
+            if not woken:
+                woken = True
+                simulation.at(simulation.local_now(), lambda: process.resume((value, None)))
+
+        self._waiting.append(wake)
+        if timeout is not None:
+            simulation.at(process._spend() + max(0.0, timeout), lambda: wake(False))
+        else:
+            process._spend()
+        return bool(process.suspend())
+
+
+class VirtualThread:
+    """``threading.Thread`` as a process of the starting process's invocation (it
+    shares that invocation's CPU, as a thread shares its Lambda's)."""
+
+    def __init__(
+        self,
+        simulation: Simulation,
+        target: Callable[[], Any],
+        name: str | None = None,
+        daemon: bool | None = None,
+    ) -> None:
+        self._simulation = simulation
+        self._target = target
+        self.name = name
+        self.daemon = daemon
+        self._ended = VirtualEvent(simulation)
+
+    def start(self) -> None:
+        caller = self._simulation.running()
+        at = caller._spend()
+        process = self._simulation.spawn(caller.invocation, self._target, at=at)
+        process.done.append(lambda _: self._ended.set())
+
+    def join(self, timeout: float | None = None) -> None:
+        self._ended.wait(timeout)
+
+    def is_alive(self) -> bool:
+        return not self._ended.is_set()
+
+
+class VirtualThreading:
+    """What code takes from the ``threading`` module, for processes of the
+    simulation: its threads and events on virtual time; a lock is a real lock (a
+    process never waits in virtual time while holding one)."""
+
+    def __init__(self, simulation: Simulation) -> None:
+        self._simulation = simulation
+        self.Lock = threading.Lock
+
+    def Event(self) -> VirtualEvent:
+        return VirtualEvent(self._simulation)
+
+    def Thread(self, target: Callable[[], Any], **kwargs: Any) -> VirtualThread:
+        return VirtualThread(self._simulation, target, **kwargs)

@@ -68,3 +68,100 @@ def test_the_real_code_retries_throttled_writes_and_loses_no_fire() -> None:
     assert result["fired"] == 400
     # And no record failed in the worker (a harness error would show here first)
     assert result["worker_records_failed"] == {}
+
+
+def test_a_visibility_change_counts_from_the_call_and_needs_the_latest_receipt_handle() -> None:
+    # Given a message received with the queue's visibility timeout
+    now = 1_800_000_000.0
+    model = AwsModel(now=lambda: now)
+    url = model.settings().dispatch_queue_url
+    model.answer("sqs.SendMessage", {"QueueUrl": url, "MessageBody": "m"})
+    (first,) = model.answer("sqs.ReceiveMessage", {"QueueUrl": url, "VisibilityTimeout": 30})[
+        "Messages"
+    ]
+
+    # When, 20 s on, it is held for 15 s from then
+    now += 20.0
+    held = model.answer(
+        "sqs.ChangeMessageVisibilityBatch",
+        {
+            "QueueUrl": url,
+            "Entries": [
+                {"Id": "a", "ReceiptHandle": first["ReceiptHandle"], "VisibilityTimeout": 15},
+                {"Id": "b", "ReceiptHandle": "no-such-handle", "VisibilityTimeout": 15},
+            ],
+        },
+    )
+
+    # Then the known handle is held and the unknown one fails on its own entry
+    assert held["Successful"] == [{"Id": "a"}]
+    assert [(f["Id"], f["Code"]) for f in held["Failed"]] == [("b", "ReceiptHandleIsInvalid")]
+    # And the message stays invisible past its first timeout (30 s), until 35 s
+    now += 14.0
+    assert model.answer("sqs.ReceiveMessage", {"QueueUrl": url}) == {}
+    now += 2.0
+    (again,) = model.answer("sqs.ReceiveMessage", {"QueueUrl": url, "VisibilityTimeout": 30})[
+        "Messages"
+    ]
+    assert again["Attributes"]["ApproximateReceiveCount"] == "2"
+
+    # And the first receipt's handle no longer holds it; the latest does
+    stale = model.answer(
+        "sqs.ChangeMessageVisibilityBatch",
+        {
+            "QueueUrl": url,
+            "Entries": [
+                {"Id": "old", "ReceiptHandle": first["ReceiptHandle"], "VisibilityTimeout": 60},
+                {"Id": "new", "ReceiptHandle": again["ReceiptHandle"], "VisibilityTimeout": 0},
+            ],
+        },
+    )
+    assert [f["Id"] for f in stale["Failed"]] == ["old"]
+    assert stale["Successful"] == [{"Id": "new"}]
+    # And a timeout of 0 makes the message visible at once
+    assert len(model.answer("sqs.ReceiveMessage", {"QueueUrl": url})["Messages"]) == 1
+    assert model.calls["sqs.ChangeMessageVisibilityBatch"] == 2
+
+
+def test_the_workers_hold_their_messages_in_virtual_time() -> None:
+    # Given a small run of the real worker, whose message holds are on
+    scenario = Scenario(
+        registered=100,
+        fires_per_second=50,
+        steady_seconds=1.0,
+        burst=20,
+        burst_after_seconds=1.0,
+        tenants=2,
+        worker_in_flight=4,
+        drain_seconds=60.0,
+    )
+
+    # When it runs in virtual time
+    result = run(scenario, Deployment.for_rate(50, 0.2), BotocoreCpu())
+
+    # Then every batch held its messages through the double (no thread of the
+    # machine's, no failed hold), and nothing was lost
+    assert result["calls"].get("sqs.ChangeMessageVisibilityBatch", 0) > 0
+    assert result["warnings"] == {}
+    assert result["lost"] == 0
+
+
+def test_a_deleted_or_held_message_does_not_announce_a_showing() -> None:
+    # Given two messages received, one then deleted and the other held longer
+    now = 1_800_000_000.0
+    model = AwsModel(now=lambda: now)
+    url = model.settings().dispatch_queue_url
+    for body in ("a", "b"):
+        model.answer("sqs.SendMessage", {"QueueUrl": url, "MessageBody": body})
+    first, second = model.answer(
+        "sqs.ReceiveMessage", {"QueueUrl": url, "MaxNumberOfMessages": 2, "VisibilityTimeout": 30}
+    )["Messages"]
+    model.answer("sqs.DeleteMessage", {"QueueUrl": url, "ReceiptHandle": first["ReceiptHandle"]})
+    model.answer(
+        "sqs.ChangeMessageVisibility",
+        {"QueueUrl": url, "ReceiptHandle": second["ReceiptHandle"], "VisibilityTimeout": 90},
+    )
+
+    # Then the next message to show is the held one, when its hold ends (a poller
+    # waiting for it is not woken at 30 s for nothing)
+    assert model.queues[url].next_showing() == now + 90

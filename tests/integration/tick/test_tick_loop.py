@@ -12,7 +12,7 @@ from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.tasks.task import shard_for
 from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import Settings
-from dynacron.services.tick_loop import LoopEnd, ShardTickLoop
+from dynacron.services.tick_loop import LoopEnd, ShardTickLoop, tick_phase_seconds
 from tests.conftest import sleep_moving
 from tests.support import ConcurrentLoops, FakeLambdaContext
 
@@ -165,3 +165,30 @@ def test_the_looping_tick_fires_a_rate_task_on_every_occurrence_within_a_second(
     assert 0 <= result["max_lateness_seconds"] < 1
     lease = system.leases.get(shard)
     assert lease is None
+
+
+def test_the_shards_tick_apart_within_the_second_not_all_at_once(
+    system: Dynacron, clock: SettableClock
+) -> None:
+    # Given the phases of 40 shards' ticks within a second
+    phases = sorted(tick_phase_seconds(shard, 1.0) for shard in range(40))
+    # Then they spread over the second: no two closer than a third of an even share,
+    # no gap wider than twice one
+    gaps = [b - a for a, b in itertools.pairwise(phases)] + [1 + phases[0] - phases[-1]]
+    assert min(gaps) > 1 / 40 / 3
+    assert max(gaps) < 2 / 40
+    assert tick_phase_seconds(0, 1.0) == 0.0
+    # And shard 1's loop, having ticked, waits until its own instant in the next second
+    loop = ShardTickLoop(
+        ticker=system.ticker,
+        leases=system.leases,
+        clock=system.clock,
+        shard=1,
+        owner="holder",
+        deadline=clock.now() + timedelta(seconds=60),
+    )
+    pause = loop.step()
+    assert pause is not None
+    woke = clock.now().timestamp() + pause
+    offset = (woke - tick_phase_seconds(1, 1.0)) % 1.0
+    assert min(offset, 1.0 - offset) < 1e-6

@@ -88,6 +88,7 @@ class ShardTickLoop:
         self._owner = owner
         self._deadline = deadline
         self._timing = timing or LoopTiming()
+        self._phase = tick_phase_seconds(shard, self._timing.tick_interval_seconds)
         self._holding = False
         self._renewed_at: datetime | None = None
         self.report = TickLoopReport(shard=shard, owner=owner)
@@ -170,7 +171,7 @@ class ShardTickLoop:
         self.report.lost_races += tick.lost_races
         self.report.lateness_seconds += tick.lateness_seconds
         interval = self._timing.tick_interval_seconds
-        return interval - self._clock.now().timestamp() % interval
+        return interval - (self._clock.now().timestamp() - self._phase) % interval
 
     def _end_at_deadline(self, now: datetime) -> None:
         """A holder hands the shard to its standby in one write (or releases it if
@@ -222,6 +223,18 @@ class ShardTickLoop:
 
     def _lease_end(self, now: datetime) -> datetime:
         return now + timedelta(seconds=self._timing.lease_seconds)
+
+
+def tick_phase_seconds(shard: int, interval_seconds: float) -> float:
+    """When in each interval ``shard`` ticks, after the whole second: the shards'
+    ticks spread over the interval (by multiples of the golden ratio, so that any
+    number of shards fall apart), not all at once, so their hand-outs reach the claim
+    function a few at a time rather than as one burst past its reserved concurrency.
+    Shard 0 ticks on the second."""
+    return (shard * _GOLDEN_RATIO_FRACTION) % 1.0 * interval_seconds
+
+
+_GOLDEN_RATIO_FRACTION = 0.6180339887498949
 
 
 def release(leases: ShardLeases, shard: int, owner: str) -> bool:
