@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -59,8 +60,9 @@ def test_local_mode_on_aws_killed_mid_flight_runs_everything_within_a_minute_of_
     restarted_at = time.monotonic()
     # Then all 200 are SUCCEEDED within a minute of the restart (not after the dispatch
     # queue's six-minute visibility timeout), each business effect applied once
-    assert wait_until(lambda: cluster.succeeded(ids) == 200, timeout=90, interval=0.5)
+    recovered = wait_until(lambda: cluster.succeeded(ids) == 200, timeout=90, interval=0.5)
     recovered_in = time.monotonic() - restarted_at
+    assert recovered, Counter(cluster.statuses(ids))
     assert recovered_in < 60, recovered_in
     assert sink.effects == dict.fromkeys(ids, 1)
     assert sink.applied_twice == 0

@@ -15,6 +15,7 @@ and the dispatch and undelivered queues as an event source mapping reads them
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sqlite3
@@ -288,7 +289,13 @@ class EmulatorStore:
             DISPATCH_QUEUE.suffix: opened.dispatch_queue_url,
             UNDELIVERED_QUEUE.suffix: undelivered_queue_url(self.sqs, self._options.prefix),
         }
-        self.queues = SqsQueues(self.sqs, urls, self._options.visibility_timeout)
+        visibility = self._options.visibility_timeout
+        if visibility is None and opened.message_holds:
+            # Received already held as the worker holds them (decision 0038): a process
+            # killed between a receive and its worker's first hold leaves nothing for
+            # the queue's six worker timeouts.
+            visibility = math.ceil(opened.lease_terms.message_hold.total_seconds())
+        self.queues = SqsQueues(self.sqs, urls, visibility)
         return opened
 
     def adapters(self, settings: Settings, clock: Clock) -> AdapterSet:
