@@ -14,6 +14,7 @@ from dynacron.api.request_rules import (
     task_create_rules,
     task_patch_rules,
 )
+from dynacron.domain.coordination.create_keys import BATCH_KEY_FIELD
 from dynacron.domain.coordination.limits import (
     MAX_CONCURRENCY,
     MAX_RATE_PER_SECOND,
@@ -391,7 +392,6 @@ class CompleteRequest(BaseModel):
 
 # A batch create holds at most this many tasks; send more in several.
 MAX_BATCH = 100
-BATCH_KEY_FIELD = "idempotency_key"
 
 
 class TaskBatch(BaseModel):

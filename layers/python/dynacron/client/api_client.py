@@ -19,7 +19,6 @@ from pydantic import BaseModel
 
 from dynacron.api.identity import API_KEY_HEADER
 from dynacron.api.requests import (
-    BATCH_KEY_FIELD,
     BackfillRequest,
     SchedulePreviewRequest,
     TaskCreate,
@@ -38,6 +37,7 @@ from dynacron.api.responses import (
     TaskView,
     TenantView,
 )
+from dynacron.domain.coordination.create_keys import BATCH_KEY_FIELD
 from dynacron.domain.coordination.create_keys import HEADER as CREATE_KEY_HEADER
 
 LOCAL_URL = "http://127.0.0.1:8080"

@@ -13,7 +13,12 @@ from typing import Any
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.coordination import transitions as coordination
-from dynacron.domain.coordination.create_keys import HEADER, CreateKey, KeyReservation
+from dynacron.domain.coordination.create_keys import (
+    BATCH_KEY_FIELD,
+    HEADER,
+    CreateKey,
+    KeyReservation,
+)
 from dynacron.domain.coordination.quotas import check_min_interval
 from dynacron.domain.coordination.tenants import EffectiveQuota, TenantQuota
 from dynacron.domain.errors import (
@@ -79,6 +84,14 @@ def new_signing_secret() -> str:
     return "whsec_" + secrets.token_hex(32)
 
 
+_KEY_REUSED = {
+    HEADER: "was sent with another request in the last 24 hours: send the same body "
+    "to retry that request, or a new key for a new one",
+    BATCH_KEY_FIELD: "was sent with another task in the last 24 hours: send the same task "
+    "to retry it, or a new key for a new one",
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class BatchItem:
     """One task of a batch create, and its idempotency key if it has one."""
@@ -141,28 +154,37 @@ class TaskService:
         request refused as invalid takes no key: its corrected retry may use it.
         """
         self._checked(tenant_id, spec, uuid.uuid4().hex, to_utc_ms(self.clock.now()))
-        held = reserve_key(self.create_keys, tenant_id, key, uuid.uuid4().hex, self.clock.now())
-        if held.fingerprint != key.fingerprint:
-            raise InvalidRequest(
-                HEADER,
-                "was sent with another request in the last 24 hours: send the same body "
-                "to retry that request, or a new key for a new one",
-            )
-        made = self.tasks.get_owned(tenant_id, held.task_id)
+        task_id, made = self._held_by_key(
+            tenant_id, key, uuid.uuid4().hex, self.clock.now(), HEADER
+        )
         if made is not None:
             return made, True
-        if held.created:
-            raise Conflict(f"the task created with this {HEADER} ({held.task_id}) was deleted")
         try:
-            task = self._register(tenant_id, spec, held.task_id)
+            task = self._register(tenant_id, spec, task_id)
         except InvalidRequest:
-            made = self.tasks.get_owned(tenant_id, held.task_id)
+            made = self.tasks.get_owned(tenant_id, task_id)
             if made is None:
                 raise
             return made, True  # a request with the same key, at the same time
         # Only the reservation of this task: one expired and taken since names another.
-        self.create_keys.apply(tenant_id, key.key, coordination.mark_key_created(held.task_id))
+        self.create_keys.apply(tenant_id, key.key, coordination.mark_key_created(task_id))
         return task, False
+
+    def _held_by_key(
+        self, tenant_id: str, key: CreateKey, task_id: str, now: datetime, field: str
+    ) -> tuple[str, Task | None]:
+        """Reserve ``key`` for ``task_id``, or find it reserved: the id the key names,
+        and the task an earlier request made with it, if any. Refused, naming the key's
+        ``field`` (``HEADER`` or a batch item's ``BATCH_KEY_FIELD``), if the key came with
+        something else, or its task was deleted."""
+        held = reserve_key(self.create_keys, tenant_id, key, task_id, now)
+        if held.fingerprint != key.fingerprint:
+            raise InvalidRequest(field, _KEY_REUSED[field])
+        made = self.tasks.get_owned(tenant_id, held.task_id)
+        if made is None and held.created:
+            name = HEADER if field == HEADER else "key"
+            raise Conflict(f"the task created with this {name} ({held.task_id}) was deleted")
+        return held.task_id, made
 
     def register_many(self, tenant_id: str, items: Sequence[BatchItem]) -> list[BatchOutcome]:
         """``register`` (or ``register_once``, for an item with a key) for each item, in
@@ -181,7 +203,7 @@ class TaskService:
             try:
                 if item.key is not None and item.key.key in first_with_key:
                     raise InvalidRequest(
-                        "idempotency_key",
+                        BATCH_KEY_FIELD,
                         f"repeats item {first_with_key[item.key.key]}'s; "
                         "each item of a batch needs its own",
                     )
@@ -216,23 +238,13 @@ class TaskService:
     ) -> tuple[Task, Task | None]:
         """Reserve the item's key (as ``register_once``): the task to store (with the id
         the key names), and the task an earlier request made with it, if any."""
-        key = item.key
-        assert key is not None
-        held = reserve_key(self.create_keys, tenant_id, key, task.task_id, now)
-        if held.fingerprint != key.fingerprint:
-            raise InvalidRequest(
-                "idempotency_key",
-                "was sent with another task in the last 24 hours: send the same task "
-                "to retry it, or a new key for a new one",
-            )
-        made = self.tasks.get_owned(tenant_id, held.task_id)
+        assert item.key is not None
+        task_id, made = self._held_by_key(tenant_id, item.key, task.task_id, now, BATCH_KEY_FIELD)
         if made is not None:
             return task, made
-        if held.created:
-            raise Conflict(f"the task created with this key ({held.task_id}) was deleted")
-        if held.task_id != task.task_id:
+        if task_id != task.task_id:
             # A reservation an earlier request left: the task gets the id it names.
-            task = self._checked(tenant_id, item.spec, held.task_id, now)
+            task = self._checked(tenant_id, item.spec, task_id, now)
         return task, None
 
     def _stored(

@@ -23,7 +23,6 @@ from dynacron.api.parameters import (
 )
 from dynacron.api.problems import describe_validation_errors
 from dynacron.api.requests import (
-    BATCH_KEY_FIELD,
     BackfillRequest,
     PauseRequest,
     TaskBatch,
@@ -41,7 +40,7 @@ from dynacron.api.responses import (
     TaskPage,
     TaskView,
 )
-from dynacron.domain.coordination.create_keys import KEY_RULE, CreateKey
+from dynacron.domain.coordination.create_keys import BATCH_KEY_FIELD, KEY_RULE, CreateKey
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.tasks.tags import parse_tag_filters
 from dynacron.services.tasks import BatchItem, BatchOutcome, TaskService

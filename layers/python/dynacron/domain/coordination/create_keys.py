@@ -19,6 +19,8 @@ from typing import Any
 from dynacron.domain.errors import InvalidRequest
 
 HEADER = "Idempotency-Key"
+# A batch create's item carries its own key in this field instead.
+BATCH_KEY_FIELD = "idempotency_key"
 # How long a key names its request: a retry within it gets the first task.
 KEY_LIFETIME = timedelta(hours=24)
 MAX_KEY_LENGTH = 255
