@@ -127,34 +127,8 @@ class DynamoTaskStore:
         try:
             self._client.transact_write_items(
                 TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self._table,
-                            "Item": task_to_item(task, placement),
-                            "ConditionExpression": "attribute_not_exists(task_id)",
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self._coordination,
-                            "Key": tenant_key(task.tenant_id),
-                            "UpdateExpression": (
-                                "SET task_count = if_not_exists(task_count, :zero) + :one, "
-                                "signing_secrets = if_not_exists(signing_secrets, :secrets)"
-                            ),
-                            "ConditionExpression": (
-                                "attribute_not_exists(task_count) OR task_count < :max"
-                            ),
-                            "ExpressionAttributeValues": to_item(
-                                {
-                                    ":zero": 0,
-                                    ":one": 1,
-                                    ":max": max_tasks,
-                                    ":secrets": [fresh_secret],
-                                }
-                            ),
-                        }
-                    },
+                    self._put_new(task_to_item(task, placement)),
+                    self._counted(task.tenant_id, 1, max_tasks, fresh_secret),
                 ]
             )
         except ClientError as error:
@@ -169,6 +143,42 @@ class DynamoTaskStore:
                     "delete some first",
                 ) from None
             raise
+
+    def _put_new(self, item: dict[str, Any]) -> TransactWriteItemTypeDef:
+        """A transaction's put of a task that must not exist yet."""
+        return {
+            "Put": {
+                "TableName": self._table,
+                "Item": item,
+                "ConditionExpression": "attribute_not_exists(task_id)",
+            }
+        }
+
+    def _counted(
+        self, tenant_id: str, added: int, max_tasks: int, fresh_secret: str
+    ) -> TransactWriteItemTypeDef:
+        """A transaction's update adding ``added`` tasks to the tenant's count, only if
+        they all fit under ``max_tasks``; the record gets its first signing secret here
+        if it has none, so a worker only ever reads it."""
+        return {
+            "Update": {
+                "TableName": self._coordination,
+                "Key": tenant_key(tenant_id),
+                "UpdateExpression": (
+                    "SET task_count = if_not_exists(task_count, :zero) + :added, "
+                    "signing_secrets = if_not_exists(signing_secrets, :secrets)"
+                ),
+                "ConditionExpression": "attribute_not_exists(task_count) OR task_count <= :room",
+                "ExpressionAttributeValues": to_item(
+                    {
+                        ":zero": 0,
+                        ":added": added,
+                        ":room": max_tasks - added,
+                        ":secrets": [fresh_secret],
+                    }
+                ),
+            }
+        }
 
     def create_many_within_quota(
         self,
@@ -207,38 +217,10 @@ class DynamoTaskStore:
     ) -> bool:
         """Put ``items`` and add them to the tenant's count in one transaction, if they
         all fit under ``max_tasks``; False if it was refused."""
-        room = max_tasks - len(items)
-        if room < 0:
+        if len(items) > max_tasks:
             return False
-        puts: list[TransactWriteItemTypeDef] = [
-            {
-                "Put": {
-                    "TableName": self._table,
-                    "Item": item,
-                    "ConditionExpression": "attribute_not_exists(task_id)",
-                }
-            }
-            for item in items
-        ]
-        count: TransactWriteItemTypeDef = {
-            "Update": {
-                "TableName": self._coordination,
-                "Key": tenant_key(tenant_id),
-                "UpdateExpression": (
-                    "SET task_count = if_not_exists(task_count, :zero) + :added, "
-                    "signing_secrets = if_not_exists(signing_secrets, :secrets)"
-                ),
-                "ConditionExpression": "attribute_not_exists(task_count) OR task_count <= :room",
-                "ExpressionAttributeValues": to_item(
-                    {
-                        ":zero": 0,
-                        ":added": len(items),
-                        ":room": room,
-                        ":secrets": [fresh_secret],
-                    }
-                ),
-            }
-        }
+        puts = [self._put_new(item) for item in items]
+        count = self._counted(tenant_id, len(items), max_tasks, fresh_secret)
         # The same token on the SDK's own retries: a transaction that was applied,
         # though its answer was lost, is not applied again (nor refused for its ids).
         token = uuid.uuid4().hex
