@@ -4,10 +4,8 @@ and on SQLite (local mode's store)."""
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -18,31 +16,12 @@ from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.errors import LimitExceeded
 from dynacron.entry.composition import Dynacron
-from dynacron.entry.settings import Settings
 from dynacron.services.tasks import BatchItem, BatchOutcome
 from tests.integration.api_client import ALICE, call
+from tests.integration.conftest import Build
 
 HOOK = "http://127.0.0.1:9/hook"
 BOB = "arn:aws:iam::000000000000:user/bob"
-
-Build = Callable[..., Dynacron]
-
-
-@pytest.fixture(params=["dynamodb", "sqlite"])
-def build(request: pytest.FixtureRequest, clock: SettableClock) -> Build:
-    """Builds a system on either store; keyword arguments are settings."""
-    if request.param == "sqlite":
-        embedded: Build = request.getfixturevalue("embedded")
-        return embedded
-    aws: tuple[Any, Any] = request.getfixturevalue("aws")
-    settings: Settings = request.getfixturevalue("settings")
-
-    def on_moto(**overrides: Any) -> Dynacron:
-        dynamodb, sqs = aws
-        changed = dataclasses.replace(settings, **overrides)
-        return Dynacron(changed, dynamodb=dynamodb, sqs=sqs, clock=clock)
-
-    return on_moto
 
 
 def a_task(n: int, **fields: Any) -> dict[str, Any]:

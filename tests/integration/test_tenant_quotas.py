@@ -5,9 +5,7 @@ sets them."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -19,31 +17,12 @@ from dynacron.domain.clock import SettableClock
 from dynacron.domain.coordination.quotas import RATE_REFRESH
 from dynacron.domain.coordination.tenants import MAX_TENANT_TASKS, TenantQuota
 from dynacron.entry.composition import Dynacron
-from dynacron.entry.settings import Settings
 from tests.integration.api_client import ALICE, call
+from tests.integration.conftest import Build
 
 HOOK = "http://127.0.0.1:9/hook"
 BOB = "arn:aws:iam::000000000000:user/bob"
 TASK = {"rate": "1 hour", "handler_url": HOOK}
-
-Build = Callable[..., Dynacron]
-
-
-@pytest.fixture(params=["dynamodb", "sqlite"])
-def build(request: pytest.FixtureRequest, clock: SettableClock) -> Build:
-    """Builds a system on either store; keyword arguments are settings."""
-    if request.param == "sqlite":
-        embedded: Build = request.getfixturevalue("embedded")
-        return embedded
-    aws: tuple[Any, Any] = request.getfixturevalue("aws")
-    settings: Settings = request.getfixturevalue("settings")
-
-    def on_moto(**overrides: Any) -> Dynacron:
-        dynamodb, sqs = aws
-        changed = dataclasses.replace(settings, **overrides)
-        return Dynacron(changed, dynamodb=dynamodb, sqs=sqs, clock=clock)
-
-    return on_moto
 
 
 def tenant(system: Dynacron, principal: str = ALICE) -> dict[str, Any]:
