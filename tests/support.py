@@ -8,6 +8,9 @@ benchmarks share with the tests; they are re-exported here for the tests' import
 from __future__ import annotations
 
 import dataclasses
+import http.client
+import json
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -177,3 +180,22 @@ class ConcurrentLoops:
         if holding and all(loop.holding for loop in self._live):
             self.run.without_standby.append((now, until))
         self.clock.set(until)
+
+
+def answer(sock: socket.socket) -> tuple[int, dict[str, Any]]:
+    """The status and JSON body of the next HTTP response read from a raw socket."""
+    response = http.client.HTTPResponse(sock)
+    response.begin()
+    body = response.read()
+    return response.status, json.loads(body) if body else {}
+
+
+def closed_by_server(sock: socket.socket, within: float = 10.0) -> bool:
+    """Whether the server closes the connection within ``within`` seconds."""
+    sock.settimeout(within)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False

@@ -9,7 +9,6 @@ and beyond the cap make room; hundreds of them leave the API answering.
 from __future__ import annotations
 
 import http.client
-import json
 import socket
 import threading
 import time
@@ -22,6 +21,7 @@ import pytest
 from dynacron.console.bounded_server import BoundedHTTPServer
 from dynacron.console.proxy import SESSION_HEADER, ConsoleProxy, Upstream
 from dynacron.local.gateway import MAX_BODY_BYTES, ApiGateway
+from tests.support import answer, closed_by_server
 
 LIMITS = {"threads": 4, "max_connections": 32, "idle_seconds": 0.5, "request_seconds": 1.0}
 
@@ -82,23 +82,6 @@ def edge(request: pytest.FixtureRequest) -> Iterator[Edge]:
     yield Edge(proxy, {"Host": proxy.authority, SESSION_HEADER: proxy.session.secret}, forwarded)
     _stop(proxy)
     _stop(upstream)
-
-
-def answer(sock: socket.socket) -> tuple[int, dict[str, Any]]:
-    response = http.client.HTTPResponse(sock)
-    response.begin()
-    body = response.read()
-    return response.status, json.loads(body) if body else {}
-
-
-def closed_by_server(sock: socket.socket, within: float = 10.0) -> bool:
-    sock.settimeout(within)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
-    except TimeoutError:
-        return False
 
 
 @pytest.mark.parametrize("length", ["-1", "abc", "1e3", "0x10", "+5", "5, 6", "\u00b2"])

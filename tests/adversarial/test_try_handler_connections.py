@@ -6,18 +6,17 @@ room; a body is refused before it is read."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from dynacron.cli.try_handler import MAX_BODY_BYTES, Answers, Secrets, TryServer
 from dynacron.domain.executions.signing import signature_header
+from tests.support import answer, closed_by_server
 
 LIMITS = {"threads": 4, "max_connections": 32, "idle_seconds": 0.5, "request_seconds": 1.0}
 SECRET = "whsec_try-handler-connections"
@@ -49,23 +48,6 @@ def delivery(execution_id: str = "t1_2026-12-05T18:00:00Z", **extra: str) -> byt
     }
     head = "POST /hook HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     return (head + "\r\n").encode("latin-1") + body
-
-
-def answer(sock: socket.socket) -> tuple[int, dict[str, Any]]:
-    response = http.client.HTTPResponse(sock)
-    response.begin()
-    body = response.read()
-    return response.status, json.loads(body) if body else {}
-
-
-def closed_by_server(sock: socket.socket, within: float = 10.0) -> bool:
-    sock.settimeout(within)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
-    except TimeoutError:
-        return False
 
 
 def test_a_delivery_is_answered_and_the_connection_kept_for_the_next(server: TryServer) -> None:
