@@ -94,7 +94,7 @@ def test_command_line_flags_override_cdk_json(tmp_path: Path) -> None:
 
 def test_the_default_stack_fires_at_least_500_a_second_at_the_least_idle_cost() -> None:
     from dynacron.planning import capacity, capacity_model
-    from dynacron.planning.capacity_model import UNWINDOWED_BATCH, WorkerModel
+    from dynacron.planning.capacity_model import UNWINDOWED_BATCH, HandlerLatency, WorkerModel
     from dynacron.planning.workers import WorkerSizing
 
     config = config_from()
@@ -118,11 +118,12 @@ def test_the_default_stack_fires_at_least_500_a_second_at_the_least_idle_cost() 
     assert config.tick_memory_mb == 128
     # The workers keep up with 500 fires/s of handlers answering in 0.2 s, many calls
     # at once an invocation (decision 0034), as the plan sizes them; one call at a
-    # time would have needed seven times as many.
+    # time would have needed four times as many.
     assert config.worker_max_concurrency == row.worker_max_concurrency
     assert config.worker_concurrency >= row.workers.model.calls_in_flight
-    one_at_a_time = WorkerSizing.of(WorkerModel(1, UNWINDOWED_BATCH), 500, 0.2)
-    assert one_at_a_time.max_concurrency > 5 * config.worker_max_concurrency
+    latency = HandlerLatency.around(0.2)
+    one_at_a_time = WorkerSizing.of(WorkerModel(1, UNWINDOWED_BATCH), 500, latency)
+    assert one_at_a_time.max_concurrency > 4 * config.worker_max_concurrency
 
 
 def test_a_plans_context_is_what_the_app_reads(tmp_path: Path) -> None:

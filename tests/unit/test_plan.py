@@ -21,6 +21,7 @@ from dynacron.planning.capacity_model import (
     MEASURED,
     WORKER_CALLS_IN_FLIGHT,
     ElasticModel,
+    HandlerLatency,
     TickModel,
 )
 from dynacron.planning.partitions import Workload
@@ -93,8 +94,14 @@ def test_workers_are_sized_by_the_handler_and_capped_by_the_event_source() -> No
     quick = plan(100, workload=Workload(handler_seconds=0.05))
     slow = plan(100, workload=Workload(handler_seconds=1.0))
     assert quick.worker_max_concurrency < slow.worker_max_concurrency
-    # Batches of 10, their calls at once: 1.05 s a call, ten in flight an invocation.
-    assert slow.worker_max_concurrency == math.ceil(100 * 1.05 / 10 * WORKER_HEADROOM)
+    # Batches of 10, their calls at once: an invocation waits for the slowest of ten
+    # answers (lognormal, p99 4 s) and the path measured beyond it.
+    assert slow.workers.model.batch_size == 10
+    invocation = slow.workers.invocation_seconds
+    assert invocation == pytest.approx(
+        HandlerLatency.around(1.0).expected_slowest(10) + slow.workers.model.path_overhead_seconds
+    )
+    assert slow.worker_max_concurrency == math.ceil(100 * invocation / 10 * WORKER_HEADROOM)
     too_many = plan(10_000, workload=Workload(handler_seconds=20.0))
     assert too_many.worker_max_concurrency == MAX_WORKER_CONCURRENCY
     assert not too_many.workers_keep_up

@@ -4,7 +4,10 @@ Figures are worked out by hand here, from the model's stated constants."""
 
 from __future__ import annotations
 
+import json
 import math
+import random
+import statistics
 import zlib
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -15,7 +18,7 @@ from typer.testing import CliRunner
 
 from dynacron.adapters.delivery.secrets import SECRETS_KEPT
 from dynacron.cli.main import app
-from dynacron.definitions.resources import TABLES
+from dynacron.definitions.resources import TABLES, WORKER_TIMEOUT_SECONDS
 from dynacron.domain.tasks.task import Sharding
 from dynacron.planning import capacity, capacity_model, quotas
 from dynacron.planning.capacity import plan
@@ -23,8 +26,7 @@ from dynacron.planning.capacity_model import (
     FIRE_UNITS_BY_TARGET,
     MEASURED,
     UNWINDOWED_BATCH,
-    WORKER_OVERHEAD_SECONDS,
-    Measured,
+    HandlerLatency,
     WorkerModel,
 )
 from dynacron.planning.partitions import (
@@ -33,7 +35,7 @@ from dynacron.planning.partitions import (
     busiest_partitions,
     partition_notes,
 )
-from dynacron.planning.workers import MAX_WORKER_CONCURRENCY, WorkerSizing, size_workers
+from dynacron.planning.workers import MAX_WORKER_CONCURRENCY, WorkerSizing
 from tests.support import ROOT
 from tests.unit.test_plan import result
 
@@ -44,28 +46,93 @@ def at(handler_seconds: float, **workload: Any) -> Workload:
     return Workload(handler_seconds=handler_seconds, **workload)
 
 
-# Workers: many calls in flight an invocation
+# Workers: many calls in flight an invocation, each invocation as long as its slowest
+
+# What ``make bench BENCH=overlap`` measured of full batches of 32 at 256 MB: the CPU
+# of a fire with 10 ms handlers, and how long a batch ran beyond its 2 s handlers.
+CPU_A_FIRE = dict(MEASURED.worker_gb_seconds_per_fire)[0.01] / 0.25
+PATH_OVERHEAD = 32 * dict(MEASURED.worker_gb_seconds_per_fire)[2.0] / 0.25 - 2.0
+
+
+def test_the_expected_slowest_answer_of_a_lognormal_batch() -> None:
+    # p99 four times the median: sigma = ln 4 / 2.3263
+    latency = HandlerLatency.around(0.2)
+    assert latency.p99 == 0.8
+    assert latency.sigma == pytest.approx(math.log(4) / 2.3263)
+    # One call: the mean, median x exp(sigma^2 / 2); two: 2 x mean x Phi(sigma / sqrt 2)
+    mean = 0.2 * math.exp(latency.sigma**2 / 2)
+    assert latency.expected_slowest(1) == pytest.approx(mean, rel=1e-6)
+    two = 2 * mean * 0.5 * (1 + math.erf(latency.sigma / 2))
+    assert latency.expected_slowest(2) == pytest.approx(two, rel=1e-6)
+    # Ten and 128 at once, against draws of the same distribution
+    draws = random.Random(22)
+    for calls, samples in ((10, 20_000), (128, 4_000)):
+        slowest = [
+            max(draws.lognormvariate(math.log(0.2), latency.sigma) for _ in range(calls))
+            for _ in range(samples)
+        ]
+        assert latency.expected_slowest(calls) == pytest.approx(statistics.mean(slowest), rel=0.02)
+    # A batch of 10 waits far beyond the median; with no spread, exactly the median
+    assert latency.expected_slowest(10) > 2.5 * 0.2
+    assert HandlerLatency(0.2, 0.2).expected_slowest(10) == 0.2
+    with pytest.raises(ValueError, match="p99"):
+        HandlerLatency(0.2, 0.1)
+
+
+def test_an_invocation_lasts_until_its_slowest_call_or_its_cpu() -> None:
+    latency = HandlerLatency.around(0.2)
+    batch_of_10 = WorkerModel(32, 10, MEASURED.worker_gb_seconds_per_fire)
+    # All ten at once: the slowest of ten answers, plus the measured path beyond it
+    assert batch_of_10.invocation_seconds(latency) == pytest.approx(
+        latency.expected_slowest(10) + PATH_OVERHEAD
+    )
+    # ...and not the median's: what sizing by the median (before) said
+    assert batch_of_10.invocation_seconds(latency) > 2.5 * (0.2 + PATH_OVERHEAD) / 1.5
+    # With every answer at 2 s, a batch of 32 takes what was measured of it
+    constant = HandlerLatency(2.0, 2.0)
+    full = WorkerModel(32, 32, MEASURED.worker_gb_seconds_per_fire)
+    measured = dict(MEASURED.worker_gb_seconds_per_fire)[2.0] / 0.25
+    assert full.seconds_per_fire(constant) == pytest.approx(measured)
+    # 10 ms handlers: the batch's CPU bounds it, on one core
+    quick = HandlerLatency.around(0.01)
+    assert full.invocation_seconds(quick) == pytest.approx(32 * CPU_A_FIRE)
+    # Without measured figures: the model's own CPU and overhead; one call at a time,
+    # each call's own answer (the mean) and its four round trips and CPU, in turn
+    assert WorkerModel(32, 32).seconds_per_fire(HandlerLatency(0.01, 0.01)) == pytest.approx(
+        capacity_model.WORKER_CPU_SECONDS
+    )
+    assert WorkerModel(1, 10).seconds_per_fire(HandlerLatency(0.2, 0.2)) == pytest.approx(0.28)
+    assert WorkerModel(1, 10).seconds_per_fire(latency) == pytest.approx(latency.mean + 0.08)
+    # A batch of 100 with 32 at once runs in 4 rounds of 25
+    assert WorkerModel(32, 100).rounds == 4
+    assert WorkerModel(32, 100).concurrent_calls == 25
+    assert WorkerModel(32, 100).batching_window_seconds == 1
 
 
 def test_the_10000_row_keeps_up_on_one_mapping_with_handlers_of_02_and_2_s() -> None:
-    # 0.2 s: batches of 10, all ten calls at once: 0.28 s / 10 a fire of waiting, but
-    # 0.04 s of CPU a fire at 256 MB (measured), x 1.25 headroom.
+    # 0.2 s median, 0.8 s p99: batches of 10, all ten calls at once, each invocation
+    # as long as the slowest of ten answers and the path beyond it; x 1.25 headroom.
     quick = plan(10_000, workload=at(0.2))
+    latency = HandlerLatency.around(0.2)
     assert quick.workers.model.batch_size == 10
     assert quick.workers.model.batching_window_seconds == 0
-    assert quick.worker_max_concurrency == math.ceil(10_000 * 0.04 * 1.25) == 500
+    invocation = latency.expected_slowest(10) + PATH_OVERHEAD
+    assert quick.worker_max_concurrency == math.ceil(10_000 * invocation / 10 * 1.25)
     # What the invocations carry at once, by hand, covers the rate with room.
-    busy = quick.workers.handler_seconds + WORKER_OVERHEAD_SECONDS
-    assert quick.worker_max_concurrency * 10 / busy >= 10_000 * 1.25 * 0.99
-    # 2 s: batches of 10 would need 2,563 invocations; full batches of 32 calls,
-    # gathered for a second, take what `make bench` measured of an invocation a
-    # fire (GB-seconds at 256 MB, bench/results/overlap.json's planned runs).
+    assert quick.worker_max_concurrency * 10 / invocation >= 10_000 * 1.25 * 0.99
+    # 2 s median: a batch of 32 waits some 7 s for its slowest and would need
+    # 2,900 invocations; batches of 128, every call at once, spread the tail.
     slow = plan(10_000, workload=at(2.0))
-    assert slow.workers.model.batch_size == 32
-    assert slow.workers.model.batching_window_seconds == 1
-    measured = dict(MEASURED.worker_gb_seconds_per_fire)[2.0] / (256 / 1024)
-    assert slow.workers.seconds_per_fire == pytest.approx(measured)
-    assert slow.worker_max_concurrency == math.ceil(10_000 * measured * 1.25)
+    latency = HandlerLatency.around(2.0)
+    model = slow.workers.model
+    assert (model.batch_size, model.calls_in_flight, model.batching_window_seconds) == (128, 128, 1)
+    invocation = latency.expected_slowest(128) + PATH_OVERHEAD
+    assert invocation > 128 * CPU_A_FIRE
+    assert slow.worker_max_concurrency == math.ceil(10_000 * invocation / 128 * 1.25)
+    thirty_two = WorkerModel(32, 32, MEASURED.worker_gb_seconds_per_fire)
+    assert WorkerSizing.of(thirty_two, 10_000, latency).invocations > 2_500
+    assert slow.context()["worker_concurrency"] == "128"
+    assert "worker_concurrency" not in quick.context()
     for row in (quick, slow):
         assert row.workers_keep_up
         assert row.workers.dispatch_queues == 1
@@ -73,62 +140,93 @@ def test_the_10000_row_keeps_up_on_one_mapping_with_handlers_of_02_and_2_s() -> 
         assert row.context()["worker_batch_size"] == str(row.workers.model.batch_size)
 
 
+def test_the_plan_sizes_at_least_the_workers_the_scale_simulation_needed() -> None:
+    # bench/results/scale.json: 10,000 fires/s of 0.2 s (p99 0.8 s) lognormal handlers,
+    # batches of 10 at 256 MB, kept up with this many invocations; 500 (the plan
+    # sized by the median) carried about 7,100 fires/s (BENCHMARKS.md, section 9).
+    simulated = result("scale")
+    deployment = simulated["deployment"]
+    scenario = simulated["scenario"]
+    assert scenario["handler_latency_seconds"] == {"median": 0.2, "p99": 0.8}
+    assert (deployment["worker_batch_size"], deployment["worker_memory_mb"]) == (10, 256)
+    assert simulated["lost"] == 0
+    assert simulated["steady_rate"]["p99_lateness_seconds"] <= 1.5
+    row = plan(scenario["fires_per_second"], workload=at(0.2, handler_p99_seconds=0.8))
+    assert row.worker_max_concurrency >= deployment["worker_max_concurrency"]
+    # ...and by the model 500 invocations carry fewer than 10,000 fires/s, about what
+    # the simulation saw
+    carried = 500 * 10 / row.workers.invocation_seconds
+    assert 0.85 * 7_100 < carried < 10_000
+
+
 def test_one_call_at_a_time_could_not_carry_10000_fires_on_one_mapping() -> None:
-    # The worker before issue 22: 0.28 s of an invocation per fire.
-    sequential = WorkerSizing.of(WorkerModel(1, UNWINDOWED_BATCH), 10_000, 0.2)
-    assert sequential.invocations == math.ceil(10_000 * 0.28 * 1.25) >= 3500
+    # The worker before issue 22: a handler's mean answer and 0.08 s a fire, in turn.
+    latency = HandlerLatency.around(0.2)
+    sequential = WorkerSizing.of(WorkerModel(1, UNWINDOWED_BATCH), 10_000, latency)
+    assert sequential.invocations == math.ceil(10_000 * (latency.mean + 0.08) * 1.25) >= 3900
     assert sequential.dispatch_queues == 4
 
 
 def test_beyond_one_mapping_the_plan_says_how_many_dispatch_queues() -> None:
-    # 20 s handlers: the figure measured at 2 s and 18 s more of one call's place.
-    row = plan(10_000, workload=at(20.0))
-    at_2_s = dict(MEASURED.worker_gb_seconds_per_fire)[2.0] / (256 / 1024)
-    assert row.workers.seconds_per_fire == pytest.approx(at_2_s + 18 / 32)
-    assert row.workers.invocations == math.ceil(10_000 * row.workers.seconds_per_fire * 1.25)
+    # 10 s handlers: a batch of 32 would run past half the worker's timeout, so
+    # batches of 10, each waiting for the slowest of ten.
+    row = plan(10_000, workload=at(10.0))
+    latency = HandlerLatency.around(10.0)
+    assert row.workers.model.batch_size == 10
+    invocation = latency.expected_slowest(10) + PATH_OVERHEAD
+    assert invocation <= WORKER_TIMEOUT_SECONDS / 2 < latency.expected_slowest(32)
+    assert row.workers.invocations == math.ceil(10_000 * invocation / 10 * 1.25)
     queues = math.ceil(row.workers.invocations / 1000)
-    assert row.workers.dispatch_queues == queues >= 7
+    assert row.workers.dispatch_queues == queues >= 30
     assert not row.workers_keep_up
     assert f"{queues} dispatch queues" in " ".join(row.notes)
-
-
-def test_an_invocation_s_calls_overlap_but_its_cpu_does_not() -> None:
-    # 10 ms handlers, 32 at once: 90 ms / 32 of waiting, but 40 ms of CPU a fire.
-    assert WorkerModel(32, 32).seconds_per_fire(0.01) == capacity_model.WORKER_CPU_SECONDS
-    # One at a time: the handler and all of the overhead, as before issue 22.
-    assert WorkerModel(1, 10).seconds_per_fire(0.2) == pytest.approx(0.28)
-    # A batch of 100 with 32 at once runs in 4 rounds: 25 calls at once on average.
-    assert WorkerModel(32, 100).concurrent_calls == 25
-    assert WorkerModel(32, 100).batching_window_seconds == 1
-
-
-def test_a_measured_figure_replaces_the_model_for_full_batches() -> None:
-    measured = Measured(worker_gb_seconds_per_fire=((0.01, 0.003), (0.2, 0.004), (2.0, 0.02)))
-    full = size_workers(10_000, 2.0, measured)
-    # 0.02 GB-seconds at 256 MB is 0.08 s of an invocation a fire.
-    assert full.seconds_per_fire == pytest.approx(0.08)
-    assert full.invocations == 1000
-    # Between two measured latencies the figure runs straight; beyond the slowest,
-    # each further handler second holds one of the 32 calls' places.
-    model = full.model
-    assert model.seconds_per_fire(1.1) * 0.25 == pytest.approx(0.012)
-    assert model.seconds_per_fire(3.8) == pytest.approx(0.08 + 1.8 / 32)
-    assert model.seconds_per_fire(0.0) * 0.25 == pytest.approx(0.003)
+    # 20 s handlers: even ten at once outlast half the timeout, and the plan says so
+    slower = plan(10_000, workload=at(20.0))
+    assert slower.workers.invocation_seconds > WORKER_TIMEOUT_SECONDS / 2
+    assert "answer 202" in " ".join(slower.notes)
+    assert "timeout" in " ".join(slower.notes)
 
 
 def test_the_loaded_cost_per_million_fires_before_and_after() -> None:
     row = plan(10_000, workload=at(0.2), provisioned_targets=TARGETS)
     fires = 10_000 * capacity.MONTH_SECONDS
-    # Only the worker's Lambda differs: 0.28 s at 256 MB a fire before, 0.04 s after.
+    latency = HandlerLatency.around(0.2)
+    # Only the worker's Lambda differs: each call's answer and 0.08 s in turn before,
+    # the batch's slowest answer and its path after, shared by its ten fires.
     gb_second = capacity_model.PRICES.lambda_arm_per_gb_second
     before = row.loaded_sequential_worker
-    assert before.worker_lambda == pytest.approx(fires * (0.28 * 0.25 * gb_second + 0.2 / 1e7))
-    assert row.loaded.worker_lambda == pytest.approx(fires * (0.04 * 0.25 * gb_second + 0.2 / 1e7))
+    one_at_a_time = latency.mean + 0.08
+    assert before.worker_lambda == pytest.approx(
+        fires * (one_at_a_time * 0.25 * gb_second + 0.2 / 1e7)
+    )
+    overlapping = (latency.expected_slowest(10) + PATH_OVERHEAD) / 10
+    assert row.loaded.worker_lambda == pytest.approx(
+        fires * (overlapping * 0.25 * gb_second + 0.2 / 1e7)
+    )
     assert before.total - row.loaded.total == pytest.approx(
         before.worker_lambda - row.loaded.worker_lambda
     )
     assert row.usd_per_million_fires == pytest.approx(row.loaded.total / fires * 1e6)
     assert row.usd_per_million_fires < capacity.usd_per_million(before, 10_000) - 0.5
+
+
+def test_plan_takes_the_handlers_p99_and_refuses_one_below_the_median() -> None:
+    runner = CliRunner()
+    printed = runner.invoke(
+        app,
+        ["plan", "--fires-per-second", "10000", "--handler-p99", "2", "--json"],
+    )
+    assert printed.exit_code == 0, printed.output
+    wide = plan(10_000, workload=at(0.2, handler_p99_seconds=2.0))
+    body = json.loads(printed.output)
+    assert body["workers"]["latency"] == {"median": 0.2, "p99": 2.0}
+    assert body["worker_max_concurrency"] == wide.worker_max_concurrency
+    # A wider tail: batches of 10 would wait longer for their slowest than a mapping carries
+    narrow = plan(10_000)
+    assert wide.workers.model.batch_size > narrow.workers.model.batch_size
+    refused = runner.invoke(app, ["plan", "--fires-per-second", "100", "--handler-p99", "0.1"])
+    assert refused.exit_code == 2
+    assert "--handler-p99" in refused.output
 
 
 # Partitions
@@ -218,7 +316,16 @@ def test_no_quota_is_listed_below_aws_s_defaults() -> None:
 def test_the_10000_row_needs_dynamodb_s_table_and_account_quotas_raised() -> None:
     row = plan(10_000, provisioned_targets=TARGETS)
     needs = {need.quota: need for need in row.quotas}
-    assert set(needs) == {quotas.DYNAMODB_TABLE_THROUGHPUT, quotas.DYNAMODB_ACCOUNT_THROUGHPUT}
+    assert set(needs) == {
+        quotas.DYNAMODB_TABLE_THROUGHPUT,
+        quotas.DYNAMODB_ACCOUNT_THROUGHPUT,
+        quotas.LAMBDA_CONCURRENCY,
+    }
+    # The account's Lambdas: the workers, the claim invocations, three looping ticks
+    # a shard (holder, standby, next arrival) and the reaper's and undelivered's three
+    lambdas = row.worker_max_concurrency + row.claim_reserved_concurrency + 3 * row.shards + 3
+    assert needs[quotas.LAMBDA_CONCURRENCY].needed == lambdas > 1000
+    assert needs[quotas.LAMBDA_CONCURRENCY].request == 2_000
     # The busiest table or index, 2 units a fire, at 70 % and x 1.5 for a burst
     table = math.ceil(10_000 * 2 / 0.7 * 1.5)
     assert needs[quotas.DYNAMODB_TABLE_THROUGHPUT].needed == table == 42_858
@@ -228,21 +335,25 @@ def test_the_10000_row_needs_dynamodb_s_table_and_account_quotas_raised() -> Non
 
 
 def test_slow_handlers_one_time_tasks_and_long_waits_exceed_their_quotas() -> None:
-    # 10 s handlers: some 3,900 worker invocations at once, beyond a mapping and the account
+    # 10 s handlers: some 34,000 worker invocations at once, beyond a mapping and the
+    # account, and their batches of 10 hold their messages until the slowest answers
     slow = plan(10_000, workload=at(10.0))
     named = {need.quota for need in slow.quotas}
     assert {
         quotas.SQS_MAPPING_CONCURRENCY,
         quotas.LAMBDA_CONCURRENCY,
         quotas.LAMBDA_SCALING_RATE,
+        quotas.SQS_IN_FLIGHT,
     } <= named
-    assert quotas.SQS_IN_FLIGHT not in named
-    # 15 s: a batch of 32 holds its messages for the window and its invocation: 32
-    # fires at what was measured at 2 s, and 13 s more of the calls
-    longer = plan(10_000, workload=at(15.0))
-    in_flight = next(n for n in longer.quotas if n.quota is quotas.SQS_IN_FLIGHT)
-    at_2_s = dict(MEASURED.worker_gb_seconds_per_fire)[2.0] / (256 / 1024)
-    assert in_flight.needed == pytest.approx(10_000 * (1 + 32 * at_2_s + 13))
+    in_flight = next(n for n in slow.quotas if n.quota is quotas.SQS_IN_FLIGHT)
+    waited = HandlerLatency.around(10.0).expected_slowest(10) + PATH_OVERHEAD
+    assert in_flight.needed == pytest.approx(10_000 * waited)
+    # 2 s: batches of 128 gathered for a second, within the 120,000 a queue allows
+    within = plan(10_000, workload=at(2.0))
+    assert quotas.SQS_IN_FLIGHT not in {need.quota for need in within.quotas}
+    assert within.workers.in_flight_messages(10_000) == pytest.approx(
+        10_000 * (1 + within.workers.invocation_seconds)
+    )
     # One API call to register each one-time task
     registered = plan(12_000, workload=at(0.2, one_time_share=1.0))
     api = next(n for n in registered.quotas if n.quota is quotas.API_GATEWAY_THROTTLE)

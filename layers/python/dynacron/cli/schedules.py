@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -21,7 +22,6 @@ from dynacron.domain.schedules.describe import describe
 from dynacron.domain.schedules.expressions import parse_expression, parse_local_instant, upcoming
 from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.planning import capacity
-from dynacron.planning.capacity_model import WORKER_OVERHEAD_SECONDS
 from dynacron.planning.partitions import (
     PARTITION_READ_UNITS,
     PARTITION_UTILISATION,
@@ -86,6 +86,14 @@ def plan_capacity(
     handler_seconds: Annotated[
         float, typer.Option(min=0.0, help="How long a handler takes to answer, in seconds")
     ] = 0.2,
+    handler_p99: Annotated[
+        float | None,
+        typer.Option(
+            "--handler-p99",
+            min=0.0,
+            help="The handlers' 99th percentile answer, in seconds (default 4 x the median)",
+        ),
+    ] = None,
     current_shards: Annotated[
         int,
         typer.Option(
@@ -132,8 +140,16 @@ def plan_capacity(
     """
     from dynacron.definitions.resources import TABLES
 
+    if handler_p99 is not None and handler_p99 < handler_seconds:
+        console.print(
+            f"[red]error:[/red] --handler-p99 ({handler_p99:g} s) must be at least "
+            f"--handler-seconds ({handler_seconds:g} s), the median",
+            soft_wrap=True,
+        )
+        raise typer.Exit(2)
     workload = Workload(
         handler_seconds=handler_seconds,
+        handler_p99_seconds=handler_p99,
         busiest_tenant_share=busiest_tenant_share,
         long_job_share=long_job_share,
         heartbeats_per_long_job=heartbeats_per_long_job,
@@ -188,15 +204,20 @@ def _print_plan(row: capacity.Plan) -> None:
         f"{workers.model.batch_size} records, {workers.model.batching_window_seconds} s window",
     )
     table.add_row("dispatch queues needed", str(workers.dispatch_queues))
-    how = (
-        "measured"
-        if workers.model.measured
-        else f"{workers.handler_seconds:g} s handler + {WORKER_OVERHEAD_SECONDS:g} s"
+    latency, model = workers.latency, workers.model
+    table.add_row(
+        "handler answers",
+        f"lognormal, median {latency.median:g} s, p99 {latency.p99:g} s "
+        f"(sigma {latency.sigma:.2f})",
     )
     table.add_row(
-        "worker time per fire",
-        f"{workers.seconds_per_fire:.3g} s ({how}, {workers.model.concurrent_calls:g} at once)",
+        "worker invocation",
+        f"{workers.invocation_seconds:.3g} s: the slowest of {model.concurrent_calls:g} calls at "
+        f"once, {latency.expected_slowest(math.ceil(model.concurrent_calls)):.3g} s expected, "
+        f"x {model.rounds} round(s), + {model.path_overhead_seconds:.3g} s each; at least "
+        f"{model.batch_size} x {model.cpu_seconds_per_fire:.3g} s of CPU",
     )
+    table.add_row("worker time per fire", f"{workers.seconds_per_fire:.3g} s")
     table.add_row(
         "loaded $ a million fires, one call at a time",
         f"{capacity.usd_per_million(row.loaded_sequential_worker, row.fires_per_second):.2f}",

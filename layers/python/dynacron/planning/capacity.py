@@ -28,6 +28,7 @@ from dynacron.definitions.environment import (
     DEFAULT_EXECUTION_RETENTION_DAYS,
     MAX_QUEUED_DISPATCHES_VAR,
 )
+from dynacron.definitions.resources import WORKER_TIMEOUT_SECONDS
 from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.entry.settings import Settings
 from dynacron.planning.capacity_model import (
@@ -36,6 +37,7 @@ from dynacron.planning.capacity_model import (
     MEASURED,
     PRICES,
     UNWINDOWED_BATCH,
+    WORKER_CALLS_IN_FLIGHT,
     WORKER_MEMORY_MB,
     ElasticModel,
     Measured,
@@ -53,6 +55,7 @@ from dynacron.planning.partitions import (
 )
 from dynacron.planning.quotas import Demand, QuotaNeed, quota_needs
 from dynacron.planning.workers import (
+    LONGEST_PLANNED_INVOCATION_SECONDS,
     MAX_WORKER_CONCURRENCY,
     WORKER_HEADROOM,
     WorkerSizing,
@@ -189,6 +192,8 @@ class Plan:
         model = self.workers.model
         values["worker_batch_size"] = str(model.batch_size)
         values["worker_batch_window_seconds"] = str(model.batching_window_seconds)
+        if model.calls_in_flight != WORKER_CALLS_IN_FLIGHT:
+            values["worker_concurrency"] = str(model.calls_in_flight)
         # The memory the plan prices the worker at (the template's default is larger).
         values["worker_memory_mb"] = str(WORKER_MEMORY_MB)
         if self.provisioned_max_capacity is not None:
@@ -336,7 +341,7 @@ def plan(
     # Enough shards to claim the rate, and to keep each due-index partition within its headroom.
     floor = max(min_shards, shards_for_due_index(fires_per_second))
     shards, claim_concurrency = size_elastic(fires_per_second, elastic, min_shards=floor)
-    workers = size_workers(fires_per_second, workload.handler_seconds, measured)
+    workers = size_workers(fires_per_second, workload.handler_latency, measured)
     dynamodb = _DynamoDbBilling(prices, provisioned_targets)
     usage = _Usage.of(fires_per_second, shards, measured)
     billing = dynamodb.billing_for(usage.loaded_reads, usage.loaded_writes)
@@ -412,7 +417,7 @@ def _with_one_call_at_a_time(
     """``loaded`` with the worker before issue 22: one handler call at a time, batches of 10."""
     one_at_a_time = WorkerModel(1, UNWINDOWED_BATCH)
     rate = usage.fires / MONTH_SECONDS
-    sequential = WorkerSizing.of(one_at_a_time, rate, workers.handler_seconds)
+    sequential = WorkerSizing.of(one_at_a_time, rate, workers.latency)
     return dataclasses.replace(
         loaded, worker_lambda=_worker_lambda(usage.fires, sequential, prices)
     )
@@ -548,6 +553,13 @@ def _notes(
 ) -> list[str]:
     """What the deployment needs besides its CDK context, said as a person would."""
     notes = partition_notes(partitions)
+    if workers.invocation_seconds > LONGEST_PLANNED_INVOCATION_SECONDS:
+        notes.append(
+            f"workers: an invocation would wait {workers.invocation_seconds:,.0f} s for the "
+            f"slowest of its calls, beyond half the worker's {WORKER_TIMEOUT_SECONDS} s "
+            "timeout (its time budget would stop the slowest): handlers this slow should "
+            "answer 202 and complete by callback"
+        )
     if workers.dispatch_queues > 1:
         notes.append(
             f"workers: {workers.invocations:,} invocations at once, beyond one event source "

@@ -25,7 +25,7 @@ invocations at once.
 
 from __future__ import annotations
 
-import itertools
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -237,63 +237,133 @@ WORKER_MEMORY_MB = 256
 WORKER_WAIT_SECONDS = 4 * DYNAMODB_LATENCY_MS / 1000
 # The CPU of one fire at 256 MB, measured (bench/overlap.py, its planned runs): at
 # 200 ms handlers an invocation of 32 calls at once is bound by its CPU, 0.0109
-# GB-seconds a fire, so about 0.04 s at 256 MB (6 ms at a whole vCPU).
+# GB-seconds a fire, so about 0.04 s at 256 MB (6 ms at a whole vCPU). Used when
+# no measured figures are given; ``MEASURED.worker_gb_seconds_per_fire`` otherwise.
 WORKER_CPU_SECONDS = 0.04
 WORKER_OVERHEAD_SECONDS = WORKER_WAIT_SECONDS + WORKER_CPU_SECONDS
 # The calls in flight per invocation: the default of the worker's `worker_concurrency`
-# setting (decision 0034), at which MEASURED.worker_gb_seconds_per_fire was measured.
+# setting (decision 0034), at which MEASURED.worker_gb_seconds_per_fire was measured,
+# in full batches of as many records.
 WORKER_CALLS_IN_FLIGHT = 32
 # SQS's most records a batch holds without a batching window (with one, up to 10,000).
 UNWINDOWED_BATCH = 10
+
+# How long handlers take to answer: lognormal around the median the plan is given.
+# Unless told its 99th percentile, the plan takes it as 4 x the median (sigma 0.596),
+# what the scale simulation draws (bench/scale.py: 0.2 s median, 0.8 s p99).
+HANDLER_P99_OVER_MEDIAN = 4.0
+# The standard normal's 99th percentile.
+NORMAL_P99 = 2.3263
+
+
+@dataclass(frozen=True)
+class HandlerLatency:
+    """A handler's answer time: lognormal with this median and 99th percentile
+    (``p99 == median``: every call takes the median)."""
+
+    median: float
+    p99: float
+
+    @classmethod
+    def around(cls, median: float, p99: float | None = None) -> HandlerLatency:
+        """``median`` with ``p99``, or with HANDLER_P99_OVER_MEDIAN times it."""
+        return cls(median, median * HANDLER_P99_OVER_MEDIAN if p99 is None else p99)
+
+    def __post_init__(self) -> None:
+        if self.median < 0 or self.p99 < self.median:
+            raise ValueError("a handler's p99 must be at least its median, and both at least 0")
+
+    @property
+    def sigma(self) -> float:
+        if self.median == 0 or self.p99 == self.median:
+            return 0.0
+        return math.log(self.p99 / self.median) / NORMAL_P99
+
+    @property
+    def mean(self) -> float:
+        return self.median * math.exp(self.sigma**2 / 2)
+
+    def expected_slowest(self, calls: int) -> float:
+        """The expected longest of ``calls`` answers drawn at once: how long a round
+        of that many overlapping calls waits for its last."""
+        return self.median * _expected_max_of_lognormals(self.sigma, calls)
+
+
+@functools.lru_cache(maxsize=1024)
+def _expected_max_of_lognormals(sigma: float, calls: int) -> float:
+    """E[max of ``calls`` draws of exp(sigma Z)], Z standard normal: the integral of
+    exp(sigma z) times the density of the largest of ``calls`` normals, by the
+    trapezoid rule over z in [-8, 9] (the density is below 1e-14 outside)."""
+    if sigma == 0 or calls < 1:
+        return 1.0
+    step = 0.002
+    total = 0.0
+    for index in range(int(17 / step) + 1):
+        z = -8 + index * step
+        below = 0.5 * (1 + math.erf(z / math.sqrt(2)))
+        density = calls * math.exp(-z * z / 2) / math.sqrt(2 * math.pi) * below ** (calls - 1)
+        weight = 0.5 if index in (0, int(17 / step)) else 1.0
+        total += weight * math.exp(sigma * z) * density
+    return total * step
 
 
 @dataclass(frozen=True)
 class WorkerModel:
     """What a fire costs the worker: an invocation of ``batch_size`` records, with
-    up to ``calls_in_flight`` handler calls at once."""
+    up to ``calls_in_flight`` handler calls at once.
+
+    The invocation lasts until its slowest record is done, not its median one: its
+    calls run in rounds of ``calls_in_flight`` (``rounds``), each round waits for
+    its slowest answer (``HandlerLatency.expected_slowest``) and the worker's own
+    part of that record's path (``path_overhead_seconds``), and the whole batch's
+    CPU, on one core, is a floor under it (``cpu_seconds_per_fire`` each)."""
 
     calls_in_flight: int = WORKER_CALLS_IN_FLIGHT
     batch_size: int = UNWINDOWED_BATCH
-    # (handler seconds, GB-seconds per fire) measured for this configuration, if any.
+    # (handler seconds, GB-seconds per fire) measured in full batches of
+    # WORKER_CALLS_IN_FLIGHT calls at once, every call answering in that time.
     measured: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def rounds(self) -> int:
+        return math.ceil(self.batch_size / self.calls_in_flight)
 
     @property
     def concurrent_calls(self) -> float:
         """Calls in flight over the invocation on average: its batch in rounds of
         ``calls_in_flight``, the last round perhaps not full."""
-        rounds = math.ceil(self.batch_size / self.calls_in_flight)
-        return self.batch_size / rounds
+        return self.batch_size / self.rounds
 
     @property
     def batching_window_seconds(self) -> int:
         """SQS gathers a batch above 10 records only with a window (of at least 1 s)."""
         return 0 if self.batch_size <= UNWINDOWED_BATCH else 1
 
-    def seconds_per_fire(self, handler_seconds: float) -> float:
-        """Invocation-seconds one fire costs: its calls overlap, its CPU does not."""
-        if self.measured:
-            # Beyond the slowest handler measured, each further second of it is a
-            # second of one call's place: 1 / calls at once of an invocation a fire.
-            slowest = max(latency for latency, _ in self.measured)
-            beyond = max(0.0, handler_seconds - slowest) / self.concurrent_calls
-            at_most_slowest = _interpolate(self.measured, min(handler_seconds, slowest))
-            return at_most_slowest / (WORKER_MEMORY_MB / 1024) + beyond
-        busy = handler_seconds + WORKER_OVERHEAD_SECONDS
-        return max(WORKER_CPU_SECONDS, busy / self.concurrent_calls)
+    @property
+    def cpu_seconds_per_fire(self) -> float:
+        """One fire's CPU at WORKER_MEMORY_MB: measured with the quickest handler
+        (what an invocation takes a fire when its calls wait for nothing)."""
+        if not self.measured:
+            return WORKER_CPU_SECONDS
+        return min(self.measured)[1] / (WORKER_MEMORY_MB / 1024)
 
-    def invocation_seconds(self, handler_seconds: float) -> float:
+    @property
+    def path_overhead_seconds(self) -> float:
+        """What a round takes beyond its slowest answer: one call at a time, its four
+        round trips and its CPU; overlapping, also its turns at the shared CPU, as
+        measured with the slowest handler (a batch's time less that handler's)."""
+        if self.calls_in_flight == 1 or not self.measured:
+            return WORKER_OVERHEAD_SECONDS
+        handler_seconds, gb_seconds = max(self.measured)
+        batch = WORKER_CALLS_IN_FLIGHT * gb_seconds / (WORKER_MEMORY_MB / 1024)
+        return max(WORKER_OVERHEAD_SECONDS, batch - handler_seconds)
+
+    def invocation_seconds(self, latency: HandlerLatency) -> float:
         """How long one invocation runs (and its messages stay in flight)."""
-        return self.batch_size * self.seconds_per_fire(handler_seconds)
+        slowest = latency.expected_slowest(math.ceil(self.concurrent_calls))
+        waited = self.rounds * (slowest + self.path_overhead_seconds)
+        return max(self.batch_size * self.cpu_seconds_per_fire, waited)
 
-
-def _interpolate(points: tuple[tuple[float, float], ...], x: float) -> float:
-    """Piecewise linear through ``points``: flat below the first."""
-    ordered = sorted(points)
-    if len(ordered) == 1 or x <= ordered[0][0]:
-        return ordered[0][1]
-    segment = next(
-        (pair for pair in itertools.pairwise(ordered) if x <= pair[1][0]),
-        (ordered[-2], ordered[-1]),
-    )
-    (x0, y0), (x1, y1) = segment
-    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    def seconds_per_fire(self, latency: HandlerLatency) -> float:
+        """Invocation-seconds one fire costs: its share of its batch's invocation."""
+        return self.invocation_seconds(latency) / self.batch_size

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from dynacron.adapters.delivery.secrets import SECRETS_KEPT
 from dynacron.definitions.environment import DEFAULT_TICK_MAX_CLAIMS_PER_TASK
 from dynacron.definitions.resources import LEASE_SHARDS
-from dynacron.planning.capacity_model import MEASURED, Measured
+from dynacron.planning.capacity_model import MEASURED, HandlerLatency, Measured
 
 PARTITION_READ_UNITS = 3000
 PARTITION_WRITE_UNITS = 1000
@@ -59,8 +59,10 @@ ATTENTION_INDEX_WRITES_PER_LONG_JOB = 2
 class Workload:
     """What the fires are like, beyond how many there are a second."""
 
-    # How long a handler takes to answer (the worker's call waits for it).
+    # How long a handler takes to answer (the worker's call waits for it): the
+    # median, and the 99th percentile (None: HANDLER_P99_OVER_MEDIAN times the median).
     handler_seconds: float = 0.2
+    handler_p99_seconds: float | None = None
     # The busiest tenant's share of the fires: its record (the signing secrets) is
     # read once a fire, and its listing across tasks is one index partition.
     busiest_tenant_share: float = 1.0
@@ -72,6 +74,11 @@ class Workload:
     one_time_share: float = 0.0
     # Tasks registered (stored whether they fire or not).
     registered_tasks: int = 0
+
+    @property
+    def handler_latency(self) -> HandlerLatency:
+        """The handlers' answer times, lognormal (``capacity_model.HandlerLatency``)."""
+        return HandlerLatency.around(self.handler_seconds, self.handler_p99_seconds)
 
     @property
     def api_requests_per_fire(self) -> float:
