@@ -7,6 +7,7 @@ from typing import Any
 from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
+from dynacron.definitions.resources import COORDINATION
 from infra.config import SchedulerConfig
 from infra.constructs.scheduler import DynacronScheduler
 from infra.layer import LayerAssets
@@ -27,3 +28,10 @@ class DynacronStack(Stack):
         CfnOutput(self, "ApiUrl", value=scheduler.api.rest_api.url)
         CfnOutput(self, "AlarmTopicArn", value=scheduler.monitoring.topic.topic_arn)
         CfnOutput(self, "DashboardName", value=scheduler.monitoring.dashboard.dashboard_name)
+        # What an operator passes to `dynacron tenants set-limits --coordination-table`.
+        CfnOutput(
+            self,
+            "CoordinationTable",
+            value=scheduler.storage.table(COORDINATION).table_name,
+            description="dynacron tenants set-limits/show --coordination-table",
+        )

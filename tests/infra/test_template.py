@@ -551,6 +551,19 @@ def test_the_worker_is_told_the_api_url_for_callbacks(template: dict[str, Any]) 
             assert API_URL_VAR not in environment(template, concern)
 
 
+def test_the_stack_names_the_coordination_table_the_api_reads_tenant_limits_from(
+    template: dict[str, Any],
+) -> None:
+    """`dynacron tenants set-limits --coordination-table` takes the stack's output."""
+    (output,) = [o for k, o in template["Outputs"].items() if k.startswith("CoordinationTable")]
+    tables = resources_of(template, "AWS::DynamoDB::Table")
+    (table,) = [name for name in tables if COORDINATION.logical_id in name]
+    assert output["Value"] == {"Ref": table}
+    # ...the very table the API (which holds tenants to their limits) is told to read
+    assert environment(template, "Api")[COORDINATION.env_var] == output["Value"]
+    assert "--coordination-table" in output["Description"]
+
+
 # --- least privilege -------------------------------------------------------------------
 
 
