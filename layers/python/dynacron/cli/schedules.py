@@ -22,6 +22,7 @@ from dynacron.domain.schedules.describe import describe
 from dynacron.domain.schedules.expressions import parse_expression, parse_local_instant, upcoming
 from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.planning import capacity
+from dynacron.planning.imports import ImportPlan, plan_import
 from dynacron.planning.partitions import (
     PARTITION_READ_UNITS,
     PARTITION_UTILISATION,
@@ -81,8 +82,8 @@ def next_occurrences(
 
 def plan_capacity(
     fires_per_second: Annotated[
-        float, typer.Option("--fires-per-second", help="Fires per second to sustain")
-    ],
+        float | None, typer.Option("--fires-per-second", help="Fires per second to sustain")
+    ] = None,
     handler_seconds: Annotated[
         float, typer.Option(min=0.0, help="How long a handler takes to answer, in seconds")
     ] = 0.2,
@@ -129,6 +130,20 @@ def plan_capacity(
             min=1, max=3650, help="Days an execution's record is kept (its storage at rest)"
         ),
     ] = DEFAULT_EXECUTION_RETENTION_DAYS,
+    import_tasks: Annotated[
+        int | None,
+        typer.Option(
+            "--import-tasks",
+            min=1,
+            help="Size a bulk import of this many tasks instead (dynacron tasks import)",
+        ),
+    ] = None,
+    import_hours: Annotated[
+        float, typer.Option("--import-hours", min=0.001, help="...within this many hours")
+    ] = 1.0,
+    import_tenants: Annotated[
+        int, typer.Option("--import-tenants", min=1, help="...spread evenly over this many tenants")
+    ] = 1,
     as_json: JsonOption = False,
 ) -> None:
     """Size a deployment for a rate of fires: shards, claim invocations, workers,
@@ -140,6 +155,17 @@ def plan_capacity(
     """
     from dynacron.definitions.resources import TABLES
 
+    if import_tasks is not None:
+        _plan_an_import(
+            plan_import(import_tasks, import_hours, tenants=import_tenants, shards=current_shards),
+            as_json,
+        )
+        return
+    if fires_per_second is None:
+        console.print(
+            "[red]error:[/red] give --fires-per-second N (or --import-tasks N)", soft_wrap=True
+        )
+        raise typer.Exit(2)
     if handler_p99 is not None and handler_p99 < handler_seconds:
         console.print(
             f"[red]error:[/red] --handler-p99 ({handler_p99:g} s) must be at least "
@@ -171,6 +197,52 @@ def plan_capacity(
         out.print_json(data=_plan_json(row))
         return
     _print_plan(row)
+
+
+def _plan_an_import(row: ImportPlan, as_json: bool) -> None:
+    figures = {
+        "tasks per second": f"{row.tasks_per_second:,.0f}",
+        "batch requests a second (all tenants)": f"{row.requests_per_second:,.1f}",
+        "API stage throttle to set (api_rate_limit)": f"{row.stage_rate_limit:,}",
+        "tenant rate to set (requests a second)": f"{row.tenant_rate_limit:,}",
+        "transactions a second": f"{row.transactions_per_second:,.1f}",
+        "tasks table write units a second": f"{row.table_write_units:,.0f}",
+        **{
+            f"{index} write units a second": f"{units:,.0f}"
+            for index, units in row.index_write_units.items()
+        },
+        "coordination write units a second": f"{row.coordination_write_units:,.0f}",
+        "updates of a tenant's record a second": f"{row.tenant_record_updates:,.1f}",
+        "tasks table partitions (writes)": f"{row.table_partitions:,}",
+        "due-index writes a partition (at worst)": f"{row.due_index_partition_writes:,.0f}",
+        "tenant-index writes a partition": f"{row.tenant_index_partition_writes:,.0f}",
+        "warm throughput to set (write units)": f"{row.warm_write_units:,}",
+    }
+    if as_json:
+        out.print_json(
+            data={
+                **dataclasses.asdict(row),
+                "stage_rate_limit": row.stage_rate_limit,
+                "tenant_rate_limit": row.tenant_rate_limit,
+                "table_partitions": row.table_partitions,
+                "shards_needed": row.shards_needed,
+                "tenants_needed": row.tenants_needed,
+                "warm_write_units": row.warm_write_units,
+                "notes": row.notes(),
+            }
+        )
+        return
+    table = Table(
+        title=f"importing {row.tasks:,} tasks in {row.hours:g} h over {row.tenants:,} tenant(s)",
+        show_header=False,
+    )
+    table.add_column("")
+    table.add_column("")
+    for name, value in figures.items():
+        table.add_row(name, value)
+    out.print(table)
+    for note in row.notes():
+        out.print(f"note: {note}", soft_wrap=True)
 
 
 def _plan_json(row: capacity.Plan) -> dict[str, Any]:

@@ -94,6 +94,10 @@ class Measured:
     # execution, from the items the recurring fire left.
     task_bytes_at_rest: float = 1047.8
     execution_bytes_at_rest: float = 598.0
+    # ...of which the task's item itself, and its index entries (a bulk import's
+    # writes: ``planning.imports``).
+    task_item_bytes: float = 656.8
+    task_index_bytes: float = 391.0
     # bench/results/cost.json: idle_shard, per shard-second.
     idle_read_units_per_shard_second: float = 3.2833
     idle_sqs_requests_per_shard_second: float = 1.0
