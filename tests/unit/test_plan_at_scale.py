@@ -378,6 +378,29 @@ def test_plan_prints_partitions_quotas_and_the_cost_before_and_after() -> None:
     row = plan(10_000, provisioned_targets=TARGETS)
     for need in row.quotas:
         assert str(need) in printed.output
+    # Every quota's figure, within its default or not: the mapping's, the queue's
+    # in-flight messages, API Gateway's...
+    named = {figure.quota for figure in row.quota_figures}
+    assert named == {
+        quotas.DYNAMODB_TABLE_THROUGHPUT,
+        quotas.DYNAMODB_ACCOUNT_THROUGHPUT,
+        quotas.LAMBDA_CONCURRENCY,
+        quotas.LAMBDA_SCALING_RATE,
+        quotas.SQS_MAPPING_CONCURRENCY,
+        quotas.SQS_IN_FLIGHT,
+        quotas.API_GATEWAY_THROTTLE,
+    }
+    mapping = next(f for f in row.quota_figures if f.quota is quotas.SQS_MAPPING_CONCURRENCY)
+    assert mapping.needed == row.workers.invocations
+    assert not mapping.exceeded
+    in_flight = next(f for f in row.quota_figures if f.quota is quotas.SQS_IN_FLIGHT)
+    assert in_flight.needed == pytest.approx(row.workers.in_flight_messages(10_000))
+    assert f"{in_flight.needed:,.0f} messages" in printed.output
+    assert f"{mapping.needed:,.0f} worker invocations" in " ".join(printed.output.split())
+    body = json.loads(
+        CliRunner().invoke(app, ["plan", "--fires-per-second", "10000", "--json"]).output
+    )
+    assert body["quota_figures"][quotas.SQS_IN_FLIGHT.name]["needed"] == in_flight.needed
     assert "tasks/due-index" in printed.output
     assert "busiest partition" in printed.output
     assert f"{row.usd_per_million_fires:.2f}" in printed.output

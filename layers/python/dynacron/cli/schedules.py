@@ -257,6 +257,10 @@ def _plan_json(row: capacity.Plan) -> dict[str, Any]:
         ),
         "dispatch_queues": row.workers.dispatch_queues,
         "quota_requests": [str(need) for need in row.quotas],
+        "quota_figures": {
+            figure.quota.name: {"needed": figure.needed, "default": figure.quota.default}
+            for figure in row.quota_figures
+        },
         "context": row.context(),
     }
 
@@ -312,6 +316,17 @@ def _print_plan(row: capacity.Plan) -> None:
         f"{PARTITION_READ_UNITS:,} reads and {PARTITION_WRITE_UNITS:,} writes a second",
         soft_wrap=True,
     )
+    quotas = Table(title="AWS quotas, at this row's peak")
+    for column in ("quota", "needed", "default", "to ask for"):
+        quotas.add_column(column)
+    for figure in row.quota_figures:
+        quotas.add_row(
+            figure.quota.name,
+            f"{figure.needed:,.0f} {figure.quota.unit}",
+            f"{figure.quota.default:,}",
+            f"{figure.request:,}" if figure.exceeded else "within",
+        )
+    out.print(quotas)
     out.print("quotas:" if row.quotas else "quotas: none above AWS's defaults")
     for need in row.quotas:
         out.print(f"  {need}", soft_wrap=True)

@@ -53,7 +53,7 @@ from dynacron.planning.partitions import (
     partition_notes,
     shards_for_due_index,
 )
-from dynacron.planning.quotas import Demand, QuotaNeed, quota_needs
+from dynacron.planning.quotas import Demand, QuotaNeed, quota_figures
 from dynacron.planning.workers import (
     LONGEST_PLANNED_INVOCATION_SECONDS,
     MAX_WORKER_CONCURRENCY,
@@ -159,8 +159,8 @@ class Plan:
     looping_only_idle: float = 0.0
     notes: tuple[str, ...] = field(default=())
     partitions: tuple[PartitionLoad, ...] = ()
-    # The AWS quotas this row exceeds, with what to ask for.
-    quotas: tuple[QuotaNeed, ...] = ()
+    # What the row takes of each AWS quota, within its default or not.
+    quota_figures: tuple[QuotaNeed, ...] = ()
     # Days each execution's record is kept after it ends (the history at rest).
     execution_retention_days: int = DEFAULT_EXECUTION_RETENTION_DAYS
 
@@ -169,6 +169,11 @@ class Plan:
         """Fires/s the deployment can claim in all, at full speed: what its shards
         hand out or what its claim invocations claim, whichever is less."""
         return min(self.shards * self.claims_per_second_per_shard, self.claim_capacity)
+
+    @property
+    def quotas(self) -> tuple[QuotaNeed, ...]:
+        """The AWS quotas this row exceeds, with what to ask for."""
+        return tuple(need for need in self.quota_figures if need.exceeded)
 
     @property
     def due_index_partition(self) -> PartitionLoad:
@@ -390,7 +395,7 @@ def plan(
         workers=workers,
         loaded_sequential_worker=_with_one_call_at_a_time(loaded, usage, workers, prices),
         partitions=partitions,
-        quotas=quota_needs(demand),
+        quota_figures=quota_figures(demand),
         execution_retention_days=execution_retention_days,
     )
 

@@ -90,6 +90,10 @@ class QuotaNeed:
     needed: float
 
     @property
+    def exceeded(self) -> bool:
+        return self.needed > self.quota.default
+
+    @property
     def request(self) -> int:
         """What to ask for: the need, rounded up to a thousand."""
         return 1000 * math.ceil(self.needed / 1000)
@@ -119,15 +123,22 @@ class Demand:
     api_requests_per_second: float
 
 
-def quota_needs(demand: Demand) -> tuple[QuotaNeed, ...]:
-    """Every quota ``demand`` exceeds, in the order a person would ask for them."""
+def quota_figures(demand: Demand) -> tuple[QuotaNeed, ...]:
+    """What ``demand`` takes of every quota, within its default or not, in the order
+    a person would ask for them (the account-level DynamoDB quota only when
+    provisioned: it counts provisioned units)."""
     needs = [
         (DYNAMODB_TABLE_THROUGHPUT, demand.table_units),
-        (DYNAMODB_ACCOUNT_THROUGHPUT, demand.account_units or 0.0),
+        (DYNAMODB_ACCOUNT_THROUGHPUT, demand.account_units),
         (LAMBDA_CONCURRENCY, demand.lambda_concurrency),
         (LAMBDA_SCALING_RATE, demand.worker_invocations),
         (SQS_MAPPING_CONCURRENCY, demand.worker_invocations),
         (SQS_IN_FLIGHT, demand.in_flight_messages),
         (API_GATEWAY_THROTTLE, demand.api_requests_per_second),
     ]
-    return tuple(QuotaNeed(quota, needed) for quota, needed in needs if needed > quota.default)
+    return tuple(QuotaNeed(quota, needed) for quota, needed in needs if needed is not None)
+
+
+def quota_needs(demand: Demand) -> tuple[QuotaNeed, ...]:
+    """Every quota ``demand`` exceeds, in the order a person would ask for them."""
+    return tuple(need for need in quota_figures(demand) if need.exceeded)
