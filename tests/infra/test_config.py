@@ -131,8 +131,13 @@ def test_a_plans_context_is_what_the_app_reads(tmp_path: Path) -> None:
 
     cdk_json = tmp_path / "cdk.json"
     cdk_json.write_text(json.dumps({"app": "x", "context": {"stage": "dev"}}))
-    for rate in capacity.SIZING_RATES:
-        row = capacity.plan(rate)
+    from dynacron.planning.partitions import Workload
+
+    # The sizing table's rows, and 2 s handlers at 10,000/s (full batches of 128, every
+    # call at once: the plan sets the worker's concurrency too)
+    rows = [capacity.plan(rate) for rate in capacity.SIZING_RATES]
+    rows.append(capacity.plan(10_000, workload=Workload(handler_seconds=2.0)))
+    for row in rows:
         # The flags `dynacron plan` prints, read as `make synth CONTEXT=...` reads them.
         context = command_line_context(row.context_flags().split(), cdk_json)
         assert context == {"stage": "dev", **row.context()}
@@ -142,6 +147,8 @@ def test_a_plans_context_is_what_the_app_reads(tmp_path: Path) -> None:
         assert config.claim_reserved_concurrency == row.claim_reserved_concurrency
         assert config.worker_max_concurrency == row.worker_max_concurrency
         assert config.worker_memory_mb == 256
+        assert config.worker_concurrency == row.workers.model.calls_in_flight
+        assert config.worker_batch_size == row.workers.model.batch_size
         assert config.billing == row.billing
         if row.provisioned_max_capacity is not None:
             assert config.provisioned_max_capacity == row.provisioned_max_capacity
