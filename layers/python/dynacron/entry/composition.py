@@ -28,6 +28,7 @@ from dynacron.adapters.delivery.registry import (
     import_handler_modules,
 )
 from dynacron.adapters.delivery.secrets import KeptSecrets
+from dynacron.adapters.delivery.targets import AssumedRoles, TargetDelivery, client_factory
 from dynacron.adapters.messages import dispatch_from_body
 from dynacron.adapters.powertools.idempotency import IdempotentHandlerCalls
 from dynacron.adapters.powertools.metrics import Emit, ReliabilityMetrics, print_emf
@@ -151,6 +152,7 @@ class Dynacron(LambdaEvents):
             clock=self.clock,
             handlers=self.handlers,
             urls=HandlerUrlCheck(UrlPolicy(settings.delivery_allow_networks), self.resolver),
+            targets=settings.target_policy,
         )
         self.ticker = Ticker(
             tasks=self.tasks,
@@ -332,4 +334,16 @@ def default_delivery(
             max_running=settings.python_handler_concurrency,
             metrics=metrics,
         ),
+        target_delivery(settings, clock),
     )
+
+
+def target_delivery(settings: Settings, clock: Clock) -> TargetDelivery | None:
+    """AWS targets called in the stack's region (at local mode's emulator, if it
+    names one), each as its task's role; None where no region is known."""
+    if not settings.target_region:
+        return None
+    make_client = client_factory(
+        settings.target_region, settings.target_endpoint_url, settings.http_timeout_seconds
+    )
+    return TargetDelivery(AssumedRoles(make_client, clock))
