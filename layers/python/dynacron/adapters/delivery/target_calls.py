@@ -307,8 +307,10 @@ def failure_of(error: Exception, operation: str) -> AttemptFailure:
 
 def _classified(code: str, message: str, operation: str, status: int | None) -> AttemptFailure:
     said = readable(f"{code}: {message}" if message else code, 500)
-    if code in THROTTLING_CODES or status == 429:
+    # SQS names its errors "AWS.SimpleQueueService.RequestThrottled" and the like.
+    short = code.rsplit(".", 1)[-1]
+    if short in THROTTLING_CODES or status == 429:
         return AttemptFailure(f"{operation} was throttled ({said})")
-    if code in SERVICE_FAILURE_CODES or (status is not None and status >= 500):
+    if short in SERVICE_FAILURE_CODES or (status is not None and status >= 500):
         return AttemptFailure(f"{operation} failed on the service's side ({said})")
     return AttemptFailure(f"{operation} was refused ({said})", retryable=False)

@@ -175,7 +175,7 @@ class TargetDelivery:
         assert target is not None, "a target delivery needs a target"
         call = target_call(task, dispatch)
         try:
-            client = self._roles.client(target.role_arn, task.tenant_id, call.service.value)
+            client = self._roles.client(target.role_arn, task.tenant_id, call.service.client_name)
         except (ClientError, BotoCoreError) as error:
             failure = failure_of(error, "AssumeRole")
             return DeliveryResult.failed(

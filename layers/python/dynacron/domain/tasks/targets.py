@@ -40,6 +40,26 @@ class TargetService(StrEnum):
     STEP_FUNCTIONS = "states"
     ECS = "ecs"
 
+    @property
+    def client_name(self) -> str:
+        """The service's name in the AWS SDKs, where it differs from its ARN's."""
+        return "stepfunctions" if self is TargetService.STEP_FUNCTIONS else self.value
+
+    @property
+    def proper_name(self) -> str:
+        """The service as its owner names it."""
+        return _TITLES[self]
+
+
+_TITLES = {
+    TargetService.LAMBDA: "Lambda",
+    TargetService.SQS: "SQS",
+    TargetService.SNS: "SNS",
+    TargetService.EVENTBRIDGE: "EventBridge",
+    TargetService.STEP_FUNCTIONS: "Step Functions",
+    TargetService.ECS: "ECS",
+}
+
 
 class InvocationType(StrEnum):
     """How a Lambda target is invoked: queued (``Event``) or waited for."""
@@ -198,7 +218,7 @@ class Target:
     @property
     def label(self) -> str:
         """The target as a person names it: its service and resource name."""
-        return f"{self.service.name.lower().replace('_', ' ')} {self.parsed_arn.name}"
+        return f"{self.service.proper_name} {self.parsed_arn.name}"
 
 
 @dataclass(frozen=True)
@@ -267,7 +287,7 @@ def check_target(target: Target) -> None:
         raise InvalidRequest("target.arn", "names no account")
     if not _RESOURCES[service].match(arn.resource):
         raise InvalidRequest(
-            "target.arn", f"a {service.value} ARN ends in {_RESOURCE_SHAPES[service]}"
+            "target.arn", f"{service.proper_name} ARNs end in {_RESOURCE_SHAPES[service]}"
         )
     if not _ROLE.match(target.role_arn):
         raise InvalidRequest(
@@ -281,7 +301,7 @@ def check_target(target: Target) -> None:
 def _check_parameters(target: Target, service: TargetService, arn: Arn) -> None:
     def only(name: str, given: object, owner: TargetService) -> None:
         if given is not None and service is not owner:
-            raise InvalidRequest(f"target.{name}", f"applies to {owner.value} targets only")
+            raise InvalidRequest(f"target.{name}", f"applies to {owner.proper_name} targets only")
 
     only("sqs_parameters", target.message_group_id, TargetService.SQS)
     only("eventbridge_parameters", target.detail_type or target.source, TargetService.EVENTBRIDGE)
@@ -362,9 +382,9 @@ def _check_input(target: Target, service: TargetService) -> None:
     try:
         value = json.loads(substitute(text, _SAMPLE))
     except ValueError:
-        raise InvalidRequest("target.input", f"must be JSON for a {service.value} target") from None
+        raise InvalidRequest("target.input", f"must be JSON: {service.proper_name} takes JSON") from None
     if service is not TargetService.STEP_FUNCTIONS and not isinstance(value, dict):
-        raise InvalidRequest("target.input", f"must be a JSON object for a {service.value} target")
+        raise InvalidRequest("target.input", f"must be a JSON object: {service.proper_name} takes one")
 
 
 def substitute(text: str, values: dict[str, str]) -> str:
@@ -391,10 +411,10 @@ def placeholder_values(
 
 def service_token(execution_id: str, limit: int) -> str:
     """``execution_id`` as an idempotency key of at most ``limit`` characters from
-    ``[A-Za-z0-9_-]`` (Step Functions' execution name, ECS's clientToken, SQS's
+    ``[A-Za-z0-9_.-]`` (Step Functions' execution name, ECS's clientToken, SQS's
     deduplication id): the same every attempt, distinct for distinct ids (a long one
     keeps its start and a hash of the whole)."""
-    token = re.sub(r"[^A-Za-z0-9_-]", "-", execution_id)
+    token = re.sub(r"[^A-Za-z0-9_.-]", "-", execution_id)
     if len(token) <= limit and token == execution_id:
         return token
     digest = f"{zlib.crc32(execution_id.encode()):08x}"
