@@ -382,9 +382,13 @@ def _check_input(target: Target, service: TargetService) -> None:
     try:
         value = json.loads(substitute(text, _SAMPLE))
     except ValueError:
-        raise InvalidRequest("target.input", f"must be JSON: {service.proper_name} takes JSON") from None
+        raise InvalidRequest(
+            "target.input", f"must be JSON: {service.proper_name} takes JSON"
+        ) from None
     if service is not TargetService.STEP_FUNCTIONS and not isinstance(value, dict):
-        raise InvalidRequest("target.input", f"must be a JSON object: {service.proper_name} takes one")
+        raise InvalidRequest(
+            "target.input", f"must be a JSON object: {service.proper_name} takes one"
+        )
 
 
 def substitute(text: str, values: dict[str, str]) -> str:
