@@ -497,6 +497,32 @@ def test_the_worker_retries_a_throttled_target_and_fails_a_refused_one(
         assert execution.next_attempt_at is not None
 
 
+def test_the_default_worker_delivers_a_registered_target_and_records_its_success(
+    api_with_targets: Dynacron, aws: tuple[Any, Any], clock: SettableClock, roles: Roles
+) -> None:
+    # Given the system as composed (its own delivery) and a task with an SQS target
+    system = api_with_targets
+    url, arn = queue("jobs")
+    status, created = call(
+        system,
+        "POST",
+        "/tasks",
+        {"rate": "1 minute", "target": {"arn": arn, "role_arn": roles.role_arn}},
+    )
+    assert status == 201, created
+    clock.set(datetime.fromisoformat(created["next_run_at"]) + timedelta(milliseconds=5))
+    assert sum(r.claimed for r in system.ticker.tick()) == 1
+
+    # When the worker runs the dispatched execution
+    assert run_batch(system, receive(system, aws)) == {"batchItemFailures": []}
+
+    # Then the queue holds the envelope, and the execution SUCCEEDED with the message id
+    execution = only_execution(system, created["task_id"])
+    assert execution.status is ExecutionStatus.SUCCEEDED
+    (body,) = bodies(url)
+    assert json.loads(body)["execution_id"] == execution.execution_id
+
+
 # Registration through the API: the 422s name the field.
 
 
