@@ -11,8 +11,9 @@ policy evaluator (``IAMPolicy``) against that ARN; a call no statement allows
 raises ``AccessDeniedException`` as AWS would, and never reaches moto.
 
 The only deviations from Lambda, each marked where it is made: a settable clock
-(SQS's delays and visibility timeouts follow it too), a sleep that moves it, and
-deliveries allowed to loopback only (handlers are a loopback sink).
+(SQS's delays and visibility timeouts follow it too), a sleep that moves it,
+deliveries allowed to loopback only (handlers are a loopback sink), and the
+region AWS targets are called in given as Lambda gives it (``AWS_REGION``).
 """
 
 from __future__ import annotations

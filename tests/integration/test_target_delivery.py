@@ -610,3 +610,24 @@ def test_a_deployment_without_a_region_refuses_targets_saying_what_to_set(
     )
     assert status == 422
     assert "--store emulator" in json.dumps(problem)
+
+
+def test_a_patch_moves_a_task_between_a_url_and_a_target(api_with_targets: Dynacron) -> None:
+    status, task = call(
+        api_with_targets,
+        "POST",
+        "/tasks",
+        {"rate": "1 minute", "handler_url": "http://127.0.0.1:9/"},
+    )
+    assert status == 201, task
+    target = {"arn": SQS_ARN, "role_arn": ROLE}
+
+    status, moved = call(api_with_targets, "PATCH", f"/tasks/{task['task_id']}", {"target": target})
+    assert status == 200, moved
+    assert (moved["handler_url"], moved["target"]["arn"]) == (None, SQS_ARN)
+
+    # Clearing the target with nothing in its place leaves the task without a handler: refused
+    status, problem = call(api_with_targets, "PATCH", f"/tasks/{task['task_id']}", {"target": None})
+    assert status == 422, problem
+    assert "exactly one of 'handler_url', 'handler' or 'target'" in json.dumps(problem)
+    assert call(api_with_targets, "GET", f"/tasks/{task['task_id']}")[1]["target"]["arn"] == SQS_ARN
