@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -318,6 +320,23 @@ def test_credentials_are_renewed_shortly_before_they_expire(
     clock.set(expires - timedelta(minutes=4))
     delivery.deliver(task_with(target), dispatch(), "t")
     assert len(roles.assumed) == 2
+
+
+def test_records_starting_together_assume_their_role_once(roles: Roles) -> None:
+    _, arn = queue("jobs")
+    delivery = TargetDelivery(roles.roles)
+    target = Target(arn, roles.role_arn)
+    start = threading.Barrier(8)
+
+    def deliver() -> bool:
+        start.wait()
+        return delivery.deliver(task_with(target), dispatch(), "t").ok
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: deliver(), range(8)))
+
+    assert all(results)
+    assert len(roles.assumed) == 1
 
 
 def test_the_kept_roles_are_bounded(aws: tuple[Any, Any], clock: SettableClock) -> None:
