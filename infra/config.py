@@ -98,6 +98,12 @@ class SchedulerConfig:
     failure_rate_alarm_min_attempts: int = 20
     # Alarm when p99 queue latency (a due message's wait for a worker) exceeds this.
     queue_latency_alarm_seconds: float = 30.0
+    # The roles AWS targets may name (decision 0047), which the worker may assume:
+    # comma-separated role names with their path in this account ("dynacron-target/*":
+    # roles under the path /dynacron-target/), or whole role ARN patterns for other
+    # accounts. Empty: no target can be called. Each role's trust policy still decides
+    # (it names the worker's role and the tenant's external id).
+    target_roles: str = "dynacron-target/*"
 
     def __post_init__(self) -> None:
         checks = {

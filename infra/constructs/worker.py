@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration
+from aws_cdk import ArnFormat, CfnOutput, Duration, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -27,6 +27,7 @@ from dynacron.definitions.resources import (
 )
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import HANDLER, ITEM_READ_WRITE, allow, allow_follow_ups, index_arn
+from infra.constructs.nag import acknowledge
 
 REAPER_TIMEOUT = Duration.minutes(1)
 
@@ -112,7 +113,14 @@ class Worker(Construct):
         # The tenant of a task deleted before its execution began, for a message sent
         # before messages named it: read from the task's earlier executions.
         allow(self.function, ["dynamodb:Query"], [storage.table(EXECUTIONS).table_arn])
+        self._allow_target_roles(config.target_roles)
 
+        self.role_arn_output = CfnOutput(
+            self,
+            "RoleArn",
+            value=self.function.role.role_arn if self.function.role else "",
+            description="The worker's role: what an AWS target's role trusts (docs/targets.md)",
+        )
         self.reaper = kit.function(
             self,
             "ReaperFunction",
@@ -144,3 +152,45 @@ class Worker(Construct):
             targets=[targets.LambdaFunction(self.reaper, retry_attempts=0)],
         )
         self.reaper.configure_async_invoke(retry_attempts=0, max_event_age=Duration.minutes(1))
+
+    def _allow_target_roles(self, patterns: str) -> None:
+        """The worker acts as the role an AWS target names (decision 0047), only for
+        roles the operator allows: by default those under the path /dynacron-target/
+        of this account. Each role's trust policy decides the rest."""
+        stack = Stack.of(self)
+        allowed = [pattern.strip() for pattern in patterns.split(",") if pattern.strip()]
+        if not allowed:
+            return
+        resources = [
+            pattern
+            if pattern.startswith("arn:")
+            else stack.format_arn(
+                service="iam",
+                region="",
+                resource="role",
+                resource_name=pattern,
+                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+            )
+            for pattern in allowed
+        ]
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(actions=["sts:AssumeRole"], resources=resources)
+        )
+        role = self.function.role
+        policy = role.node.try_find_child("DefaultPolicy") if role is not None else None
+        for pattern in allowed:
+            if "*" not in pattern:
+                continue
+            # cdk-nag names the finding after the resource, its tokens as <Name>.
+            shown = (
+                pattern
+                if pattern.startswith("arn:")
+                else f"arn:<AWS::Partition>:iam::<AWS::AccountId>:role/{pattern}"
+            )
+            acknowledge(
+                policy or self.function,
+                f"AwsSolutions::AwsSolutions-IAM5[Resource::{shown}]",
+                "sts:AssumeRole on the roles the operator allows AWS targets to name "
+                "(context target_roles): a pattern, as the roles are the tenants' own; each "
+                "role's trust policy names this worker's role and the tenant's external id",
+            )

@@ -11,8 +11,9 @@ policy evaluator (``IAMPolicy``) against that ARN; a call no statement allows
 raises ``AccessDeniedException`` as AWS would, and never reaches moto.
 
 The only deviations from Lambda, each marked where it is made: a settable clock
-(SQS's delays and visibility timeouts follow it too), a sleep that moves it, and
-deliveries allowed to loopback only (handlers are a loopback sink).
+(SQS's delays and visibility timeouts follow it too), a sleep that moves it,
+deliveries allowed to loopback only (handlers are a loopback sink), and the
+region AWS targets are called in given as Lambda gives it (``AWS_REGION``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import dynacron.entry.functions
 from dynacron.adapters.aws.clients import CLAIM_INVOKE_CONFIG, aws_client_config
 from dynacron.adapters.aws.due_page_hand_out import LambdaDuePageHandOut
 from dynacron.adapters.delivery.registry import HandlerRegistry
+from dynacron.adapters.delivery.targets import client_factory
 from dynacron.definitions.resources import QUEUES
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.tasks.task import shard_for
@@ -223,7 +225,11 @@ def _conditions_hold(conditions: dict[str, Any], access: Access) -> bool:
 
 
 def _refuse_wildcards(statement: dict[str, Any], access: Access) -> None:
-    """Least privilege: no call of ours may be allowed by a wildcard grant."""
+    """Least privilege: no call of ours may be allowed by a wildcard grant, but the
+    roles AWS targets name: they are the tenants' own, allowed by the operator's
+    pattern (decision 0047), and each role's trust policy decides."""
+    if access.action == "sts:AssumeRole":
+        return
     for element in ("Action", "Resource"):
         values = statement[element]
         for value in [values] if isinstance(values, str) else values:
@@ -292,6 +298,8 @@ class AuthorisedCalls:
             accesses = self._dynamodb(model.name, params)
         elif service == "lambda":
             accesses = self._lambda(model.name, params)
+        elif service == "sts":
+            accesses = self._sts(model.name, params)
         else:
             accesses = self._sqs(model.name, params)
         for access in accesses:
@@ -378,6 +386,11 @@ class AuthorisedCalls:
             else f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
         )
         return [Access("lambda:InvokeFunction", arn)]
+
+    def _sts(self, operation: str, params: dict[str, Any]) -> list[Access]:
+        if operation != "AssumeRole":
+            raise NotImplementedError(f"which role does sts:{operation} touch? {params}")
+        return [Access("sts:AssumeRole", params["RoleArn"])]
 
     def _sqs(self, operation: str, params: dict[str, Any]) -> list[Access]:
         action = SQS_ACTIONS.get(operation, f"sqs:{operation}")
@@ -855,7 +868,20 @@ def build_function(
     with function.running():
         settings = Settings.from_env(environment)
         # Deviation: handlers are a loopback sink (the deployed default is public only).
-        settings = dataclasses.replace(settings, delivery_allow_networks=LOOPBACK_NETWORKS)
+        settings = dataclasses.replace(
+            settings,
+            delivery_allow_networks=LOOPBACK_NETWORKS,
+            # Lambda sets AWS_REGION itself: the template does not name it.
+            target_region=REGION,
+        )
+        own_clients = client_factory(REGION, None, settings.http_timeout_seconds)
+
+        def target_clients(service: str, credentials: dict[str, str] | None) -> Any:
+            # The worker's own calls (STS) are its role's to allow; the calls made as
+            # a target's role are that role's, which moto's STS handed out unjudged.
+            client = own_clients(service, credentials)
+            return calls.attach(client) if credentials is None else client
+
         config = aws_client_config(settings)
         dynamodb = calls.attach(boto3.client("dynamodb", region_name=REGION, config=config))
         sqs = calls.attach(boto3.client("sqs", region_name=REGION, config=config))
@@ -878,6 +904,7 @@ def build_function(
             sleep=lambda seconds: clock.advance(timedelta(seconds=seconds)),
             handlers=handlers,
             page_claims=page_claims,
+            target_clients=target_clients,
         )
     return function
 

@@ -567,6 +567,36 @@ def test_the_stack_names_the_coordination_table_the_api_reads_tenant_limits_from
 # --- least privilege -------------------------------------------------------------------
 
 
+# The default ``target_roles``: roles under the path /dynacron-target/ of the stack's account.
+TARGET_ROLES = {
+    "Fn::Join": [
+        "",
+        [
+            "arn:",
+            {"Ref": "AWS::Partition"},
+            ":iam::",
+            {"Ref": "AWS::AccountId"},
+            ":role/dynacron-target/*",
+        ],
+    ]
+}
+
+
+def test_the_worker_assumes_only_the_roles_the_operator_allows(template: dict[str, Any]) -> None:
+    role = function(template, "Worker")["Role"]["Fn::GetAtt"][0]
+    assumed = [
+        statement["Resource"]
+        for policy in resources_of(template, "AWS::IAM::Policy").values()
+        if {"Ref": role} in policy["Roles"]
+        for statement in policy["PolicyDocument"]["Statement"]
+        if "sts:AssumeRole" in statement["Action"]
+    ]
+    assert assumed == [TARGET_ROLES]
+    # and what a target's trust policy names is an output of the stack
+    outputs = template["Outputs"].values()
+    assert {"Fn::GetAtt": [role, "Arn"]} in [o["Value"] for o in outputs]
+
+
 def access_of(template: dict[str, Any], concern: str) -> dict[str, set[str]]:
     """What a function's role may do: resource label -> actions.
 
@@ -591,6 +621,7 @@ def access_of(template: dict[str, Any], concern: str) -> dict[str, set[str]]:
     role = properties["Role"]["Fn::GetAtt"][0]
     own_logs = properties["LoggingConfig"]["LogGroup"]["Ref"]
     labels[json.dumps({"Fn::GetAtt": [own_logs, "Arn"]})] = "own logs"
+    labels[json.dumps(TARGET_ROLES)] = "target roles"
     for other in FUNCTIONS:
         labels[json.dumps({"Fn::GetAtt": [function_id(template, other), "Arn"]})] = (
             f"{other} function"
@@ -669,6 +700,9 @@ EXPECTED_ACCESS = {
             "sqs:SendMessage",
         },
         "DeadLetterQueue": {"sqs:SendMessage"},
+        # AWS targets, as the role each names (decision 0047): only roles under the
+        # operator's pattern, by default the path /dynacron-target/ of this account
+        "target roles": {"sts:AssumeRole"},
     },
     "Api": {
         "own logs": LOGS,
@@ -896,6 +930,9 @@ def test_every_acknowledged_cdk_nag_finding_gives_its_reason(synthesized: Synthe
         "Annotation::AwsSolutions-APIG3",
         "Annotation::AwsSolutions-APIG6",
         "Annotation::AwsSolutions-APIG4",  # the token-authorised callbacks (decision 0023)
+        # the worker assumes the roles AWS targets name, by the operator's pattern (0047)
+        "AwsSolutions::AwsSolutions-IAM5"
+        "[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/dynacron-target/*]",
     }
     for by_rule in acknowledged.values():
         for reason in by_rule.values():

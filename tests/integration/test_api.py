@@ -140,12 +140,12 @@ BAD_REQUESTS = [
         "http:// or https://",
     ),
     ({"rate": "1 minute", "handler_url": "http://10.0.0.1/x"}, 422, "handler_url", "not allowed"),
-    ({"rate": "1 minute"}, 422, "handler", "exactly one of 'handler_url' or 'handler'"),
+    ({"rate": "1 minute"}, 422, "handler", "exactly one of 'handler_url', 'handler' or 'target'"),
     (
         {"rate": "1 minute", "handler_url": HOOK, "handler": "x"},
         422,
         "handler",
-        "exactly one of 'handler_url' or 'handler'",
+        "exactly one of 'handler_url', 'handler' or 'target'",
     ),
     ({"rate": "1 minute", "handler": "nobody-registered-me"}, 422, "handler", "no Python handler"),
     (

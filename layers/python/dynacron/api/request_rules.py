@@ -15,6 +15,10 @@ def _given(name: str) -> dict[str, Any]:
     return {"required": [name], "properties": {name: {"type": "string"}}}
 
 
+def _given_object(name: str) -> dict[str, Any]:
+    return {"required": [name], "properties": {name: {"type": "object"}}}
+
+
 def _absent(name: str) -> dict[str, Any]:
     return {"properties": {name: {"type": "null"}}}
 
@@ -28,7 +32,7 @@ def task_create_rules(schema: dict[str, Any]) -> None:
     ``dst`` never with ``rate``; ``catchup_window_seconds`` with ``run_all`` only."""
     schema["allOf"] = [
         {"oneOf": [_given(kind) for kind in SCHEDULE_KINDS]},
-        {"oneOf": [_given("handler_url"), _given("handler")]},
+        {"oneOf": [_given("handler_url"), _given("handler"), _given_object("target")]},
         {"anyOf": [_absent("anchor"), _given("rate")]},
         {"anyOf": [_absent("dst"), _absent("rate")]},
         {"anyOf": [_absent("catchup_window_seconds"), _run_all()]},
@@ -54,9 +58,10 @@ def task_patch_rules(schema: dict[str, Any]) -> None:
         },
         {
             "oneOf": [
-                {"allOf": [_missing("handler_url"), _missing("handler")]},
+                {"allOf": [_missing("handler_url"), _missing("handler"), _missing("target")]},
                 _given("handler_url"),
                 _given("handler"),
+                _given_object("target"),
             ]
         },
         {"anyOf": [_absent("anchor"), {"allOf": other_kinds}]},

@@ -40,6 +40,19 @@ from dynacron.domain.tasks.tags import (
     MAX_TAGS,
     VALUE_RULE,
 )
+from dynacron.domain.tasks.targets import (
+    MAX_ARN_CHARS,
+    MAX_DETAIL_TYPE_CHARS,
+    MAX_INPUT_CHARS,
+    MAX_SOURCE_CHARS,
+    PLACEHOLDERS,
+    AwsVpcConfiguration,
+    EcsParameters,
+    InvocationType,
+    LaunchType,
+    Target,
+    target_to_map,
+)
 from dynacron.domain.tasks.task import (
     MAX_CATCHUP_WINDOW_SECONDS,
     MAX_JITTER_SECONDS,
@@ -145,6 +158,124 @@ class RateLimitModel(BaseModel):
         return TaskLimits(max_concurrency, rate, self.max_in_flight)
 
 
+class _TargetPart(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class SqsParameters(_TargetPart):
+    message_group_id: str | None = Field(
+        default=None, min_length=1, max_length=128, description="FIFO queues: the message group"
+    )
+
+
+class EventBridgeParameters(_TargetPart):
+    detail_type: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_DETAIL_TYPE_CHARS,
+        description="The event's detail-type (default 'Scheduled Execution')",
+    )
+    source: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_SOURCE_CHARS,
+        description="The event's source (default 'dynacron')",
+    )
+
+
+class LambdaParameters(_TargetPart):
+    invocation_type: Literal["Event", "RequestResponse"] = Field(
+        default="Event",
+        description="'Event' queues the call; 'RequestResponse' waits for the function, and "
+        "its error (FunctionError) fails the attempt",
+    )
+
+
+class AwsVpcConfigurationModel(_TargetPart):
+    subnets: list[str] = Field(min_length=1, max_length=16)
+    security_groups: list[str] = Field(default_factory=list, max_length=5)
+    assign_public_ip: Literal["ENABLED", "DISABLED"] = "DISABLED"
+
+
+class NetworkConfigurationModel(_TargetPart):
+    awsvpc_configuration: AwsVpcConfigurationModel
+
+
+class EcsParametersModel(_TargetPart):
+    task_definition_arn: str = Field(max_length=MAX_ARN_CHARS)
+    launch_type: Literal["EC2", "FARGATE", "EXTERNAL"] | None = None
+    network_configuration: NetworkConfigurationModel | None = None
+    platform_version: str | None = Field(default=None, min_length=1, max_length=32)
+    group: str | None = Field(default=None, min_length=1, max_length=255)
+    task_count: Literal[1] = Field(default=1, description="One task per execution")
+
+    def to_domain(self) -> EcsParameters:
+        network = self.network_configuration
+        vpc = network.awsvpc_configuration if network is not None else None
+        return EcsParameters(
+            task_definition_arn=self.task_definition_arn,
+            launch_type=LaunchType(self.launch_type) if self.launch_type else None,
+            platform_version=self.platform_version,
+            group=self.group,
+            network=(
+                AwsVpcConfiguration(
+                    subnets=tuple(vpc.subnets),
+                    security_groups=tuple(vpc.security_groups),
+                    assign_public_ip=vpc.assign_public_ip == "ENABLED",
+                )
+                if vpc is not None
+                else None
+            ),
+        )
+
+
+class TargetModel(_TargetPart):
+    """An AWS API to call per execution, with the caller's role: EventBridge
+    Scheduler's Target in snake_case. The ARN's service decides the call."""
+
+    arn: str = Field(
+        max_length=MAX_ARN_CHARS,
+        description="A Lambda function, SQS queue, SNS topic, EventBridge bus, Step Functions "
+        "state machine or ECS cluster, in this stack's partition and region",
+    )
+    role_arn: str = Field(
+        max_length=MAX_ARN_CHARS,
+        description="The role dynacron's worker assumes for each call, with the external id "
+        "'dynacron:' + your tenant id",
+    )
+    input: str | None = Field(
+        default=None,
+        max_length=MAX_INPUT_CHARS,
+        description="What the call carries (default: the JSON envelope an HTTP handler "
+        f"receives); these placeholders are replaced: {', '.join(PLACEHOLDERS)}",
+    )
+    sqs_parameters: SqsParameters | None = None
+    eventbridge_parameters: EventBridgeParameters | None = None
+    lambda_parameters: LambdaParameters | None = None
+    ecs_parameters: EcsParametersModel | None = None
+
+    @classmethod
+    def of(cls, target: Target) -> TargetModel:
+        return cls.model_validate(target_to_map(target), strict=False)
+
+    def to_domain(self) -> Target:
+        events = self.eventbridge_parameters
+        return Target(
+            arn=self.arn,
+            role_arn=self.role_arn,
+            input=self.input,
+            message_group_id=self.sqs_parameters.message_group_id if self.sqs_parameters else None,
+            detail_type=events.detail_type if events else None,
+            source=events.source if events else None,
+            invocation_type=InvocationType(
+                self.lambda_parameters.invocation_type
+                if self.lambda_parameters
+                else InvocationType.EVENT
+            ),
+            ecs=self.ecs_parameters.to_domain() if self.ecs_parameters else None,
+        )
+
+
 TAGS_DESCRIPTION = (
     f"Labels to find the task by (GET /tasks?tag=key:value): at most {MAX_TAGS}, "
     f"each key {KEY_RULE}, each value {VALUE_RULE}; never interpreted"
@@ -221,7 +352,8 @@ class SchedulePreviewRequest(ScheduleFields):
 
 class TaskCreate(ScheduleFields):
     """Body of ``POST /tasks``: exactly one of ``cron``, ``rate``, ``at``,
-    ``fixed_delay`` or ``after``, and exactly one of ``handler_url`` or ``handler``."""
+    ``fixed_delay`` or ``after``, and exactly one of ``handler_url``, ``handler`` or
+    ``target``."""
 
     model_config = ConfigDict(json_schema_extra=task_create_rules)
 
@@ -253,6 +385,9 @@ class TaskCreate(ScheduleFields):
     )
     handler: str | None = Field(
         default=None, max_length=128, description="Name of a registered Python handler"
+    )
+    target: TargetModel | None = Field(
+        default=None, description="An AWS API to call with your role (see docs/targets.md)"
     )
     payload: dict[str, Any] = Field(
         default_factory=dict,
@@ -288,6 +423,7 @@ class TaskCreate(ScheduleFields):
             schedule=self.schedule_spec(),
             handler_url=self.handler_url,
             handler_name=self.handler,
+            target=self.target.to_domain() if self.target is not None else None,
             payload=self.payload,
             name=self.name,
             retry=self.retry.to_domain() if self.retry is not None else RetryPolicy(),
@@ -353,6 +489,7 @@ class TaskPatch(TaskCreate):
             end_at=self.end_at,
             handler_url=cleared("handler_url"),
             handler_name=cleared("handler"),
+            target=(self.target.to_domain() if self.target is not None else cleared("target")),
             payload=self.payload,
             retry=self.retry.to_domain() if self.retry is not None else None,
             catchup=CatchUp(self.catchup) if self.catchup is not None else cleared("catchup"),

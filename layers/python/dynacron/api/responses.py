@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from dynacron.api.requests import DstPolicyModel, RateLimitModel
+from dynacron.api.requests import DstPolicyModel, RateLimitModel, TargetModel
 from dynacron.domain.coordination.tenants import EffectiveQuota
 from dynacron.domain.executions.execution import Execution
 from dynacron.domain.instants import format_instant
@@ -70,6 +70,7 @@ class TaskView(BaseModel):
     buffered_at: str | None
     handler_url: str | None
     handler: str | None
+    target: TargetModel | None = None
     retry: RetryView
     max_concurrency: int | None = None
     rate_limit: RateLimitModel | None = None
@@ -115,6 +116,7 @@ class TaskView(BaseModel):
             buffered_at=_optional_instant(task.buffered_at),
             handler_url=spec.handler_url,
             handler=spec.handler_name,
+            target=TargetModel.of(spec.target) if spec.target is not None else None,
             retry=RetryView(
                 max_attempts=spec.retry.max_attempts,
                 base_delay_seconds=spec.retry.base_delay_seconds,

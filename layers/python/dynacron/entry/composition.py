@@ -28,6 +28,12 @@ from dynacron.adapters.delivery.registry import (
     import_handler_modules,
 )
 from dynacron.adapters.delivery.secrets import KeptSecrets
+from dynacron.adapters.delivery.targets import (
+    AssumedRoles,
+    ClientFactory,
+    TargetDelivery,
+    client_factory,
+)
 from dynacron.adapters.messages import dispatch_from_body
 from dynacron.adapters.powertools.idempotency import IdempotentHandlerCalls
 from dynacron.adapters.powertools.metrics import Emit, ReliabilityMetrics, print_emf
@@ -70,7 +76,8 @@ class Dynacron(LambdaEvents):
     ``dispatch_queue`` replaces its queue (tests record what is sent). The rest
     stand in for the world in tests and local mode: the clock and sleep, HTTP
     ``delivery`` (or ``wrap_delivery`` around the default one) and DNS
-    ``resolver``, Python ``handlers``, where metrics go, and injected ``faults``.
+    ``resolver``, Python ``handlers``, where metrics go, injected ``faults``, and
+    how AWS targets' clients are made (``target_clients``).
     """
 
     def __init__(
@@ -90,6 +97,7 @@ class Dynacron(LambdaEvents):
         dispatch_queue: DispatchQueue | None = None,
         page_claims: DuePageHandOut | None = None,
         wrap_delivery: Callable[[Delivery], Delivery] | None = None,
+        target_clients: ClientFactory | None = None,
     ) -> None:
         import_handler_modules(settings.handler_modules)
         self.settings = settings
@@ -98,6 +106,7 @@ class Dynacron(LambdaEvents):
         self.faults = faults
         self.handlers = handlers or default_registry
         self.resolver = resolver
+        self._target_clients = target_clients
         self.metrics = ReliabilityMetrics(emit_metrics)
         # One watch of the wall clock for the tick, the reaper and the worker.
         self.clock_steps = ClockSteps(
@@ -151,6 +160,7 @@ class Dynacron(LambdaEvents):
             clock=self.clock,
             handlers=self.handlers,
             urls=HandlerUrlCheck(UrlPolicy(settings.delivery_allow_networks), self.resolver),
+            targets=settings.target_policy,
         )
         self.ticker = Ticker(
             tasks=self.tasks,
@@ -201,6 +211,7 @@ class Dynacron(LambdaEvents):
             secrets_of=self.tenants.signing_secrets,
             resolver=self.resolver,
             metrics=self.metrics,
+            target_clients=self._target_clients,
         )
         self.runner = ExecutionRunner(
             tasks=self.tasks,
@@ -311,6 +322,7 @@ def default_delivery(
     secrets_of: SecretsOf,
     resolver: Resolver = system_resolver,
     metrics: Metrics = NO_METRICS,
+    target_clients: ClientFactory | None = None,
 ) -> Delivery:
     """HTTP handlers under the URL policy, signed with each tenant's secrets (kept
     a few seconds: ``KeptSecrets``), and Python handlers from ``handlers`` (their
@@ -332,4 +344,19 @@ def default_delivery(
             max_running=settings.python_handler_concurrency,
             metrics=metrics,
         ),
+        target_delivery(settings, clock, target_clients),
     )
+
+
+def target_delivery(
+    settings: Settings, clock: Clock, make_client: ClientFactory | None = None
+) -> TargetDelivery | None:
+    """AWS targets called in the stack's region (at local mode's emulator, if it
+    names one), each as its task's role; None where no region is known.
+    ``make_client`` replaces how clients are made (tests authorise each call)."""
+    if not settings.target_region:
+        return None
+    make_client = make_client or client_factory(
+        settings.target_region, settings.target_endpoint_url, settings.http_timeout_seconds
+    )
+    return TargetDelivery(AssumedRoles(make_client, clock))

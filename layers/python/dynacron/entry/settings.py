@@ -64,11 +64,18 @@ from dynacron.definitions.resources import (
 from dynacron.domain.coordination.limits import BreakerPolicy
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.executions.execution import LeaseTerms
+from dynacron.domain.tasks.targets import TargetPolicy, partition_of
 from dynacron.domain.tasks.task import Sharding
 from dynacron.services.tasks import TaskSettings
 from dynacron.services.tick_settings import TickSettings
 
 LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
+LAMBDA_REGION = "AWS_REGION"
+TARGETS_REFUSED = (
+    "this deployment calls no AWS targets: it knows no AWS region to call them in "
+    "(local mode calls them only on an AWS emulator: start it with --store emulator "
+    "or --aws-endpoint URL)"
+)
 # The variables' names are defined with the rest of what infra/ reads; importing
 # them from here still works.
 __all__ = [
@@ -210,6 +217,17 @@ class Settings:
     tick_fanout_min_tasks: int = 20
     tick_fanout_max_pages: int = 10
     tick_fanout_fresh_seconds: float = 10.0
+    # AWS targets (decision 0047) are called in this region (the stack's), at this
+    # endpoint if given (local mode's emulator); without a region none is accepted.
+    target_region: str | None = None
+    target_endpoint_url: str | None = None
+
+    @property
+    def target_policy(self) -> TargetPolicy:
+        """Where targets may point: the stack's partition and region, or nowhere."""
+        if not self.target_region:
+            return TargetPolicy(refusal=TARGETS_REFUSED)
+        return TargetPolicy(partition_of(self.target_region), self.target_region)
 
     @property
     def breaker_policy(self) -> BreakerPolicy:
@@ -328,6 +346,8 @@ class Settings:
             catchup_max_runs=_at_least(1, environ, CATCHUP_MAX_RUNS_VAR, cls.catchup_max_runs),
             tick_heartbeat_seconds=_tick_heartbeat(environ, cls.misfire_grace_seconds),
             claim_function=environ.get(CLAIM_FUNCTION_VAR) or None,
+            # Lambda sets it: the function's own region.
+            target_region=environ.get(LAMBDA_REGION) or None,
         )
 
     def to_env(self) -> dict[str, str]:

@@ -37,6 +37,7 @@ from dynacron.domain.coordination import transitions
 from dynacron.entry.composition import EXECUTION_RETENTION
 from dynacron.entry.settings import Settings
 from dynacron.local.aws import (
+    REGION,
     EmbeddedAws,
     aws_clients,
     provision,
@@ -284,7 +285,11 @@ class EmulatorStore:
         self.description = f"{where} AWS emulator  {self.endpoint}  (DynamoDB + SQS, in memory)"
 
     def open(self, clock: Clock, **settings: Any) -> Settings:
-        opened = provision(self.dynamodb, self.sqs, self._options.prefix, clock, **settings)
+        # AWS targets are called on this emulator, never on AWS (decision 0047).
+        targets = {"target_region": REGION, "target_endpoint_url": self.endpoint}
+        opened = provision(
+            self.dynamodb, self.sqs, self._options.prefix, clock, **{**targets, **settings}
+        )
         urls = {
             DISPATCH_QUEUE.suffix: opened.dispatch_queue_url,
             UNDELIVERED_QUEUE.suffix: undelivered_queue_url(self.sqs, self._options.prefix),

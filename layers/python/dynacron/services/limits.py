@@ -24,6 +24,7 @@ from dynacron.domain.coordination.limits import (
     after_success,
     host_scope,
     spread,
+    target_scope,
 )
 from dynacron.domain.executions.execution import DeliveryResult, Dispatch, HandlerAnswer
 from dynacron.domain.tasks.task import Task
@@ -109,6 +110,9 @@ class LimitGate:
         granted = Pass(holder=f"{dispatch.execution_id}#{dispatch.attempt}")
         seed = f"{granted.holder}#{now.timestamp()}"
         host = host_scope(task.tenant_id, task.handler_url) if task.handler_url else None
+        if task.target is not None:
+            # A target's resource stands in for a host: its breaker and its pauses.
+            host = target_scope(task.tenant_id, task.target.arn)
         state: HostState | None = None
         if host is not None:
             granted.host = host

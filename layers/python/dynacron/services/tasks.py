@@ -48,6 +48,7 @@ from dynacron.domain.tasks.specs import (
     new_task,
 )
 from dynacron.domain.tasks.tags import TagFilter
+from dynacron.domain.tasks.targets import TargetPolicy
 from dynacron.domain.tasks.task import (
     UNREADABLE_SCHEDULE,
     Sharding,
@@ -124,6 +125,9 @@ class TaskSettings:
     max_payload_bytes: int
 
 
+NO_TARGETS = "this deployment calls no AWS targets"
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TaskService:
     """Registers, reads, changes, controls and deletes one tenant's tasks at a time."""
@@ -138,6 +142,10 @@ class TaskService:
     clock: Clock
     handlers: HandlerNames
     urls: HandlerUrls
+    # Where AWS targets may point; by default, nowhere.
+    targets: TargetPolicy = dataclasses.field(
+        default_factory=lambda: TargetPolicy(refusal=NO_TARGETS)
+    )
 
     def register(self, tenant_id: str, spec: TaskSpec) -> Task:
         """Check ``spec`` completely, then store the task within the tenant's quota."""
@@ -547,6 +555,8 @@ class TaskService:
         if task.handler_url is not None:
             # Checked again at delivery: DNS may change between now and then.
             self.urls.check(task.handler_url)
+        elif task.target is not None:
+            self.targets.check(task.target)
         elif task.handler_name not in self.handlers:
             raise UnknownHandler(
                 "handler", f"no Python handler is registered as {task.handler_name!r}"

@@ -40,6 +40,7 @@ from dynacron.domain.executions.signing import SIGNATURE_HEADER, signature_heade
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.task import Task
 from dynacron.domain.tasks.urls import UrlPolicy
+from dynacron.ports.delivery import Delivery
 from dynacron.version import __version__
 
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -257,13 +258,23 @@ def _without_secrets(headers: dict[str, str]) -> dict[str, str]:
 
 
 class HandlerDelivery:
-    """Routes each task to its kind of handler."""
+    """Routes each task to its kind of handler: a URL, a Python handler, or an AWS
+    target (``targets``; without one, this worker delivers no target)."""
 
-    def __init__(self, http: HttpDelivery, python: PythonDelivery) -> None:
+    def __init__(
+        self, http: HttpDelivery, python: PythonDelivery, targets: Delivery | None = None
+    ) -> None:
         self._http = http
         self._python = python
+        self._targets = targets
 
     def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
+        if task.target is not None:
+            if self._targets is None:
+                return DeliveryResult.failed(
+                    AttemptFailure("this worker calls no AWS targets", retryable=False)
+                )
+            return self._targets.deliver(task, dispatch, callback_token)
         route = self._python if task.handler_name is not None else self._http
         return route.deliver(task, dispatch, callback_token)
 

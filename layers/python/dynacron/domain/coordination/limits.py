@@ -229,6 +229,12 @@ def host_scope(tenant_id: str, handler_url: str) -> str:
     return f"{tenant_id}/{host_of(handler_url)}"
 
 
+def target_scope(tenant_id: str, arn: str) -> str:
+    """The unit of host state for an AWS target: one tenant's view of one resource
+    (its ARN, with no ``/``, as a host has none)."""
+    return f"{tenant_id}/{arn.replace('/', ':')}"
+
+
 def parse_retry_after(value: str, now: datetime, cap_seconds: int) -> int | None:
     """``Retry-After`` as whole seconds from ``now``, at most ``cap_seconds``; None when
     the value is neither form. Never raises, whatever the handler sent.

@@ -28,6 +28,7 @@ from dynacron.domain.tasks.specs import (
     spec_of,
 )
 from dynacron.domain.tasks.tags import checked_tags
+from dynacron.domain.tasks.targets import Target
 from dynacron.domain.tasks.task import (
     MAX_CATCHUP_WINDOW_SECONDS,
     MAX_JITTER_SECONDS,
@@ -76,6 +77,7 @@ class TaskChanges:
     end_at: str | None = None
     handler_url: str | Unset | None = None
     handler_name: str | Unset | None = None
+    target: Target | Unset | None = None
     payload: dict[str, Any] | None = None
     retry: RetryPolicy | None = None
     catchup: CatchUp | Unset | None = None
@@ -128,6 +130,7 @@ def apply_changes(task: Task, changes: TaskChanges, now: datetime) -> Task:
         name=spec.name or task.name,
         handler_url=spec.handler_url,
         handler_name=spec.handler_name,
+        target=spec.target,
         payload=spec.payload,
         retry=spec.retry,
         catchup=catchup_policy(spec.catchup, spec.catchup_window_seconds),
@@ -162,8 +165,10 @@ def merged(stored: TaskSpec, changes: TaskChanges) -> TaskSpec:
         end_at=given(changes.end_at, schedule.end_at),
     )
     handler_url, handler_name = stored.handler_url, stored.handler_name
-    if changes.handler_url is not None or changes.handler_name is not None:
-        handler_url, handler_name = None, None
+    target = stored.target
+    handler_given = (changes.handler_url, changes.handler_name, changes.target)
+    if any(value is not None for value in handler_given):
+        handler_url, handler_name, target = None, None, None
     window = stored.catchup_window_seconds
     if changes.catchup is not None and changes.catchup is not CatchUp.RUN_ALL:
         window = None
@@ -171,6 +176,7 @@ def merged(stored: TaskSpec, changes: TaskChanges) -> TaskSpec:
         schedule=schedule,
         handler_url=given(changes.handler_url, handler_url),
         handler_name=given(changes.handler_name, handler_name),
+        target=given(changes.target, target),
         payload=given(changes.payload, stored.payload),
         name=given(changes.name, stored.name),
         retry=given(changes.retry, stored.retry),

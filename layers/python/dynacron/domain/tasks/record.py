@@ -29,6 +29,7 @@ from dynacron.domain.schedules.expressions import (
     Window,
 )
 from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
+from dynacron.domain.tasks.targets import target_from_map, target_to_map
 from dynacron.domain.tasks.task import (
     DEFAULT_CATCHUP_WINDOW_SECONDS,
     CatchUp,
@@ -213,6 +214,7 @@ def task_record(task: Task) -> dict[str, Any]:
         "resumed_at": _optional_instant(task.resumed_at),
         # Left out when empty: an untagged task's index entry is its keys alone.
         TAGS: dict(task.tags) or None,
+        "target": target_to_map(task.target) if task.target is not None else None,
     }
 
 
@@ -249,6 +251,7 @@ def task_from_record(values: dict[str, Any]) -> Task:
         status_reason=values.get("status_reason"),
         resumed_at=_instant_or_none(values.get("resumed_at")),
         tags=tags_from(values.get(TAGS)),
+        target=target_from_map(values["target"]) if values.get("target") else None,
     )
 
 

@@ -36,6 +36,7 @@ from dynacron.domain.schedules.expressions import (
 )
 from dynacron.domain.schedules.wallclock import DstPolicy
 from dynacron.domain.tasks.tags import checked_tags
+from dynacron.domain.tasks.targets import Target, check_target
 from dynacron.domain.tasks.task import CatchUp, CatchUpPolicy, Overlap, Task, TaskStatus
 
 # A one-time task may be registered a little late (clock skew, slow clients)
@@ -89,6 +90,7 @@ class TaskSpec:
     overlap: Overlap = Overlap.ALLOW
     limits: TaskLimits = field(default_factory=TaskLimits)
     tags: dict[str, str] = field(default_factory=dict)
+    target: Target | None = None
 
 
 def new_task(spec: TaskSpec, now: datetime, *, task_id: str, tenant_id: str) -> Task:
@@ -116,6 +118,7 @@ def new_task(spec: TaskSpec, now: datetime, *, task_id: str, tenant_id: str) -> 
         limits=spec.limits,
         tenant_id=tenant_id,
         tags=checked_tags(spec.tags),
+        target=spec.target,
     )
 
 
@@ -154,6 +157,7 @@ def spec_of(task: Task) -> TaskSpec:
         overlap=task.overlap,
         limits=task.limits,
         tags=task.tags,
+        target=task.target,
     )
 
 
@@ -208,9 +212,24 @@ def catchup_policy(policy: CatchUp, window_seconds: int | None) -> CatchUpPolicy
 
 
 def check_one_handler(spec: TaskSpec) -> None:
-    """Exactly one of an HTTP handler or a Python handler."""
-    if (spec.handler_url is None) == (spec.handler_name is None):
-        raise InvalidRequest("handler", "give exactly one of 'handler_url' or 'handler'")
+    """Exactly one of an HTTP handler, a Python handler or an AWS target; a target
+    well formed (what only the deployment knows is the service's check)."""
+    given = [
+        name
+        for name, value in (
+            ("handler_url", spec.handler_url),
+            ("handler", spec.handler_name),
+            ("target", spec.target),
+        )
+        if value is not None
+    ]
+    if len(given) != 1:
+        found = " and ".join(repr(name) for name in given) if given else "none"
+        raise InvalidRequest(
+            "handler", f"give exactly one of 'handler_url', 'handler' or 'target' (found {found})"
+        )
+    if spec.target is not None:
+        check_target(spec.target)
 
 
 def payload_depth(value: Any) -> int:

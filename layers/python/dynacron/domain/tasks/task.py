@@ -15,6 +15,7 @@ from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import compact_instant
 from dynacron.domain.schedules.expressions import AfterSchedule, FixedDelaySchedule, Schedule
+from dynacron.domain.tasks.targets import Target
 
 DEFAULT_CATCHUP_WINDOW_SECONDS = 24 * 3600
 MAX_CATCHUP_WINDOW_SECONDS = 366 * 24 * 3600
@@ -74,8 +75,8 @@ class CatchUpPolicy:
 
 @dataclass(frozen=True)
 class Task:
-    """A task runs either an HTTP handler (``handler_url``) or a registered Python
-    handler (``handler_name``), never both."""
+    """A task runs exactly one of an HTTP handler (``handler_url``), a registered
+    Python handler (``handler_name``) or an AWS ``target``."""
 
     task_id: str
     name: str
@@ -110,6 +111,8 @@ class Task:
     resumed_at: datetime | None = None
     # Labels for its owner to find it by (``domain.tasks.tags``); never interpreted.
     tags: dict[str, str] = field(default_factory=dict)
+    # An AWS API called with its owner's role (``domain.tasks.targets``).
+    target: Target | None = None
 
     @property
     def timezone(self) -> str:

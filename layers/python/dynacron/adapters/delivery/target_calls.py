@@ -1,0 +1,316 @@
+"""One attempt of an AWS target as an API call, and its answer or error as an
+attempt's result (decision 0047).
+
+``target_call`` builds the call the target's ARN decides (operation and
+parameters, ready for a boto3 client); ``answer_of`` reads its answer;
+``failure_of`` turns an error into the outcome classes the worker already has:
+throttling, a service's own failure and a timeout are retryable, a refusal
+(access denied, not found, invalid) is not, and says the service's message.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionError,
+    ConnectTimeoutError,
+    ParamValidationError,
+    ReadTimeoutError,
+)
+
+from dynacron.adapters.delivery.answers import readable
+from dynacron.adapters.messages import upstream_to_map
+from dynacron.domain.executions.execution import DeliveryResult, Dispatch
+from dynacron.domain.executions.retry import AttemptFailure
+from dynacron.domain.instants import format_instant
+from dynacron.domain.tasks.targets import (
+    DEFAULT_DETAIL_TYPE,
+    DEFAULT_EVENT_SOURCE,
+    ECS_CLIENT_TOKEN_CHARS,
+    SQS_DEDUPLICATION_CHARS,
+    STATE_MACHINE_NAME_CHARS,
+    InvocationType,
+    Target,
+    TargetService,
+    placeholder_values,
+    service_token,
+    substitute,
+)
+from dynacron.domain.tasks.task import Task
+
+# Error codes the services use for "slow down": the call may succeed later.
+THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "ProvisionedThroughputExceeded",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "RequestLimitExceeded",
+        "RequestLimitExceededException",
+        "LimitExceededException",
+        "SlowDown",
+        "KMSThrottlingException",
+        "EC2ThrottledException",
+        "PriorRequestNotComplete",
+    }
+)
+# The service's own failure: the call may succeed later.
+SERVICE_FAILURE_CODES = frozenset(
+    {
+        "InternalFailure",
+        "InternalError",
+        "InternalServerError",
+        "InternalException",
+        "ServiceException",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "ServerException",
+        "ResourceConflictException",  # Lambda: the function is being updated
+        "ResourceNotReadyException",
+        "EC2UnexpectedException",
+    }
+)
+# A function's answer read into the excerpt at most this far.
+MAX_ANSWER_BYTES = 64 * 1024
+TAG_EXECUTION_ID = "dynacron:execution-id"
+TAG_SCHEDULED_AT = "dynacron:scheduled-time"
+TAG_TASK_ID = "dynacron:task-id"
+
+
+@dataclass(frozen=True)
+class TargetCall:
+    """A boto3 client's method (``operation``, snake_case) and its parameters."""
+
+    service: TargetService
+    operation: str
+    parameters: dict[str, Any]
+
+
+def envelope(task: Task, dispatch: Dispatch) -> str:
+    """What an HTTP handler receives (but the callbacks: a target's call is its end)."""
+    body: dict[str, Any] = {
+        "task_id": task.task_id,
+        "execution_id": dispatch.execution_id,
+        "scheduled_at": format_instant(dispatch.scheduled_at),
+        "attempt": dispatch.attempt,
+        "payload": task.payload,
+    }
+    if dispatch.upstream is not None:
+        body["upstream"] = upstream_to_map(dispatch.upstream)
+    return json.dumps(body, separators=(",", ":"))
+
+
+def call_input(task: Task, dispatch: Dispatch) -> str:
+    """The text the call carries: the target's ``input`` with its placeholders
+    replaced, or else the envelope."""
+    assert task.target is not None
+    if task.target.input is None:
+        return envelope(task, dispatch)
+    return substitute(
+        task.target.input,
+        placeholder_values(
+            task.task_id,
+            dispatch.execution_id,
+            format_instant(dispatch.scheduled_at),
+            dispatch.attempt,
+        ),
+    )
+
+
+def target_call(task: Task, dispatch: Dispatch) -> TargetCall:
+    """The API call one attempt of ``task`` makes."""
+    target = task.target
+    assert target is not None, "a target call needs a target"
+    service = target.service
+    text = call_input(task, dispatch)
+    execution_id = dispatch.execution_id
+    match service:
+        case TargetService.LAMBDA:
+            parameters: dict[str, Any] = {
+                "FunctionName": target.arn,
+                "InvocationType": target.invocation_type.value,
+                "Payload": text.encode(),
+            }
+        case TargetService.SQS:
+            parameters = {"QueueUrl": _queue_url(target), "MessageBody": text}
+            if target.message_group_id is not None:
+                parameters["MessageGroupId"] = target.message_group_id
+            if target.parsed_arn.is_fifo:
+                parameters["MessageDeduplicationId"] = service_token(
+                    execution_id, SQS_DEDUPLICATION_CHARS
+                )
+        case TargetService.SNS:
+            parameters = {"TopicArn": target.arn, "Message": text}
+            if target.parsed_arn.is_fifo:
+                parameters["MessageGroupId"] = task.task_id
+                parameters["MessageDeduplicationId"] = service_token(
+                    execution_id, SQS_DEDUPLICATION_CHARS
+                )
+        case TargetService.EVENTBRIDGE:
+            entry = {
+                "EventBusName": target.arn,
+                "Source": target.source or DEFAULT_EVENT_SOURCE,
+                "DetailType": target.detail_type or DEFAULT_DETAIL_TYPE,
+                "Detail": text,
+                "Resources": [],
+            }
+            parameters = {"Entries": [entry]}
+        case TargetService.STEP_FUNCTIONS:
+            parameters = {
+                "stateMachineArn": target.arn,
+                "name": service_token(execution_id, STATE_MACHINE_NAME_CHARS),
+                "input": text,
+            }
+        case TargetService.ECS:
+            parameters = _run_task(task, target, dispatch)
+    return TargetCall(service, _OPERATIONS[service], parameters)
+
+
+_OPERATIONS = {
+    TargetService.LAMBDA: "invoke",
+    TargetService.SQS: "send_message",
+    TargetService.SNS: "publish",
+    TargetService.EVENTBRIDGE: "put_events",
+    TargetService.STEP_FUNCTIONS: "start_execution",
+    TargetService.ECS: "run_task",
+}
+
+
+def _queue_url(target: Target) -> str:
+    """A queue's URL from its ARN (SQS calls take the URL); an emulator's client
+    rewrites the host to its own endpoint."""
+    arn = target.parsed_arn
+    suffix = ".amazonaws.com.cn" if arn.partition == "aws-cn" else ".amazonaws.com"
+    return f"https://sqs.{arn.region}{suffix}/{arn.account}/{arn.resource}"
+
+
+def _run_task(task: Task, target: Target, dispatch: Dispatch) -> dict[str, Any]:
+    """RunTask of one task. Its input, if any, is the ``overrides`` (RunTask's own
+    shape); the execution id and scheduled time go as tags either way, and as the
+    client token, which makes a repeated attempt start no second task."""
+    ecs = target.ecs
+    assert ecs is not None
+    parameters: dict[str, Any] = {
+        "cluster": target.arn,
+        "taskDefinition": ecs.task_definition_arn,
+        "count": 1,
+        "clientToken": service_token(dispatch.execution_id, ECS_CLIENT_TOKEN_CHARS),
+        "startedBy": "dynacron",
+        "tags": [
+            {"key": TAG_EXECUTION_ID, "value": dispatch.execution_id},
+            {"key": TAG_SCHEDULED_AT, "value": format_instant(dispatch.scheduled_at)},
+            {"key": TAG_TASK_ID, "value": task.task_id},
+        ],
+    }
+    if ecs.launch_type is not None:
+        parameters["launchType"] = ecs.launch_type.value
+    if ecs.platform_version is not None:
+        parameters["platformVersion"] = ecs.platform_version
+    if ecs.group is not None:
+        parameters["group"] = ecs.group
+    if ecs.network is not None:
+        parameters["networkConfiguration"] = {
+            "awsvpcConfiguration": {
+                "subnets": list(ecs.network.subnets),
+                "securityGroups": list(ecs.network.security_groups),
+                "assignPublicIp": "ENABLED" if ecs.network.assign_public_ip else "DISABLED",
+            }
+        }
+    if target.input is not None:
+        parameters["overrides"] = json.loads(call_input(task, dispatch))
+    return parameters
+
+
+def answer_of(call: TargetCall, response: dict[str, Any]) -> DeliveryResult:
+    """A call's answer as the attempt's result: the service's id of what it did, or
+    the failure it reported inside a successful answer."""
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    match call.service:
+        case TargetService.LAMBDA:
+            return _lambda_answer(call, response)
+        case TargetService.SQS | TargetService.SNS:
+            return DeliveryResult.succeeded(status, f"MessageId {response.get('MessageId')}")
+        case TargetService.EVENTBRIDGE:
+            if response.get("FailedEntryCount"):
+                entry = response["Entries"][0]
+                code = entry.get("ErrorCode", "")
+                return DeliveryResult.failed(
+                    _classified(code, entry.get("ErrorMessage", ""), "PutEvents", status), status
+                )
+            return DeliveryResult.succeeded(status, f"EventId {response['Entries'][0]['EventId']}")
+        case TargetService.STEP_FUNCTIONS:
+            return DeliveryResult.succeeded(status, f"executionArn {response.get('executionArn')}")
+        case TargetService.ECS:
+            return _ecs_answer(response, status)
+    raise AssertionError(f"no answer for {call.service}")
+
+
+def _lambda_answer(call: TargetCall, response: dict[str, Any]) -> DeliveryResult:
+    status = response.get("StatusCode")
+    payload = response.get("Payload")
+    text = ""
+    if payload is not None:
+        text = payload.read(MAX_ANSWER_BYTES).decode("utf-8", errors="replace")
+    if response.get("FunctionError"):
+        # The function ran and raised: its answer says why; a later attempt may succeed.
+        return DeliveryResult.failed(
+            AttemptFailure(
+                f"the function failed ({response['FunctionError']}): {readable(text, 500)}"
+            ),
+            status,
+        )
+    if call.parameters["InvocationType"] == InvocationType.EVENT:
+        return DeliveryResult.succeeded(status, "queued for the function")
+    return DeliveryResult.succeeded(status, text or None)
+
+
+def _ecs_answer(response: dict[str, Any], status: int | None) -> DeliveryResult:
+    failures = response.get("failures") or []
+    tasks = response.get("tasks") or []
+    if failures or not tasks:
+        failure = failures[0] if failures else {"reason": "RunTask started no task"}
+        reason = str(failure.get("reason", ""))
+        detail = f": {failure['detail']}" if failure.get("detail") else ""
+        # RESOURCE:* (no capacity now) and AGENT are ECS's own passing states.
+        retryable = reason.startswith(("RESOURCE:", "AGENT")) or not failures
+        return DeliveryResult.failed(
+            AttemptFailure(f"RunTask failed: {reason}{detail}", retryable=retryable), status
+        )
+    return DeliveryResult.succeeded(status, f"taskArn {tasks[0].get('taskArn')}")
+
+
+def failure_of(error: Exception, operation: str) -> AttemptFailure:
+    """What ``operation`` raising ``error`` means for the attempt."""
+    if isinstance(error, ClientError):
+        details = error.response.get("Error", {})
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return _classified(
+            str(details.get("Code", "")), str(details.get("Message", "")), operation, status
+        )
+    if isinstance(error, ConnectTimeoutError | ReadTimeoutError):
+        return AttemptFailure(f"{operation} timed out: {error}")
+    if isinstance(error, ParamValidationError):
+        return AttemptFailure(f"{operation} refused its parameters: {error}", retryable=False)
+    if isinstance(error, ConnectionError | BotoCoreError):
+        return AttemptFailure(f"{operation} could not reach the service: {error}")
+    raise error
+
+
+def _classified(code: str, message: str, operation: str, status: int | None) -> AttemptFailure:
+    said = readable(f"{code}: {message}" if message else code, 500)
+    # SQS names its errors "AWS.SimpleQueueService.RequestThrottled" and the like.
+    short = code.rsplit(".", 1)[-1]
+    if short in THROTTLING_CODES or status == 429:
+        return AttemptFailure(f"{operation} was throttled ({said})")
+    if short in SERVICE_FAILURE_CODES or (status is not None and status >= 500):
+        return AttemptFailure(f"{operation} failed on the service's side ({said})")
+    return AttemptFailure(f"{operation} was refused ({said})", retryable=False)

@@ -1,0 +1,211 @@
+"""Delivery to AWS targets with the caller's role (decision 0047).
+
+For each call the worker acts as the task's ``role_arn``, assumed with STS and an
+external id bound to the task's tenant (``external_id_for``): a tenant cannot
+choose it, so a role whose trust policy names one tenant's external id refuses
+every other tenant. Credentials are kept per (role, tenant) until shortly before
+they expire, with a client per service made on them; at most ``max_roles`` pairs
+are kept (the least recently used goes first).
+
+The call itself is ``target_calls``'; its errors become the outcome classes the
+worker retries, backs off, dead-letters, limits and records as it does an HTTP
+handler's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from dynacron.adapters.delivery.target_calls import answer_of, failure_of, target_call
+from dynacron.domain.clock import Clock
+from dynacron.domain.executions.execution import DeliveryResult, Dispatch
+from dynacron.domain.executions.retry import AttemptFailure
+from dynacron.domain.tasks.targets import TargetService, external_id_for, service_token
+from dynacron.domain.tasks.task import Task
+
+# Credentials are asked for this long, and renewed this long before they end.
+SESSION_SECONDS = 3600
+RENEW_BEFORE = timedelta(minutes=5)
+MAX_ROLES = 512
+# STS's role session name: at most 64 characters.
+SESSION_NAME_CHARS = 64
+SESSION_NAME_PREFIX = "dynacron-"
+
+EMULATOR_CREDENTIALS = {"AccessKeyId": "local", "SecretAccessKey": "local"}
+# boto3 clients by service name, made on one set of credentials.
+ClientFactory = Callable[[str, dict[str, str] | None], Any]
+
+
+def client_factory(region: str, endpoint_url: str | None, timeout_seconds: float) -> ClientFactory:
+    """Clients of ``region`` (at ``endpoint_url``, an emulator's, if given) on the
+    credentials passed, or the process's own when None. One attempt per call,
+    within the handler timeout: retries are the task's policy, not botocore's."""
+    config = Config(
+        connect_timeout=min(5.0, timeout_seconds),
+        read_timeout=timeout_seconds,
+        retries={"total_max_attempts": 1},
+    )
+    lock = threading.Lock()
+    # An emulator (local mode) takes any credentials; the process may have none.
+    own = EMULATOR_CREDENTIALS if endpoint_url is not None else None
+
+    def make(service: str, credentials: dict[str, str] | None) -> Any:
+        credentials = credentials or own
+        # A session per client: boto3's default session is not safe across threads.
+        with lock:
+            session = boto3.session.Session(
+                aws_access_key_id=credentials["AccessKeyId"] if credentials else None,
+                aws_secret_access_key=credentials["SecretAccessKey"] if credentials else None,
+                aws_session_token=credentials.get("SessionToken") if credentials else None,
+                region_name=region,
+            )
+            # A service named at run time: none of the stubs' overloads.
+            return session.client(  # type: ignore[call-overload]
+                service, endpoint_url=endpoint_url, config=config
+            )
+
+    return make
+
+
+@dataclass
+class _Assumed:
+    expires_at: datetime
+    credentials: dict[str, str]
+    clients: dict[str, Any] = field(default_factory=dict)
+
+
+class AssumedRoles:
+    """Clients acting as a role for a tenant; safe to use from several threads."""
+
+    def __init__(
+        self, make_client: ClientFactory, clock: Clock, *, max_roles: int = MAX_ROLES
+    ) -> None:
+        self._make_client = make_client
+        self._clock = clock
+        self._max_roles = max_roles
+        self._sts: Any = None
+        self._held: OrderedDict[tuple[str, str], _Assumed] = OrderedDict()
+        self._lock = threading.Lock()
+        # One lock a (role, tenant), held while its role is assumed: the records of a
+        # batch that start together assume it once.
+        self._assuming: dict[tuple[str, str], threading.Lock] = {}
+
+    def client(self, role_arn: str, tenant_id: str, service: str) -> Any:
+        """A client of ``service`` acting as ``role_arn`` for ``tenant_id``."""
+        key = (role_arn, tenant_id)
+        assumed = self._fresh(key)
+        if assumed is None:
+            with self._lock:
+                assuming = self._assuming.setdefault(key, threading.Lock())
+            with assuming:
+                assumed = self._fresh(key) or self._assume(key)
+        with self._lock:
+            client = assumed.clients.get(service)
+        if client is None:
+            client = self._make_client(service, assumed.credentials)
+            with self._lock:
+                client = assumed.clients.setdefault(service, client)
+        return client
+
+    def _fresh(self, key: tuple[str, str]) -> _Assumed | None:
+        with self._lock:
+            assumed = self._held.get(key)
+            if assumed is None or self._clock.now() >= assumed.expires_at - RENEW_BEFORE:
+                return None
+            self._held.move_to_end(key)
+            return assumed
+
+    def _assume(self, key: tuple[str, str]) -> _Assumed:
+        role_arn, tenant_id = key
+        with self._lock:
+            if self._sts is None:
+                self._sts = self._make_client("sts", None)
+            sts = self._sts
+        answer = sts.assume_role(
+            RoleArn=role_arn,
+            RoleSessionName=session_name(tenant_id),
+            ExternalId=external_id_for(tenant_id),
+            DurationSeconds=SESSION_SECONDS,
+        )
+        credentials = answer["Credentials"]
+        assumed = _Assumed(
+            expires_at=credentials["Expiration"],
+            credentials={
+                name: credentials[name]
+                for name in ("AccessKeyId", "SecretAccessKey", "SessionToken")
+            },
+        )
+        with self._lock:
+            self._held[key] = assumed
+            self._held.move_to_end(key)
+            while len(self._held) > self._max_roles:
+                dropped, _ = self._held.popitem(last=False)
+                self._assuming.pop(dropped, None)
+        return assumed
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+
+def session_name(tenant_id: str) -> str:
+    """The role session's name: the tenant, as CloudTrail shows who acted."""
+    return SESSION_NAME_PREFIX + service_token(
+        tenant_id, SESSION_NAME_CHARS - len(SESSION_NAME_PREFIX)
+    )
+
+
+class TargetDelivery:
+    """Calls a task's AWS target as its role, one call an attempt."""
+
+    def __init__(self, roles: AssumedRoles) -> None:
+        self._roles = roles
+
+    def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
+        target = task.target
+        assert target is not None, "a target delivery needs a target"
+        call = target_call(task, dispatch)
+        try:
+            client = self._roles.client(target.role_arn, task.tenant_id, call.service.client_name)
+        except (ClientError, BotoCoreError) as error:
+            failure = failure_of(error, "AssumeRole")
+            return DeliveryResult.failed(
+                AttemptFailure(
+                    f"could not act as {target.role_arn}: {failure.error} (its trust policy must "
+                    f"let dynacron's worker assume it with external id "
+                    f"{external_id_for(task.tenant_id)!r})",
+                    retryable=failure.retryable,
+                )
+            )
+        operation = _operation_name(call.operation)
+        try:
+            response = getattr(client, call.operation)(**call.parameters)
+        except ClientError as error:
+            if (
+                call.service is TargetService.STEP_FUNCTIONS
+                and error.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists"
+            ):
+                # Named by the execution id: an earlier attempt started it.
+                return DeliveryResult.succeeded(
+                    None, f"execution {call.parameters['name']} was started by an earlier attempt"
+                )
+            return DeliveryResult.failed(
+                failure_of(error, operation),
+                error.response.get("ResponseMetadata", {}).get("HTTPStatusCode"),
+            )
+        except BotoCoreError as error:
+            return DeliveryResult.failed(failure_of(error, operation))
+        return answer_of(call, response)
+
+
+def _operation_name(snake: str) -> str:
+    return "".join(part.capitalize() for part in snake.split("_"))
