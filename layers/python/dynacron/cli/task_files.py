@@ -83,7 +83,7 @@ def tasks_import(
         console.print(f"[red]error:[/red] --state: {error}", soft_wrap=True)
         raise typer.Exit(2) from None
     with _input(file) as (lines, total), _progress(total, dry_run) as advance:
-        if saved is not None:
+        if saved is not None and not dry_run:
             advance(saved.through_line)
         try:
             if dry_run:

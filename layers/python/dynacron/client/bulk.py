@@ -230,7 +230,8 @@ class Importer:
         with ThreadPoolExecutor(self._concurrency, thread_name_prefix="import") as pool:
             running: dict[Future[BatchView | None], Batch] = {}
             for batch in batches:
-                digests[batch.index] = (batch.last, batch.digest_through_last)
+                if self._state is not None:
+                    digests[batch.index] = (batch.last, batch.digest_through_last)
                 running[pool.submit(self._send, batch)] = batch
                 if len(running) >= 2 * self._concurrency:
                     self._settle(running, report, finished, mark, digests, FIRST_COMPLETED)
@@ -305,7 +306,9 @@ class Importer:
         done, _ = wait(running, return_when=when)
         for future in done:
             batch = running.pop(future)
-            finished[batch.index] = self._record(batch, future, report)
+            answered_for_good = self._record(batch, future, report)
+            if self._state is not None:
+                finished[batch.index] = answered_for_good
             self._progress(batch.last - batch.first + 1)
         if self._state is None:
             return
