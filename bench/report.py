@@ -1142,6 +1142,67 @@ def scale_section(result: dict[str, Any]) -> list[str]:
     ]
 
 
+def bulk_import_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """The ``import`` figure of each size: ``dynacron tasks import`` into local mode."""
+    rows, met = [], True
+    for run in runs:
+        figure = run.get("import")
+        if figure is None:
+            continue
+        met = met and figure["tasks_per_second"] >= figure["goal_tasks_per_second"]
+        rows.append(
+            [
+                f"{figure['tasks']:,}",
+                f"{figure['tasks_per_second']:,}",
+                f"{figure['seconds']:,}",
+                f"{figure['local_cpu_seconds'] * 1e6 / figure['tasks']:,.0f}",
+                f"{figure['cli_cpu_seconds'] * 1e6 / figure['tasks']:,.0f}",
+                figure["concurrency"],
+            ]
+        )
+    if not rows:
+        return []
+    goal = runs[0]["import"]["goal_tasks_per_second"]
+    return [
+        "### Import",
+        "",
+        "`dynacron tasks import FILE` (JSON Lines, batches of 100 through `POST /tasks/batch`, "
+        "each line's idempotency key derived from it) into a fresh `dynacron local` "
+        "(SQLite, durability `acknowledged`), the CLI and local mode on the same machine. "
+        f"Goal: {goal:,} tasks/s or more: {verdict(met)}.",
+        "",
+        table(
+            [
+                "tasks",
+                "tasks/s",
+                "seconds",
+                "local mode CPU µs/task",
+                "CLI CPU µs/task",
+                "batches in flight",
+            ],
+            rows,
+        ),
+        "",
+    ]
+
+
+# One function per figure of bench.bulk, each given every size's run.
+BULK_FIGURES = [bulk_import_lines]
+
+
+def bulk_section(result: dict[str, Any]) -> list[str]:
+    lines = [
+        "## 10. Ten million tasks: importing them locally",
+        "",
+        context_line(result),
+        f"This run: `{result.get('command', 'python -m bench.bulk')}`.",
+        "",
+    ]
+    for figure in BULK_FIGURES:
+        lines += figure(result["runs"])
+    return lines
+
+
 def main() -> None:
     sections: list[str] = [
         "# Benchmarks",
@@ -1163,6 +1224,7 @@ def main() -> None:
         ("capacity", capacity_section, "python -m bench.capacity"),
         ("overlap", overlap_section, "python -m bench.overlap"),
         ("scale", scale_section, "python -m bench.scale"),
+        ("bulk", bulk_section, "python -m bench.bulk"),
     ]
     for name, build, command in builders:
         result = load(name)

@@ -22,6 +22,7 @@ BENCHMARKS = (
     "bench.versus_apscheduler",
     "bench.overlap",
     "bench.scale",
+    "bench.bulk",
 )
 
 

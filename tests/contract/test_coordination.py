@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from dynacron.domain.coordination import transitions as coordination
 from dynacron.domain.coordination.create_keys import KEY_LIFETIME, CreateKey, KeyReservation
 from dynacron.domain.coordination.limits import (
     BreakerPolicy,
@@ -324,3 +325,35 @@ def test_create_keys_are_each_tenant_s_own(adapters: AdapterSet) -> None:
         held = changes.reserve_key(keys, tenant, create_key(key), f"task-{number}", START)
         # Then each reservation is its own: none found another's
         assert held.task_id == f"task-{number}", (tenant, key)
+
+
+def test_create_keys_reserved_and_marked_together_answer_each_as_alone(
+    adapters: AdapterSet,
+) -> None:
+    keys = adapters.create_keys
+    taken = create_key("taken")
+    changes.reserve_key(keys, "alice", taken, "task-0", START)
+    fresh = [create_key(f"key-{n}") for n in range(3)]
+    # When a batch's keys are reserved together, one of them already held
+    asked = [*fresh[:2], taken, fresh[2]]
+    answers = keys.apply_returning_each(
+        "alice",
+        [
+            (key.key, coordination.reserve_create_key(key, f"task-{n + 1}", START))
+            for n, key in enumerate(asked)
+        ],
+    )
+    # Then each is answered as alone: the free ones held, the taken one named
+    assert answers == [None, None, KeyReservation("task-0", taken.fingerprint, False), None]
+    # And marked together, each mark as alone: the one held for another task refused
+    marked = keys.apply_each(
+        "alice",
+        [
+            ("key-0", coordination.mark_key_created("task-1")),
+            ("taken", coordination.mark_key_created("task-3")),
+            ("key-2", coordination.mark_key_created("task-4")),
+        ],
+    )
+    assert marked == [True, False, True]
+    assert changes.reserve_key(keys, "alice", fresh[0], "task-9", START).created is True
+    assert changes.reserve_key(keys, "alice", fresh[1], "task-9", START).created is False

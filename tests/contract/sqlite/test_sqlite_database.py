@@ -95,18 +95,39 @@ def synchronous_of_a_write(database: Database) -> int:
 
 
 @pytest.mark.parametrize(
-    ("durability", "acknowledged", "scheduler_s_own"),
-    [("full", 2, 2), ("acknowledged", 2, 1), ("normal", 1, 1)],
+    ("durability", "acknowledged", "scheduler_s_own", "answer_synced"),
+    [("full", 2, 2, False), ("acknowledged", 1, 1, True), ("normal", 1, 1, False)],
 )
-def test_what_each_durability_syncs_at_commit(
-    tmp_path: Path, durability: Durability, acknowledged: int, scheduler_s_own: int
+def test_what_each_durability_syncs(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    durability: Durability,
+    acknowledged: int,
+    scheduler_s_own: int,
+    answer_synced: bool,
 ) -> None:
     database = Database(tmp_path / "dynacron.db", durability=durability)
     database.ensure_schema(SCHEMA)
-    # A change the API acknowledges, then the scheduler's own on the same thread
+    wal = str(tmp_path / "dynacron.db-wal")
+    synced: list[str] = []
+    fsync = os.fsync
+
+    def recording_fsync(descriptor: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{descriptor}"))
+        fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    # Two changes the API acknowledges in one answer: with `acknowledged`, the WAL
+    # is synced once, when the answer is ready, not at each commit
     with database.acknowledging():
         in_answer = synchronous_of_a_write(database)
+        synchronous_of_a_write(database)
+        synced_within = synced.count(wal)
+    synced_by_the_answer = synced.count(wal)
+    # Then the scheduler's own on the same thread, and an answer that wrote nothing
     own = synchronous_of_a_write(database)
+    with database.acknowledging():
+        pass
     # And one on another thread while this one acknowledges: the flag is per thread
     elsewhere: list[int] = []
     with database.acknowledging():
@@ -114,6 +135,8 @@ def test_what_each_durability_syncs_at_commit(
         thread.start()
         thread.join()
     assert (in_answer, own, elsewhere) == (acknowledged, scheduler_s_own, [scheduler_s_own])
+    assert (synced_within, synced_by_the_answer) == (0, int(answer_synced))
+    assert synced.count(wal) == int(answer_synced), "only an answer that wrote is synced"
 
 
 def test_changes_made_at_once_share_a_transaction_and_one_that_fails_is_undone_alone(

@@ -9,7 +9,7 @@ import typer
 from pydantic import ValidationError
 
 from dynacron.api.requests import TaskCreate
-from dynacron.cli import tables
+from dynacron.cli import tables, task_files
 from dynacron.cli.connection import (
     LimitOption,
     TagFilterOption,
@@ -28,6 +28,8 @@ from dynacron.cli.connection import (
 
 tasks_app = typer.Typer(help="Register, inspect and control tasks.", no_args_is_help=True)
 add_connection_options(tasks_app)
+tasks_app.command("import")(task_files.tasks_import)
+tasks_app.command("export")(task_files.tasks_export)
 
 
 @tasks_app.command("create")

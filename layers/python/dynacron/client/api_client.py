@@ -44,6 +44,8 @@ LOCAL_URL = "http://127.0.0.1:8080"
 # A create that got no answer is sent again, with its key, this many times in all.
 CREATE_ATTEMPTS = 3
 CREATE_BACKOFF_SECONDS = 0.5
+# A batch answered with one of these as a whole is sent again, as one with no answer.
+RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -161,7 +163,8 @@ class Client:
         answered by its index (``created``, ``replayed`` or ``refused`` with its
         problem), never raised. Safe to retry, as ``create_task``: each item carries
         an idempotency key (``keys[i]``, else its own ``idempotency_key`` field, else a
-        fresh one), and a batch that got no answer is sent again with the same keys."""
+        fresh one), and a batch that got no answer, or a 429 or 5xx, is sent again with
+        the same keys (backing off: 0.5 s, then 1 s)."""
         if keys is not None and len(keys) != len(bodies):
             raise ValueError(f"{len(keys)} keys for {len(bodies)} tasks")
         items = []
@@ -182,7 +185,11 @@ class Client:
             except ApiUnreachable:
                 if attempt >= CREATE_ATTEMPTS:
                     raise
-            time.sleep(CREATE_BACKOFF_SECONDS * attempt)
+            except ApiError as error:
+                # Throttled, or failed part way: what it stored is under its keys.
+                if error.status not in RETRIED_STATUSES or attempt >= CREATE_ATTEMPTS:
+                    raise
+            time.sleep(CREATE_BACKOFF_SECONDS * 2 ** (attempt - 1))
             attempt += 1
 
     def list_tasks(

@@ -14,6 +14,7 @@ change writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -128,6 +129,19 @@ class CreateKeys(Protocol):
         """As ``apply``, for a reservation (``transitions.reserve_create_key``): None if
         it held; refused, the reservation that holds the key (of two at once, one
         holds it and the other is told what holds it)."""
+        ...
+
+    def apply_each(self, tenant_id: str, changes: Sequence[tuple[str, Transition]]) -> list[bool]:
+        """``apply`` of each ``(key, transition)``, in order: what each answered. A
+        batch create's marks; a store may make them in one transaction."""
+        ...
+
+    def apply_returning_each(
+        self, tenant_id: str, changes: Sequence[tuple[str, Transition]]
+    ) -> list[KeyReservation | None]:
+        """``apply_returning`` of each ``(key, transition)``, in order: what each
+        answered. A batch create's reservations; a store may make them in one
+        transaction."""
         ...
 
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination import transitions as coordination
 from dynacron.domain.coordination.create_keys import (
     BATCH_KEY_FIELD,
@@ -186,6 +187,14 @@ class TaskService:
         ``field`` (``HEADER`` or a batch item's ``BATCH_KEY_FIELD``), if the key came with
         something else, or its task was deleted."""
         held = reserve_key(self.create_keys, tenant_id, key, task_id, now)
+        return self._by_reservation(tenant_id, key, task_id, held, field)
+
+    def _by_reservation(
+        self, tenant_id: str, key: CreateKey, task_id: str, held: KeyReservation, field: str
+    ) -> tuple[str, Task | None]:
+        """``_held_by_key`` once the reservation that holds ``key`` is known."""
+        if held.task_id == task_id and not held.created:
+            return task_id, None  # reserved now, for an id no task has yet
         if held.fingerprint != key.fingerprint:
             raise InvalidRequest(field, _KEY_REUSED[field])
         made = self.tasks.get_owned(tenant_id, held.task_id)
@@ -204,7 +213,7 @@ class TaskService:
         against any concurrent create, and the batch fills at most the places left.
         """
         outcomes: list[BatchOutcome | None] = [None] * len(items)
-        pending: list[tuple[int, Task, BatchItem]] = []
+        checked: list[tuple[int, Task, BatchItem]] = []
         now = to_utc_ms(self.clock.now())
         first_with_key: dict[str, int] = {}
         for index, item in enumerate(items):
@@ -218,8 +227,16 @@ class TaskService:
                 if item.key is not None:
                     first_with_key[item.key.key] = index
                 task = self._checked(tenant_id, item.spec, uuid.uuid4().hex, now)
+                checked.append((index, task, item))
+            except (InvalidRequest, Conflict) as refused:
+                outcomes[index] = BatchOutcome(None, error=refused)
+        # The keys of the items checked are reserved together (one transaction on SQLite).
+        held_by = self._reserve_keys(tenant_id, checked, now)
+        pending: list[tuple[int, Task, BatchItem]] = []
+        for index, task, item in checked:
+            try:
                 if item.key is not None:
-                    task, made = self._keyed(tenant_id, item, task, now)
+                    task, made = self._keyed(tenant_id, item, task, now, held_by[index])
                     if made is not None:
                         outcomes[index] = BatchOutcome(made, replayed=True)
                         continue
@@ -237,17 +254,41 @@ class TaskService:
                 self.quota(tenant_id).max_tasks,
                 new_signing_secret(),
             )
+        marks: list[tuple[str, Transition]] = []
         for (index, task, item), why_not in zip(pending, stored, strict=True):
             outcomes[index] = self._stored(tenant_id, task, item, why_not)
+            if why_not is None and item.key is not None:
+                # Only this task's reservation: one expired and taken since names another.
+                marks.append((item.key.key, coordination.mark_key_created(task.task_id)))
+        if marks:
+            self.create_keys.apply_each(tenant_id, marks)
         return [outcome for outcome in outcomes if outcome is not None]
 
+    def _reserve_keys(
+        self, tenant_id: str, checked: Sequence[tuple[int, Task, BatchItem]], now: datetime
+    ) -> dict[int, KeyReservation]:
+        """Reserve the key of each keyed item for its task's id: by index, the
+        reservation that holds each key (``reserve_key``, for many)."""
+        keyed = [(index, task, item.key) for index, task, item in checked if item.key is not None]
+        reservations = [
+            (key.key, coordination.reserve_create_key(key, task.task_id, now))
+            for _, task, key in keyed
+        ]
+        answers = self.create_keys.apply_returning_each(tenant_id, reservations)
+        return {
+            index: held or KeyReservation(task.task_id, key.fingerprint, created=False)
+            for (index, task, key), held in zip(keyed, answers, strict=True)
+        }
+
     def _keyed(
-        self, tenant_id: str, item: BatchItem, task: Task, now: datetime
+        self, tenant_id: str, item: BatchItem, task: Task, now: datetime, held: KeyReservation
     ) -> tuple[Task, Task | None]:
-        """Reserve the item's key (as ``register_once``): the task to store (with the id
-        the key names), and the task an earlier request made with it, if any."""
+        """The item's key ``held`` (as ``register_once``): the task to store (with the
+        id the key names), and the task an earlier request made with it, if any."""
         assert item.key is not None
-        task_id, made = self._held_by_key(tenant_id, item.key, task.task_id, now, BATCH_KEY_FIELD)
+        task_id, made = self._by_reservation(
+            tenant_id, item.key, task.task_id, held, BATCH_KEY_FIELD
+        )
         if made is not None:
             return task, made
         if task_id != task.task_id:
@@ -259,12 +300,8 @@ class TaskService:
         self, tenant_id: str, task: Task, item: BatchItem, refused: Exception | None
     ) -> BatchOutcome:
         """How storing an item's ``task`` ended: created, replayed (a request with the
-        same key stored it at the same time) or refused."""
+        same key stored it at the same time) or refused. Its key is marked after."""
         if refused is None:
-            if item.key is not None:
-                self.create_keys.apply(
-                    tenant_id, item.key.key, coordination.mark_key_created(task.task_id)
-                )
             return BatchOutcome(task)
         if item.key is not None:
             made = self.tasks.get_owned(tenant_id, task.task_id)

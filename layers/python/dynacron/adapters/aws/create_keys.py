@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.errors import translating
@@ -48,3 +49,13 @@ class DynamoCreateKeys:
             or {}
         )
         return KeyReservation(held["task_id"], held["fingerprint"], bool(held.get("created")))
+
+    def apply_each(self, tenant_id: str, changes: Sequence[tuple[str, Transition]]) -> list[bool]:
+        """``apply`` of each, one conditional write after another (each its own)."""
+        return [self.apply(tenant_id, key, transition) for key, transition in changes]
+
+    def apply_returning_each(
+        self, tenant_id: str, changes: Sequence[tuple[str, Transition]]
+    ) -> list[KeyReservation | None]:
+        """``apply_returning`` of each, one after another."""
+        return [self.apply_returning(tenant_id, key, transition) for key, transition in changes]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.rows import RowTable, carry_out
 from dynacron.adapters.sqlite.schema import COORDINATION
@@ -26,25 +28,46 @@ class SqliteCreateKeys:
 
     def apply(self, tenant_id: str, key: str, transition: Transition) -> bool:
         """``transition`` on the key's row, in one write transaction."""
-        with self._database.write() as connection:
-            return carry_out(connection, _CREATE_KEYS, _key_of(tenant_id, key), transition)
+        return self.apply_each(tenant_id, [(key, transition)])[0]
 
     def apply_returning(
         self, tenant_id: str, key: str, transition: Transition
     ) -> KeyReservation | None:
         """``apply``; refused, the reservation that holds the key (read in the same
         transaction). A reservation first removes the keys expired when it is made."""
-        key_of = _key_of(tenant_id, key)
+        return self.apply_returning_each(tenant_id, [(key, transition)])[0]
+
+    def apply_each(self, tenant_id: str, changes: Sequence[tuple[str, Transition]]) -> list[bool]:
+        """``apply`` of each, all in one write transaction."""
         with self._database.write() as connection:
-            expires_at = transition.sets.get(transitions.EXPIRES_AT)
-            if expires_at is not None:
-                # A reservation runs KEY_LIFETIME from when it is made: that instant.
-                made_at = expires_at - int(KEY_LIFETIME.total_seconds())
-                connection.execute("DELETE FROM create_keys WHERE expires_at <= ?", (made_at,))
-            if carry_out(connection, _CREATE_KEYS, key_of, transition):
-                return None
-            held = _CREATE_KEYS.read(connection, key_of) or {}
-        return KeyReservation(held["task_id"], held["fingerprint"], bool(held["created"]))
+            return [
+                carry_out(connection, _CREATE_KEYS, _key_of(tenant_id, key), transition)
+                for key, transition in changes
+            ]
+
+    def apply_returning_each(
+        self, tenant_id: str, changes: Sequence[tuple[str, Transition]]
+    ) -> list[KeyReservation | None]:
+        """``apply_returning`` of each, all in one write transaction."""
+        answers: list[KeyReservation | None] = []
+        with self._database.write() as connection:
+            swept: set[int] = set()
+            for key, transition in changes:
+                key_of = _key_of(tenant_id, key)
+                expires_at = transition.sets.get(transitions.EXPIRES_AT)
+                if expires_at is not None and expires_at not in swept:
+                    # A reservation runs KEY_LIFETIME from when it is made: that instant.
+                    made_at = expires_at - int(KEY_LIFETIME.total_seconds())
+                    connection.execute("DELETE FROM create_keys WHERE expires_at <= ?", (made_at,))
+                    swept.add(expires_at)
+                if carry_out(connection, _CREATE_KEYS, key_of, transition):
+                    answers.append(None)
+                    continue
+                held = _CREATE_KEYS.read(connection, key_of) or {}
+                answers.append(
+                    KeyReservation(held["task_id"], held["fingerprint"], bool(held["created"]))
+                )
+        return answers
 
 
 def _key_of(tenant_id: str, key: str) -> dict[str, str]:

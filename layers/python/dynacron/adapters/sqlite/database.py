@@ -10,11 +10,14 @@ on DynamoDB. Each thread gets its own connection.
 - ``full``: every commit syncs the WAL (``synchronous=FULL``): it survives a
   process crash and a power loss, at the price of an ``fsync`` per commit.
 - ``acknowledged``: the commits made inside ``acknowledging()`` (local mode: every
-  write of the API, each of which answers a caller) are synced; the others (the
-  scheduler's own claims, begins, ends and sends) are synced at checkpoints
-  (``synchronous=NORMAL``). A process crash loses nothing; a power loss may undo
-  the scheduler's last commits, never one the API acknowledged: the WAL is one
-  sequence, so syncing a commit syncs every commit before it, and what survives
+  write of the API, each of which answers a caller) are synced before the block
+  ends, by one ``fsync`` of the WAL for all of them (a batch create commits two
+  hundred times: a sync each took 0.2 to 2 ms, 40 to 400 ms a batch, the most of
+  its time); the others (the scheduler's own claims, begins, ends and sends) are
+  synced at checkpoints (``synchronous=NORMAL``). A process crash loses nothing; a
+  power loss may undo the scheduler's last commits, never one the API
+  acknowledged: the WAL is one sequence, so syncing it syncs every commit in it
+  (and a checkpoint syncs the WAL before it copies it out), and what survives
   is always the whole state of some earlier moment, which the scheduler recovers
   from as from a crash at that moment (an execution whose end was undone runs
   again, under the same idempotency key). PostgreSQL's ``synchronous_commit =
@@ -236,20 +239,39 @@ class Database:
     @contextmanager
     def acknowledging(self) -> Iterator[None]:
         """The writes of this thread inside are answers to a caller: with
-        ``acknowledged`` durability they are synced at commit."""
-        before = getattr(self._local, "acknowledging", False)
+        ``acknowledged`` durability they are synced before the (outermost) block
+        ends, all at once (``_sync_log``), not one by one at commit."""
+        if getattr(self._local, "acknowledging", False):
+            yield
+            return
         self._local.acknowledging = True
+        self._local.wrote = False
         try:
             yield
         finally:
-            self._local.acknowledging = before
+            self._local.acknowledging = False
+            if self._local.wrote and self.durability == "acknowledged":
+                self._sync_log()
+
+    def _sync_log(self) -> None:
+        """``fsync`` the WAL: every commit in it so far survives a power loss."""
+        try:
+            descriptor = os.open(f"{self.path}-wal", os.O_RDONLY)
+        except FileNotFoundError:
+            return  # no WAL: the last connection checkpointed it, syncing, and closed
+        except OSError as error:
+            raise SqliteUnavailable(f"cannot sync the write-ahead log: {error}") from error
+        try:
+            os.fsync(descriptor)
+        except OSError as error:
+            raise SqliteUnavailable(f"cannot sync the write-ahead log: {error}") from error
+        finally:
+            os.close(descriptor)
 
     def _synchronous(self) -> str:
-        if self.durability == "full":
-            return "FULL"
-        if self.durability == "acknowledged" and getattr(self._local, "acknowledging", False):
-            return "FULL"
-        return "NORMAL"
+        if getattr(self._local, "acknowledging", False):
+            self._local.wrote = True
+        return "FULL" if self.durability == "full" else "NORMAL"
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

@@ -218,6 +218,13 @@ def compile_cron(expression: str, seed: str | None = None) -> CronSpec:
 
     ``seed`` (the task id) resolves ``H``; an expression with ``H`` needs one.
     """
+    # Without an H the seed changes nothing, and the same expression compiles to the
+    # same (immutable) spec: an import of many tasks compiles each expression once.
+    return _compiled(expression, seed if "H" in expression.upper() else None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(expression: str, seed: str | None) -> CronSpec:
     if not expression.isascii():
         raise InvalidSchedule(
             "cron",
