@@ -40,9 +40,13 @@ TASKS = (
 # indexes that use them.
 TASK_COLUMNS_ADDED = (("name_key", "TEXT"),)
 
-# Where a tenant's next-run order puts a task with no next run: after every instant.
+# A tenant's next-run order: a task due to run (in the due index) by its next run, one
+# that is not (paused, completed, set aside) after every instant.
 NO_NEXT_RUN = "~"
-TASK_RUN_ORDER = f"coalesce(next_run_at, '{NO_NEXT_RUN}')"
+TASK_RUN_ORDER = (
+    f"CASE WHEN due_bucket IS NULL THEN '{NO_NEXT_RUN}'"
+    f" ELSE coalesce(next_run_at, '{NO_NEXT_RUN}') END"
+)
 
 TASKS_LISTED = (
     # A tenant's tasks by name: the name key is the normalised name and the task id.
