@@ -32,7 +32,13 @@ def local() -> Iterator[str]:
             port=0,
             shards=2,
             workers=2,
-            api_keys=(("k1", "team-a"), ("k2", "team-b"), ("k3", "team-c"), ("k4", "team-d")),
+            api_keys=(
+                ("k1", "team-a"),
+                ("k2", "team-b"),
+                ("k3", "team-c"),
+                ("k4", "team-d"),
+                ("k5", "team-e"),
+            ),
         )
     ).start()
     yield runtime.api_url
@@ -394,8 +400,8 @@ def test_the_client_previews_a_schedule_and_explains_a_task_s_next_runs(local: s
 
 def test_tasks_found_by_name_from_the_cli_and_the_client(local: str) -> None:
     # Given a tenant's tasks, three of them named alike in different cases
-    target = ["--url", local, "--api-key", "k4"]
-    with dynacron.Client(local, api_key="k4") as client:
+    target = ["--url", local, "--api-key", "k5"]
+    with dynacron.Client(local, api_key="k5") as client:
         for name in ("Backup nightly", "backup Hourly", "BACKUPS", "report", "zeta"):
             client.create_task(rate="1 hour", handler_url=HOOK, name=name)
 
