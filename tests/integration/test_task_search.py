@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from dynacron.adapters.aws.task_listing import backfill_name_keys
 from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.definitions.resources import NAME_INDEX, TASKS
 from dynacron.domain.clock import SettableClock
@@ -162,3 +163,30 @@ def test_a_claim_leaves_the_name_index_entry_as_it_was(
     assert {k: after[k] for k in keys} == {k: before[k] for k in keys}
     assert NAME_INDEX in TASKS.indexes
     assert NAME_INDEX.projection == "KEYS_ONLY"
+
+
+def test_tasks_written_before_the_name_index_are_found_after_the_backfill(
+    system: Dynacron, aws: tuple[Any, Any]
+) -> None:
+    # Given tasks whose items predate the name index (no name key), and a newer one
+    client, table = aws[0], system.settings.tasks_table
+    old = [create(system, f"Legacy {n}") for n in range(3)]
+    for task_id in old:
+        client.update_item(
+            TableName=table,
+            Key={"task_id": {"S": task_id}},
+            UpdateExpression="REMOVE #key",
+            ExpressionAttributeNames={"#key": NAME_INDEX.sort_key.name},
+        )
+    create(system, "Legacy new")
+    assert listed(system, name_prefix="legacy") == ["Legacy new"]
+    # When the backfill runs (twice: the second finds nothing left to do)
+    assert backfill_name_keys(client, table, page_size=2) == 3
+    assert backfill_name_keys(client, table) == 0
+    # Then every one is found by name
+    assert listed(system, name_prefix="legacy") == [
+        "Legacy 0",
+        "Legacy 1",
+        "Legacy 2",
+        "Legacy new",
+    ]

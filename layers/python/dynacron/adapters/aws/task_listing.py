@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.items import PartitionQuery, QueryFilter, filtered_query_page, query_page
 from dynacron.definitions.resources import NAME_INDEX, TAGS_ATTRIBUTE, TENANT_INDEX
-from dynacron.domain.tasks.listing import normalised_name
+from dynacron.domain.tasks.listing import name_key, normalised_name
 from dynacron.domain.tasks.tags import TagFilter
 from dynacron.ports import Page
 
@@ -97,3 +97,50 @@ def _tags_filter(tags: tuple[TagFilter, ...]) -> QueryFilter:
             values[f":tag{number}"] = tag.value
             terms.append(f"{path} = :tag{number}")
     return QueryFilter(" AND ".join(terms), names, values)
+
+
+def backfill_name_keys(client: DynamoDBClient, table: str, *, page_size: int = 500) -> int:
+    """Give every task item written before the name index its name key, so that the
+    index lists it; returns how many were given one. Run once after the deploy that
+    adds the index (decision 0045): a Scan of the table, and one conditional update
+    per item that lacks the key (which a create or PATCH in between leaves alone:
+    the condition names the name it was computed from).
+    """
+    names = {"#key": NAME_INDEX.sort_key.name, "#name": "name"}
+    given = 0
+    start: dict[str, Any] | None = None
+    while True:
+        scan: dict[str, Any] = {
+            "TableName": table,
+            "FilterExpression": "attribute_not_exists(#key)",
+            "ProjectionExpression": "task_id, #name",
+            "ExpressionAttributeNames": names,
+            "Limit": page_size,
+        }
+        if start is not None:
+            scan["ExclusiveStartKey"] = start
+        response = client.scan(**scan)
+        for item in response.get("Items", []):
+            task_id = _task_id_of(item)
+            name = item.get("name", {}).get("S")
+            condition = "attribute_not_exists(#key) AND " + (
+                "#name = :name" if name is not None else "attribute_not_exists(#name)"
+            )
+            values: dict[str, Any] = {":key": {"S": name_key(name or task_id, task_id)}}
+            if name is not None:
+                values[":name"] = {"S": name}
+            try:
+                client.update_item(
+                    TableName=table,
+                    Key={"task_id": {"S": task_id}},
+                    UpdateExpression="SET #key = :key",
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=values,
+                )
+            except client.exceptions.ConditionalCheckFailedException:
+                continue  # changed meanwhile: its writer gave it its key
+            given += 1
+        start = response.get("LastEvaluatedKey")
+        if start is None:
+            return given
