@@ -121,9 +121,9 @@ def dynamodb_page_cost(page_size: int = 50) -> dict[str, Any]:
     """One page of ``GET /tasks?name_prefix=`` on moto, metered: the keys-only name
     index's Query, then the page's items in one eventually consistent BatchGetItem."""
     from bench.cost import fresh_bench, register
+    from bench.loopback import Sink
     from bench.meter import summarise
     from dynacron.domain.tasks.listing import TaskListing
-    from tests.support import Sink
 
     sink = Sink().start()
     try:
