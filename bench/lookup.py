@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -25,9 +26,12 @@ from typing import Any
 
 import httpx
 
+from dynacron.adapters.sqlite.tasks import _tags_condition
 from dynacron.api.requests import TaskCreate
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT, TenantQuota
+from dynacron.domain.tasks.tags import parse_tag_filter
 from dynacron.local.runtime import LocalOptions, LocalRuntime
+from dynacron.local.stores import DATABASE_FILE
 from dynacron.services.tasks import BatchItem
 
 SIZES = (100_000, 1_000_000)
@@ -89,6 +93,30 @@ def _timed(client: httpx.Client, url: str, params: dict[str, str]) -> dict[str, 
     }
 
 
+def _whole_tenant_tag_scan(data_dir: Path) -> dict[str, Any]:
+    """The rare tag found as ``GET /tasks?tag=`` found it before decision 0045: the
+    tenant's tasks in creation order, each record's tags read, on the same file."""
+    where, parameters = _tags_condition((parse_tag_filter("team:rare"),)) or ("1", ())
+    query = (
+        "SELECT task_id FROM tasks WHERE tenant_id = ? AND "
+        f"({where}) ORDER BY created_at, task_id LIMIT 51"
+    )
+    connection = sqlite3.connect(data_dir / DATABASE_FILE)
+    seconds = []
+    try:
+        for _ in range(3):
+            began = time.perf_counter()
+            found = connection.execute(query, (DEFAULT_TENANT, *parameters)).fetchall()
+            seconds.append(time.perf_counter() - began)
+    finally:
+        connection.close()
+    return {
+        "median_s": round(statistics.median(seconds), 4),
+        "max_s": round(max(seconds), 4),
+        "found": len(found),
+    }
+
+
 def local_lookup(size: int) -> dict[str, Any]:
     """The lookups of one local mode holding ``size`` tasks."""
     with tempfile.TemporaryDirectory() as data_dir:
@@ -110,6 +138,8 @@ def local_lookup(size: int) -> dict[str, Any]:
                     "sort_next_run": _timed(client, url, {"sort": "next_run_at", "limit": "50"}),
                     "first_page": _timed(client, url, {"limit": "50"}),
                 }
+            # Side by side, in the same run: the same rare tag read the old way
+            lookups["tag_rare_whole_tenant_before"] = _whole_tenant_tag_scan(Path(data_dir))
         finally:
             runtime.stop()
     assert lookups["name_prefix"]["first"] == "Needle in the stack", lookups
