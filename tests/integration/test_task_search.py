@@ -190,3 +190,31 @@ def test_tasks_written_before_the_name_index_are_found_after_the_backfill(
         "Legacy 2",
         "Legacy new",
     ]
+
+
+def test_a_page_of_long_names_in_any_script_gives_a_token_the_api_takes(build: Build) -> None:
+    system = build()
+    # Given tasks whose names are as long as allowed, in characters outside the Basic
+    # Multilingual Plane (each escaped as 12 characters in a token's JSON)
+    smile = "\U0001f600"
+    names = [smile * 199 + str(n) for n in range(3)]
+    for name in names:
+        create(system, name)
+    # When they are listed by a long prefix a task at a time, Then each page's token
+    # is taken and every task comes once (they differ past the name key's 600 bytes,
+    # where names tie and go by task id)
+    pairs = {"name_prefix": smile * 150, "limit": "1"}
+    found, token, longest = [], None, 0
+    while True:
+        query = urlencode({**pairs, **({"next_token": token} if token else {})})
+        status, page = call(system, "GET", "/tasks?" + query)
+        assert status == 200, page
+        found += [task["name"] for task in page["items"]]
+        if not (token := page["next_token"]):
+            break
+        longest = max(longest, len(token))
+    assert sorted(found) == names
+    assert longest > 2048  # (what the API took at most before)
+    # and NFKC reads the mathematical script A as a plain one
+    create(system, "\U0001d49c" * 3 + "z")
+    assert listed(system, name_prefix="AAA") == ["\U0001d49c" * 3 + "z"]

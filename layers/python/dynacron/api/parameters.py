@@ -23,7 +23,9 @@ CreateKeyHeader = Annotated[
     ),
 ]
 PageLimit = Annotated[int, Query(ge=1, le=100, description="Items per page")]
-PageToken = Annotated[str | None, Query(max_length=2048, description="From the previous page")]
+# Room for a page's last key holding a long name (a name index key of up to 600
+# bytes of folded name, each character escaped in the token's JSON).
+PageToken = Annotated[str | None, Query(max_length=4096, description="From the previous page")]
 # An array, never null: a query parameter is absent or given, and a "null" form
 # lets a fuzzer send a lone string it deems invalid that reads as a valid array.
 TagFilters = Annotated[

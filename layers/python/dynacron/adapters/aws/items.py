@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -220,8 +221,12 @@ def filtered_query_page(
 
 def _listing(query: PartitionQuery) -> str:
     listing = f"{query.table}/{query.index.name if query.index else ''}"
-    # A prefix's token resumes that prefix's listing only.
-    return listing if query.sort_prefix is None else f"{listing}/{query.sort_prefix}"
+    if query.sort_prefix is None:
+        return listing
+    # A prefix's token resumes that prefix's listing only (named by a digest: a
+    # prefix may be long, and the token must stay within what the API accepts).
+    digest = hashlib.sha256(query.sort_prefix.encode()).hexdigest()[:16]
+    return f"{listing}/{digest}"
 
 
 def _query_request(query: PartitionQuery, token: str | None) -> dict[str, Any]:
