@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.harness import ConsoleServer, console_server, unique
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.system, pytest.mark.browser]
 
@@ -146,3 +147,23 @@ def test_the_tag_filter_and_the_sorts_go_through_the_api(
     # A status the tagged tasks do not have: none
     page.get_by_label("Status").select_option("PAUSED")
     expect(page.locator("#tasks-table tbody")).to_contain_text("No task matches these filters.")
+
+
+def test_an_execution_across_tasks_is_named_whatever_the_number_of_tasks(
+    crowded_page: Page, crowded: ConsoleServer
+) -> None:
+    page = crowded_page
+    # Given, after the thousands, a task whose handler answers 500, tried once
+    task = crowded.register(
+        name=unique("ledger-sync"),
+        handler_url=f"{crowded.failing.url}/sync",
+        retry={"max_attempts": 1},
+    )
+    execution_id = crowded.call("POST", f"/tasks/{task['task_id']}/trigger", {})["execution_id"]
+    assert wait_until(
+        lambda: crowded.call("GET", f"/executions/{execution_id}")["dead_lettered_at"], 20
+    )
+    # Then the executions page names its task (read by id, not from a first page of tasks)
+    page.goto("/console/executions?status=FAILED")
+    row = page.locator(f'tr[data-execution-id="{execution_id}"]')
+    expect(row.get_by_role("link", name=task["name"])).to_be_visible()
