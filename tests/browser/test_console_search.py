@@ -167,3 +167,32 @@ def test_an_execution_across_tasks_is_named_whatever_the_number_of_tasks(
     page.goto("/console/executions?status=FAILED")
     row = page.locator(f'tr[data-execution-id="{execution_id}"]')
     expect(row.get_by_role("link", name=task["name"])).to_be_visible()
+
+
+def test_a_task_to_run_after_is_found_by_name_among_thousands(
+    crowded_page: Page, crowded: ConsoleServer
+) -> None:
+    page = crowded_page
+    # Given, after the thousands, the task a new one is to follow
+    upstream = crowded.register(name=unique("zz-warehouse-load"))
+    page.goto("/console/tasks/new")
+    name = unique("after-load")
+    page.get_by_label("Name", exact=True).fill(name)
+    page.get_by_label("Handler URL").fill(f"{crowded.ok.url}/report")
+    page.get_by_label("After another task").check()
+    # When the person searches it by the start of its name, in another case
+    page.get_by_label("Find the task by name").fill(upstream["name"][:14].upper())
+    choice = f"{upstream['name']} ({upstream['task_id'][:8]})"
+    expect(page.get_by_label("After task").locator("option")).to_have_count(2)
+    page.get_by_label("After task").select_option(label=choice)
+    page.get_by_role("button", name="Create task").click()
+    # Then the new task runs after it
+    expect(page.get_by_role("heading", level=1)).to_have_text(name)
+    task_id = page.url.rstrip("/").rsplit("/", 1)[1]
+    assert crowded.call("GET", f"/tasks/{task_id}")["schedule"] == {
+        "kind": "after",
+        "expression": upstream["task_id"],
+    }
+    # And editing it offers the task it follows, though not among the first by name
+    page.goto(f"/console/tasks/{task_id}/edit")
+    expect(page.get_by_label("After task")).to_have_value(upstream["task_id"])
