@@ -26,6 +26,7 @@ from dynacron.definitions.resources import (
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     EXECUTIONS,
+    NAME_INDEX,
     TASKS,
     TENANT_INDEX,
 )
@@ -106,10 +107,15 @@ class Api(Construct):
         tasks, executions = storage.table(TASKS), storage.table(EXECUTIONS)
         # Creates and deletes are transactions with the tenant's record (its task
         # count and signing secrets) in the coordination table; lists query the
-        # tenant index. Reads, puts and updates of tasks (an ``after`` marks its
-        # upstream: transitions.mark_has_dependents) are allow_follow_ups' below.
+        # tenant index, or the name index by name. Reads, puts and updates of tasks
+        # (an ``after`` marks its upstream: transitions.mark_has_dependents) are
+        # allow_follow_ups' below.
         allow(self.function, ["dynamodb:DeleteItem"], [tasks.table_arn])
-        allow(self.function, ["dynamodb:Query"], [index_arn(tasks, TENANT_INDEX)])
+        allow(
+            self.function,
+            ["dynamodb:Query"],
+            [index_arn(tasks, TENANT_INDEX), index_arn(tasks, NAME_INDEX)],
+        )
         allow(
             self.function,
             ["dynamodb:GetItem", "dynamodb:UpdateItem"],

@@ -14,6 +14,7 @@ from dynacron.definitions.resources import (
     DUE_INDEX,
     EXECUTIONS,
     LIMIT_KEY_PREFIXES,
+    NAME_INDEX,
     QUEUES,
     TABLES,
     TASKS,
@@ -115,7 +116,12 @@ def test_every_table_has_the_keys_and_indexes_of_its_definition(
 def test_tasks_are_indexed_by_due_time_and_by_tenant(template: dict[str, Any]) -> None:
     tasks = resources_of(template, "AWS::DynamoDB::Table")[referenced(template, TASKS)]
     indexes = {i["IndexName"]: i for i in tasks["GlobalSecondaryIndexes"]}
-    assert set(indexes) == {DUE_INDEX.name, TENANT_INDEX.name, DEPENDENTS_INDEX.name}
+    assert set(indexes) == {
+        DUE_INDEX.name,
+        TENANT_INDEX.name,
+        DEPENDENTS_INDEX.name,
+        NAME_INDEX.name,
+    }
     keys = {name: [k["AttributeName"] for k in i["KeySchema"]] for name, i in indexes.items()}
     assert keys[DUE_INDEX.name] == ["due_bucket", "next_run_at"]
     assert indexes[DUE_INDEX.name]["Projection"]["ProjectionType"] == "KEYS_ONLY"
@@ -127,6 +133,9 @@ def test_tasks_are_indexed_by_due_time_and_by_tenant(template: dict[str, Any]) -
         "NonKeyAttributes": ["tags"],
     }
     assert keys[DEPENDENTS_INDEX.name] == ["after_task_id", "task_id"]
+    # by name: keys only, so a claim (which never changes the name) writes nothing there
+    assert keys[NAME_INDEX.name] == ["tenant_id", "name_key"]
+    assert indexes[NAME_INDEX.name]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
 
 
 def test_tables_expire_records_recover_to_a_point_in_time_and_cost_nothing_idle(
@@ -718,6 +727,7 @@ EXPECTED_ACCESS = {
             "dynamodb:UpdateItem",
         },
         "Tasks/index/tenant-index": {"dynamodb:Query"},
+        "Tasks/index/name-index": {"dynamodb:Query"},
         "Coordination": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
         "Executions": {
             "dynamodb:Query",

@@ -255,8 +255,16 @@ def test_the_document_states_the_bounds_the_api_enforces(system: Dynacron) -> No
 @pytest.mark.parametrize(
     ("target", "field", "takes"),
     [
-        ("/tasks?tags=env:prod", "tags", "GET /tasks (it takes limit, next_token, tag)"),
-        ("/tasks?tag=env&Tag=env", "Tag", "(it takes limit, next_token, tag)"),
+        (
+            "/tasks?tags=env:prod",
+            "tags",
+            "GET /tasks (it takes kind, limit, name_prefix, next_token, order, sort, status, tag)",
+        ),
+        (
+            "/tasks?tag=env&Tag=env",
+            "Tag",
+            "(it takes kind, limit, name_prefix, next_token, order, sort, status, tag)",
+        ),
         ("/tenant?verbose=1", "verbose", "GET /tenant (it takes none)"),
     ],
 )

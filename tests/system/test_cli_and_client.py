@@ -32,7 +32,13 @@ def local() -> Iterator[str]:
             port=0,
             shards=2,
             workers=2,
-            api_keys=(("k1", "team-a"), ("k2", "team-b"), ("k3", "team-c"), ("k4", "team-d")),
+            api_keys=(
+                ("k1", "team-a"),
+                ("k2", "team-b"),
+                ("k3", "team-c"),
+                ("k4", "team-d"),
+                ("k5", "team-e"),
+            ),
         )
     ).start()
     yield runtime.api_url
@@ -390,3 +396,34 @@ def test_the_client_previews_a_schedule_and_explains_a_task_s_next_runs(local: s
         assert upcoming.explanation == preview.explanation
         assert upcoming.dst_transitions == preview.dst_transitions
         client.delete_task(task.task_id)
+
+
+def test_tasks_found_by_name_from_the_cli_and_the_client(local: str) -> None:
+    # Given a tenant's tasks, three of them named alike in different cases
+    target = ["--url", local, "--api-key", "k5"]
+    with dynacron.Client(local, api_key="k5") as client:
+        for name in ("Backup nightly", "backup Hourly", "BACKUPS", "report", "zeta"):
+            client.create_task(rate="1 hour", handler_url=HOOK, name=name)
+
+        # Then the client finds them by prefix, in name order, either way
+        def names(**listing: Any) -> list[str]:
+            return [t.name for t in client.list_tasks(**listing).items]
+
+        assert names(name_prefix="BACKUP") == ["backup Hourly", "Backup nightly", "BACKUPS"]
+        assert names(name_prefix="backup n") == ["Backup nightly"]
+        assert names(sort="name", order="desc")[:2] == ["zeta", "report"]
+        assert [t.name for t in client.iter_tasks(name_prefix="backups")] == ["BACKUPS"]
+        assert names(status="PAUSED") == []
+
+    # And so does the CLI, with --name, --sort and --desc
+    def listed(*flags: str) -> list[str]:
+        return [t["name"] for t in cli("tasks", *target, "--json", "list", *flags)["items"]]
+
+    assert listed("--name", "backup") == ["backup Hourly", "Backup nightly", "BACKUPS"]
+    assert listed("--name", "backup", "--desc", "--limit", "2") == ["BACKUPS", "Backup nightly"]
+    assert listed("--sort", "name")[-1] == "zeta"
+    assert len(listed("--sort", "next_run_at", "--status", "ACTIVE")) == 5
+    # A combination the API does not offer is its 422, naming the parameter
+    result = runner.invoke(app, ["tasks", *target, "list", "--name", "b", "--sort", "created_at"])
+    assert result.exit_code == 1
+    assert "sort:" in result.output

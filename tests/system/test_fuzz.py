@@ -60,6 +60,8 @@ DOCUMENT_CANNOT_STATE = {
     "handler": "that a Python handler of that name is registered in this process",
     "retry.max_delay_seconds": "at least base_delay_seconds: JSON Schema compares no two fields",
     "next_token": "opaque: only the API knows which tokens it issued",
+    "sort": "name only with name_prefix (a rule between two parameters), and "
+    "next_run_at not on DynamoDB (the deployment's store): GET /tasks",
     "since": "an instant's grammar, and not after until (GET /executions)",
     "until": "an instant's grammar (GET /executions)",
     "from": "an instant's grammar",

@@ -41,6 +41,24 @@ _PROBLEM_DESCRIPTIONS = {
 _COMMON = (400, 401, 403, 413, 415, 422, 429, 503)
 
 
+# GET /tasks: which filters and orders go together, on which store (decision 0045).
+TASK_LISTING_DESCRIPTION = """A page of the tenant's tasks. Follow next_token until it is absent:
+a filtered page may hold fewer than limit tasks, even none.
+
+Orders and the filters each combines with:
+
+| sort | reads | tag | status, kind | name_prefix | DynamoDB | local (SQLite) |
+|---|---|---|---|---|---|---|
+| created_at (default) | the tenant index | yes (on the index) | yes | no (422) | yes | yes |
+| name (default with name_prefix) | the name index | yes | yes | yes | yes | yes |
+| next_run_at | by next run | yes | yes | no (422) | no (422) | yes |
+
+order=desc reverses any of them. On DynamoDB no index orders a tenant's tasks by
+next run (one would be rewritten by every fire): sort=next_run_at is refused there with a
+422 naming sort. On SQLite a tag filter reads the tasks that have the tag, not the
+whole tenant. A combination refused is answered 422 with the parameter to change."""
+
+
 _RETRY_AFTER: OpenAPIResponseHeader = {
     "description": "Seconds until this tenant may send again",
     "schema": {"type": "integer", "minimum": 1},

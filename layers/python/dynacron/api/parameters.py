@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 
 from dynacron.domain.coordination.create_keys import KEY_PATTERN, MAX_KEY_LENGTH
+from dynacron.domain.tasks.listing import MAX_NAME_PREFIX
 from dynacron.domain.tasks.tags import FILTER_PATTERN, FILTER_RULE, MAX_TAG_FILTERS
 
 CreateKeyHeader = Annotated[
@@ -22,7 +23,9 @@ CreateKeyHeader = Annotated[
     ),
 ]
 PageLimit = Annotated[int, Query(ge=1, le=100, description="Items per page")]
-PageToken = Annotated[str | None, Query(max_length=2048, description="From the previous page")]
+# Room for a page's last key holding a long name (a name index key of up to 600
+# bytes of folded name, each character escaped in the token's JSON).
+PageToken = Annotated[str | None, Query(max_length=4096, description="From the previous page")]
 # An array, never null: a query parameter is absent or given, and a "null" form
 # lets a fuzzer send a lone string it deems invalid that reads as a valid array.
 TagFilters = Annotated[
@@ -35,6 +38,34 @@ TagFilters = Annotated[
             "maxItems": MAX_TAG_FILTERS,
         },
     ),
+]
+NamePrefix = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_NAME_PREFIX,
+        description="Only tasks whose name starts with this, case-insensitively (Unicode "
+        "case folding: 'Straße' matches 'STRASSE'); listed by name",
+    ),
+]
+ListingSort = Annotated[
+    Literal["created_at", "name", "next_run_at"] | None,
+    Query(
+        description="The order: created_at (the default), name (the default with "
+        "name_prefix, and the only order with it), or next_run_at (tasks without a next "
+        "run last; local mode only: see the operation's description)",
+    ),
+]
+ListingOrder = Annotated[
+    Literal["asc", "desc"], Query(description="Ascending (the default) or descending")
+]
+ListedTaskStatus = Annotated[
+    Literal["ACTIVE", "PAUSED", "COMPLETED", "ERROR"] | None,
+    Query(description="Only tasks in this status"),
+]
+ListedScheduleKind = Annotated[
+    Literal["cron", "rate", "at", "fixed_delay", "after"] | None,
+    Query(description="Only tasks whose schedule is of this kind"),
 ]
 PreviewCount = Annotated[int, Query(ge=1, le=100, description="How many occurrences")]
 ForecastHours = Annotated[int, Query(ge=1, le=24, description="Hours ahead to count")]

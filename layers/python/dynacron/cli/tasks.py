@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -101,19 +102,61 @@ def tasks_update(
     answer(ctx, lambda client: client.patch_task(task_id, **changes), tables.tasks)
 
 
+class ListingSort(StrEnum):
+    """``dynacron tasks list --sort``: GET /tasks's orders."""
+
+    CREATED_AT = "created_at"
+    NAME = "name"
+    NEXT_RUN_AT = "next_run_at"
+
+
+class TaskStatusChoice(StrEnum):
+    """``dynacron tasks list --status``."""
+
+    ACTIVE = "ACTIVE"
+    PAUSED = "PAUSED"
+    COMPLETED = "COMPLETED"
+    ERROR = "ERROR"
+
+
 @tasks_app.command("list")
 def tasks_list(
     ctx: typer.Context,
     limit: LimitOption = 50,
     next_token: TokenOption = None,
     tag: TagFilterOption = None,
+    name: Annotated[
+        str | None,
+        typer.Option("--name", help="Only tasks whose name starts with this (any case), by name"),
+    ] = None,
+    sort: Annotated[
+        ListingSort | None,
+        typer.Option(help="created_at (default), name, or next_run_at (local mode only)"),
+    ] = None,
+    desc: Annotated[bool, typer.Option("--desc", help="Newest, last or Z first")] = False,
+    status: Annotated[
+        TaskStatusChoice | None, typer.Option(help="Only tasks in this status")
+    ] = None,
 ) -> None:
     """Your tasks, oldest first, one page at a time; with --tag, those with every tag
-    given (a page may then hold fewer than --limit: follow --next-token)."""
+    given, with --name those whose name starts with it (a filtered page may hold fewer
+    than --limit: follow --next-token)."""
     filters = [
         key if value is None else f"{key}:{value}" for key, value in map(split_tag, tag or [])
     ]
-    answer(ctx, lambda client: client.list_tasks(limit, next_token, tag=filters), tables.tasks)
+    answer(
+        ctx,
+        lambda client: client.list_tasks(
+            limit,
+            next_token,
+            tag=filters,
+            name_prefix=name,
+            sort=sort.value if sort else None,
+            order="desc" if desc else None,
+            status=status.value if status else None,
+        ),
+        tables.tasks,
+    )
 
 
 @tasks_app.command("get")

@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -199,12 +199,28 @@ class Client:
         *,
         tag: str | Sequence[str] | None = None,
         tags: Mapping[str, str | None] | None = None,
+        name_prefix: str | None = None,
+        sort: Literal["created_at", "name", "next_run_at"] | None = None,
+        order: Literal["asc", "desc"] | None = None,
+        status: str | None = None,
+        kind: str | None = None,
     ) -> TaskPage:
         """One page of the caller's tasks, oldest first. ``tag`` (``"key:value"`` or
         ``"key"``, one or several) and ``tags`` (``{key: value}``, ``None`` for any
         value) keep the tasks that match every filter given; a filtered page may
-        hold fewer than ``limit`` tasks, so follow ``next_token`` (or ``iter_tasks``)."""
+        hold fewer than ``limit`` tasks, so follow ``next_token`` (or ``iter_tasks``).
+        ``name_prefix`` keeps the tasks whose name starts with it (case-insensitive),
+        in name order; ``sort``, ``order``, ``status`` and ``kind`` are ``GET /tasks``'s
+        (the API refuses, 422, a combination its store does not offer)."""
         params = [*_page(limit, next_token).items(), *(("tag", f) for f in _filters(tag, tags))]
+        listing = {
+            "name_prefix": name_prefix,
+            "sort": sort,
+            "order": order,
+            "status": status,
+            "kind": kind,
+        }
+        params += [(name, value) for name, value in listing.items() if value is not None]
         return self._call(TaskPage, "GET", "/tasks", params=params)
 
     def iter_tasks(
@@ -212,12 +228,16 @@ class Client:
         *,
         tag: str | Sequence[str] | None = None,
         tags: Mapping[str, str | None] | None = None,
+        name_prefix: str | None = None,
+        sort: Literal["created_at", "name", "next_run_at"] | None = None,
     ) -> Iterator[TaskView]:
         """Every task of the caller's tenant (matching the filters, as ``list_tasks``),
         page after page."""
         token: str | None = None
         while True:
-            page = self.list_tasks(100, token, tag=tag, tags=tags)
+            page = self.list_tasks(
+                100, token, tag=tag, tags=tags, name_prefix=name_prefix, sort=sort
+            )
             yield from page.items
             if not (token := page.next_token):
                 return

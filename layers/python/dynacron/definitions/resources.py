@@ -89,6 +89,18 @@ TENANT_INDEX = IndexDefinition(
     non_key_attributes=(TAGS_ATTRIBUTE,),
 )
 
+# A tenant's tasks by name (``GET /tasks?name_prefix=``, ``sort=name``): the sort
+# key is the normalised name and the task id (``domain.tasks.listing``), so a
+# case-insensitive prefix is one key range. Keys only, and the name key changes
+# only when the name does (create, PATCH), never on a claim: a fire writes
+# nothing here (decision 0045). A page's tasks are read with one BatchGetItem.
+NAME_INDEX = IndexDefinition(
+    name="name-index",
+    partition_key=Key("tenant_id"),
+    sort_key=Key("name_key"),
+    projection="KEYS_ONLY",
+)
+
 # Sparse: only tasks that run after another (``after``) carry ``after_task_id``;
 # an upstream success asks it "who follows this task?" with one Query.
 DEPENDENTS_INDEX = IndexDefinition(
@@ -103,7 +115,7 @@ TASKS = TableDefinition(
     suffix="tasks",
     env_var="DYNACRON_TASKS_TABLE",
     partition_key=Key("task_id"),
-    indexes=(DUE_INDEX, TENANT_INDEX, DEPENDENTS_INDEX),
+    indexes=(DUE_INDEX, TENANT_INDEX, DEPENDENTS_INDEX, NAME_INDEX),
 )
 
 # Sparse: only executions with a pending obligation that no SQS message guards

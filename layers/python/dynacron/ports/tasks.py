@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dynacron.domain.conditions import Transition
+from dynacron.domain.tasks.listing import ALL_TASKS, TaskListing
 from dynacron.domain.tasks.tags import TagFilter
 from dynacron.domain.tasks.task import DuePlacement, Task
 from dynacron.domain.tasks.transitions import Replacement
@@ -109,11 +110,14 @@ class OwnedTasks(Protocol):
         limit: int,
         token: str | None,
         tags: tuple[TagFilter, ...] = (),
+        listing: TaskListing = ALL_TASKS,
     ) -> Page[Task]:
-        """One page of the tenant's tasks, oldest first; with ``tags``, those matching
-        every filter only. A filtered page may hold fewer than ``limit`` tasks, even
-        none, with a ``next_token`` to go on from: a store bounds the work of one page.
-        ``InvalidRequest`` for a token not of this tenant's listing."""
+        """One page of the tenant's tasks, oldest first (or in ``listing``'s order);
+        with ``tags`` and ``listing``'s filters, those matching every one only. A
+        filtered page may hold fewer than ``limit`` tasks, even none, with a
+        ``next_token`` to go on from: a store bounds the work of one page.
+        ``InvalidRequest`` for a token not of this tenant's listing, and for a
+        listing the store does not offer (naming what it does)."""
         ...
 
     def delete_owned(self, tenant_id: str, task_id: str) -> bool:

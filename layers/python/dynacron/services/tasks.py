@@ -41,6 +41,7 @@ from dynacron.domain.schedules.expressions import (
 from dynacron.domain.schedules.previews import SchedulePreview, preview, preview_registration
 from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.changes import TaskChanges, apply_changes
+from dynacron.domain.tasks.listing import ALL_TASKS, TaskListing
 from dynacron.domain.tasks.specs import (
     ScheduleSpec,
     TaskSpec,
@@ -537,12 +538,17 @@ class TaskService:
         return task
 
     def page(
-        self, tenant_id: str, limit: int, token: str | None, tags: tuple[TagFilter, ...] = ()
+        self,
+        tenant_id: str,
+        limit: int,
+        token: str | None,
+        tags: tuple[TagFilter, ...] = (),
+        listing: TaskListing = ALL_TASKS,
     ) -> Page[Task]:
-        """One page of the tenant's tasks, oldest first; with ``tags``, only those that
-        match every filter (a page may then hold fewer than ``limit``: follow
-        ``next_token`` until it is None)."""
-        return self.tasks.page_owned(tenant_id, limit, token, tags)
+        """One page of the tenant's tasks, oldest first (or in ``listing``'s order);
+        with ``tags`` or ``listing``'s filters, only those that match every one (a page
+        may then hold fewer than ``limit``: follow ``next_token`` until it is None)."""
+        return self.tasks.page_owned(tenant_id, limit, token, tags, listing)
 
     def delete(self, tenant_id: str, task_id: str) -> None:
         """Delete the tenant's task; ``TaskNotFound`` if it has none of that id."""

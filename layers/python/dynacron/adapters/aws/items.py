@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -137,6 +138,8 @@ class PartitionQuery:
     key_value: str
     index: IndexDefinition | None = None
     newest_first: bool = False
+    # Only the items whose index sort key begins with this (``begins_with``).
+    sort_prefix: str | None = None
 
 
 @dataclass(frozen=True)
@@ -217,7 +220,13 @@ def filtered_query_page(
 
 
 def _listing(query: PartitionQuery) -> str:
-    return f"{query.table}/{query.index.name if query.index else ''}"
+    listing = f"{query.table}/{query.index.name if query.index else ''}"
+    if query.sort_prefix is None:
+        return listing
+    # A prefix's token resumes that prefix's listing only (named by a digest: a
+    # prefix may be long, and the token must stay within what the API accepts).
+    digest = hashlib.sha256(query.sort_prefix.encode()).hexdigest()[:16]
+    return f"{listing}/{digest}"
 
 
 def _query_request(query: PartitionQuery, token: str | None) -> dict[str, Any]:
@@ -231,6 +240,12 @@ def _query_request(query: PartitionQuery, token: str | None) -> dict[str, Any]:
     }
     if query.index is not None:
         kwargs["IndexName"] = query.index.name
+    if query.sort_prefix is not None:
+        if query.index is None:
+            raise ValueError("a sort key prefix is only queried on an index")
+        kwargs["KeyConditionExpression"] += " AND begins_with(#sort, :prefix)"
+        kwargs["ExpressionAttributeNames"]["#sort"] = query.index.sort_key.name
+        kwargs["ExpressionAttributeValues"][":prefix"] = {"S": query.sort_prefix}
     start_key = decode_page_token(token, _listing(query))
     if start_key:
         if start_key.get(query.key_name) != {"S": query.key_value}:

@@ -1,11 +1,13 @@
-"""A tenant's task ids, a page at a time, from the tenant index (``GET /tasks``)."""
+"""A tenant's task ids, a page at a time (``GET /tasks``): from the tenant index
+in order of creation, or from the name index in order of name."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.items import PartitionQuery, QueryFilter, filtered_query_page, query_page
-from dynacron.definitions.resources import TAGS_ATTRIBUTE, TENANT_INDEX
+from dynacron.definitions.resources import NAME_INDEX, TAGS_ATTRIBUTE, TENANT_INDEX
+from dynacron.domain.tasks.listing import name_key, normalised_name
 from dynacron.domain.tasks.tags import TagFilter
 from dynacron.ports import Page
 
@@ -29,11 +31,14 @@ def tenant_task_ids(
     *,
     max_queries: int = FILTERED_QUERIES,
     evaluated_per_query: int = EVALUATED_PER_QUERY,
+    newest_first: bool = False,
 ) -> Page[str]:
-    """One page of ``tenant_id``'s task ids, oldest first; with ``tags``, filtered by
-    DynamoDB on the index in at most ``max_queries`` Query calls (a page may then
-    hold fewer than ``limit``, even none, and still have a next token)."""
-    partition = PartitionQuery(table, TENANT_INDEX.partition_key.name, tenant_id, TENANT_INDEX)
+    """One page of ``tenant_id``'s task ids, oldest first (or newest); with ``tags``,
+    filtered by DynamoDB on the index in at most ``max_queries`` Query calls (a page
+    may then hold fewer than ``limit``, even none, and still have a next token)."""
+    partition = PartitionQuery(
+        table, TENANT_INDEX.partition_key.name, tenant_id, TENANT_INDEX, newest_first
+    )
     if not tags:
         return query_page(client, partition, limit, token, _task_id_of)
     return filtered_query_page(
@@ -47,6 +52,30 @@ def tenant_task_ids(
         max_queries=max_queries,
         evaluated_per_query=evaluated_per_query,
     )
+
+
+def tenant_task_ids_by_name(
+    client: DynamoDBClient,
+    table: str,
+    tenant_id: str,
+    limit: int,
+    token: str | None,
+    name_prefix: str | None,
+    *,
+    descending: bool = False,
+) -> Page[str]:
+    """One page of ``tenant_id``'s task ids in order of name (case-insensitive), only
+    those whose name starts with ``name_prefix`` if given: one Query of the name
+    index (keys only), ``limit`` entries, half a read unit per 4 KB of them."""
+    partition = PartitionQuery(
+        table,
+        NAME_INDEX.partition_key.name,
+        tenant_id,
+        NAME_INDEX,
+        newest_first=descending,
+        sort_prefix=None if name_prefix is None else normalised_name(name_prefix),
+    )
+    return query_page(client, partition, limit, token, _task_id_of)
 
 
 def _task_id_of(key: dict[str, Any]) -> str:
@@ -68,3 +97,50 @@ def _tags_filter(tags: tuple[TagFilter, ...]) -> QueryFilter:
             values[f":tag{number}"] = tag.value
             terms.append(f"{path} = :tag{number}")
     return QueryFilter(" AND ".join(terms), names, values)
+
+
+def backfill_name_keys(client: DynamoDBClient, table: str, *, page_size: int = 500) -> int:
+    """Give every task item written before the name index its name key, so that the
+    index lists it; returns how many were given one. Run once after the deploy that
+    adds the index (decision 0045): a Scan of the table, and one conditional update
+    per item that lacks the key (which a create or PATCH in between leaves alone:
+    the condition names the name it was computed from).
+    """
+    names = {"#key": NAME_INDEX.sort_key.name, "#name": "name"}
+    given = 0
+    start: dict[str, Any] | None = None
+    while True:
+        scan: dict[str, Any] = {
+            "TableName": table,
+            "FilterExpression": "attribute_not_exists(#key)",
+            "ProjectionExpression": "task_id, #name",
+            "ExpressionAttributeNames": names,
+            "Limit": page_size,
+        }
+        if start is not None:
+            scan["ExclusiveStartKey"] = start
+        response = client.scan(**scan)
+        for item in response.get("Items", []):
+            task_id = _task_id_of(item)
+            name = item.get("name", {}).get("S")
+            condition = "attribute_not_exists(#key) AND " + (
+                "#name = :name" if name is not None else "attribute_not_exists(#name)"
+            )
+            values: dict[str, Any] = {":key": {"S": name_key(name or task_id, task_id)}}
+            if name is not None:
+                values[":name"] = {"S": name}
+            try:
+                client.update_item(
+                    TableName=table,
+                    Key={"task_id": {"S": task_id}},
+                    UpdateExpression="SET #key = :key",
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=values,
+                )
+            except client.exceptions.ConditionalCheckFailedException:
+                continue  # changed meanwhile: its writer gave it its key
+            given += 1
+        start = response.get("LastEvaluatedKey")
+        if start is None:
+            return given

@@ -36,6 +36,7 @@ from dynacron.adapters.aws.task_listing import (
     EVALUATED_PER_QUERY,
     FILTERED_QUERIES,
     tenant_task_ids,
+    tenant_task_ids_by_name,
 )
 from dynacron.adapters.aws.tenants import tenant_key
 from dynacron.definitions.resources import (
@@ -46,6 +47,7 @@ from dynacron.definitions.resources import (
 from dynacron.domain.conditions import Condition, Transition
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
+from dynacron.domain.tasks.listing import ALL_TASKS, TaskListing, TaskOrder
 from dynacron.domain.tasks.tags import TagFilter, matches_all
 from dynacron.domain.tasks.task import (
     DuePlacement,
@@ -253,26 +255,49 @@ class DynamoTaskStore:
         limit: int,
         token: str | None,
         tags: tuple[TagFilter, ...] = (),
+        listing: TaskListing = ALL_TASKS,
     ) -> Page[Task]:
-        """One page of a tenant's tasks, oldest first; with ``tags``, those with every
-        tag filter matched only.
+        """One page of a tenant's tasks, oldest first (or as ``listing`` says); with
+        ``tags``, those with every tag filter matched only.
 
-        The tenant index holds keys and tags only (``resources.TENANT_INDEX``), so the
-        page's ids come from it (filtered there by DynamoDB, in at most
-        ``filtered_queries`` Query calls) and the tasks from one eventually consistent
-        BatchGetItem. A task deleted in between is left out, and so is one whose tags
-        no longer match: the table's item, not the index, has the last word.
+        The page's ids come from an index of keys (and tags) only: the tenant index in
+        order of creation (``resources.TENANT_INDEX``, tag filters applied there by
+        DynamoDB, in at most ``filtered_queries`` Query calls) or the name index in
+        order of name (``resources.NAME_INDEX``); the tasks from one eventually
+        consistent BatchGetItem. A task deleted in between is left out, and so is one
+        that no longer matches (its tags, name, status or kind): the table's item,
+        not the index, has the last word. No index orders a tenant's tasks by next
+        run: one would be rewritten by every claim (decision 0045), so that order is
+        refused here.
         """
-        ids = tenant_task_ids(
-            self._client,
-            self._table,
-            tenant_id,
-            limit,
-            token,
-            tags,
-            max_queries=self._filtered_queries,
-            evaluated_per_query=self._evaluated_per_query,
-        )
+        if listing.sorted_by is TaskOrder.NEXT_RUN:
+            raise InvalidRequest(
+                "sort",
+                "next_run_at is not offered on DynamoDB (an index in that order would "
+                "cost every fire two more writes): sort by name or created_at",
+            )
+        if listing.sorted_by is TaskOrder.NAME:
+            ids = tenant_task_ids_by_name(
+                self._client,
+                self._table,
+                tenant_id,
+                limit,
+                token,
+                listing.name_prefix,
+                descending=listing.descending,
+            )
+        else:
+            ids = tenant_task_ids(
+                self._client,
+                self._table,
+                tenant_id,
+                limit,
+                token,
+                tags,
+                max_queries=self._filtered_queries,
+                evaluated_per_query=self._evaluated_per_query,
+                newest_first=listing.descending,
+            )
         items = self._batch_items(ids.items, consistent=False)
         owner = {"S": tenant_id}
         shown = [
@@ -281,7 +306,7 @@ class DynamoTaskStore:
             if task_id in items and items[task_id].get(TENANT_INDEX.partition_key.name) == owner
         ]
         return Page(
-            items=[task for task in shown if matches_all(task.tags, tags)],
+            items=[t for t in shown if matches_all(t.tags, tags) and listing.matches(t)],
             next_token=ids.next_token,
         )
 

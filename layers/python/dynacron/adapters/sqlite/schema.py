@@ -35,6 +35,79 @@ TASKS = (
         WHERE after_task_id IS NOT NULL""",
 )
 
+# Columns of the tasks table added since the first release (decision 0045): a file
+# made before gets them, and its rows their values (``tasks.py``), before the
+# indexes that use them.
+TASK_COLUMNS_ADDED = (("name_key", "TEXT"),)
+
+# A tenant's next-run order: a task due to run (in the due index) by its next run, one
+# that is not (paused, completed, set aside) after every instant.
+NO_NEXT_RUN = "~"
+TASK_RUN_ORDER = (
+    f"CASE WHEN due_bucket IS NULL THEN '{NO_NEXT_RUN}'"
+    f" ELSE coalesce(next_run_at, '{NO_NEXT_RUN}') END"
+)
+
+TASKS_LISTED = (
+    # A tenant's tasks by name: the name key is the normalised name and the task id.
+    "CREATE INDEX IF NOT EXISTS tasks_name ON tasks (tenant_id, name_key)",
+    # A tenant's tasks by next run, those without one last. An index on an expression
+    # of the column the tick already writes: nothing more for a claim to set.
+    f"CREATE INDEX IF NOT EXISTS tasks_next_run ON tasks (tenant_id, {TASK_RUN_ORDER}, task_id)",
+    # A task's tags, one row each, so that a tag filter reads the tasks that have the
+    # tag, not the whole tenant. Kept by triggers, whoever writes the task's row; a
+    # claim (which never changes the tags) compares them and writes nothing here.
+    """CREATE TABLE IF NOT EXISTS task_tags (
+        task_id TEXT NOT NULL,
+        tag_key TEXT NOT NULL,
+        tag_value TEXT,
+        tenant_id TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (task_id, tag_key)
+    ) WITHOUT ROWID""",
+    """CREATE INDEX IF NOT EXISTS task_tags_value
+        ON task_tags (tenant_id, tag_key, tag_value, created_at, task_id)""",
+    """CREATE INDEX IF NOT EXISTS task_tags_key
+        ON task_tags (tenant_id, tag_key, created_at, task_id)""",
+    """CREATE TRIGGER IF NOT EXISTS task_tags_on_insert AFTER INSERT ON tasks BEGIN
+        DELETE FROM task_tags WHERE task_id = new.task_id;
+        INSERT INTO task_tags (task_id, tag_key, tag_value, tenant_id, created_at)
+            SELECT new.task_id, tag.key, CASE WHEN tag.type = 'text' THEN tag.value END,
+                   new.tenant_id, new.created_at
+            FROM json_each(
+                CASE WHEN json_valid(new.record) THEN new.record ELSE '{}' END, '$.tags'
+            ) AS tag
+            WHERE tag.key IS NOT NULL;
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS task_tags_on_update AFTER UPDATE OF record ON tasks
+        WHEN CASE WHEN json_valid(old.record) AND json_valid(new.record)
+            THEN json_extract(old.record, '$.tags') IS NOT json_extract(new.record, '$.tags')
+            ELSE 1 END
+    BEGIN
+        DELETE FROM task_tags WHERE task_id = new.task_id;
+        INSERT INTO task_tags (task_id, tag_key, tag_value, tenant_id, created_at)
+            SELECT new.task_id, tag.key, CASE WHEN tag.type = 'text' THEN tag.value END,
+                   new.tenant_id, new.created_at
+            FROM json_each(
+                CASE WHEN json_valid(new.record) THEN new.record ELSE '{}' END, '$.tags'
+            ) AS tag
+            WHERE tag.key IS NOT NULL;
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS task_tags_on_delete AFTER DELETE ON tasks BEGIN
+        DELETE FROM task_tags WHERE task_id = old.task_id;
+    END""",
+)
+
+# Fills the tag table of a file made before it (run once, when the table is made).
+TASK_TAGS_FILLED = """INSERT OR IGNORE
+    INTO task_tags (task_id, tag_key, tag_value, tenant_id, created_at)
+    SELECT tasks.task_id, tag.key, CASE WHEN tag.type = 'text' THEN tag.value END,
+           tasks.tenant_id, tasks.created_at
+    FROM tasks, json_each(
+        CASE WHEN json_valid(tasks.record) THEN tasks.record ELSE '{}' END, '$.tags'
+    ) AS tag
+    WHERE tag.key IS NOT NULL"""
+
 EXECUTIONS = (
     """CREATE TABLE IF NOT EXISTS executions (
         execution_id TEXT PRIMARY KEY,

@@ -17,16 +17,32 @@ from typing import Any
 
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.records import (
-    Listing,
+    decode_page_token,
     dump,
+    encode_page_token,
     load,
     read_task,
     shown_task,
 )
-from dynacron.adapters.sqlite.schema import COORDINATION, TASKS
+from dynacron.adapters.sqlite.schema import (
+    COORDINATION,
+    TASK_COLUMNS_ADDED,
+    TASK_RUN_ORDER,
+    TASK_TAGS_FILLED,
+    TASKS,
+    TASKS_LISTED,
+)
 from dynacron.domain.conditions import Transition
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
+from dynacron.domain.tasks.listing import (
+    ALL_TASKS,
+    NAME_KEY,
+    TaskListing,
+    TaskOrder,
+    name_key,
+    normalised_name,
+)
 from dynacron.domain.tasks.record import task_record
 from dynacron.domain.tasks.tags import TagFilter, matches_all
 from dynacron.domain.tasks.task import DuePlacement, Task
@@ -57,7 +73,19 @@ def _tags_condition(tags: tuple[TagFilter, ...]) -> tuple[str, tuple[Any, ...]] 
 
 # Ids per ``IN (...)`` read: well under SQLite's limit of bound parameters.
 READ_CHUNK = 500
-_TENANT_LISTING = Listing("tasks/tenant", "tasks", "tenant_id", ("created_at", "task_id"))
+# A listing's order: what it is named in its page tokens, and the expressions it
+# sorts by (each of the tasks row; together unique within a tenant).
+_ORDERS: dict[TaskOrder, tuple[str, tuple[str, ...]]] = {
+    TaskOrder.CREATED: ("tasks/tenant", ("tasks.created_at", "tasks.task_id")),
+    TaskOrder.NAME: ("tasks/name", ("tasks.name_key",)),
+    TaskOrder.NEXT_RUN: ("tasks/next-run", (TASK_RUN_ORDER, "tasks.task_id")),
+}
+# By creation with a tag filter: read from the tag table, the tasks that have the tag.
+_TAGGED = ("tasks/tagged", ("tagged.created_at", "tagged.task_id"))
+# The largest character: a name prefix's keys are those from the prefix up to it.
+_LAST_CHARACTER = "\U0010ffff"
+# Rows whose name key a file made before it lacks, filled per transaction.
+_NAME_KEYS_FILLED = 5000
 
 Record = dict[str, Any]
 
@@ -69,6 +97,14 @@ class SqliteTaskStore:
     def __init__(self, database: Database) -> None:
         self._database = database
         database.ensure_schema(TASKS + COORDINATION)
+        database.ensure_columns("tasks", TASK_COLUMNS_ADDED)
+        _fill_name_keys(database)
+        with database.write() as connection:
+            tags_kept = _has_table(connection, "task_tags")
+        database.ensure_schema(TASKS_LISTED)
+        if not tags_kept:
+            with database.write() as connection:
+                connection.execute(TASK_TAGS_FILLED)
 
     # The API's ----------------------------------------------------------------------
 
@@ -113,16 +149,23 @@ class SqliteTaskStore:
         limit: int,
         token: str | None,
         tags: tuple[TagFilter, ...] = (),
+        listing: TaskListing = ALL_TASKS,
     ) -> Page[Task]:
-        """One page of a tenant's tasks, oldest first; with ``tags``, those with every
-        tag filter matched only. ``token`` only resumes a page of this tenant's listing."""
-        rows, next_token = _TENANT_LISTING.page(
-            self._database.connection(), tenant_id, limit, token, _tags_condition(tags)
+        """One page of a tenant's tasks, oldest first (or in ``listing``'s order);
+        with ``tags`` and ``listing``'s filters, those matching every one only.
+        ``token`` only resumes a page of this tenant's listing in the same order.
+
+        Each order reads an index of its own (``schema.TASKS_LISTED``); by creation
+        with a tag filter, the tag table's entries of that tag. Other filters are
+        checked on the rows read in that order.
+        """
+        rows, next_token = _page_rows(
+            self._database.connection(), tenant_id, limit, token, tags, listing
         )
         shown = [shown_task(r["task_id"], tenant_id, r["record"], r["version"]) for r in rows]
         # As on DynamoDB, the task as read decides (an unreadable one shows no tags).
         return Page(
-            items=[task for task in shown if matches_all(task.tags, tags)],
+            items=[t for t in shown if matches_all(t.tags, tags) and listing.matches(t)],
             next_token=next_token,
         )
 
@@ -310,7 +353,7 @@ def _put(connection: sqlite3.Connection, record: Record, placement: DuePlacement
     record["due_bucket"] = placement.key if placement else None
     connection.execute(
         """INSERT OR REPLACE INTO tasks (task_id, tenant_id, created_at, version, due_bucket,
-           next_run_at, after_task_id, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+           next_run_at, after_task_id, record, name_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         (
             record["task_id"],
             record["tenant_id"],
@@ -318,6 +361,7 @@ def _put(connection: sqlite3.Connection, record: Record, placement: DuePlacement
             record["version"],
             *_index_columns(record),
             dump(record),
+            record[NAME_KEY],
         ),
     )
 
@@ -342,3 +386,110 @@ def _index_columns(record: Record) -> tuple[str | None, str | None, str | None]:
         return value if isinstance(value, str) else None
 
     return text("due_bucket"), text("next_run_at"), text("after_task_id")
+
+
+def _page_rows(
+    connection: sqlite3.Connection,
+    tenant_id: str,
+    limit: int,
+    token: str | None,
+    tags: tuple[TagFilter, ...],
+    listing: TaskListing,
+) -> tuple[list[sqlite3.Row], str | None]:
+    """One page of the tenant's rows in ``listing``'s order, and the next page's token."""
+    order = listing.sorted_by
+    source = "tasks"
+    conditions = ["tasks.tenant_id = ?"]
+    parameters: list[Any] = [tenant_id]
+    name, keys = _ORDERS[order]
+    if order is TaskOrder.CREATED and tags:
+        # The filter with a value first: it names fewer tasks than a key alone.
+        driving = sorted(tags, key=lambda tag: tag.value is None)[0]
+        name, keys = _TAGGED
+        source = "task_tags AS tagged JOIN tasks ON tasks.task_id = tagged.task_id"
+        conditions = ["tagged.tenant_id = ?", "tagged.tag_key = ?"]
+        parameters = [tenant_id, driving.key]
+        if driving.value is not None:
+            conditions.append("tagged.tag_value = ?")
+            parameters.append(driving.value)
+    if listing.name_prefix is not None:
+        prefix = normalised_name(listing.name_prefix)
+        conditions.append("tasks.name_key >= ? AND tasks.name_key < ?")
+        parameters += [prefix, prefix + _LAST_CHARACTER]
+    for condition, values in _field_conditions(tags, listing):
+        conditions.append(condition)
+        parameters += values
+    if listing.descending:
+        name += "/descending"
+    after = decode_page_token(token, name, tenant_id, len(keys))
+    if after is not None:
+        marks = ", ".join("?" * len(keys))
+        conditions.append(f"({', '.join(keys)}) {'<' if listing.descending else '>'} ({marks})")
+        parameters += after
+    direction = " DESC" if listing.descending else ""
+    selected = ", ".join(f"{key} AS key{number}" for number, key in enumerate(keys))
+    query = (
+        f"SELECT tasks.*, {selected} FROM {source} WHERE {' AND '.join(conditions)}"
+        f" ORDER BY {', '.join(key + direction for key in keys)} LIMIT ?"
+    )
+    rows = connection.execute(query, (*parameters, limit + 1)).fetchall()
+    page = rows[:limit]
+    last = [str(page[-1][f"key{n}"]) for n in range(len(keys))] if len(rows) > limit else None
+    return page, encode_page_token(name, tenant_id, last)
+
+
+def _field_conditions(
+    tags: tuple[TagFilter, ...], listing: TaskListing
+) -> list[tuple[str, tuple[Any, ...]]]:
+    """The filters checked on each row read: tags, status, schedule kind (a record that
+    is not JSON matches none of them rather than failing the listing)."""
+    conditions = []
+    tagged = _tags_condition(tags)
+    if tagged is not None:
+        conditions.append(tagged)
+    for path, value in (("$.status", listing.status), ("$.schedule.kind", listing.kind)):
+        if value is not None:
+            conditions.append(
+                (
+                    "CASE WHEN json_valid(tasks.record)"
+                    f" THEN json_extract(tasks.record, '{path}') = ? ELSE 0 END",
+                    (str(value),),
+                )
+            )
+    return conditions
+
+
+def _has_table(connection: sqlite3.Connection, table: str) -> bool:
+    found = connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).fetchone()
+    return found is not None
+
+
+def _fill_name_keys(database: Database) -> None:
+    """Give the rows of a file made before the name key theirs (the name as the record
+    holds it, the task id for a record that cannot be read), a chunk per transaction."""
+    after = 0
+    while True:
+        with database.write() as connection:
+            rows = connection.execute(
+                "SELECT rowid, task_id, record FROM tasks WHERE rowid > ? AND name_key IS NULL"
+                " ORDER BY rowid LIMIT ?",
+                (after, _NAME_KEYS_FILLED),
+            ).fetchall()
+            for row in rows:
+                after = row["rowid"]
+                connection.execute(
+                    "UPDATE tasks SET name_key = ? WHERE task_id = ?",
+                    (name_key(_stored_name(row), row["task_id"]), row["task_id"]),
+                )
+        if len(rows) < _NAME_KEYS_FILLED:
+            return
+
+
+def _stored_name(row: sqlite3.Row) -> str:
+    try:
+        name = load(row["record"]).get("name")
+    except ValueError:
+        name = None
+    return name if isinstance(name, str) else str(row["task_id"])

@@ -11,9 +11,14 @@ from pydantic import ValidationError
 from dynacron.api.answers import accepted, created
 from dynacron.api.caller import caller_tenant
 from dynacron.api.errors import problem_of
-from dynacron.api.openapi import problems
+from dynacron.api.openapi import TASK_LISTING_DESCRIPTION, problems
 from dynacron.api.parameters import (
     CreateKeyHeader,
+    ListedScheduleKind,
+    ListedTaskStatus,
+    ListingOrder,
+    ListingSort,
+    NamePrefix,
     PageLimit,
     PageToken,
     PreviewAfter,
@@ -42,7 +47,9 @@ from dynacron.api.responses import (
 )
 from dynacron.domain.coordination.create_keys import BATCH_KEY_FIELD, KEY_RULE, CreateKey
 from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.tasks.listing import TaskListing, TaskOrder
 from dynacron.domain.tasks.tags import parse_tag_filters
+from dynacron.domain.tasks.task import TaskStatus
 from dynacron.services.tasks import BatchItem, BatchOutcome, TaskService
 
 
@@ -72,14 +79,27 @@ def _add_task_routes(router: Router, tasks: TaskService) -> None:
     def create_tasks(body: TaskBatch) -> BatchView:
         return _create_batch(tasks, caller_tenant(router), body)
 
-    @router.get("/tasks", responses=problems())
+    @router.get("/tasks", responses=problems(), description=TASK_LISTING_DESCRIPTION)
     def list_tasks(
         limit: PageLimit = 50,
         next_token: PageToken = None,
         tag: TagFilters = [],  # noqa: B006 (read, never mutated)
+        name_prefix: NamePrefix = None,
+        sort: ListingSort = None,
+        order: ListingOrder = "asc",
+        status: ListedTaskStatus = None,
+        kind: ListedScheduleKind = None,
     ) -> TaskPage:
         filters = parse_tag_filters(tag)
-        return TaskPage.of(tasks.page(caller_tenant(router), limit, next_token, filters))
+        listing = TaskListing(
+            name_prefix=name_prefix,
+            order=TaskOrder(sort) if sort else None,
+            descending=order == "desc",
+            status=TaskStatus(status) if status else None,
+            kind=kind,
+        )
+        page = tasks.page(caller_tenant(router), limit, next_token, filters, listing)
+        return TaskPage.of(page)
 
     @router.get("/tasks/<task_id>", responses=problems(404))
     def get_task(task_id: TaskId) -> TaskView:

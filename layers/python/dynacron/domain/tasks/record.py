@@ -30,6 +30,7 @@ from dynacron.domain.schedules.expressions import (
 )
 from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.domain.tasks.targets import target_from_map, target_to_map
+from dynacron.domain.tasks.listing import NAME_KEY, name_key
 from dynacron.domain.tasks.task import (
     DEFAULT_CATCHUP_WINDOW_SECONDS,
     CatchUp,
@@ -188,6 +189,9 @@ def task_record(task: Task) -> dict[str, Any]:
     return {
         "task_id": task.task_id,
         "name": task.name,
+        # Derived from the name, written whenever the name is (a claim never is):
+        # the name index's sort key (``domain.tasks.listing``).
+        NAME_KEY: name_key(task.name, task.task_id),
         "schedule": schedule_to_map(task.schedule),
         "handler_url": task.handler_url,
         "handler": task.handler_name,

@@ -2,11 +2,16 @@
 // shown next to the fields they name), with the next occurrences previewed before
 // saving (POST /schedules/preview: the same checks as POST /tasks, nothing stored).
 
-import { api, ApiError, allPages, describeError } from "../api.js";
+import { api, ApiError, describeError } from "../api.js";
 import { announce, describedBy, field, fill, h, link, select, undescribedBy } from "../dom.js";
 import { BASE, navigate, reload, setTitle, taskPath } from "../router.js";
 import { knownZones, viewerZone } from "../time.js";
 import { occurrencesTable } from "./occurrences.js";
+
+// Tasks offered to run after, by name, a page of the API's at a time: a name search
+// finds any other (GET /tasks?name_prefix=), however many the tenant has.
+const UPSTREAM_CHOICES = 100;
+const SEARCH_DELAY_MS = 250;
 
 const KINDS = [
   ["cron", "Cron", "5 fields (or 6 with seconds first): minute hour day-of-month month day-of-week. Names, L, W, #, ? and H work; so do @daily and @hourly.", "0 9 * * MON-FRI"],
@@ -37,10 +42,16 @@ export function render(main, { params, edit }) {
     try {
       const [loaded, listed] = await Promise.all([
         edit ? api("GET", `/tasks/${encodeURIComponent(taskId)}`) : Promise.resolve(null),
-        allPages("/tasks", {}, 5).catch(() => ({ items: [] })),
+        api("GET", "/tasks", { query: { sort: "name", limit: UPSTREAM_CHOICES } }).catch(() => ({ items: [] })),
       ]);
       task = loaded;
       others = listed.items.filter((t) => t.task_id !== taskId);
+      // The task it runs after now is offered, wherever it sorts.
+      const upstream = task && task.schedule.kind === "after" ? task.schedule.expression : null;
+      if (upstream && !others.some((t) => t.task_id === upstream)) {
+        const current = await api("GET", `/tasks/${encodeURIComponent(upstream)}`).catch(() => null);
+        if (current) others.unshift(current);
+      }
     } catch (error) {
       fill(holder, h("div", { class: "alert", role: "alert" }, describeError(error)));
       return;
@@ -52,6 +63,42 @@ export function render(main, { params, edit }) {
   return () => {
     stopped = true;
   };
+}
+
+function upstreamOption(task) {
+  return h("option", { value: task.task_id }, `${task.name} (${task.task_id.slice(0, 8)})`);
+}
+
+// A search box that fills `choices` with the tasks whose name starts with what is
+// typed (the API's name index), keeping the task chosen so far.
+function upstreamFinder(choices, task) {
+  const finder = h("input", { id: "f-after-search", type: "search", autocomplete: "off", spellcheck: "false" });
+  let typing = null;
+  let asked = 0;
+  finder.addEventListener("input", () => {
+    window.clearTimeout(typing);
+    typing = window.setTimeout(async () => {
+      const prefix = finder.value.trim();
+      asked += 1;
+      const mine = asked;
+      const query = prefix ? { name_prefix: prefix, limit: UPSTREAM_CHOICES } : { sort: "name", limit: UPSTREAM_CHOICES };
+      let page;
+      try {
+        page = await api("GET", "/tasks", { query });
+      } catch (error) {
+        announce(describeError(error), "error");
+        return;
+      }
+      if (mine !== asked) return;
+      const chosen = choices.value;
+      const kept = chosen ? [...choices.options].find((o) => o.value === chosen) : null;
+      const found = page.items.filter((t) => t.task_id !== task?.task_id && t.task_id !== chosen);
+      fill(choices, h("option", { value: "" }, "Choose a task"), kept, ...found.map(upstreamOption));
+      choices.value = chosen;
+      announce(`${found.length}${page.next_token ? "+" : ""} task${found.length === 1 ? "" : "s"} to choose from.`);
+    }, SEARCH_DELAY_MS);
+  });
+  return finder;
 }
 
 function buildForm(holder, task, others) {
@@ -91,13 +138,17 @@ function buildForm(holder, task, others) {
   for (const [value, label, hint, example] of KINDS) {
     let control;
     if (value === "after") {
-      control = h("select", { id: "f-after", name: "after" }, h("option", { value: "" }, "Choose a task"), others.map((t) => h("option", { value: t.task_id }, `${t.name} (${t.task_id.slice(0, 8)})`)));
+      control = h("select", { id: "f-after", name: "after" }, h("option", { value: "" }, "Choose a task"), others.map(upstreamOption));
       controls.after = control;
     } else {
       control = input(value, { placeholder: example, maxlength: value === "cron" ? "200" : "64", class: "mono" });
     }
     kindInputs[value] = control;
     kindFields[value] = labelled(value, { cron: "Cron expression", rate: "Rate", at: "When", fixed_delay: "Delay", after: "After task" }[value] || label, control, hint);
+    if (value === "after") {
+      const finder = upstreamFinder(control, task);
+      kindFields[value] = h("div", {}, field("Find the task by name", finder, "the start of its name, any case"), kindFields[value]);
+    }
   }
   const timezone = input("timezone", { list: "zones", value: "UTC", maxlength: "64" });
   const zoneList = h("datalist", { id: "zones" }, knownZones().map((z) => h("option", { value: z })));

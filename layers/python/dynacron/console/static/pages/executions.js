@@ -1,12 +1,14 @@
 // Executions across tasks (GET /executions): what failed, what waits for a retry,
 // what runs, for the whole tenant, newest first; dead letters redriven from here.
 
-import { allPages, api, describeError } from "../api.js";
+import { api, describeError } from "../api.js";
 import { announce, excerpt, field, fill, h, select, statusBadge } from "../dom.js";
 import { every, setQuery, setTitle, taskPath } from "../router.js";
 import { fromLocalInput, relative, timeCell, toLocalInput } from "../time.js";
 
 const REFRESH_MS = 5000;
+// Task names read at once for the executions shown (each one GET /tasks/{id}).
+const NAME_READS_AT_ONCE = 4;
 const RANGES = [
   ["1h", "Last hour", 3600],
   ["6h", "Last 6 hours", 6 * 3600],
@@ -93,14 +95,22 @@ export function render(main, { query }) {
     return { status: state.status || null, since, until };
   }
 
-  async function loadNames() {
-    // Executions name their task by id; the names come from the task list.
-    try {
-      const tasks = await allPages("/tasks", {}, 10);
-      state.names = new Map(tasks.items.map((t) => [t.task_id, t.name]));
-    } catch {
-      // Ids alone still identify the tasks.
-    }
+  async function loadNames(ids) {
+    // Executions name their task by id: each task not named yet is read once, by
+    // id (however many tasks the tenant has).
+    const queue = [...new Set(ids)];
+    const worker = async () => {
+      while (queue.length) {
+        const taskId = queue.shift();
+        try {
+          const task = await api("GET", `/tasks/${encodeURIComponent(taskId)}`);
+          state.names.set(taskId, task.name);
+        } catch {
+          // Deleted since (404), or the API away: the id alone still identifies it.
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: NAME_READS_AT_ONCE }, worker));
   }
 
   async function load(older = false) {
@@ -113,7 +123,7 @@ export function render(main, { query }) {
       // A task deleted since is looked up once, not at every refresh.
       const unknown = state.items.filter((e) => !state.names.has(e.task_id) && !state.missing.has(e.task_id));
       if (unknown.length) {
-        await loadNames();
+        await loadNames(unknown.map((e) => e.task_id));
         for (const e of unknown) if (!state.names.has(e.task_id)) state.missing.add(e.task_id);
       }
     } catch (error) {

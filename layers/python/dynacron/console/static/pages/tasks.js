@@ -1,44 +1,57 @@
-// Tasks: every task of the tenant, searchable, filtered and sorted, with its next
-// run (the viewer's time and UTC) and the result of its latest execution.
+// Tasks: the tenant's tasks, searched by name, filtered and sorted by the API a page
+// at a time (GET /tasks: no ceiling on how many a tenant has), with their next run
+// (the viewer's time and UTC) and the result of their latest execution.
 //
 // The latest result is not part of a task (recording it there would cost a write
 // per fire): it is one `GET /tasks/{id}/executions?limit=1` per task shown, a
 // single-partition read, asked again only when it may have changed.
 
-import { allPages, api, describeError } from "../api.js";
+import { ApiError, api, describeError } from "../api.js";
 import { announce, excerpt, field, fill, h, link, select, statusBadge } from "../dom.js";
 import { BASE, every, setQuery, setTitle, taskPath } from "../router.js";
 import { relative, timeCell } from "../time.js";
 
 const REFRESH_MS = 5000;
+// Tasks per page asked of the API; "Show more" asks for the next.
+const PAGE_SIZE = 100;
+// A refresh reads again at most this many pages (what the person has scrolled through).
+const REFRESHED_PAGES = 10;
+// Typing in the search box asks the API once the typing pauses.
+const SEARCH_DELAY_MS = 250;
 // A task's last result is asked for again when its version or last occurrence
 // moved, while its latest run has not ended, and otherwise once a minute (a
 // trigger or a redrive moves neither): each ask is an API call, signed and billed
-// behind `dynacron console`, and a tenant may have a thousand tasks.
+// behind `dynacron console`.
 const LAST_RESULT_TTL_MS = 60000;
 const LAST_RESULT_CONCURRENCY = 4;
 const TERMINAL = new Set(["SUCCEEDED", "FAILED", "SKIPPED"]);
-// Sorting by last result puts what needs attention first.
-const RESULT_ORDER = ["FAILED", "RUNNING", "QUEUED", "SUCCEEDED", "SKIPPED"];
+// The orders the API offers: ours, its `sort`, and how the control says it.
 const SORTS = [
   ["next", "Next run"],
   ["name", "Name"],
-  ["result", "Last result"],
+  ["created", "Created"],
 ];
+const API_SORTS = { next: "next_run_at", name: "name", created: "created_at" };
 
 // Latest executions by task id, kept across renders of the page.
 const lastResults = new Map();
+// Whether the API sorts by next run (DynamoDB does not: GET /tasks says so with a 422).
+let nextRunOffered = true;
 
 export function render(main, { query }) {
   setTitle("Tasks");
+  const offered = () => SORTS.filter(([key]) => key !== "next" || nextRunOffered);
+  const defaultSort = () => (nextRunOffered ? "next" : "name");
+  const asked = query.get("sort") || "";
   const state = {
     name: query.get("q") || "",
     status: query.get("status") || "",
     kind: query.get("kind") || "",
     tag: query.get("tag") || "",
-    sort: query.get("sort") || "next",
+    sort: offered().some(([key]) => key === asked) ? asked : defaultSort(),
     tasks: [],
-    complete: true,
+    nextToken: null,
+    pages: 1,
     loaded: false,
     error: null,
   };
@@ -62,18 +75,19 @@ export function render(main, { query }) {
     spellcheck: "false",
     placeholder: "team:billing",
   });
-  const sortSelect = select("sort-by", SORTS, state.sort);
+  const sortSelect = select("sort-by", offered(), state.sort);
   const summary = h("p", { class: "summary", id: "tasks-summary" });
   const tableHolder = h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Tasks table" });
+  const more = h("button", { type: "button", class: "button", id: "more-tasks", hidden: true }, "Show more tasks");
   const problem = h("div", { class: "alert", role: "alert", hidden: true });
 
   const filters = h(
     "form",
     { class: "filters", role: "search", "aria-label": "Filter tasks", on: { submit: (e) => e.preventDefault() } },
-    field("Search by name", nameInput),
+    field("Search by name", nameInput, "the start of a name, any case; lists by name"),
     field("Status", statusSelect),
     field("Schedule kind", kindSelect),
-    field("Tag", tagInput, "key:value or key; applied by the API"),
+    field("Tag", tagInput, "key:value or key"),
     field("Sort by", sortSelect),
   );
 
@@ -89,49 +103,75 @@ export function render(main, { query }) {
     problem,
     summary,
     tableHolder,
+    more,
   );
 
-  const remember = () =>
-    setQuery({ q: state.name, status: state.status, kind: state.kind, tag: state.tag, sort: state.sort === "next" ? "" : state.sort });
+  // A name search lists by name (the API's name index is in that order).
+  const sorted = () => (state.name.trim() ? "name" : state.sort);
+  const showSort = () => {
+    sortSelect.value = sorted();
+    sortSelect.disabled = Boolean(state.name.trim());
+  };
+  showSort();
 
-  nameInput.addEventListener("input", () => {
-    state.name = nameInput.value;
+  const remember = () =>
+    setQuery({
+      q: state.name,
+      status: state.status,
+      kind: state.kind,
+      tag: state.tag,
+      sort: state.sort === defaultSort() ? "" : state.sort,
+    });
+
+  // Filters changed: from the first page again.
+  const refilter = (message) => {
+    state.pages = 1;
     remember();
-    draw();
+    showSort();
+    load().then(() => {
+      if (message) announce(message());
+    });
+  };
+  const shownCount = () => `${state.tasks.length}${state.nextToken ? "+" : ""} task${state.tasks.length === 1 ? "" : "s"}`;
+
+  let typing = null;
+  nameInput.addEventListener("input", () => {
+    window.clearTimeout(typing);
+    typing = window.setTimeout(() => {
+      if (nameInput.value === state.name) return;
+      state.name = nameInput.value;
+      refilter(() => `${shownCount()} found.`);
+    }, SEARCH_DELAY_MS);
   });
   statusSelect.addEventListener("change", () => {
     state.status = statusSelect.value;
-    remember();
-    draw();
+    refilter();
   });
   kindSelect.addEventListener("change", () => {
     state.kind = kindSelect.value;
-    remember();
-    draw();
+    refilter();
   });
-  sortSelect.addEventListener("change", () => {
-    state.sort = sortSelect.value;
-    remember();
-    draw();
-  });
+  sortSelect.addEventListener("change", () => sortBy(sortSelect.value));
   const applyTag = () => {
     const tag = tagInput.value.trim();
     if (tag === state.tag) return;
     state.tag = tag;
-    remember();
-    load().then(() => announce(tag ? `Showing tasks tagged ${tag}.` : "Showing tasks with any tags."));
+    refilter(() => (tag ? `Showing tasks tagged ${tag}.` : "Showing tasks with any tags."));
   };
   tagInput.addEventListener("change", applyTag);
   tagInput.addEventListener("keydown", (event) => {
     if (event.key === "Enter") applyTag();
   });
+  more.addEventListener("click", () => {
+    state.pages += 1;
+    load({ next: true }).then(() => announce(`${shownCount()} shown.`));
+  });
 
   function sortBy(key) {
+    // A name search lists by name only.
+    if (state.name.trim() && key !== "name") return;
     state.sort = key;
-    sortSelect.value = key;
-    remember();
-    draw();
-    announce(`Sorted by ${SORTS.find(([k]) => k === key)[1].toLowerCase()}.`);
+    refilter(() => `Sorted by ${SORTS.find(([k]) => k === key)[1].toLowerCase()}.`);
   }
 
   function filterByTag(key, value) {
@@ -139,20 +179,63 @@ export function render(main, { query }) {
     applyTag();
   }
 
-  // A refresh redraws the table only when something changed (or the relative
-  // times have aged): a screen reader's place in it is not lost every few seconds.
+  function listing() {
+    const name = state.name.trim();
+    return {
+      name_prefix: name || null,
+      sort: name ? null : API_SORTS[state.sort],
+      status: state.status || null,
+      kind: state.kind || null,
+      tag: state.tag || null,
+      limit: PAGE_SIZE,
+    };
+  }
+
+  // The pages asked for, from the first (a refresh) or the next one only ("Show
+  // more"). A load overtaken by a newer one (the filters changed) is dropped.
+  let generation = 0;
+  async function pages({ next = false } = {}) {
+    const query = listing();
+    let token = next ? state.nextToken : null;
+    const items = next ? [...state.tasks] : [];
+    const count = next ? 1 : Math.min(state.pages, REFRESHED_PAGES);
+    for (let page = 0; page < count; page += 1) {
+      const answer = await api("GET", "/tasks", { query: { ...query, next_token: token } });
+      items.push(...answer.items);
+      token = answer.next_token;
+      if (!token) break;
+    }
+    return { items, token };
+  }
+
   let drawn = { fingerprint: null, at: 0 };
-  async function load() {
+  async function load(options = {}) {
+    generation += 1;
+    const mine = generation;
     try {
-      const answer = await allPages("/tasks", { tag: state.tag || null }, 10);
+      const answer = await pages(options);
+      if (mine !== generation) return;
       state.tasks = answer.items;
-      state.complete = answer.complete;
+      state.nextToken = answer.token;
       state.error = null;
     } catch (error) {
+      if (mine !== generation) return;
+      if (notSortingByNextRun(error)) {
+        // This deployment's store has no next-run order: sort by name instead.
+        nextRunOffered = false;
+        fill(sortSelect, ...offered().map(([value, label]) => h("option", { value }, label)));
+        state.sort = "name";
+        remember();
+        showSort();
+        announce("This deployment does not sort tasks by next run: sorted by name.");
+        return load(options);
+      }
       state.error = describeError(error);
     }
     state.loaded = true;
-    const fingerprint = JSON.stringify([state.tasks, state.error, state.tag]);
+    // A refresh redraws the table only when something changed (or the relative
+    // times have aged): a screen reader's place in it is not lost every few seconds.
+    const fingerprint = JSON.stringify([state.tasks, state.nextToken, state.error, listing()]);
     if (fingerprint !== drawn.fingerprint || Date.now() - drawn.at > 30000) {
       drawn = { fingerprint, at: Date.now() };
       draw();
@@ -160,80 +243,68 @@ export function render(main, { query }) {
     await loadLastResults(state.tasks, draw);
   }
 
-  function visible() {
-    const needle = state.name.trim().toLowerCase();
-    const shown = state.tasks.filter(
-      (task) =>
-        (!needle || task.name.toLowerCase().includes(needle)) &&
-        (!state.status || task.status === state.status) &&
-        (!state.kind || task.schedule.kind === state.kind),
+  function notSortingByNextRun(error) {
+    return (
+      error instanceof ApiError &&
+      error.status === 422 &&
+      listing().sort === "next_run_at" &&
+      error.errors.some((e) => e.field === "sort")
     );
-    return shown.sort(comparator(state.sort));
   }
 
   function draw() {
     problem.hidden = !state.error;
     problem.textContent = state.error || "";
+    more.hidden = !state.nextToken;
     if (!state.loaded) return;
-    const shown = visible();
-    const total = state.tasks.length;
-    const paused = state.tasks.filter((t) => t.status === "PAUSED").length;
-    const failing = state.tasks.filter((t) => lastResults.get(t.task_id)?.execution?.status === "FAILED").length;
+    const shown = state.tasks;
+    const total = shown.length;
+    const paused = shown.filter((t) => t.status === "PAUSED").length;
+    const failing = shown.filter((t) => lastResults.get(t.task_id)?.execution?.status === "FAILED").length;
+    const name = state.name.trim();
+    const filtered = Boolean(name || state.status || state.kind || state.tag);
     fill(
       summary,
-      `Showing ${shown.length} of ${total} task${total === 1 ? "" : "s"}`,
+      `Showing ${total} task${total === 1 ? "" : "s"}`,
+      name ? ` named ${name}…` : "",
       state.tag ? ` tagged ${state.tag}` : "",
       paused ? ` · ${paused} paused` : "",
       failing ? ` · ${failing} with a failed last run` : "",
-      state.complete ? "" : " · only the first 1,000 tasks are loaded",
+      state.nextToken ? " · more on the next page" : "",
     );
     const focusKey = document.activeElement?.dataset?.focusKey;
-    if (total === 0 && !state.error) {
+    if (total === 0 && !state.error && !filtered) {
       fill(
         tableHolder,
         h(
           "div",
           { class: "empty" },
-          h("p", {}, state.tag ? `No task has the tag ${state.tag}.` : "No tasks yet."),
+          h("p", {}, "No tasks yet."),
           h("p", {}, link(`${BASE}/tasks/new`, "Create a task"), " here, or register one with the API (POST /tasks) or the CLI."),
         ),
       );
       return;
     }
-    fill(tableHolder, tasksTable(shown, state.sort, filterByTag, sortBy));
+    fill(tableHolder, tasksTable(shown, sorted(), filterByTag, sortBy));
     if (focusKey) tableHolder.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`)?.focus();
   }
 
   load();
-  const stop = every(REFRESH_MS, load);
+  // Past the pages a refresh reads again, the list stays as loaded (a refresh would
+  // drop what the person has scrolled to); the last results still refresh.
+  const refresh = () => (state.pages > REFRESHED_PAGES ? loadLastResults(state.tasks, draw) : load());
+  const stop = every(REFRESH_MS, refresh);
   return stop;
-}
-
-function comparator(sort) {
-  const byName = (a, b) => a.name.localeCompare(b.name);
-  if (sort === "name") return byName;
-  if (sort === "result") {
-    const rank = (task) => {
-      const status = lastResults.get(task.task_id)?.execution?.status;
-      const index = RESULT_ORDER.indexOf(status);
-      return index === -1 ? RESULT_ORDER.length : index;
-    };
-    return (a, b) => rank(a) - rank(b) || byName(a, b);
-  }
-  // Next run: soonest first; a task that will not run (paused, done) last.
-  const when = (task) =>
-    task.status === "ACTIVE" && task.next_run_at ? new Date(task.next_run_at).getTime() : Infinity;
-  return (a, b) => when(a) - when(b) || byName(a, b);
 }
 
 function tasksTable(tasks, sort, filterByTag, sortBy) {
   // A sortable column's header is a button; the column sorted by says so (aria-sort).
   const header = (label, key) => {
-    if (!key) return h("th", { scope: "col" }, label);
+    if (!key || (key === "next" && !nextRunOffered)) return h("th", { scope: "col" }, label);
     const sorted = key === sort;
     return h(
       "th",
-      { scope: "col", "aria-sort": sorted ? (key === "result" ? "other" : "ascending") : null },
+      { scope: "col", "aria-sort": sorted ? "ascending" : null },
       h("button", { type: "button", class: "sort", dataset: { focusKey: `sort-${key}` }, on: { click: () => sortBy(key) } }, label),
     );
   };
@@ -251,7 +322,7 @@ function tasksTable(tasks, sort, filterByTag, sortBy) {
         header("Schedule"),
         header("Status"),
         header("Next run", "next"),
-        header("Last result", "result"),
+        header("Last result"),
         header("Tags"),
       ),
     ),
