@@ -29,8 +29,8 @@ from dynacron.domain.schedules.expressions import (
     Window,
 )
 from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
-from dynacron.domain.tasks.targets import target_from_map, target_to_map
 from dynacron.domain.tasks.listing import NAME_KEY, name_key
+from dynacron.domain.tasks.targets import target_from_map, target_to_map
 from dynacron.domain.tasks.task import (
     DEFAULT_CATCHUP_WINDOW_SECONDS,
     CatchUp,
