@@ -137,6 +137,7 @@ def run_burst(
     sync: str = "acknowledged",
     worker_processes: int | None = None,
     answer_after: float = 0.0,
+    worker_concurrency: int | None = None,
 ) -> dict[str, Any]:
     """``count`` tasks due at one whole second, fired by local mode on ``store``
     (SQLite: committing with durability ``sync``, local mode's ``--sync``), its
@@ -156,6 +157,8 @@ def run_burst(
         command += ["--workers", str(workers), "--shards", str(SHARDS)]
         if worker_processes is not None:
             command += ["--worker-processes", str(worker_processes)]
+        if worker_concurrency is not None:
+            command += ["--worker-concurrency", str(worker_concurrency)]
         if store == "sqlite":
             write_due_tasks_sqlite(Path(data_dir.name), tasks, due)
             command += ["--data-dir", data_dir.name, "--sync", sync]
