@@ -274,9 +274,15 @@ class PageClaimer:
             if dispatch is not None:
                 runs[dispatch.execution_id] = dispatch
         queued = list(runs.values())
-        batches = [
-            queued[i : i + SEND_BATCH_LIMIT] for i in range(0, len(queued), SEND_BATCH_LIMIT)
-        ]
+        # From a pool, batches of what one request sends (SQS: 10); without one, the
+        # page in one call (SQLite: one transaction; the SQS adapter splits it).
+        batches = (
+            [queued[i : i + SEND_BATCH_LIMIT] for i in range(0, len(queued), SEND_BATCH_LIMIT)]
+            if self._pool is not None
+            else [queued]
+            if queued
+            else []
+        )
         accepted = self._concurrently(self._queue.send, batches)
         sent = {dispatch.execution_id for batch in accepted for dispatch in batch}
         report.sent += len(sent)
