@@ -47,6 +47,9 @@ from dynacron.services.tasks import new_signing_secret
 
 WRITE_BATCH = 25
 SHARDS = 4  # local mode's default
+# Threads of the bare client the rows are compared with (local mode's worker
+# threads, before the rows ran local mode's defaults).
+BARE_THREADS = 8
 
 
 def due_tasks(count: int, due: datetime, url: str) -> list[Task]:
@@ -133,16 +136,17 @@ class TreeCpu:
 def run_burst(
     count: int,
     store: str = "sqlite",
-    workers: int = 8,
+    workers: int | None = None,
     sync: str = "acknowledged",
     worker_processes: int | None = None,
     answer_after: float = 0.0,
     worker_concurrency: int | None = None,
 ) -> dict[str, Any]:
     """``count`` tasks due at one whole second, fired by local mode on ``store``
-    (SQLite: committing with durability ``sync``, local mode's ``--sync``), its
-    workers in ``worker_processes`` processes (None: local mode's default), to a
-    handler that answers ``answer_after`` seconds after each call."""
+    (SQLite: committing with durability ``sync``, local mode's ``--sync``), with
+    ``workers`` worker threads running ``worker_concurrency`` records each, in
+    ``worker_processes`` processes (None: local mode's defaults), to a handler that
+    answers ``answer_after`` seconds after each call."""
     handler = LoopbackHandler(answer_after=answer_after).start()
     aws: Service | None = None
     local: Service | None = None
@@ -154,7 +158,9 @@ def run_burst(
         tasks = due_tasks(count, due, f"{handler.url}/burst")
         began = time.time()
         command = ["-m", "dynacron.cli.main", "local", "--port", str(free_port())]
-        command += ["--workers", str(workers), "--shards", str(SHARDS)]
+        command += ["--shards", str(SHARDS)]
+        if workers is not None:
+            command += ["--workers", str(workers)]
         if worker_processes is not None:
             command += ["--worker-processes", str(worker_processes)]
         if worker_concurrency is not None:
@@ -186,10 +192,10 @@ def run_burst(
         running = [line for line in local.output if "workers " in line]
         deliveries = list(handler.arrivals)
         # The baseline, in the same run: a bare threaded client posting the same
-        # bodies to the same handler, as many threads as local mode has workers.
+        # bodies to the same handler from ``BARE_THREADS`` threads.
         # (Not against a slow handler: the client's threads would only wait.)
         bodies = [json.dumps(d.body).encode() for d in deliveries]
-        bare = bare_posts(f"{handler.url}/bare", bodies, workers) if not answer_after else None
+        bare = bare_posts(f"{handler.url}/bare", bodies, BARE_THREADS) if not answer_after else None
     finally:
         if local is not None:
             local.stop()
@@ -209,6 +215,7 @@ def run_burst(
         "sync": sync if store == "sqlite" else None,
         "tasks": count,
         "workers": workers,
+        "worker_concurrency": worker_concurrency,
         # As local mode said at start-up ("workers  8 in each of 2 processes, ...").
         "workers_line": running[0].strip() if running else None,
         "worker_processes": worker_processes,
