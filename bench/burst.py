@@ -47,6 +47,9 @@ from dynacron.services.tasks import new_signing_secret
 
 WRITE_BATCH = 25
 SHARDS = 4  # local mode's default
+# Threads of the bare client the rows are compared with (local mode's worker
+# threads, before the rows ran local mode's defaults).
+BARE_THREADS = 8
 
 
 def due_tasks(count: int, due: datetime, url: str) -> list[Task]:
@@ -112,7 +115,7 @@ class TreeCpu:
             self.sample()
 
     def sample(self) -> float:
-        """The tree's CPU seconds so far."""
+        """The tree's CPU seconds so far (``root_seconds``: the root process's alone)."""
         try:
             processes = [self._root, *self._root.children(recursive=True)]
         except psutil.NoSuchProcess:
@@ -126,6 +129,12 @@ class TreeCpu:
                 self._spent[process.pid] = times.user + times.system
             return sum(self._spent.values())
 
+    def root_seconds(self) -> float:
+        """The root process's CPU seconds at the last sample (local mode's own: the
+        tick, the API, the reaper; its workers run in child processes)."""
+        with self._lock:
+            return self._spent.get(self._root.pid, 0.0)
+
     def stop(self) -> None:
         self._stopped.set()
 
@@ -133,15 +142,17 @@ class TreeCpu:
 def run_burst(
     count: int,
     store: str = "sqlite",
-    workers: int = 8,
+    workers: int | None = None,
     sync: str = "acknowledged",
     worker_processes: int | None = None,
     answer_after: float = 0.0,
+    worker_concurrency: int | None = None,
 ) -> dict[str, Any]:
     """``count`` tasks due at one whole second, fired by local mode on ``store``
-    (SQLite: committing with durability ``sync``, local mode's ``--sync``), its
-    workers in ``worker_processes`` processes (None: local mode's default), to a
-    handler that answers ``answer_after`` seconds after each call."""
+    (SQLite: committing with durability ``sync``, local mode's ``--sync``), with
+    ``workers`` worker threads running ``worker_concurrency`` records each, in
+    ``worker_processes`` processes (None: local mode's defaults), to a handler that
+    answers ``answer_after`` seconds after each call."""
     handler = LoopbackHandler(answer_after=answer_after).start()
     aws: Service | None = None
     local: Service | None = None
@@ -153,9 +164,13 @@ def run_burst(
         tasks = due_tasks(count, due, f"{handler.url}/burst")
         began = time.time()
         command = ["-m", "dynacron.cli.main", "local", "--port", str(free_port())]
-        command += ["--workers", str(workers), "--shards", str(SHARDS)]
+        command += ["--shards", str(SHARDS)]
+        if workers is not None:
+            command += ["--workers", str(workers)]
         if worker_processes is not None:
             command += ["--worker-processes", str(worker_processes)]
+        if worker_concurrency is not None:
+            command += ["--worker-concurrency", str(worker_concurrency)]
         if store == "sqlite":
             write_due_tasks_sqlite(Path(data_dir.name), tasks, due)
             command += ["--data-dir", data_dir.name, "--sync", sync]
@@ -173,20 +188,22 @@ def run_burst(
         cpu = TreeCpu(local.process.pid)
         time.sleep(max(0.0, due.timestamp() - time.time()))
         cpu_at_due = cpu.sample()
+        root_at_due = cpu.root_seconds()
         wait_until(
             lambda: len(handler.arrivals) >= count,
             timeout=due.timestamp() - time.time() + 60 + count / 10,
             interval=0.05,
         )
         cpu_seconds = cpu.sample() - cpu_at_due
+        root_seconds = cpu.root_seconds() - root_at_due
         cpu.stop()
         running = [line for line in local.output if "workers " in line]
         deliveries = list(handler.arrivals)
         # The baseline, in the same run: a bare threaded client posting the same
-        # bodies to the same handler, as many threads as local mode has workers.
+        # bodies to the same handler from ``BARE_THREADS`` threads.
         # (Not against a slow handler: the client's threads would only wait.)
         bodies = [json.dumps(d.body).encode() for d in deliveries]
-        bare = bare_posts(f"{handler.url}/bare", bodies, workers) if not answer_after else None
+        bare = bare_posts(f"{handler.url}/bare", bodies, BARE_THREADS) if not answer_after else None
     finally:
         if local is not None:
             local.stop()
@@ -206,6 +223,7 @@ def run_burst(
         "sync": sync if store == "sqlite" else None,
         "tasks": count,
         "workers": workers,
+        "worker_concurrency": worker_concurrency,
         # As local mode said at start-up ("workers  8 in each of 2 processes, ...").
         "workers_line": running[0].strip() if running else None,
         "worker_processes": worker_processes,
@@ -213,6 +231,8 @@ def run_burst(
         # Every process of local mode, from the due second to the last delivery.
         "cpu_seconds": round(cpu_seconds, 2),
         "cpu_ms_per_fire": round(1000 * cpu_seconds / max(1, len(unique)), 3),
+        # Of which local mode's own process (the tick, with the workers elsewhere).
+        "tick_process_cpu_ms_per_fire": round(1000 * root_seconds / max(1, len(unique)), 3),
         "due_at": due.isoformat().replace("+00:00", "Z"),
         "written_seconds": round(write_seconds, 1),
         "delivered": len(deliveries),

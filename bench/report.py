@@ -773,13 +773,14 @@ def burst_section(result: dict[str, Any]) -> list[str]:
         "",
         "One-time tasks due at the same second, written straight into the store (the SQLite "
         "file of a fresh data directory, or the embedded AWS), then fired by `dynacron local` "
-        f"(`--workers {runs[0]['workers']}`) to a minimal asyncio loopback handler. By default "
+        "(its default workers, as the `workers` column says) to a minimal asyncio loopback "
+        "handler. By default "
         "local mode runs its workers in processes of their own (two on this machine); the "
         "`workers as threads of one process` row is how it ran before issue 22. `sustained` "
         "counts from the first delivery to the last. `CPU ms/fire` is the CPU (user + system) "
         "of every process of local mode, from the due second to the last delivery (psutil, "
         "sampled every 0.2 s), divided by the fires. `bare httpx` is a baseline measured in "
-        "the same run: a threaded httpx client (as many threads as `--workers`) posting the "
+        "the same run: a threaded httpx client (8 threads) posting the "
         "same bodies to the same handler and doing nothing else. The slow row's handler "
         "answers each call 1 s after it arrived: how many calls local mode has in flight "
         "at once.",

@@ -170,7 +170,9 @@ class SqliteStore:
             dead_letter_queue_url="sqlite:dead-letters",
             # The queue releases a dead process's messages itself (``recover``): a
             # worker need not hold them (decision 0038), which saves a write a batch.
-            **{"message_holds": False, **settings},
+            # One file takes one writer at a time: the tick claims a page in one
+            # transaction from its own thread, not from a pool (decision 0043).
+            **{"message_holds": False, "tick_concurrency": 1, **settings},
         )
 
     def _prepare(self) -> None:

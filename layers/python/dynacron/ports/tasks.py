@@ -178,6 +178,19 @@ class TaskStore(OwnedTasks, Protocol):
         """
         ...
 
+    def apply_each(self, changes: Sequence[tuple[str, Transition]]) -> list[bool | Exception]:
+        """Carry out each (task id, transition) of ``changes`` as ``apply`` would, each
+        alone: one refused, or raising, writes nothing and leaves the others as they
+        are. A page of claims in one call (the tick's, decision 0043).
+
+        Answers, in order, whether each held, or the exception it raised (``Throttled``:
+        ask again after a wait). SQLite: one write transaction for the page; DynamoDB:
+        one conditional UpdateItem each, as ``apply``. Raises ``StoreUnavailable`` (not
+        ``Throttled``) when the store could not be written at all: then the changes
+        already carried out stand, and the others were not made.
+        """
+        ...
+
     def replace(self, task: Task, placement: DuePlacement | None, replacement: Replacement) -> bool:
         """Store ``task`` whole, due at ``placement`` (``transitions.replace``).
 

@@ -16,13 +16,14 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination.uptime import ShardHistory
 from dynacron.domain.executions import transitions
 from dynacron.domain.executions.execution import Dispatch
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks import transitions as task_transitions
 from dynacron.domain.tasks.claiming import Claim, advanced, claim_occurrence
-from dynacron.domain.tasks.task import SKIPPED_CATCHUP, DuePlacement, Task, execution_id_for
+from dynacron.domain.tasks.task import SKIPPED_CATCHUP, Task, execution_id_for
 from dynacron.ports import (
     DispatchQueue,
     ExecutionStore,
@@ -273,9 +274,15 @@ class PageClaimer:
             if dispatch is not None:
                 runs[dispatch.execution_id] = dispatch
         queued = list(runs.values())
-        batches = [
-            queued[i : i + SEND_BATCH_LIMIT] for i in range(0, len(queued), SEND_BATCH_LIMIT)
-        ]
+        # From a pool, batches of what one request sends (SQS: 10); without one, the
+        # page in one call (SQLite: one transaction; the SQS adapter splits it).
+        batches = (
+            [queued[i : i + SEND_BATCH_LIMIT] for i in range(0, len(queued), SEND_BATCH_LIMIT)]
+            if self._pool is not None
+            else [queued]
+            if queued
+            else []
+        )
         accepted = self._concurrently(self._queue.send, batches)
         sent = {dispatch.execution_id for batch in accepted for dispatch in batch}
         report.sent += len(sent)
@@ -283,29 +290,32 @@ class PageClaimer:
         # A run the queue did not accept is not claimed: it stays due.
         to_claim = [c for c in ready if c.execution_id is None or c.execution_id in sent]
 
-        def claim_one(claim: Claim) -> bool | Exception:
+        # Each claim's change is made here, on this thread; the store carries the
+        # page's out in one call (per thread of the pool, if there is one): on SQLite
+        # one transaction for the page (decision 0043).
+        changes: list[tuple[Claim, tuple[str, Transition]]] = []
+        for claim in to_claim:
             try:
                 placement = self._sharding.place(claim.task.task_id, claim.next_run_at, now)
-                claimed = self._claim(claim, placement, now)
+                change = task_transitions.claim(claim, placement.key if placement else None, now)
             except StoreUnavailable:
                 raise
             except Exception as error:
-                # Set aside by the caller, on this thread, after the others' claims.
-                return error
-            if claimed:
-                self._record_overlap_skip(claim, now)
-                self._record_catchup_cut(claim, now)
-            self._faults.reached(Boundary.TICK_CLAIMED_ONE)
-            return claimed
-
+                self._set_aside(claim.task, error, now, report)
+                continue
+            changes.append((claim, (claim.task.task_id, change)))
+        answers = self._claim_all([change for _, change in changes])
         won: list[Claim] = []
-        for claim, claimed in zip(to_claim, self._concurrently(claim_one, to_claim), strict=True):
+        for (claim, _), claimed in zip(changes, answers, strict=True):
             if isinstance(claimed, Exception):
                 self._set_aside(claim.task, claimed, now, report)
                 continue
             if not claimed:
                 report.lost_races += 1
                 continue
+            self._record_overlap_skip(claim, now)
+            self._record_catchup_cut(claim, now)
+            self._faults.reached(Boundary.TICK_CLAIMED_ONE)
             won.append(claim)
             if claim.catchup_cut:
                 report.catchup_cut += 1
@@ -316,22 +326,42 @@ class PageClaimer:
                 report.lateness_seconds.append((now - claim.scheduled_at).total_seconds())
         return won, len(sent) == len(runs)
 
-    def _claim(self, claim: Claim, placement: DuePlacement | None, now: datetime) -> bool:
-        """The conditional claim (``transitions.claim``), retried with backoff while the
-        store throttles it.
+    def _claim_all(self, changes: list[tuple[str, Transition]]) -> list[bool | Exception]:
+        """The conditional claims (``transitions.claim``) of a page, in one store call
+        per thread of the pool (one call without a pool); the claims the store
+        throttled are asked again, with backoff.
 
-        Giving up raises: the tick ends, the task stays due (its message, already
-        sent, is a duplicate the worker drops) and the next tick claims it.
+        Still throttled after the last try raises: the tick ends, the task stays due
+        (its message, already sent, is a duplicate the worker drops) and the next
+        tick claims it.
         """
-        change = task_transitions.claim(claim, placement.key if placement else None, now)
+        answers: list[bool | Exception] = [False] * len(changes)
+        pending = list(range(len(changes)))
         for attempt in range(THROTTLE_RETRIES):
-            try:
-                return self._tasks.apply(claim.task.task_id, change)
-            except Throttled:
-                if attempt == THROTTLE_RETRIES - 1:
-                    raise
-                self._sleep(min(THROTTLE_MAX_SLEEP, THROTTLE_FIRST_SLEEP * 2**attempt))
+            chunks = self._chunks([changes[i] for i in pending])
+            got = [a for chunk in self._concurrently(self._tasks.apply_each, chunks) for a in chunk]
+            throttled: list[Throttled] = []
+            still: list[int] = []
+            for index, answer in zip(pending, got, strict=True):
+                answers[index] = answer
+                if isinstance(answer, Throttled):
+                    throttled.append(answer)
+                    still.append(index)
+            if not throttled:
+                return answers
+            if attempt == THROTTLE_RETRIES - 1:
+                raise throttled[0]
+            self._sleep(min(THROTTLE_MAX_SLEEP, THROTTLE_FIRST_SLEEP * 2**attempt))
+            pending = still
         raise AssertionError("unreachable")
+
+    def _chunks(self, items: list[T]) -> list[list[T]]:
+        """``items`` in order, in one chunk per thread of the pool (one without a pool)."""
+        if not items:
+            return []
+        parts = 1 if self._pool is None else min(len(items), self._settings.tick_concurrency)
+        size = -(-len(items) // parts)
+        return [items[i : i + size] for i in range(0, len(items), size)]
 
     def _concurrently(self, call: Callable[[T], R], items: list[T]) -> list[R]:
         """``call`` on every item, from the pool when there is one; results in order.

@@ -56,6 +56,8 @@ from dynacron.domain.tasks.task import (
 from dynacron.domain.tasks.transitions import Replacement
 from dynacron.ports import (
     Page,
+    StoreUnavailable,
+    Throttled,
     UnreadableTask,
 )
 from dynacron.ports.tasks import all_readable, sorted_reads
@@ -377,6 +379,23 @@ class DynamoTaskStore:
         return apply_transition(
             self._client, self._table, to_item({"task_id": task_id}), transition
         )
+
+    def apply_each(self, changes: Sequence[tuple[str, Transition]]) -> list[bool | Exception]:
+        """One conditional UpdateItem per change, as ``apply``, one after another
+        (DynamoDB has no conditional batch write; the tick spreads a page over its
+        threads, decision 0043). A throttled or failing change is answered with its
+        exception; the store unreachable (any other ``StoreUnavailable``) raises."""
+        answers: list[bool | Exception] = []
+        for task_id, transition in changes:
+            try:
+                answers.append(self.apply(task_id, transition))
+            except Throttled as throttled:
+                answers.append(throttled)
+            except StoreUnavailable:
+                raise
+            except Exception as error:
+                answers.append(error)
+        return answers
 
     def stored_version(self, task_id: str) -> Any:
         """The ``version`` attribute as stored now (a consistent GetItem), as a plain

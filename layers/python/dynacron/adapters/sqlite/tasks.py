@@ -280,15 +280,25 @@ class SqliteTaskStore:
         """Carry out ``transition`` on the task in one transaction: read the row, check
         what it expects, write the record it makes (the index columns with it)."""
 
-        def carry_out(connection: sqlite3.Connection) -> bool:
-            row = _row(connection, task_id)
-            stored = _as_stored(row) if row is not None else None
-            if row is None or not transition.holds(stored):
-                return False
-            _write_record(connection, row, transition.applied_to(stored))
-            return True
+        return self._database.run(lambda c: _carry_out(c, task_id, transition))
 
-        return self._database.run(carry_out)
+    def apply_each(self, changes: Sequence[tuple[str, Transition]]) -> list[bool | Exception]:
+        """Carry out every change in one write transaction (one commit for a page of
+        claims). A change that raises writes nothing (its one statement, if it got
+        that far, is undone by SQLite alone); the others go on."""
+
+        def carry_out(connection: sqlite3.Connection) -> list[bool | Exception]:
+            answers: list[bool | Exception] = []
+            for task_id, transition in changes:
+                try:
+                    answers.append(_carry_out(connection, task_id, transition))
+                except sqlite3.OperationalError:
+                    raise  # the file, not the change: the transaction fails
+                except Exception as error:
+                    answers.append(error)
+            return answers
+
+        return self._database.run(carry_out) if changes else []
 
 
 def _create_counted(
@@ -319,6 +329,17 @@ def _create_counted(
            signing_secrets = COALESCE(signing_secrets, excluded.signing_secrets)""",
         (task.tenant_id, json.dumps([fresh_secret])),
     )
+
+
+def _carry_out(connection: sqlite3.Connection, task_id: str, transition: Transition) -> bool:
+    """Within a write transaction: read the row, check what ``transition`` expects,
+    write the record it makes (the index columns with it); whether it held."""
+    row = _row(connection, task_id)
+    stored = _as_stored(row) if row is not None else None
+    if row is None or not transition.holds(stored):
+        return False
+    _write_record(connection, row, transition.applied_to(stored))
+    return True
 
 
 def _row(connection: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:
