@@ -488,7 +488,7 @@ class DynamoTaskStore:
         placeholders = Placeholders()
         put: dict[str, Any] = {
             "TableName": self._table,
-            "Item": _counted_item(task, placement, change.added or counted_as),
+            "Item": _counted_item(task, placement, counted_signature(task)),
             "ConditionExpression": placeholders.condition(
                 AllOf(replacement.expects, _counted_under(counted_as))
             ),

@@ -204,7 +204,7 @@ class SqliteTaskStore:
             change = census_change(counted_as, task)
             _put(
                 connection,
-                _counted_record(task, change.added if change.added else counted_as),
+                _counted_record(task, counted_signature(task)),
                 placement,
             )
             _recount(connection, task.tenant_id, change)
