@@ -5,21 +5,29 @@ its tasks."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from dynacron.domain.clock import Clock
-from dynacron.domain.schedules.forecast import Forecast, census_forecast
+from dynacron.domain.schedules.forecast import Forecast, census_forecast, forecast
 from dynacron.domain.schedules.signatures import Signature
+from dynacron.domain.tasks.task import Task
 from dynacron.ports import TaskStore
 
 # Census entries read per call of the store.
 PAGE = 1_000
+# Tasks read per page for the exact forecast of a small tenant.
+TASK_PAGE = 100
 
 
 @dataclass(frozen=True, kw_only=True)
 class HerdForecast:
-    """Bounded: reads at most ``max_tasks`` census entries (distinct schedules, per
-    store shard) and counts at most ``max_occurrences`` distinct occurrences."""
+    """Exact for a tenant of at most ``max_tasks`` counted tasks (each task's own
+    occurrences and jitter, as the tick will see them); from the census beyond,
+    where reading every task would not fit the API's time (decision 0046).
+
+    Bounded: reads at most ``max_tasks`` census entries (distinct schedules, per
+    store shard) or tasks, and computes at most ``max_occurrences`` occurrences."""
 
     tasks: TaskStore
     clock: Clock
@@ -30,6 +38,10 @@ class HerdForecast:
         """The tenant's executions per minute from now over ``hours``; not ``complete``
         (a lower bound) when a budget ran out."""
         census, read_all = self.census(tenant_id)
+        if read_all and sum(census.values()) <= self.max_tasks:
+            exact = self._task_by_task(tenant_id, hours)
+            if exact.complete:
+                return exact
         result = census_forecast(
             sorted(census.items(), key=lambda entry: entry[0].text),
             self.clock.now(),
@@ -39,6 +51,24 @@ class HerdForecast:
         if not read_all:
             return Forecast(result.start, result.minutes, result.per_minute, result.tasks, False)
         return result
+
+    def _task_by_task(self, tenant_id: str, hours: int) -> Forecast:
+        result = forecast(
+            self._tasks_of(tenant_id), self.clock.now(), hours * 60, self.max_occurrences
+        )
+        if result.tasks >= self.max_tasks:
+            return Forecast(result.start, result.minutes, result.per_minute, result.tasks, False)
+        return result
+
+    def _tasks_of(self, tenant_id: str) -> Iterator[Task]:
+        token, read = None, 0
+        while read < self.max_tasks:
+            page = self.tasks.page_owned(tenant_id, min(TASK_PAGE, self.max_tasks - read), token)
+            yield from page.items
+            read += len(page.items)
+            token = page.next_token
+            if token is None:
+                return
 
     def census(self, tenant_id: str) -> tuple[Counter[Signature], bool]:
         """The tenant's tasks per signature (a store's shards summed), and whether

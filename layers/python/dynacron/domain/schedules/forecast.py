@@ -164,4 +164,11 @@ def _floor(text: str) -> datetime:
 
 
 def _rounded(shares: dict[datetime, float]) -> Counter[datetime]:
-    return Counter({minute: round(share) for minute, share in shares.items() if round(share)})
+    """Whole counts from expected ones, their total kept (largest remainders): a
+    jittered task spread thin over fifteen minutes still counts once, somewhere."""
+    floors = {minute: int(share) for minute, share in shares.items()}
+    left = round(sum(shares.values())) - sum(floors.values())
+    by_remainder = sorted(shares, key=lambda minute: (floors[minute] - shares[minute], minute))
+    for minute in by_remainder[: max(0, left)]:
+        floors[minute] += 1
+    return Counter({minute: count for minute, count in floors.items() if count})
