@@ -41,6 +41,9 @@ class Forecast:
     # False when a budget ran out (occurrences in all or of one task, tasks read):
     # the counts are a lower bound.
     complete: bool
+    # Of ``tasks``, how many were left out, or counted only in part, when a budget
+    # ran out (from a census: the tasks of the signatures not computed to the end).
+    not_counted: int = 0
 
     @property
     def peak(self) -> tuple[datetime, int] | None:
@@ -101,7 +104,8 @@ def census_forecast(
     """``forecast`` from a schedule census (signature and how many tasks share it):
     each signature's occurrences are computed once and count for all its tasks, so
     the work grows with the distinct schedules, not the tasks. The same budgets, per
-    signature instead of per task.
+    signature instead of per task; the largest herds first, so that a budget that
+    runs out leaves out the smallest (``not_counted`` says how many tasks).
 
     Where it differs from ``forecast`` over the same tasks (decision 0046): jitter is
     spread evenly over its seconds (its expected counts, rounded) where each task's
@@ -113,12 +117,15 @@ def census_forecast(
     first = start.replace(second=0, microsecond=0)
     end = first + minutes * MINUTE
     shares: dict[datetime, float] = {}
-    computed = tasks = 0
-    complete = True
-    for signature, count in census:
+    computed = tasks = not_counted = 0
+    largest_first = sorted(census, key=lambda entry: (-entry[1], entry[0].text))
+    for signature, count in largest_first:
         if count <= 0:
             continue
         tasks += count
+        if computed >= max_occurrences:
+            not_counted += count
+            continue
         if signature.kind == "fixed_delay":
             computed += _spread_evenly(signature, count, first, end, shares)
             continue
@@ -126,18 +133,18 @@ def census_forecast(
         occurrence = schedule.next_after(start - _JUST_BEFORE)
         of_signature = 0
         while occurrence is not None and occurrence < end:
-            if of_signature >= max_per_signature:
-                complete = False
+            if of_signature >= max_per_signature or computed >= max_occurrences:
+                not_counted += count
                 break
-            if computed >= max_occurrences:
-                return Forecast(first, minutes, _rounded(shares), tasks, complete=False)
             computed += 1
             of_signature += 1
             for minute, share in minutes_of(occurrence, signature.jitter_seconds, first):
                 if minute < end:
                     shares[minute] = shares.get(minute, 0.0) + share * count
             occurrence = schedule.next_after(occurrence)
-    return Forecast(first, minutes, _rounded(shares), tasks, complete=complete)
+    return Forecast(
+        first, minutes, _rounded(shares), tasks, complete=not not_counted, not_counted=not_counted
+    )
 
 
 def _spread_evenly(

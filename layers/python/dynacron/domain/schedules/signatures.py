@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
+from dynacron.domain.errors import InvalidSchedule
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.domain.schedules.cron import resolve_hashes
 from dynacron.domain.schedules.expressions import (
@@ -124,7 +125,12 @@ def signature_of(task: Task) -> Signature | None:
     schedule = task.schedule
     fields: dict[str, Any]
     if isinstance(schedule, CronSchedule):
-        resolved = resolve_hashes(schedule.expression, schedule.seed)
+        try:
+            resolved = resolve_hashes(schedule.expression, schedule.seed)
+            schedule.zone  # noqa: B018  (its zone must load too)
+        except InvalidSchedule:
+            # Written around the API: it never runs (the tick sets it aside).
+            return None
         fields = {
             "kind": "cron",
             "expression": resolved if resolved is not None else schedule.expression,
