@@ -17,11 +17,11 @@ from dynacron.ports import TaskStore
 
 # Census entries read per call of the store.
 PAGE = 1_000
-# The census's budgets: entries read (a signature is up to ``CENSUS_SHARDS`` entries
-# on DynamoDB) and occurrences computed. About 50 us an occurrence on one vCPU: 5 s
-# for 100,000, well inside the API's 29 s with the reads (decision 0046's figures).
+# Census entries read at most (a signature is up to ``CENSUS_SHARDS`` entries on
+# DynamoDB, about 250 bytes each: 25 MB, some 25 Query pages). The occurrences
+# computed from them are ``max_occurrences``, the budget the API's time was
+# measured for (docs/limits.md), spent on the largest herds first.
 CENSUS_ENTRIES = 100_000
-CENSUS_OCCURRENCES = 100_000
 # Tasks read per page for the exact forecast of a small tenant.
 TASK_PAGE = 100
 
@@ -32,16 +32,14 @@ class HerdForecast:
     occurrences and jitter, as the tick will see them); from the census beyond,
     where reading every task would not fit the API's time (decision 0046).
 
-    Bounded: reads at most ``max_tasks`` tasks and computes ``max_occurrences``
-    occurrences task by task; from the census, at most ``max_census_entries``
-    entries and ``max_census_occurrences`` occurrences."""
+    Bounded: reads at most ``max_tasks`` tasks, or ``max_census_entries`` census
+    entries, and computes at most ``max_occurrences`` occurrences."""
 
     tasks: TaskStore
     clock: Clock
     max_tasks: int
     max_occurrences: int
     max_census_entries: int = CENSUS_ENTRIES
-    max_census_occurrences: int = CENSUS_OCCURRENCES
 
     def next_hours(self, tenant_id: str, hours: int) -> Forecast:
         """The tenant's executions per minute from now over ``hours``; not ``complete``
@@ -52,7 +50,7 @@ class HerdForecast:
             if exact.complete:
                 return exact
         result = census_forecast(
-            census.items(), self.clock.now(), hours * 60, self.max_census_occurrences
+            census.items(), self.clock.now(), hours * 60, self.max_occurrences
         )
         if not read_all:
             # Entries past the bound: how many tasks they count is not known.
