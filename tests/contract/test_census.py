@@ -207,3 +207,25 @@ def test_a_rate_signature_keeps_the_phase_to_the_minute_only() -> None:
     texts = {text_of(a_task(str(n), schedule=s)) for n, s in enumerate((every_hour, same_minute))}
     assert len(texts) == 1
     assert text_of(a_task("o", schedule=other_minute)) not in texts
+
+
+def test_a_read_from_now_on_leaves_out_signatures_that_ended(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    # Given a one-time task of 12:05 and a recurring one
+    once = create(tasks, a_task("once", tenant_id="acme", due=START + timedelta(minutes=5)))
+    create(tasks, cron_task("daily"))
+    page = tasks.census_page("acme", 10, None, ending_after=START + timedelta(minutes=5))
+    assert {entry.signature.text for entry in page.items} == {
+        text_of(once),
+        text_of(cron_task("x")),
+    }
+    # When read from after its minute: only the recurring one is left
+    later = START + timedelta(minutes=7)
+    entries, token = [], None
+    while True:
+        page = tasks.census_page("acme", 10, token, ending_after=later)
+        entries += page.items
+        token = page.next_token
+        if token is None:
+            break
+    assert [entry.signature.text for entry in entries] == [text_of(cron_task("x"))]

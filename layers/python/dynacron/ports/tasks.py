@@ -138,10 +138,18 @@ class ScheduleCensus(Protocol):
     whole replacement, a set-aside, a delete); a fire changes none (decision 0046).
     A task stored before the census existed is counted by ``count_uncounted``."""
 
-    def census_page(self, tenant_id: str, limit: int, token: str | None) -> Page[CensusEntry]:
+    def census_page(
+        self,
+        tenant_id: str,
+        limit: int,
+        token: str | None,
+        ending_after: datetime | None = None,
+    ) -> Page[CensusEntry]:
         """Up to ``limit`` of the tenant's census entries (any order, those counting
-        no task left out), and where to go on from. ``InvalidRequest`` for a token
-        not of this tenant's census."""
+        no task left out; with ``ending_after``, those whose signature ends before it
+        too: past one-time minutes and end bounds), and where to go on from. A page
+        may hold fewer, even none, with a token to go on from. ``InvalidRequest``
+        for a token not of this tenant's census."""
         ...
 
     def count_uncounted(self, tenant_id: str, limit: int, token: str | None) -> Page[str]:

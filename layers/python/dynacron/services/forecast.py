@@ -8,6 +8,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.schedules.forecast import Forecast, census_forecast, forecast
@@ -44,14 +45,12 @@ class HerdForecast:
     def next_hours(self, tenant_id: str, hours: int) -> Forecast:
         """The tenant's executions per minute from now over ``hours``; not ``complete``
         (a lower bound) when a budget ran out."""
-        census, read_all = self.census(tenant_id)
+        census, read_all = self.census(tenant_id, ending_after=self.clock.now())
         if read_all and sum(census.values()) <= self.max_tasks:
             exact = self._task_by_task(tenant_id, hours)
             if exact.complete:
                 return exact
-        result = census_forecast(
-            census.items(), self.clock.now(), hours * 60, self.max_occurrences
-        )
+        result = census_forecast(census.items(), self.clock.now(), hours * 60, self.max_occurrences)
         if not read_all:
             # Entries past the bound: how many tasks they count is not known.
             return dataclasses.replace(result, complete=False)
@@ -75,14 +74,16 @@ class HerdForecast:
             if token is None:
                 return
 
-    def census(self, tenant_id: str) -> tuple[Counter[Signature], bool]:
+    def census(
+        self, tenant_id: str, ending_after: datetime | None = None
+    ) -> tuple[Counter[Signature], bool]:
         """The tenant's tasks per signature (a store's shards summed), and whether
         every entry was read within ``max_census_entries``."""
         totals: Counter[Signature] = Counter()
         token, read = None, 0
         while read < self.max_census_entries:
             limit = min(PAGE, self.max_census_entries - read)
-            page = self.tasks.census_page(tenant_id, limit, token)
+            page = self.tasks.census_page(tenant_id, limit, token, ending_after)
             for entry in page.items:
                 totals[entry.signature] += entry.tasks
             read += len(page.items)

@@ -578,7 +578,13 @@ class DynamoTaskStore:
             }
         }
 
-    def census_page(self, tenant_id: str, limit: int, token: str | None) -> Page[CensusEntry]:
+    def census_page(
+        self,
+        tenant_id: str,
+        limit: int,
+        token: str | None,
+        ending_after: datetime | None = None,
+    ) -> Page[CensusEntry]:
         """Up to ``limit`` census entries of the tenant: one Query of each of its
         ``CENSUS_SHARDS`` partitions in turn (a token says which and where in it), the
         shards' counts of one signature summed by the caller (``census_totals``)."""
@@ -593,14 +599,17 @@ class DynamoTaskStore:
                 raise InvalidRequest("token", "not a token of this listing")
         entries: list[CensusEntry] = []
         while len(entries) < limit and shard < CENSUS_SHARDS:
+            values = {":partition": f"{CENSUS_KEY_PREFIX}{tenant_id}#{shard}"}
             kwargs: dict[str, Any] = {
                 "TableName": self._census,
                 "KeyConditionExpression": "task_id = :partition",
-                "ExpressionAttributeValues": to_item(
-                    {":partition": f"{CENSUS_KEY_PREFIX}{tenant_id}#{shard}"}
-                ),
                 "Limit": limit - len(entries),
             }
+            if ending_after is not None:
+                # Read, and billed, all the same until TTL takes them a day later.
+                kwargs["FilterExpression"] = "attribute_not_exists(ends_at) OR ends_at >= :after"
+                values[":after"] = format_instant(ending_after)
+            kwargs["ExpressionAttributeValues"] = to_item(values)
             if start is not None:
                 kwargs["ExclusiveStartKey"] = to_item(
                     {"task_id": f"{CENSUS_KEY_PREFIX}{tenant_id}#{shard}", "execution_id": start}

@@ -272,17 +272,25 @@ class SqliteTaskStore:
 
     # The schedule census (decision 0046) ---------------------------------------------
 
-    def census_page(self, tenant_id: str, limit: int, token: str | None) -> Page[CensusEntry]:
+    def census_page(
+        self,
+        tenant_id: str,
+        limit: int,
+        token: str | None,
+        ending_after: datetime | None = None,
+    ) -> Page[CensusEntry]:
         """Up to ``limit`` census entries of the tenant, by key; ``token`` is the last
         key read."""
         if token is not None and not (len(token) == 16 and token.isalnum()):
             raise InvalidRequest("token", "not a token of this listing")
+        ends = format_instant(ending_after) if ending_after is not None else ""
         rows = (
             self._database.connection()
             .execute(
                 "SELECT signature_key, signature, tasks FROM census WHERE tenant_id = ?"
-                " AND signature_key > ? ORDER BY signature_key LIMIT ?",
-                (tenant_id, token or "", limit + 1),
+                " AND signature_key > ? AND (ends_at IS NULL OR ends_at >= ?)"
+                " ORDER BY signature_key LIMIT ?",
+                (tenant_id, token or "", ends, limit + 1),
             )
             .fetchall()
         )
