@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -29,6 +30,7 @@ from dynacron.definitions.environment import (
     TICK_MAX_CLAIMS_PER_TASK_VAR,
 )
 from dynacron.definitions.resources import (
+    CENSUS_KEY_PREFIX,
     COORDINATION,
     CURSOR_KEY_PREFIX,
     DISPATCH_QUEUE,
@@ -95,6 +97,7 @@ class Tick(Construct):
             ITEM_READ_WRITE,
             [coordination.table_arn],
         )
+        allow_census_set_aside(self.function, tasks, storage.table(EXECUTIONS))
         # GetQueueAttributes: the queue's depth paces dispatch (see services/tick.py).
         allow(
             self.function,
@@ -138,6 +141,7 @@ class Tick(Construct):
             )
         )
         allow(function, ["sqs:SendMessage"], [queues.queue(DISPATCH_QUEUE).queue_arn])
+        allow_census_set_aside(function, tasks, storage.table(EXECUTIONS))
         # No retries and no destination: a page whose claim failed is still due, and
         # the looping tick hands it out (or claims it) again within seconds; a retry
         # minutes later would only re-read tasks claimed meanwhile. The ClaimErrors
@@ -170,3 +174,21 @@ class Tick(Construct):
             retry_attempts=2,
             max_event_age=Duration.minutes(1),
         )
+
+
+def allow_census_set_aside(
+    function: lambda_.Function, tasks: dynamodb.Table, executions: dynamodb.Table
+) -> None:
+    """A task set aside leaves its tenant's schedule census (decision 0046): its census
+    key read from the task, and the census entry (in the executions table, under
+    ``census#``) updated in the set-aside's transaction. A fire touches neither."""
+    allow(function, ["dynamodb:GetItem"], [tasks.table_arn])
+    function.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=["dynamodb:UpdateItem"],
+            resources=[executions.table_arn],
+            conditions={
+                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{CENSUS_KEY_PREFIX}*"]}
+            },
+        )
+    )

@@ -476,8 +476,8 @@ def test_the_owner_repairs_or_retries_a_task_set_aside(pipeline: Pipeline, sink:
 class OneClaimRaises(DynamoTaskStore):
     """A claim write that raises for one task only (not an infrastructure error)."""
 
-    def __init__(self, client: Any, table: str, failing_task_id: str) -> None:
-        super().__init__(client, table)
+    def __init__(self, client: Any, table: str, failing_task_id: str, census_table: str) -> None:
+        super().__init__(client, table, census_table=census_table)
         self._failing = failing_task_id
 
     def apply(self, task_id: str, transition: Transition) -> bool:
@@ -498,7 +498,9 @@ def test_a_claim_that_raises_sets_its_task_aside_and_the_page_goes_on(
     ]
     clock.advance(timedelta(seconds=2))
     ticker = Ticker(
-        tasks=OneClaimRaises(aws[0], system.settings.tasks_table, task_ids[7]),
+        tasks=OneClaimRaises(
+            aws[0], system.settings.tasks_table, task_ids[7], system.settings.executions_table
+        ),
         executions=system.executions,
         queue=system.queue,
         cursors=system.cursors,

@@ -676,9 +676,11 @@ FOLLOW_UPS = {
 EXPECTED_ACCESS = {
     "Tick": {
         "own logs": LOGS,
-        "Tasks": {"dynamodb:BatchGetItem", "dynamodb:UpdateItem"},
+        # GetItem: a task set aside leaves the schedule census (decision 0046)
+        "Tasks": {"dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:GetItem"},
         "Tasks/index/due-index": {"dynamodb:Query"},
-        "Executions": {"dynamodb:PutItem"},  # SKIPPED records of the overlap policy
+        # SKIPPED records of the overlap policy; UpdateItem: census# entries only
+        "Executions": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
         "Coordination": ITEM_READ_WRITE,
         "DispatchQueue": {"sqs:SendMessage", "sqs:GetQueueAttributes"},
         # Decision 0025: large pages go to the claim function, and nothing else is invoked
@@ -688,8 +690,8 @@ EXPECTED_ACCESS = {
     # cursor write (it reads its shard's cursor item only), no queue depth.
     "Claim": {
         "own logs": LOGS,
-        "Tasks": {"dynamodb:BatchGetItem", "dynamodb:UpdateItem"},
-        "Executions": {"dynamodb:PutItem"},
+        "Tasks": {"dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:GetItem"},
+        "Executions": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
         "Coordination": {"dynamodb:GetItem"},
         "DispatchQueue": {"sqs:SendMessage"},
     },
@@ -830,7 +832,11 @@ def test_task_writers_are_known_and_nothing_grants_a_wildcard(
         "dynamodb:UpdateItem": {f"{p}*" for p in LIMIT_KEY_PREFIXES},
         "dynamodb:DeleteItem": {f"{p}*" for p in LIMIT_KEY_PREFIXES},
     }
-    assert access_of(template, "Tick")[EXECUTIONS.logical_id] == {"dynamodb:PutItem"}
+    # SKIPPED records, and census entries of a task set aside (decision 0046)
+    assert access_of(template, "Tick")[EXECUTIONS.logical_id] == {
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+    }
     document = json.dumps(resources_of(template, "AWS::IAM::Policy"))
     assert '"*"' not in document
     assert ':*"' not in document

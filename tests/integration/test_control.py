@@ -456,7 +456,10 @@ def test_two_changes_racing_to_close_a_cycle_cannot_both_succeed(
     x = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/x")
     y = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/y")
     racing = RacingTasks(
-        pipeline.dynamodb, pipeline.settings.tasks_table, pipeline.settings.coordination_table
+        pipeline.dynamodb,
+        pipeline.settings.tasks_table,
+        pipeline.settings.coordination_table,
+        census_table=pipeline.settings.executions_table,
     )
     service = TaskService(
         tasks=racing,

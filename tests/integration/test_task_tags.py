@@ -185,6 +185,7 @@ def test_a_filtered_page_makes_a_bounded_number_of_queries_and_resumes_where_it_
         settings.coordination_table,
         filtered_queries=3,
         evaluated_per_query=2,
+        census_table=settings.executions_table,
     )
     # and 15 tasks of one tenant, of which only the 1st, 8th, 9th and 15th match
     matching = {0, 7, 8, 14}

@@ -280,6 +280,8 @@ class ForecastView(BaseModel):
     minutes: int
     tasks: int
     complete: bool
+    # Of ``tasks``, how many a budget left out or counted only in part (decision 0046).
+    not_counted: int = 0
     peak: MinuteCount | None
     per_minute: list[MinuteCount]
 
@@ -291,6 +293,7 @@ class ForecastView(BaseModel):
             minutes=forecast.minutes,
             tasks=forecast.tasks,
             complete=forecast.complete,
+            not_counted=forecast.not_counted,
             peak=MinuteCount(minute=format_instant(peak[0]), executions=peak[1]) if peak else None,
             per_minute=[
                 MinuteCount(minute=format_instant(minute), executions=count)

@@ -189,6 +189,14 @@ LIMIT_KEY_PREFIXES = (HOST_KEY_PREFIX, RATE_KEY_PREFIX, SLOT_KEY_PREFIX)
 TENANT_KEY_PREFIX = "tenant#"
 # A task creation's idempotency key (the API's alone).
 CREATE_KEY_PREFIX = "create-key#"
+# A tenant's schedule census (decision 0046) lives in the executions table, whose
+# sort key lets one Query read a partition's entries: partition
+# ``census#<tenant>#<shard>`` (the shard of the task's id, so that a million tasks
+# on one schedule spread their counting over ``CENSUS_SHARDS`` partitions), sort
+# key the signature's key; ``tasks`` counts, ``signature`` is the text, and an entry
+# whose signature ends (one-time, end bound) expires a day after (``expires_at``).
+CENSUS_KEY_PREFIX = "census#"
+CENSUS_SHARDS = 8
 # A shard's tick cursor and history: the claim function may read it, nothing more.
 CURSOR_KEY_PREFIX = "tick-cursor#"
 

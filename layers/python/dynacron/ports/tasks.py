@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dynacron.domain.conditions import Transition
+from dynacron.domain.schedules.signatures import Signature
 from dynacron.domain.tasks.listing import ALL_TASKS, TaskListing
 from dynacron.domain.tasks.tags import TagFilter
 from dynacron.domain.tasks.task import DuePlacement, Task
@@ -126,7 +127,44 @@ class OwnedTasks(Protocol):
         ...
 
 
-class TaskStore(OwnedTasks, Protocol):
+@dataclass(frozen=True)
+class CensusEntry:
+    """How many of a tenant's tasks share one schedule signature (decision 0046)."""
+
+    signature: Signature
+    tasks: int
+
+
+class ScheduleCensus(Protocol):
+    """Each tenant's schedule census: how many of its tasks share each schedule
+    signature (``domain.schedules.signatures``), kept by the store itself in the same
+    transaction as every write of a task that changes what it counts (create, a
+    whole replacement, a set-aside, a delete); a fire changes none (decision 0046).
+    A task stored before the census existed is counted by ``count_uncounted``."""
+
+    def census_page(
+        self,
+        tenant_id: str,
+        limit: int,
+        token: str | None,
+        ending_after: datetime | None = None,
+    ) -> Page[CensusEntry]:
+        """Up to ``limit`` of the tenant's census entries (any order, those counting
+        no task left out; with ``ending_after``, those whose signature ends before it
+        too: past one-time minutes and end bounds), and where to go on from. A page
+        may hold fewer, even none, with a token to go on from. ``InvalidRequest``
+        for a token not of this tenant's census."""
+        ...
+
+    def count_uncounted(self, tenant_id: str, limit: int, token: str | None) -> Page[str]:
+        """Count, in the census, the tasks of one page of the tenant's tasks (at most
+        ``limit``) that it does not count yet (stored before it existed): each in one
+        transaction with its record's mark, conditional on the version read, so that
+        none is counted twice. The ids counted, and where to go on from."""
+        ...
+
+
+class TaskStore(OwnedTasks, ScheduleCensus, Protocol):
     """Tasks for the tick, the worker and the services: reads by id, the due index,
     and the conditional changes of one task (``apply``) or of a whole one (``replace``)."""
 

@@ -44,7 +44,12 @@ def aws_adapters(
 ) -> AdapterSet:
     """Every port on the tables and queues ``settings`` name, through the given clients."""
     return AdapterSet(
-        tasks=DynamoTaskStore(dynamodb, settings.tasks_table, settings.coordination_table),
+        tasks=DynamoTaskStore(
+            dynamodb,
+            settings.tasks_table,
+            settings.coordination_table,
+            census_table=settings.executions_table,
+        ),
         executions=DynamoExecutionStore(dynamodb, settings.executions_table, execution_retention),
         cursors=DynamoCursorStore(dynamodb, settings.coordination_table),
         tenants=DynamoTenantStore(dynamodb, settings.coordination_table),

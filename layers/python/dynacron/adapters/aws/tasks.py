@@ -8,6 +8,7 @@ import json
 import random
 import time
 import uuid
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import ClientError
 
 from dynacron.adapters.aws.errors import translating
-from dynacron.adapters.aws.expressions import Placeholders, apply_transition
+from dynacron.adapters.aws.expressions import Placeholders, apply_transition, write_request
 from dynacron.adapters.aws.items import (
     batch_get,
     cancelled_by,
@@ -40,27 +41,37 @@ from dynacron.adapters.aws.task_listing import (
 )
 from dynacron.adapters.aws.tenants import tenant_key
 from dynacron.definitions.resources import (
+    CENSUS_KEY_PREFIX,
+    CENSUS_SHARDS,
     DEPENDENTS_INDEX,
     DUE_INDEX,
     TENANT_INDEX,
 )
-from dynacron.domain.conditions import Condition, Transition
+from dynacron.domain.conditions import AllOf, Condition, Equals, Missing, Transition
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
+from dynacron.domain.schedules.signatures import (
+    CENSUS_KEY,
+    COUNTED,
+    CensusChange,
+    Signature,
+    census_change,
+    counted_signature,
+)
 from dynacron.domain.tasks.listing import ALL_TASKS, TaskListing, TaskOrder
 from dynacron.domain.tasks.tags import TagFilter, matches_all
 from dynacron.domain.tasks.task import (
     DuePlacement,
     Task,
 )
-from dynacron.domain.tasks.transitions import Replacement
+from dynacron.domain.tasks.transitions import STATUS, Replacement
 from dynacron.ports import (
     Page,
     StoreUnavailable,
     Throttled,
     UnreadableTask,
 )
-from dynacron.ports.tasks import all_readable, sorted_reads
+from dynacron.ports.tasks import CensusEntry, all_readable, sorted_reads
 
 # Tries of one chunk's transaction while others on the tenant's count conflict with it.
 _CHUNK_CONFLICT_TRIES = 3
@@ -78,18 +89,31 @@ class _Chunk:
     items: list[tuple[int, dict[str, Any]]]
 
 
-def _chunks(items: list[dict[str, Any]]) -> list[_Chunk]:
+def _chunks(
+    items: list[dict[str, Any]], census_items: list[str | None] | None = None
+) -> list[_Chunk]:
     """``items`` in order, cut into chunks of at most ``_CHUNK_PUTS`` and
-    ``_CHUNK_BYTES``."""
+    ``_CHUNK_BYTES``; with ``census_items`` (each item's census entry, or None),
+    also so that the puts and the distinct census entries updated fit 99 actions."""
     chunks: list[_Chunk] = []
     size = 0
+    entries: set[str] = set()
     for index, item in enumerate(items):
         item_size = len(json.dumps(item, separators=(",", ":"), default=str))
-        if not chunks or len(chunks[-1].items) == _CHUNK_PUTS or size + item_size > _CHUNK_BYTES:
+        entry = census_items[index] if census_items else None
+        more = 1 if entry is not None and entry not in entries else 0
+        if (
+            not chunks
+            or len(chunks[-1].items) + 1 + len(entries) + more > _CHUNK_PUTS
+            or size + item_size > _CHUNK_BYTES
+        ):
             chunks.append(_Chunk(index, []))
             size = 0
+            entries = set()
         chunks[-1].items.append((index, item))
         size += item_size
+        if entry is not None:
+            entries.add(entry)
     return chunks
 
 
@@ -113,10 +137,13 @@ class DynamoTaskStore:
         *,
         filtered_queries: int = FILTERED_QUERIES,
         evaluated_per_query: int = EVALUATED_PER_QUERY,
+        census_table: str = "",
     ) -> None:
         self._client = translating(client)
         self._table = table_name
         self._coordination = coordination_table
+        # The executions table, where the schedule census lives (``resources``).
+        self._census = census_table
         self._filtered_queries = filtered_queries
         self._evaluated_per_query = evaluated_per_query
 
@@ -128,11 +155,13 @@ class DynamoTaskStore:
         The tenant's record gets its first signing secret here if it has none, so
         a worker only ever reads it.
         """
+        added = counted_signature(task)
         try:
             self._client.transact_write_items(
                 TransactItems=[
-                    self._put_new(task_to_item(task, placement)),
+                    self._put_new(_counted_item(task, placement, added)),
                     self._counted(task.tenant_id, 1, max_tasks, fresh_secret),
+                    *self._recounts(task.tenant_id, task.task_id, CensusChange(added=added)),
                 ]
             )
         except ClientError as error:
@@ -201,10 +230,22 @@ class DynamoTaskStore:
         exactly the places left, and each task refused is answered with why.
         """
         outcomes: list[Exception | None] = [None] * len(tasks)
-        for chunk in _chunks([task_to_item(task, placement) for task, placement in tasks]):
+        added = [counted_signature(task) for task, _ in tasks]
+        entries = [
+            _census_entry(task.tenant_id, task.task_id, signature.key) if signature else None
+            for (task, _), signature in zip(tasks, added, strict=True)
+        ]
+        items = [
+            _counted_item(task, placement, signature)
+            for (task, placement), signature in zip(tasks, added, strict=True)
+        ]
+        for chunk in _chunks(items, entries):
             tenant_id = tasks[chunk.start][0].tenant_id
+            recounts = self._chunk_recounts(
+                tenant_id, [(tasks[i][0].task_id, added[i]) for i, _ in chunk.items]
+            )
             stored = self._create_chunk(
-                tenant_id, [item for _, item in chunk.items], max_tasks, fresh_secret
+                tenant_id, [item for _, item in chunk.items], max_tasks, fresh_secret, recounts
             )
             if stored:
                 continue
@@ -217,13 +258,19 @@ class DynamoTaskStore:
         return outcomes
 
     def _create_chunk(
-        self, tenant_id: str, items: list[dict[str, Any]], max_tasks: int, fresh_secret: str
+        self,
+        tenant_id: str,
+        items: list[dict[str, Any]],
+        max_tasks: int,
+        fresh_secret: str,
+        recounts: list[TransactWriteItemTypeDef],
     ) -> bool:
-        """Put ``items`` and add them to the tenant's count in one transaction, if they
-        all fit under ``max_tasks``; False if it was refused."""
+        """Put ``items`` and add them to the tenant's count (and its census, by
+        ``recounts``) in one transaction, if they all fit under ``max_tasks``; False
+        if it was refused."""
         if len(items) > max_tasks:
             return False
-        puts = [self._put_new(item) for item in items]
+        puts = [self._put_new(item) for item in items] + recounts
         count = self._counted(tenant_id, len(items), max_tasks, fresh_secret)
         # The same token on the SDK's own retries: a transaction that was applied,
         # though its answer was lost, is not applied again (nor refused for its ids).
@@ -313,21 +360,32 @@ class DynamoTaskStore:
         )
 
     def delete_owned(self, tenant_id: str, task_id: str) -> bool:
-        """Delete a tenant's task and release its quota; False if it has no such task."""
+        """Delete a tenant's task and release its quota (and its place in the census);
+        False if it has no such task. The census key read first is a condition of the
+        delete: a change in between is retried with the key it left."""
+        for _ in range(_CHUNK_CONFLICT_TRIES):
+            counted_as = self._counted_as(task_id)
+            try:
+                return self._delete_counted(tenant_id, task_id, counted_as)
+            except _CensusMoved:
+                continue
+        return self._delete_counted(tenant_id, task_id, self._counted_as(task_id))
+
+    def _delete_counted(self, tenant_id: str, task_id: str, counted_as: str | None) -> bool:
+        placeholders = Placeholders()
+        condition = placeholders.condition(
+            AllOf(Equals("tenant_id", tenant_id), _counted_under(counted_as))
+        )
+        delete = {
+            "TableName": self._table,
+            "Key": to_item({"task_id": task_id}),
+            "ConditionExpression": condition,
+            **placeholders.request(),
+        }
         try:
             self._client.transact_write_items(
                 TransactItems=[
-                    {
-                        "Delete": {
-                            "TableName": self._table,
-                            "Key": to_item({"task_id": task_id}),
-                            "ConditionExpression": "#tenant = :tenant",
-                            "ExpressionAttributeNames": {
-                                "#tenant": TENANT_INDEX.partition_key.name
-                            },
-                            "ExpressionAttributeValues": to_item({":tenant": tenant_id}),
-                        }
-                    },
+                    cast("TransactWriteItemTypeDef", {"Delete": delete}),
                     {
                         "Update": {
                             "TableName": self._coordination,
@@ -337,10 +395,13 @@ class DynamoTaskStore:
                             "ExpressionAttributeValues": to_item({":zero": 0, ":one": 1}),
                         }
                     },
+                    *self._recounts(tenant_id, task_id, CensusChange(removed=counted_as)),
                 ]
             )
         except ClientError as error:
             if cancelled_by(error)[:1] == ["ConditionalCheckFailed"]:
+                if self._counted_as(task_id) != counted_as and self.get_owned(tenant_id, task_id):
+                    raise _CensusMoved from None
                 return False
             raise
         return True
@@ -375,10 +436,41 @@ class DynamoTaskStore:
     def apply(self, task_id: str, transition: Transition) -> bool:
         """Carry out ``transition`` on the task as one conditional UpdateItem; False if
         it did not hold. Its attribute names are the item's (the due index's
-        partition, ``due_bucket``, among them), so the item key is all this adds."""
-        return apply_transition(
-            self._client, self._table, to_item({"task_id": task_id}), transition
+        partition, ``due_bucket``, among them), so the item key is all this adds.
+
+        A transition that pauses or sets the task aside (rare: never a fire) takes it
+        out of the census too: its census key is read first and the update, then
+        conditional on it, is one transaction with the census's."""
+        key = to_item({"task_id": task_id})
+        if not _uncounts(transition):
+            return apply_transition(self._client, self._table, key, transition)
+        item = self._get_item(task_id) or {}
+        counted_as = _census_key_of(item)
+        if counted_as is None:
+            return apply_transition(self._client, self._table, key, transition)
+        uncounted = Transition(
+            expects=AllOf(transition.expects, Equals(CENSUS_KEY, counted_as)),
+            sets=transition.sets,
+            removes=transition.removes | {CENSUS_KEY},
+            computes=transition.computes,
+            move=transition.move,
         )
+        tenant_id = str(from_item({"t": item["tenant_id"]})["t"])
+        try:
+            self._client.transact_write_items(
+                TransactItems=[
+                    cast(
+                        "TransactWriteItemTypeDef",
+                        {"Update": {"TableName": self._table, **write_request(uncounted, key)}},
+                    ),
+                    *self._recounts(tenant_id, task_id, CensusChange(removed=counted_as)),
+                ]
+            )
+        except ClientError as error:
+            if is_transaction_refusal(error) or is_condition_failure(error):
+                return False
+            raise
+        return True
 
     def apply_each(self, changes: Sequence[tuple[str, Transition]]) -> list[bool | Exception]:
         """One conditional UpdateItem per change, as ``apply``, one after another
@@ -411,16 +503,44 @@ class DynamoTaskStore:
         this one is refused rather than undoing it. A conditional PutItem; with
         ``replacement.unchanged`` (the tasks a dependency chain was checked
         against), TransactWriteItems with a ConditionCheck on each of them.
+
+        The census (decision 0046): the write first assumes the task stays counted
+        as it is (what every write on a fire's path does), as a condition; refused,
+        the stored census key is read and, if it is what differs, the write is tried
+        once more with the census's changes in the same transaction.
         """
+        added = counted_signature(task)
+        assumed = added.key if added is not None else None
+        outcome = self._replace_counted(task, placement, replacement, assumed)
+        if outcome is not None:
+            return outcome
+        counted_as = self._counted_as(task.task_id)
+        if counted_as == assumed:
+            return False
+        return bool(self._replace_counted(task, placement, replacement, counted_as))
+
+    def _replace_counted(
+        self,
+        task: Task,
+        placement: DuePlacement | None,
+        replacement: Replacement,
+        counted_as: str | None,
+    ) -> bool | None:
+        """The replacement of a task stored as counted under ``counted_as``: True if
+        written, None if refused."""
+        change = census_change(counted_as, task)
         placeholders = Placeholders()
         put: dict[str, Any] = {
             "TableName": self._table,
-            "Item": task_to_item(task, placement),
-            "ConditionExpression": placeholders.condition(replacement.expects),
+            "Item": _counted_item(task, placement, counted_signature(task)),
+            "ConditionExpression": placeholders.condition(
+                AllOf(replacement.expects, _counted_under(counted_as))
+            ),
             **placeholders.request(),
         }
+        recounts = self._recounts(task.tenant_id, task.task_id, change)
         try:
-            if not replacement.unchanged:
+            if not replacement.unchanged and not recounts:
                 self._client.put_item(**put)
                 return True
             checks = [
@@ -428,13 +548,176 @@ class DynamoTaskStore:
                 for task_id, expects in replacement.unchanged.items()
             ]
             # Built as plain dicts, as their placeholders are; the stubs type the call.
-            items = cast("list[TransactWriteItemTypeDef]", [{"Put": put}, *checks])
+            items = cast("list[TransactWriteItemTypeDef]", [{"Put": put}, *checks, *recounts])
             self._client.transact_write_items(TransactItems=items)
         except ClientError as error:
             if is_condition_failure(error) or is_transaction_refusal(error):
-                return False
+                return None
             raise
         return True
+
+    # The schedule census (decision 0046) ---------------------------------------------
+
+    def _counted_as(self, task_id: str) -> str | None:
+        """The census key the stored task is counted under (a consistent read)."""
+        return _census_key_of(self._get_item(task_id) or {})
+
+    def _recounts(
+        self, tenant_id: str, task_id: str, change: CensusChange
+    ) -> list[TransactWriteItemTypeDef]:
+        """A transaction's updates of the census entries one task's ``change`` touches."""
+        updates: list[TransactWriteItemTypeDef] = []
+        if change.removed is not None:
+            updates.append(self._recount(tenant_id, task_id, change.removed, -1, None))
+        if change.added is not None:
+            updates.append(self._recount(tenant_id, task_id, change.added.key, 1, change.added))
+        return updates
+
+    def _chunk_recounts(
+        self, tenant_id: str, tasks: list[tuple[str, Signature | None]]
+    ) -> list[TransactWriteItemTypeDef]:
+        """One update per census entry a chunk of new tasks adds to (a transaction
+        may touch an item once)."""
+        counts: dict[tuple[str, str], tuple[str, Signature, int]] = {}
+        for task_id, signature in tasks:
+            if signature is None:
+                continue
+            entry = (_census_entry(tenant_id, task_id, signature.key), signature.key)
+            _, _, count = counts.get(entry, (task_id, signature, 0))
+            counts[entry] = (task_id, signature, count + 1)
+        return [
+            self._recount(tenant_id, task_id, signature.key, count, signature)
+            for task_id, signature, count in counts.values()
+        ]
+
+    def _recount(
+        self,
+        tenant_id: str,
+        task_id: str,
+        signature_key: str,
+        added: int,
+        signature: Signature | None,
+    ) -> TransactWriteItemTypeDef:
+        values: dict[str, Any] = {":added": added}
+        update = "ADD tasks :added"
+        if signature is not None:
+            update += " SET signature = :signature"
+            values[":signature"] = signature.text
+            if signature.ends_at is not None:
+                # A day after its last occurrence the entry may go (TTL).
+                update += ", expires_at = :expires, ends_at = :ends"
+                values[":expires"] = int(signature.ends_at.timestamp()) + 86_400
+                values[":ends"] = format_instant(signature.ends_at)
+        return {
+            "Update": {
+                "TableName": self._census,
+                "Key": to_item(
+                    {
+                        "task_id": _census_entry(tenant_id, task_id, signature_key).split("|")[0],
+                        "execution_id": signature_key,
+                    }
+                ),
+                "UpdateExpression": update,
+                "ExpressionAttributeValues": to_item(values),
+            }
+        }
+
+    def census_page(
+        self,
+        tenant_id: str,
+        limit: int,
+        token: str | None,
+        ending_after: datetime | None = None,
+    ) -> Page[CensusEntry]:
+        """Up to ``limit`` census entries of the tenant: one Query of each of its
+        ``CENSUS_SHARDS`` partitions in turn (a token says which and where in it), the
+        shards' counts of one signature summed by the caller (``census_totals``)."""
+        shard, start = 0, None
+        if token is not None:
+            try:
+                shard_text, _, start_text = token.partition(":")
+                shard, start = int(shard_text), start_text or None
+            except ValueError:
+                raise InvalidRequest("token", "not a token of this listing") from None
+            if not 0 <= shard < CENSUS_SHARDS:
+                raise InvalidRequest("token", "not a token of this listing")
+        entries: list[CensusEntry] = []
+        while len(entries) < limit and shard < CENSUS_SHARDS:
+            values = {":partition": f"{CENSUS_KEY_PREFIX}{tenant_id}#{shard}"}
+            kwargs: dict[str, Any] = {
+                "TableName": self._census,
+                "KeyConditionExpression": "task_id = :partition",
+                "Limit": limit - len(entries),
+            }
+            if ending_after is not None:
+                # Read, and billed, all the same until TTL takes them a day later.
+                kwargs["FilterExpression"] = "attribute_not_exists(ends_at) OR ends_at >= :after"
+                values[":after"] = format_instant(ending_after)
+            kwargs["ExpressionAttributeValues"] = to_item(values)
+            if start is not None:
+                kwargs["ExclusiveStartKey"] = to_item(
+                    {"task_id": f"{CENSUS_KEY_PREFIX}{tenant_id}#{shard}", "execution_id": start}
+                )
+            response = self._client.query(**kwargs)
+            for item in response.get("Items", []):
+                plain = from_item(item)
+                if plain.get("signature") and int(plain.get("tasks", 0)) != 0:
+                    entries.append(CensusEntry(Signature(plain["signature"]), int(plain["tasks"])))
+            last = response.get("LastEvaluatedKey")
+            if last:
+                start = str(from_item(last)["execution_id"])
+            else:
+                shard, start = shard + 1, None
+        next_token = None if shard >= CENSUS_SHARDS else f"{shard}:{start or ''}"
+        return Page(items=entries, next_token=next_token)
+
+    def count_uncounted(self, tenant_id: str, limit: int, token: str | None) -> Page[str]:
+        """Count the tasks of one page of the tenant's that the census does not count
+        yet: for each, its mark and its entry's count in one transaction, conditional
+        on the version read and on no mark."""
+        ids = tenant_task_ids(
+            self._client,
+            self._table,
+            tenant_id,
+            limit,
+            token,
+            (),
+            max_queries=self._filtered_queries,
+            evaluated_per_query=self._evaluated_per_query,
+        )
+        items = self._batch_items(ids.items, consistent=True)
+        counted: list[str] = []
+        for task_id in ids.items:
+            item = items.get(task_id)
+            if item is None or CENSUS_KEY in item:
+                continue
+            read = read_task_item(item)
+            if not isinstance(read, Task) or read.tenant_id != tenant_id:
+                continue
+            added = counted_signature(read)
+            if added is None:
+                continue
+            mark = Transition(
+                expects=AllOf(Equals("version", read.version), Missing(CENSUS_KEY)),
+                sets={CENSUS_KEY: added.key},
+            )
+            key = to_item({"task_id": task_id})
+            try:
+                self._client.transact_write_items(
+                    TransactItems=[
+                        cast(
+                            "TransactWriteItemTypeDef",
+                            {"Update": {"TableName": self._table, **write_request(mark, key)}},
+                        ),
+                        *self._recounts(tenant_id, task_id, CensusChange(added=added)),
+                    ]
+                )
+            except ClientError as error:
+                if not (is_transaction_refusal(error) or is_condition_failure(error)):
+                    raise
+                continue  # changed meanwhile: the change counted it, or the next pass will
+            counted.append(task_id)
+        return Page(items=counted, next_token=ids.next_token)
 
     def dependents(self, task_id: str) -> list[str]:
         """Ids of the tasks set to run after ``task_id`` (``after``), from the sparse index."""
@@ -484,6 +767,43 @@ class DynamoTaskStore:
         response = self._client.query(**kwargs)
         ids = [from_item(i)["task_id"] for i in response.get("Items", [])]
         return ids, response.get("LastEvaluatedKey")
+
+
+class _CensusMoved(Exception):
+    """A delete refused because the task's census key changed since it was read."""
+
+
+def _census_entry(tenant_id: str, task_id: str, signature_key: str) -> str:
+    """The census entry a task counts in: ``<partition>|<sort key>``."""
+    shard = zlib.crc32(task_id.encode()) % CENSUS_SHARDS
+    return f"{CENSUS_KEY_PREFIX}{tenant_id}#{shard}|{signature_key}"
+
+
+def _census_key_of(item: dict[str, Any]) -> str | None:
+    key = item.get(CENSUS_KEY)
+    return key["S"] if isinstance(key, dict) and "S" in key else None
+
+
+def _counted_under(counted_as: str | None) -> Condition:
+    """That the stored task is counted under ``counted_as`` (None: nowhere)."""
+    return Missing(CENSUS_KEY) if counted_as is None else Equals(CENSUS_KEY, counted_as)
+
+
+def _counted_item(
+    task: Task, placement: DuePlacement | None, counted: Signature | str | None
+) -> dict[str, Any]:
+    """The task's item, marked with the census key it is counted under."""
+    item = task_to_item(task, placement)
+    key = counted.key if isinstance(counted, Signature) else counted
+    if key is not None:
+        item[CENSUS_KEY] = {"S": key}
+    return item
+
+
+def _uncounts(transition: Transition) -> bool:
+    """Whether ``transition`` moves a task to a status the census does not count."""
+    status = transition.sets.get(STATUS)
+    return status is not None and status not in {s.value for s in COUNTED}
 
 
 def _condition_check(table: str, task_id: str, expects: Condition) -> dict[str, Any]:

@@ -194,5 +194,16 @@ COORDINATION = (
         PRIMARY KEY (tenant_id, key)
     )""",
     "CREATE INDEX IF NOT EXISTS create_keys_expiry ON create_keys (expires_at)",
+    # Each tenant's schedule census (decision 0046): how many of its tasks share a
+    # schedule signature. A row counting none is deleted, so rows never outnumber
+    # tasks; ``ends_at`` (a one-time minute, an end bound) lets a read skip the past.
+    """CREATE TABLE IF NOT EXISTS census (
+        tenant_id TEXT NOT NULL,
+        signature_key TEXT NOT NULL,
+        signature TEXT NOT NULL,
+        tasks INTEGER NOT NULL,
+        ends_at TEXT,
+        PRIMARY KEY (tenant_id, signature_key)
+    )""",
     # Facts about the store as a whole: the shard count its tasks are filed under.
 )

@@ -35,6 +35,14 @@ from dynacron.adapters.sqlite.schema import (
 from dynacron.domain.conditions import Transition
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
+from dynacron.domain.schedules.signatures import (
+    CENSUS_KEY,
+    COUNTED,
+    CensusChange,
+    Signature,
+    census_change,
+    counted_signature,
+)
 from dynacron.domain.tasks.listing import (
     ALL_TASKS,
     NAME_KEY,
@@ -46,9 +54,9 @@ from dynacron.domain.tasks.listing import (
 from dynacron.domain.tasks.record import task_record
 from dynacron.domain.tasks.tags import TagFilter, matches_all
 from dynacron.domain.tasks.task import DuePlacement, Task
-from dynacron.domain.tasks.transitions import Replacement
+from dynacron.domain.tasks.transitions import STATUS, Replacement
 from dynacron.ports import Page, UnreadableTask, UnreadableTaskError
-from dynacron.ports.tasks import all_readable, sorted_reads
+from dynacron.ports.tasks import CensusEntry, all_readable, sorted_reads
 
 
 def _tags_condition(tags: tuple[TagFilter, ...]) -> tuple[str, tuple[Any, ...]] | None:
@@ -172,11 +180,11 @@ class SqliteTaskStore:
     def delete_owned(self, tenant_id: str, task_id: str) -> bool:
         """Delete a tenant's task and release its quota; False if it has no such task."""
         with self._database.write() as connection:
-            deleted = connection.execute(
-                "DELETE FROM tasks WHERE task_id = ? AND tenant_id = ?", (task_id, tenant_id)
-            ).rowcount
-            if not deleted:
+            row = _row(connection, task_id)
+            if row is None or row["tenant_id"] != tenant_id:
                 return False
+            connection.execute("DELETE FROM tasks WHERE task_id = ?", (task_id,))
+            _recount(connection, tenant_id, CensusChange(removed=_counted_as(row)))
             counted = connection.execute(
                 "UPDATE tenants SET task_count = task_count - 1"
                 " WHERE tenant_id = ? AND task_count > 0",
@@ -229,11 +237,20 @@ class SqliteTaskStore:
         every task of ``replacement.unchanged`` its condition: one transaction."""
         expected = {task.task_id: replacement.expects, **replacement.unchanged}
         with self._database.write() as connection:
+            counted_as = None
             for task_id, expects in expected.items():
                 row = _row(connection, task_id)
                 if row is None or not expects.holds(_as_stored(row)):
                     return False
-            _put(connection, task_record(task), placement)
+                if task_id == task.task_id:
+                    counted_as = _counted_as(row)
+            change = census_change(counted_as, task)
+            _put(
+                connection,
+                _counted_record(task, counted_signature(task)),
+                placement,
+            )
+            _recount(connection, task.tenant_id, change)
         return True
 
     def dependents(self, task_id: str) -> list[str]:
@@ -300,6 +317,105 @@ class SqliteTaskStore:
 
         return self._database.run(carry_out) if changes else []
 
+    # The schedule census (decision 0046) ---------------------------------------------
+
+    def census_page(
+        self,
+        tenant_id: str,
+        limit: int,
+        token: str | None,
+        ending_after: datetime | None = None,
+    ) -> Page[CensusEntry]:
+        """Up to ``limit`` census entries of the tenant, by key; ``token`` is the last
+        key read."""
+        if token is not None and not (len(token) == 16 and token.isalnum()):
+            raise InvalidRequest("token", "not a token of this listing")
+        ends = format_instant(ending_after) if ending_after is not None else ""
+        rows = (
+            self._database.connection()
+            .execute(
+                "SELECT signature_key, signature, tasks FROM census WHERE tenant_id = ?"
+                " AND signature_key > ? AND (ends_at IS NULL OR ends_at >= ?)"
+                " ORDER BY signature_key LIMIT ?",
+                (tenant_id, token or "", ends, limit + 1),
+            )
+            .fetchall()
+        )
+        entries = [CensusEntry(Signature(r["signature"]), r["tasks"]) for r in rows[:limit]]
+        next_token = rows[limit - 1]["signature_key"] if len(rows) > limit else None
+        return Page(items=[e for e in entries if e.tasks], next_token=next_token)
+
+    def count_uncounted(self, tenant_id: str, limit: int, token: str | None) -> Page[str]:
+        """Count the tasks of one page of the tenant's that the census does not count
+        yet, each in its own write transaction (the row read again in it)."""
+        rows, next_token = _page_rows(
+            self._database.connection(), tenant_id, limit, token, (), ALL_TASKS
+        )
+        counted: list[str] = []
+        for listed in rows:
+            with self._database.write() as connection:
+                row = _row(connection, listed["task_id"])
+                if row is None or CENSUS_KEY in _record_of(row):
+                    continue
+                read = read_task(row["task_id"], row["record"], row["version"])
+                added = counted_signature(read) if isinstance(read, Task) else None
+                if added is None:
+                    continue
+                record = _record_of(row)
+                record[CENSUS_KEY] = added.key
+                _write_record(connection, row, record)
+                _recount(connection, tenant_id, CensusChange(added=added))
+                counted.append(row["task_id"])
+        return Page(items=counted, next_token=next_token)
+
+
+def _counted_as(row: sqlite3.Row) -> str | None:
+    """The census key the stored task is counted under, if any."""
+    key = _record_of(row).get(CENSUS_KEY)
+    return key if isinstance(key, str) else None
+
+
+def _counted_record(task: Task, counted: Signature | str | None) -> Record:
+    """The task's record, marked with the census key it is counted under."""
+    record = task_record(task)
+    if isinstance(counted, Signature):
+        record[CENSUS_KEY] = counted.key
+    elif counted is not None:
+        record[CENSUS_KEY] = counted
+    return record
+
+
+def _uncounts(transition: Transition) -> bool:
+    """Whether ``transition`` moves a task to a status the census does not count."""
+    status = transition.sets.get(STATUS)
+    return status is not None and status not in {s.value for s in COUNTED}
+
+
+def _recount(connection: sqlite3.Connection, tenant_id: str, change: CensusChange) -> None:
+    """Apply one task's census change, within the caller's write transaction."""
+    if change.removed is not None:
+        connection.execute(
+            "UPDATE census SET tasks = tasks - 1 WHERE tenant_id = ? AND signature_key = ?",
+            (tenant_id, change.removed),
+        )
+        connection.execute(
+            "DELETE FROM census WHERE tenant_id = ? AND signature_key = ? AND tasks <= 0",
+            (tenant_id, change.removed),
+        )
+    if change.added is not None:
+        ends_at = change.added.ends_at
+        connection.execute(
+            """INSERT INTO census (tenant_id, signature_key, signature, tasks, ends_at)
+               VALUES (?, ?, ?, 1, ?) ON CONFLICT (tenant_id, signature_key)
+               DO UPDATE SET tasks = tasks + 1""",
+            (
+                tenant_id,
+                change.added.key,
+                change.added.text,
+                format_instant(ends_at) if ends_at else None,
+            ),
+        )
+
 
 def _create_counted(
     connection: sqlite3.Connection,
@@ -322,7 +438,9 @@ def _create_counted(
         )
     if _row(connection, task.task_id) is not None:
         raise InvalidRequest("task_id", f"a task {task.task_id!r} already exists")
-    _put(connection, task_record(task), placement)
+    added = counted_signature(task)
+    _put(connection, _counted_record(task, added), placement)
+    _recount(connection, task.tenant_id, CensusChange(added=added))
     connection.execute(
         """INSERT INTO tenants (tenant_id, task_count, signing_secrets) VALUES (?, 1, ?)
            ON CONFLICT (tenant_id) DO UPDATE SET task_count = task_count + 1,
@@ -338,7 +456,13 @@ def _carry_out(connection: sqlite3.Connection, task_id: str, transition: Transit
     stored = _as_stored(row) if row is not None else None
     if row is None or not transition.holds(stored):
         return False
-    _write_record(connection, row, transition.applied_to(stored))
+    record = transition.applied_to(stored)
+    counted_as = _counted_as(row)
+    if counted_as is not None and _uncounts(transition):
+        # Paused or set aside: out of the census, as it leaves the due index.
+        record.pop(CENSUS_KEY, None)
+        _recount(connection, row["tenant_id"], CensusChange(removed=counted_as))
+    _write_record(connection, row, record)
     return True
 
 

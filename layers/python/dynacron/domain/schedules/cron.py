@@ -419,3 +419,32 @@ def _is_number(text: str) -> bool:
     if text.isascii() and text.isdigit() and len(text) > _MAX_DIGITS:
         raise FieldError(f"{text!r} has more than {_MAX_DIGITS} digits")
     return text.isascii() and text.isdigit()
+
+
+def resolve_hashes(expression: str, seed: str | None) -> str | None:
+    """``expression`` with each field that uses ``H`` written as the values ``seed``
+    gives it (``H 3 * * *`` may become ``17 3 * * *``): the same times, no seed
+    needed, so tasks whose ``H`` falls alike share one expression
+    (``domain.schedules.signatures``). None when a field mixes ``H`` with ``L`` or
+    ``W`` (rare: kept with its seed). An invalid expression raises as
+    ``compile_cron`` does."""
+    compile_cron(expression, seed)
+    parts = normalize(expression).split(" ")
+    specs = SIX_FIELDS if len(parts) == 6 else FIVE_FIELDS
+    resolved: list[str] = []
+    for value, spec in zip(parts, specs, strict=True):
+        text = value.upper()
+        if not any(item.startswith("H") for item in text.split(",")):
+            resolved.append(value)
+            continue
+        parsed = _parse_field(text, spec, seed)
+        if (
+            parsed.last_day_offsets
+            or parsed.nearest_weekdays
+            or parsed.last_weekday_of_month
+            or parsed.last_weekdays
+            or parsed.nth_weekdays
+        ):
+            return None
+        resolved.append(",".join(str(v) for v in sorted(parsed.values)))
+    return " ".join(resolved)

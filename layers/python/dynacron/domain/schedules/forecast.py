@@ -18,10 +18,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from dynacron.domain.instants import parse_instant
+from dynacron.domain.schedules.signatures import Signature, minutes_of
 from dynacron.domain.tasks.claiming import jitter_offset
 from dynacron.domain.tasks.task import Task, TaskStatus, execution_id_for
 
 MINUTE = timedelta(minutes=1)
+_JUST_BEFORE = timedelta(milliseconds=1)
 # Occurrences one task may add to a forecast: one every 18 s over 24 hours fits.
 MAX_PER_TASK = 5_000
 
@@ -38,6 +41,9 @@ class Forecast:
     # False when a budget ran out (occurrences in all or of one task, tasks read):
     # the counts are a lower bound.
     complete: bool
+    # Of ``tasks``, how many were left out, or counted only in part, when a budget
+    # ran out (from a census: the tasks of the signatures not computed to the end).
+    not_counted: int = 0
 
     @property
     def peak(self) -> tuple[datetime, int] | None:
@@ -86,3 +92,90 @@ def _occurrences_before(task: Task, end: datetime) -> Iterator[datetime]:
     while occurrence is not None and occurrence < end:
         yield occurrence
         occurrence = task.schedule.next_after(occurrence)
+
+
+def census_forecast(
+    census: Iterable[tuple[Signature, int]],
+    start: datetime,
+    minutes: int,
+    max_occurrences: int,
+    max_per_signature: int = MAX_PER_TASK,
+) -> Forecast:
+    """``forecast`` from a schedule census (signature and how many tasks share it):
+    each signature's occurrences are computed once and count for all its tasks, so
+    the work grows with the distinct schedules, not the tasks. The same budgets, per
+    signature instead of per task; the largest herds first, so that a budget that
+    runs out leaves out the smallest (``not_counted`` says how many tasks).
+
+    Where it differs from ``forecast`` over the same tasks (decision 0046): jitter is
+    spread evenly over its seconds (its expected counts, rounded) where each task's
+    own offset would fall; a fixed delay is spread evenly over its delay; a rate
+    whose period is whole minutes, and a one-time task, may fall in the first minute
+    though it already started; a task overdue at ``start`` is not counted, and a rate
+    anchored ahead counts from now.
+    """
+    first = start.replace(second=0, microsecond=0)
+    end = first + minutes * MINUTE
+    shares: dict[datetime, float] = {}
+    computed = tasks = not_counted = 0
+    largest_first = sorted(census, key=lambda entry: (-entry[1], entry[0].text))
+    for signature, count in largest_first:
+        if count <= 0:
+            continue
+        tasks += count
+        if computed >= max_occurrences:
+            not_counted += count
+            continue
+        if signature.kind == "fixed_delay":
+            computed += _spread_evenly(signature, count, first, end, shares)
+            continue
+        schedule = signature.schedule()
+        occurrence = schedule.next_after(start - _JUST_BEFORE)
+        of_signature = 0
+        while occurrence is not None and occurrence < end:
+            if of_signature >= max_per_signature or computed >= max_occurrences:
+                not_counted += count
+                break
+            computed += 1
+            of_signature += 1
+            for minute, share in minutes_of(occurrence, signature.jitter_seconds, first):
+                if minute < end:
+                    shares[minute] = shares.get(minute, 0.0) + share * count
+            occurrence = schedule.next_after(occurrence)
+    return Forecast(
+        first, minutes, _rounded(shares), tasks, complete=not not_counted, not_counted=not_counted
+    )
+
+
+def _spread_evenly(
+    signature: Signature, count: int, first: datetime, end: datetime, shares: dict[datetime, float]
+) -> int:
+    """A fixed delay's runs, ``count`` tasks' worth, spread evenly over the minutes
+    its bounds allow; the minutes it touched."""
+    fields = signature.fields
+    per_minute = count * 60 / int(fields["delay"])
+    touched = 0
+    minute = first
+    while minute < end:
+        if (fields.get("start_at") is None or minute >= _floor(fields["start_at"])) and (
+            fields.get("end_at") is None or minute <= _floor(fields["end_at"])
+        ):
+            shares[minute] = shares.get(minute, 0.0) + per_minute
+            touched += 1
+        minute += MINUTE
+    return touched
+
+
+def _floor(text: str) -> datetime:
+    return parse_instant(text).replace(second=0, microsecond=0)
+
+
+def _rounded(shares: dict[datetime, float]) -> Counter[datetime]:
+    """Whole counts from expected ones, their total kept (largest remainders): a
+    jittered task spread thin over fifteen minutes still counts once, somewhere."""
+    floors = {minute: int(share) for minute, share in shares.items()}
+    left = round(sum(shares.values())) - sum(floors.values())
+    by_remainder = sorted(shares, key=lambda minute: (floors[minute] - shares[minute], minute))
+    for minute in by_remainder[: max(0, left)]:
+        floors[minute] += 1
+    return Counter({minute: count for minute, count in floors.items() if count})
