@@ -108,7 +108,9 @@ _ARN = re.compile(
     r"^arn:(?P<partition>aws[a-z-]*):(?P<service>[a-z0-9-]+):(?P<region>[a-z0-9-]*):"
     r"(?P<account>\d{12})?:(?P<resource>.+)$"
 )
-_ROLE = re.compile(r"^arn:(?P<partition>aws[a-z-]*):iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+_ROLE = re.compile(
+    r"^arn:(?P<partition>aws[a-z-]*):iam::\d{12}:role/[\w+=,.@/-]{1,512}$", re.ASCII
+)
 _NAME = r"[A-Za-z0-9_.-]"
 _RESOURCES = {
     TargetService.LAMBDA: re.compile(r"^function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]{1,128})?$"),
@@ -132,7 +134,8 @@ _TASK_DEFINITION = re.compile(
 _SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 _SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
 # An external id is 2-1224 of these (STS's rule).
-_EXTERNAL_ID = re.compile(r"^[\w+=,.@:/-]{2,1200}$")
+_EXTERNAL_ID = re.compile(r"^[\w+=,.@:/-]{2,1200}$", re.ASCII)
+_DIGESTED = "sha256:"
 EXTERNAL_ID_PREFIX = "dynacron:"
 
 
@@ -431,9 +434,10 @@ def external_id_for(tenant_id: str) -> str:
     ``dynacron:sha256:`` and its digest. Derived from the caller's tenant, never
     from the task, so one tenant cannot present another's."""
     plain = f"{EXTERNAL_ID_PREFIX}{tenant_id}"
-    if _EXTERNAL_ID.match(plain):
+    if _EXTERNAL_ID.match(plain) and not tenant_id.startswith(_DIGESTED):
         return plain
-    return f"{EXTERNAL_ID_PREFIX}sha256:{hashlib.sha256(tenant_id.encode()).hexdigest()}"
+    # A tenant named like a digest is digested too: its plain id would be another's.
+    return f"{EXTERNAL_ID_PREFIX}{_DIGESTED}{hashlib.sha256(tenant_id.encode()).hexdigest()}"
 
 
 def target_to_map(target: Target) -> dict[str, Any]:
