@@ -145,3 +145,19 @@ def _digest(lines: list[bytes]) -> str:
 
 def _report() -> ImportReport:
     return ImportReport()
+
+
+def test_an_exported_target_task_registers_again_with_its_target() -> None:
+    body = {
+        "cron": "0 * * * *",
+        "target": {
+            "arn": "arn:aws:sqs:us-east-1:123456789012:jobs.fifo",
+            "role_arn": "arn:aws:iam::123456789012:role/dynacron-target/jobs",
+            "input": '{"run": "<dynacron.execution-id>"}',
+            "sqs_parameters": {"message_group_id": "nightly"},
+        },
+    }
+    task = new_task(TaskCreate.model_validate(body).to_spec(), NOW, task_id="t3", tenant_id="a")
+    exported = create_body(TaskView.of(task))
+    assert exported is not None
+    assert TaskCreate.model_validate(exported).target == TaskCreate.model_validate(body).target

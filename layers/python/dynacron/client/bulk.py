@@ -110,6 +110,7 @@ def create_body(task: TaskView) -> dict[str, Any] | None:
             "overlap",
             "handler_url",
             "handler",
+            "target",
             "retry",
             "max_concurrency",
             "rate_limit",
