@@ -8,15 +8,12 @@ import dataclasses
 from datetime import timedelta
 
 from dynacron.domain.conditions import Transition
-from dynacron.domain.coordination.tenants import DEFAULT_TENANT
-from dynacron.domain.executions import transitions as exec_transitions
-from dynacron.domain.executions.execution import Dispatch, ExecutionStatus
 from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.claiming import claim_occurrence
 from dynacron.domain.tasks.task import TaskStatus
-from dynacron.ports import AdapterSet, Applied, ExecutionStore, TaskStore
-from tests.contract import changes, task_changes
-from tests.contract.builders import RETRY, START, a_dispatch, a_task
+from dynacron.ports import AdapterSet, TaskStore
+from tests.contract import task_changes
+from tests.contract.builders import START, a_task
 from tests.contract.test_tasks import create, due_ids
 
 NOW = START + timedelta(seconds=1)
@@ -85,65 +82,3 @@ def test_an_empty_page_of_claims_changes_nothing(adapters: AdapterSet) -> None:
     create(tasks, a_task("job"))
     assert tasks.apply_each([]) == []
     assert due_ids(tasks) == ["job"]
-
-
-def begin_new(executions: ExecutionStore, dispatch: Dispatch, token: str) -> Transition:
-    return exec_transitions.begin_new(
-        dispatch,
-        now=START,
-        lease_until=START + LEASE,
-        lease_token=token,
-        callback_digest="digest",
-        retry=RETRY,
-        tenant_id=DEFAULT_TENANT,
-        keeping=executions.keeping(dispatch.execution_id),
-    )
-
-
-def test_a_batch_of_begins_is_carried_out_each_alone(adapters: AdapterSet) -> None:
-    executions = adapters.executions
-    # Given a batch of four messages: two never seen, one whose execution another
-    # worker is running, one whose execution has finished
-    fresh, running, finished, broken, last = (
-        a_dispatch(name) for name in ("fresh", "running", "finished", "broken", "last")
-    )
-    assert executions.apply(running.execution_id, begin_new(executions, running, "other"))
-    assert executions.apply(finished.execution_id, begin_new(executions, finished, "other"))
-    assert changes.finish(
-        executions, finished.execution_id, "other", ExecutionStatus.SUCCEEDED, START
-    )
-    held_elsewhere = executions.get(running.execution_id)
-    done = executions.get(finished.execution_id)
-    # and a begin that cannot be written at all (a value no store can keep)
-    unwritable = begin_new(executions, broken, "mine")
-    unwritable = dataclasses.replace(unwritable, sets={**unwritable.sets, "unwritable": object()})
-
-    # When the batch's begins are handed to the store in one call
-    answers = executions.apply_each(
-        [
-            (fresh.execution_id, begin_new(executions, fresh, "mine")),
-            (running.execution_id, begin_new(executions, running, "mine")),
-            (finished.execution_id, begin_new(executions, finished, "mine")),
-            (broken.execution_id, unwritable),
-            (last.execution_id, begin_new(executions, last, "mine")),
-        ]
-    )
-
-    # Then the new ones began under this worker's lease, answered with the record as it now is
-    for index, dispatch in ((0, fresh), (4, last)):
-        began = answers[index]
-        assert isinstance(began, Applied)
-        assert began.held
-        assert began.execution is not None
-        assert began.execution.lease_token == "mine"
-        assert began.execution.status is ExecutionStatus.RUNNING
-        assert executions.get(dispatch.execution_id) == began.execution
-    # and each refused one alone, answered with the record that refused it, unchanged
-    assert answers[1] == Applied(False, held_elsewhere)
-    assert answers[2] == Applied(False, done)
-    assert executions.get(running.execution_id) == held_elsewhere
-    assert executions.get(finished.execution_id) == done
-    # and the one that raised is answered with its exception, nothing written
-    assert isinstance(answers[3], Exception)
-    assert executions.get(broken.execution_id) is None
-    assert executions.apply_each([]) == []

@@ -7,7 +7,6 @@ conditional write (``expressions``), and the queries are answered (``execution_q
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,7 @@ from dynacron.domain.executions.attention import AttentionQuery
 from dynacron.domain.executions.execution import Execution, HandlerCallRecord
 from dynacron.domain.executions.record import Keeping
 from dynacron.domain.tasks.task import shard_for, task_id_of
-from dynacron.ports import Applied, Page, StoreUnavailable, Throttled
+from dynacron.ports import Applied, Page
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
@@ -76,23 +75,6 @@ class DynamoExecutionStore:
         if not item:
             return Applied(held)
         return Applied(held, execution_from_item(item), call_from_item(item))
-
-    def apply_each(self, changes: Sequence[tuple[str, Transition]]) -> list[Applied | Exception]:
-        """One conditional write per change, as ``apply_returning``, one after another
-        (DynamoDB has no conditional batch write). A throttled or failing change is
-        answered with its exception; the store unreachable (any other
-        ``StoreUnavailable``) raises."""
-        answers: list[Applied | Exception] = []
-        for execution_id, transition in changes:
-            try:
-                answers.append(self.apply_returning(execution_id, transition))
-            except Throttled as throttled:
-                answers.append(throttled)
-            except StoreUnavailable:
-                raise
-            except Exception as error:
-                answers.append(error)
-        return answers
 
     def held_call(self, execution_id: str) -> HandlerCallRecord | None:
         """The handler-call record kept on the execution, if any (expired ones too)."""

@@ -10,8 +10,6 @@ acting on one execution, only one wins, whichever process each runs in.
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -87,26 +85,6 @@ class SqliteExecutionStore:
         one that made it fail (None if there is none)."""
         held, record = self._database.run(lambda c: carry_out(c, execution_id, transition))
         return _applied(held, record)
-
-    def apply_each(self, changes: Sequence[tuple[str, Transition]]) -> list[Applied | Exception]:
-        """Carry out every change in one write transaction (one commit for a batch). A
-        change that raises writes nothing (its one statement, if it got that far, is
-        undone by SQLite alone); the others go on."""
-
-        def carry_out_each(connection: sqlite3.Connection) -> list[Applied | Exception]:
-            answers: list[Applied | Exception] = []
-            for execution_id, transition in changes:
-                try:
-                    held, record = carry_out(connection, execution_id, transition)
-                except sqlite3.OperationalError:
-                    raise  # the file, not the change: the transaction fails
-                except Exception as error:
-                    answers.append(error)
-                    continue
-                answers.append(_applied(held, record))
-            return answers
-
-        return self._database.run(carry_out_each) if changes else []
 
     def held_call(self, execution_id: str) -> HandlerCallRecord | None:
         """The handler-call record kept on the execution, if any (expired ones too)."""
