@@ -229,3 +229,21 @@ def test_a_read_from_now_on_leaves_out_signatures_that_ended(adapters: AdapterSe
         if token is None:
             break
     assert [entry.signature.text for entry in entries] == [text_of(cron_task("x"))]
+
+
+def test_a_set_aside_that_cannot_be_written_in_a_page_leaves_the_census(
+    adapters: AdapterSet,
+) -> None:
+    tasks = adapters.tasks
+    task = create(tasks, cron_task("job"))
+    # Given a page whose one set-aside cannot be written (a value no store keeps)
+    aside = transitions.set_aside(1, "it raised", START)
+    unwritable = dataclasses.replace(aside, sets={**aside.sets, "unwritable": object()})
+    # When the page is carried out
+    answers = tasks.apply_each([("job", unwritable)])
+    # Then that change is answered with its error, and neither the task nor the census moved
+    assert isinstance(answers[0], Exception)
+    stored = tasks.get("job")
+    assert stored is not None
+    assert stored.status is TaskStatus.ACTIVE
+    assert census(tasks) == {text_of(task): 1}

@@ -301,18 +301,22 @@ class SqliteTaskStore:
 
     def apply_each(self, changes: Sequence[tuple[str, Transition]]) -> list[bool | Exception]:
         """Carry out every change in one write transaction (one commit for a page of
-        claims). A change that raises writes nothing (its one statement, if it got
-        that far, is undone by SQLite alone); the others go on."""
+        claims). A change that raises writes nothing (each runs in a savepoint of its
+        own: a set-aside's census update is undone with its task's write); the others
+        go on."""
 
         def carry_out(connection: sqlite3.Connection) -> list[bool | Exception]:
             answers: list[bool | Exception] = []
             for task_id, transition in changes:
+                connection.execute("SAVEPOINT change")
                 try:
                     answers.append(_carry_out(connection, task_id, transition))
                 except sqlite3.OperationalError:
                     raise  # the file, not the change: the transaction fails
                 except Exception as error:
+                    connection.execute("ROLLBACK TO change")
                     answers.append(error)
+                connection.execute("RELEASE change")
             return answers
 
         return self._database.run(carry_out) if changes else []

@@ -108,9 +108,7 @@ _ARN = re.compile(
     r"^arn:(?P<partition>aws[a-z-]*):(?P<service>[a-z0-9-]+):(?P<region>[a-z0-9-]*):"
     r"(?P<account>\d{12})?:(?P<resource>.+)$"
 )
-_ROLE = re.compile(
-    r"^arn:(?P<partition>aws[a-z-]*):iam::\d{12}:role/[\w+=,.@/-]{1,512}$", re.ASCII
-)
+_ROLE = re.compile(r"^arn:(?P<partition>aws[a-z-]*):iam::\d{12}:role/[\w+=,.@/-]{1,512}$", re.ASCII)
 _NAME = r"[A-Za-z0-9_.-]"
 _RESOURCES = {
     TargetService.LAMBDA: re.compile(r"^function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]{1,128})?$"),
