@@ -107,11 +107,13 @@ class SqliteTaskStore:
         database.ensure_schema(TASKS + COORDINATION)
         database.ensure_columns("tasks", TASK_COLUMNS_ADDED)
         _fill_name_keys(database)
+        # The tag table is made and filled in one transaction: a fill that failed (a
+        # crash, a busy writer) leaves no table, so the next open fills it again.
         with database.write() as connection:
             tags_kept = _has_table(connection, "task_tags")
-        database.ensure_schema(TASKS_LISTED)
-        if not tags_kept:
-            with database.write() as connection:
+            for statement in TASKS_LISTED:
+                connection.execute(statement)
+            if not tags_kept:
                 connection.execute(TASK_TAGS_FILLED)
 
     # The API's ----------------------------------------------------------------------
