@@ -18,6 +18,7 @@ from dynacron.client.bulk import (
     ImportReport,
     ImportState,
     create_body,
+    destination_of,
     line_key,
     parse_line,
 )
@@ -161,3 +162,15 @@ def test_an_exported_target_task_registers_again_with_its_target() -> None:
     exported = create_body(TaskView.of(task))
     assert exported is not None
     assert TaskCreate.model_validate(exported).target == TaskCreate.model_validate(body).target
+
+
+def test_a_state_file_refuses_another_api_or_api_key(tmp_path: Path) -> None:
+    state_path = tmp_path / "import.state"
+    here = destination_of("http://127.0.0.1:8080/", "key-a")
+    ImportState(state_path, "", here).save(3, _digest([b"{}\n"] * 3))
+    assert ImportState(state_path, "", destination_of("http://127.0.0.1:8080", "key-a"))
+    for url, key in (("http://127.0.0.1:9090", "key-a"), ("http://127.0.0.1:8080", "key-b")):
+        with pytest.raises(ValueError, match="another API or API key"):
+            ImportState(state_path, "", destination_of(url, key))
+    # The key itself is never written down
+    assert "key-a" not in state_path.read_text()

@@ -24,7 +24,13 @@ from rich.progress import (
 from rich.text import Text
 
 from dynacron.cli.connection import api, console, out, target_of
-from dynacron.client.bulk import Importer, ImportReport, ImportState, export_lines
+from dynacron.client.bulk import (
+    Importer,
+    ImportReport,
+    ImportState,
+    destination_of,
+    export_lines,
+)
 
 STDIN = "-"
 
@@ -78,7 +84,8 @@ def tasks_import(
     """
     target = target_of(ctx)
     try:
-        saved = ImportState(state, key_prefix) if state is not None else None
+        destination = destination_of(target.url, target.api_key)
+        saved = ImportState(state, key_prefix, destination) if state is not None else None
     except (ValueError, KeyError) as error:
         console.print(f"[red]error:[/red] --state: {error}", soft_wrap=True)
         raise typer.Exit(2) from None

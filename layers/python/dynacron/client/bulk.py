@@ -166,14 +166,25 @@ class ImportReport:
         return not self.refused and not self.unanswered
 
 
+def destination_of(url: str, api_key: str | None) -> str:
+    """An import's destination as a state file keeps it: the API's address, and a
+    digest of its API key (never the key)."""
+    if api_key is None:
+        return url.rstrip("/")
+    return f"{url.rstrip('/')} key:{hashlib.sha256(api_key.encode()).hexdigest()[:16]}"
+
+
 class ImportState:
     """``--state FILE``: the last line below which every line was answered for good,
     with the digest of the input up to it, so that a resumed run skips them unsent
     and refuses an input that is not the one the state was written for."""
 
-    def __init__(self, path: Path, key_prefix: str) -> None:
+    def __init__(self, path: Path, key_prefix: str, destination: str = "") -> None:
         self.path = path
         self.key_prefix = key_prefix
+        # Where the lines went (the API's address, and a digest of the API key if
+        # any): lines skipped for another deployment or tenant would be lost there.
+        self.destination = destination
         self.through_line = 0
         self.digest = hashlib.sha256().hexdigest()
         if path.exists():
@@ -183,12 +194,22 @@ class ImportState:
                     f"{path} was written with --key-prefix {saved.get('key_prefix')!r}: "
                     "give the same, or another state file"
                 )
+            if saved.get("destination", "") != destination:
+                raise ValueError(
+                    f"{path} was written for another API or API key "
+                    f"({saved.get('destination', '')!r}): use another state file"
+                )
             self.through_line = int(saved["through_line"])
             self.digest = str(saved["digest"])
 
     def save(self, through_line: int, digest: str) -> None:
         self.through_line, self.digest = through_line, digest
-        saved = {"key_prefix": self.key_prefix, "through_line": through_line, "digest": digest}
+        saved = {
+            "key_prefix": self.key_prefix,
+            "destination": self.destination,
+            "through_line": through_line,
+            "digest": digest,
+        }
         scratch = self.path.with_name(self.path.name + ".partial")
         scratch.write_text(json.dumps(saved))
         os.replace(scratch, self.path)
