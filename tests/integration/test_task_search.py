@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -203,19 +204,12 @@ def written_before_the_name_index(client: Any, table: str, task_id: str) -> None
     client.put_item(TableName=table, Item=item)
 
 
-def backfill_cli(table: str, *options: str) -> tuple[dict[str, Any], str]:
+def backfill_cli(table: str | None, *options: str) -> tuple[Any, str]:
     """``dynacron admin backfill-name-keys``: (its summary, its progress lines)."""
+    tables = ["--tasks-table", table] if table is not None else []
     result = CliRunner().invoke(
         app,
-        [
-            "admin",
-            "backfill-name-keys",
-            "--tasks-table",
-            table,
-            "--max-writes-per-second",
-            "1000",
-            *options,
-        ],
+        ["admin", "backfill-name-keys", *tables, "--max-writes-per-second", "1000", *options],
     )
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout), result.stderr
@@ -235,7 +229,7 @@ def test_the_operator_s_backfill_command_makes_old_tasks_findable_once(
     summary, progress = backfill_cli(table, "--page-size", "2")
     # Then it gave the five their key, said how far it got on each page, and every
     # task is found by name
-    assert summary == {"scanned": 6, "given": 5, "changed_meanwhile": 0}
+    assert summary == {"tasks_table": table, "scanned": 6, "given": 5, "changed_meanwhile": 0}
     assert "to resume: --start-after" in progress
     assert "scanned 6 tasks, gave 5 a name key" in progress.splitlines()[-1]
     assert listed(system, name_prefix="legacy") == [
@@ -243,7 +237,12 @@ def test_the_operator_s_backfill_command_makes_old_tasks_findable_once(
         "Legacy new",
     ]
     # and a second run writes nothing
-    assert backfill_cli(table)[0] == {"scanned": 6, "given": 0, "changed_meanwhile": 0}
+    assert backfill_cli(table)[0] == {
+        "tasks_table": table,
+        "scanned": 6,
+        "given": 0,
+        "changed_meanwhile": 0,
+    }
 
 
 def test_the_backfill_resumes_after_the_task_a_progress_line_names(
@@ -261,6 +260,41 @@ def test_the_backfill_resumes_after_the_task_a_progress_line_names(
     assert len(found) == 2
     assert backfill_cli(table)[0]["given"] == 1
     assert listed(system, name_prefix="old") == ["Old 0", "Old 1", "Old 2"]
+
+
+def test_make_deploy_s_backfill_does_the_work_once_per_stack(
+    system: Dynacron, aws: tuple[Any, Any], tmp_path: Path
+) -> None:
+    # Given a stack's outputs as `cdk deploy --outputs-file` writes them, and two tasks
+    # written before the name index
+    client, table = aws[0], system.settings.tasks_table
+    outputs = tmp_path / "outputs.json"
+    stack = {"ApiUrl": "https://example.invalid/", "TasksTable": table}
+    stack["CoordinationTable"] = system.settings.coordination_table
+    outputs.write_text(json.dumps({"Dynacron-dev": stack}))
+    old = [create(system, f"Upgraded {n}") for n in range(2)]
+    for task_id in old:
+        written_before_the_name_index(client, table, task_id)
+    # When `make deploy` runs the backfill after the deploy, Then it gives them their key
+    (first,) = backfill_cli(None, "--outputs-file", str(outputs))[0]
+    assert (first["scanned"], first["given"]) == (2, 2)
+    assert listed(system, name_prefix="upgraded") == ["Upgraded 0", "Upgraded 1"]
+    # And the next deploy's run reads nothing: the whole run is recorded
+    written_before_the_name_index(client, table, old[0])  # (a key lost by hand)
+    (second,) = backfill_cli(None, "--outputs-file", str(outputs))[0]
+    assert (second["scanned"], second["given"]) == (0, 0)
+    # unless asked to scan again
+    (third,) = backfill_cli(None, "--outputs-file", str(outputs), "--again")[0]
+    assert (third["scanned"], third["given"]) == (2, 1)
+
+
+def test_the_backfill_command_refuses_what_names_no_table(tmp_path: Path) -> None:
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({"Other": {"ApiUrl": "https://example.invalid/"}}))
+    for options in ([], ["--outputs-file", str(outputs)], ["--outputs-file", str(tmp_path)]):
+        result = CliRunner().invoke(app, ["admin", "backfill-name-keys", *options])
+        assert result.exit_code == 2, (options, result.output)
+    assert "TasksTable" in result.output or "outputs file" in result.output
 
 
 def test_the_backfill_leaves_a_task_renamed_or_deleted_while_it_runs(

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.items import PartitionQuery, QueryFilter, filtered_query_page, query_page
-from dynacron.definitions.resources import NAME_INDEX, TAGS_ATTRIBUTE, TENANT_INDEX
+from dynacron.definitions.resources import (
+    NAME_INDEX,
+    NAME_KEYS_BACKFILLED_KEY,
+    TAGS_ATTRIBUTE,
+    TENANT_INDEX,
+)
 from dynacron.domain.tasks.listing import name_key, normalised_name
 from dynacron.domain.tasks.tags import TagFilter
 from dynacron.ports import Page
@@ -181,3 +186,22 @@ def backfill_name_key_pages(
         )
         if start is None:
             return
+
+
+def name_keys_backfilled(client: DynamoDBClient, coordination_table: str) -> str | None:
+    """When a backfill last went over the whole tasks table (ISO 8601), if one has."""
+    item = client.get_item(
+        TableName=coordination_table,
+        Key={"key": {"S": NAME_KEYS_BACKFILLED_KEY}},
+        ConsistentRead=True,
+    ).get("Item")
+    return None if item is None else str(item["finished_at"]["S"])
+
+
+def record_name_keys_backfilled(client: DynamoDBClient, coordination_table: str, at: str) -> None:
+    """Note that a backfill went over the whole tasks table, finishing ``at``: every
+    writer since gives a task its key, so none is left without one."""
+    client.put_item(
+        TableName=coordination_table,
+        Item={"key": {"S": NAME_KEYS_BACKFILLED_KEY}, "finished_at": {"S": at}},
+    )
