@@ -161,8 +161,12 @@ synth: $(STAMP)
 bootstrap: $(STAMP)
 	$(CDK) bootstrap --app "$(BIN)/python -m infra.app $(CONTEXT)"
 
+# After the deploy, tasks written before the name index get their name key
+# (decision 0045): once per stack, recorded in its coordination table; later
+# deploys read the record and go on.
 deploy: synth
-	$(CDK) deploy --app cdk.out --all
+	$(CDK) deploy --app cdk.out --all --outputs-file cdk.out/outputs.json
+	$(BIN)/dynacron admin backfill-name-keys --outputs-file cdk.out/outputs.json
 
 clean:
 	rm -rf $(VENV) $(VENV312) .pytest_cache .mypy_cache .ruff_cache cdk.out build

@@ -7,7 +7,7 @@ from typing import Any
 from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
-from dynacron.definitions.resources import COORDINATION
+from dynacron.definitions.resources import COORDINATION, TASKS
 from infra.config import SchedulerConfig
 from infra.constructs.scheduler import DynacronScheduler
 from infra.layer import LayerAssets
@@ -34,4 +34,11 @@ class DynacronStack(Stack):
             "CoordinationTable",
             value=scheduler.storage.table(COORDINATION).table_name,
             description="dynacron tenants set-limits/show --coordination-table",
+        )
+        # What an operator passes to `dynacron admin backfill-name-keys --tasks-table`.
+        CfnOutput(
+            self,
+            "TasksTable",
+            value=scheduler.storage.table(TASKS).table_name,
+            description="dynacron admin backfill-name-keys --tasks-table",
         )

@@ -573,6 +573,19 @@ def test_the_stack_names_the_coordination_table_the_api_reads_tenant_limits_from
     assert "--coordination-table" in output["Description"]
 
 
+def test_the_stack_names_the_tasks_table_the_name_key_backfill_writes(
+    template: dict[str, Any],
+) -> None:
+    """`dynacron admin backfill-name-keys --tasks-table` takes the stack's output."""
+    (output,) = [o for k, o in template["Outputs"].items() if k.startswith("TasksTable")]
+    tables = resources_of(template, "AWS::DynamoDB::Table")
+    (table,) = [name for name in tables if TASKS.logical_id in name]
+    assert output["Value"] == {"Ref": table}
+    # ...the very table the API lists tasks from
+    assert environment(template, "Api")[TASKS.env_var] == output["Value"]
+    assert "--tasks-table" in output["Description"]
+
+
 # --- least privilege -------------------------------------------------------------------
 
 

@@ -3,14 +3,18 @@ store (decision 0045); what DynamoDB's name index costs a fire: nothing."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+from typer.testing import CliRunner
 
-from dynacron.adapters.aws.task_listing import backfill_name_keys
+from dynacron.adapters.aws.task_listing import backfill_name_key_pages, backfill_name_keys
 from dynacron.adapters.aws.tasks import DynamoTaskStore
+from dynacron.cli.main import app
 from dynacron.definitions.resources import NAME_INDEX, TASKS
 from dynacron.domain.clock import SettableClock
 from dynacron.entry.composition import Dynacron
@@ -190,6 +194,150 @@ def test_tasks_written_before_the_name_index_are_found_after_the_backfill(
         "Legacy 2",
         "Legacy new",
     ]
+
+
+def written_before_the_name_index(client: Any, table: str, task_id: str) -> None:
+    """Put ``task_id``'s item back as a version before decision 0045 wrote it: a raw
+    put of the same item without the name key."""
+    item = client.get_item(TableName=table, Key={"task_id": {"S": task_id}})["Item"]
+    del item[NAME_INDEX.sort_key.name]
+    client.put_item(TableName=table, Item=item)
+
+
+def backfill_cli(table: str | None, *options: str) -> tuple[Any, str]:
+    """``dynacron admin backfill-name-keys``: (its summary, its progress lines)."""
+    tables = ["--tasks-table", table] if table is not None else []
+    result = CliRunner().invoke(
+        app,
+        ["admin", "backfill-name-keys", *tables, "--max-writes-per-second", "1000", *options],
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout), result.stderr
+
+
+def test_the_operator_s_backfill_command_makes_old_tasks_findable_once(
+    system: Dynacron, aws: tuple[Any, Any]
+) -> None:
+    # Given five tasks whose items were written before the name index, and a newer one
+    client, table = aws[0], system.settings.tasks_table
+    old = [create(system, f"Legacy {n}") for n in range(5)]
+    for task_id in old:
+        written_before_the_name_index(client, table, task_id)
+    create(system, "Legacy new")
+    assert listed(system, name_prefix="legacy") == ["Legacy new"]
+    # When the operator runs the command, two items a Scan page
+    summary, progress = backfill_cli(table, "--page-size", "2")
+    # Then it gave the five their key, said how far it got on each page, and every
+    # task is found by name
+    assert summary == {"tasks_table": table, "scanned": 6, "given": 5, "changed_meanwhile": 0}
+    assert "to resume: --start-after" in progress
+    assert "scanned 6 tasks, gave 5 a name key" in progress.splitlines()[-1]
+    assert listed(system, name_prefix="legacy") == [
+        *(f"Legacy {n}" for n in range(5)),
+        "Legacy new",
+    ]
+    # and a second run writes nothing
+    assert backfill_cli(table)[0] == {
+        "tasks_table": table,
+        "scanned": 6,
+        "given": 0,
+        "changed_meanwhile": 0,
+    }
+
+
+def test_the_backfill_resumes_after_the_task_a_progress_line_names(
+    system: Dynacron, aws: tuple[Any, Any]
+) -> None:
+    # Given three tasks written before the name index, in the Scan's order
+    client, table = aws[0], system.settings.tasks_table
+    for n in range(3):
+        written_before_the_name_index(client, table, create(system, f"Old {n}"))
+    in_scan_order = [i["task_id"]["S"] for i in client.scan(TableName=table)["Items"]]
+    # When a run is resumed after the first (as if it had stopped there)
+    assert backfill_cli(table, "--start-after", in_scan_order[0])[0]["given"] == 2
+    # Then the first is still not found, and a run from the start gives it its key
+    found = listed(system, name_prefix="old")
+    assert len(found) == 2
+    assert backfill_cli(table)[0]["given"] == 1
+    assert listed(system, name_prefix="old") == ["Old 0", "Old 1", "Old 2"]
+
+
+def test_make_deploy_s_backfill_does_the_work_once_per_stack(
+    system: Dynacron, aws: tuple[Any, Any], tmp_path: Path
+) -> None:
+    # Given a stack's outputs as `cdk deploy --outputs-file` writes them, and two tasks
+    # written before the name index
+    client, table = aws[0], system.settings.tasks_table
+    outputs = tmp_path / "outputs.json"
+    stack = {"ApiUrl": "https://example.invalid/", "TasksTable": table}
+    stack["CoordinationTable"] = system.settings.coordination_table
+    outputs.write_text(json.dumps({"Dynacron-dev": stack}))
+    old = [create(system, f"Upgraded {n}") for n in range(2)]
+    for task_id in old:
+        written_before_the_name_index(client, table, task_id)
+    # When `make deploy` runs the backfill after the deploy, Then it gives them their key
+    (first,) = backfill_cli(None, "--outputs-file", str(outputs))[0]
+    assert (first["scanned"], first["given"]) == (2, 2)
+    assert listed(system, name_prefix="upgraded") == ["Upgraded 0", "Upgraded 1"]
+    # And the next deploy's run reads nothing: the whole run is recorded
+    written_before_the_name_index(client, table, old[0])  # (a key lost by hand)
+    (second,) = backfill_cli(None, "--outputs-file", str(outputs))[0]
+    assert (second["scanned"], second["given"]) == (0, 0)
+    # unless asked to scan again
+    (third,) = backfill_cli(None, "--outputs-file", str(outputs), "--again")[0]
+    assert (third["scanned"], third["given"]) == (2, 1)
+
+
+def test_the_backfill_command_refuses_what_names_no_table(tmp_path: Path) -> None:
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({"Other": {"ApiUrl": "https://example.invalid/"}}))
+    for options in ([], ["--outputs-file", str(outputs)], ["--outputs-file", str(tmp_path)]):
+        result = CliRunner().invoke(app, ["admin", "backfill-name-keys", *options])
+        assert result.exit_code == 2, (options, result.output)
+    assert "TasksTable" in result.output or "outputs file" in result.output
+
+
+def test_the_backfill_leaves_a_task_renamed_or_deleted_while_it_runs(
+    system: Dynacron, aws: tuple[Any, Any]
+) -> None:
+    # Given old tasks without a name key
+    client, table = aws[0], system.settings.tasks_table
+    renamed = create(system, "Before rename")
+    deleted = create(system, "Before delete")
+    nameless = create(system, "Its name is dropped")
+    for task_id in (renamed, deleted, nameless):
+        written_before_the_name_index(client, table, task_id)
+    # and an item without a name at all (a hand-written one)
+    client.update_item(
+        TableName=table,
+        Key={"task_id": {"S": nameless}},
+        UpdateExpression="REMOVE #n",
+        ExpressionAttributeNames={"#n": "name"},
+    )
+
+    # When, after the Scan read them and before its first write, the API renames
+    # one (writing its new key) and deletes another, and the nameless one is deleted
+    def meanwhile() -> None:
+        if (
+            client.get_item(TableName=table, Key={"task_id": {"S": renamed}})["Item"]["name"]["S"]
+            == "Before rename"
+        ):
+            status, body = call(system, "PATCH", f"/tasks/{renamed}", {"name": "After rename"})
+            assert status == 200, body
+            assert call(system, "DELETE", f"/tasks/{deleted}")[0] == 204
+            client.delete_item(TableName=table, Key={"task_id": {"S": nameless}})
+
+    pages = list(backfill_name_key_pages(client, table, before_write=meanwhile))
+    # Then the backfill wrote none: the renamed task keeps the key of its new name,
+    # and the deleted ones are not made again
+    assert sum(page.given for page in pages) == 0
+    assert sum(page.changed_meanwhile for page in pages) == 3
+    item = client.get_item(TableName=table, Key={"task_id": {"S": renamed}})["Item"]
+    assert item[NAME_INDEX.sort_key.name]["S"] == f"after rename\x1f{renamed}"
+    for gone in (deleted, nameless):
+        assert "Item" not in client.get_item(TableName=table, Key={"task_id": {"S": gone}})
+    assert listed(system, name_prefix="after") == ["After rename"]
+    assert listed(system, name_prefix="before") == []
 
 
 def test_a_page_of_long_names_in_any_script_gives_a_token_the_api_takes(build: Build) -> None:

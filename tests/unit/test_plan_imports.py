@@ -43,6 +43,7 @@ def test_ten_million_in_an_hour_by_hand() -> None:
     assert row.index_write_units == {
         "tasks/due-index": pytest.approx(rate),
         "tasks/tenant-index": pytest.approx(rate),
+        "tasks/name-index": pytest.approx(rate),
     }
     assert row.coordination_write_units == pytest.approx(2 * 2 * rate / 100)
     assert row.tenant_record_updates == pytest.approx(2 * rate / 100)

@@ -199,6 +199,9 @@ CENSUS_KEY_PREFIX = "census#"
 CENSUS_SHARDS = 8
 # A shard's tick cursor and history: the claim function may read it, nothing more.
 CURSOR_KEY_PREFIX = "tick-cursor#"
+# That the name-key backfill (decision 0045) has gone over the whole tasks table,
+# written and read by an operator's `dynacron admin backfill-name-keys` alone.
+NAME_KEYS_BACKFILLED_KEY = "admin#name-keys-backfilled"
 
 DEAD_LETTER_QUEUE = QueueDefinition(
     logical_id="DeadLetterQueue",

@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass
 
 from dynacron.api.requests import MAX_BATCH
-from dynacron.definitions.resources import DUE_INDEX, TASKS, TENANT_INDEX
+from dynacron.definitions.resources import DUE_INDEX, NAME_INDEX, TASKS, TENANT_INDEX
 from dynacron.entry.settings import Settings
 from dynacron.planning.capacity_model import MEASURED, Measured
 from dynacron.planning.partitions import PARTITION_UTILISATION, PARTITION_WRITE_UNITS
@@ -47,10 +47,10 @@ TRANSACTIONAL_WRITE_UNITS_PER_KB = 2
 DEFAULT_API_RATE_LIMIT = 50.0
 # What a new on-demand table serves at first, in write units a second.
 ON_DEMAND_INITIAL_WRITE_UNITS = 4000
-# The indexes an imported task is written to: every task has a tenant and, while
-# it has a next occurrence, a due-index entry; only a task run after another has a
-# dependents-index entry (none is assumed in an import).
-IMPORTED_INDEXES = (DUE_INDEX, TENANT_INDEX)
+# The indexes an imported task is written to: every task has a tenant and a name
+# key (decision 0045) and, while it has a next occurrence, a due-index entry; only a
+# task run after another has a dependents-index entry (none is assumed in an import).
+IMPORTED_INDEXES = (DUE_INDEX, TENANT_INDEX, NAME_INDEX)
 
 
 class ImportRefused(ValueError):

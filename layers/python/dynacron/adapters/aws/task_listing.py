@@ -3,10 +3,17 @@ in order of creation, or from the name index in order of name."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.items import PartitionQuery, QueryFilter, filtered_query_page, query_page
-from dynacron.definitions.resources import NAME_INDEX, TAGS_ATTRIBUTE, TENANT_INDEX
+from dynacron.definitions.resources import (
+    NAME_INDEX,
+    NAME_KEYS_BACKFILLED_KEY,
+    TAGS_ATTRIBUTE,
+    TENANT_INDEX,
+)
 from dynacron.domain.tasks.listing import name_key, normalised_name
 from dynacron.domain.tasks.tags import TagFilter
 from dynacron.ports import Page
@@ -99,16 +106,40 @@ def _tags_filter(tags: tuple[TagFilter, ...]) -> QueryFilter:
     return QueryFilter(" AND ".join(terms), names, values)
 
 
+@dataclass(frozen=True)
+class BackfillPage:
+    """What one Scan page of the name-key backfill did."""
+
+    scanned: int  # items the Scan read (all of them, with or without the key)
+    given: int  # name keys written
+    changed_meanwhile: int  # lacked the key when read, rewritten by a create or PATCH since
+    resume_after: str | None  # the task id to start after to go on; None: the table is done
+
+
 def backfill_name_keys(client: DynamoDBClient, table: str, *, page_size: int = 500) -> int:
     """Give every task item written before the name index its name key, so that the
     index lists it; returns how many were given one. Run once after the deploy that
-    adds the index (decision 0045): a Scan of the table, and one conditional update
-    per item that lacks the key (which a create or PATCH in between leaves alone:
-    the condition names the name it was computed from).
+    adds the index (decision 0045; ``dynacron admin backfill-name-keys``)."""
+    return sum(page.given for page in backfill_name_key_pages(client, table, page_size=page_size))
+
+
+def backfill_name_key_pages(
+    client: DynamoDBClient,
+    table: str,
+    *,
+    page_size: int = 500,
+    start_after: str | None = None,
+    before_write: Callable[[], None] = lambda: None,
+) -> Iterator[BackfillPage]:
+    """The backfill a Scan page at a time, from the start of the table or after the
+    task ``start_after`` (a page's ``resume_after``): one conditional update per item
+    that lacks the key, each after ``before_write`` returns (a pace). The condition
+    names the key's absence and the name it was computed from, so an item that has a
+    key (a second run), was created or renamed in between, or was deleted, is left
+    alone.
     """
     names = {"#key": NAME_INDEX.sort_key.name, "#name": "name"}
-    given = 0
-    start: dict[str, Any] | None = None
+    start: dict[str, Any] | None = None if start_after is None else {"task_id": {"S": start_after}}
     while True:
         scan: dict[str, Any] = {
             "TableName": table,
@@ -120,15 +151,19 @@ def backfill_name_keys(client: DynamoDBClient, table: str, *, page_size: int = 5
         if start is not None:
             scan["ExclusiveStartKey"] = start
         response = client.scan(**scan)
+        given = changed = 0
         for item in response.get("Items", []):
             task_id = _task_id_of(item)
             name = item.get("name", {}).get("S")
-            condition = "attribute_not_exists(#key) AND " + (
+            # attribute_exists(task_id): an update never makes an item, so a task
+            # deleted since the Scan stays deleted (a nameless one matched the rest).
+            condition = "attribute_exists(task_id) AND attribute_not_exists(#key) AND " + (
                 "#name = :name" if name is not None else "attribute_not_exists(#name)"
             )
             values: dict[str, Any] = {":key": {"S": name_key(name or task_id, task_id)}}
             if name is not None:
                 values[":name"] = {"S": name}
+            before_write()
             try:
                 client.update_item(
                     TableName=table,
@@ -139,8 +174,34 @@ def backfill_name_keys(client: DynamoDBClient, table: str, *, page_size: int = 5
                     ExpressionAttributeValues=values,
                 )
             except client.exceptions.ConditionalCheckFailedException:
-                continue  # changed meanwhile: its writer gave it its key
+                changed += 1  # its writer gave it its key
+                continue
             given += 1
         start = response.get("LastEvaluatedKey")
+        yield BackfillPage(
+            scanned=response.get("ScannedCount", 0),
+            given=given,
+            changed_meanwhile=changed,
+            resume_after=None if start is None else _task_id_of(start),
+        )
         if start is None:
-            return given
+            return
+
+
+def name_keys_backfilled(client: DynamoDBClient, coordination_table: str) -> str | None:
+    """When a backfill last went over the whole tasks table (ISO 8601), if one has."""
+    item = client.get_item(
+        TableName=coordination_table,
+        Key={"key": {"S": NAME_KEYS_BACKFILLED_KEY}},
+        ConsistentRead=True,
+    ).get("Item")
+    return None if item is None else str(item["finished_at"]["S"])
+
+
+def record_name_keys_backfilled(client: DynamoDBClient, coordination_table: str, at: str) -> None:
+    """Note that a backfill went over the whole tasks table, finishing ``at``: every
+    writer since gives a task its key, so none is left without one."""
+    client.put_item(
+        TableName=coordination_table,
+        Item={"key": {"S": NAME_KEYS_BACKFILLED_KEY}, "finished_at": {"S": at}},
+    )

@@ -178,19 +178,6 @@ export function hasApiKey() {
   return Boolean(memoryKey || storedKey());
 }
 
-/** Every item of a paginated listing, following next_token up to `maxPages` pages. */
-export async function allPages(path, query = {}, maxPages = 20) {
-  const items = [];
-  let token = null;
-  for (let page = 0; page < maxPages; page += 1) {
-    const answer = await api("GET", path, { query: { ...query, limit: 100, next_token: token } });
-    items.push(...answer.items);
-    token = answer.next_token;
-    if (!token) return { items, complete: true };
-  }
-  return { items, complete: false };
-}
-
 /** A message for a failed call, for the live region or an alert. */
 export function describeError(error) {
   if (error instanceof ApiError) {

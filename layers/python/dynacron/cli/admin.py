@@ -1,0 +1,180 @@
+"""`dynacron admin ...`: one-off chores an operator runs on a deployed stack with
+their own AWS credentials, such as the backfill an upgrade asks for."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from dynacron.cli.connection import console, out
+from dynacron.definitions.resources import COORDINATION
+from dynacron.domain.instants import format_instant
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb.client import DynamoDBClient
+
+admin_app = typer.Typer(help="An operator's chores on a deployed stack.", no_args_is_help=True)
+
+
+class WritePace:
+    """At most ``per_second`` writes a second: each ``wait`` returns no sooner than
+    1/``per_second`` after the previous one's slot (no burst after a slow stretch
+    beyond one slot)."""
+
+    def __init__(
+        self,
+        per_second: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._interval = 1.0 / per_second
+        self._clock = clock
+        self._sleep = sleep
+        self._next: float | None = None
+
+    def wait(self) -> None:
+        now = self._clock()
+        if self._next is not None and now < self._next:
+            self._sleep(self._next - now)
+            now = self._next
+        self._next = now + self._interval
+
+
+@admin_app.command("backfill-name-keys")
+def backfill_name_keys(
+    tasks_table: Annotated[
+        str | None,
+        typer.Option(
+            "--tasks-table",
+            help="The deployment's tasks table (the stack's TasksTable output)",
+        ),
+    ] = None,
+    outputs_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Instead of the tables: `cdk deploy --outputs-file`'s JSON; every stack in it"
+            " with a TasksTable output (`make deploy` passes it)",
+        ),
+    ] = None,
+    coordination_table: Annotated[
+        str | None,
+        typer.Option(
+            "--coordination-table",
+            envvar=COORDINATION.env_var,
+            help="Where a run over the whole table is recorded, so that the next returns at once",
+        ),
+    ] = None,
+    again: Annotated[
+        bool, typer.Option("--again", help="Scan even if a whole run is recorded")
+    ] = False,
+    max_writes_per_second: Annotated[
+        float,
+        typer.Option(min=0.1, max=10_000.0, help="The most name keys written a second"),
+    ] = 100.0,
+    start_after: Annotated[
+        str | None,
+        typer.Option(help="Go on after this task id (the last progress line's, to resume)"),
+    ] = None,
+    page_size: Annotated[
+        int, typer.Option(min=1, max=10_000, help="Items read by each Scan request")
+    ] = 500,
+    region: Annotated[str | None, typer.Option(help="The tables' AWS region")] = None,
+) -> None:
+    """Give tasks written before the name index (decision 0045) their name key, so
+    that `GET /tasks?name_prefix=` finds them. `make deploy` runs it after each
+    deploy; it does the work once per stack (with --coordination-table, as there)
+    and may be run again, or alongside the API: a task that has its key, or is
+    created, changed or deleted meanwhile, is left alone."""
+    import boto3
+
+    if (tasks_table is None) == (outputs_file is None):
+        console.print("Give one of --tasks-table or --outputs-file.")
+        raise typer.Exit(2)
+    stacks = (
+        [(tasks_table, coordination_table)]
+        if tasks_table is not None
+        else _tables_in_outputs(outputs_file)
+    )
+    client = boto3.client("dynamodb", region_name=region)
+    summaries = [
+        _backfill_one(
+            client,
+            table,
+            coordination,
+            again=again,
+            pace=WritePace(max_writes_per_second),
+            start_after=start_after,
+            page_size=page_size,
+        )
+        for table, coordination in stacks
+    ]
+    out.print_json(json.dumps(summaries[0] if tasks_table is not None else summaries))
+
+
+def _tables_in_outputs(outputs_file: Path | None) -> list[tuple[str, str | None]]:
+    """(tasks table, coordination table) of each stack in a CDK outputs file."""
+    assert outputs_file is not None
+    try:
+        stacks = json.loads(outputs_file.read_text())
+    except (OSError, ValueError) as error:
+        console.print(f"Cannot read the outputs file {outputs_file}: {error}")
+        raise typer.Exit(2) from error
+
+    def output(stack: dict[str, str], name: str) -> str | None:
+        return next((value for key, value in stack.items() if key.startswith(name)), None)
+
+    found = [
+        (tasks, output(stack, "CoordinationTable"))
+        for stack in (stacks.values() if isinstance(stacks, dict) else [])
+        if isinstance(stack, dict) and (tasks := output(stack, "TasksTable")) is not None
+    ]
+    if not found:
+        console.print(f"No stack in {outputs_file} has a TasksTable output.")
+        raise typer.Exit(2)
+    return found
+
+
+def _backfill_one(
+    client: DynamoDBClient,
+    table: str,
+    coordination_table: str | None,
+    *,
+    again: bool,
+    pace: WritePace,
+    start_after: str | None,
+    page_size: int,
+) -> dict[str, object]:
+    from dynacron.adapters.aws.task_listing import (
+        backfill_name_key_pages,
+        name_keys_backfilled,
+        record_name_keys_backfilled,
+    )
+
+    if coordination_table is not None and not again:
+        finished_at = name_keys_backfilled(client, coordination_table)
+        if finished_at is not None:
+            console.print(f"{table}: every task has its name key (a run finished {finished_at})")
+            return {"tasks_table": table, "scanned": 0, "given": 0, "changed_meanwhile": 0}
+    scanned = given = changed = 0
+    for page in backfill_name_key_pages(
+        client, table, page_size=page_size, start_after=start_after, before_write=pace.wait
+    ):
+        scanned += page.scanned
+        given += page.given
+        changed += page.changed_meanwhile
+        resume = f"; to resume: --start-after {page.resume_after}" if page.resume_after else ""
+        console.print(
+            f"{table}: scanned {scanned:,} tasks, gave {given:,} a name key"
+            f" ({changed:,} changed meanwhile){resume}",
+            soft_wrap=True,  # one line a page, whatever the terminal's width
+        )
+    if coordination_table is not None and start_after is None:
+        record_name_keys_backfilled(client, coordination_table, format_instant(datetime.now(UTC)))
+    return {"tasks_table": table, "scanned": scanned, "given": given, "changed_meanwhile": changed}
