@@ -64,9 +64,9 @@ from dynacron.definitions.resources import (
 )
 from dynacron.domain.coordination.limits import BreakerPolicy
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions.execution import LeaseTerms
 from dynacron.domain.tasks.targets import TargetPolicy, partition_of
-from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.tasks.task import Sharding
 from dynacron.domain.tasks.urls import parse_private_networks
 from dynacron.services.tasks import TaskSettings
