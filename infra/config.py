@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import types
 import typing
 from dataclasses import dataclass
@@ -25,6 +26,10 @@ from dynacron.definitions.environment import (
 Billing = Literal["on-demand", "provisioned"]
 BILLING_MODES: tuple[Billing, ...] = ("on-demand", "provisioned")
 LOG_RETENTION_DAYS = (1, 3, 7, 14, 30, 90, 180, 365)
+PRIVATE_RANGES = tuple(
+    ipaddress.ip_network(net)
+    for net in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,16 @@ class SchedulerConfig:
     # accounts. Empty: no target can be called. Each role's trust policy still decides
     # (it names the worker's role and the tenant's external id).
     target_roles: str = "dynacron-target/*"
+    # Private networks (decision 0050): comma-separated CIDRs tenants may be granted
+    # (``dynacron tenants set-limits --private-networks``). Needs the worker in your
+    # VPC: ``worker_vpc_id`` and ``worker_subnet_ids`` (private subnets that route to
+    # those networks), with ``worker_security_group_ids`` (else one allowing all
+    # outbound is made); or the construct's ``worker_vpc`` prop. Ids, not a lookup:
+    # synthesis needs no account.
+    private_networks: str = ""
+    worker_vpc_id: str | None = None
+    worker_subnet_ids: str = ""
+    worker_security_group_ids: str = ""
 
     def __post_init__(self) -> None:
         checks = {
@@ -140,6 +155,9 @@ class SchedulerConfig:
         wrong = [name for name, ok in checks.items() if not ok]
         if wrong:
             raise ValueError(f"invalid dynacron context: {', '.join(wrong)} ({self!r})")
+        self.private_network_ranges  # noqa: B018  (raises on a range that is not private)
+        if self.worker_vpc_id is not None and not _ids(self.worker_subnet_ids):
+            raise ValueError("worker_vpc_id needs worker_subnet_ids (comma-separated)")
         if self.worker_batch_size > 10 and self.worker_batch_window_seconds < 1:
             raise ValueError("worker_batch_size above 10 needs worker_batch_window_seconds >= 1")
 
@@ -150,6 +168,37 @@ class SchedulerConfig:
             return self.deletion_protection
         return self.stage == "prod"
 
+    @property
+    def private_network_ranges(self) -> tuple[str, ...]:
+        """``private_networks`` as CIDRs, each inside a private range: the runtime
+        refuses any other at start (``domain.tasks.urls.parse_private_networks``;
+        infra reads no runtime code, and tests/infra/test_private_networks.py keeps
+        the two in agreement)."""
+        ranges: list[str] = []
+        for text in _ids(self.private_networks):
+            try:
+                network = ipaddress.ip_network(text)
+            except ValueError as error:
+                raise ValueError(f"context private_networks: {text!r}: {error}") from None
+            if not any(
+                network.version == outer.version and network.subnet_of(outer)  # type: ignore[arg-type]
+                for outer in PRIVATE_RANGES
+            ):
+                raise ValueError(
+                    f"context private_networks: {text} is not inside a private range "
+                    f"({', '.join(map(str, PRIVATE_RANGES))})"
+                )
+            ranges.append(str(network))
+        return tuple(ranges)
+
+    @property
+    def worker_subnets(self) -> list[str]:
+        return _ids(self.worker_subnet_ids)
+
+    @property
+    def worker_security_groups(self) -> list[str]:
+        return _ids(self.worker_security_group_ids)
+
     @classmethod
     def from_context(cls, node: Node) -> SchedulerConfig:
         hints = typing.get_type_hints(cls)
@@ -159,6 +208,10 @@ class SchedulerConfig:
             if raw is not None:
                 values[field.name] = _coerce(field.name, raw, hints[field.name])
         return cls(**values)
+
+
+def _ids(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def _coerce(name: str, raw: Any, hint: Any) -> Any:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -16,6 +18,7 @@ from dynacron.definitions import metric_names
 from dynacron.definitions.environment import (
     BUCKET_SECONDS_VAR,
     EXECUTION_RETENTION_DAYS_VAR,
+    PRIVATE_NETWORKS_VAR,
     SHARD_COUNT_VAR,
 )
 from dynacron.definitions.resources import DEPENDENTS_INDEX, IndexDefinition
@@ -42,6 +45,39 @@ RETENTION = {
     180: logs.RetentionDays.SIX_MONTHS,
     365: logs.RetentionDays.ONE_YEAR,
 }
+
+
+@dataclass(frozen=True)
+class VpcPlacement:
+    """Where a function runs in a VPC: ``subnets`` (private ones, routed to the
+    networks it must reach), and ``security_groups`` (none: CDK makes one that
+    allows all outbound traffic)."""
+
+    vpc: ec2.IVpc
+    subnets: ec2.SubnetSelection
+    security_groups: Sequence[ec2.ISecurityGroup] = ()
+
+    @classmethod
+    def from_context(cls, scope: Construct, config: SchedulerConfig) -> VpcPlacement | None:
+        """The worker's placement from ids in context (``worker_vpc_id``, ...): no
+        lookup, so synthesis needs no account."""
+        if config.worker_vpc_id is None:
+            return None
+        vpc = ec2.Vpc.from_vpc_attributes(
+            scope,
+            "WorkerVpc",
+            vpc_id=config.worker_vpc_id,
+            availability_zones=Stack.of(scope).availability_zones,
+        )
+        subnets = [
+            ec2.Subnet.from_subnet_id(scope, f"WorkerSubnet{i}", subnet_id)
+            for i, subnet_id in enumerate(config.worker_subnets)
+        ]
+        groups = [
+            ec2.SecurityGroup.from_security_group_id(scope, f"WorkerSecurityGroup{i}", group_id)
+            for i, group_id in enumerate(config.worker_security_groups)
+        ]
+        return cls(vpc, ec2.SubnetSelection(subnets=subnets), groups)
 
 
 class FunctionKit(Construct):
@@ -77,6 +113,10 @@ class FunctionKit(Construct):
             "POWERTOOLS_METRICS_NAMESPACE": metric_names.NAMESPACE,
             "POWERTOOLS_SERVICE_NAME": metric_names.SERVICE,
         }
+        if config.private_networks:
+            # The API checks a URL against a tenant's grant at registration, the
+            # worker again at delivery (decision 0050).
+            self.environment[PRIVATE_NETWORKS_VAR] = ",".join(config.private_network_ranges)
 
     def function(
         self,
@@ -89,6 +129,7 @@ class FunctionKit(Construct):
         description: str,
         code: lambda_.Code | None = None,
         handler: str = HANDLER,
+        placement: VpcPlacement | None = None,
     ) -> lambda_.Function:
         """A function running ``functions/<entry>/handler.py`` (or ``code``) with the layers.
 
@@ -109,6 +150,22 @@ class FunctionKit(Construct):
             description=f"dynacron {entry}: {description}",
         )
         log_group.grant_write(role)
+        if placement is not None:
+            # Lambda makes and removes the function's network interfaces in the VPC
+            # with its role: AWS's managed policy for exactly that (CDK adds it only
+            # to a role it makes itself).
+            role.add_managed_policy(
+                iam.ManagedPolicy.from_aws_managed_policy_name(
+                    "service-role/AWSLambdaVPCAccessExecutionRole"
+                )
+            )
+            acknowledge(
+                role,
+                "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+                "service-role/AWSLambdaVPCAccessExecutionRole]",
+                "AWSLambdaVPCAccessExecutionRole: the network interfaces Lambda needs "
+                "to place the worker in the operator's VPC (decision 0050), nothing else.",
+            )
         function = lambda_.Function(
             scope,
             construct_id,
@@ -123,6 +180,9 @@ class FunctionKit(Construct):
             log_group=log_group,
             role=role,
             description=description,
+            vpc=placement.vpc if placement else None,
+            vpc_subnets=placement.subnets if placement else None,
+            security_groups=list(placement.security_groups) if placement else None,
         )
         acknowledge(
             function,

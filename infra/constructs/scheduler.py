@@ -12,7 +12,7 @@ from dynacron.definitions.resources import QUEUES, TABLES
 from infra.config import SchedulerConfig
 from infra.constructs.api import Api
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import HANDLER, FunctionKit
+from infra.constructs.functions import HANDLER, FunctionKit, VpcPlacement
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.queues import Queues
 from infra.constructs.storage import Storage
@@ -45,9 +45,17 @@ class DynacronScheduler(Construct):
         worker_code: lambda_.Code | None = None,
         worker_handler: str = HANDLER,
         handler_modules: Sequence[str] | None = None,
+        worker_vpc: VpcPlacement | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         config = config or SchedulerConfig()
+        # The worker in the operator's VPC (decision 0050): this prop, else context ids.
+        worker_vpc = worker_vpc or VpcPlacement.from_context(self, config)
+        if config.private_networks and worker_vpc is None:
+            raise ValueError(
+                "private_networks needs the worker in your VPC: give worker_vpc_id and "
+                "worker_subnet_ids in context, or the worker_vpc prop"
+            )
         if handler_modules is None:
             handler_modules = [worker_handler.rsplit(".", 1)[0]] if worker_code else []
         self.storage = Storage(self, "Storage", config=config)
@@ -74,6 +82,7 @@ class DynacronScheduler(Construct):
             worker_code=worker_code,
             worker_handler=worker_handler,
             handler_modules=handler_modules,
+            placement=worker_vpc,
         )
         self.api = Api(
             self, "Api", foundation=foundation, code=worker_code, handler_modules=handler_modules

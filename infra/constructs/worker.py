@@ -26,7 +26,14 @@ from dynacron.definitions.resources import (
     WORKER_TIMEOUT_SECONDS,
 )
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import HANDLER, ITEM_READ_WRITE, allow, allow_follow_ups, index_arn
+from infra.constructs.functions import (
+    HANDLER,
+    ITEM_READ_WRITE,
+    VpcPlacement,
+    allow,
+    allow_follow_ups,
+    index_arn,
+)
 from infra.constructs.nag import acknowledge
 
 REAPER_TIMEOUT = Duration.minutes(1)
@@ -49,6 +56,7 @@ class Worker(Construct):
         worker_code: lambda_.Code | None = None,
         worker_handler: str = HANDLER,
         handler_modules: Sequence[str] = (),
+        placement: VpcPlacement | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         config, kit, storage = foundation.config, foundation.kit, foundation.storage
@@ -63,6 +71,7 @@ class Worker(Construct):
             description="calls the handler of each dispatched execution",
             code=worker_code,
             handler=worker_handler,
+            placement=placement,
         )
         if handler_modules:
             self.function.add_environment(HANDLER_MODULES_VAR, ",".join(handler_modules))

@@ -32,6 +32,9 @@ from infra.layer import LayerAssets, build_package_layer
 
 STAGE = "test"
 ALARM_EMAIL = "alarms@dynacron.invalid"
+USER_VPC_ID = "vpc-0a1b2c3d4e5f60718"
+USER_SUBNETS = ("subnet-0a1b2c3d4e5f60001", "subnet-0a1b2c3d4e5f60002")
+USER_SECURITY_GROUP = "sg-0a1b2c3d4e5f60003"
 USER_CONFIG = SchedulerConfig(
     stage="prod",
     shard_count=7,
@@ -44,6 +47,12 @@ USER_CONFIG = SchedulerConfig(
     execution_retention_days=7,
     # No WAF web ACL: the stack still synthesises, with cdk-nag's APIG3 acknowledged.
     api_firewall=False,
+    # The worker in the user's VPC, by ids (no lookup), and a private range tenants
+    # may be granted (decision 0050).
+    private_networks="10.20.0.0/16, fd12:3456::/48",
+    worker_vpc_id=USER_VPC_ID,
+    worker_subnet_ids=",".join(USER_SUBNETS),
+    worker_security_group_ids=USER_SECURITY_GROUP,
 )
 USER_WORKER_HANDLER = "my_worker.handler"
 # The user's Python handler: its module is what my_worker imports.

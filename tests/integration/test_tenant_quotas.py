@@ -124,7 +124,13 @@ def test_the_cli_sets_and_shows_a_tenant_s_limits_in_the_store(
         return dict(json.loads(result.stdout))
 
     shown = cli("set-limits", alice, "--max-tasks", "1", "--rate", "50")
-    assert shown == {"tenant_id": alice, "task_count": 0, "max_tasks": 1, "rate_per_second": 50.0}
+    assert shown == {
+        "tenant_id": alice,
+        "task_count": 0,
+        "max_tasks": 1,
+        "rate_per_second": 50.0,
+        "private_networks": [],
+    }
     assert call(system, "POST", "/tasks", TASK)[0] == 201
     assert call(system, "POST", "/tasks", TASK)[0] == 422
     assert (tenant(system)["max_tasks"], tenant(system)["rate_per_second"]) == (1, 50.0)
@@ -135,6 +141,7 @@ def test_the_cli_sets_and_shows_a_tenant_s_limits_in_the_store(
         "task_count": 1,
         "max_tasks": None,
         "rate_per_second": 50.0,
+        "private_networks": [],
     }
     assert call(system, "POST", "/tasks", TASK)[0] == 201
     # Refused: both a limit and its default, or no store named

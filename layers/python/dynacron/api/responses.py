@@ -349,6 +349,11 @@ class TenantView(BaseModel):
     own_limits: list[Literal["max_tasks", "rate_per_second"]] = Field(
         description="The limits an operator set for this tenant; the others are the defaults"
     )
+    private_networks: list[str] = Field(
+        default_factory=list,
+        description="Private ranges (CIDRs) an operator lets this tenant's handler URLs "
+        "reach, besides public addresses",
+    )
     max_payload_bytes: int
     min_interval_seconds: int
 
@@ -373,6 +378,7 @@ class TenantView(BaseModel):
             max_tasks=quota.max_tasks,
             rate_per_second=quota.rate_per_second,
             own_limits=own,
+            private_networks=list(quota.private_networks),
             max_payload_bytes=settings.max_payload_bytes,
             min_interval_seconds=settings.min_interval_seconds,
         )

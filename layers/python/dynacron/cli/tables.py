@@ -9,6 +9,17 @@ from rich.table import Table
 from rich.text import Text
 
 from dynacron.api.responses import ExecutionPage, ExecutionView, TaskPage, TaskView
+from dynacron.domain.tasks.target_names import describe_target
+
+
+def handler_of(task: TaskView) -> str:
+    """What a task calls: its URL, its Python handler, or its target by name."""
+    if task.target is not None:
+        ecs = task.target.ecs_parameters
+        return describe_target(task.target.arn, ecs.task_definition_arn if ecs else None)
+    if task.handler is not None:
+        return f"Python handler {task.handler}"
+    return task.handler_url or ""
 
 
 def table(
@@ -29,7 +40,7 @@ def tasks(page: TaskPage | TaskView) -> Table:
     items = page.items if isinstance(page, TaskPage) else [page]
     return table(
         "tasks",
-        ["task_id", "name", "schedule", "status", "next_run_at", "handler_url", "tags"],
+        ["task_id", "name", "schedule", "status", "next_run_at", "handler", "tags"],
         [
             [
                 t.task_id,
@@ -37,7 +48,7 @@ def tasks(page: TaskPage | TaskView) -> Table:
                 f"{t.schedule.kind} {t.schedule.expression}",
                 f"{t.status}: {t.status_reason}" if t.status_reason else t.status,
                 t.next_run_at,
-                t.handler_url,
+                handler_of(t),
                 ", ".join(f"{k}={v}" for k, v in t.tags.items()),
             ]
             for t in items

@@ -26,6 +26,7 @@ from dynacron.cli.connection import (
     tags_of,
     target_of,
 )
+from dynacron.cli.eventbridge_import import import_eventbridge
 
 tasks_app = typer.Typer(help="Register, inspect and control tasks.", no_args_is_help=True)
 add_connection_options(tasks_app)
@@ -197,3 +198,6 @@ def tasks_delete(ctx: typer.Context, task_id: str) -> None:
         out.print_json(json.dumps({"deleted": task_id}))
     else:
         out.print(f"deleted {task_id}")
+
+
+tasks_app.command("import-eventbridge")(import_eventbridge)

@@ -18,8 +18,11 @@ from typing import Annotated
 import typer
 
 from dynacron.cli.connection import console, out
+from dynacron.definitions.environment import PRIVATE_NETWORKS_VAR
 from dynacron.definitions.resources import COORDINATION
 from dynacron.domain.coordination.tenants import MAX_TENANT_RATE, MAX_TENANT_TASKS, TenantQuota
+from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.tasks.urls import check_tenant_grant, parse_private_networks
 from dynacron.ports import TenantStore
 
 tenants_app = typer.Typer(help="An operator's limits for one tenant.", no_args_is_help=True)
@@ -77,6 +80,7 @@ def _show(tenant_id: str, store: TenantStore) -> None:
         "task_count": store.task_count(tenant_id),
         "max_tasks": quota.max_tasks,
         "rate_per_second": quota.rate_per_second,
+        "private_networks": list(quota.private_networks),
     }
     out.print_json(json.dumps(shown))
 
@@ -114,6 +118,22 @@ def tenants_set_limits(
     default_rate: Annotated[
         bool, typer.Option("--default-rate", help="Back to the deployment's rate")
     ] = False,
+    private_networks: Annotated[
+        str | None,
+        typer.Option(
+            "--private-networks",
+            help="Private CIDRs (comma-separated) its handler URLs may reach, each inside "
+            "the stack's --stack-private-networks and no other tenant's; '' removes them",
+        ),
+    ] = None,
+    stack_private_networks: Annotated[
+        str,
+        typer.Option(
+            "--stack-private-networks",
+            envvar=PRIVATE_NETWORKS_VAR,
+            help="The stack's private networks (its CDK context privateNetworks)",
+        ),
+    ] = "",
     coordination_table: TableOption = None,
     data_dir: DataDirOption = None,
     region: RegionOption = None,
@@ -124,6 +144,9 @@ def tenants_set_limits(
         raise typer.Exit(2)
     with _store(coordination_table, data_dir, region) as store:
         current = store.quota(tenant_id)
+        grant = current.private_networks
+        if private_networks is not None:
+            grant = _checked_grant(tenant_id, private_networks, stack_private_networks, store)
         store.set_quota(
             tenant_id,
             TenantQuota(
@@ -131,6 +154,20 @@ def tenants_set_limits(
                 rate_per_second=None
                 if default_rate
                 else (current.rate_per_second if rate is None else rate),
+                private_networks=grant,
             ),
         )
         _show(tenant_id, store)
+
+
+def _checked_grant(tenant_id: str, given: str, stack: str, store: TenantStore) -> tuple[str, ...]:
+    """The ranges of ``--private-networks``, refused (exit 2, saying why) unless each
+    is private, inside the stack's, and overlapping no other tenant's grant."""
+    try:
+        stack_networks = parse_private_networks(stack.split(","), field=PRIVATE_NETWORKS_VAR)
+        grant = parse_private_networks(given.split(","))
+        others = {t: n for t, n in store.private_grants().items() if t != tenant_id}
+        return check_tenant_grant(grant, stack_networks, others)
+    except InvalidRequest as refused:
+        console.print(f"{refused.field}: {refused.message}")
+        raise typer.Exit(2) from None

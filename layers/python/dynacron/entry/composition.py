@@ -19,7 +19,13 @@ import boto3
 from dynacron.adapters.aws import aws_adapters
 from dynacron.adapters.aws.clients import CLAIM_INVOKE_CONFIG, aws_client_config
 from dynacron.adapters.aws.due_page_hand_out import LambdaDuePageHandOut
-from dynacron.adapters.delivery.connections import HandlerUrlCheck, Resolver, system_resolver
+from dynacron.adapters.delivery.connections import (
+    HandlerUrlCheck,
+    KeptPrivateNetworks,
+    PrivateNetworksOf,
+    Resolver,
+    system_resolver,
+)
 from dynacron.adapters.delivery.http import HandlerDelivery, HttpDelivery, SecretsOf
 from dynacron.adapters.delivery.python_handlers import PythonDelivery
 from dynacron.adapters.delivery.registry import (
@@ -42,7 +48,8 @@ from dynacron.definitions.environment import DEFAULT_EXECUTION_RETENTION_DAYS
 from dynacron.definitions.resources import DISPATCH_QUEUE
 from dynacron.domain.clock import Clock, SystemClock
 from dynacron.domain.coordination.quotas import TenantRateLimiter
-from dynacron.domain.tasks.urls import UrlPolicy
+from dynacron.domain.coordination.tenants import TenantQuota
+from dynacron.domain.tasks.urls import UrlPolicy, tenant_private_networks
 from dynacron.entry.events import LambdaEvents
 from dynacron.entry.settings import Settings
 from dynacron.ports import AdapterSet, DispatchQueue, DuePageHandOut
@@ -159,7 +166,11 @@ class Dynacron(LambdaEvents):
             settings=settings.task_settings,
             clock=self.clock,
             handlers=self.handlers,
-            urls=HandlerUrlCheck(UrlPolicy(settings.delivery_allow_networks), self.resolver),
+            urls=HandlerUrlCheck(
+                UrlPolicy(settings.delivery_allow_networks),
+                self.resolver,
+                private_networks_reader(settings, self.tenants.quota),
+            ),
             targets=settings.target_policy,
         )
         self.ticker = Ticker(
@@ -212,6 +223,7 @@ class Dynacron(LambdaEvents):
             resolver=self.resolver,
             metrics=self.metrics,
             target_clients=self._target_clients,
+            private_networks_of=private_networks_reader(settings, self.tenants.quota),
         )
         self.runner = ExecutionRunner(
             tasks=self.tasks,
@@ -323,6 +335,7 @@ def default_delivery(
     resolver: Resolver = system_resolver,
     metrics: Metrics = NO_METRICS,
     target_clients: ClientFactory | None = None,
+    private_networks_of: PrivateNetworksOf | None = None,
 ) -> Delivery:
     """HTTP handlers under the URL policy, signed with each tenant's secrets (kept
     a few seconds: ``KeptSecrets``), and Python handlers from ``handlers`` (their
@@ -337,6 +350,9 @@ def default_delivery(
             resolver=resolver,
             follow_cross_host=settings.follow_cross_host_redirects,
             max_retry_after_seconds=settings.max_retry_after_seconds,
+            # A grant read at most every 30 s per worker, not on every delivery.
+            private_networks_of=private_networks_of
+            and KeptPrivateNetworks(private_networks_of, clock),
         ),
         PythonDelivery(
             handlers,
@@ -360,3 +376,18 @@ def target_delivery(
         settings.target_region, settings.target_endpoint_url, settings.http_timeout_seconds
     )
     return TargetDelivery(AssumedRoles(make_client, clock))
+
+
+def private_networks_reader(
+    settings: Settings, quota_of: Callable[[str], TenantQuota]
+) -> PrivateNetworksOf | None:
+    """A tenant's private ranges: its grant, within the stack's (decision 0050);
+    None when the stack names none (no tenant record is read for them then)."""
+    stack = settings.delivery_private_networks
+    if not stack:
+        return None
+
+    def private_networks_of(tenant_id: str) -> tuple[str, ...]:
+        return tenant_private_networks(quota_of(tenant_id).private_networks, stack)
+
+    return private_networks_of

@@ -44,6 +44,7 @@ from dynacron.definitions.environment import (
     MESSAGE_HOLDS_VAR,
     MIN_INTERVAL_VAR,
     PICKUP_GRACE_VAR,
+    PRIVATE_NETWORKS_VAR,
     RATE_BURST_VAR,
     RATE_LIMIT_VAR,
     SHARD_COUNT_VAR,
@@ -63,9 +64,11 @@ from dynacron.definitions.resources import (
 )
 from dynacron.domain.coordination.limits import BreakerPolicy
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions.execution import LeaseTerms
 from dynacron.domain.tasks.targets import TargetPolicy, partition_of
 from dynacron.domain.tasks.task import Sharding
+from dynacron.domain.tasks.urls import parse_private_networks
 from dynacron.services.tasks import TaskSettings
 from dynacron.services.tick_settings import TickSettings
 
@@ -106,6 +109,9 @@ class Settings:
     # Networks a handler URL may resolve into. Empty means "public addresses only"
     # (the deployed default); local mode sets loopback only.
     delivery_allow_networks: tuple[str, ...] = ()
+    # Private ranges an operator lets tenants be granted (the workers run in their
+    # VPC): the ceiling of every tenant's ``private_networks`` (decision 0050).
+    delivery_private_networks: tuple[str, ...] = ()
     http_timeout_seconds: float = 10.0
     max_payload_bytes: int = 32 * 1024
     # How far back a shard with no cursor yet starts looking for due items.
@@ -271,6 +277,7 @@ class Settings:
             tenant_rate_per_second=self.tenant_rate_per_second,
             min_interval_seconds=self.min_interval_seconds,
             max_payload_bytes=self.max_payload_bytes,
+            private_networks=self.delivery_private_networks,
         )
 
     @property
@@ -293,6 +300,7 @@ class Settings:
             shard_count=int(environ.get(SHARD_COUNT_VAR, cls.shard_count)),
             bucket_seconds=int(environ.get(BUCKET_SECONDS_VAR, cls.bucket_seconds)),
             delivery_allow_networks=_split(environ.get(ALLOW_NETWORKS_VAR, "")),
+            delivery_private_networks=_private_networks(environ),
             http_timeout_seconds=float(environ.get(HTTP_TIMEOUT_VAR, cls.http_timeout_seconds)),
             api_keys=parse_api_keys(environ.get(API_KEYS_VAR, "")),
             min_interval_seconds=_at_least(1, environ, MIN_INTERVAL_VAR, cls.min_interval_seconds),
@@ -361,6 +369,7 @@ class Settings:
             SHARD_COUNT_VAR: str(self.shard_count),
             BUCKET_SECONDS_VAR: str(self.bucket_seconds),
             ALLOW_NETWORKS_VAR: ",".join(self.delivery_allow_networks),
+            PRIVATE_NETWORKS_VAR: ",".join(self.delivery_private_networks),
             HTTP_TIMEOUT_VAR: str(self.http_timeout_seconds),
             API_KEYS_VAR: ",".join(f"{key}={tenant}" for key, tenant in self.api_keys),
             MIN_INTERVAL_VAR: str(self.min_interval_seconds),
@@ -442,3 +451,14 @@ def parse_api_keys(text: str) -> tuple[tuple[str, str], ...]:
         key, _, tenant = entry.partition("=")
         pairs.append((key, tenant or "key-" + hashlib.sha256(key.encode()).hexdigest()[:12]))
     return tuple(pairs)
+
+
+def _private_networks(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """``PRIVATE_NETWORKS_VAR``: private CIDRs only (loopback too is refused: in a
+    Lambda function it is the runtime's own API)."""
+    try:
+        return parse_private_networks(
+            _split(environ.get(PRIVATE_NETWORKS_VAR, "")), field=PRIVATE_NETWORKS_VAR
+        )
+    except InvalidRequest as refused:
+        raise ValueError(str(refused)) from None

@@ -85,6 +85,11 @@ class TenantStore(Protocol):
         """The limits an operator set for the tenant (none set: all None)."""
         ...
 
+    def private_grants(self) -> dict[str, tuple[str, ...]]:
+        """Every tenant that holds ``private_networks``, and its ranges (an operator's
+        check that grants do not overlap; not on a delivery's path)."""
+        ...
+
     def set_quota(self, tenant_id: str, quota: TenantQuota) -> None:
         """Replace the tenant's own limits with ``quota`` (a None limit removed: the
         default applies again), keeping its count and secrets; never refused."""

@@ -23,9 +23,10 @@ class Delivery(Protocol):
 class HandlerUrls(Protocol):
     """Registration's check of a handler URL."""
 
-    def check(self, url: str) -> None:
+    def check(self, url: str, tenant_id: str) -> None:
         """Raise ``InvalidRequest`` if ``url`` is malformed or its host is, or
-        resolves now to, an address the delivery policy refuses."""
+        resolves now to, an address the delivery policy refuses (for ``tenant_id``:
+        its private ranges, decision 0050)."""
         ...
 
 

@@ -125,6 +125,8 @@ class TaskSettings:
     # A schedule may not fire more often than this.
     min_interval_seconds: int
     max_payload_bytes: int
+    # The private ranges tenants may be granted (decision 0050).
+    private_networks: tuple[str, ...] = ()
 
 
 NO_TARGETS = "this deployment calls no AWS targets"
@@ -583,7 +585,9 @@ class TaskService:
         """The limits the tenant is held to: those an operator set for it, else the
         deployment's defaults (one consistent read of its record)."""
         return self.tenants.quota(tenant_id).effective(
-            self.settings.max_tasks_per_tenant, self.settings.tenant_rate_per_second
+            self.settings.max_tasks_per_tenant,
+            self.settings.tenant_rate_per_second,
+            self.settings.private_networks,
         )
 
     def set_quota(self, tenant_id: str, quota: TenantQuota) -> EffectiveQuota:
@@ -597,7 +601,7 @@ class TaskService:
         this process (that there is exactly one is the domain's rule)."""
         if task.handler_url is not None:
             # Checked again at delivery: DNS may change between now and then.
-            self.urls.check(task.handler_url)
+            self.urls.check(task.handler_url, task.tenant_id)
         elif task.target is not None:
             self.targets.check(task.target)
         elif task.handler_name not in self.handlers:

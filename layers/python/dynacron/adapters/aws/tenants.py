@@ -46,17 +46,34 @@ class DynamoTenantStore:
         return int(self._read(tenant_id).get("task_count", 0))
 
     def quota(self, tenant_id: str) -> TenantQuota:
-        """The ``max_tasks`` and ``rate_per_second`` an operator set on the record."""
-        record = self._read(tenant_id)
-        max_tasks, rate = record.get("max_tasks"), record.get("rate_per_second")
-        return TenantQuota(
-            max_tasks=None if max_tasks is None else int(max_tasks),
-            rate_per_second=None if rate is None else float(rate),
-        )
+        """The ``max_tasks``, ``rate_per_second`` and ``private_networks`` an operator
+        set on the record."""
+        return _quota_of(self._read(tenant_id))
+
+    def private_grants(self) -> dict[str, tuple[str, ...]]:
+        """Every tenant's ``private_networks``: one scan of the tenants' records that
+        hold one (an operator's command, not a delivery's path)."""
+        grants: dict[str, tuple[str, ...]] = {}
+        paginator = self._client.get_paginator("scan")
+        for page in paginator.paginate(
+            TableName=self._table,
+            FilterExpression="begins_with(#key, :prefix) AND attribute_exists(private_networks)",
+            ExpressionAttributeNames={"#key": "key"},
+            ExpressionAttributeValues=to_item({":prefix": TENANT_KEY_PREFIX}),
+        ):
+            for item in page.get("Items", []):
+                record = from_item(item)
+                tenant_id = str(record["key"]).removeprefix(TENANT_KEY_PREFIX)
+                grants[tenant_id] = _quota_of(record).private_networks
+        return grants
 
     def set_quota(self, tenant_id: str, quota: TenantQuota) -> None:
         """One update of the record: each limit set, or removed where None."""
-        values = {"max_tasks": quota.max_tasks, "rate_per_second": quota.rate_per_second}
+        values: dict[str, Any] = {
+            "max_tasks": quota.max_tasks,
+            "rate_per_second": quota.rate_per_second,
+            "private_networks": list(quota.private_networks) or None,
+        }
         sets = [f"{name} = :{name}" for name, value in values.items() if value is not None]
         removes = [name for name, value in values.items() if value is None]
         expression = " ".join(
@@ -98,3 +115,12 @@ class DynamoTenantStore:
         return apply_to_record(
             self._client, self._table, from_item(tenant_key(tenant_id)), transition
         )
+
+
+def _quota_of(record: dict[str, Any]) -> TenantQuota:
+    max_tasks, rate = record.get("max_tasks"), record.get("rate_per_second")
+    return TenantQuota(
+        max_tasks=None if max_tasks is None else int(max_tasks),
+        rate_per_second=None if rate is None else float(rate),
+        private_networks=tuple(str(n) for n in record.get("private_networks") or ()),
+    )

@@ -27,12 +27,14 @@ import threading
 import weakref
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from dynacron.domain.clock import Clock
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.tasks.urls import IpAddress, UrlPolicy
 
@@ -88,15 +90,62 @@ def check_handler_url(policy: UrlPolicy, resolver: Resolver, url: str) -> None:
     allowed_addresses(policy, resolver, host, port)
 
 
+# tenant -> the private ranges its handler URLs may reach (decision 0050).
+PrivateNetworksOf = Callable[[str], tuple[str, ...]]
+
+
+def policy_for_tenant(
+    policy: UrlPolicy, private_networks_of: PrivateNetworksOf | None, tenant_id: str
+) -> UrlPolicy:
+    """``policy`` with the tenant's private ranges; ``policy`` itself when it has none."""
+    if private_networks_of is None:
+        return policy
+    networks = private_networks_of(tenant_id)
+    return replace(policy, private_networks=networks) if networks else policy
+
+
 @dataclass(frozen=True)
 class HandlerUrlCheck:
-    """``ports.delivery.HandlerUrls``: ``check_handler_url`` under one policy and resolver."""
+    """``ports.delivery.HandlerUrls``: ``check_handler_url`` under one policy and
+    resolver, with the tenant's private ranges read afresh (``private_networks_of``)."""
 
     policy: UrlPolicy
     resolver: Resolver = system_resolver
+    private_networks_of: PrivateNetworksOf | None = None
 
-    def check(self, url: str) -> None:
-        check_handler_url(self.policy, self.resolver, url)
+    def check(self, url: str, tenant_id: str) -> None:
+        policy = policy_for_tenant(self.policy, self.private_networks_of, tenant_id)
+        check_handler_url(policy, self.resolver, url)
+
+
+# How long a worker keeps a tenant's private ranges: a grant withdrawn holds at
+# most this long on a warm worker.
+PRIVATE_NETWORKS_KEPT = timedelta(seconds=30)
+
+
+class KeptPrivateNetworks:
+    """``private_networks_of`` read once per tenant every ``kept`` (an empty answer
+    too: most tenants have none, and a delivery should not pay a read for that)."""
+
+    def __init__(
+        self, read: PrivateNetworksOf, clock: Clock, kept: timedelta = PRIVATE_NETWORKS_KEPT
+    ) -> None:
+        self._read = read
+        self._clock = clock
+        self._kept = kept
+        self._lock = threading.Lock()
+        self._read_at: dict[str, tuple[datetime, tuple[str, ...]]] = {}
+
+    def __call__(self, tenant_id: str) -> tuple[str, ...]:
+        now = self._clock.now()
+        with self._lock:
+            kept = self._read_at.get(tenant_id)
+        if kept is not None and now - kept[0] < self._kept:
+            return kept[1]
+        networks = self._read(tenant_id)
+        with self._lock:
+            self._read_at[tenant_id] = (now, networks)
+        return networks
 
 
 @functools.lru_cache(maxsize=4096)

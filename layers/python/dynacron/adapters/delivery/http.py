@@ -25,8 +25,10 @@ from dynacron.adapters.delivery.connections import (
     MAX_CONNECTIONS,
     DeliveryLoop,
     PinnedResolver,
+    PrivateNetworksOf,
     Resolver,
     check_destination,
+    policy_for_tenant,
     system_resolver,
 )
 from dynacron.adapters.delivery.python_handlers import PythonDelivery
@@ -103,8 +105,10 @@ class HttpDelivery:
         follow_cross_host: bool = False,
         unix_time: Callable[[], float] = time.time,
         max_retry_after_seconds: int = DEFAULT_MAX_RETRY_AFTER_SECONDS,
+        private_networks_of: PrivateNetworksOf | None = None,
     ) -> None:
         self._policy = policy
+        self._private_networks_of = private_networks_of
         self._clock = clock
         self._api_base_url = api_base_url
         self._secrets_of = secrets_of
@@ -113,7 +117,9 @@ class HttpDelivery:
         self._timeout_seconds = timeout_seconds
         self._max_retry_after_seconds = max_retry_after_seconds
         self._resolver = resolver
-        self._session: aiohttp.ClientSession | None = None
+        # One session per policy: the shared one, and one per distinct set of a
+        # tenant's private ranges (their connections pinned under that policy only).
+        self._sessions: dict[UrlPolicy, aiohttp.ClientSession] = {}
 
     def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
         assert task.handler_url is not None, "an HTTP delivery needs a handler_url"
@@ -130,6 +136,12 @@ class HttpDelivery:
             return DeliveryResult.failed(
                 AttemptFailure("the task's tenant has no signing secret", retryable=False)
             )
+        try:
+            policy = policy_for_tenant(self._policy, self._private_networks_of, task.tenant_id)
+        except Exception as error:
+            return DeliveryResult.failed(
+                AttemptFailure(f"could not read the tenant's private networks: {error}")
+            )
         body = request_body(task, dispatch, self._api_base_url)
         headers = {
             "Content-Type": "application/json",
@@ -140,7 +152,7 @@ class HttpDelivery:
         }
         try:
             # The call ends by its deadline; the margin only guards against a stuck loop.
-            call = DeliveryLoop.submit(self._call(task.handler_url, body, headers))
+            call = DeliveryLoop.submit(self._call(policy, task.handler_url, body, headers))
             answer = call.result(self._timeout_seconds + LOOP_MARGIN_SECONDS)
         except InvalidRequest as refused:
             return DeliveryResult.failed(
@@ -179,14 +191,16 @@ class HttpDelivery:
         )
         return DeliveryResult.failed(failure, status)
 
-    async def _call(self, url: str, body: bytes, headers: dict[str, str]) -> _Answer | _Refusal:
+    async def _call(
+        self, policy: UrlPolicy, url: str, body: bytes, headers: dict[str, str]
+    ) -> _Answer | _Refusal:
         """The call on the delivery loop, redirects followed by hand, all of it within
         the deadline: the last answer, or why a redirect was refused."""
         left_home = False
         async with asyncio.timeout(self._timeout_seconds):
             for _ in range(MAX_REDIRECTS + 1):
-                check_destination(self._policy, url)
-                async with self._client().post(
+                check_destination(policy, url)
+                async with self._client(policy).post(
                     url, data=body, headers=headers, allow_redirects=False
                 ) as response:
                     answer = _Answer(
@@ -208,7 +222,7 @@ class HttpDelivery:
                     headers = _without_secrets(headers)
         return _Refusal(f"more than {MAX_REDIRECTS} redirects")
 
-    def _client(self) -> aiohttp.ClientSession:
+    def _client(self, policy: UrlPolicy) -> aiohttp.ClientSession:
         """This delivery's session, made on the loop on first use: connections only to
         checked addresses, each name looked up afresh for every new connection
         (nothing cached to rebind), no proxies from the environment, and no cookie jar.
@@ -216,13 +230,14 @@ class HttpDelivery:
         delivery (a session a host handed out) would go along with any other tenant's
         delivery to that host, and act as that session. A delivery stands on its
         signature alone."""
-        if self._session is None:
+        session = self._sessions.get(policy)
+        if session is None:
             connector = aiohttp.TCPConnector(
-                resolver=PinnedResolver(self._policy, self._resolver),
+                resolver=PinnedResolver(policy, self._resolver),
                 use_dns_cache=False,
                 limit=MAX_CONNECTIONS,
             )
-            self._session = aiohttp.ClientSession(
+            session = aiohttp.ClientSession(
                 connector=connector,
                 cookie_jar=aiohttp.DummyCookieJar(),
                 # Bodies as they come over the wire: the response cap counts the bytes
@@ -233,8 +248,9 @@ class HttpDelivery:
                 timeout=aiohttp.ClientTimeout(total=None),
                 trust_env=False,
             )
-            DeliveryLoop.keep(self, self._session)
-        return self._session
+            DeliveryLoop.keep(self, session)
+            self._sessions[policy] = session
+        return session
 
     def _redirect_target(self, url: str, location: str) -> tuple[str, bool, str | None]:
         """Where a redirect leads, whether that is the same host, and why not, if not."""
@@ -246,9 +262,9 @@ class HttpDelivery:
         return target, False, f"handler redirected to another host ({after.netloc}); not followed"
 
     def close(self) -> None:
-        if self._session is not None:
-            DeliveryLoop.submit(self._session.close()).result()
-            self._session = None
+        for session in self._sessions.values():
+            DeliveryLoop.submit(session.close()).result()
+        self._sessions.clear()
 
 
 def _without_secrets(headers: dict[str, str]) -> dict[str, str]:

@@ -85,7 +85,11 @@ class SqliteCursorStore:
             return carry_out(connection, _CURSORS, {"shard": shard}, transition)
 
 
-_QUOTA_COLUMNS = (("max_tasks", "INTEGER"), ("rate_per_second", "REAL"))
+_QUOTA_COLUMNS = (
+    ("max_tasks", "INTEGER"),
+    ("rate_per_second", "REAL"),
+    ("private_networks", "TEXT"),  # a JSON list of CIDRs (decision 0050)
+)
 
 
 class SqliteTenantStore:
@@ -99,22 +103,34 @@ class SqliteTenantStore:
         database.ensure_columns("tenants", _QUOTA_COLUMNS)
 
     def quota(self, tenant_id: str) -> TenantQuota:
-        """The ``max_tasks`` and ``rate_per_second`` an operator set on the row."""
-        row = self._row(tenant_id)
-        max_tasks, rate = row.get("max_tasks"), row.get("rate_per_second")
-        return TenantQuota(
-            max_tasks=None if max_tasks is None else int(max_tasks),
-            rate_per_second=None if rate is None else float(rate),
+        """The ``max_tasks``, ``rate_per_second`` and ``private_networks`` an operator
+        set on the row."""
+        return _quota_of(self._row(tenant_id))
+
+    def private_grants(self) -> dict[str, tuple[str, ...]]:
+        """Every tenant's ``private_networks``."""
+        rows = (
+            self._database.connection()
+            .execute("SELECT * FROM tenants WHERE private_networks IS NOT NULL")
+            .fetchall()
         )
+        return {row["tenant_id"]: _quota_of(dict(row)).private_networks for row in rows}
 
     def set_quota(self, tenant_id: str, quota: TenantQuota) -> None:
         """The row's limits replaced (a tenant never seen gets a row), in one write."""
         with self._database.write() as connection:
             connection.execute(
-                """INSERT INTO tenants (tenant_id, max_tasks, rate_per_second) VALUES (?, ?, ?)
+                """INSERT INTO tenants (tenant_id, max_tasks, rate_per_second, private_networks)
+                   VALUES (?, ?, ?, ?)
                    ON CONFLICT (tenant_id) DO UPDATE SET max_tasks = excluded.max_tasks,
-                   rate_per_second = excluded.rate_per_second""",
-                (tenant_id, quota.max_tasks, quota.rate_per_second),
+                   rate_per_second = excluded.rate_per_second,
+                   private_networks = excluded.private_networks""",
+                (
+                    tenant_id,
+                    quota.max_tasks,
+                    quota.rate_per_second,
+                    json.dumps(list(quota.private_networks)) if quota.private_networks else None,
+                ),
             )
 
     def _row(self, tenant_id: str) -> dict[str, Any]:
@@ -237,3 +253,13 @@ class SqliteLimitStore:
     def _apply(self, table: RowTable, key: dict[str, Any], transition: Transition) -> bool:
         with self._database.write() as connection:
             return carry_out(connection, table, key, transition)
+
+
+def _quota_of(row: dict[str, Any]) -> TenantQuota:
+    max_tasks, rate = row.get("max_tasks"), row.get("rate_per_second")
+    networks = row.get("private_networks")
+    return TenantQuota(
+        max_tasks=None if max_tasks is None else int(max_tasks),
+        rate_per_second=None if rate is None else float(rate),
+        private_networks=tuple(json.loads(networks)) if networks else (),
+    )

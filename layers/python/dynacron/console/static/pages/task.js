@@ -3,6 +3,7 @@
 
 import { api, ApiError, describeError } from "../api.js";
 import { confirmAction, openDialog } from "../dialogs.js";
+import { handlerLabel } from "../handlers.js";
 import { announce, excerpt, field, fill, h, link, statusBadge } from "../dom.js";
 import { BASE, every, navigate, setTitle, taskPath } from "../router.js";
 import { duration, formatIn, fromLocalInput, timeCell, toLocalInput } from "../time.js";
@@ -300,7 +301,8 @@ export function render(main, { params }) {
       h(
         "dl",
         { class: "facts two-columns" },
-        fact("Handler", task.handler_url ? h("code", {}, task.handler_url) : `Python handler ${task.handler}`),
+        fact("Handler", task.handler_url ? h("code", {}, task.handler_url) : handlerLabel(task)),
+        task.target ? fact("Target ARN", h("code", {}, task.target.arn)) : null,
         fact("Retry", `${retry.max_attempts} attempt${retry.max_attempts === 1 ? "" : "s"}, backoff ${retry.base_delay_seconds}–${retry.max_delay_seconds} s`),
         fact("Catch-up", task.catchup + (task.catchup_window_seconds ? ` (window ${task.catchup_window_seconds} s)` : "")),
         fact("Overlap", task.overlap),

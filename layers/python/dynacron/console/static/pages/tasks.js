@@ -10,6 +10,7 @@ import { ApiError, api, describeError } from "../api.js";
 import { announce, excerpt, field, fill, h, link, select, statusBadge } from "../dom.js";
 import { BASE, every, setQuery, setTitle, taskPath } from "../router.js";
 import { relative, timeCell } from "../time.js";
+import { handlerLabel } from "../handlers.js";
 
 const REFRESH_MS = 5000;
 // Tasks per page asked of the API; "Show more" asks for the next.
@@ -346,6 +347,7 @@ function taskRow(task, filterByTag) {
       { class: "name-cell" },
       h("a", { href: taskPath(task.task_id), "data-route": "", dataset: { focusKey: `task-${task.task_id}` } }, task.name),
       task.name !== task.task_id ? h("span", { class: "id" }, task.task_id) : null,
+      task.target ? h("span", { class: "note target-name" }, handlerLabel(task)) : null,
     ),
     h("td", {}, scheduleSummary(task)),
     h(
