@@ -11,6 +11,7 @@ from dynacron.definitions.environment import API_URL_VAR
 from dynacron.definitions.resources import QUEUES, TABLES
 from infra.config import SchedulerConfig
 from infra.constructs.api import Api
+from infra.constructs.completions import CompletionTracking
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import HANDLER, FunctionKit
 from infra.constructs.monitoring import Monitoring
@@ -74,6 +75,10 @@ class DynacronScheduler(Construct):
             worker_code=worker_code,
             worker_handler=worker_handler,
             handler_modules=handler_modules,
+        )
+        # Tracked Step Functions and ECS runs end their executions (decision 0049).
+        self.completions = CompletionTracking(
+            self, "Completions", foundation=foundation, reaper=self.worker.reaper
         )
         self.api = Api(
             self, "Api", foundation=foundation, code=worker_code, handler_modules=handler_modules

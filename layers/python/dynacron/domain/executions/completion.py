@@ -29,8 +29,10 @@ STEP_FUNCTIONS_EVENT = "Step Functions Execution Status Change"
 ECS_EVENT = "ECS Task State Change"
 STEP_FUNCTIONS_SOURCE = "aws.states"
 ECS_SOURCE = "aws.ecs"
-# A state machine execution in these has ended.
-STEP_FUNCTIONS_ENDED = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
+# What the stack's rules match (definitions/completion_events.py, kept equal by
+# tests/unit/test_completion_events.py). A state machine execution in these has ended.
+STEP_FUNCTIONS_ENDED = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
+ECS_ENDED = "STOPPED"
 # The services' bounds on the names a run carries.
 STATE_MACHINE_NAME_CHARS = 80
 ECS_STARTED_BY_CHARS = 128
@@ -160,7 +162,7 @@ def _state_machine_end(detail: Mapping[str, Any]) -> RunEnd | None:
 
 def _ecs_task_end(detail: Mapping[str, Any]) -> RunEnd | None:
     named = attempt_of(str(detail.get("startedBy", "")), ecs=True)
-    if detail.get("lastStatus") != "STOPPED" or named is None:
+    if detail.get("lastStatus") != ECS_ENDED or named is None:
         return None
     execution_id, attempt = named
     containers = [c for c in detail.get("containers") or [] if isinstance(c, Mapping)]
