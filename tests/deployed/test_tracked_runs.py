@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -208,8 +209,13 @@ def test_a_three_hour_ecs_task_exiting_1_is_retried_and_dead_lettered(
             assert said == {"outcome": "RETRY_SCHEDULED"}
             deployed.clock.set(datetime.fromisoformat(execution["next_attempt_at"]))
             deployed.clock.advance(timedelta(seconds=1))
-            deployed.drain("worker", DISPATCH_QUEUE.env_var)
-            assert the_execution(deployed, principal, task)["status"] == "RUNNING"
+            # (sent with SQS's own delay, up to the backoff's second: moto keeps it
+            # in real time)
+            deadline = time.monotonic() + 5
+            while the_execution(deployed, principal, task)["status"] != "RUNNING":
+                assert time.monotonic() < deadline, "the retry never ran"
+                deployed.drain("worker", DISPATCH_QUEUE.env_var)
+                time.sleep(0.1)
         else:
             # and, with no attempt left, dead-lettered
             assert said == {"outcome": "DEAD_LETTERED"}
