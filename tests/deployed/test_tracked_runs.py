@@ -22,7 +22,7 @@ from dynacron.definitions.resources import DISPATCH_QUEUE
 from dynacron.local.aws import REGION
 from tests.deployed.harness import Deployment
 from tests.deployed.steps import executions, register
-from tests.deployed.test_target_roles import role_for, run_once
+from tests.deployed.test_target_roles import queue, role_for, run_once
 
 _tenants = itertools.count(1)
 THREE_HOURS = timedelta(hours=3)
@@ -148,6 +148,11 @@ def test_a_tracked_state_machine_ends_its_execution_through_the_stacks_rule(
         rate="1 day",
         target={"arn": machine, "role_arn": role, "track": "completion"},
     )
+    # and a task that runs after it, on a queue
+    _, queue_arn = queue("deployed-tracked-after")
+    dependent = register(
+        deployed, principal, after=task["task_id"], target={"arn": queue_arn, "role_arn": role}
+    )
 
     # When it runs, the execution stays RUNNING while the state machine runs
     running = run_once(deployed, principal, task)
@@ -162,6 +167,9 @@ def test_a_tracked_state_machine_ends_its_execution_through_the_stacks_rule(
     ended = the_execution(deployed, principal, task)
     assert ended["status"] == "SUCCEEDED", ended
     assert ended["result_excerpt"].endswith('with output {"ok":true} after 3h0m0s')
+    # and starts the task that runs after it (the completions function's follow-ups)
+    (started,) = executions(deployed, principal, dependent["task_id"])
+    assert started["upstream_execution_id"] == ended["execution_id"]
     # A second delivery of the same event changes nothing
     assert routed(deployed, event) == {"outcome": "STALE"}
 
