@@ -21,7 +21,7 @@ import pytest
 from dynacron.definitions.resources import DISPATCH_QUEUE
 from dynacron.local.aws import REGION
 from tests.deployed.harness import Deployment
-from tests.deployed.steps import executions, register
+from tests.deployed.steps import executions, register, task_view
 from tests.deployed.test_target_roles import queue, role_for, run_once
 
 _tenants = itertools.count(1)
@@ -147,6 +147,8 @@ def test_a_tracked_state_machine_ends_its_execution_through_the_stacks_rule(
         principal,
         rate="1 day",
         target={"arn": machine, "role_arn": role, "track": "completion"},
+        # one run at a time: the end frees the task's run slot
+        overlap="skip",
     )
     # and a task that runs after it, on a queue
     _, queue_arn = queue("deployed-tracked-after")
@@ -157,6 +159,8 @@ def test_a_tracked_state_machine_ends_its_execution_through_the_stacks_rule(
     # When it runs, the execution stays RUNNING while the state machine runs
     running = run_once(deployed, principal, task)
     assert running["status"] == "RUNNING", running
+    held = task_view(deployed, principal, task["task_id"])["running_execution"]
+    assert held == running["execution_id"]
     began = deployed.clock.now()
     (run,) = states.list_executions(stateMachineArn=machine)["executions"]
 
@@ -167,7 +171,9 @@ def test_a_tracked_state_machine_ends_its_execution_through_the_stacks_rule(
     ended = the_execution(deployed, principal, task)
     assert ended["status"] == "SUCCEEDED", ended
     assert ended["result_excerpt"].endswith('with output {"ok":true} after 3h0m0s')
-    # and starts the task that runs after it (the completions function's follow-ups)
+    # and frees the task's run slot, and starts the task that runs after it (the
+    # completions function's follow-ups)
+    assert task_view(deployed, principal, task["task_id"])["running_execution"] is None
     (started,) = executions(deployed, principal, dependent["task_id"])
     assert started["upstream_execution_id"] == ended["execution_id"]
     # A second delivery of the same event changes nothing
