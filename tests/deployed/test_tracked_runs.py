@@ -155,6 +155,17 @@ def test_a_tracked_state_machine_ends_its_execution_through_the_stacks_rule(
     dependent = register(
         deployed, principal, after=task["task_id"], target={"arn": queue_arn, "role_arn": role}
     )
+    # ...and a second whose item was changed by hand into one no reader decodes
+    unreadable = register(
+        deployed, principal, after=task["task_id"], target={"arn": queue_arn, "role_arn": role}
+    )
+    boto3.client("dynamodb", region_name=REGION).update_item(
+        TableName=deployed.settings.tasks_table,
+        Key={"task_id": {"S": unreadable["task_id"]}},
+        UpdateExpression="SET #created = :nonsense",
+        ExpressionAttributeNames={"#created": "created_at"},
+        ExpressionAttributeValues={":nonsense": {"S": "the day before yesterday"}},
+    )
 
     # When it runs, the execution stays RUNNING while the state machine runs
     running = run_once(deployed, principal, task)
@@ -176,6 +187,9 @@ def test_a_tracked_state_machine_ends_its_execution_through_the_stacks_rule(
     assert task_view(deployed, principal, task["task_id"])["running_execution"] is None
     (started,) = executions(deployed, principal, dependent["task_id"])
     assert started["upstream_execution_id"] == ended["execution_id"]
+    # ...and sets the unreadable one aside, saying why
+    aside = task_view(deployed, principal, unreadable["task_id"])
+    assert aside["status"] == "ERROR", aside
     # A second delivery of the same event changes nothing
     assert routed(deployed, event) == {"outcome": "STALE"}
 
