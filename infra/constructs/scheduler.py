@@ -11,6 +11,7 @@ from dynacron.definitions.environment import API_URL_VAR
 from dynacron.definitions.resources import QUEUES, TABLES
 from infra.config import SchedulerConfig
 from infra.constructs.api import Api
+from infra.constructs.completions import CompletionTracking
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import HANDLER, FunctionKit, VpcPlacement
 from infra.constructs.monitoring import Monitoring
@@ -83,6 +84,10 @@ class DynacronScheduler(Construct):
             worker_handler=worker_handler,
             handler_modules=handler_modules,
             placement=worker_vpc,
+        )
+        # Tracked Step Functions and ECS runs end their executions (decision 0049).
+        self.completions = CompletionTracking(
+            self, "Completions", foundation=foundation, reaper=self.worker.reaper
         )
         self.api = Api(
             self, "Api", foundation=foundation, code=worker_code, handler_modules=handler_modules

@@ -163,43 +163,48 @@ class Worker(Construct):
         self.reaper.configure_async_invoke(retry_attempts=0, max_event_age=Duration.minutes(1))
 
     def _allow_target_roles(self, patterns: str) -> None:
-        """The worker acts as the role an AWS target names (decision 0047), only for
-        roles the operator allows: by default those under the path /dynacron-target/
-        of this account. Each role's trust policy decides the rest."""
-        stack = Stack.of(self)
-        allowed = [pattern.strip() for pattern in patterns.split(",") if pattern.strip()]
-        if not allowed:
-            return
-        resources = [
+        """The worker acts as the role an AWS target names (decision 0047)."""
+        allow_target_roles(self.function, patterns)
+
+
+def allow_target_roles(function: lambda_.Function, patterns: str) -> None:
+    """``function`` may act as the role an AWS target names (decision 0047), only for
+    roles the operator allows: by default those under the path /dynacron-target/
+    of this account. Each role's trust policy decides the rest."""
+    stack = Stack.of(function)
+    allowed = [pattern.strip() for pattern in patterns.split(",") if pattern.strip()]
+    if not allowed:
+        return
+    resources = [
+        pattern
+        if pattern.startswith("arn:")
+        else stack.format_arn(
+            service="iam",
+            region="",
+            resource="role",
+            resource_name=pattern,
+            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        )
+        for pattern in allowed
+    ]
+    function.add_to_role_policy(
+        iam.PolicyStatement(actions=["sts:AssumeRole"], resources=resources)
+    )
+    role = function.role
+    policy = role.node.try_find_child("DefaultPolicy") if role is not None else None
+    for pattern in allowed:
+        if "*" not in pattern:
+            continue
+        # cdk-nag names the finding after the resource, its tokens as <Name>.
+        shown = (
             pattern
             if pattern.startswith("arn:")
-            else stack.format_arn(
-                service="iam",
-                region="",
-                resource="role",
-                resource_name=pattern,
-                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-            )
-            for pattern in allowed
-        ]
-        self.function.add_to_role_policy(
-            iam.PolicyStatement(actions=["sts:AssumeRole"], resources=resources)
+            else f"arn:<AWS::Partition>:iam::<AWS::AccountId>:role/{pattern}"
         )
-        role = self.function.role
-        policy = role.node.try_find_child("DefaultPolicy") if role is not None else None
-        for pattern in allowed:
-            if "*" not in pattern:
-                continue
-            # cdk-nag names the finding after the resource, its tokens as <Name>.
-            shown = (
-                pattern
-                if pattern.startswith("arn:")
-                else f"arn:<AWS::Partition>:iam::<AWS::AccountId>:role/{pattern}"
-            )
-            acknowledge(
-                policy or self.function,
-                f"AwsSolutions::AwsSolutions-IAM5[Resource::{shown}]",
-                "sts:AssumeRole on the roles the operator allows AWS targets to name "
-                "(context target_roles): a pattern, as the roles are the tenants' own; each "
-                "role's trust policy names this worker's role and the tenant's external id",
-            )
+        acknowledge(
+            policy or function,
+            f"AwsSolutions::AwsSolutions-IAM5[Resource::{shown}]",
+            "sts:AssumeRole on the roles the operator allows AWS targets to name "
+            "(context target_roles): a pattern, as the roles are the tenants' own; each "
+            "role's trust policy names this worker's role and the tenant's external id",
+        )

@@ -64,7 +64,7 @@ DEFAULT_STACK = "dynacron-deployed"
 USER_STACK = "dynacron-user"
 # What moto's CloudFormation can create, and what the code needs to run.
 DEPLOYED_TYPES = ("AWS::DynamoDB::Table", "AWS::SQS::Queue")
-ENTRY_POINTS = ("api", "tick", "worker", "reaper", "undelivered", "claim")
+ENTRY_POINTS = ("api", "tick", "worker", "reaper", "undelivered", "claim", "completions")
 # A grant to remove while loading the roles: set by ``verify_grants.py``.
 MUTATION_VAR = "DYNACRON_GRANT_MUTATION"
 ACCESS_DENIED = "AccessDeniedException"

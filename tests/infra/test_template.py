@@ -42,7 +42,7 @@ from tests.infra.conftest import (
     resources_of,
 )
 
-FUNCTIONS = ("Tick", "Claim", "Worker", "Api", "Reaper", "Undelivered")
+FUNCTIONS = ("Tick", "Claim", "Worker", "Api", "Reaper", "Undelivered", "Completions")
 DYNAMODB_ITEM_WRITES = {
     "dynamodb:DeleteItem",
     "dynamodb:PutItem",
@@ -365,7 +365,12 @@ def test_every_shard_gets_one_looping_tick_invocation_a_minute(
         )
         assert inputs == [{"shard": shard, "loop": True} for shard in range(shards)]
     # Seven shards need two rules: EventBridge allows five targets per rule.
-    assert len(resources_of(user_template, "AWS::Events::Rule")) == 2 + 1  # + the reaper
+    scheduled = [
+        rule
+        for rule in resources_of(user_template, "AWS::Events::Rule").values()
+        if "ScheduleExpression" in rule
+    ]
+    assert len(scheduled) == 2 + 1  # + the reaper (the others match events: decision 0049)
 
 
 def test_tick_outlives_its_loop_and_is_never_retried(template: dict[str, Any]) -> None:
@@ -395,6 +400,38 @@ def test_the_reaper_runs_every_minute(template: dict[str, Any]) -> None:
         if any(t["Arn"] == {"Fn::GetAtt": [reaper, "Arn"]} for t in rule["Targets"])
     ]
     assert [rule["ScheduleExpression"] for rule in rules] == ["rate(1 minute)"]
+
+
+def test_only_the_ends_of_step_functions_and_ecs_runs_reach_the_completions_function(
+    template: dict[str, Any],
+) -> None:
+    completions = {"Fn::GetAtt": [function_id(template, "Completions"), "Arn"]}
+    rules = [
+        rule
+        for rule in resources_of(template, "AWS::Events::Rule").values()
+        if any(t["Arn"] == completions for t in rule["Targets"])
+    ]
+    patterns = sorted((rule["EventPattern"] for rule in rules), key=json.dumps)
+    assert patterns == [
+        {
+            "detail": {"lastStatus": ["STOPPED"]},
+            "detail-type": ["ECS Task State Change"],
+            "source": ["aws.ecs"],
+        },
+        {
+            "detail": {"status": ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]},
+            "detail-type": ["Step Functions Execution Status Change"],
+            "source": ["aws.states"],
+        },
+    ]
+    # on the account's default bus, retried for a day if the function fails
+    for rule in rules:
+        assert "EventBusName" not in rule
+        ((target),) = rule["Targets"]
+        assert target["RetryPolicy"] == {
+            "MaximumEventAgeInSeconds": 86400,
+            "MaximumRetryAttempts": 185,
+        }
 
 
 # --- API -------------------------------------------------------------------------------
@@ -773,6 +810,16 @@ EXPECTED_ACCESS = {
             "dynamodb:UpdateItem",
         },
         "DeadLetterQueue": {"sqs:SendMessage"},
+        # a tracked run whose end event was lost is described as its task's role
+        # (decision 0049): the roles the worker may assume, no more
+        "target roles": {"sts:AssumeRole"},
+    },
+    # Decision 0049: ends a tracked execution as a callback does (follow-ups, a
+    # retry, a dead letter); no role assumed, no index queried.
+    "Completions": {
+        "own logs": LOGS,
+        **FOLLOW_UPS,
+        "DeadLetterQueue": {"sqs:SendMessage"},
     },
     # Decision 0022: records a dispatch that never began as a dead letter (or takes
     # over the running attempt it guarded), frees the run slot, sends the copy.
@@ -836,7 +883,7 @@ def test_task_writers_are_known_and_nothing_grants_a_wildcard(
     }
     # The worker and the reaper write a task only to free its run slot, or to set
     # aside one that makes them raise (decision 0021).
-    assert writers == {"Tick", "Claim", "Api", "Worker", "Reaper", "Undelivered"}
+    assert writers == {"Tick", "Claim", "Api", "Worker", "Reaper", "Undelivered", "Completions"}
     # In the coordination table the worker touches limit records, and reads
     # tenant records (signing secrets); never the tick's leases and cursors.
     assert worker_coordination_keys(template) == {

@@ -617,6 +617,7 @@ def test_a_target_is_shown_back_as_registered(api_with_targets: Dynacron) -> Non
         "eventbridge_parameters": None,
         "lambda_parameters": None,
         "ecs_parameters": None,
+        "track": None,
     }
     assert created["handler_url"] is None
 

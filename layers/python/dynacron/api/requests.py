@@ -51,6 +51,7 @@ from dynacron.domain.tasks.targets import (
     InvocationType,
     LaunchType,
     Target,
+    Tracking,
     target_to_map,
 )
 from dynacron.domain.tasks.task import (
@@ -253,6 +254,12 @@ class TargetModel(_TargetPart):
     eventbridge_parameters: EventBridgeParameters | None = None
     lambda_parameters: LambdaParameters | None = None
     ecs_parameters: EcsParametersModel | None = None
+    track: Literal["completion"] | None = Field(
+        default=None,
+        description="Step Functions and ECS: 'completion' keeps the execution RUNNING until "
+        "the state machine execution or the ECS task ends, and ends it as that did "
+        "(docs/targets.md, Completion tracking)",
+    )
 
     @classmethod
     def of(cls, target: Target) -> TargetModel:
@@ -273,6 +280,7 @@ class TargetModel(_TargetPart):
                 else InvocationType.EVENT
             ),
             ecs=self.ecs_parameters.to_domain() if self.ecs_parameters else None,
+            track=Tracking(self.track) if self.track is not None else None,
         )
 
 

@@ -33,6 +33,7 @@ from dynacron.adapters.delivery.registry import (
     default_registry,
     import_handler_modules,
 )
+from dynacron.adapters.delivery.run_descriptions import TargetRunDescriber
 from dynacron.adapters.delivery.secrets import KeptSecrets
 from dynacron.adapters.delivery.targets import (
     AssumedRoles,
@@ -57,6 +58,7 @@ from dynacron.ports.delivery import Delivery
 from dynacron.ports.faults import NO_FAULTS, Faults
 from dynacron.ports.metrics import NO_METRICS, Metrics
 from dynacron.services.clock_steps import ClockSteps, lease_hold, monotonic_of
+from dynacron.services.completions import CompletionTracker
 from dynacron.services.executions import ExecutionService
 from dynacron.services.follow_ups import FollowUps, RunStarter
 from dynacron.services.forecast import HerdForecast
@@ -255,6 +257,13 @@ class Dynacron(LambdaEvents):
     def _compose_control(self) -> None:
         """The reaper, the undelivered queue's settling, and the API over the services."""
         settings = self.settings
+        self.completion_tracker = CompletionTracker(
+            executions=self.executions,
+            tasks=self.tasks,
+            outcomes=self.outcomes,
+            clock=self.clock,
+            describer=target_run_describer(settings, self.clock, self._target_clients),
+        )
         self.lease_reaper = Reaper(
             executions=self.executions,
             queue=self.queue,
@@ -266,6 +275,7 @@ class Dynacron(LambdaEvents):
             faults=self.faults,
             tasks=self.tasks,
             steps=self.clock_steps,
+            completions=self.completion_tracker,
         )
         self.undelivered_dispatches = UndeliveredDispatches(
             tasks=self.tasks,
@@ -391,3 +401,15 @@ def private_networks_reader(
         return tenant_private_networks(quota_of(tenant_id).private_networks, stack)
 
     return private_networks_of
+
+
+def target_run_describer(
+    settings: Settings, clock: Clock, make_client: ClientFactory | None = None
+) -> TargetRunDescriber | None:
+    """Describes tracked runs, as target_delivery calls targets (decision 0049)."""
+    if not settings.target_region:
+        return None
+    make_client = make_client or client_factory(
+        settings.target_region, settings.target_endpoint_url, settings.http_timeout_seconds
+    )
+    return TargetRunDescriber(AssumedRoles(make_client, clock))

@@ -35,6 +35,7 @@ from dynacron.entry.settings import Settings
 from dynacron.ports import ShardLeases
 from dynacron.ports.faults import Boundary, Faults
 from dynacron.services.attempt_records import InvocationBudget
+from dynacron.services.completions import CompletionTracker
 from dynacron.services.message_holds import MessageHolds
 from dynacron.services.reap import Reaper
 from dynacron.services.tick import Ticker
@@ -71,6 +72,7 @@ class LambdaEvents:
     ticker: Ticker
     runner: ExecutionRunner
     lease_reaper: Reaper
+    completion_tracker: CompletionTracker
     message_holds: MessageHolds | None
     undelivered_dispatches: UndeliveredDispatches
     _api: APIGatewayRestResolver
@@ -252,6 +254,17 @@ class LambdaEvents:
             logger.info("reaper took over expired leases", extra={"reaped": report.reaped})
         set_aside = {"set_aside": report.set_aside} if report.set_aside else {}
         return {"expired": report.expired, "reaped": report.reaped, **report.outcomes, **set_aside}
+
+    def completions(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """A tracked run's state-change event from EventBridge: its execution ends
+        if the run ended (see services/completions.py). An error raises, and
+        EventBridge delivers the event again."""
+        try:
+            said = self.completion_tracker.on_event(event)
+        finally:
+            self.metrics.flush()
+        logger.info("state-change event", extra={"outcome": said, "event_id": event.get("id")})
+        return {"outcome": str(said)}
 
     def undelivered(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Settle the dispatch messages SQS gave up on (see services/undelivered.py);

@@ -49,5 +49,10 @@ def reaper(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 
 @logger.inject_lambda_context
+def completions(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return _deployed().completions(event, context)
+
+
+@logger.inject_lambda_context
 def undelivered(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return _deployed().undelivered(event, context)

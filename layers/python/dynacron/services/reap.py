@@ -23,6 +23,7 @@ from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.ports.metrics import Metrics
 from dynacron.services import task_changes
 from dynacron.services.clock_steps import ClockSteps
+from dynacron.services.completions import CompletionTracker
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
 logger = logging.getLogger("dynacron")
@@ -61,6 +62,9 @@ class Reaper:
     # After a forward step of the wall clock, leases are measured as if it had not
     # happened until every live one was renewed since (decision 0037).
     steps: ClockSteps | None = None
+    # A tracked run's lease running out means its end event is late or lost: the
+    # run is described before the attempt is failed (decision 0049).
+    completions: CompletionTracker | None = None
 
     def _cutoff(self) -> tuple[datetime, datetime]:
         """Now, and the instant before which a lease ended is abandoned."""
@@ -127,6 +131,11 @@ class Reaper:
             or execution.lease_until >= cutoff
         ):
             return  # the index lagged behind a renewal or a finish
+        if self.completions is not None:
+            tracked = self.completions.overdue(execution)
+            if tracked is not None:
+                report.add(tracked)
+                return
         queued = execution.status is ExecutionStatus.QUEUED
         token = new_token()
         take_over = transitions.take_over(

@@ -401,7 +401,7 @@ class ExecutionRunner:
             accepted_at = self._clock.now()
             renew = transitions.renew(
                 lease_token,
-                accepted_at + self._terms.awaiting_callback,
+                accepted_at + (result.hold_for or self._terms.awaiting_callback),
                 accepted_at=accepted_at,
                 # A long job: listed across its tenant's tasks while it runs.
                 attention=Attention(execution.tenant_id, accepted_at),

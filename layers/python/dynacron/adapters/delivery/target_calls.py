@@ -25,6 +25,7 @@ from botocore.exceptions import (
 
 from dynacron.adapters.delivery.answers import readable
 from dynacron.adapters.messages import upstream_to_map
+from dynacron.domain.executions.completion import CHECK_AFTER, run_name
 from dynacron.domain.executions.execution import DeliveryResult, Dispatch
 from dynacron.domain.executions.retry import AttemptFailure
 from dynacron.domain.instants import format_instant
@@ -167,7 +168,10 @@ def target_call(task: Task, dispatch: Dispatch) -> TargetCall:
         case TargetService.STEP_FUNCTIONS:
             parameters = {
                 "stateMachineArn": target.arn,
-                "name": service_token(execution_id, STATE_MACHINE_NAME_CHARS),
+                # Tracked, each attempt starts its own run (decision 0049).
+                "name": run_name(execution_id, dispatch.attempt, ecs=False)
+                if target.tracked
+                else service_token(execution_id, STATE_MACHINE_NAME_CHARS),
                 "input": text,
             }
         case TargetService.ECS:
@@ -211,6 +215,13 @@ def _run_task(task: Task, target: Target, dispatch: Dispatch) -> dict[str, Any]:
             {"key": TAG_TASK_ID, "value": task.task_id},
         ],
     }
+    if target.tracked:
+        # Each attempt its own task, named so its state-change event finds the
+        # execution (decision 0049): a retry must not get the stopped one back.
+        parameters["clientToken"] = service_token(
+            f"{dispatch.execution_id}-{dispatch.attempt}", ECS_CLIENT_TOKEN_CHARS
+        )
+        parameters["startedBy"] = run_name(dispatch.execution_id, dispatch.attempt, ecs=True)
     if ecs.launch_type is not None:
         parameters["launchType"] = ecs.launch_type.value
     if ecs.platform_version is not None:
@@ -228,6 +239,15 @@ def _run_task(task: Task, target: Target, dispatch: Dispatch) -> dict[str, Any]:
     if target.input is not None:
         parameters["overrides"] = json.loads(call_input(task, dispatch))
     return parameters
+
+
+def tracked_answer(result: DeliveryResult) -> DeliveryResult:
+    """A tracked target's started run: the execution waits for its end (decision 0049)."""
+    if not result.ok:
+        return result
+    return DeliveryResult.accepted(
+        result.status_code or 200, excerpt=result.excerpt, hold_for=CHECK_AFTER
+    )
 
 
 def answer_of(call: TargetCall, response: dict[str, Any]) -> DeliveryResult:

@@ -25,7 +25,12 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dynacron.adapters.delivery.target_calls import answer_of, failure_of, target_call
+from dynacron.adapters.delivery.target_calls import (
+    answer_of,
+    failure_of,
+    target_call,
+    tracked_answer,
+)
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions.execution import DeliveryResult, Dispatch
 from dynacron.domain.executions.retry import AttemptFailure
@@ -197,16 +202,18 @@ class TargetDelivery:
                 and error.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists"
             ):
                 # Named by the execution id: an earlier attempt started it.
-                return DeliveryResult.succeeded(
+                started = DeliveryResult.succeeded(
                     None, f"execution {call.parameters['name']} was started by an earlier attempt"
                 )
+                return tracked_answer(started) if target.tracked else started
             return DeliveryResult.failed(
                 failure_of(error, operation),
                 error.response.get("ResponseMetadata", {}).get("HTTPStatusCode"),
             )
         except BotoCoreError as error:
             return DeliveryResult.failed(failure_of(error, operation))
-        return answer_of(call, response)
+        answer = answer_of(call, response)
+        return tracked_answer(answer) if target.tracked else answer
 
 
 def _operation_name(snake: str) -> str:

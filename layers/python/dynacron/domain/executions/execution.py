@@ -250,6 +250,9 @@ class DeliveryResult:
     status_code: int | None = None
     failure: AttemptFailure | None = None
     excerpt: str | None = None
+    # ACCEPTED only: how long the lease waits for the end, when not the callback
+    # lease (a tracked target's run, decision 0049).
+    hold_for: timedelta | None = None
 
     @property
     def ok(self) -> bool:
@@ -273,9 +276,16 @@ class DeliveryResult:
         )
 
     @classmethod
-    def accepted(cls, status_code: int = 202) -> DeliveryResult:
-        """The handler took the job and will report back through the callbacks."""
-        return cls(HandlerAnswer.ACCEPTED, status_code)
+    def accepted(
+        cls,
+        status_code: int = 202,
+        *,
+        excerpt: str | None = None,
+        hold_for: timedelta | None = None,
+    ) -> DeliveryResult:
+        """The handler took the job and will report back through the callbacks (or,
+        ``hold_for`` given, the job's own end is awaited that long at a time)."""
+        return cls(HandlerAnswer.ACCEPTED, status_code, excerpt=excerpt, hold_for=hold_for)
 
     @classmethod
     def failed(cls, failure: AttemptFailure, status_code: int | None = None) -> DeliveryResult:

@@ -68,6 +68,18 @@ class InvocationType(StrEnum):
     REQUEST_RESPONSE = "RequestResponse"
 
 
+class Tracking(StrEnum):
+    """What an execution of a target waits for (decision 0049). Untracked, the call
+    is the end; ``completion`` keeps the execution RUNNING until the state machine
+    execution or the ECS task it started ends."""
+
+    COMPLETION = "completion"
+
+
+# The services whose runs dynacron can follow to their end.
+TRACKABLE = (TargetService.STEP_FUNCTIONS, TargetService.ECS)
+
+
 class LaunchType(StrEnum):
     """Where an ECS target's task runs."""
 
@@ -205,6 +217,13 @@ class Target:
     # Lambda only.
     invocation_type: InvocationType = InvocationType.EVENT
     ecs: EcsParameters | None = None
+    # Step Functions and ECS only: wait for the run's end (decision 0049).
+    track: Tracking | None = None
+
+    @property
+    def tracked(self) -> bool:
+        """Whether an execution waits for the run it starts to end."""
+        return self.track is Tracking.COMPLETION
 
     @property
     def parsed_arn(self) -> Arn:
@@ -309,6 +328,11 @@ def _check_parameters(target: Target, service: TargetService, arn: Arn) -> None:
     only("ecs_parameters", target.ecs, TargetService.ECS)
     if target.invocation_type is not InvocationType.EVENT:
         only("lambda_parameters", target.invocation_type, TargetService.LAMBDA)
+    if target.track is not None and service not in TRACKABLE:
+        raise InvalidRequest(
+            "target.track",
+            "applies to Step Functions and ECS targets only: their runs end later",
+        )
     if service is TargetService.SQS and arn.is_fifo and not target.message_group_id:
         raise InvalidRequest(
             "target.sqs_parameters.message_group_id", "is required for a FIFO queue"
@@ -455,6 +479,8 @@ def target_to_map(target: Target) -> dict[str, Any]:
         values["lambda_parameters"] = {"invocation_type": target.invocation_type.value}
     if target.ecs is not None:
         values["ecs_parameters"] = ecs_to_map(target.ecs)
+    if target.track is not None:
+        values["track"] = target.track.value
     return values
 
 
@@ -493,6 +519,7 @@ def target_from_map(values: dict[str, Any]) -> Target:
         source=events.get("source"),
         invocation_type=InvocationType(lambda_.get("invocation_type", InvocationType.EVENT)),
         ecs=ecs_from_map(ecs) if ecs is not None else None,
+        track=Tracking(values["track"]) if values.get("track") else None,
     )
 
 
