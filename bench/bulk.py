@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 
 from bench.common import QUICK, write_result
@@ -157,9 +158,57 @@ def import_rate(loaded: Loaded) -> dict[str, Any]:
     }
 
 
+def _timed_gets(loaded: Loaded, path: str, params: dict[str, str], times: int) -> list[float]:
+    """Seconds each of ``times`` GETs of ``path`` took over HTTP, answered 200."""
+    seconds = []
+    with httpx.Client(base_url=loaded.api, timeout=60.0) as client:
+        for _ in range(times):
+            began = time.perf_counter()
+            answer = client.get(path, params=params)
+            seconds.append(time.perf_counter() - began)
+            answer.raise_for_status()
+    return seconds
+
+
+def name_lookup(loaded: Loaded) -> dict[str, Any]:
+    """``GET /tasks?name_prefix=`` for one imported task's whole name, over HTTP,
+    among all of them (the done-when: under a second)."""
+    wanted = f"task-{loaded.tasks // 2 + 1:08d}"
+    with httpx.Client(base_url=loaded.api, timeout=60.0) as client:
+        found = client.get("/tasks", params={"name_prefix": wanted}).json()["items"]
+    if [task["name"] for task in found] != [wanted]:
+        raise RuntimeError(f"name_prefix={wanted} found {[t['name'] for t in found]}")
+    seconds = sorted(_timed_gets(loaded, "/tasks", {"name_prefix": wanted}, 20))
+    return {
+        "tasks": loaded.tasks,
+        "median_ms": round(seconds[len(seconds) // 2] * 1000, 1),
+        "max_ms": round(seconds[-1] * 1000, 1),
+        "goal_ms": 1000,
+    }
+
+
+def forecast_time(loaded: Loaded) -> dict[str, Any]:
+    """``GET /forecast?hours=24`` of the tenant holding every imported task: how long
+    it takes and whether it is complete (decision 0046)."""
+    seconds = _timed_gets(loaded, "/forecast", {"hours": "24"}, 3)
+    with httpx.Client(base_url=loaded.api, timeout=60.0) as client:
+        answer = client.get("/forecast", params={"hours": "24"}).json()
+    return {
+        "tasks": loaded.tasks,
+        "median_s": round(sorted(seconds)[1], 2),
+        "complete": answer.get("complete"),
+        "not_counted": answer.get("not_counted"),
+        "tasks_counted": answer.get("tasks"),
+        "executions": sum(m["executions"] for m in answer.get("per_minute", [])),
+        "budget_s": 29,
+    }
+
+
 # Each figure runs on the loaded instance, in this order ("import" first: it loads it).
 FIGURES: list[tuple[str, Callable[[Loaded], dict[str, Any]]]] = [
     ("import", import_rate),
+    ("lookup", name_lookup),
+    ("forecast", forecast_time),
 ]
 
 

@@ -1187,8 +1187,53 @@ def bulk_import_lines(runs: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def bulk_lookup_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """The ``lookup`` and ``forecast`` figures of each size, on the loaded instance."""
+    rows = []
+    met = True
+    for run in runs:
+        lookup, forecast = run.get("lookup"), run.get("forecast")
+        if lookup is None or forecast is None:
+            continue
+        met = met and lookup["max_ms"] < lookup["goal_ms"] and forecast["median_s"] < 29
+        rows.append(
+            [
+                f"{run['tasks']:,}",
+                lookup["median_ms"],
+                lookup["max_ms"],
+                forecast["median_s"],
+                "yes" if forecast["complete"] else f"no ({forecast['not_counted']:,} not counted)",
+                f"{forecast['executions']:,}",
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "### Finding one, and the forecast",
+        "",
+        "On the same instance after the import, over HTTP: `GET /tasks?name_prefix=` with "
+        "one task's whole name (20 times; decision 0045's name index), and "
+        "`GET /forecast?hours=24` of the tenant holding them all (3 times; decision "
+        "0046's schedule census). Goals: a lookup under a second, the forecast within "
+        f"the API's 29 s and complete or saying by how much not: {verdict(met)}.",
+        "",
+        table(
+            [
+                "tasks",
+                "lookup median ms",
+                "lookup max ms",
+                "forecast s",
+                "forecast complete",
+                "executions forecast",
+            ],
+            rows,
+        ),
+        "",
+    ]
+
+
 # One function per figure of bench.bulk, each given every size's run.
-BULK_FIGURES = [bulk_import_lines]
+BULK_FIGURES = [bulk_import_lines, bulk_lookup_lines]
 
 
 def bulk_section(result: dict[str, Any]) -> list[str]:
