@@ -327,7 +327,10 @@ class SqsEventSource:
         def timeout() -> None:
             if self._waiting.get(poller) == number:
                 del self._waiting[poller]
-                self._receive(poller)
+                if self._lambdas.can_start(self._function):
+                    self._receive(poller)
+                else:
+                    self._simulation.after(1.0, lambda: self._poll(poller))
 
         self._simulation.after(LONG_POLL_SECONDS, timeout)
 
@@ -340,10 +343,17 @@ class SqsEventSource:
 
     def _wake_next(self) -> None:
         self._wake_pending = False
-        if self._waiting and self._visible():
-            poller = next(iter(self._waiting))
-            del self._waiting[poller]
-            self._receive(poller)
+        if not (self._waiting and self._visible()):
+            return
+        if not self._lambdas.can_start(self._function):
+            # No concurrency for the batch a poll would take: the pollers back off
+            # (a second, as a poller does) rather than hold messages they cannot pass on.
+            self._wake_pending = True
+            self._simulation.after(1.0, self._wake_next)
+            return
+        poller = next(iter(self._waiting))
+        del self._waiting[poller]
+        self._receive(poller)
 
     def _watch_hidden(self) -> None:
         """While polls wait, wake one when the next hidden message shows (its delay or

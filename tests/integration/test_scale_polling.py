@@ -24,7 +24,9 @@ class Mapping:
     """A worker behind an event source mapping of ``pollers`` pollers, on virtual time;
     the worker records each batch's size, and fails its first ``failing`` batches."""
 
-    def __init__(self, pollers: int, failing: int = 0) -> None:
+    def __init__(
+        self, pollers: int, failing: int = 0, account: int = 1000, handler_seconds: float = 0.0
+    ) -> None:
         self.simulation = Simulation(START)
         self.model = AwsModel(now=self.simulation.epoch)
         self.url = self.model.settings().dispatch_queue_url
@@ -32,11 +34,15 @@ class Mapping:
         self._failing = failing
         worker = FunctionSpec("worker", 256, 60.0, self._handle)
         rng = random.Random(1)
-        lambdas = LambdaService(self.simulation, [worker], lambda spec: None, rng, QUICK)
+        self._handler_seconds = handler_seconds
+        lambdas = LambdaService(
+            self.simulation, [worker], lambda spec: None, rng, QUICK, account_concurrency=account
+        )
         self.esm = SqsEventSource(lambdas, self.model, self.url, "worker", 10, pollers, QUICK, rng)
 
     def _handle(self, app: Any, event: dict[str, Any], context: Any) -> dict[str, Any]:
         self.batches.append((self.simulation.local_now(), len(event["Records"])))
+        self.simulation.wait(self._handler_seconds)
         if len(self.batches) <= self._failing:
             return {
                 "batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event["Records"]]
@@ -107,6 +113,22 @@ def test_a_message_whose_visibility_timeout_ends_is_answered_to_a_waiting_poll()
     (_, _), (second, size) = mapping.batches
     assert size == 1
     assert 1.0 + visibility <= second < 1.0 + visibility + 0.5
+
+
+def test_a_waiting_poll_takes_no_batch_it_could_not_pass_to_the_function() -> None:
+    # Given a worker with room for one invocation at a time, busy for 5 s with a batch
+    mapping = Mapping(pollers=2, account=1, handler_seconds=5.0)
+    mapping.esm.start(warm=True)
+    mapping.send_at(1.0, 10)
+    mapping.send_at(2.0, 10)
+
+    # When the first invocation ends
+    mapping.simulation.run(10.0)
+
+    # Then the second batch, left in the queue meanwhile, went to the next invocation
+    # (not held in flight by a poll until its visibility timeout)
+    assert [size for _, size in mapping.batches] == [10, 10]
+    assert mapping.batches[1][0] < 8.0
 
 
 def test_the_parts_shares_add_up_to_the_whole() -> None:
