@@ -242,6 +242,9 @@ class Queue:
     in_flight: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Called when a message becomes visible at once (a poller waiting may take it).
     on_visible: Callable[[], None] | None = None
+    # Messages in flight past which a receive answers nothing (SQS's quota, or this
+    # process's share of it when the scale run is split over processes).
+    in_flight_quota: int = IN_FLIGHT_PER_QUEUE
     sent: int = 0
     redriven: int = 0
     delayed: int = 0
@@ -307,7 +310,7 @@ class Queue:
         self.release()
         received: list[dict[str, Any]] = []
         now = self.now()
-        while self.visible and len(received) < most and len(self.in_flight) < IN_FLIGHT_PER_QUEUE:
+        while self.visible and len(received) < most and len(self.in_flight) < self.in_flight_quota:
             message = self.visible.popleft()
             limit = self.definition.max_receive_count
             if limit is not None and message["ReceiveCount"] >= limit and self.redrive_to:

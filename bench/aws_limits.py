@@ -30,6 +30,14 @@ DynamoDB
 SQS
 - About 120,000 messages in flight (received, not deleted) per standard queue; past
   it a long poll answers nothing ("Amazon SQS standard queue quotas").
+- A long poll (ReceiveMessage with WaitTimeSeconds above 0, at most 20) returns as
+  soon as a message is available, with what is available up to its maximum, and
+  returns empty only when its wait time has passed with nothing to return ("Amazon
+  SQS short and long polling"; "Setting-up long polling in Amazon SQS";
+  ReceiveMessage, Amazon SQS API Reference). Each ReceiveMessage is one billed
+  request, empty or not, and so are the event source mapping's receives and deletes:
+  Lambda's pollers call SQS on the account's behalf ("Using Lambda with Amazon SQS";
+  "Amazon SQS pricing").
 - ReceiveMessage returns at most 10 messages; a received message is invisible for
   the visibility timeout, then received again; after ``maxReceiveCount`` receives it
   moves to the redrive target (the queue definitions in ``dynacron.definitions``).
@@ -49,7 +57,11 @@ Lambda
   refilled continuously ("Lambda scaling behavior").
 - An SQS event source mapping starts with 5 concurrent batches and adds up to 300 a
   minute while messages wait, at most 1,000, or its maximum concurrency (2 to 1,000)
-  ("Configuring scaling behavior for SQS event source mappings").
+  ("Configuring scaling behavior for SQS event source mappings"). Its pollers
+  long-poll the queue, each with one ReceiveMessage of up to the batch size at a
+  time, 20 seconds of wait (long polling, "Using Lambda with Amazon SQS"; an idle
+  mapping's five pollers: ``bench/idle_cost.py``); ``SqsEventSource`` in
+  ``bench/lambda_double.py``.
 - An asynchronous invocation that finds no concurrency is returned to the function's
   event queue and tried again from 1 second later, the interval doubling to at most
   5 minutes, until the event's maximum age ("How Lambda handles errors and retries

@@ -239,8 +239,8 @@ def idle_rows(counts: StackCounts, cost: dict[str, Any]) -> list[Row]:
             f"{_usd(reads)} + {_usd(writes)}",
         ),
         Row(
-            f"SQS `GetQueueAttributes` of the ticks (the dispatch queue's depth, "
-            f"{second['sqs_requests']:g} a tick): {depth_reads:.2f} M requests",
+            f"SQS `GetQueueAttributes` of the ticks (the dispatch queue's depth, one a "
+            f"tick, {second['sqs_requests']:g} per shard-second): {depth_reads:.2f} M requests",
             depth_usd,
         ),
         Row(

@@ -60,7 +60,7 @@ class FunctionState:
     busy: int = 0
     peak: int = 0
     environments: int = 0
-    scaling_tokens: float = float(SCALING_ENVIRONMENTS)
+    scaling_tokens: float = 0.0
     scaling_at: float = 0.0
     invocations: int = 0
     gb_seconds: float = 0.0
@@ -96,9 +96,14 @@ class LambdaService:
         rng: random.Random,
         async_delay: Latency,
         account_concurrency: int = ACCOUNT_CONCURRENCY,
+        scaling_environments: float = SCALING_ENVIRONMENTS,
     ) -> None:
         self.simulation = simulation
-        self.functions = {spec.name: FunctionState(spec) for spec in functions}
+        self._scaling = scaling_environments
+        self.functions = {
+            spec.name: FunctionState(spec, scaling_tokens=scaling_environments)
+            for spec in functions
+        }
         self._make_app = make_app
         self._rng = rng
         self._async_delay = async_delay
@@ -118,9 +123,9 @@ class LambdaService:
 
     def _scaling_tokens(self, state: FunctionState) -> float:
         now = self.simulation.now
-        rate = SCALING_ENVIRONMENTS / SCALING_PERIOD_SECONDS
+        rate = self._scaling / SCALING_PERIOD_SECONDS
         state.scaling_tokens = min(
-            SCALING_ENVIRONMENTS, state.scaling_tokens + (now - state.scaling_at) * rate
+            self._scaling, state.scaling_tokens + (now - state.scaling_at) * rate
         )
         state.scaling_at = now
         return state.scaling_tokens
@@ -198,8 +203,21 @@ class LambdaService:
 
 class SqsEventSource:
     """The event source mapping from the dispatch queue to the worker: pollers that
-    receive a batch, invoke the worker with it, and delete what it did not report as
-    failed; failed records come back after the queue's visibility timeout."""
+    each hold one long poll at a time (ReceiveMessage, up to ``batch_size`` messages,
+    WaitTimeSeconds 20), invoke the worker with what it returned, and delete what it
+    did not report as failed; failed records come back after the queue's visibility
+    timeout.
+
+    A long poll as SQS answers it ("Amazon SQS short and long polling"; ReceiveMessage,
+    Amazon SQS API Reference): when messages are visible it returns at once with what
+    there is, up to its maximum; otherwise it waits, and a message that becomes
+    visible (sent, or its visibility timeout run out) is answered to one waiting poll,
+    the one that waited longest, which takes what is visible then, up to its maximum
+    (a batch of ten sent in one call wakes one poll, not ten); what it leaves wakes
+    the next. A poll that nothing answers returns empty after its 20 seconds, and its
+    poller polls again. Each poll is one billed request, counted when it returns
+    (``receives``, of which ``empty_receives`` returned nothing).
+    """
 
     def __init__(
         self,
@@ -211,6 +229,7 @@ class SqsEventSource:
         max_concurrency: int,
         latency: Latency,
         rng: random.Random,
+        share: float = 1.0,
     ) -> None:
         self._lambdas = lambdas
         self._simulation = lambdas.simulation
@@ -219,19 +238,31 @@ class SqsEventSource:
         self._queue: Queue = model.queues[queue_url]
         self._function = function
         self._batch_size = batch_size
-        self._max = min(ESM_MAX_BATCHES, max_concurrency)
+        # ``share``: this process's share of the mapping's own limits (its 1,000
+        # batches at most, its 5 first and its 300 a minute) when split.
+        self._max = min(int(ESM_MAX_BATCHES * share), max_concurrency)
+        self._first = max(1, round(ESM_INITIAL_BATCHES * share))
+        self._added_per_second = max(1, round(ESM_BATCHES_ADDED_PER_MINUTE * share / 60))
         self._latency = latency
         self._rng = rng
         self.pollers = 0
         self.peak_pollers = 0
-        self._parked: dict[int, None] = {}
-        self._queue.on_visible = self._wake_one
+        self.receives = 0
+        self.empty_receives = 0
+        self.deletes = 0
+        # Waiting long polls, longest waiting first: poller -> the number of its poll
+        # (a timeout of an earlier poll of the same poller finds another number).
+        self._waiting: dict[int, int] = {}
+        self._polls = 0
+        self._wake_pending = False
+        self._watching_at: float | None = None
+        self._queue.on_visible = self._messages_arrived
         self._arn = f"arn:aws:sqs:us-east-1:000000000000:{queue_url.rsplit('/', 1)[-1]}"
 
     def start(self, warm: bool = False) -> None:
         """Start polling: with 5 pollers, or (``warm``) with as many as the mapping
         allows, as after minutes at the rate."""
-        for _ in range(self._max if warm else ESM_INITIAL_BATCHES):
+        for _ in range(self._max if warm else self._first):
             self._add_poller()
         self._simulation.after(1.0, self._scale)
 
@@ -242,49 +273,104 @@ class SqsEventSource:
         self._simulation.after(0, lambda: self._poll(poller))
 
     def _scale(self) -> None:
-        """Each second, while messages wait, up to 5 more pollers (300 a minute)."""
+        """Each second, while messages wait and no poll does, up to 5 more pollers
+        (300 a minute)."""
         visible, _, _ = self._queue.depth()
-        if visible and not self._parked:
-            for _ in range(min(ESM_BATCHES_ADDED_PER_MINUTE // 60, self._max - self.pollers)):
+        if visible and not self._waiting:
+            for _ in range(min(self._added_per_second, self._max - self.pollers)):
                 self._add_poller()
         self._simulation.after(1.0, self._scale)
 
-    def _wake_one(self) -> None:
-        if self._parked:
-            poller = next(iter(self._parked))
-            del self._parked[poller]
-            self._simulation.after(0, lambda: self._poll(poller))
-
     def _poll(self, poller: int) -> None:
-        simulation = self._simulation
+        """Start a long poll: answered at once if messages are visible, else it waits."""
         if not self._lambdas.can_start(self._function):
             # The worker has no concurrency free: the poller backs off.
-            simulation.after(1.0, lambda: self._poll(poller))
+            self._simulation.after(1.0, lambda: self._poll(poller))
             return
+        if self._visible():
+            self._receive(poller)
+        else:
+            self._wait(poller)
+
+    def _visible(self) -> bool:
+        self._queue.release()
+        return bool(self._queue.visible)
+
+    def _receive(self, poller: int) -> None:
+        """The poll returns: one ReceiveMessage request, with what is visible now."""
         answer = self._model.answer(
             "sqs.ReceiveMessage",
-            {"QueueUrl": self._url, "MaxNumberOfMessages": self._batch_size, "WaitTimeSeconds": 20},
+            {
+                "QueueUrl": self._url,
+                "MaxNumberOfMessages": self._batch_size,
+                "WaitTimeSeconds": int(LONG_POLL_SECONDS),
+            },
         )
+        self.receives += 1
         messages = answer.get("Messages", [])
-        latency = self._latency.draw(self._rng)
+        if self._visible():
+            self._messages_arrived()  # what it left answers the next waiting poll
         if not messages:
-            self._park(poller)
+            # Nothing to take after all (in-flight quota, or redriven): poll again.
+            self.empty_receives += 1
+            self._wait(poller)
             return
-        simulation.after(latency, lambda: self._invoke(poller, messages))
+        latency = self._latency.draw(self._rng)
+        self._simulation.after(latency, lambda: self._invoke(poller, messages))
 
-    def _park(self, poller: int) -> None:
-        """A long poll: answered when a message shows, or empty after 20 seconds."""
-        self._parked[poller] = None
-        showing = self._queue.next_showing()
-        wake = LONG_POLL_SECONDS
-        if showing is not None:
-            wake = min(wake, max(0.0, showing - self._model.now()))
+    def _wait(self, poller: int) -> None:
+        """Wait for a message for up to 20 seconds; then the poll returns empty."""
+        self._polls += 1
+        number = self._waiting[poller] = self._polls
+        self._watch_hidden()
 
         def timeout() -> None:
-            if self._parked.pop(poller, 0) is None:
-                self._poll(poller)
+            if self._waiting.get(poller) == number:
+                del self._waiting[poller]
+                if self._lambdas.can_start(self._function):
+                    self._receive(poller)
+                else:
+                    self._simulation.after(1.0, lambda: self._poll(poller))
 
-        self._simulation.after(wake, timeout)
+        self._simulation.after(LONG_POLL_SECONDS, timeout)
+
+    def _messages_arrived(self) -> None:
+        """A message became visible at once: one waiting poll is answered (once for
+        all the messages made visible at this instant, as by one SendMessageBatch)."""
+        if not self._wake_pending:
+            self._wake_pending = True
+            self._simulation.after(0, self._wake_next)
+
+    def _wake_next(self) -> None:
+        self._wake_pending = False
+        if not (self._waiting and self._visible()):
+            return
+        if not self._lambdas.can_start(self._function):
+            # No concurrency for the batch a poll would take: the pollers back off
+            # (a second, as a poller does) rather than hold messages they cannot pass on.
+            self._wake_pending = True
+            self._simulation.after(1.0, self._wake_next)
+            return
+        poller = next(iter(self._waiting))
+        del self._waiting[poller]
+        self._receive(poller)
+
+    def _watch_hidden(self) -> None:
+        """While polls wait, wake one when the next hidden message shows (its delay or
+        its visibility timeout run out): the queue tells of no such change itself."""
+        showing = self._queue.next_showing()
+        if showing is None or (self._watching_at is not None and self._watching_at <= showing):
+            return
+        self._watching_at = showing
+
+        def shown() -> None:
+            if self._watching_at == showing:
+                self._watching_at = None
+            self._wake_next()
+            if self._waiting:
+                self._watch_hidden()
+
+        self._simulation.after(max(0.0, showing - self._model.now()), shown)
 
     def _invoke(self, poller: int, messages: list[dict[str, Any]]) -> None:
         def done(outcome: Outcome) -> None:
@@ -295,6 +381,7 @@ class SqsEventSource:
                 failed = {f["itemIdentifier"] for f in value.get("batchItemFailures", [])}
             finished = [m for m in messages if m["MessageId"] not in failed]
             if finished:
+                self.deletes += 1
                 self._model.answer(
                     "sqs.DeleteMessageBatch",
                     {

@@ -1006,6 +1006,38 @@ def scale_stages(result: dict[str, Any]) -> list[str]:
     ]
 
 
+def scale_split(result: dict[str, Any]) -> list[str]:
+    """What splitting the run over processes changes, when it was split."""
+    processes = result.get("processes", 1)
+    if processes == 1:
+        return []
+    return [
+        f"The run is split over {processes} processes (`--processes`, one per core), each "
+        "a simulation of its share of the shards (shard s in process s mod "
+        f"{processes}) and of their tasks, with an even share of every limit AWS pools "
+        "over shards: the account's Lambda concurrency and each function's scaling "
+        "rate, the claim function's reserved concurrency, the mapping's concurrency, "
+        "the table's and each index's on-demand quota, the queue's in-flight quota. "
+        "Per-partition limits are per shard already (a due-index partition is a bucket "
+        "of one shard), so the parts are independent; their figures are added, their "
+        "lateness pooled. An even split is stricter than AWS (a part cannot use what "
+        "the other leaves), and peaks are added, an upper bound.",
+        "",
+    ]
+
+
+def scale_receives(result: dict[str, Any]) -> str:
+    receives = result.get("esm_receives")
+    if not receives:
+        return ""
+    return f"; its polls returned {receives['all']:,} times, {receives['empty']:,} of them empty"
+
+
+def scale_sqs_requests(cost: dict[str, Any]) -> str:
+    by_operation = cost.get("sqs_requests_per_fire_by_operation", {})
+    return ", ".join(f"{name} {n}" for name, n in by_operation.items()) or "by operation: n/a"
+
+
 def scale_section(result: dict[str, Any]) -> list[str]:
     scenario, deployment = result["scenario"], result["deployment"]
     late = result["lateness_seconds"]
@@ -1064,14 +1096,20 @@ def scale_section(result: dict[str, Any]) -> list[str]:
         "receive, visibility, its changes (the worker's message holds) and redrive; "
         "Lambda 1,000 concurrent, reserved concurrency, "
         "1,000 environments per 10 s per function, asynchronous retries, the event source "
-        "mapping's pollers and maximum concurrency (`bench/lambda_double.py`). Throttled "
+        "mapping's pollers and maximum concurrency (`bench/lambda_double.py`); the "
+        "mapping's pollers long-poll as SQS answers (a poll returns what is visible, up "
+        "to 10, as soon as a message is; empty only after its 20 s; each poll one billed "
+        "request). Throttled "
         "calls are retried by botocore's own (standard-mode) retry handler, its backoff "
         "slept in virtual time, then by the code.",
         "",
+        *scale_split(result),
         f"Deployment (`dynacron plan --fires-per-second {scenario['fires_per_second']}`, "
         "the template's defaults for the rest): "
         f"{deployment['shard_count']} shards, tick {deployment['tick_memory_mb']} MB "
-        f"x {deployment['tick_concurrency']} threads, claim {deployment['claim_memory_mb']} MB "
+        f"x {deployment['tick_concurrency']} threads, every "
+        f"{scenario.get('tick_interval_seconds', 1.0):g} s (decision 0042), "
+        f"claim {deployment['claim_memory_mb']} MB "
         f"reserved {deployment['claim_reserved_concurrency']}, worker "
         f"{deployment['worker_memory_mb']} MB, batch {deployment['worker_batch_size']}, "
         f"mapping maximum {deployment['worker_max_concurrency']}, "
@@ -1124,11 +1162,15 @@ def scale_section(result: dict[str, Any]) -> list[str]:
         ),
         "",
         f"Event source mapping pollers at most {result['esm_peak_pollers']}; the account's "
-        f"concurrency at most {result['account_peak_concurrency']}.",
+        f"concurrency at most {result['account_peak_concurrency']}"
+        + (" (the parts' peaks added)" if result.get("processes", 1) > 1 else "")
+        + scale_receives(result)
+        + ".",
         "",
         f"Cost per million fires at AWS's list prices (on demand; "
         f"{cost['write_units_per_fire']} write and {cost['read_units_per_fire']} read units, "
-        f"{cost['sqs_requests_per_fire']} SQS requests, "
+        f"{cost['sqs_requests_per_fire']} SQS requests "
+        f"({scale_sqs_requests(cost)}), "
         f"{cost['lambda_gb_seconds_per_fire']} Lambda GB-s per fire):",
         "",
         table(["part", "USD per million fires"], cost_rows),
@@ -1138,7 +1180,8 @@ def scale_section(result: dict[str, Any]) -> list[str]:
         "",
         f"Runtime: {result['wall_seconds']:.0f} s wall, {result['cpu_seconds']:.0f} s CPU "
         f"({result['cpu_ms_per_fire']} ms per fire, the simulation included), "
-        f"{result['simulated_seconds']:.0f} simulated seconds, {result['max_rss_mb']:,} MB.",
+        f"{result['simulated_seconds']:.0f} simulated seconds, {result['max_rss_mb']:,} MB"
+        + (f" (in {result['processes']} processes)." if result.get("processes", 1) > 1 else "."),
         "",
     ]
 

@@ -52,6 +52,8 @@ import gc
 import json
 import logging
 import math
+import multiprocessing
+import os
 import random
 import resource
 import sys
@@ -59,6 +61,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -74,7 +77,16 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from bench import throughput
 from bench.aws_double import AwsDouble, AwsModel
-from bench.aws_limits import PARTITION_READ_UNITS, PARTITION_WRITE_UNITS, Latency, Throughput
+from bench.aws_limits import (
+    ACCOUNT_CONCURRENCY,
+    IN_FLIGHT_PER_QUEUE,
+    ON_DEMAND_TABLE_UNITS,
+    PARTITION_READ_UNITS,
+    PARTITION_WRITE_UNITS,
+    SCALING_ENVIRONMENTS,
+    Latency,
+    Throughput,
+)
 from bench.client_double import BotocoreCpu, CallStats, ClientDouble
 from bench.common import QUICK, distribution, percentile, write_result
 from bench.lambda_double import FunctionSpec, LambdaService, SqsEventSource
@@ -102,7 +114,7 @@ from dynacron.entry.settings import Settings
 from dynacron.planning.capacity import plan
 from dynacron.planning.capacity_model import PRICES
 from dynacron.planning.partitions import Workload
-from dynacron.services import message_holds, page_claimer
+from dynacron.services import message_holds, page_claimer, tick_loop
 from infra.config import SchedulerConfig
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -138,6 +150,8 @@ class Scenario:
     seed: int = 7
     # A partition's write units a second (DynamoDB's 1,000; lowered to provoke throttling).
     partition_write_units: float = PARTITION_WRITE_UNITS
+    # The looping tick's interval (``LoopTiming``'s unless compared with another).
+    tick_interval_seconds: float = LoopTiming().tick_interval_seconds
 
     @property
     def steady_fires(self) -> int:
@@ -167,6 +181,29 @@ class Deployment:
         values.pop("billing", None)
         values.pop("provisioned_max_capacity", None)
         return cls(SchedulerConfig(**values), sized.tick_concurrency)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One of ``of`` processes a run is split over (one per core): the shards ``s``
+    with ``s % of == index``, their tasks, and an even share of every limit AWS pools
+    over more than one shard: the account's Lambda concurrency and each function's
+    scaling rate, the claim function's reserved concurrency, the worker mapping's
+    concurrency and scaling, the table's (and each index's) on-demand quota and the
+    dispatch queue's in-flight quota. Per-partition limits are per shard already
+    (a due-index partition is a bucket of one shard; a task's, one task), so the
+    parts are independent; the tenants' records are read by both. An even split is
+    stricter than AWS: one part cannot borrow what the other leaves unused."""
+
+    index: int = 0
+    of: int = 1
+
+    def shards(self, count: int) -> list[int]:
+        return [shard for shard in range(count) if shard % self.of == self.index]
+
+    def share(self, total: int) -> int:
+        """This part's whole share of ``total``: the parts' shares add up to it."""
+        return total // self.of + (1 if self.index < total % self.of else 0)
 
 
 @dataclass
@@ -271,6 +308,15 @@ def virtual_holds(simulation: Simulation) -> Iterator[None]:
 
 
 @contextmanager
+def tick_interval(seconds: float) -> Iterator[None]:
+    """The looping tick (``services/tick_loop.py``) ticks every ``seconds``, its other
+    timings ``LoopTiming``'s: to compare intervals side by side."""
+    timing = dataclasses.replace(LoopTiming(), tick_interval_seconds=seconds)
+    with mock.patch.object(tick_loop, "LoopTiming", return_value=timing):
+        yield
+
+
+@contextmanager
 def virtual_threads(simulation: Simulation, workers: int) -> Iterator[None]:
     """The tick's thread pool (``page_claimer``'s ``ThreadPoolExecutor``) built inside
     is ``workers`` processes of the simulation instead."""
@@ -324,8 +370,8 @@ def _execution_of(body: str) -> str:
 
 def stage_waits(
     stages: Stages, handled: Handled, expected: dict[str, datetime], burst_from: datetime
-) -> dict[str, dict[str, dict[str, float]]]:
-    """Each phase's lateness split into the waits between stages (seconds, distributions)."""
+) -> dict[str, dict[str, list[float]]]:
+    """Each phase's lateness split into the waits between stages (seconds)."""
     names = (
         "due_to_found",
         "found_to_read",
@@ -353,10 +399,7 @@ def stage_waits(
         phase = waits["burst" if at >= burst_from else "steady"]
         for name, begin, end in zip(names, points, points[1:], strict=False):
             phase[name].append(end - begin)  # type: ignore[operator]
-    return {
-        phase: {name: distribution(values) for name, values in by_name.items() if values}
-        for phase, by_name in waits.items()
-    }
+    return waits
 
 
 class CountingLog(logging.Handler):
@@ -377,10 +420,14 @@ def task_ids(count: int, rng: random.Random) -> list[str]:
     return [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(count)]
 
 
-def fill(model: AwsModel, settings: Settings, scenario: Scenario) -> list[tuple[str, datetime]]:
-    """Store every task, each as ``task_to_item`` writes it; returns the due occurrences."""
+def fill(
+    model: AwsModel, settings: Settings, scenario: Scenario, part: Part = Part()
+) -> list[tuple[str, datetime]]:
+    """Store every task of ``part``'s shards, each as ``task_to_item`` writes it (the
+    same tasks, whatever the split); returns their due occurrences."""
     rng = random.Random(scenario.seed)
     sharding = settings.sharding
+    shards = set(part.shards(sharding.shard_count))
     table = model.tables[settings.tasks_table]
     due: list[tuple[str, datetime]] = []
     recurring = _template(
@@ -404,14 +451,16 @@ def fill(model: AwsModel, settings: Settings, scenario: Scenario) -> list[tuple[
         else:
             at = START + timedelta(seconds=scenario.burst_at + rng.random())
             template, schedule_at = one_time, "at"
+        placement = sharding.place(task_id, at, START - timedelta(days=1))
+        assert placement is not None
+        if placement.shard not in shards:
+            continue
         instant = {"S": format_instant(at)}
         item = dict(template)
         item["task_id"] = {"S": task_id}
         item["tenant_id"] = {"S": tenants[number % len(tenants)]}
         item["next_run_at"] = instant
         item["schedule"] = {"M": {**template["schedule"]["M"], schedule_at: instant}}
-        placement = sharding.place(task_id, at, START - timedelta(days=1))
-        assert placement is not None
         item["due_bucket"] = {"S": placement.key}
         items.append(item)
         if number < steady or number >= steady + later:
@@ -472,14 +521,15 @@ class World:
     heartbeats: list[VirtualHeartbeats]
     log: CountingLog
     stages: Stages
+    part: Part
     record_failures: Counter[str] = field(default_factory=Counter)
 
 
 def build(
-    scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu
+    scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu, part: Part = Part()
 ) -> tuple[World, list[tuple[str, datetime]]]:
     simulation = Simulation(START)
-    throughput = Throughput(now=simulation.epoch)
+    throughput = Throughput(now=simulation.epoch, table_units=ON_DEMAND_TABLE_UNITS / part.of)
     model = AwsModel(now=simulation.epoch, throughput=throughput)
     config = deployment.config
     settings = model.settings(
@@ -489,7 +539,8 @@ def build(
         claim_function="dynacron-claim",
     )
     throughput.partition_write = throughput.partition_read = math.inf  # while filling
-    due = fill(model, settings, scenario)
+    due = fill(model, settings, scenario, part)
+    model.queues[settings.dispatch_queue_url].in_flight_quota = part.share(IN_FLIGHT_PER_QUEUE)
     throughput.partition_write = scenario.partition_write_units
     throughput.partition_read = PARTITION_READ_UNITS
     throughput.consumed.clear()
@@ -549,7 +600,7 @@ def build(
             config.claim_memory_mb,
             CLAIM_TIMEOUT_SECONDS,
             claim_handler,
-            reserved=config.claim_reserved_concurrency,
+            reserved=part.share(config.claim_reserved_concurrency),
         ),
         FunctionSpec(
             "dynacron-worker",
@@ -558,16 +609,25 @@ def build(
             worker_handler,
         ),
     ]
-    lambdas = LambdaService(simulation, functions, make_app, rng, ASYNC_START)
+    lambdas = LambdaService(
+        simulation,
+        functions,
+        make_app,
+        rng,
+        ASYNC_START,
+        account_concurrency=part.share(ACCOUNT_CONCURRENCY),
+        scaling_environments=SCALING_ENVIRONMENTS / part.of,
+    )
     esm = SqsEventSource(
         lambdas,
         model,
         settings.dispatch_queue_url,
         "dynacron-worker",
         config.worker_batch_size,
-        config.worker_max_concurrency,
+        part.share(config.worker_max_concurrency),
         SQS_LATENCY,
         rng,
+        share=1 / part.of,
     )
     world = World(
         simulation,
@@ -581,6 +641,7 @@ def build(
         heartbeats,
         log,
         stages,
+        part,
     )
     return world, due
 
@@ -599,10 +660,10 @@ def worker_handler(app: Dynacron, event: dict[str, Any], context: Any) -> dict[s
 
 def schedule_ticks(world: World, until: float) -> None:
     """EventBridge's rule: every minute, one looping tick per shard (asynchronous)."""
-    shards = world.settings.shard_count
+    shards = world.part.shards(world.settings.shard_count)
 
     def fire() -> None:
-        for shard in range(shards):
+        for shard in shards:
             world.lambdas.invoke_async("dynacron-tick", {"shard": shard, "loop": True})
         if world.simulation.now + TICK_SCHEDULE_SECONDS < until:
             world.simulation.after(TICK_SCHEDULE_SECONDS, fire)
@@ -610,21 +671,46 @@ def schedule_ticks(world: World, until: float) -> None:
     world.simulation.at(0.0, fire)
 
 
-def run(scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu) -> dict[str, Any]:
-    """Simulate ``scenario`` on ``deployment``; the "dynacron" logger (which ``build``
-    points at a counting handler) is left as it was found, for whatever runs next in
-    this process (a Powertools ``Logger`` made later reads its first handler)."""
+def run(
+    scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu, processes: int = 1
+) -> dict[str, Any]:
+    """Simulate ``scenario`` on ``deployment``, its shards split over ``processes``
+    processes (``Part``), and merge their figures. One process runs here; more are
+    forked, each simulating its part."""
+    began = time.perf_counter()
+    if processes == 1:
+        parts = [run_part(scenario, deployment, botocore_cpu, Part())]
+    else:
+        forked = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(processes, mp_context=forked) as pool:
+            futures = [
+                pool.submit(run_part, scenario, deployment, botocore_cpu, Part(index, processes))
+                for index in range(processes)
+            ]
+            parts = [future.result() for future in futures]
+    return merge(parts, scenario, deployment, time.perf_counter() - began)
+
+
+def run_part(
+    scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu, part: Part
+) -> dict[str, Any]:
+    """Simulate ``part`` of the run; the "dynacron" logger (which ``build`` points at
+    a counting handler) is left as it was found, for whatever runs next in this
+    process (a Powertools ``Logger`` made later reads its first handler)."""
     logger = logging.getLogger("dynacron")
     kept = (logger.handlers[:], logger.level, logger.propagate)
     try:
-        return _run(scenario, deployment, botocore_cpu)
+        return _run(scenario, deployment, botocore_cpu, part)
     finally:
         logger.handlers[:], logger.level, logger.propagate = kept[0], kept[1], kept[2]
 
 
-def _run(scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu) -> dict[str, Any]:
+def _run(
+    scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu, part: Part
+) -> dict[str, Any]:
     began, cpu = time.perf_counter(), time.process_time()
-    world, due = build(scenario, deployment, botocore_cpu)
+    world, due = build(scenario, deployment, botocore_cpu, part)
+    label = f"[part {part.index + 1}/{part.of}] " if part.of > 1 else ""
     # What the build made lives to the end: kept out of the collector's walks (the
     # collections left are not charged to the simulated invocations either).
     gc.collect()
@@ -633,26 +719,30 @@ def _run(scenario: Scenario, deployment: Deployment, botocore_cpu: BotocoreCpu) 
     gc.set_threshold(100_000, 50, 50)
     built = time.perf_counter() - began
     print(
-        f"  {len(due):,} occurrences due, {scenario.registered + scenario.burst:,} tasks "
-        f"registered, built in {built:.0f} s",
+        f"  {label}{len(due):,} occurrences due, {scenario.registered + scenario.burst:,} "
+        f"tasks registered, built in {built:.0f} s",
         flush=True,
     )
-    last_due = max(at for _, at in due)
-    last_due_at = (last_due - START).total_seconds()
+    # A part may have nothing due (fewer shards than processes, or a small run).
+    last_due_at = max(((at - START).total_seconds() for _, at in due), default=0.0)
     end = last_due_at + scenario.drain_seconds
     world.esm.start(warm=True)
     schedule_ticks(world, end)
     expected = {execution_id_for(task_id, at): at for task_id, at in due}
     step = 5.0
     at = 0.0
-    with virtual_batches(world.simulation, world.record_failures), virtual_holds(world.simulation):
+    with (
+        virtual_batches(world.simulation, world.record_failures),
+        virtual_holds(world.simulation),
+        tick_interval(scenario.tick_interval_seconds),
+    ):
         while at < end:
             at += step
             world.simulation.run(at)
             world.throughput.forget_full()
             done = len(world.handled.first_call)
             print(
-                f"  t={at:5.0f} s  handler calls {done:,}/{len(expected):,}  "
+                f"  {label}t={at:5.0f} s  handler calls {done:,}/{len(expected):,}  "
                 f"wall {time.perf_counter() - began:4.0f} s",
                 flush=True,
             )
@@ -689,42 +779,147 @@ def report(
     cpu: float,
     built: float,
 ) -> dict[str, Any]:
+    """One part's figures: counts, and the raw values ``merge`` makes distributions of."""
     settings = world.settings
     table = world.model.tables[settings.executions_table]
     statuses: Counter[str] = Counter()
     for execution_id in expected:
         item = table.items.get((task_id_of(execution_id), execution_id))
         statuses[item["status"]["S"] if item else "MISSING"] += 1
-    lost = len(expected) - statuses["SUCCEEDED"]
     burst_from = START + timedelta(seconds=scenario.burst_at)
-    lateness = {"steady": [], "burst": []}
+    lateness: dict[str, list[float]] = {"steady": [], "burst": []}
     for execution_id, at in expected.items():
         first = world.handled.first_call.get(execution_id)
         if first is None:
             continue
         phase = "burst" if at >= burst_from else "steady"
         lateness[phase].append(first - (at - START).total_seconds())
-    fires = sum(1 for e in expected if e in world.handled.first_call)
-    duplicate_calls = sum(count - 1 for count in world.handled.calls.values() if count > 1)
     dispatch = world.model.queues[settings.dispatch_queue_url]
-    cost = costs(world, fires)
-    functions = {
-        name: {
-            "memory_mb": state.spec.memory_mb,
-            "peak_concurrency": state.peak,
-            "invocations": state.invocations,
-            "environments": state.environments,
-            "gb_seconds": round(state.gb_seconds, 1),
-            "throttled_starts": state.throttles,
-            "async_events_dropped": state.async_dropped,
-            "errors": dict(state.errors),
-        }
-        for name, state in world.lambdas.functions.items()
+    consumed = world.throughput.consumed
+    return {
+        "due": len(expected),
+        "fired": sum(1 for e in expected if e in world.handled.first_call),
+        "statuses": dict(statuses),
+        "lost": len(expected) - statuses["SUCCEEDED"],
+        "duplicate_handler_calls": sum(
+            count - 1 for count in world.handled.calls.values() if count > 1
+        ),
+        "dispatch_messages_sent": dispatch.sent,
+        "duplicate_messages": dispatch.sent - len(expected),
+        "redriven_messages": dispatch.redriven,
+        "heartbeats_due": sum(h.due for h in world.heartbeats),
+        "worker_records_failed": dict(world.record_failures),
+        "functions": {
+            name: {
+                "memory_mb": state.spec.memory_mb,
+                "peak_concurrency": state.peak,
+                "invocations": state.invocations,
+                "environments": state.environments,
+                "gb_seconds": state.gb_seconds,
+                "throttled_starts": state.throttles,
+                "async_events_dropped": state.async_dropped,
+                "errors": dict(state.errors),
+            }
+            for name, state in world.lambdas.functions.items()
+        },
+        "throttled": [
+            {"table": t, "index": i, "partition": p, "reason": r, "requests": n}
+            for (t, i, p, r), n in world.throughput.throttled.items()
+        ],
+        "throttled_attempts": sum(world.stats.throttled_attempts.values()),
+        "calls_that_reached_the_code": dict(world.stats.throttled_calls),
+        "esm_peak_pollers": world.esm.peak_pollers,
+        "esm_receives": {"all": world.esm.receives, "empty": world.esm.empty_receives},
+        "account_peak_concurrency": world.lambdas.account_peak,
+        "warnings": dict(world.log.counts),
+        "consumed_units": {
+            f"{t}{'/' + i if i else ''} {'write' if w else 'read'}": u
+            for (t, i, w), u in consumed.items()
+        },
+        "usage": {
+            "write_units": sum(u for (_, _, write), u in consumed.items() if write),
+            "read_units": sum(u for (_, _, write), u in consumed.items() if not write),
+            "sqs_requests": {
+                name.removeprefix("sqs."): n
+                for name, n in world.model.calls.items()
+                if name.startswith("sqs.")
+            },
+            "lambda_gb_seconds": sum(s.gb_seconds for s in world.lambdas.functions.values()),
+            "lambda_invocations": sum(s.invocations for s in world.lambdas.functions.values()),
+        },
+        "calls": dict(world.stats.calls),
+        "lateness": lateness,
+        "stages": stage_waits(world.stages, world.handled, expected, burst_from),
+        "simulated_seconds": simulated,
+        "wall_seconds": wall,
+        "cpu_seconds": cpu,
+        "build_seconds": built,
+        "collector_seconds": world.simulation.gc_seconds,
+        "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
     }
-    throttles = [
-        {"table": t, "index": i, "partition": p, "reason": r, "requests": n}
-        for (t, i, p, r), n in sorted(world.throughput.throttled.items(), key=lambda kv: -kv[1])
-    ]
+
+
+def merge(
+    parts: list[dict[str, Any]], scenario: Scenario, deployment: Deployment, wall: float
+) -> dict[str, Any]:
+    """The run's figures from its parts': counts added (a peak too: an upper bound,
+    the parts' peaks need not coincide), distributions of the values pooled."""
+
+    def added(key: str) -> Any:
+        return sum(part[key] for part in parts)
+
+    def counted(key: str) -> dict[str, Any]:
+        total: Counter[str] = Counter()
+        for part in parts:
+            total.update(part[key])
+        return dict(sorted(total.items()))
+
+    lateness = {
+        phase: [v for part in parts for v in part["lateness"][phase]]
+        for phase in ("steady", "burst")
+    }
+    stages = {
+        phase: {
+            name: distribution(values)
+            for name in parts[0]["stages"][phase]
+            if (values := [v for part in parts for v in part["stages"][phase][name]])
+        }
+        for phase in ("steady", "burst")
+    }
+    functions: dict[str, Any] = {}
+    for name in parts[0]["functions"]:
+        each = [part["functions"][name] for part in parts]
+        errors: Counter[str] = Counter()
+        for f in each:
+            errors.update(f["errors"])
+        functions[name] = {
+            "memory_mb": each[0]["memory_mb"],
+            **{
+                key: sum(f[key] for f in each)
+                for key in (
+                    "peak_concurrency",
+                    "invocations",
+                    "environments",
+                    "throttled_starts",
+                    "async_events_dropped",
+                )
+            },
+            "gb_seconds": round(sum(f["gb_seconds"] for f in each), 1),
+            "errors": dict(errors),
+        }
+    throttled = sorted(
+        (t for part in parts for t in part["throttled"]), key=lambda t: -int(t["requests"])
+    )
+    reached = counted("calls_that_reached_the_code")
+    usage = {
+        "write_units": sum(p["usage"]["write_units"] for p in parts),
+        "read_units": sum(p["usage"]["read_units"] for p in parts),
+        "sqs_requests": dict(sum((Counter(p["usage"]["sqs_requests"]) for p in parts), Counter())),
+        "lambda_gb_seconds": sum(p["usage"]["lambda_gb_seconds"] for p in parts),
+        "lambda_invocations": sum(p["usage"]["lambda_invocations"] for p in parts),
+    }
+    fired = added("fired")
+    cpu, built = added("cpu_seconds"), added("build_seconds")
     return {
         "scenario": {
             **{k: v for k, v in dataclasses.asdict(scenario).items() if k != "handler"},
@@ -743,79 +938,89 @@ def report(
             "lambda_api": dataclasses.asdict(LAMBDA_API_LATENCY),
             "async_start": dataclasses.asdict(ASYNC_START),
         },
-        "due": len(expected),
-        "fired": fires,
-        "statuses": dict(statuses),
-        "lost": lost,
-        "duplicate_handler_calls": duplicate_calls,
-        "dispatch_messages_sent": dispatch.sent,
-        "duplicate_messages": dispatch.sent - len(expected),
-        "redriven_messages": dispatch.redriven,
-        "heartbeats_due": sum(h.due for h in world.heartbeats),
-        "worker_records_failed": dict(world.record_failures),
+        "processes": len(parts),
+        "due": added("due"),
+        "fired": fired,
+        "statuses": counted("statuses"),
+        "lost": added("lost"),
+        "duplicate_handler_calls": added("duplicate_handler_calls"),
+        "dispatch_messages_sent": added("dispatch_messages_sent"),
+        "duplicate_messages": added("duplicate_messages"),
+        "redriven_messages": added("redriven_messages"),
+        "heartbeats_due": added("heartbeats_due"),
+        "worker_records_failed": counted("worker_records_failed"),
         "lateness_seconds": {phase: distribution(values) for phase, values in lateness.items()},
-        "lateness_stages_seconds": stage_waits(world.stages, world.handled, expected, burst_from),
-        "steady_rate": rate_over(lateness["steady"], expected, burst_from),
+        "lateness_stages_seconds": stages,
+        "steady_rate": rate_over(lateness["steady"]),
         "throttled_requests": {
-            "by_partition": throttles[:12],
-            "partitions": len(throttles),
-            "total": sum(world.throughput.throttled.values()),
-            "attempts_retried_by_botocore": sum(world.stats.throttled_attempts.values())
-            - sum(world.stats.throttled_calls.values()),
-            "calls_that_reached_the_code": dict(world.stats.throttled_calls),
+            "by_partition": throttled[:12],
+            "partitions": len(throttled),
+            "total": sum(int(t["requests"]) for t in throttled),
+            "attempts_retried_by_botocore": added("throttled_attempts") - sum(reached.values()),
+            "calls_that_reached_the_code": reached,
         },
         "functions": functions,
-        "esm_peak_pollers": world.esm.peak_pollers,
-        "account_peak_concurrency": world.lambdas.account_peak,
-        "warnings": dict(world.log.counts.most_common(10)),
-        "cost": cost,
-        "consumed_units": {
-            f"{t}{'/' + i if i else ''} {'write' if w else 'read'}": round(u)
-            for (t, i, w), u in sorted(world.throughput.consumed.items(), key=str)
+        "esm_peak_pollers": added("esm_peak_pollers"),
+        "esm_receives": {
+            kind: sum(p["esm_receives"][kind] for p in parts) for kind in ("all", "empty")
         },
-        "calls": dict(sorted(world.stats.calls.items())),
-        "simulated_seconds": simulated,
+        "account_peak_concurrency": added("account_peak_concurrency"),
+        "warnings": dict(Counter(counted("warnings")).most_common(10)),
+        "cost": costs(usage, fired),
+        "consumed_units": {k: round(v) for k, v in counted("consumed_units").items()},
+        "calls": counted("calls"),
+        "simulated_seconds": max(p["simulated_seconds"] for p in parts),
         "wall_seconds": round(wall, 1),
         "cpu_seconds": round(cpu, 1),
-        "build_seconds": round(built, 1),
-        "cpu_ms_per_fire": round(1000 * (cpu - built) / max(1, fires), 3),
-        "collector_seconds": round(world.simulation.gc_seconds, 1),
-        "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        "build_seconds": round(max(p["build_seconds"] for p in parts), 1),
+        "cpu_ms_per_fire": round(1000 * (cpu - built) / max(1, fired), 3),
+        "collector_seconds": round(added("collector_seconds"), 1),
+        "max_rss_mb": added("max_rss_mb"),
+        "parts": [
+            {
+                "fired": p["fired"],
+                "wall_seconds": round(p["wall_seconds"], 1),
+                "cpu_seconds": round(p["cpu_seconds"], 1),
+                "max_rss_mb": p["max_rss_mb"],
+            }
+            for p in parts
+        ],
     }
 
 
-def rate_over(
-    lateness: list[float], expected: dict[str, datetime], burst_from: datetime
-) -> dict[str, float]:
-    """Whether the steady phase kept up: fires due per second, and lateness's growth."""
+def rate_over(lateness: list[float]) -> dict[str, float]:
+    """Whether the steady phase kept up: its p99 lateness."""
     if not lateness:
         return {}
     return {"p99_lateness_seconds": round(percentile(lateness, 0.99), 3)}
 
 
-def costs(world: World, fires: int) -> dict[str, Any]:
-    """Per million fires, at AWS's list prices (``planning.capacity_model.PRICES``)."""
+def costs(usage: dict[str, Any], fires: int) -> dict[str, Any]:
+    """Per million fires, at AWS's list prices (``planning.capacity_model.PRICES``):
+    every SQS request counted, the event source mapping's receives and deletes among
+    them (Lambda's pollers' requests are billed to the account)."""
     p = PRICES
-    writes = sum(u for (_, _, write), u in world.throughput.consumed.items() if write)
-    reads = sum(u for (_, _, write), u in world.throughput.consumed.items() if not write)
-    sqs_requests = sum(n for name, n in world.model.calls.items() if name.startswith("sqs."))
-    gb_seconds = sum(s.gb_seconds for s in world.lambdas.functions.values())
-    invocations = sum(s.invocations for s in world.lambdas.functions.values())
+    sqs_requests = sum(usage["sqs_requests"].values())
     per = 1e6 / max(1, fires)
     parts = {
-        "dynamodb_writes": writes * p.dynamodb_on_demand_per_million_write_units / 1e6,
-        "dynamodb_reads": reads * p.dynamodb_on_demand_per_million_read_units / 1e6,
+        "dynamodb_writes": usage["write_units"]
+        * p.dynamodb_on_demand_per_million_write_units
+        / 1e6,
+        "dynamodb_reads": usage["read_units"] * p.dynamodb_on_demand_per_million_read_units / 1e6,
         "sqs_requests": sqs_requests * p.sqs_standard_per_million_requests / 1e6,
-        "lambda_gb_seconds": gb_seconds * p.lambda_arm_per_gb_second,
-        "lambda_requests": invocations * p.lambda_per_million_requests / 1e6,
+        "lambda_gb_seconds": usage["lambda_gb_seconds"] * p.lambda_arm_per_gb_second,
+        "lambda_requests": usage["lambda_invocations"] * p.lambda_per_million_requests / 1e6,
     }
     return {
         "usd_per_million_fires": {k: round(v * per, 3) for k, v in parts.items()},
         "usd_per_million_fires_total": round(sum(parts.values()) * per, 3),
-        "write_units_per_fire": round(writes / max(1, fires), 2),
-        "read_units_per_fire": round(reads / max(1, fires), 2),
-        "sqs_requests_per_fire": round(sqs_requests / max(1, fires), 2),
-        "lambda_gb_seconds_per_fire": round(gb_seconds / max(1, fires), 4),
+        "write_units_per_fire": round(usage["write_units"] / max(1, fires), 2),
+        "read_units_per_fire": round(usage["read_units"] / max(1, fires), 2),
+        "sqs_requests_per_fire": round(sqs_requests / max(1, fires), 3),
+        "sqs_requests_per_fire_by_operation": {
+            name: round(n / max(1, fires), 3) for name, n in sorted(usage["sqs_requests"].items())
+        },
+        "lambda_gb_seconds_per_fire": round(usage["lambda_gb_seconds"] / max(1, fires), 4),
     }
 
 
@@ -957,6 +1162,12 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=10_000 if QUICK else 100_000)
     parser.add_argument("--fires-per-second", type=int, default=10_000)
     parser.add_argument(
+        "--tick-interval",
+        type=float,
+        default=LoopTiming().tick_interval_seconds,
+        help="the looping tick's interval in seconds; default: LoopTiming's",
+    )
+    parser.add_argument(
         "--worker-in-flight", type=int, help="records a worker runs at once; default: the plan's"
     )
     parser.add_argument(
@@ -964,6 +1175,15 @@ def main() -> None:
     )
     parser.add_argument(
         "--claim-reserved-concurrency", type=int, help="the claim function's; default: the plan's"
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="split the shards over this many processes (default: 2, or 1 on one core)",
+    )
+    parser.add_argument(
+        "--result", default="scale", help="bench/results/<RESULT>.json (default: scale)"
     )
     args = parser.parse_args()
     handler = HANDLER_LATENCY
@@ -980,6 +1200,7 @@ def main() -> None:
         fires_per_second=args.fires_per_second,
         steady_seconds=args.steady,
         burst=args.burst,
+        tick_interval_seconds=args.tick_interval,
         worker_in_flight=args.worker_in_flight or deployment.config.worker_concurrency,
     )
     checked = verify_against_moto()
@@ -987,7 +1208,7 @@ def main() -> None:
     botocore_cpu = measure_botocore_cpu()
     measured = {k: round(v * 1000, 3) for k, v in botocore_cpu.measured.items()}
     print(f"botocore CPU per call (ms): {measured}", flush=True)
-    result = run(scenario, deployment, botocore_cpu)
+    result = run(scenario, deployment, botocore_cpu, args.processes)
     result["checked_against_moto"] = checked
     result["command"] = " ".join(["python -m bench.scale", *sys.argv[1:]])
     result["botocore_cpu_ms_per_call"] = {
@@ -998,7 +1219,7 @@ def main() -> None:
             {k: result[k] for k in ("lost", "lateness_seconds", "cost", "wall_seconds")}, indent=1
         )
     )
-    write_result("scale", result)
+    write_result(args.result, result)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Bytes of EMF the looping tick prints per step on an idle shard, and what
 CloudWatch Logs' ingestion of them costs a month.
 
-The looping tick flushes its metrics after every step (about one a second per
-shard) so that they reach CloudWatch while it runs; each line is ingested and
+The looping tick flushes its metrics after every step (one a tick, two a second per
+shard: decision 0042) so that they reach CloudWatch while it runs; each line is ingested and
 billed. Runs one invocation of the real loop on in-process moto with a settable
 clock, and measures the lines exactly as ``print_emf`` would print them.
 
@@ -17,6 +17,7 @@ from typing import Any
 
 from bench.common import in_process_aws
 from dynacron.adapters.powertools.metrics import EmfDocument
+from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.domain.clock import SettableClock
 from dynacron.entry.composition import Dynacron
 
@@ -54,7 +55,8 @@ def measure() -> dict[str, Any]:
         )
         report = app.tick({"shard": 0, "loop": True}, _Context())
     bytes_per_step = sum(len(line) + 1 for line in lines) / report["ticks"]
-    gigabytes = bytes_per_step * SECONDS_PER_MONTH / 1e9
+    steps_per_second = 1 / LoopTiming().tick_interval_seconds
+    gigabytes = bytes_per_step * steps_per_second * SECONDS_PER_MONTH / 1e9
     return {
         "steps": report["ticks"],
         "lines_per_step": len(lines) / report["ticks"],

@@ -129,9 +129,9 @@ def test_the_looping_tick_is_billed_all_month_loaded_or_idle() -> None:
     # 135 s (a minute as standby, a minute as holder, 15 s of overlap: decision 0036).
     expected = row.shards * row.tick_memory_mb / 1024 * 730 * 3600 * 135 / 60 * 0.0000133334
     assert row.idle.tick_lambda == pytest.approx(expected)
-    # Each looping shard prints an EMF line a second (346 bytes idle) and has its own
-    # heartbeat metric.
-    log_gb = 346 * 730 * 3600 / 1e9
+    # Each looping shard prints an EMF line a tick, two a second (686 bytes idle:
+    # decision 0042), and has its own heartbeat metric.
+    log_gb = 686.2 * 730 * 3600 / 1e9
     assert row.idle.cloudwatch == pytest.approx(row.shards * (log_gb * 0.53 + 0.30))
 
 
@@ -304,13 +304,19 @@ def test_a_shard_hands_out_at_its_pace_up_to_the_cap_and_claims_are_capped_too()
     # 10 ms Query + 20 ms Invoke + 20 ms of CPU at 7 % of a vCPU: 0.31 s a page
     assert slow.hand_out_seconds(128) == pytest.approx(0.03 + 0.020 / (128 / 1769))
     assert slow.pages_per_second(128) < capacity_model.FANOUT_MAX_PAGES_PER_TICK
-    assert ElasticModel(hand_out_cpu_ms_per_page=0.1).pages_per_second(128) == 10
+    # The cap: 10 pages a tick, two ticks a second (decision 0042)
+    capped = capacity_model.FANOUT_MAX_PAGES_PER_TICK / capacity_model.TICK_INTERVAL_SECONDS
+    assert capped == 20
+    assert ElasticModel(hand_out_cpu_ms_per_page=0.1).pages_per_second(128) == capped
     # Four shards handing out 1,000 claims/s each, against 2 invocations' claims
     assert ElasticModel().capacity(4, 128, 2) == pytest.approx(
         2 * ElasticModel().claims_per_invocation_second()
     )
     shards, reserved = size_elastic(5_000)
-    assert shards == math.ceil(5_000 / 0.75 / 1_000)
+    # At 128 MB a shard's pace (about 13 pages a second) binds before the cap of 20
+    per_shard = ElasticModel().pages_per_second(128) * capacity_model.PAGE_SIZE
+    assert 1_000 < per_shard < capped * capacity_model.PAGE_SIZE
+    assert shards == math.ceil(5_000 / 0.75 / per_shard)
     assert reserved == math.ceil(2 * 5_000 / 0.75 / ElasticModel().claims_per_invocation_second())
     assert size_elastic(10, min_shards=4) == (4, capacity.MIN_CLAIM_CONCURRENCY)
 

@@ -71,8 +71,8 @@ class Measured:
     tick_cpu_ms_per_claim: float = 2.05
     # bench/results/cost.json: the recurring fire, 100 per tick.
     write_units_per_fire: float = 5.01
-    read_units_per_fire: float = 2.0666
-    sqs_requests_per_fire: float = 0.42
+    read_units_per_fire: float = 2.07
+    sqs_requests_per_fire: float = 0.4233
     worker_invocations_per_fire: float = 0.1
     # The same fire's units per table and index (``FIRE_UNITS_BY_TARGET`` says which).
     units_by_target: tuple[TargetUnits, ...] = FIRE_UNITS_BY_TARGET
@@ -98,12 +98,13 @@ class Measured:
     # writes: ``planning.imports``).
     task_item_bytes: float = 705.7
     task_index_bytes: float = 594.9
-    # bench/results/cost.json: idle_shard, per shard-second.
-    idle_read_units_per_shard_second: float = 3.2833
-    idle_sqs_requests_per_shard_second: float = 1.0
-    # bench/tick_log_bytes.py: the looping tick's EMF line each second of an idle
+    # bench/results/cost.json: idle_shard, per shard-second (two ticks a second:
+    # decision 0042).
+    idle_read_units_per_shard_second: float = 5.2499
+    idle_sqs_requests_per_shard_second: float = 1.9833
+    # bench/tick_log_bytes.py: the looping tick's EMF line each tick of an idle
     # shard, ingested by CloudWatch Logs, and its own TickHeartbeat metric.
-    idle_log_bytes_per_shard_second: float = 346.0
+    idle_log_bytes_per_shard_second: float = 686.2
     custom_metrics_per_shard: int = 1
     # bench/results/fanout.json: the looping tick's CPU per page it hands out (the
     # due-index Query and the asynchronous Invoke), at a whole vCPU.
@@ -190,7 +191,7 @@ def claims_per_second_per_shard(memory_mb: int, concurrency: int) -> float:
 CLAIM_MEMORY_MB = FULL_VCPU_MEMORY_MB
 FANOUT_MAX_PAGES_PER_TICK = 10
 FANOUT_MIN_TASKS = 20
-TICK_INTERVAL_SECONDS = 1.0
+TICK_INTERVAL_SECONDS = 0.5
 # An asynchronous Invoke answers once Lambda has queued the event; assumed.
 LAMBDA_INVOKE_LATENCY_MS = 20.0
 

@@ -2,11 +2,13 @@
 reading the lease each second, while the one before it holds the shard; it takes
 the shard when the holder hands it over at the holder's deadline, or as soon as the
 holder's short lease has run out (the holder died). As holder it ticks the shard
-each second and renews the lease, until its own deadline, when it hands over to
-its standby in turn. Local mode ticks every shard itself instead.
+every tick interval (half a second, decision 0042) and renews the lease each
+second, until its own deadline, when it hands over to its standby in turn. Local
+mode ticks every shard itself instead.
 
 Why, in docs/decisions/: 0005-tick-design.md (the loop and the handover),
 0036-tick-failover-in-seconds.md (the standby, the short lease, the lateness bound),
+0042-half-second-ticks.md (the interval),
 0021-setting-aside-poison-work.md (a failed tick backs off; a tick is bounded by the
 lease) and 0024-monitoring-without-blind-spots.md (the heartbeat).
 """
@@ -217,7 +219,7 @@ class ShardTickLoop:
     def _renewal_due(self, now: datetime) -> bool:
         assert self._renewed_at is not None
         # A step woken a little early still renews: a renewal every second is one
-        # before every tick, not one every other tick.
+        # before every other half-second tick, not one every third.
         slack = RENEWAL_SLACK * self._timing.tick_interval_seconds
         return now - self._renewed_at >= timedelta(seconds=self._timing.renew_every_seconds - slack)
 
