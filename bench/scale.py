@@ -114,6 +114,7 @@ from dynacron.entry.settings import Settings
 from dynacron.planning.capacity import plan
 from dynacron.planning.capacity_model import PRICES
 from dynacron.planning.partitions import Workload
+from dynacron.planning.quotas import LAMBDA_CONCURRENCY
 from dynacron.services import message_holds, page_claimer, tick_loop
 from infra.config import SchedulerConfig
 
@@ -168,10 +169,22 @@ class Deployment:
 
     config: SchedulerConfig
     tick_concurrency: int
+    # The account's Lambda concurrency: the default quota, or what the plan says to
+    # ask for when the row needs more (every function shares it: a worker over it is
+    # throttled, and its batch waits out the queue's visibility timeout).
+    account_concurrency: int = ACCOUNT_CONCURRENCY
 
     @classmethod
     def for_rate(cls, fires_per_second: float, handler_seconds: float) -> Deployment:
         sized = plan(fires_per_second, workload=Workload(handler_seconds=handler_seconds))
+        account = max(
+            [ACCOUNT_CONCURRENCY]
+            + [
+                need.request
+                for need in sized.quotas
+                if need.quota is LAMBDA_CONCURRENCY and need.exceeded
+            ]
+        )
         values: dict[str, Any] = {}
         for key, value in sized.context().items():
             kind = type(getattr(SchedulerConfig(), key))
@@ -180,7 +193,7 @@ class Deployment:
         # what the double models, so that is kept, with the table quota of 40,000.
         values.pop("billing", None)
         values.pop("provisioned_max_capacity", None)
-        return cls(SchedulerConfig(**values), sized.tick_concurrency)
+        return cls(SchedulerConfig(**values), sized.tick_concurrency, account)
 
 
 @dataclass(frozen=True)
@@ -615,7 +628,7 @@ def build(
         make_app,
         rng,
         ASYNC_START,
-        account_concurrency=part.share(ACCOUNT_CONCURRENCY),
+        account_concurrency=part.share(deployment.account_concurrency),
         scaling_environments=SCALING_ENVIRONMENTS / part.of,
     )
     esm = SqsEventSource(
@@ -931,6 +944,7 @@ def merge(
         "deployment": {
             **dataclasses.asdict(deployment.config),
             "tick_concurrency": deployment.tick_concurrency,
+            "account_concurrency": deployment.account_concurrency,
         },
         "latency_seconds": {
             "dynamodb": dataclasses.asdict(DYNAMODB_LATENCY),
