@@ -100,7 +100,8 @@ class Cluster:
         while True:
             page = client.scan(**kwargs)
             for item in page.get("Items", []):
-                found[item["execution_id"]["S"]] = item["status"]["S"]
+                if "status" in item:  # not the schedule census's items (decision 0046)
+                    found[item["execution_id"]["S"]] = item["status"]["S"]
             if "LastEvaluatedKey" not in page:
                 break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
