@@ -16,7 +16,7 @@ from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions.execution import Dispatch
 from dynacron.domain.tasks.task import execution_id_for
 from dynacron.entry.composition import Dynacron, target_delivery
-from dynacron.local.aws import LOCAL_CREDENTIALS, REGION
+from dynacron.local.aws import LOCAL_CREDENTIALS, REGION, moto_sqs_sped_up
 from dynacron.local.stores import LocalStore, StoreOptions, open_store
 from tests.integration.api_client import call
 
@@ -26,9 +26,12 @@ def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStore]:
     # No credentials and no endpoint of the environment's may reach AWS from here.
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(name, raising=False)
-    store = open_store(StoreOptions(kind="emulator"))
-    yield store
-    store.close()
+    # The embedded emulator speeds moto's SQS up process-wide: put it back after, or
+    # later tests in this process judge visibility by the wall clock.
+    with moto_sqs_sped_up():
+        store = open_store(StoreOptions(kind="emulator"))
+        yield store
+        store.close()
 
 
 def test_the_emulator_store_delivers_an_sqs_target_on_its_own_endpoint(
