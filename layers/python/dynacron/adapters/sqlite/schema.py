@@ -48,6 +48,21 @@ TASK_RUN_ORDER = (
     f" ELSE coalesce(next_run_at, '{NO_NEXT_RUN}') END"
 )
 
+
+def _tag_rows_of(row: str) -> str:
+    """The INSERT of a task row's tag rows: ``new`` in the triggers that keep the tag
+    table, ``tasks`` (every row) in the fill of a file made before it."""
+    source = "tasks, " if row == "tasks" else ""
+    return f"""INSERT OR IGNORE
+        INTO task_tags (task_id, tag_key, tag_value, tenant_id, created_at)
+        SELECT {row}.task_id, tag.key, CASE WHEN tag.type = 'text' THEN tag.value END,
+               {row}.tenant_id, {row}.created_at
+        FROM {source}json_each(
+            CASE WHEN json_valid({row}.record) THEN {row}.record ELSE '{{}}' END, '$.tags'
+        ) AS tag
+        WHERE tag.key IS NOT NULL"""
+
+
 TASKS_LISTED = (
     # A tenant's tasks by name: the name key is the normalised name and the task id.
     "CREATE INDEX IF NOT EXISTS tasks_name ON tasks (tenant_id, name_key)",
@@ -69,29 +84,17 @@ TASKS_LISTED = (
         ON task_tags (tenant_id, tag_key, tag_value, created_at, task_id)""",
     """CREATE INDEX IF NOT EXISTS task_tags_key
         ON task_tags (tenant_id, tag_key, created_at, task_id)""",
-    """CREATE TRIGGER IF NOT EXISTS task_tags_on_insert AFTER INSERT ON tasks BEGIN
+    f"""CREATE TRIGGER IF NOT EXISTS task_tags_on_insert AFTER INSERT ON tasks BEGIN
         DELETE FROM task_tags WHERE task_id = new.task_id;
-        INSERT INTO task_tags (task_id, tag_key, tag_value, tenant_id, created_at)
-            SELECT new.task_id, tag.key, CASE WHEN tag.type = 'text' THEN tag.value END,
-                   new.tenant_id, new.created_at
-            FROM json_each(
-                CASE WHEN json_valid(new.record) THEN new.record ELSE '{}' END, '$.tags'
-            ) AS tag
-            WHERE tag.key IS NOT NULL;
+        {_tag_rows_of("new")};
     END""",
-    """CREATE TRIGGER IF NOT EXISTS task_tags_on_update AFTER UPDATE OF record ON tasks
+    f"""CREATE TRIGGER IF NOT EXISTS task_tags_on_update AFTER UPDATE OF record ON tasks
         WHEN CASE WHEN json_valid(old.record) AND json_valid(new.record)
             THEN json_extract(old.record, '$.tags') IS NOT json_extract(new.record, '$.tags')
             ELSE 1 END
     BEGIN
         DELETE FROM task_tags WHERE task_id = new.task_id;
-        INSERT INTO task_tags (task_id, tag_key, tag_value, tenant_id, created_at)
-            SELECT new.task_id, tag.key, CASE WHEN tag.type = 'text' THEN tag.value END,
-                   new.tenant_id, new.created_at
-            FROM json_each(
-                CASE WHEN json_valid(new.record) THEN new.record ELSE '{}' END, '$.tags'
-            ) AS tag
-            WHERE tag.key IS NOT NULL;
+        {_tag_rows_of("new")};
     END""",
     """CREATE TRIGGER IF NOT EXISTS task_tags_on_delete AFTER DELETE ON tasks BEGIN
         DELETE FROM task_tags WHERE task_id = old.task_id;
@@ -99,14 +102,7 @@ TASKS_LISTED = (
 )
 
 # Fills the tag table of a file made before it (run once, when the table is made).
-TASK_TAGS_FILLED = """INSERT OR IGNORE
-    INTO task_tags (task_id, tag_key, tag_value, tenant_id, created_at)
-    SELECT tasks.task_id, tag.key, CASE WHEN tag.type = 'text' THEN tag.value END,
-           tasks.tenant_id, tasks.created_at
-    FROM tasks, json_each(
-        CASE WHEN json_valid(tasks.record) THEN tasks.record ELSE '{}' END, '$.tags'
-    ) AS tag
-    WHERE tag.key IS NOT NULL"""
+TASK_TAGS_FILLED = _tag_rows_of("tasks")
 
 EXECUTIONS = (
     """CREATE TABLE IF NOT EXISTS executions (
