@@ -456,14 +456,22 @@ class DynamoTaskStore:
             move=transition.move,
         )
         tenant_id = str(from_item({"t": item["tenant_id"]})["t"])
+        return self._recounted(tenant_id, task_id, uncounted, CensusChange(removed=counted_as))
+
+    def _recounted(
+        self, tenant_id: str, task_id: str, transition: Transition, change: CensusChange
+    ) -> bool:
+        """``transition`` on the task and ``change`` to the census, in one transaction;
+        False if the transition's condition did not hold (nothing written)."""
+        key = to_item({"task_id": task_id})
         try:
             self._client.transact_write_items(
                 TransactItems=[
                     cast(
                         "TransactWriteItemTypeDef",
-                        {"Update": {"TableName": self._table, **write_request(uncounted, key)}},
+                        {"Update": {"TableName": self._table, **write_request(transition, key)}},
                     ),
-                    *self._recounts(tenant_id, task_id, CensusChange(removed=counted_as)),
+                    *self._recounts(tenant_id, task_id, change),
                 ]
             )
         except ClientError as error:
@@ -701,20 +709,7 @@ class DynamoTaskStore:
                 expects=AllOf(Equals("version", read.version), Missing(CENSUS_KEY)),
                 sets={CENSUS_KEY: added.key},
             )
-            key = to_item({"task_id": task_id})
-            try:
-                self._client.transact_write_items(
-                    TransactItems=[
-                        cast(
-                            "TransactWriteItemTypeDef",
-                            {"Update": {"TableName": self._table, **write_request(mark, key)}},
-                        ),
-                        *self._recounts(tenant_id, task_id, CensusChange(added=added)),
-                    ]
-                )
-            except ClientError as error:
-                if not (is_transaction_refusal(error) or is_condition_failure(error)):
-                    raise
+            if not self._recounted(tenant_id, task_id, mark, CensusChange(added=added)):
                 continue  # changed meanwhile: the change counted it, or the next pass will
             counted.append(task_id)
         return Page(items=counted, next_token=ids.next_token)
