@@ -24,7 +24,7 @@ from botocore.exceptions import (
 )
 
 from dynacron.adapters.delivery.answers import readable
-from dynacron.adapters.messages import upstream_to_map
+from dynacron.adapters.delivery.http import request_body
 from dynacron.domain.executions.completion import CHECK_AFTER, run_name
 from dynacron.domain.executions.execution import DeliveryResult, Dispatch
 from dynacron.domain.executions.retry import AttemptFailure
@@ -98,16 +98,7 @@ class TargetCall:
 
 def envelope(task: Task, dispatch: Dispatch) -> str:
     """What an HTTP handler receives (but the callbacks: a target's call is its end)."""
-    body: dict[str, Any] = {
-        "task_id": task.task_id,
-        "execution_id": dispatch.execution_id,
-        "scheduled_at": format_instant(dispatch.scheduled_at),
-        "attempt": dispatch.attempt,
-        "payload": task.payload,
-    }
-    if dispatch.upstream is not None:
-        body["upstream"] = upstream_to_map(dispatch.upstream)
-    return json.dumps(body, separators=(",", ":"))
+    return request_body(task, dispatch).decode()
 
 
 def call_input(task: Task, dispatch: Dispatch) -> str:
