@@ -46,12 +46,8 @@ from dynacron.domain.tasks.targets import (
     MAX_INPUT_CHARS,
     MAX_SOURCE_CHARS,
     PLACEHOLDERS,
-    AwsVpcConfiguration,
-    EcsParameters,
-    InvocationType,
-    LaunchType,
     Target,
-    Tracking,
+    target_from_map,
     target_to_map,
 )
 from dynacron.domain.tasks.task import (
@@ -210,25 +206,6 @@ class EcsParametersModel(_TargetPart):
     group: str | None = Field(default=None, min_length=1, max_length=255)
     task_count: Literal[1] = Field(default=1, description="One task per execution")
 
-    def to_domain(self) -> EcsParameters:
-        network = self.network_configuration
-        vpc = network.awsvpc_configuration if network is not None else None
-        return EcsParameters(
-            task_definition_arn=self.task_definition_arn,
-            launch_type=LaunchType(self.launch_type) if self.launch_type else None,
-            platform_version=self.platform_version,
-            group=self.group,
-            network=(
-                AwsVpcConfiguration(
-                    subnets=tuple(vpc.subnets),
-                    security_groups=tuple(vpc.security_groups),
-                    assign_public_ip=vpc.assign_public_ip == "ENABLED",
-                )
-                if vpc is not None
-                else None
-            ),
-        )
-
 
 class TargetModel(_TargetPart):
     """An AWS API to call per execution, with the caller's role: EventBridge
@@ -266,22 +243,8 @@ class TargetModel(_TargetPart):
         return cls.model_validate(target_to_map(target), strict=False)
 
     def to_domain(self) -> Target:
-        events = self.eventbridge_parameters
-        return Target(
-            arn=self.arn,
-            role_arn=self.role_arn,
-            input=self.input,
-            message_group_id=self.sqs_parameters.message_group_id if self.sqs_parameters else None,
-            detail_type=events.detail_type if events else None,
-            source=events.source if events else None,
-            invocation_type=InvocationType(
-                self.lambda_parameters.invocation_type
-                if self.lambda_parameters
-                else InvocationType.EVENT
-            ),
-            ecs=self.ecs_parameters.to_domain() if self.ecs_parameters else None,
-            track=Tracking(self.track) if self.track is not None else None,
-        )
+        # The API's shape is the stored one (EventBridge Scheduler's names).
+        return target_from_map(self.model_dump(exclude_none=True))
 
 
 TAGS_DESCRIPTION = (
