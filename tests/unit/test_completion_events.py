@@ -19,6 +19,7 @@ from dynacron.domain.executions.completion import (
     run_end_of_event,
     run_name,
 )
+from dynacron.domain.tasks.targets import STATE_MACHINE_NAME_CHARS
 
 EXECUTION_ID = "nightly_20261130T120000.000Z"
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:etl"
@@ -51,7 +52,7 @@ def test_a_name_too_long_for_the_service_is_shortened_and_reads_as_no_run_of_it(
 
     name = run_name(long_id, 1, ecs=False)
 
-    assert len(name) == completion.STATE_MACHINE_NAME_CHARS
+    assert len(name) == STATE_MACHINE_NAME_CHARS
     assert name != run_name(long_id, 2, ecs=False)
     assert attempt_of(name, ecs=False) != (long_id, 1)
 

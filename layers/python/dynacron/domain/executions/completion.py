@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dynacron.domain.instants import parse_instant
+from dynacron.domain.tasks.targets import STATE_MACHINE_NAME_CHARS, service_token
 
 # A tracked attempt's lease: how long the run goes without anyone asking about it.
 # Its end normally arrives as an event long before; only a lost event makes the
@@ -33,12 +34,10 @@ ECS_SOURCE = "aws.ecs"
 # tests/unit/test_completion_events.py). A state machine execution in these has ended.
 STEP_FUNCTIONS_ENDED = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 ECS_ENDED = "STOPPED"
-# The services' bounds on the names a run carries.
-STATE_MACHINE_NAME_CHARS = 80
+# ECS's bound on the name a run carries (a state machine's: targets.STATE_MACHINE_NAME_CHARS).
 ECS_STARTED_BY_CHARS = 128
 REASON_LIMIT = 900
 
-_STATE_MACHINE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 _STARTED_BY = re.compile(r"[^A-Za-z0-9_/-]")
 
 
@@ -50,18 +49,15 @@ def run_name(execution_id: str, attempt: int, *, ecs: bool) -> str:
     name no execution, and the reaper's look finds its end (decision 0049).
     Each attempt starts its own run: a retry must not find the failed one."""
     text = f"{execution_id}-{attempt}"
-    if ecs and "/" not in text:
+    if not ecs:
+        return service_token(text, STATE_MACHINE_NAME_CHARS)
+    if "/" not in text:
         text = text.replace(".", "/")
-    disallowed, limit = (
-        (_STARTED_BY, ECS_STARTED_BY_CHARS)
-        if ecs
-        else (_STATE_MACHINE_NAME, STATE_MACHINE_NAME_CHARS)
-    )
-    cleaned = disallowed.sub("-", text)
-    if cleaned == text and len(text) <= limit and not (ecs and "/" in execution_id):
+    cleaned = _STARTED_BY.sub("-", text)
+    if cleaned == text and len(text) <= ECS_STARTED_BY_CHARS and "/" not in execution_id:
         return text
     digest = f"{zlib.crc32(text.encode()):08x}"
-    return f"{cleaned[: limit - len(digest) - 1]}-{digest}"
+    return f"{cleaned[: ECS_STARTED_BY_CHARS - len(digest) - 1]}-{digest}"
 
 
 def attempt_of(name: str, *, ecs: bool) -> tuple[str, int] | None:
