@@ -96,11 +96,6 @@ class TaskListing:
             return self.order
         return TaskOrder.NAME if self.name_prefix is not None else TaskOrder.CREATED
 
-    @property
-    def filters_fields(self) -> bool:
-        """Whether status or kind narrow the listing (checked on each task read)."""
-        return self.status is not None or self.kind is not None
-
     def matches(self, task: Task) -> bool:
         """Whether ``task``, as read, belongs in the listing (an index may be behind)."""
         if self.name_prefix is not None and not name_matches(task.name, self.name_prefix):

@@ -235,11 +235,6 @@ class Target:
         """The service the target's ARN names: it decides the call."""
         return TargetService(self.parsed_arn.service)
 
-    @property
-    def label(self) -> str:
-        """The target as a person names it: its service and resource name."""
-        return f"{self.service.proper_name} {self.parsed_arn.name}"
-
 
 @dataclass(frozen=True)
 class TargetPolicy:
