@@ -44,11 +44,15 @@ from dynacron.domain.tasks.targets import (
 )
 from dynacron.domain.tasks.task import Task
 
-# Error codes the services use for "slow down": the call may succeed later.
+# Error codes the services use for "slow down": the call may succeed later. Matched
+# without case: the services spell KMS's throttle "KMSThrottling", "KmsThrottled"
+# and "KmsThrottlingException".
 THROTTLING_CODES = frozenset(
-    {
+    code.lower()
+    for code in (
         "Throttling",
         "ThrottlingException",
+        "Throttled",
         "ThrottledException",
         "TooManyRequestsException",
         "ProvisionedThroughputExceededException",
@@ -59,14 +63,19 @@ THROTTLING_CODES = frozenset(
         "RequestLimitExceededException",
         "LimitExceededException",
         "SlowDown",
+        "KMSThrottling",
         "KMSThrottlingException",
+        "KmsThrottled",
         "EC2ThrottledException",
         "PriorRequestNotComplete",
-    }
+        # Step Functions: too many executions open; one ending makes room.
+        "ExecutionLimitExceeded",
+    )
 )
 # The service's own failure: the call may succeed later.
 SERVICE_FAILURE_CODES = frozenset(
-    {
+    code.lower()
+    for code in (
         "InternalFailure",
         "InternalError",
         "InternalServerError",
@@ -78,8 +87,11 @@ SERVICE_FAILURE_CODES = frozenset(
         "ResourceConflictException",  # Lambda: the function is being updated
         "ResourceNotReadyException",
         "EC2UnexpectedException",
-    }
+    )
 )
+# Words of a refusal that no later attempt changes, even in a 5xx answer (Lambda
+# answers 502 for a function whose KMS key it may not use or cannot find).
+REFUSAL_WORDS = ("accessdenied", "notfound", "disabled")
 # A function's answer read into the excerpt at most this far.
 MAX_ANSWER_BYTES = 64 * 1024
 TAG_EXECUTION_ID = "dynacron:execution-id"
@@ -319,9 +331,15 @@ def failure_of(error: Exception, operation: str) -> AttemptFailure:
 def _classified(code: str, message: str, operation: str, status: int | None) -> AttemptFailure:
     said = readable(f"{code}: {message}" if message else code, 500)
     # SQS names its errors "AWS.SimpleQueueService.RequestThrottled" and the like.
-    short = code.rsplit(".", 1)[-1]
+    short = code.rsplit(".", 1)[-1].lower()
     if short in THROTTLING_CODES or status == 429:
         return AttemptFailure(f"{operation} was throttled ({said})")
+    if any(word in short for word in REFUSAL_WORDS):
+        return AttemptFailure(f"{operation} was refused ({said})", retryable=False)
     if short in SERVICE_FAILURE_CODES or (status is not None and status >= 500):
         return AttemptFailure(f"{operation} failed on the service's side ({said})")
+    # Lambda's EFSMountTimeoutException, SnapStartTimeoutException (408): the function
+    # could not start in time; it may next time.
+    if short.endswith("timeoutexception") or status == 408:
+        return AttemptFailure(f"{operation} timed out ({said})")
     return AttemptFailure(f"{operation} was refused ({said})", retryable=False)
