@@ -346,7 +346,36 @@ def test_the_kept_roles_are_bounded(aws: tuple[Any, Any], clock: SettableClock) 
     for tenant in ("a1", "b2", "c3", "d4"):
         target = Target(arn, f"arn:aws:iam::{ACCOUNT}:role/r-{tenant}")
         assert delivery.deliver(task_with(target, tenant=tenant), dispatch(), "t").ok
-    assert len(roles) == 2
+    assert (len(roles), roles.locks) == (2, 2)
+
+
+def test_roles_that_cannot_be_assumed_leave_nothing_kept(roles: Roles) -> None:
+    # Given an STS that refuses every AssumeRole (a role that does not trust us)
+    sts = boto3.client("sts", region_name=REGION)
+    stub = Stubber(sts)
+    for _ in range(5):
+        stub.add_client_error("assume_role", "AccessDenied", "not trusted", 403)
+    stub.activate()
+    roles.stubs["sts"] = sts
+    _, arn = queue("jobs")
+    delivery = TargetDelivery(roles.roles)
+
+    # When tasks name five roles in turn
+    results = [
+        delivery.deliver(
+            task_with(Target(arn, f"arn:aws:iam::{ACCOUNT}:role/gone-{n}")), dispatch(), "t"
+        )
+        for n in range(5)
+    ]
+
+    # Then each attempt fails for good, saying what the trust policy must name, and
+    # no role leaves credentials or a lock behind
+    stub.assert_no_pending_responses()
+    for result in results:
+        assert result.failure is not None
+        assert not result.failure.retryable
+        assert f"external id {external_id_for(ALICE)!r}" in result.failure.error
+    assert (len(roles.roles), roles.roles.locks) == (0, 0)
 
 
 def stubbed_lambda(roles: Roles, response: dict[str, Any], expected: dict[str, Any]) -> Stubber:

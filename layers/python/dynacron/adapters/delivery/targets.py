@@ -114,7 +114,15 @@ class AssumedRoles:
             with self._lock:
                 assuming = self._assuming.setdefault(key, threading.Lock())
             with assuming:
-                assumed = self._fresh(key) or self._assume(key)
+                try:
+                    assumed = self._fresh(key) or self._assume(key)
+                except BaseException:
+                    # Nothing kept, so nothing will drop its lock: dropped here, or
+                    # every role that cannot be assumed would leave one for good.
+                    with self._lock:
+                        if key not in self._held and self._assuming.get(key) is assuming:
+                            del self._assuming[key]
+                    raise
         with self._lock:
             client = assumed.clients.get(service)
         if client is None:
@@ -162,6 +170,12 @@ class AssumedRoles:
     def __len__(self) -> int:
         with self._lock:
             return len(self._held)
+
+    @property
+    def locks(self) -> int:
+        """How many (role, tenant) pairs have a lock: those kept and those being assumed."""
+        with self._lock:
+            return len(self._assuming)
 
 
 def session_name(tenant_id: str) -> str:
