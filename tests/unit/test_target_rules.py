@@ -47,10 +47,17 @@ def target(arn: str = QUEUE, **fields: object) -> Target:
         "arn:aws:sns:us-east-1:123456789012:alerts",
         "arn:aws:events:us-east-1:123456789012:event-bus/default",
         "arn:aws:states:us-east-1:123456789012:stateMachine:etl",
+        # Step Functions takes more than letters and digits in a name.
+        "arn:aws:states:us-east-1:123456789012:stateMachine:etl.v2+nightly@ops",
     ],
 )
 def test_each_service_a_target_calls_is_accepted(arn: str) -> None:
     POLICY.check(target(arn))
+
+
+def test_a_fifo_queues_name_may_be_80_characters_with_its_suffix() -> None:
+    arn = "arn:aws:sqs:us-east-1:123456789012:" + "q" * 75 + ".fifo"
+    POLICY.check(target(arn, message_group_id="g"))
 
 
 @pytest.mark.parametrize(
@@ -93,6 +100,27 @@ def test_each_service_a_target_calls_is_accepted(arn: str) -> None:
             target("arn:aws:states:us-east-1:123456789012:stateMachine:etl", input="{oops"),
             "target.input",
             "must be JSON",
+        ),
+        (
+            target("arn:aws:states:us-east-1:123456789012:stateMachine:etl#2"),
+            "target.arn",
+            "stateMachine:NAME",
+        ),
+        (
+            target("arn:aws:sqs:us-east-1:123456789012:" + "q" * 76 + ".fifo"),
+            "target.arn",
+            "1 to 80 characters, a FIFO queue's .fifo included",
+        ),
+        (
+            target("arn:aws:sns:us-east-1:123456789012:" + "t" * 252 + ".fifo"),
+            "target.arn",
+            "1 to 256 characters",
+        ),
+        (target(input=""), "target.input", "SQS sends no empty message"),
+        (
+            target("arn:aws:sns:us-east-1:123456789012:alerts", input=""),
+            "target.input",
+            "leave input out to send the envelope",
         ),
         (target("arn:aws:ecs:us-east-1:123456789012:cluster/main"), "target.ecs_parameters", ""),
         (

@@ -124,16 +124,21 @@ _ROLE = re.compile(r"^arn:(?P<partition>aws[a-z-]*):iam::\d{12}:role/[\w+=,.@/-]
 _NAME = r"[A-Za-z0-9_.-]"
 _RESOURCES = {
     TargetService.LAMBDA: re.compile(r"^function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]{1,128})?$"),
-    TargetService.SQS: re.compile(r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$"),
-    TargetService.SNS: re.compile(r"^[A-Za-z0-9_-]{1,256}(\.fifo)?$"),
+    # A queue's and a topic's bound counts the ".fifo" of a FIFO one.
+    TargetService.SQS: re.compile(r"^(?=.{1,80}$)[A-Za-z0-9_-]+(\.fifo)?$"),
+    TargetService.SNS: re.compile(r"^(?=.{1,256}$)[A-Za-z0-9_-]+(\.fifo)?$"),
     TargetService.EVENTBRIDGE: re.compile(rf"^event-bus/{_NAME}{{1,256}}$"),
-    TargetService.STEP_FUNCTIONS: re.compile(r"^stateMachine:[A-Za-z0-9_-]{1,80}$"),
+    # Step Functions refuses in a name only blanks, control and non-ASCII characters,
+    # brackets, wildcards and "#%\^|~`$&,;:/ (its own words).
+    TargetService.STEP_FUNCTIONS: re.compile(
+        r"^stateMachine:(?=[!-~]{1,80}$)[^<>{}\[\]?*\"#%\\^|~`$&,;:/]+$"
+    ),
     TargetService.ECS: re.compile(rf"^cluster/{_NAME}{{1,255}}$"),
 }
 _RESOURCE_SHAPES = {
     TargetService.LAMBDA: "function:NAME or function:NAME:ALIAS",
-    TargetService.SQS: "the queue's name",
-    TargetService.SNS: "the topic's name",
+    TargetService.SQS: "the queue's name (1 to 80 characters, a FIFO queue's .fifo included)",
+    TargetService.SNS: "the topic's name (1 to 256 characters, a FIFO topic's .fifo included)",
     TargetService.EVENTBRIDGE: "event-bus/NAME",
     TargetService.STEP_FUNCTIONS: "stateMachine:NAME",
     TargetService.ECS: "cluster/NAME",
@@ -396,6 +401,14 @@ def _check_input(target: Target, service: TargetService) -> None:
     text = target.input or ""
     if len(text) > MAX_INPUT_CHARS:
         raise InvalidRequest("target.input", f"is longer than {MAX_INPUT_CHARS} characters")
+    if not text and service in (TargetService.SQS, TargetService.SNS):
+        # SQS and SNS refuse an empty message at every call; leave input out to send
+        # the envelope.
+        raise InvalidRequest(
+            "target.input",
+            f"is empty: {service.proper_name} sends no empty message "
+            "(leave input out to send the envelope)",
+        )
     if service not in (TargetService.EVENTBRIDGE, TargetService.STEP_FUNCTIONS, TargetService.ECS):
         return
     # These services take JSON: the input must be JSON with any value in place.
