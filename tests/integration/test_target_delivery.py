@@ -1,8 +1,9 @@
 """AWS targets on moto: each service receives its call, carrying the execution
 id and scheduled time, idempotent where the service allows; the role is assumed
 with the tenant's external id and kept; errors land in the worker's outcome
-classes. Lambda's Invoke needs Docker in moto, so its calls run on botocore's
-Stubber; every other service runs on moto itself.
+classes. Lambda's Invoke runs code only in Docker in moto, so its requests and
+errors run on botocore's Stubber, and one task end to end on moto's Docker-free
+Lambda (it answers with the payload it got); every other service runs on moto.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import boto3
 import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
+from moto.core.config import default_user_config
 from moto.iam.access_control import IAMPolicy, PermissionResult
 
 from dynacron.adapters.delivery.targets import AssumedRoles, TargetDelivery, client_factory
@@ -569,6 +571,57 @@ def test_the_default_worker_delivers_a_registered_target_and_records_its_success
     assert execution.status is ExecutionStatus.SUCCEEDED
     (body,) = bodies(url)
     assert json.loads(body)["execution_id"] == execution.execution_id
+
+
+def test_a_lambda_target_runs_end_to_end_on_motos_lambda_without_docker(
+    api_with_targets: Dynacron,
+    aws: tuple[Any, Any],
+    clock: SettableClock,
+    roles: Roles,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given moto's Lambda that answers each call with its own payload (no Docker),
+    # a function, and a task with a synchronous Lambda target registered through the API
+    monkeypatch.setitem(default_user_config, "lambda", {"use_docker": False})
+    function_arn = boto3.client("lambda", region_name=REGION).create_function(
+        FunctionName="nightly",
+        Runtime="python3.12",
+        Role=roles.role_arn,
+        Handler="index.handler",
+        Code={"ZipFile": b"PK"},
+    )["FunctionArn"]
+    system = api_with_targets
+    status, created = call(
+        system,
+        "POST",
+        "/tasks",
+        {
+            "rate": "1 minute",
+            "payload": {"report": "daily"},
+            "target": {
+                "arn": function_arn,
+                "role_arn": roles.role_arn,
+                "lambda_parameters": {"invocation_type": "RequestResponse"},
+            },
+        },
+    )
+    assert status == 201, created
+    clock.set(datetime.fromisoformat(created["next_run_at"]) + timedelta(milliseconds=5))
+    assert sum(r.claimed for r in system.ticker.tick()) == 1
+
+    # When the worker runs the dispatched execution
+    assert run_batch(system, receive(system, aws)) == {"batchItemFailures": []}
+
+    # Then the function was invoked with the envelope, and its answer (the envelope,
+    # echoed) is the execution's excerpt
+    execution = only_execution(system, created["task_id"])
+    assert execution.status is ExecutionStatus.SUCCEEDED, execution.error
+    assert execution.result is not None
+    assert execution.result.status_code == 200
+    assert execution.result.excerpt is not None
+    envelope = json.loads(execution.result.excerpt)
+    assert envelope["execution_id"] == execution.execution_id
+    assert envelope["payload"] == {"report": "daily"}
 
 
 # Registration through the API: the 422s name the field.
