@@ -18,7 +18,7 @@ from dynacron.definitions.callbacks import (
     EXECUTION_ID_PARAMETER,
     callback_gateway_paths,
 )
-from dynacron.definitions.environment import HANDLER_MODULES_VAR
+from dynacron.definitions.environment import HANDLER_MODULES_VAR, TARGET_ROLES_VAR
 from dynacron.definitions.resources import (
     ATTENTION_INDEX,
     COORDINATION,
@@ -34,6 +34,7 @@ from infra.constructs.firewall import ApiFirewall
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import HANDLER, RETENTION, allow, allow_follow_ups, index_arn
 from infra.constructs.nag import acknowledge
+from infra.constructs.worker import target_role_arns
 
 API_TIMEOUT = Duration.seconds(29)  # API Gateway's own integration limit
 # With the user's code (their handlers) the entry point comes from the layer.
@@ -104,6 +105,11 @@ class Api(Construct):
         )
         if handler_modules:
             self.function.add_environment(HANDLER_MODULES_VAR, ",".join(handler_modules))
+        # The roles the worker may assume: a target naming another is refused at
+        # registration, not at its first call (decision 0047).
+        self.function.add_environment(
+            TARGET_ROLES_VAR, ",".join(target_role_arns(self, config.target_roles))
+        )
         tasks, executions = storage.table(TASKS), storage.table(EXECUTIONS)
         # Creates and deletes are transactions with the tenant's record (its task
         # count and signing secrets) in the coordination table; lists query the

@@ -167,15 +167,11 @@ class Worker(Construct):
         allow_target_roles(self.function, patterns)
 
 
-def allow_target_roles(function: lambda_.Function, patterns: str) -> None:
-    """``function`` may act as the role an AWS target names (decision 0047), only for
-    roles the operator allows: by default those under the path /dynacron-target/
-    of this account. Each role's trust policy decides the rest."""
-    stack = Stack.of(function)
-    allowed = [pattern.strip() for pattern in patterns.split(",") if pattern.strip()]
-    if not allowed:
-        return
-    resources = [
+def target_role_arns(scope: Construct, patterns: str) -> list[str]:
+    """The role ARN patterns ``target_roles`` names: a role name with its path is one
+    of the stack's account (its partition and account as tokens), an ARN stays."""
+    stack = Stack.of(scope)
+    return [
         pattern
         if pattern.startswith("arn:")
         else stack.format_arn(
@@ -185,8 +181,19 @@ def allow_target_roles(function: lambda_.Function, patterns: str) -> None:
             resource_name=pattern,
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
-        for pattern in allowed
+        for pattern in (part.strip() for part in patterns.split(","))
+        if pattern
     ]
+
+
+def allow_target_roles(function: lambda_.Function, patterns: str) -> None:
+    """``function`` may act as the role an AWS target names (decision 0047), only for
+    roles the operator allows: by default those under the path /dynacron-target/
+    of this account. Each role's trust policy decides the rest."""
+    allowed = [pattern.strip() for pattern in patterns.split(",") if pattern.strip()]
+    if not allowed:
+        return
+    resources = target_role_arns(function, patterns)
     function.add_to_role_policy(
         iam.PolicyStatement(actions=["sts:AssumeRole"], resources=resources)
     )

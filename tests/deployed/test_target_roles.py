@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
+from dynacron.definitions.environment import TARGET_ROLES_VAR
 from dynacron.domain.tasks.targets import external_id_for
 from dynacron.local.aws import REGION
 from tests.deployed.harness import Deployment
@@ -84,20 +85,30 @@ def test_an_sqs_target_is_called_as_a_role_under_the_operators_pattern(
     assert message["Body"] == f"run {execution['execution_id']}"
 
 
-def test_a_role_outside_the_operators_pattern_is_never_assumed(
-    deployed: Deployment, principal: str
+def test_a_role_outside_the_operators_pattern_is_refused_and_never_assumed(
+    deployed: Deployment, principal: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     role = role_for(principal, "/", "deployed-elsewhere")
     url, arn = queue("deployed-target-elsewhere")
-    task = register(
-        deployed,
-        principal,
-        rate="1 minute",
-        target={"arn": arn, "role_arn": role},
-        retry={"max_attempts": 3},
-    )
+    body = {
+        "rate": "1 minute",
+        "target": {"arn": arn, "role_arn": role},
+        "retry": {"max_attempts": 3},
+    }
 
-    execution = run_once(deployed, principal, task)
+    # The API refuses it: the template tells it the roles the worker may assume
+    status, problem = deployed.api("POST", "/tasks", body, principal=principal)
+    assert status == 422, problem
+    assert "target.role_arn" in json.dumps(problem)
+    assert "role/dynacron-target/*" in json.dumps(problem)
+
+    # A task registered before the operator narrowed target_roles (an API whose
+    # environment names no pattern) runs, and the worker's own role refuses it
+    monkeypatch.delitem(deployed.function("api").environment, TARGET_ROLES_VAR)
+    older_api = deployed.another_environment("api")
+    answer = older_api.invoke(deployed.api_event("POST", "/tasks", body, principal))
+    assert answer["statusCode"] == 201, answer
+    execution = run_once(deployed, principal, json.loads(answer["body"]))
 
     # Refused by the worker's own role, not retried, and nothing was sent
     assert execution["status"] == "FAILED", execution

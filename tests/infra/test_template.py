@@ -31,6 +31,7 @@ from dynacron.entry.settings import (
     BUCKET_SECONDS_VAR,
     HANDLER_MODULES_VAR,
     SHARD_COUNT_VAR,
+    TARGET_ROLES_VAR,
     Settings,
 )
 from infra.config import SchedulerConfig
@@ -651,6 +652,8 @@ def test_the_worker_assumes_only_the_roles_the_operator_allows(template: dict[st
         if "sts:AssumeRole" in statement["Action"]
     ]
     assert assumed == [TARGET_ROLES]
+    # the API refuses a target naming another role: it is told the same patterns
+    assert environment(template, "Api")[TARGET_ROLES_VAR] == TARGET_ROLES
     # and what a target's trust policy names is an output of the stack
     outputs = template["Outputs"].values()
     assert {"Fn::GetAtt": [role, "Arn"]} in [o["Value"] for o in outputs]

@@ -64,7 +64,7 @@ DOCUMENT_CANNOT_STATE = {
     "next_run_at not on DynamoDB (the deployment's store): GET /tasks",
     "target": "whether this deployment's store can call AWS targets (local SQLite cannot)",
     "target.arn": "an ARN's service, partition, region (the stack's) and resource shape",
-    "target.role_arn": "a role ARN's partition, the stack's",
+    "target.role_arn": "a role ARN's partition, the stack's; a role the operator allows",
     "target.input": "JSON where the target's service takes JSON, not empty for SQS and SNS",
     "target.track": "which target kinds can be tracked (a rule on another field)",
     "target.sqs_parameters.message_group_id": "needed for a FIFO queue (the ARN's name)",

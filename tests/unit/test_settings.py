@@ -164,3 +164,26 @@ def test_a_bad_fairness_setting_is_refused_naming_the_variable(
     environment.setenv(name, value)
     with pytest.raises(ValueError, match=name):
         Settings.from_env(os.environ)
+
+
+def test_the_roles_targets_may_name_are_read_from_the_environment(
+    environment: pytest.MonkeyPatch,
+) -> None:
+    # Unset (local mode, tests): no grant to check a role against
+    assert Settings.from_env(os.environ).target_policy.role_patterns is None
+
+    environment.setenv("AWS_REGION", "eu-west-1")
+    environment.setenv(
+        "DYNACRON_TARGET_ROLES",
+        "arn:aws:iam::123456789012:role/dynacron-target/*, arn:aws:iam::*:role/ops",
+    )
+    settings = Settings.from_env(os.environ)
+    assert settings.target_policy.role_patterns == (
+        "arn:aws:iam::123456789012:role/dynacron-target/*",
+        "arn:aws:iam::*:role/ops",
+    )
+    assert Settings.from_env({**os.environ, **settings.to_env()}) == settings
+
+    # Set but empty (the operator's target_roles is): no role at all
+    environment.setenv("DYNACRON_TARGET_ROLES", "")
+    assert Settings.from_env(os.environ).target_policy.role_patterns == ()

@@ -21,6 +21,7 @@ from dynacron.domain.tasks.targets import (
     TargetPolicy,
     check_target,
     external_id_for,
+    iam_wildcard_matches,
     partition_of,
     placeholder_values,
     service_token,
@@ -176,6 +177,58 @@ def test_a_target_outside_the_stacks_partition_or_region_is_refused(
     with pytest.raises(InvalidRequest) as refused:
         POLICY.check(given)
     assert (refused.value.field, says in refused.value.message) == (field, True)
+
+
+# The default target_roles, as the stack resolves it: roles under /dynacron-target/.
+GRANTED = TargetPolicy(
+    partition="aws",
+    region="us-east-1",
+    role_patterns=("arn:aws:iam::123456789012:role/dynacron-target/*",),
+)
+
+
+@pytest.mark.parametrize(
+    "role_arn",
+    [ROLE, "arn:aws:iam::123456789012:role/dynacron-target/team/a/runner"],
+)
+def test_a_role_under_the_operators_pattern_is_accepted(role_arn: str) -> None:
+    GRANTED.check(Target(arn=QUEUE, role_arn=role_arn))
+
+
+@pytest.mark.parametrize(
+    "role_arn",
+    [
+        "arn:aws:iam::123456789012:role/runner",  # outside the path
+        "arn:aws:iam::123456789012:role/Dynacron-Target/runner",  # IAM's ARNs count case
+        "arn:aws:iam::210987654321:role/dynacron-target/runner",  # another account
+    ],
+)
+def test_a_role_the_worker_may_not_assume_is_refused_at_registration(role_arn: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        GRANTED.check(Target(arn=QUEUE, role_arn=role_arn))
+    assert refused.value.field == "target.role_arn"
+    assert "arn:aws:iam::123456789012:role/dynacron-target/*" in refused.value.message
+
+
+def test_an_operator_who_allows_no_role_refuses_every_target_saying_so() -> None:
+    policy = dataclasses.replace(GRANTED, role_patterns=())
+    with pytest.raises(InvalidRequest, match="target_roles is empty") as refused:
+        policy.check(target())
+    assert refused.value.field == "target.role_arn"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "arn", "matches"),
+    [
+        ("arn:aws:iam::1:role/a?c", "arn:aws:iam::1:role/abc", True),
+        ("arn:aws:iam::1:role/a?c", "arn:aws:iam::1:role/abbc", False),
+        ("arn:aws:iam::*:role/ops/*", "arn:aws:iam::2:role/ops/x/y", True),
+        ("arn:aws:iam::1:role/a.c", "arn:aws:iam::1:role/abc", False),  # a dot is a dot
+        ("arn:aws:iam::1:role/r", "arn:aws:iam::1:role/r2", False),  # the whole ARN
+    ],
+)
+def test_iam_wildcards_match_as_iam_matches_them(pattern: str, arn: str, matches: bool) -> None:
+    assert iam_wildcard_matches(pattern, arn) is matches
 
 
 def test_a_deployment_without_targets_refuses_every_one_saying_why() -> None:

@@ -47,6 +47,10 @@ CATCHUP_MAX_RUNS_VAR = "DYNACRON_CATCHUP_MAX_RUNS"
 TICK_HEARTBEAT_SECONDS_VAR = "DYNACRON_TICK_HEARTBEAT_SECONDS"
 # The claim function the looping tick hands large pages to (its ARN; decision 0025).
 CLAIM_FUNCTION_VAR = "DYNACRON_CLAIM_FUNCTION"
+# The role ARN patterns (comma-separated) the worker may assume for AWS targets,
+# as the stack grants it from ``target_roles``: the API refuses a target naming
+# another role (decision 0047). Unset: no grant to check against (local mode).
+TARGET_ROLES_VAR = "DYNACRON_TARGET_ROLES"
 
 # The runtime's defaults of what a deployment may set (infra/config.py): one
 # value, whether the CDK app sets the variable or the function falls back on it.

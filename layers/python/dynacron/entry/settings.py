@@ -48,6 +48,7 @@ from dynacron.definitions.environment import (
     RATE_BURST_VAR,
     RATE_LIMIT_VAR,
     SHARD_COUNT_VAR,
+    TARGET_ROLES_VAR,
     TICK_BACKLOG_SECONDS_VAR,
     TICK_HEARTBEAT_SECONDS_VAR,
     TICK_MAX_CLAIMS_PER_TASK_VAR,
@@ -227,13 +228,17 @@ class Settings:
     # endpoint if given (local mode's emulator); without a region none is accepted.
     target_region: str | None = None
     target_endpoint_url: str | None = None
+    # The role ARN patterns the worker may assume (the stack's grant); None: any.
+    target_roles: tuple[str, ...] | None = None
 
     @property
     def target_policy(self) -> TargetPolicy:
         """Where targets may point: the stack's partition and region, or nowhere."""
         if not self.target_region:
             return TargetPolicy(refusal=TARGETS_REFUSED)
-        return TargetPolicy(partition_of(self.target_region), self.target_region)
+        return TargetPolicy(
+            partition_of(self.target_region), self.target_region, role_patterns=self.target_roles
+        )
 
     @property
     def breaker_policy(self) -> BreakerPolicy:
@@ -356,6 +361,9 @@ class Settings:
             claim_function=environ.get(CLAIM_FUNCTION_VAR) or None,
             # Lambda sets it: the function's own region.
             target_region=environ.get(LAMBDA_REGION) or None,
+            target_roles=(
+                _split(environ[TARGET_ROLES_VAR]) if TARGET_ROLES_VAR in environ else None
+            ),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -397,7 +405,9 @@ class Settings:
             CATCHUP_MAX_RUNS_VAR: str(self.catchup_max_runs),
             TICK_HEARTBEAT_SECONDS_VAR: str(self.tick_heartbeat_seconds),
             CLAIM_FUNCTION_VAR: self.claim_function or "",
-        }
+        } | (
+            {TARGET_ROLES_VAR: ",".join(self.target_roles)} if self.target_roles is not None else {}
+        )
 
 
 Number = TypeVar("Number", int, float)

@@ -245,11 +245,14 @@ class Target:
 class TargetPolicy:
     """Where targets may point: the stack's partition and region. ``refusal`` set
     means this deployment delivers no targets at all, and says why (local mode
-    without an AWS emulator)."""
+    without an AWS emulator). ``role_patterns``: the role ARNs (IAM's ``*`` and
+    ``?`` wildcards) the worker may assume, as the operator's ``target_roles``
+    grants it; None where no grant limits it (local mode's emulator)."""
 
     partition: str = "aws"
     region: str = ""
     refusal: str | None = None
+    role_patterns: tuple[str, ...] | None = None
 
     def check(self, target: Target) -> None:
         """``InvalidRequest`` naming the field of ``target`` this deployment refuses."""
@@ -272,6 +275,15 @@ class TargetPolicy:
                 "target.role_arn",
                 f"is in partition {role_partition!r}; this stack is in {self.partition!r}",
             )
+        if self.role_patterns is not None and not any(
+            iam_wildcard_matches(pattern, target.role_arn) for pattern in self.role_patterns
+        ):
+            # The worker's own policy would refuse the AssumeRole at every call.
+            allowed = ", ".join(self.role_patterns) or "none (its target_roles is empty)"
+            raise InvalidRequest(
+                "target.role_arn",
+                f"is not a role this stack's worker may assume; its operator allows: {allowed}",
+            )
         if target.ecs is not None:
             definition = target.ecs.task_definition_arn.split(":")
             if definition[1] != self.partition or definition[3] != self.region:
@@ -279,6 +291,13 @@ class TargetPolicy:
                     "target.ecs_parameters.task_definition_arn",
                     f"must be in partition {self.partition!r} and region {self.region!r}",
                 )
+
+
+def iam_wildcard_matches(pattern: str, arn: str) -> bool:
+    """Whether ``arn`` is one of those ``pattern`` names in an IAM policy's
+    ``Resource``: ``*`` any run of characters, ``?`` any one, case counting."""
+    parts = (".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch("".join(parts), arn, re.DOTALL) is not None
 
 
 def partition_of(region: str) -> str:
