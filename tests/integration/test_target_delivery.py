@@ -450,6 +450,23 @@ def test_a_synchronous_lambda_targets_function_error_fails_the_attempt(roles: Ro
     assert "ledger locked" in result.failure.error
 
 
+def test_a_long_answer_is_read_in_part_and_its_connection_let_go(roles: Roles) -> None:
+    answer = io.BytesIO(b'"' + b"x" * (200 * 1024) + b'"')
+    target = Target(FUNCTION, roles.role_arn, invocation_type=InvocationType.REQUEST_RESPONSE)
+    client = boto3.client("lambda", region_name=REGION)
+    stub = Stubber(client)
+    stub.add_response(
+        "invoke", {"StatusCode": 200, "Payload": StreamingBody(answer, 200 * 1024 + 2)}
+    )
+    stub.activate()
+    roles.stubs["lambda"] = client
+
+    result = TargetDelivery(roles.roles).deliver(task_with(target), dispatch(), "t")
+
+    assert result.ok
+    assert answer.closed
+
+
 @pytest.mark.parametrize(
     ("code", "status", "retryable", "says"),
     [

@@ -282,7 +282,11 @@ def _lambda_answer(call: TargetCall, response: dict[str, Any]) -> DeliveryResult
     payload = response.get("Payload")
     text = ""
     if payload is not None:
-        text = payload.read(MAX_ANSWER_BYTES).decode("utf-8", errors="replace")
+        try:
+            text = payload.read(MAX_ANSWER_BYTES).decode("utf-8", errors="replace")
+        finally:
+            # Unread, the rest of an answer (up to 6 MB) holds its pooled connection.
+            payload.close()
     if response.get("FunctionError"):
         # The function ran and raised: its answer says why; a later attempt may succeed.
         return DeliveryResult.failed(
