@@ -156,6 +156,46 @@ def test_a_fifo_queue_gets_one_message_however_many_attempts_send_it(roles: Role
     assert bodies(url) == ['{"run": "nightly_20261130T120000.000Z"}']
 
 
+EXECUTION_ATTRIBUTES = {
+    "dynacron.execution-id": "nightly_20261130T120000.000Z",
+    "dynacron.scheduled-time": "2026-11-30T12:00:00.000Z",
+    "dynacron.task-id": "nightly",
+    "dynacron.attempt": "2",
+}
+
+
+def attributes(url: str) -> dict[str, str]:
+    sqs = boto3.client("sqs", region_name=REGION)
+    (message,) = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"]
+    return {k: v["StringValue"] for k, v in message.get("MessageAttributes", {}).items()}
+
+
+def test_an_sqs_message_carries_the_execution_whatever_its_input(roles: Roles) -> None:
+    url, arn = queue("jobs")
+    target = Target(arn, roles.role_arn, input="run the nightly report")
+
+    assert TargetDelivery(roles.roles).deliver(task_with(target), dispatch(2), "t").ok
+
+    assert attributes(url) == EXECUTION_ATTRIBUTES
+
+
+def test_an_sns_message_carries_the_execution_to_its_subscribers(roles: Roles) -> None:
+    sns = boto3.client("sns", region_name=REGION)
+    topic = sns.create_topic(Name="alerts")["TopicArn"]
+    url, queue_arn = queue("alert-reader")
+    sns.subscribe(
+        TopicArn=topic,
+        Protocol="sqs",
+        Endpoint=queue_arn,
+        Attributes={"RawMessageDelivery": "true"},
+    )
+    target = Target(topic, roles.role_arn, input="disk nearly full")
+
+    assert TargetDelivery(roles.roles).deliver(task_with(target), dispatch(2), "t").ok
+
+    assert attributes(url) == EXECUTION_ATTRIBUTES
+
+
 def test_an_sns_target_publishes_to_its_subscribers(roles: Roles) -> None:
     sns = boto3.client("sns", region_name=REGION)
     topic = sns.create_topic(Name="alerts")["TopicArn"]

@@ -97,6 +97,12 @@ MAX_ANSWER_BYTES = 64 * 1024
 TAG_EXECUTION_ID = "dynacron:execution-id"
 TAG_SCHEDULED_AT = "dynacron:scheduled-time"
 TAG_TASK_ID = "dynacron:task-id"
+# SQS and SNS messages carry the execution as message attributes too, whatever
+# their body (an input without placeholders carries none of it).
+ATTRIBUTE_EXECUTION_ID = "dynacron.execution-id"
+ATTRIBUTE_SCHEDULED_AT = "dynacron.scheduled-time"
+ATTRIBUTE_TASK_ID = "dynacron.task-id"
+ATTRIBUTE_ATTEMPT = "dynacron.attempt"
 
 
 @dataclass(frozen=True)
@@ -145,7 +151,11 @@ def target_call(task: Task, dispatch: Dispatch) -> TargetCall:
                 "Payload": text.encode(),
             }
         case TargetService.SQS:
-            parameters = {"QueueUrl": _queue_url(target), "MessageBody": text}
+            parameters = {
+                "QueueUrl": _queue_url(target),
+                "MessageBody": text,
+                "MessageAttributes": message_attributes(task, dispatch),
+            }
             if target.message_group_id is not None:
                 parameters["MessageGroupId"] = target.message_group_id
             if target.parsed_arn.is_fifo:
@@ -153,7 +163,11 @@ def target_call(task: Task, dispatch: Dispatch) -> TargetCall:
                     execution_id, SQS_DEDUPLICATION_CHARS
                 )
         case TargetService.SNS:
-            parameters = {"TopicArn": target.arn, "Message": text}
+            parameters = {
+                "TopicArn": target.arn,
+                "Message": text,
+                "MessageAttributes": message_attributes(task, dispatch),
+            }
             if target.parsed_arn.is_fifo:
                 parameters["MessageGroupId"] = task.task_id
                 parameters["MessageDeduplicationId"] = service_token(
@@ -190,6 +204,19 @@ _OPERATIONS = {
     TargetService.STEP_FUNCTIONS: "start_execution",
     TargetService.ECS: "run_task",
 }
+
+
+def message_attributes(task: Task, dispatch: Dispatch) -> dict[str, dict[str, str]]:
+    """The execution as an SQS or SNS message's attributes (the same shape in both)."""
+    values = {
+        ATTRIBUTE_EXECUTION_ID: ("String", dispatch.execution_id),
+        ATTRIBUTE_SCHEDULED_AT: ("String", format_instant(dispatch.scheduled_at)),
+        ATTRIBUTE_TASK_ID: ("String", task.task_id),
+        ATTRIBUTE_ATTEMPT: ("Number", str(dispatch.attempt)),
+    }
+    return {
+        name: {"DataType": kind, "StringValue": value} for name, (kind, value) in values.items()
+    }
 
 
 def _queue_url(target: Target) -> str:
