@@ -125,6 +125,16 @@ def test_a_fifo_queues_name_may_be_80_characters_with_its_suffix() -> None:
         ),
         (target("arn:aws:ecs:us-east-1:123456789012:cluster/main"), "target.ecs_parameters", ""),
         (
+            # Not RunTask's casing: every call would be refused.
+            target(
+                "arn:aws:ecs:us-east-1:123456789012:cluster/main",
+                ecs=EcsParameters(DEFINITION),
+                input='{"ContainerOverrides": []}',
+            ),
+            "target.input",
+            "which take containerOverrides, cpu,",
+        ),
+        (
             target(
                 "arn:aws:ecs:us-east-1:123456789012:cluster/main",
                 ecs=EcsParameters(DEFINITION, launch_type=LaunchType.FARGATE),

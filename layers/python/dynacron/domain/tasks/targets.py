@@ -113,6 +113,16 @@ SQS_DEDUPLICATION_CHARS = 128
 MAX_DETAIL_TYPE_CHARS = 128
 MAX_SOURCE_CHARS = 256
 MAX_NETWORK_IDS = 16
+# What RunTask's ``overrides`` (an ECS target's input) may hold, in its own names.
+ECS_OVERRIDES = (
+    "containerOverrides",
+    "cpu",
+    "memory",
+    "taskRoleArn",
+    "executionRoleArn",
+    "ephemeralStorage",
+    "inferenceAcceleratorOverrides",
+)
 DEFAULT_EVENT_SOURCE = "dynacron"
 DEFAULT_DETAIL_TYPE = "Scheduled Execution"
 
@@ -441,6 +451,14 @@ def _check_input(target: Target, service: TargetService) -> None:
         raise InvalidRequest(
             "target.input", f"must be a JSON object: {service.proper_name} takes one"
         )
+    if service is TargetService.ECS:
+        unknown = sorted(set(value) - set(ECS_OVERRIDES))
+        if unknown:
+            raise InvalidRequest(
+                "target.input",
+                f"is RunTask's overrides, which take {', '.join(ECS_OVERRIDES)}; "
+                f"not {', '.join(repr(k[:40]) for k in unknown[:3])}",
+            )
 
 
 def substitute(text: str, values: dict[str, str]) -> str:
