@@ -65,7 +65,8 @@ DOCUMENT_CANNOT_STATE = {
     "target": "whether this deployment's store can call AWS targets (local SQLite cannot)",
     "target.arn": "an ARN's service, partition, region (the stack's) and resource shape",
     "target.role_arn": "a role ARN's partition, the stack's; a role the operator allows",
-    "target.input": "JSON where the target's service takes JSON, not empty for SQS and SNS",
+    "target.input": "JSON where the service takes JSON, RunTask's keys for ECS, "
+    "not empty for SQS and SNS",
     "target.track": "which target kinds can be tracked (a rule on another field)",
     "target.sqs_parameters.message_group_id": "needed for a FIFO queue (the ARN's name)",
     "target.eventbridge_parameters.detail_type": "EventBridge's rules on a detail type",
