@@ -219,7 +219,8 @@ class TargetModel(_TargetPart):
     role_arn: str = Field(
         max_length=MAX_ARN_CHARS,
         description="The role dynacron's worker assumes for each call, with the external id "
-        "'dynacron:' + your tenant id",
+        "'dynacron:' + your tenant id; one of those the stack's operator allows "
+        "(target_roles: by default under the path /dynacron-target/ of its account)",
     )
     input: str | None = Field(
         default=None,
