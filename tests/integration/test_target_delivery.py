@@ -38,7 +38,7 @@ from dynacron.domain.tasks.targets import (
     external_id_for,
 )
 from dynacron.domain.tasks.task import Task, execution_id_for
-from dynacron.entry.composition import Dynacron
+from dynacron.entry.composition import Dynacron, target_delivery
 from dynacron.entry.settings import Settings
 from dynacron.local.aws import REGION
 from tests.conftest import sleep_moving
@@ -418,6 +418,20 @@ def test_roles_that_cannot_be_assumed_leave_nothing_kept(roles: Roles) -> None:
         assert not result.failure.retryable
         assert f"external id {external_id_for(ALICE)!r}" in result.failure.error
     assert (len(roles.roles), roles.roles.locks) == (0, 0)
+
+
+def test_target_clients_pool_a_connection_for_each_call_a_worker_makes_at_once(
+    settings: Settings, clock: SettableClock, roles: Roles
+) -> None:
+    # A worker with 64 calls in flight, all to one service as one role
+    wide = dataclasses.replace(settings, target_region=REGION, worker_concurrency=64)
+    delivery = target_delivery(wide, clock)
+    assert delivery is not None
+
+    client = delivery.roles.client(roles.role_arn, ALICE, "sqs")
+
+    # keeps 64 connections: past its pool, each call would open one and drop it
+    assert client.meta.config.max_pool_connections == 64
 
 
 def stubbed_lambda(roles: Roles, response: dict[str, Any], expected: dict[str, Any]) -> Stubber:

@@ -383,7 +383,10 @@ def target_delivery(
     if not settings.target_region:
         return None
     make_client = make_client or client_factory(
-        settings.target_region, settings.target_endpoint_url, settings.http_timeout_seconds
+        settings.target_region,
+        settings.target_endpoint_url,
+        settings.http_timeout_seconds,
+        settings.worker_concurrency,
     )
     return TargetDelivery(AssumedRoles(make_client, clock))
 

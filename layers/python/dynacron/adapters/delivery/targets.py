@@ -50,14 +50,19 @@ EMULATOR_CREDENTIALS = {"AccessKeyId": "local", "SecretAccessKey": "local"}
 ClientFactory = Callable[[str, dict[str, str] | None], Any]
 
 
-def client_factory(region: str, endpoint_url: str | None, timeout_seconds: float) -> ClientFactory:
+def client_factory(
+    region: str, endpoint_url: str | None, timeout_seconds: float, calls_at_once: int = 10
+) -> ClientFactory:
     """Clients of ``region`` (at ``endpoint_url``, an emulator's, if given) on the
     credentials passed, or the process's own when None. One attempt per call,
-    within the handler timeout: retries are the task's policy, not botocore's."""
+    within the handler timeout: retries are the task's policy, not botocore's.
+    Each client pools a connection for each of ``calls_at_once`` (the worker's
+    concurrency): past its pool, a call opens a connection and throws it away."""
     config = Config(
         connect_timeout=min(5.0, timeout_seconds),
         read_timeout=timeout_seconds,
         retries={"total_max_attempts": 1},
+        max_pool_connections=max(10, calls_at_once),
     )
     lock = threading.Lock()
     # An emulator (local mode) takes any credentials; the process may have none.
@@ -189,14 +194,14 @@ class TargetDelivery:
     """Calls a task's AWS target as its role, one call an attempt."""
 
     def __init__(self, roles: AssumedRoles) -> None:
-        self._roles = roles
+        self.roles = roles
 
     def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
         target = task.target
         assert target is not None, "a target delivery needs a target"
         call = target_call(task, dispatch)
         try:
-            client = self._roles.client(target.role_arn, task.tenant_id, call.service.client_name)
+            client = self.roles.client(target.role_arn, task.tenant_id, call.service.client_name)
         except (ClientError, BotoCoreError) as error:
             failure = failure_of(error, "AssumeRole")
             return DeliveryResult.failed(
