@@ -26,6 +26,7 @@ from dynacron.adapters.sqlite.records import (
 )
 from dynacron.adapters.sqlite.schema import (
     COORDINATION,
+    MIGRATIONS,
     TASK_COLUMNS_ADDED,
     TASK_RUN_ORDER,
     TASK_TAGS_FILLED,
@@ -104,7 +105,7 @@ class SqliteTaskStore:
 
     def __init__(self, database: Database) -> None:
         self._database = database
-        database.ensure_schema(TASKS + COORDINATION)
+        database.ensure_schema(TASKS + COORDINATION + MIGRATIONS)
         database.ensure_columns("tasks", TASK_COLUMNS_ADDED)
         _fill_name_keys(database)
         # The tag table is made and filled in one transaction: a fill that failed (a
@@ -683,9 +684,19 @@ def _has_table(connection: sqlite3.Connection, table: str) -> bool:
     return found is not None
 
 
+# The ``migrations`` step recorded once every row has its name key.
+NAME_KEYS_FILLED = "name-keys-filled"
+
+
 def _fill_name_keys(database: Database) -> None:
     """Give the rows of a file made before the name key theirs (the name as the record
-    holds it, the task id for a record that cannot be read), a chunk per transaction."""
+    holds it, the task id for a record that cannot be read), a chunk per transaction;
+    the last chunk records the step done, so that later opens do not scan the tasks
+    again (every row written since has its key)."""
+    connection = database.connection()
+    done = "SELECT 1 FROM migrations WHERE step = ?"
+    if connection.execute(done, (NAME_KEYS_FILLED,)).fetchone() is not None:
+        return
     after = 0
     while True:
         with database.write() as connection:
@@ -700,8 +711,11 @@ def _fill_name_keys(database: Database) -> None:
                     "UPDATE tasks SET name_key = ? WHERE task_id = ?",
                     (name_key(_stored_name(row), row["task_id"]), row["task_id"]),
                 )
-        if len(rows) < _NAME_KEYS_FILLED:
-            return
+            if len(rows) < _NAME_KEYS_FILLED:
+                connection.execute(
+                    "INSERT OR IGNORE INTO migrations (step) VALUES (?)", (NAME_KEYS_FILLED,)
+                )
+                return
 
 
 def _stored_name(row: sqlite3.Row) -> str:
