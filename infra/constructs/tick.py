@@ -181,11 +181,12 @@ def allow_census_set_aside(
 ) -> None:
     """A task set aside leaves its tenant's schedule census (decision 0046): its census
     key read from the task, and the census entry (in the executions table, under
-    ``census#``) updated in the set-aside's transaction. A fire touches neither."""
+    ``census#``) updated in the set-aside's transaction, and deleted after it once it
+    counts no task. A fire touches neither."""
     allow(function, ["dynamodb:GetItem"], [tasks.table_arn])
     function.add_to_role_policy(
         iam.PolicyStatement(
-            actions=["dynamodb:UpdateItem"],
+            actions=["dynamodb:UpdateItem", "dynamodb:DeleteItem"],
             resources=[executions.table_arn],
             conditions={
                 "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{CENSUS_KEY_PREFIX}*"]}

@@ -4,6 +4,7 @@ the forecast from it matches the forecast task by task on a few thousand mixed t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -23,9 +24,11 @@ from dynacron.domain.schedules.expressions import (
 )
 from dynacron.domain.schedules.forecast import census_forecast, forecast
 from dynacron.domain.schedules.signatures import counted_signature
+from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.task import Task, TaskStatus
 from dynacron.entry.composition import Dynacron
 from dynacron.services.forecast import HerdForecast
+from tests.contract import task_changes
 from tests.pipeline import Pipeline
 from tests.support import Sink
 
@@ -82,6 +85,55 @@ def test_the_backfill_counts_tasks_stored_before_the_census(system: Dynacron) ->
     signature = counted_signature(old[0])
     assert signature is not None
     assert system.forecast.census("acme")[0] == Counter({signature: 5})
+
+
+def census_items(system: Dynacron) -> list[dict[str, Any]]:
+    """Every census item in the executions table, whatever it counts (a Scan)."""
+    client = system.tasks._client
+    pages = client.get_paginator("scan").paginate(TableName=system.settings.executions_table)
+    return [
+        item
+        for page in pages
+        for item in page["Items"]
+        if item["task_id"]["S"].startswith("census#")
+    ]
+
+
+def test_an_entry_that_counts_no_task_is_deleted(system: Dynacron) -> None:
+    # Given three tasks of one schedule and one of another, created through the API
+    now = system.clock.now()
+    daily, hourly = CronSchedule(expression="0 3 * * *"), CronSchedule(expression="0 * * * *")
+    tasks = [_task(f"t-{n}", daily, now) for n in range(3)] + [_task("h", hourly, now)]
+    for task in tasks:
+        system.tasks.create_within_quota(task, None, 100, "secret")
+    assert len(census_items(system)) >= 2
+    # When every one of them leaves the census: deleted, set aside, paused
+    assert system.tasks.delete_owned("acme", "t-0")
+    assert system.tasks.delete_owned("acme", "h")
+    assert system.tasks.apply("t-1", transitions.set_aside(1, "it raised", now))
+    paused = dataclasses.replace(tasks[2], status=TaskStatus.PAUSED, version=2)
+    assert task_changes.replace(system.tasks, paused, None, expected_version=1)
+    # Then no census item is left: a forecast reads nothing (none at 0, none at -1)
+    assert census_items(system) == []
+    # And a task of that schedule created again is counted again
+    system.tasks.create_within_quota(_task("t-3", daily, now), None, 100, "secret")
+    signature = counted_signature(tasks[0])
+    assert system.forecast.census("acme")[0] == Counter({signature: 1})
+
+
+def test_a_decrement_of_an_entry_ttl_removed_leaves_nothing(system: Dynacron) -> None:
+    # Given a one-time task whose census entry TTL removed (a day after its minute)
+    now = system.clock.now()
+    once = _task("once", OneTimeSchedule(at=now + timedelta(hours=1)), now)
+    system.tasks.create_within_quota(once, None, 100, "secret")
+    client = system.tasks._client
+    for item in census_items(system):
+        key = {"task_id": item["task_id"], "execution_id": item["execution_id"]}
+        client.delete_item(TableName=system.settings.executions_table, Key=key)
+    # When the task is deleted later
+    assert system.tasks.delete_owned("acme", "once")
+    # Then no item with tasks -1 (no signature, no TTL) is left behind
+    assert census_items(system) == []
 
 
 def _task(
