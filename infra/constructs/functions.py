@@ -232,8 +232,13 @@ def allow_follow_ups(
         ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
         [executions.table_arn],
     )
-    # A task set aside or whose schedule changes leaves its census entry (decision
-    # 0046), which is deleted once it counts no task: census entries only.
+    allow_census_deletes(function, executions)
+    allow(function, ["sqs:SendMessage"], [dispatch_queue_arn])
+
+
+def allow_census_deletes(function: lambda_.Function, executions: dynamodb.Table) -> None:
+    """A task set aside, paused, deleted or rescheduled leaves its census entry
+    (decision 0046), which is deleted once it counts no task: census entries only."""
     function.add_to_role_policy(
         iam.PolicyStatement(
             actions=["dynamodb:DeleteItem"],
@@ -243,4 +248,3 @@ def allow_follow_ups(
             },
         )
     )
-    allow(function, ["sqs:SendMessage"], [dispatch_queue_arn])
