@@ -8,12 +8,17 @@ import dataclasses
 import json
 import math
 import random
+import tempfile
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
+
+from typer.testing import CliRunner
 
 from dynacron.adapters.aws.task_items import task_to_item
 from dynacron.api.requests import TaskCreate
+from dynacron.cli.main import app
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.schedules.expressions import (
     CronSchedule,
@@ -85,6 +90,58 @@ def test_the_backfill_counts_tasks_stored_before_the_census(system: Dynacron) ->
     signature = counted_signature(old[0])
     assert signature is not None
     assert system.forecast.census("acme")[0] == Counter({signature: 5})
+
+
+def test_the_operator_s_census_backfill_counts_every_tenant_once(system: Dynacron) -> None:
+    client = system.tasks._client
+    # Given two tenants' tasks written as items without the census's mark, each
+    # tenant with its record, and the stack's outputs as `cdk deploy` writes them
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    daily = CronSchedule(expression="0 3 * * *")
+    for tenant_id, count in (("acme", 3), ("beta", 2)):
+        for n in range(count):
+            task = _task(f"{tenant_id}-{n}", daily, now, tenant_id=tenant_id)
+            client.put_item(TableName=system.settings.tasks_table, Item=task_to_item(task, None))
+        system.tenants.ensure_secret(tenant_id, "secret")
+    settings = system.settings
+    outputs = {
+        "Dynacron": {
+            "TasksTable": settings.tasks_table,
+            "ExecutionsTable": settings.executions_table,
+            "CoordinationTable": settings.coordination_table,
+        }
+    }
+
+    def backfill(*options: str) -> Any:
+        result = CliRunner().invoke(app, ["admin", "backfill-census", *options])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    # When the operator runs the backfill, then again from the outputs file
+    first = backfill(
+        "--tasks-table",
+        settings.tasks_table,
+        "--executions-table",
+        settings.executions_table,
+        "--coordination-table",
+        settings.coordination_table,
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "outputs.json"
+        path.write_text(json.dumps(outputs))
+        second = backfill("--outputs-file", str(path))
+    # Then every tenant's tasks are counted once, and the second run counts none
+    assert first == {"tasks_table": settings.tasks_table, "tenants": 2, "counted": 5}
+    assert second == [{"tasks_table": settings.tasks_table, "tenants": 2, "counted": 0}]
+    signature = counted_signature(_task("x", daily, now))
+    assert system.forecast.census("acme")[0] == Counter({signature: 3})
+    assert system.forecast.census("beta")[0] == Counter({signature: 2})
+
+
+def test_the_census_backfill_needs_its_tables() -> None:
+    result = CliRunner().invoke(app, ["admin", "backfill-census", "--tasks-table", "t"])
+    assert result.exit_code == 2
+    assert "--executions-table" in result.output
 
 
 def census_items(system: Dynacron) -> list[dict[str, Any]]:
