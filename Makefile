@@ -163,10 +163,12 @@ bootstrap: $(STAMP)
 
 # After the deploy, tasks written before the name index get their name key
 # (decision 0045): once per stack, recorded in its coordination table; later
-# deploys read the record and go on.
+# deploys read the record and go on. Tasks stored before the schedule census are
+# counted in it (decision 0046): each tenant's uncounted tasks, none twice.
 deploy: synth
 	$(CDK) deploy --app cdk.out --all --outputs-file cdk.out/outputs.json
 	$(BIN)/dynacron admin backfill-name-keys --outputs-file cdk.out/outputs.json
+	$(BIN)/dynacron admin backfill-census --outputs-file cdk.out/outputs.json
 
 clean:
 	rm -rf $(VENV) $(VENV312) .pytest_cache .mypy_cache .ruff_cache cdk.out build

@@ -7,7 +7,7 @@ from typing import Any
 from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
-from dynacron.definitions.resources import COORDINATION, TASKS
+from dynacron.definitions.resources import COORDINATION, EXECUTIONS, TASKS
 from infra.config import SchedulerConfig
 from infra.constructs.scheduler import DynacronScheduler
 from infra.layer import LayerAssets
@@ -41,4 +41,11 @@ class DynacronStack(Stack):
             "TasksTable",
             value=scheduler.storage.table(TASKS).table_name,
             description="dynacron admin backfill-name-keys --tasks-table",
+        )
+        # Where the schedule census lives: `dynacron admin backfill-census`.
+        CfnOutput(
+            self,
+            "ExecutionsTable",
+            value=scheduler.storage.table(EXECUTIONS).table_name,
+            description="dynacron admin backfill-census --executions-table",
         )

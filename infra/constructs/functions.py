@@ -21,7 +21,7 @@ from dynacron.definitions.environment import (
     PRIVATE_NETWORKS_VAR,
     SHARD_COUNT_VAR,
 )
-from dynacron.definitions.resources import DEPENDENTS_INDEX, IndexDefinition
+from dynacron.definitions.resources import CENSUS_KEY_PREFIX, DEPENDENTS_INDEX, IndexDefinition
 from infra.config import SchedulerConfig
 from infra.constructs.nag import acknowledge
 from infra.layer import FUNCTIONS, LayerAssets
@@ -232,4 +232,19 @@ def allow_follow_ups(
         ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
         [executions.table_arn],
     )
+    allow_census_deletes(function, executions)
     allow(function, ["sqs:SendMessage"], [dispatch_queue_arn])
+
+
+def allow_census_deletes(function: lambda_.Function, executions: dynamodb.Table) -> None:
+    """A task set aside, paused, deleted or rescheduled leaves its census entry
+    (decision 0046), which is deleted once it counts no task: census entries only."""
+    function.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=["dynamodb:DeleteItem"],
+            resources=[executions.table_arn],
+            conditions={
+                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{CENSUS_KEY_PREFIX}*"]}
+            },
+        )
+    )

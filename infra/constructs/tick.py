@@ -40,7 +40,7 @@ from dynacron.definitions.resources import (
 )
 from dynacron.definitions.tick_timing import LoopTiming
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import ITEM_READ_WRITE, allow, index_arn
+from infra.constructs.functions import ITEM_READ_WRITE, allow, allow_census_deletes, index_arn
 
 # A minute as the shard's standby, a minute as its holder, the overlap with the
 # invocation after next and the loop's own margin (decision 0036): 150 s.
@@ -181,8 +181,10 @@ def allow_census_set_aside(
 ) -> None:
     """A task set aside leaves its tenant's schedule census (decision 0046): its census
     key read from the task, and the census entry (in the executions table, under
-    ``census#``) updated in the set-aside's transaction. A fire touches neither."""
+    ``census#``) updated in the set-aside's transaction, and deleted after it once it
+    counts no task. A fire touches neither."""
     allow(function, ["dynamodb:GetItem"], [tasks.table_arn])
+    allow_census_deletes(function, executions)
     function.add_to_role_policy(
         iam.PolicyStatement(
             actions=["dynamodb:UpdateItem"],

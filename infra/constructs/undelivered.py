@@ -15,7 +15,7 @@ from dynacron.definitions.resources import (
     UNDELIVERED_TIMEOUT_SECONDS,
 )
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import allow
+from infra.constructs.functions import allow, allow_census_deletes
 
 # Undelivered messages are rare; two concurrent invocations (the least an SQS
 # event source allows) keep this function from ever competing with the workers.
@@ -64,6 +64,7 @@ class Undelivered(Construct):
             ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
             [executions.table_arn],
         )
+        allow_census_deletes(self.function, executions)
         # The dead letter's copy, or a body that is not a dispatch, as it was; a
         # running attempt taken over may be retried, a buffered occurrence started.
         allow(

@@ -624,6 +624,19 @@ def test_the_stack_names_the_tasks_table_the_name_key_backfill_writes(
     assert "--tasks-table" in output["Description"]
 
 
+def test_the_stack_names_the_executions_table_the_census_backfill_writes(
+    template: dict[str, Any],
+) -> None:
+    """`dynacron admin backfill-census --executions-table` takes the stack's output:
+    the table the schedule census lives in (decision 0046)."""
+    (output,) = [o for k, o in template["Outputs"].items() if k.startswith("ExecutionsTable")]
+    tables = resources_of(template, "AWS::DynamoDB::Table")
+    (table,) = [name for name in tables if EXECUTIONS.logical_id in name]
+    assert output["Value"] == {"Ref": table}
+    assert environment(template, "Api")[EXECUTIONS.env_var] == output["Value"]
+    assert "--executions-table" in output["Description"]
+
+
 # --- least privilege -------------------------------------------------------------------
 
 
@@ -722,7 +735,13 @@ FOLLOW_UPS = {
         "dynamodb:UpdateItem",
     },
     "Tasks/index/dependents-index": {"dynamodb:Query"},
-    "Executions": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+    # DeleteItem: census entries only, once they count no task (decision 0046)
+    "Executions": {
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+    },
     "DispatchQueue": {"sqs:SendMessage"},
 }
 
@@ -733,7 +752,7 @@ EXPECTED_ACCESS = {
         "Tasks": {"dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:GetItem"},
         "Tasks/index/due-index": {"dynamodb:Query"},
         # SKIPPED records of the overlap policy; UpdateItem: census# entries only
-        "Executions": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
+        "Executions": {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
         "Coordination": ITEM_READ_WRITE,
         "DispatchQueue": {"sqs:SendMessage", "sqs:GetQueueAttributes"},
         # Decision 0025: large pages go to the claim function, and nothing else is invoked
@@ -744,7 +763,7 @@ EXPECTED_ACCESS = {
     "Claim": {
         "own logs": LOGS,
         "Tasks": {"dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:GetItem"},
-        "Executions": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
+        "Executions": {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
         "Coordination": {"dynamodb:GetItem"},
         "DispatchQueue": {"sqs:SendMessage"},
     },
@@ -791,6 +810,7 @@ EXPECTED_ACCESS = {
             "dynamodb:BatchGetItem",
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
         },
         "Executions/index/dead-letter-index": {"dynamodb:Query"},
         "Executions/index/attention-index": {"dynamodb:Query"},
@@ -811,6 +831,7 @@ EXPECTED_ACCESS = {
             "dynamodb:GetItem",
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
         },
         "DeadLetterQueue": {"sqs:SendMessage"},
         # a tracked run whose end event was lost is described as its task's role
@@ -836,6 +857,7 @@ EXPECTED_ACCESS = {
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:Query",
+            "dynamodb:DeleteItem",
         },
         "DispatchQueue": {"sqs:SendMessage"},
         "UndeliveredQueue": {
@@ -899,6 +921,7 @@ def test_task_writers_are_known_and_nothing_grants_a_wildcard(
     assert access_of(template, "Tick")[EXECUTIONS.logical_id] == {
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
     }
     document = json.dumps(resources_of(template, "AWS::IAM::Policy"))
     assert '"*"' not in document

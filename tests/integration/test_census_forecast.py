@@ -4,15 +4,21 @@ the forecast from it matches the forecast task by task on a few thousand mixed t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
+import tempfile
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
+
+from typer.testing import CliRunner
 
 from dynacron.adapters.aws.task_items import task_to_item
 from dynacron.api.requests import TaskCreate
+from dynacron.cli.main import app
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.schedules.expressions import (
     CronSchedule,
@@ -23,9 +29,11 @@ from dynacron.domain.schedules.expressions import (
 )
 from dynacron.domain.schedules.forecast import census_forecast, forecast
 from dynacron.domain.schedules.signatures import counted_signature
+from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.task import Task, TaskStatus
 from dynacron.entry.composition import Dynacron
 from dynacron.services.forecast import HerdForecast
+from tests.contract import task_changes
 from tests.pipeline import Pipeline
 from tests.support import Sink
 
@@ -82,6 +90,107 @@ def test_the_backfill_counts_tasks_stored_before_the_census(system: Dynacron) ->
     signature = counted_signature(old[0])
     assert signature is not None
     assert system.forecast.census("acme")[0] == Counter({signature: 5})
+
+
+def test_the_operator_s_census_backfill_counts_every_tenant_once(system: Dynacron) -> None:
+    client = system.tasks._client
+    # Given two tenants' tasks written as items without the census's mark, each
+    # tenant with its record, and the stack's outputs as `cdk deploy` writes them
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    daily = CronSchedule(expression="0 3 * * *")
+    for tenant_id, count in (("acme", 3), ("beta", 2)):
+        for n in range(count):
+            task = _task(f"{tenant_id}-{n}", daily, now, tenant_id=tenant_id)
+            client.put_item(TableName=system.settings.tasks_table, Item=task_to_item(task, None))
+        system.tenants.ensure_secret(tenant_id, "secret")
+    settings = system.settings
+    outputs = {
+        "Dynacron": {
+            "TasksTable": settings.tasks_table,
+            "ExecutionsTable": settings.executions_table,
+            "CoordinationTable": settings.coordination_table,
+        }
+    }
+
+    def backfill(*options: str) -> Any:
+        result = CliRunner().invoke(app, ["admin", "backfill-census", *options])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    # When the operator runs the backfill, then again from the outputs file
+    first = backfill(
+        "--tasks-table",
+        settings.tasks_table,
+        "--executions-table",
+        settings.executions_table,
+        "--coordination-table",
+        settings.coordination_table,
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "outputs.json"
+        path.write_text(json.dumps(outputs))
+        second = backfill("--outputs-file", str(path))
+    # Then every tenant's tasks are counted once, and the second run counts none
+    assert first == {"tasks_table": settings.tasks_table, "tenants": 2, "counted": 5}
+    assert second == [{"tasks_table": settings.tasks_table, "tenants": 2, "counted": 0}]
+    signature = counted_signature(_task("x", daily, now))
+    assert system.forecast.census("acme")[0] == Counter({signature: 3})
+    assert system.forecast.census("beta")[0] == Counter({signature: 2})
+
+
+def test_the_census_backfill_needs_its_tables() -> None:
+    result = CliRunner().invoke(app, ["admin", "backfill-census", "--tasks-table", "t"])
+    assert result.exit_code == 2
+    assert "--executions-table" in result.output
+
+
+def census_items(system: Dynacron) -> list[dict[str, Any]]:
+    """Every census item in the executions table, whatever it counts (a Scan)."""
+    client = system.tasks._client
+    pages = client.get_paginator("scan").paginate(TableName=system.settings.executions_table)
+    return [
+        item
+        for page in pages
+        for item in page["Items"]
+        if item["task_id"]["S"].startswith("census#")
+    ]
+
+
+def test_an_entry_that_counts_no_task_is_deleted(system: Dynacron) -> None:
+    # Given three tasks of one schedule and one of another, created through the API
+    now = system.clock.now()
+    daily, hourly = CronSchedule(expression="0 3 * * *"), CronSchedule(expression="0 * * * *")
+    tasks = [_task(f"t-{n}", daily, now) for n in range(3)] + [_task("h", hourly, now)]
+    for task in tasks:
+        system.tasks.create_within_quota(task, None, 100, "secret")
+    assert len(census_items(system)) >= 2
+    # When every one of them leaves the census: deleted, set aside, paused
+    assert system.tasks.delete_owned("acme", "t-0")
+    assert system.tasks.delete_owned("acme", "h")
+    assert system.tasks.apply("t-1", transitions.set_aside(1, "it raised", now))
+    paused = dataclasses.replace(tasks[2], status=TaskStatus.PAUSED, version=2)
+    assert task_changes.replace(system.tasks, paused, None, expected_version=1)
+    # Then no census item is left: a forecast reads nothing (none at 0, none at -1)
+    assert census_items(system) == []
+    # And a task of that schedule created again is counted again
+    system.tasks.create_within_quota(_task("t-3", daily, now), None, 100, "secret")
+    signature = counted_signature(tasks[0])
+    assert system.forecast.census("acme")[0] == Counter({signature: 1})
+
+
+def test_a_decrement_of_an_entry_ttl_removed_leaves_nothing(system: Dynacron) -> None:
+    # Given a one-time task whose census entry TTL removed (a day after its minute)
+    now = system.clock.now()
+    once = _task("once", OneTimeSchedule(at=now + timedelta(hours=1)), now)
+    system.tasks.create_within_quota(once, None, 100, "secret")
+    client = system.tasks._client
+    for item in census_items(system):
+        key = {"task_id": item["task_id"], "execution_id": item["execution_id"]}
+        client.delete_item(TableName=system.settings.executions_table, Key=key)
+    # When the task is deleted later
+    assert system.tasks.delete_owned("acme", "once")
+    # Then no item with tasks -1 (no signature, no TTL) is left behind
+    assert census_items(system) == []
 
 
 def _task(

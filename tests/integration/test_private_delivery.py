@@ -10,6 +10,7 @@ address is ever called; the refused ones are refused before any connection.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -146,3 +147,31 @@ def test_only_the_granted_tenant_reaches_the_range_and_redirects_are_checked_und
     redirector.location = "http://10.0.0.1/hook"
     result = delivery.deliver(task_for(system.settings, redirector.url + "/h"), DISPATCH, TOKEN)
     assert "not allowed" in error_of(result)
+
+
+def test_a_batch_reads_the_tenant_s_private_ranges_once(
+    system: Dynacron, aws: tuple[Any, Any]
+) -> None:
+    # Given alice granted a private range, and the DynamoDB reads of her record counted
+    private = with_private_loopback(system, aws)
+    private.tenants.set_quota(ALICE, ALICE_GRANT)
+    dynamodb, _ = aws
+    reads: list[str] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        if params.get("TableName") == private.settings.coordination_table:
+            reads.append(json.dumps(params.get("Key")))
+
+    dynamodb.meta.events.register("provide-client-params.dynamodb.GetItem", count)
+    try:
+        # When she creates 20 tasks calling the range in one batch, 2 URLs among them
+        urls = ["http://127.0.0.1:9/a", "http://127.0.0.1:9/b"]
+        batch = {"tasks": [{"rate": "1 hour", "handler_url": urls[i % 2]} for i in range(20)]}
+        status, answer = call(private, "POST", "/tasks/batch", batch)
+    finally:
+        dynamodb.meta.events.unregister("provide-client-params.dynamodb.GetItem", count)
+    # Then every item is created, and her record read twice in all (quota and ranges),
+    # not once per item
+    assert status == 200, answer
+    assert answer["created"] == 20
+    assert len(reads) <= 2, reads

@@ -93,3 +93,15 @@ def test_a_tenant_over_its_rate_gets_429_with_retry_after(
     assert call(limited, "GET", "/tasks", principal="arn:aws:iam::000000000000:user/dan")[0] == 200
     clock.advance(timedelta(seconds=2))
     assert call(limited, "GET", "/tasks")[0] == 200
+
+
+def test_a_batch_is_one_request_against_the_tenant_s_rate(limited: Dynacron) -> None:
+    # Given a tenant whose rate admits a burst of 50 requests
+    batch = {"tasks": [{"name": f"t{n}", "handler_url": HOOK} for n in range(10)]}
+    # When it sends 50 batches of 10 items (each item refused: no schedule)
+    answers = [call(limited, "POST", "/tasks/batch", batch) for _ in range(50)]
+    # Then each batch took one token, not 10: all 50 were answered item by item
+    assert [status for status, _ in answers] == [200] * 50
+    assert {item["status"] for item in answers[-1][1]["items"]} == {422}
+    # And the next request is over the rate (decision 0040: a batch is one request)
+    assert call(limited, "POST", "/tasks/batch", batch)[0] == 429

@@ -73,6 +73,23 @@ def test_a_file_made_before_the_name_key_and_tag_table_gets_both(tmp_path: Path)
     database.close()
 
 
+def test_the_name_keys_are_looked_for_once_per_file(database: Database) -> None:
+    # Given a store opened once, holding a task
+    create(SqliteTaskStore(database), a_task("t1"))
+    # When it is opened again, every statement it runs traced
+    connection = database.connection()
+    statements: list[str] = []
+    connection.set_trace_callback(statements.append)
+    try:
+        store = SqliteTaskStore(database)
+    finally:
+        connection.set_trace_callback(None)
+    # Then no statement looked for rows without a name key (a scan of every task)
+    assert not [s for s in statements if "name_key IS NULL" in s], statements
+    page = store.page_owned("tenant-a", 10, None, (), TaskListing(name_prefix="t"))
+    assert [t.task_id for t in page.items] == ["t1"]
+
+
 def plan(database: Database, tags: tuple[str, ...], listing: TaskListing) -> str:
     """The query plan of a listing's page, as SQLite would run it."""
     connection = database.connection()

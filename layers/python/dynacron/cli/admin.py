@@ -178,3 +178,122 @@ def _backfill_one(
     if coordination_table is not None and start_after is None:
         record_name_keys_backfilled(client, coordination_table, format_instant(datetime.now(UTC)))
     return {"tasks_table": table, "scanned": scanned, "given": given, "changed_meanwhile": changed}
+
+
+@admin_app.command("backfill-census")
+def backfill_census(
+    tasks_table: Annotated[
+        str | None,
+        typer.Option("--tasks-table", help="The deployment's tasks table (TasksTable output)"),
+    ] = None,
+    executions_table: Annotated[
+        str | None,
+        typer.Option(
+            "--executions-table",
+            help="Where the census lives: the executions table (ExecutionsTable output)",
+        ),
+    ] = None,
+    coordination_table: Annotated[
+        str | None,
+        typer.Option(
+            "--coordination-table",
+            help="The tenants' records, which name the tenants to count",
+        ),
+    ] = None,
+    outputs_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Instead of the tables: `cdk deploy --outputs-file`'s JSON; every stack in it"
+            " with the three outputs (`make deploy` passes it)",
+        ),
+    ] = None,
+    region: Annotated[str | None, typer.Option(help="The tables' AWS region")] = None,
+) -> None:
+    """Count in the schedule census (decision 0046) every task stored before it, so
+    that `GET /forecast` of a large tenant counts them. Each tenant with a record is
+    read page by page; a task already counted is left alone, so it may be run again,
+    or alongside the API. `make deploy` runs it after each deploy."""
+    import boto3
+
+    tables = (tasks_table, executions_table, coordination_table)
+    if (outputs_file is None) != any(table is not None for table in tables):
+        console.print(
+            "Give --tasks-table, --executions-table and --coordination-table, or --outputs-file."
+        )
+        raise typer.Exit(2)
+    if outputs_file is None and not all(tables):
+        console.print("Give all three of --tasks-table, --executions-table, --coordination-table.")
+        raise typer.Exit(2)
+    stacks = (
+        [(str(tasks_table), str(executions_table), str(coordination_table))]
+        if outputs_file is None
+        else _census_tables_in_outputs(outputs_file)
+    )
+    client = boto3.client("dynamodb", region_name=region)
+    summaries = [_count_uncounted(client, *stack) for stack in stacks]
+    out.print_json(json.dumps(summaries[0] if outputs_file is None else summaries))
+
+
+def _census_tables_in_outputs(outputs_file: Path) -> list[tuple[str, str, str]]:
+    """(tasks, executions, coordination table) of each stack in a CDK outputs file."""
+    try:
+        stacks = json.loads(outputs_file.read_text())
+    except (OSError, ValueError) as error:
+        console.print(f"Cannot read the outputs file {outputs_file}: {error}")
+        raise typer.Exit(2) from error
+
+    def output(stack: dict[str, str], name: str) -> str | None:
+        return next((value for key, value in stack.items() if key.startswith(name)), None)
+
+    found = []
+    for stack in stacks.values() if isinstance(stacks, dict) else []:
+        if not isinstance(stack, dict):
+            continue
+        names = (
+            output(stack, "TasksTable"),
+            output(stack, "ExecutionsTable"),
+            output(stack, "CoordinationTable"),
+        )
+        if all(names):
+            found.append((str(names[0]), str(names[1]), str(names[2])))
+    if not found:
+        console.print(
+            f"No stack in {outputs_file} has TasksTable, ExecutionsTable and CoordinationTable"
+            " outputs."
+        )
+        raise typer.Exit(2)
+    return found
+
+
+def _count_uncounted(
+    client: DynamoDBClient, tasks_table: str, executions_table: str, coordination_table: str
+) -> dict[str, object]:
+    from dynacron.adapters.aws.tasks import DynamoTaskStore
+    from dynacron.domain.clock import SystemClock
+    from dynacron.services.forecast import HerdForecast
+
+    store = DynamoTaskStore(client, tasks_table, coordination_table, census_table=executions_table)
+    census = HerdForecast(tasks=store, clock=SystemClock(), max_tasks=0, max_occurrences=0)
+    tenants = counted = 0
+    for tenant_id in _tenant_ids(client, coordination_table):
+        tenants += 1
+        newly = census.count_uncounted(tenant_id)
+        counted += newly
+        console.print(f"{tasks_table}: tenant {tenant_id}: counted {newly:,} tasks", soft_wrap=True)
+    return {"tasks_table": tasks_table, "tenants": tenants, "counted": counted}
+
+
+def _tenant_ids(client: DynamoDBClient, coordination_table: str) -> list[str]:
+    """Every tenant that has a record (one is made with its first task): a Scan."""
+    from dynacron.definitions.resources import TENANT_KEY_PREFIX
+
+    found = []
+    for page in client.get_paginator("scan").paginate(
+        TableName=coordination_table,
+        FilterExpression="begins_with(#key, :prefix)",
+        ExpressionAttributeNames={"#key": "key"},
+        ExpressionAttributeValues={":prefix": {"S": TENANT_KEY_PREFIX}},
+        ProjectionExpression="#key",
+    ):
+        found += [item["key"]["S"].removeprefix(TENANT_KEY_PREFIX) for item in page["Items"]]
+    return sorted(found)

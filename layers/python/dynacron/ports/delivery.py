@@ -29,6 +29,11 @@ class HandlerUrls(Protocol):
         its private ranges, decision 0050)."""
         ...
 
+    def with_private_networks(self, networks: tuple[str, ...]) -> HandlerUrls:
+        """The same check with ``networks`` as the private ranges of whatever tenant
+        is named, read by the caller once for many URLs (a batch create's)."""
+        ...
+
 
 class HandlerNames(Protocol):
     """The Python handlers this process can run, by name."""

@@ -219,6 +219,10 @@ class TaskService:
         checked: list[tuple[int, Task, BatchItem]] = []
         now = to_utc_ms(self.clock.now())
         first_with_key: dict[str, int] = {}
+        # The tenant's record read once for the batch: its quota and its private
+        # ranges (not once per item); each distinct URL checked once.
+        quota = self.quota(tenant_id)
+        urls = _UrlsCheckedOnce(self.urls.with_private_networks(quota.private_networks))
         for index, item in enumerate(items):
             try:
                 if item.key is not None and item.key.key in first_with_key:
@@ -229,7 +233,7 @@ class TaskService:
                     )
                 if item.key is not None:
                     first_with_key[item.key.key] = index
-                task = self._checked(tenant_id, item.spec, uuid.uuid4().hex, now)
+                task = self._checked(tenant_id, item.spec, uuid.uuid4().hex, now, urls)
                 checked.append((index, task, item))
             except (InvalidRequest, Conflict) as refused:
                 outcomes[index] = BatchOutcome(None, error=refused)
@@ -239,7 +243,7 @@ class TaskService:
         for index, task, item in checked:
             try:
                 if item.key is not None:
-                    task, made = self._keyed(tenant_id, item, task, now, held_by[index])
+                    task, made = self._keyed(tenant_id, item, task, now, held_by[index], urls)
                     if made is not None:
                         outcomes[index] = BatchOutcome(made, replayed=True)
                         continue
@@ -254,7 +258,7 @@ class TaskService:
                     (task, self.settings.sharding.place(task.task_id, task.next_run_at, now))
                     for _, task, _ in pending
                 ],
-                self.quota(tenant_id).max_tasks,
+                quota.max_tasks,
                 new_signing_secret(),
             )
         marks: list[tuple[str, Transition]] = []
@@ -284,7 +288,13 @@ class TaskService:
         }
 
     def _keyed(
-        self, tenant_id: str, item: BatchItem, task: Task, now: datetime, held: KeyReservation
+        self,
+        tenant_id: str,
+        item: BatchItem,
+        task: Task,
+        now: datetime,
+        held: KeyReservation,
+        urls: HandlerUrls,
     ) -> tuple[Task, Task | None]:
         """The item's key ``held`` (as ``register_once``): the task to store (with the
         id the key names), and the task an earlier request made with it, if any."""
@@ -296,7 +306,7 @@ class TaskService:
             return task, made
         if task_id != task.task_id:
             # A reservation an earlier request left: the task gets the id it names.
-            task = self._checked(tenant_id, item.spec, task_id, now)
+            task = self._checked(tenant_id, item.spec, task_id, now, urls)
         return task, None
 
     def _stored(
@@ -323,12 +333,19 @@ class TaskService:
         )
         return task
 
-    def _checked(self, tenant_id: str, spec: TaskSpec, task_id: str, now: datetime) -> Task:
+    def _checked(
+        self,
+        tenant_id: str,
+        spec: TaskSpec,
+        task_id: str,
+        now: datetime,
+        urls: HandlerUrls | None = None,
+    ) -> Task:
         """The task ``spec`` makes, checked completely; raises what is wrong with it."""
         task = new_task(spec, now, task_id=task_id, tenant_id=tenant_id)
         self._check_chain(tenant_id, task_id, task.schedule)
         check_min_interval(task.schedule, now, self.settings.min_interval_seconds)
-        self._check_handler(task)
+        self._check_handler(task, urls or self.urls)
         self._check_payload_size(task.payload)
         return task
 
@@ -342,7 +359,7 @@ class TaskService:
         if changes.touches_schedule:
             chain = self._check_chain(tenant_id, task_id, changed.schedule)
             check_min_interval(changed.schedule, now, self.settings.min_interval_seconds)
-        self._check_handler(changed)
+        self._check_handler(changed, self.urls)
         self._check_payload_size(changed.payload)
         return self._replace(task, changed, now, chain)
 
@@ -596,18 +613,42 @@ class TaskService:
         self.tenants.set_quota(tenant_id, quota)
         return self.quota(tenant_id)
 
-    def _check_handler(self, task: Task) -> None:
+    def _check_handler(self, task: Task, urls: HandlerUrls) -> None:
         """An HTTP handler the URL policy allows, or a Python handler registered in
         this process (that there is exactly one is the domain's rule)."""
         if task.handler_url is not None:
             # Checked again at delivery: DNS may change between now and then.
-            self.urls.check(task.handler_url, task.tenant_id)
+            urls.check(task.handler_url, task.tenant_id)
         elif task.target is not None:
             self.targets.check(task.target)
         elif task.handler_name not in self.handlers:
             raise UnknownHandler(
                 "handler", f"no Python handler is registered as {task.handler_name!r}"
             )
+
+
+class _UrlsCheckedOnce:
+    """``HandlerUrls`` of one tenant for one request: each distinct URL checked (and
+    resolved) once, its refusal raised again for every item that names it."""
+
+    def __init__(self, inner: HandlerUrls) -> None:
+        self._inner = inner
+        self._checked: dict[str, InvalidRequest | None] = {}
+
+    def check(self, url: str, tenant_id: str) -> None:
+        if url not in self._checked:
+            try:
+                self._inner.check(url, tenant_id)
+            except InvalidRequest as why:
+                self._checked[url] = why
+            else:
+                self._checked[url] = None
+        refusal = self._checked[url]
+        if refusal is not None:
+            raise refusal
+
+    def with_private_networks(self, networks: tuple[str, ...]) -> HandlerUrls:
+        return _UrlsCheckedOnce(self._inner.with_private_networks(networks))
 
 
 def reserve_key(

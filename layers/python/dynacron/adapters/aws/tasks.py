@@ -404,6 +404,7 @@ class DynamoTaskStore:
                     raise _CensusMoved from None
                 return False
             raise
+        self._forget_if_empty(tenant_id, task_id, counted_as)
         return True
 
     def _get_item(self, task_id: str) -> dict[str, Any] | None:
@@ -478,6 +479,7 @@ class DynamoTaskStore:
             if is_transaction_refusal(error) or is_condition_failure(error):
                 return False
             raise
+        self._forget_if_empty(tenant_id, task_id, change.removed)
         return True
 
     def apply_each(self, changes: Sequence[tuple[str, Transition]]) -> list[bool | Exception]:
@@ -562,6 +564,7 @@ class DynamoTaskStore:
             if is_condition_failure(error) or is_transaction_refusal(error):
                 return None
             raise
+        self._forget_if_empty(task.tenant_id, task.task_id, change.removed)
         return True
 
     # The schedule census (decision 0046) ---------------------------------------------
@@ -580,6 +583,28 @@ class DynamoTaskStore:
         if change.added is not None:
             updates.append(self._recount(tenant_id, task_id, change.added.key, 1, change.added))
         return updates
+
+    def _forget_if_empty(self, tenant_id: str, task_id: str, removed: str | None) -> None:
+        """After a task was taken off census entry ``removed``: delete the entry if it
+        now counts no task (or fewer: a decrement of an entry TTL had removed leaves
+        ``-1``), so that entries never outnumber the schedules counted and a forecast
+        reads no empty ones. Conditional on the count, so an entry a concurrent create
+        has just counted stays; a create after the delete makes it again (every
+        increment sets its signature). Left behind by a crash in between, an empty
+        entry is skipped by every read."""
+        if removed is None:
+            return
+        partition = _census_entry(tenant_id, task_id, removed).split("|")[0]
+        try:
+            self._client.delete_item(
+                TableName=self._census,
+                Key=to_item({"task_id": partition, "execution_id": removed}),
+                ConditionExpression="tasks <= :zero",
+                ExpressionAttributeValues=to_item({":zero": 0}),
+            )
+        except ClientError as error:
+            if not is_condition_failure(error):
+                raise
 
     def _chunk_recounts(
         self, tenant_id: str, tasks: list[tuple[str, Signature | None]]

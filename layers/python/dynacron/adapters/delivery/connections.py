@@ -117,6 +117,10 @@ class HandlerUrlCheck:
         policy = policy_for_tenant(self.policy, self.private_networks_of, tenant_id)
         check_handler_url(policy, self.resolver, url)
 
+    def with_private_networks(self, networks: tuple[str, ...]) -> HandlerUrlCheck:
+        policy = replace(self.policy, private_networks=networks) if networks else self.policy
+        return HandlerUrlCheck(policy, self.resolver)
+
 
 # How long a worker keeps a tenant's private ranges: a grant withdrawn holds at
 # most this long on a warm worker.

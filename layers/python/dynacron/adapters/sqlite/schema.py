@@ -101,6 +101,10 @@ TASKS_LISTED = (
     END""",
 )
 
+# Migrations done once per file, by name: a row here says the step is done, so that
+# opening the store does not look again (a look may read every task).
+MIGRATIONS = ("CREATE TABLE IF NOT EXISTS migrations (step TEXT PRIMARY KEY) WITHOUT ROWID",)
+
 # Fills the tag table of a file made before it (run once, when the table is made).
 TASK_TAGS_FILLED = _tag_rows_of("tasks")
 

@@ -26,6 +26,7 @@ from dynacron.adapters.sqlite.records import (
 )
 from dynacron.adapters.sqlite.schema import (
     COORDINATION,
+    MIGRATIONS,
     TASK_COLUMNS_ADDED,
     TASK_RUN_ORDER,
     TASK_TAGS_FILLED,
@@ -104,7 +105,7 @@ class SqliteTaskStore:
 
     def __init__(self, database: Database) -> None:
         self._database = database
-        database.ensure_schema(TASKS + COORDINATION)
+        database.ensure_schema(TASKS + COORDINATION + MIGRATIONS)
         database.ensure_columns("tasks", TASK_COLUMNS_ADDED)
         _fill_name_keys(database)
         # The tag table is made and filled in one transaction: a fill that failed (a
@@ -135,16 +136,8 @@ class SqliteTaskStore:
         """Each of ``tasks`` stored and counted as ``create_within_quota`` does, all in
         one write transaction: in order, until the quota is reached; each refused
         task writes nothing and is answered with why."""
-        outcomes: list[Exception | None] = []
         with self._database.write() as connection:
-            for task, placement in tasks:
-                try:
-                    _create_counted(connection, task, placement, max_tasks, fresh_secret)
-                except (LimitExceeded, InvalidRequest) as refused:
-                    outcomes.append(refused)
-                else:
-                    outcomes.append(None)
-        return outcomes
+            return _create_many_counted(connection, tasks, max_tasks, fresh_secret)
 
     def get_owned(self, tenant_id: str, task_id: str) -> Task | None:
         """The task if it exists and belongs to ``tenant_id``, else None (either way)."""
@@ -409,18 +402,21 @@ def _recount(connection: sqlite3.Connection, tenant_id: str, change: CensusChang
             (tenant_id, change.removed),
         )
     if change.added is not None:
-        ends_at = change.added.ends_at
+        added = change.added
         connection.execute(
-            """INSERT INTO census (tenant_id, signature_key, signature, tasks, ends_at)
-               VALUES (?, ?, ?, 1, ?) ON CONFLICT (tenant_id, signature_key)
-               DO UPDATE SET tasks = tasks + 1""",
-            (
-                tenant_id,
-                change.added.key,
-                change.added.text,
-                format_instant(ends_at) if ends_at else None,
-            ),
+            _CENSUS_ADDED, (tenant_id, added.key, added.text, 1, _ends_at_text(added), 1)
         )
+
+
+# ``n`` more tasks counted under a signature: (tenant, key, signature, n, ends_at, n).
+_CENSUS_ADDED = """INSERT INTO census (tenant_id, signature_key, signature, tasks, ends_at)
+    VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id, signature_key)
+    DO UPDATE SET tasks = tasks + ?"""
+
+
+def _ends_at_text(signature: Signature) -> str | None:
+    ends_at = signature.ends_at
+    return format_instant(ends_at) if ends_at else None
 
 
 def _create_counted(
@@ -432,27 +428,93 @@ def _create_counted(
 ) -> None:
     """Store ``task`` and count it, within the caller's write transaction; refused
     (over quota, or the id taken), it writes nothing."""
-    tenant = connection.execute(
-        "SELECT task_count FROM tenants WHERE tenant_id = ?", (task.tenant_id,)
-    ).fetchone()
-    # Checked before the id, as DynamoDB reports the quota's condition first.
-    if tenant is not None and tenant["task_count"] >= max_tasks:
-        raise LimitExceeded(
-            "max_tasks_per_tenant",
-            "tenant",
-            f"this tenant already has {max_tasks} tasks, the most allowed; delete some first",
-        )
-    if _row(connection, task.task_id) is not None:
-        raise InvalidRequest("task_id", f"a task {task.task_id!r} already exists")
-    added = counted_signature(task)
-    _put(connection, _counted_record(task, added), placement)
-    _recount(connection, task.tenant_id, CensusChange(added=added))
-    connection.execute(
-        """INSERT INTO tenants (tenant_id, task_count, signing_secrets) VALUES (?, 1, ?)
-           ON CONFLICT (tenant_id) DO UPDATE SET task_count = task_count + 1,
-           signing_secrets = COALESCE(signing_secrets, excluded.signing_secrets)""",
-        (task.tenant_id, json.dumps([fresh_secret])),
+    refused = _create_many_counted(connection, [(task, placement)], max_tasks, fresh_secret)[0]
+    if refused is not None:
+        raise refused
+
+
+def _over_quota(max_tasks: int) -> LimitExceeded:
+    return LimitExceeded(
+        "max_tasks_per_tenant",
+        "tenant",
+        f"this tenant already has {max_tasks} tasks, the most allowed; delete some first",
     )
+
+
+def _create_many_counted(
+    connection: sqlite3.Connection,
+    tasks: Sequence[tuple[Task, DuePlacement | None]],
+    max_tasks: int,
+    fresh_secret: str,
+) -> list[Exception | None]:
+    """Store and count each of ``tasks`` (one tenant's), in order, within the caller's
+    write transaction, until the quota is reached: why each was refused, or None.
+
+    As many statements for a batch as for one task: the tenant's count read once,
+    the ids looked up in one query, the rows inserted by one ``executemany``, each
+    census entry and the count written once with what the batch adds to them. A
+    refused task (over quota, or its id taken) writes nothing.
+    """
+    if not tasks:
+        return []
+    tenant_id = tasks[0][0].tenant_id
+    assert all(task.tenant_id == tenant_id for task, _ in tasks), "one tenant's tasks"
+    tenant = connection.execute(
+        "SELECT task_count FROM tenants WHERE tenant_id = ?", (tenant_id,)
+    ).fetchone()
+    count = tenant["task_count"] if tenant is not None else 0
+    taken = _existing_ids(connection, [task.task_id for task, _ in tasks])
+    outcomes: list[Exception | None] = []
+    rows: list[tuple[Any, ...]] = []
+    census: dict[str, tuple[Signature, int]] = {}
+    for task, placement in tasks:
+        # Checked before the id, as DynamoDB reports the quota's condition first.
+        if count >= max_tasks:
+            outcomes.append(_over_quota(max_tasks))
+            continue
+        if task.task_id in taken:
+            outcomes.append(InvalidRequest("task_id", f"a task {task.task_id!r} already exists"))
+            continue
+        taken.add(task.task_id)
+        added = counted_signature(task)
+        rows.append(_row_values(_counted_record(task, added), placement))
+        if added is not None:
+            _, counted = census.get(added.key, (added, 0))
+            census[added.key] = (added, counted + 1)
+        count += 1
+        outcomes.append(None)
+    if not rows:
+        return outcomes
+    connection.executemany(_INSERT_TASK, rows)
+    connection.executemany(
+        _CENSUS_ADDED,
+        [
+            (tenant_id, key, added.text, n, _ends_at_text(added), n)
+            for key, (added, n) in census.items()
+        ],
+    )
+    connection.execute(
+        """INSERT INTO tenants (tenant_id, task_count, signing_secrets) VALUES (?, ?, ?)
+           ON CONFLICT (tenant_id) DO UPDATE SET task_count = task_count + excluded.task_count,
+           signing_secrets = COALESCE(signing_secrets, excluded.signing_secrets)""",
+        (tenant_id, len(rows), json.dumps([fresh_secret])),
+    )
+    return outcomes
+
+
+def _existing_ids(connection: sqlite3.Connection, task_ids: Sequence[str]) -> set[str]:
+    """Which of ``task_ids`` a row already has."""
+    found: set[str] = set()
+    for start in range(0, len(task_ids), READ_CHUNK):
+        chunk = task_ids[start : start + READ_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        found.update(
+            row[0]
+            for row in connection.execute(
+                f"SELECT task_id FROM tasks WHERE task_id IN ({marks})", chunk
+            )
+        )
+    return found
 
 
 def _carry_out(connection: sqlite3.Connection, task_id: str, transition: Transition) -> bool:
@@ -500,20 +562,25 @@ def _as_stored(row: sqlite3.Row) -> Record:
     return record
 
 
+_INSERT_TASK = """INSERT OR REPLACE INTO tasks (task_id, tenant_id, created_at, version,
+    due_bucket, next_run_at, after_task_id, record, name_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+
+
 def _put(connection: sqlite3.Connection, record: Record, placement: DuePlacement | None) -> None:
+    connection.execute(_INSERT_TASK, _row_values(record, placement))
+
+
+def _row_values(record: Record, placement: DuePlacement | None) -> tuple[Any, ...]:
+    """The tasks row of ``record`` (filed under ``placement``), as ``_INSERT_TASK`` takes it."""
     record["due_bucket"] = placement.key if placement else None
-    connection.execute(
-        """INSERT OR REPLACE INTO tasks (task_id, tenant_id, created_at, version, due_bucket,
-           next_run_at, after_task_id, record, name_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-        (
-            record["task_id"],
-            record["tenant_id"],
-            record["created_at"],
-            record["version"],
-            *_index_columns(record),
-            dump(record),
-            record[NAME_KEY],
-        ),
+    return (
+        record["task_id"],
+        record["tenant_id"],
+        record["created_at"],
+        record["version"],
+        *_index_columns(record),
+        dump(record),
+        record[NAME_KEY],
     )
 
 
@@ -617,9 +684,19 @@ def _has_table(connection: sqlite3.Connection, table: str) -> bool:
     return found is not None
 
 
+# The ``migrations`` step recorded once every row has its name key.
+NAME_KEYS_FILLED = "name-keys-filled"
+
+
 def _fill_name_keys(database: Database) -> None:
     """Give the rows of a file made before the name key theirs (the name as the record
-    holds it, the task id for a record that cannot be read), a chunk per transaction."""
+    holds it, the task id for a record that cannot be read), a chunk per transaction;
+    the last chunk records the step done, so that later opens do not scan the tasks
+    again (every row written since has its key)."""
+    connection = database.connection()
+    done = "SELECT 1 FROM migrations WHERE step = ?"
+    if connection.execute(done, (NAME_KEYS_FILLED,)).fetchone() is not None:
+        return
     after = 0
     while True:
         with database.write() as connection:
@@ -634,8 +711,11 @@ def _fill_name_keys(database: Database) -> None:
                     "UPDATE tasks SET name_key = ? WHERE task_id = ?",
                     (name_key(_stored_name(row), row["task_id"]), row["task_id"]),
                 )
-        if len(rows) < _NAME_KEYS_FILLED:
-            return
+            if len(rows) < _NAME_KEYS_FILLED:
+                connection.execute(
+                    "INSERT OR IGNORE INTO migrations (step) VALUES (?)", (NAME_KEYS_FILLED,)
+                )
+                return
 
 
 def _stored_name(row: sqlite3.Row) -> str:

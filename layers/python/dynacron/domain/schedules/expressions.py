@@ -273,13 +273,20 @@ def check_computable(schedule: Schedule, now: datetime, count: int = 3) -> None:
     """
     try:
         first = schedule.first_run(now)
+    except (ArithmeticError, ValueError) as error:
+        raise _uncomputable(schedule, error) from None
+    check_computable_from(schedule, first, count)
+
+
+def check_computable_from(schedule: Schedule, first: datetime | None, count: int = 3) -> None:
+    """``check_computable`` once the first occurrence, ``first``, is known (a create
+    has just computed it: not computed twice)."""
+    try:
         found = [first] if first is not None else []
         if first is not None:
             found += upcoming(schedule, first, count - 1)
     except (ArithmeticError, ValueError) as error:
-        raise InvalidSchedule(
-            schedule.kind, f"its occurrences cannot be computed ({error})"
-        ) from None
+        raise _uncomputable(schedule, error) from None
     ends = schedule.window.end_at is not None or schedule.kind not in ("cron", "rate")
     if len(found) < count and not ends:
         since = f" after {format_instant(found[-1])}" if found else ""
@@ -288,6 +295,10 @@ def check_computable(schedule: Schedule, now: datetime, count: int = 3) -> None:
             f"has no further occurrence{since}; a recurring schedule without end_at "
             "must keep having occurrences (none can be computed past the year 9999)",
         )
+
+
+def _uncomputable(schedule: Schedule, error: Exception) -> InvalidSchedule:
+    return InvalidSchedule(schedule.kind, f"its occurrences cannot be computed ({error})")
 
 
 def upcoming(schedule: Schedule, after: datetime, count: int) -> list[datetime]:

@@ -26,7 +26,7 @@ from dynacron.domain.schedules.expressions import (
     RateSchedule,
     Schedule,
     Window,
-    check_computable,
+    check_computable_from,
     load_zone,
     parse_at,
     parse_cron,
@@ -274,7 +274,7 @@ def checked_first_run(schedule: Schedule, spec: ScheduleSpec, now: datetime) -> 
     next_run_at = first_run(schedule, spec, now)
     # The tick computes each next occurrence with this same code: a schedule it
     # could not follow is refused here, not discovered when it falls due.
-    check_computable(schedule, now)
+    check_computable_from(schedule, next_run_at)
     return next_run_at
 
 
