@@ -5,8 +5,8 @@ bucket first; each page is claimed by ``page_claimer``, or handed to a claim
 invocation. Why, in docs/decisions/: 0001-claim-protocol.md (send, then claim),
 0002-due-index-and-cursor.md, 0009-h-jitter-catch-up.md (misfires, on time first),
 0014-tick-concurrency.md, 0021-setting-aside-poison-work.md and
-0025-elastic-tick-capacity.md (pages handed out), 0037-clock-steps.md (a cursor
-ahead of the clock is rewound).
+0025-elastic-tick-capacity.md (pages handed out; 0051: the rest of a large find
+too), 0037-clock-steps.md (a cursor ahead of the clock is rewound).
 """
 
 from __future__ import annotations

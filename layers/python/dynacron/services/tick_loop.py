@@ -8,9 +8,10 @@ mode ticks every shard itself instead.
 
 Why, in docs/decisions/: 0005-tick-design.md (the loop and the handover),
 0036-tick-failover-in-seconds.md (the standby, the short lease, the lateness bound),
-0042-half-second-ticks.md (the interval),
-0021-setting-aside-poison-work.md (a failed tick backs off; a tick is bounded by the
-lease) and 0024-monitoring-without-blind-spots.md (the heartbeat).
+0042-half-second-ticks.md (the interval), 0051-the-rest-of-a-large-find-is-handed-out.md
+(a long tick is followed at once), 0021-setting-aside-poison-work.md (a failed
+tick backs off; a tick is bounded by the lease) and
+0024-monitoring-without-blind-spots.md (the heartbeat).
 """
 
 from __future__ import annotations
