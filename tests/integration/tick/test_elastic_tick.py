@@ -222,10 +222,33 @@ def test_below_the_threshold_the_tick_claims_itself_and_past_the_cap_it_waits(
     assert len(still_due(elastic)) == 14
     elastic.clock.advance(timedelta(seconds=1))
     second = tick(elastic)
-    # ...which hands it out, and claims the last page (4) itself
-    assert (second.pages_handed_out, second.handed_out, second.claimed) == (1, 10, 4)
+    # ...which hands it out, and the last page (4) after it too (the cap has room)
+    assert (second.pages_handed_out, second.handed_out, second.claimed) == (2, 14, 0)
     assert still_due(elastic) == []
     assert len(set(sent_execution_ids(elastic))) == 38
+
+
+def test_the_rest_of_a_large_find_is_handed_out_too_not_claimed_by_the_tick(
+    aws: tuple[Any, Any],
+) -> None:
+    # Given 23 tasks due at once: two full pages and the rest (3), under the threshold
+    elastic = make_elastic(aws, tick_fanout_max_pages=3)
+    put_due_tasks(elastic, 23)
+    # When the looping tick ticks once
+    report = tick(elastic)
+    # Then the rest goes to a claim invocation as well: claiming it itself would hold
+    # the shard's next tick back
+    assert [len(e["task_ids"]) for e in elastic.lambda_.events] == [10, 10, 3]
+    assert (report.pages_handed_out, report.handed_out, report.claimed) == (3, 23, 0)
+    assert still_due(elastic) == []
+    # And with the cap reached, a small page after it is claimed by the tick itself
+    put_due_tasks(elastic, 33, filed_at=elastic.clock.now())
+    elastic.clock.advance(timedelta(seconds=1))
+    capped = tick(elastic)
+    assert (capped.pages_handed_out, capped.handed_out) == (3, 30)
+    assert capped.claimed == 3
+    assert still_due(elastic) == []
+    assert len(set(sent_execution_ids(elastic))) == 56
 
 
 def test_the_deployed_looping_tick_hands_a_burst_out_and_reports_it(elastic: Elastic) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import timedelta
+from typing import Any
 
 from dynacron.api.requests import TaskCreate
 from dynacron.definitions.tick_timing import LoopTiming
@@ -12,6 +13,7 @@ from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.tasks.task import shard_for
 from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import Settings
+from dynacron.ports.faults import Boundary
 from dynacron.services.tick_loop import LoopEnd, ShardTickLoop, tick_phase_seconds
 from tests.conftest import sleep_moving
 from tests.support import ConcurrentLoops, FakeLambdaContext
@@ -192,4 +194,54 @@ def test_the_shards_tick_apart_within_the_second_not_all_at_once(
     woke = clock.now().timestamp() + pause
     interval = TIMING.tick_interval_seconds
     offset = (woke - tick_phase_seconds(1, interval)) % interval
+    assert min(offset, interval - offset) < 1e-6
+
+
+class SlowClaims:
+    """Faults that inject none: each claim the tick sends takes ``seconds`` of the
+    clock, as a tick claiming a page itself at 128 MB does."""
+
+    def __init__(self, clock: SettableClock, seconds: float) -> None:
+        self.clock = clock
+        self.seconds = seconds
+
+    def reached(self, boundary: Boundary) -> None:
+        if boundary is Boundary.TICK_SENT_NOT_CLAIMED:
+            self.clock.advance(timedelta(seconds=self.seconds))
+
+
+def test_a_tick_that_runs_past_the_shards_next_instant_is_followed_at_once(
+    aws: tuple[Any, Any], settings: Settings, clock: SettableClock
+) -> None:
+    # Given a tick whose claim takes longer than an interval, and a task due now
+    dynamodb, sqs = aws
+    interval = TIMING.tick_interval_seconds
+    slow = SlowClaims(clock, 1.4 * interval)
+    system = Dynacron(settings, dynamodb=dynamodb, sqs=sqs, clock=clock, faults=slow)
+    due = clock.now() + timedelta(seconds=1)
+    task = system.task_service.register(
+        DEFAULT_TENANT, TaskCreate(handler_url=HOOK, at=due.isoformat()).to_spec()
+    )
+    clock.set(due)
+    loop = ShardTickLoop(
+        ticker=system.ticker,
+        leases=system.leases,
+        clock=clock,
+        shard=shard_for(task.task_id, settings.shard_count),
+        owner="holder",
+        deadline=clock.now() + timedelta(seconds=60),
+    )
+    # When the loop ticks, claiming it past the shard's next instant
+    began = clock.now()
+    assert loop.step() == 0.0
+    # Then the next tick starts at once, not an interval later (what fell due during
+    # the long tick waits no longer than it took)
+    assert loop.report.claimed == 1
+    assert clock.now() - began >= timedelta(seconds=interval)
+    # And a tick on time waits for the shard's next instant again
+    pause = loop.step()
+    assert pause is not None
+    assert 0 < pause <= interval
+    woke = clock.now().timestamp() + pause
+    offset = (woke - tick_phase_seconds(loop.report.shard, interval)) % interval
     assert min(offset, interval - offset) < 1e-6

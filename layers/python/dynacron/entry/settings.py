@@ -217,7 +217,8 @@ class Settings:
     # of at least ``tick_fanout_min_tasks`` due tasks (a 128 MB tick claims about
     # 20 a second) to a claim invocation, at most ``tick_fanout_max_pages`` pages a
     # tick (a large page beyond waits for the next tick), and claims smaller pages
-    # itself. A task handed out is not handed out or
+    # itself, unless it handed one out already: the rest of a large find goes out
+    # too while the cap has room (decision 0051). A task handed out is not handed out or
     # claimed by the tick again for ``tick_fanout_fresh_seconds``; after that, if
     # still due (the invocation failed or never ran), the tick finds it again.
     claim_function: str | None = None

@@ -5,8 +5,8 @@ bucket first; each page is claimed by ``page_claimer``, or handed to a claim
 invocation. Why, in docs/decisions/: 0001-claim-protocol.md (send, then claim),
 0002-due-index-and-cursor.md, 0009-h-jitter-catch-up.md (misfires, on time first),
 0014-tick-concurrency.md, 0021-setting-aside-poison-work.md and
-0025-elastic-tick-capacity.md (pages handed out), 0037-clock-steps.md (a cursor
-ahead of the clock is rewound).
+0025-elastic-tick-capacity.md (pages handed out; 0051: the rest of a large find
+too), 0037-clock-steps.md (a cursor ahead of the clock is rewound).
 """
 
 from __future__ import annotations
@@ -363,7 +363,7 @@ class Ticker:
         A page that could not be handed out (Lambda refused, throttled, was not
         reachable) is claimed by this tick, so nothing waits on a failed hand-out.
         """
-        if self._page_claims is None or len(task_ids) < self._settings.tick_fanout_min_tasks:
+        if self._page_claims is None or not self._large_enough(task_ids, report):
             return False
         try:
             self._page_claims.hand_out(DuePage(shard=shard, task_ids=tuple(task_ids)))
@@ -380,6 +380,17 @@ class Ticker:
         report.handed_out += len(task_ids)
         report.pages_handed_out += 1
         return True
+
+    def _large_enough(self, task_ids: list[str], report: TickReport) -> bool:
+        """Whether a page is worth a claim invocation: one of ``tick_fanout_min_tasks``
+        or more, or any page after this tick handed one out (the rest of a large
+        find), while the cap leaves room. Claiming even a few tasks here at 128 MB
+        takes a good part of a tick interval and holds the shard's next tick back
+        (decision 0051); a tick that finds only a few claims them itself."""
+        if len(task_ids) >= self._settings.tick_fanout_min_tasks:
+            return True
+        handed_out = report.pages_handed_out
+        return bool(task_ids) and 0 < handed_out < self._settings.tick_fanout_max_pages
 
     def _still_handed_out(self, task_id: str, now: datetime) -> bool:
         fresh_until = self._handed_out.get(task_id)

@@ -8,9 +8,10 @@ mode ticks every shard itself instead.
 
 Why, in docs/decisions/: 0005-tick-design.md (the loop and the handover),
 0036-tick-failover-in-seconds.md (the standby, the short lease, the lateness bound),
-0042-half-second-ticks.md (the interval),
-0021-setting-aside-poison-work.md (a failed tick backs off; a tick is bounded by the
-lease) and 0024-monitoring-without-blind-spots.md (the heartbeat).
+0042-half-second-ticks.md (the interval), 0051-the-rest-of-a-large-find-is-handed-out.md
+(a long tick is followed at once), 0021-setting-aside-poison-work.md (a failed
+tick backs off; a tick is bounded by the lease) and
+0024-monitoring-without-blind-spots.md (the heartbeat).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from dynacron.services.tick import Ticker
 
 logger = logging.getLogger("dynacron")
 
-# The share of a tick interval by which a renewal may come early.
+# The share of a tick interval by which a step may come early: a renewal still
+# renews, a tick still counts as its instant's.
 RENEWAL_SLACK = 0.1
 
 
@@ -162,6 +164,7 @@ class ShardTickLoop:
                 self.report.ended = LoopEnd.LOST
                 return None
             self._renewed_at = now
+        started = self._clock.now()
         tick = self._ticker.tick_shard(self._shard, deadline=self._tick_deadline())
         # What the shard's alarm watches: no heartbeat for minutes, whatever the
         # cause (no invocation, a crash, every tick raising), breaches.
@@ -172,8 +175,18 @@ class ShardTickLoop:
         self.report.handed_out += tick.handed_out
         self.report.lost_races += tick.lost_races
         self.report.lateness_seconds += tick.lateness_seconds
+        return self._until_next_tick(started)
+
+    def _until_next_tick(self, started: datetime) -> float:
+        """Seconds to the shard's next instant after the tick that ``started`` began:
+        none if the tick ran past it, so a long tick is followed at once rather than
+        an interval later (what fell due meanwhile waits no longer than the tick did).
+        A step woken a little early still counts as its instant's."""
         interval = self._timing.tick_interval_seconds
-        return interval - (self._clock.now().timestamp() - self._phase) % interval
+        slack = RENEWAL_SLACK * interval
+        begun = started.timestamp() + slack
+        next_tick = begun + interval - (begun - self._phase) % interval
+        return max(0.0, next_tick - self._clock.now().timestamp())
 
     def _end_at_deadline(self, now: datetime) -> None:
         """A holder hands the shard to its standby in one write (or releases it if
