@@ -4,7 +4,7 @@ returns is ``responses``."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -28,6 +28,7 @@ from dynacron.domain.executions.retry import (
 )
 from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.domain.tasks.changes import UNSET, TaskChanges
+from dynacron.domain.tasks.skips import MAX_NOTE_LENGTH, MAX_SKIPPED_OCCURRENCES, SkipRequest
 from dynacron.domain.tasks.specs import (
     MAX_PAYLOAD_DEPTH,
     SCHEDULE_KINDS,
@@ -487,6 +488,28 @@ class BackfillRequest(BaseModel):
 
     from_: str = Field(alias="from", max_length=64)
     to: str = Field(max_length=64)
+
+
+class SkipBody(BaseModel):
+    """Body of ``POST /tasks/{task_id}/skip``: exactly one of ``occurrences`` (the next
+    N), ``until`` (every occurrence before it) or ``at`` (these occurrences), and why."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    occurrences: int | None = Field(default=None, ge=1, le=MAX_SKIPPED_OCCURRENCES)
+    until: str | None = Field(default=None, max_length=64)
+    at: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_SKIPPED_OCCURRENCES
+    )
+    note: str | None = Field(default=None, max_length=MAX_NOTE_LENGTH)
+
+    def to_request(self) -> SkipRequest:
+        return SkipRequest(
+            occurrences=self.occurrences,
+            until=self.until,
+            at=tuple(self.at) if self.at is not None else None,
+            note=self.note,
+        )
 
 
 class CompleteRequest(BaseModel):

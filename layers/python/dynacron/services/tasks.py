@@ -38,10 +38,24 @@ from dynacron.domain.schedules.expressions import (
     parse_local_instant,
     upcoming,
 )
-from dynacron.domain.schedules.previews import SchedulePreview, preview, preview_registration
+from dynacron.domain.schedules.previews import (
+    SchedulePreview,
+    marking_passed_over,
+    preview,
+    preview_registration,
+)
 from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.changes import TaskChanges, apply_changes
 from dynacron.domain.tasks.listing import ALL_TASKS, TaskListing
+from dynacron.domain.tasks.skips import (
+    Skip,
+    SkipRequest,
+    added,
+    removed,
+    requested_skip,
+    skip_covering,
+    skips_ahead,
+)
 from dynacron.domain.tasks.specs import (
     ScheduleSpec,
     TaskSpec,
@@ -515,7 +529,7 @@ class TaskService:
             if after is not None
             else self.clock.now()
         )
-        return task, preview(task.schedule, task.timezone, start, count)
+        return task, marked_skips(task, preview(task.schedule, task.timezone, start, count))
 
     def preview_schedule(self, tenant_id: str, spec: ScheduleSpec, count: int) -> SchedulePreview:
         """What a task registered now with the schedule ``spec`` would run: its next
@@ -596,6 +610,34 @@ class TaskService:
         self.tenants.set_quota(tenant_id, quota)
         return self.quota(tenant_id)
 
+    def skip(self, tenant_id: str, task_id: str, request: SkipRequest, by: str) -> Task:
+        """Have occurrences of the task not run, as ``request`` asks (decision 0055):
+        the tick records each SKIPPED, with ``by`` and the note, and moves on."""
+        task = self.get(tenant_id, task_id)
+        now = to_utc_ms(self.clock.now())
+        skip = requested_skip(
+            request, task.schedule, task.timezone, task.next_run_at, by=by, now=now
+        )
+        skips = added(skips_ahead(task.skips, task.next_run_at), skip)
+        return self._replace(task, self._with_skips(task, skips, now), now)
+
+    def unskip(self, tenant_id: str, task_id: str, occurrence: str | None) -> Task:
+        """Remove the task's skips, or only ``occurrence`` from them; one already
+        reached stays as it was recorded."""
+        task = self.get(tenant_id, task_id)
+        now = to_utc_ms(self.clock.now())
+        instant = (
+            parse_local_instant("at", occurrence, task.timezone) if occurrence is not None else None
+        )
+        skips = skips_ahead(removed(task.skips, instant), task.next_run_at)
+        if skips == task.skips:
+            return task
+        return self._replace(task, self._with_skips(task, skips, now), now)
+
+    @staticmethod
+    def _with_skips(task: Task, skips: tuple[Skip, ...], now: datetime) -> Task:
+        return dataclasses.replace(task, skips=skips, version=task.version + 1, updated_at=now)
+
     def _check_handler(self, task: Task) -> None:
         """An HTTP handler the URL policy allows, or a Python handler registered in
         this process (that there is exactly one is the domain's rule)."""
@@ -608,6 +650,18 @@ class TaskService:
             raise UnknownHandler(
                 "handler", f"no Python handler is registered as {task.handler_name!r}"
             )
+
+
+def marked_skips(task: Task, shown: SchedulePreview) -> SchedulePreview:
+    """``shown`` with the occurrences ``task``'s skips pass over marked, and why."""
+    if not task.skips:
+        return shown
+
+    def reason_of(occurrence: datetime) -> str | None:
+        skip = skip_covering(task.skips, occurrence)
+        return skip.reason if skip is not None else None
+
+    return marking_passed_over(shown, reason_of)
 
 
 def reserve_key(

@@ -19,6 +19,7 @@ from dynacron.domain.schedules.expressions import (
     RateSchedule,
     Schedule,
 )
+from dynacron.domain.tasks.skips import Skip, skip_covering, skips_ahead
 from dynacron.domain.tasks.task import (
     MAX_JITTER_SECONDS,
     SKIPPED_BUFFER_FULL,
@@ -65,6 +66,11 @@ class Claim:
     # run_all passed over missed occurrences (outside its window, or beyond its
     # most recent ``catchup_max_runs``): from ``skipped_since`` on.
     catchup_cut: bool = False
+    # Skips: the occurrence its owner asked not to run, and why (it is recorded
+    # SKIPPED); the task's skips still ahead once claimed (None: as they were).
+    passed_over: datetime | None = None
+    passed_over_reason: str | None = None
+    skips_left: tuple[Skip, ...] | None = None
 
     @property
     def execution_id(self) -> str | None:
@@ -77,6 +83,16 @@ class Claim:
     def completes_task(self) -> bool:
         """Whether the task has nothing left to run (COMPLETED), nor waits for a finish."""
         return self.next_run_at is None and not self.awaits_finish
+
+    @property
+    def recorded_skip(self) -> tuple[datetime, str] | None:
+        """The occurrence this claim passed over that leaves a SKIPPED execution, and
+        why: one the overlap policy or a skip passed over; None if none."""
+        if self.overlap_skipped is not None and self.overlap_reason is not None:
+            return self.overlap_skipped, self.overlap_reason
+        if self.passed_over is not None and self.passed_over_reason is not None:
+            return self.passed_over, self.passed_over_reason
+        return None
 
     @property
     def takes_slot(self) -> bool:
@@ -156,10 +172,29 @@ def claim_occurrence(
             task=task, scheduled_at=None if running else due, next_run_at=None, awaits_finish=True
         )
     rules = _MissRules(now=now, grace=grace, history=history, resumed_at=task.resumed_at)
-    claim = _claim_on_grid(task, schedule, due, rules, catchup_max_runs)
+    claim = _skipping(_claim_on_grid(task, schedule, due, rules, catchup_max_runs))
     if claim.scheduled_at is None or task.running_execution is None or not task.holds_slot:
         return claim
     return _overlapping(claim, task.running_execution)
+
+
+def _skipping(claim: Claim) -> Claim:
+    """``claim`` with its occurrence passed over if a skip covers it (decision 0055),
+    and the skips it leaves behind dropped."""
+    skips = claim.task.skips
+    if not skips:
+        return claim
+    if claim.scheduled_at is not None:
+        skip = skip_covering(skips, claim.scheduled_at)
+        if skip is not None:
+            claim = dataclasses.replace(
+                claim,
+                scheduled_at=None,
+                passed_over=claim.scheduled_at,
+                passed_over_reason=skip.reason,
+            )
+    left = skips_ahead(skips, claim.next_run_at)
+    return claim if left == skips else dataclasses.replace(claim, skips_left=left)
 
 
 def _overlapping(claim: Claim, running: str) -> Claim:
@@ -310,6 +345,7 @@ def advanced(task: Task, claim: Claim, now: datetime) -> Task:
         last_scheduled_at=claim.scheduled_at or task.last_scheduled_at,
         running_execution=claim.execution_id if claim.takes_slot else task.running_execution,
         buffered_at=claim.buffered or task.buffered_at,
+        skips=task.skips if claim.skips_left is None else claim.skips_left,
         version=task.version + 1,
         updated_at=to_utc_ms(now),
     )

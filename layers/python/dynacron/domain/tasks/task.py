@@ -15,6 +15,7 @@ from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import compact_instant
 from dynacron.domain.schedules.expressions import AfterSchedule, FixedDelaySchedule, Schedule
+from dynacron.domain.tasks.skips import Skip
 from dynacron.domain.tasks.targets import Target
 
 DEFAULT_CATCHUP_WINDOW_SECONDS = 24 * 3600
@@ -113,6 +114,8 @@ class Task:
     tags: dict[str, str] = field(default_factory=dict)
     # An AWS API called with its owner's role (``domain.tasks.targets``).
     target: Target | None = None
+    # Skips: occurrences its owner asked not to run, those still ahead (``domain.tasks.skips``).
+    skips: tuple[Skip, ...] = ()
 
     @property
     def timezone(self) -> str:
