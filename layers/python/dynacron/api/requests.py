@@ -26,6 +26,16 @@ from dynacron.domain.executions.retry import (
     MAX_DELAY_LIMIT_SECONDS,
     RetryPolicy,
 )
+from dynacron.domain.schedules.calendars import (
+    MAX_CALENDARS_PER_TASK,
+    NAME_PATTERN,
+    NO_CALENDARS,
+    CalendarRule,
+    OnExcluded,
+)
+from dynacron.domain.schedules.calendars import MAX_ENTRIES as MAX_CALENDAR_ENTRIES
+from dynacron.domain.schedules.calendars import MAX_NOTE_LENGTH as MAX_CALENDAR_NOTE
+from dynacron.domain.schedules.calendars import named as named_calendars
 from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.domain.tasks.changes import UNSET, TaskChanges
 from dynacron.domain.tasks.skips import MAX_NOTE_LENGTH, MAX_SKIPPED_OCCURRENCES, SkipRequest
@@ -58,6 +68,8 @@ from dynacron.domain.tasks.task import (
     Overlap,
 )
 from dynacron.domain.tasks.urls import MAX_URL_LENGTH
+
+CalendarName = Annotated[str, Field(pattern=NAME_PATTERN, max_length=64)]
 
 
 class DstPolicyModel(BaseModel):
@@ -376,6 +388,33 @@ class TaskCreate(ScheduleFields):
     tags: dict[str, str] = Field(
         default_factory=dict, description=TAGS_DESCRIPTION, json_schema_extra=tags_schema
     )
+    # Calendars (decision 0056).
+    exclude_calendars: list[CalendarName] | None = Field(
+        default=None,
+        max_length=MAX_CALENDARS_PER_TASK,
+        description="Calendars (PUT /calendars/{name}) whose days this task does not run on",
+    )
+    only_calendars: list[CalendarName] | None = Field(
+        default=None,
+        max_length=MAX_CALENDARS_PER_TASK,
+        description="Calendars whose days are the only ones this task runs on (business days)",
+    )
+    on_excluded: Literal["skip", "next"] | None = Field(
+        default=None,
+        description="An occurrence on an excluded day: skip it (recorded SKIPPED, the "
+        "default) or run it at the same time on the next included day",
+    )
+
+    def calendar_rule(self) -> CalendarRule | None:
+        """The calendars asked for; None when the body names none of their fields."""
+        named = self.model_fields_set & {"exclude_calendars", "only_calendars", "on_excluded"}
+        if not named:
+            return None
+        return named_calendars(
+            tuple(self.exclude_calendars or ()),
+            tuple(self.only_calendars or ()),
+            OnExcluded(self.on_excluded or "skip"),
+        )
 
     @field_validator("payload", check_fields=False)
     @classmethod
@@ -405,6 +444,7 @@ class TaskCreate(ScheduleFields):
             overlap=Overlap(self.overlap),
             limits=self.limits(),
             tags=self.tags,
+            calendars=self.calendar_rule() or NO_CALENDARS,
         )
 
 
@@ -470,6 +510,7 @@ class TaskPatch(TaskCreate):
             overlap=Overlap(self.overlap) if self.overlap is not None else None,
             tags=self.tags,
             reschedule=any(name in named for name in SCHEDULE_FIELDS),
+            calendars=self.calendar_rule(),
         )
 
 
@@ -538,3 +579,29 @@ class TaskBatch(BaseModel):
         "return the task the first made); an item that is invalid (or no JSON object) is "
         "answered with its problem by its index, and the others are created",
     )
+
+
+class CalendarBody(BaseModel):
+    """Body of ``PUT /calendars/{name}``: days in ``timezone``, each a date
+    (``"2026-12-25"``) or a range ``{"from": ..., "to": ..., "note": ...}``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    timezone: str = Field(default="UTC", max_length=64)
+    dates: list[str | CalendarRange] = Field(max_length=MAX_CALENDAR_ENTRIES)
+
+    def entries(self) -> list[Any]:
+        return [
+            d if isinstance(d, str) else d.model_dump(by_alias=True, exclude_none=True)
+            for d in self.dates
+        ]
+
+
+class CalendarRange(BaseModel):
+    """Days ``from`` to ``to`` (both included; ``to`` defaults to ``from``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    from_: str = Field(alias="from", max_length=10)
+    to: str | None = Field(default=None, max_length=10)
+    note: str | None = Field(default=None, max_length=MAX_CALENDAR_NOTE)

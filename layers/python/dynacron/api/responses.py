@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from dynacron.api.requests import DstPolicyModel, RateLimitModel, TargetModel
 from dynacron.domain.coordination.tenants import EffectiveQuota
 from dynacron.domain.executions.execution import Execution
 from dynacron.domain.instants import format_instant
+from dynacron.domain.schedules.calendars import Calendar, calendar_to_map
 from dynacron.domain.schedules.forecast import Forecast
 from dynacron.domain.schedules.previews import OffsetChange, PassedOver, SchedulePreview
 from dynacron.domain.tasks.skips import Skip
@@ -87,6 +88,10 @@ class TaskView(BaseModel):
     updated_at: str
     # Occurrences its owner asked not to run, those still ahead (POST /tasks/{id}/skip).
     skips: list[SkipView] = Field(default_factory=list)
+    # Calendars its occurrences are held to (decision 0056).
+    exclude_calendars: list[str] = Field(default_factory=list)
+    only_calendars: list[str] = Field(default_factory=list)
+    on_excluded: str = "skip"
 
     @classmethod
     def of(cls, task: Task) -> TaskView:
@@ -137,6 +142,9 @@ class TaskView(BaseModel):
             created_at=format_instant(task.created_at),
             updated_at=format_instant(task.updated_at),
             skips=[SkipView.of(skip) for skip in task.skips],
+            exclude_calendars=[c.name for c in task.calendars.exclude],
+            only_calendars=[c.name for c in task.calendars.only],
+            on_excluded=task.calendars.on_excluded.value,
         )
 
 
@@ -423,3 +431,31 @@ class TenantView(BaseModel):
             max_payload_bytes=settings.max_payload_bytes,
             min_interval_seconds=settings.min_interval_seconds,
         )
+
+
+class CalendarDateView(BaseModel):
+    """Days of a calendar: ``from`` to ``to``, both included, with a note."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    from_: str = Field(alias="from")
+    to: str
+    note: str | None = None
+
+
+class CalendarView(BaseModel):
+    """A calendar: its days, read in ``timezone``."""
+
+    name: str
+    timezone: str
+    dates: list[CalendarDateView]
+
+    @classmethod
+    def of(cls, calendar: Calendar) -> CalendarView:
+        return cls.model_validate(calendar_to_map(calendar))
+
+
+class CalendarList(BaseModel):
+    """Body of ``GET /calendars``: the tenant's calendars, by name."""
+
+    calendars: list[CalendarView]

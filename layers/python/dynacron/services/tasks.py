@@ -31,6 +31,7 @@ from dynacron.domain.errors import (
 )
 from dynacron.domain.executions.execution import Dispatch, Execution
 from dynacron.domain.instants import format_instant, to_utc_ms
+from dynacron.domain.schedules.calendars import CalendarRule, OnExcluded
 from dynacron.domain.schedules.expressions import (
     GRID_KINDS,
     AfterSchedule,
@@ -75,6 +76,7 @@ from dynacron.domain.tasks.task import (
 )
 from dynacron.ports import CreateKeys, ExecutionStore, Page, TaskStore, TenantStore
 from dynacron.ports.delivery import HandlerNames, HandlerUrls
+from dynacron.services.calendars import CalendarService
 from dynacron.services.follow_ups import RunStarter
 
 # One backfill request starts at most this many executions; ask again for more.
@@ -164,6 +166,8 @@ class TaskService:
     targets: TargetPolicy = dataclasses.field(
         default_factory=lambda: TargetPolicy(refusal=NO_TARGETS)
     )
+    # Calendars (decision 0056): None where the store keeps none.
+    calendar_service: CalendarService | None = None
 
     def register(self, tenant_id: str, spec: TaskSpec) -> Task:
         """Check ``spec`` completely, then store the task within the tenant's quota."""
@@ -340,6 +344,8 @@ class TaskService:
     def _checked(self, tenant_id: str, spec: TaskSpec, task_id: str, now: datetime) -> Task:
         """The task ``spec`` makes, checked completely; raises what is wrong with it."""
         task = new_task(spec, now, task_id=task_id, tenant_id=tenant_id)
+        if task.calendars:
+            task = dataclasses.replace(task, calendars=self._resolved(tenant_id, task.calendars))
         self._check_chain(tenant_id, task_id, task.schedule)
         check_min_interval(task.schedule, now, self.settings.min_interval_seconds)
         self._check_handler(task)
@@ -352,6 +358,10 @@ class TaskService:
         task = self.get(tenant_id, task_id)
         now = to_utc_ms(self.clock.now())
         changed = apply_changes(task, changes, now)
+        if changes.calendars is not None:
+            changed = dataclasses.replace(
+                changed, calendars=self._resolved(tenant_id, changed.calendars)
+            )
         chain: dict[str, int] = {}
         if changes.touches_schedule:
             chain = self._check_chain(tenant_id, task_id, changed.schedule)
@@ -638,6 +648,14 @@ class TaskService:
     def _with_skips(task: Task, skips: tuple[Skip, ...], now: datetime) -> Task:
         return dataclasses.replace(task, skips=skips, version=task.version + 1, updated_at=now)
 
+    def _resolved(self, tenant_id: str, rule: CalendarRule) -> CalendarRule:
+        """``rule`` with the days of the tenant's calendars it names copied in."""
+        if not rule:
+            return rule
+        if self.calendar_service is None:
+            raise InvalidRequest("exclude_calendars", "this deployment keeps no calendars")
+        return self.calendar_service.resolved(tenant_id, rule)
+
     def _check_handler(self, task: Task) -> None:
         """An HTTP handler the URL policy allows, or a Python handler registered in
         this process (that there is exactly one is the domain's rule)."""
@@ -653,13 +671,23 @@ class TaskService:
 
 
 def marked_skips(task: Task, shown: SchedulePreview) -> SchedulePreview:
-    """``shown`` with the occurrences ``task``'s skips pass over marked, and why."""
-    if not task.skips:
+    """``shown`` with the occurrences ``task``'s skips and calendars pass over
+    marked, and why (the claim's rules: a skip first, then the calendars)."""
+    if not task.skips and not task.calendars:
         return shown
 
     def reason_of(occurrence: datetime) -> str | None:
         skip = skip_covering(task.skips, occurrence)
-        return skip.reason if skip is not None else None
+        if skip is not None:
+            return skip.reason
+        excluded = task.calendars.excluded(occurrence) if task.calendars else None
+        if excluded is None or task.calendars.on_excluded is not OnExcluded.NEXT:
+            return excluded
+        moved = task.calendars.moved(occurrence, task.timezone)
+        following = task.schedule.next_after(occurrence)
+        if moved is None or (following is not None and moved >= following):
+            return excluded  # as the claim: the next occurrence runs, this one is skipped
+        return f"{excluded}: runs at {format_instant(moved)} instead"
 
     return marking_passed_over(shown, reason_of)
 

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from dynacron.domain.coordination.uptime import UNKNOWN, ShardHistory
 from dynacron.domain.executions.execution import Dispatch
 from dynacron.domain.instants import to_utc_ms
+from dynacron.domain.schedules.calendars import OnExcluded
 from dynacron.domain.schedules.expressions import (
     CronSchedule,
     FixedDelaySchedule,
@@ -172,7 +173,7 @@ def claim_occurrence(
             task=task, scheduled_at=None if running else due, next_run_at=None, awaits_finish=True
         )
     rules = _MissRules(now=now, grace=grace, history=history, resumed_at=task.resumed_at)
-    claim = _skipping(_claim_on_grid(task, schedule, due, rules, catchup_max_runs))
+    claim = _excluding(_skipping(_claim_on_grid(task, schedule, due, rules, catchup_max_runs)))
     if claim.scheduled_at is None or task.running_execution is None or not task.holds_slot:
         return claim
     return _overlapping(claim, task.running_execution)
@@ -195,6 +196,26 @@ def _skipping(claim: Claim) -> Claim:
             )
     left = skips_ahead(skips, claim.next_run_at)
     return claim if left == skips else dataclasses.replace(claim, skips_left=left)
+
+
+def _excluding(claim: Claim) -> Claim:
+    """``claim`` with its occurrence passed over if its task's calendars exclude its
+    day (decision 0056): recorded SKIPPED, or (``on_excluded: next``) moved to the
+    same wall-clock time of the next included day, the task due then instead."""
+    rule = claim.task.calendars
+    if not rule or claim.scheduled_at is None:
+        return claim
+    reason = rule.excluded(claim.scheduled_at)
+    if reason is None:
+        return claim
+    if rule.on_excluded is OnExcluded.NEXT:
+        moved = rule.moved(claim.scheduled_at, claim.task.timezone)
+        if moved is not None and (claim.next_run_at is None or moved < claim.next_run_at):
+            return dataclasses.replace(claim, scheduled_at=None, next_run_at=moved)
+        # The next included day is no earlier than the next occurrence: that one runs.
+    return dataclasses.replace(
+        claim, scheduled_at=None, passed_over=claim.scheduled_at, passed_over_reason=reason
+    )
 
 
 def _overlapping(claim: Claim, running: str) -> Claim:

@@ -19,6 +19,7 @@ from dynacron.domain.coordination.limits import RateLimit, TaskLimits
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant, parse_instant
+from dynacron.domain.schedules.calendars import rule_from_map, rule_to_map
 from dynacron.domain.schedules.expressions import (
     AfterSchedule,
     CronSchedule,
@@ -223,6 +224,8 @@ def task_record(task: Task) -> dict[str, Any]:
         "target": target_to_map(task.target) if task.target is not None else None,
         # Skips: left out when there are none (a claim rewrites what is left of them).
         SKIPS: skips_to_list(task.skips),
+        # Calendars: left out when there are none.
+        "calendars": rule_to_map(task.calendars),
     }
 
 
@@ -262,6 +265,8 @@ def task_from_record(values: dict[str, Any]) -> Task:
         target=target_from_map(values["target"]) if values.get("target") else None,
         # Skips.
         skips=skips_from_list(values.get(SKIPS)),
+        # Calendars.
+        calendars=rule_from_map(values.get("calendars")),
     )
 
 

@@ -14,6 +14,7 @@ from dynacron.domain.coordination.limits import TaskLimits
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import compact_instant
+from dynacron.domain.schedules.calendars import NO_CALENDARS, CalendarRule
 from dynacron.domain.schedules.expressions import AfterSchedule, FixedDelaySchedule, Schedule
 from dynacron.domain.tasks.skips import Skip
 from dynacron.domain.tasks.targets import Target
@@ -116,6 +117,9 @@ class Task:
     target: Target | None = None
     # Skips: occurrences its owner asked not to run, those still ahead (``domain.tasks.skips``).
     skips: tuple[Skip, ...] = ()
+    # Calendars: those its occurrences are held to, their days copied here so that
+    # a claim reads nothing more (``domain.schedules.calendars``, decision 0056).
+    calendars: CalendarRule = NO_CALENDARS
 
     @property
     def timezone(self) -> str:
