@@ -129,3 +129,41 @@ def test_calendars_are_the_tenants_own_and_bad_ones_change_nothing(
         status, problem = call(system, "PUT", "/calendars/holidays", bad)
         assert status == 422, (bad, problem)
     assert call(system, "GET", "/calendars/holidays")[1]["dates"][0]["from"] == TOMORROW
+
+
+def test_a_schedule_preview_marks_excluded_days_and_a_named_tasks_skips(
+    embedded: Callable[..., Dynacron], sink: Sink
+) -> None:
+    system = embedded(shard_count=1)
+    assert call(system, "PUT", "/calendars/holidays", {"dates": [TOMORROW]})[0] == 200
+    daily = {"cron": "0 12 * * *", "count": 3}
+
+    # A schedule not yet registered, with the calendars it would have
+    status, shown = call(
+        system, "POST", "/schedules/preview", {**daily, "exclude_calendars": ["holidays"]}
+    )
+    assert status == 200, shown
+    assert shown["skipped"] == [
+        {"occurrence": format_instant(START + DAY), "reason": "excluded by calendar holidays"}
+    ]
+
+    # A task's new schedule, previewed with that task's skips
+    status, task = call(
+        system, "POST", "/tasks", {"cron": "0 12 * * *", "handler_url": f"{sink.url}/h"}
+    )
+    assert status == 201, task
+    until = format_instant(START + 3 * DAY)
+    assert call(system, "POST", f"/tasks/{task['task_id']}/skip", {"until": until})[0] == 200
+    status, shown = call(
+        system, "POST", "/schedules/preview", {**daily, "task_id": task["task_id"]}
+    )
+    assert status == 200, shown
+    assert [s["occurrence"] for s in shown["skipped"]] == [
+        format_instant(START + DAY),
+        format_instant(START + 2 * DAY),
+    ]
+    # Another tenant's task is not found
+    status, _ = call(
+        system, "POST", "/schedules/preview", {**daily, "task_id": task["task_id"]}, principal=BOB
+    )
+    assert status == 404

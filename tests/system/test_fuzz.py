@@ -80,6 +80,10 @@ DOCUMENT_CANNOT_STATE = {
     "next occurrence",
     "from": "an instant's grammar",
     "to": "an instant's grammar, not before from, not in the future, at most 100 occurrences",
+    "exclude_calendars": "that the tenant keeps a calendar of each name, and that the "
+    "schedule has a grid of occurrences (not fixed_delay or after)",
+    "only_calendars": "as exclude_calendars",
+    "dates[0]": "a calendar date's grammar and that it exists (2026-02-30 does not)",
     "skip": "exactly one of occurrences, until or at (a rule between fields), and the "
     "skips the stored task already has (at most 10, naming at most 100 occurrences)",
 }

@@ -328,13 +328,50 @@ class ScheduleFields(BaseModel):
         )
 
 
-class SchedulePreviewRequest(ScheduleFields):
+class CalendarFields(BaseModel):
+    """The calendars a task's occurrences are held to (decision 0056)."""
+
+    exclude_calendars: list[CalendarName] | None = Field(
+        default=None,
+        max_length=MAX_CALENDARS_PER_TASK,
+        description="Calendars (PUT /calendars/{name}) whose days this task does not run on",
+    )
+    only_calendars: list[CalendarName] | None = Field(
+        default=None,
+        max_length=MAX_CALENDARS_PER_TASK,
+        description="Calendars whose days are the only ones this task runs on (business days)",
+    )
+    on_excluded: Literal["skip", "next"] | None = Field(
+        default=None,
+        description="An occurrence on an excluded day: skip it (recorded SKIPPED, the "
+        "default) or run it at the same time on the next included day",
+    )
+
+    def calendar_rule(self) -> CalendarRule | None:
+        """The calendars asked for; None when the body names none of their fields."""
+        named = self.model_fields_set & {"exclude_calendars", "only_calendars", "on_excluded"}
+        if not named:
+            return None
+        return named_calendars(
+            tuple(self.exclude_calendars or ()),
+            tuple(self.only_calendars or ()),
+            OnExcluded(self.on_excluded or "skip"),
+        )
+
+
+class SchedulePreviewRequest(ScheduleFields, CalendarFields):
     """Body of ``POST /schedules/preview``: a schedule as ``POST /tasks`` takes it."""
 
     count: int = Field(default=10, ge=1, le=100, description="How many occurrences")
+    task_id: str | None = Field(
+        default=None,
+        max_length=200,
+        description="A task of yours: its skips (and calendars, unless given here) are "
+        "marked in the preview",
+    )
 
 
-class TaskCreate(ScheduleFields):
+class TaskCreate(ScheduleFields, CalendarFields):
     """Body of ``POST /tasks``: exactly one of ``cron``, ``rate``, ``at``,
     ``fixed_delay`` or ``after``, and exactly one of ``handler_url``, ``handler`` or
     ``target``."""
@@ -388,33 +425,6 @@ class TaskCreate(ScheduleFields):
     tags: dict[str, str] = Field(
         default_factory=dict, description=TAGS_DESCRIPTION, json_schema_extra=tags_schema
     )
-    # Calendars (decision 0056).
-    exclude_calendars: list[CalendarName] | None = Field(
-        default=None,
-        max_length=MAX_CALENDARS_PER_TASK,
-        description="Calendars (PUT /calendars/{name}) whose days this task does not run on",
-    )
-    only_calendars: list[CalendarName] | None = Field(
-        default=None,
-        max_length=MAX_CALENDARS_PER_TASK,
-        description="Calendars whose days are the only ones this task runs on (business days)",
-    )
-    on_excluded: Literal["skip", "next"] | None = Field(
-        default=None,
-        description="An occurrence on an excluded day: skip it (recorded SKIPPED, the "
-        "default) or run it at the same time on the next included day",
-    )
-
-    def calendar_rule(self) -> CalendarRule | None:
-        """The calendars asked for; None when the body names none of their fields."""
-        named = self.model_fields_set & {"exclude_calendars", "only_calendars", "on_excluded"}
-        if not named:
-            return None
-        return named_calendars(
-            tuple(self.exclude_calendars or ()),
-            tuple(self.only_calendars or ()),
-            OnExcluded(self.on_excluded or "skip"),
-        )
 
     @field_validator("payload", check_fields=False)
     @classmethod

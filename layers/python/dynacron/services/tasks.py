@@ -31,7 +31,7 @@ from dynacron.domain.errors import (
 )
 from dynacron.domain.executions.execution import Dispatch, Execution
 from dynacron.domain.instants import format_instant, to_utc_ms
-from dynacron.domain.schedules.calendars import CalendarRule, OnExcluded
+from dynacron.domain.schedules.calendars import NO_CALENDARS, CalendarRule, OnExcluded
 from dynacron.domain.schedules.expressions import (
     GRID_KINDS,
     AfterSchedule,
@@ -541,7 +541,15 @@ class TaskService:
         )
         return task, marked_skips(task, preview(task.schedule, task.timezone, start, count))
 
-    def preview_schedule(self, tenant_id: str, spec: ScheduleSpec, count: int) -> SchedulePreview:
+    def preview_schedule(
+        self,
+        tenant_id: str,
+        spec: ScheduleSpec,
+        count: int,
+        *,
+        task_id: str | None = None,
+        calendars: CalendarRule | None = None,
+    ) -> SchedulePreview:
         """What a task registered now with the schedule ``spec`` would run: its next
         ``count`` occurrences, checked as ``register`` checks a schedule, nothing stored.
 
@@ -554,7 +562,18 @@ class TaskService:
         checked_first_run(schedule, spec, now)
         self._chain_versions(tenant_id, seed, schedule)
         check_min_interval(schedule, now, self.settings.min_interval_seconds)
-        return preview_registration(schedule, spec.timezone, now, count)
+        shown = preview_registration(schedule, spec.timezone, now, count)
+        # Marked as that task's claims (or one registered with these calendars) would pass them.
+        named = self.get(tenant_id, task_id) if task_id is not None else None
+        rule = self._resolved(tenant_id, calendars) if calendars is not None else None
+        if named is None and not rule:
+            return shown
+        marking = dataclasses.replace(
+            named or new_task_like(schedule, tenant_id, now),
+            schedule=schedule,
+            calendars=rule if rule is not None else named.calendars if named else NO_CALENDARS,
+        )
+        return marked_skips(marking, shown)
 
     def get(self, tenant_id: str, task_id: str) -> Task:
         """The tenant's task; ``TaskNotFound`` whether it is missing or another tenant's."""
@@ -668,6 +687,22 @@ class TaskService:
             raise UnknownHandler(
                 "handler", f"no Python handler is registered as {task.handler_name!r}"
             )
+
+
+def new_task_like(schedule: Schedule, tenant_id: str, now: datetime) -> Task:
+    """A task that is only a schedule: what a preview marks occurrences of."""
+    return Task(
+        task_id="preview",
+        name="preview",
+        schedule=schedule,
+        handler_url=None,
+        payload={},
+        status=TaskStatus.ACTIVE,
+        next_run_at=None,
+        created_at=now,
+        updated_at=now,
+        tenant_id=tenant_id,
+    )
 
 
 def marked_skips(task: Task, shown: SchedulePreview) -> SchedulePreview:
