@@ -83,7 +83,8 @@ DOCUMENT_CANNOT_STATE = {
     "exclude_calendars": "that the tenant keeps a calendar of each name, and that the "
     "schedule has a grid of occurrences (not fixed_delay or after)",
     "only_calendars": "as exclude_calendars",
-    "dates[0]": "a calendar date's grammar and that it exists (2026-02-30 does not)",
+    "dates": "a calendar date's grammar, that the day exists (2026-02-30 does not), and "
+    "that a range's to is not before its from",
     "skip": "exactly one of occurrences, until or at (a rule between fields), and the "
     "skips the stored task already has (at most 10, naming at most 100 occurrences)",
 }

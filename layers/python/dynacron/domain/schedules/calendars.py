@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from enum import StrEnum
@@ -104,34 +105,36 @@ def calendar_of(name: str, timezone: str, entries: list[Any]) -> Calendar:
 
 
 def _span_of(index: int, entry: Any) -> DateSpan:
-    field = f"dates[{index}]"
+    def refused(message: str) -> InvalidRequest:
+        return InvalidRequest("dates", f"entry {index}: {message}")
+
     if isinstance(entry, str):
-        day = _date(field, entry)
+        day = _date(entry, refused)
         return DateSpan(day, day)
     if not isinstance(entry, dict) or not isinstance(entry.get("from"), str):
-        raise InvalidRequest(field, 'give a date \'YYYY-MM-DD\' or {"from": ..., "to": ...}')
+        raise refused('give a date \'YYYY-MM-DD\' or {"from": ..., "to": ...}')
     unknown = set(entry) - {"from", "to", "note"}
     if unknown:
-        raise InvalidRequest(field, f"unknown field {sorted(unknown)[0]!r}")
-    first = _date(f"{field}.from", entry["from"])
-    last = _date(f"{field}.to", entry["to"]) if entry.get("to") is not None else first
+        raise refused(f"unknown field {sorted(unknown)[0]!r}")
+    first = _date(entry["from"], refused)
+    last = _date(entry["to"], refused) if entry.get("to") is not None else first
     if last < first:
-        raise InvalidRequest(f"{field}.to", "is before from")
+        raise refused("'to' is before 'from'")
     if (last - first).days >= MAX_RANGE_DAYS:
-        raise InvalidRequest(f"{field}.to", f"a range spans at most {MAX_RANGE_DAYS} days")
+        raise refused(f"a range spans at most {MAX_RANGE_DAYS} days")
     note = entry.get("note")
     if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE_LENGTH):
-        raise InvalidRequest(f"{field}.note", f"text of at most {MAX_NOTE_LENGTH} characters")
+        raise refused(f"a note is text of at most {MAX_NOTE_LENGTH} characters")
     return DateSpan(first, last, note)
 
 
-def _date(field: str, text: Any) -> date:
+def _date(text: Any, refused: Callable[[str], InvalidRequest]) -> date:
     if not isinstance(text, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-        raise InvalidRequest(field, f"{text!r} is not a date such as '2026-12-25'")
+        raise refused(f"{text!r} is not a date such as '2026-12-25'")
     try:
         return date.fromisoformat(text)
     except ValueError:
-        raise InvalidRequest(field, f"{text!r} is not a date of the calendar") from None
+        raise refused(f"{text!r} is not a day of the calendar") from None
 
 
 def _merged(spans: list[DateSpan]) -> tuple[DateSpan, ...]:
