@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from typer.testing import CliRunner
 
 from dynacron.cli.calendars import dates_from_ics
+from dynacron.cli.main import app
 from dynacron.domain.schedules.calendars import calendar_of
 
 HOLIDAYS_ICS = b"""BEGIN:VCALENDAR
@@ -50,3 +54,22 @@ def test_all_day_events_become_dates_with_their_summary_and_the_rest_is_said() -
 def test_a_file_that_is_not_icalendar_is_refused() -> None:
     with pytest.raises(ValueError, match="not an iCalendar file"):
         dates_from_ics(b"hello")
+
+
+def test_dynacron_next_marks_the_days_an_ics_file_excludes(tmp_path: Path) -> None:
+    holidays = tmp_path / "holidays.ics"
+    holidays.write_bytes(HOLIDAYS_ICS)
+    result = CliRunner().invoke(
+        app,
+        [
+            "next", "0 9 * * *", "--tz", "Europe/Berlin", "--after", "2026-12-24T12:00:00Z",
+            "--count", "3", "--explain", "--exclude", str(holidays),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1:] == [
+        "Not on the days of holidays (Europe/Berlin).",
+        "2026-12-25T08:00:00.000Z  skipped: excluded by calendar holidays (Christmas)",
+        "2026-12-26T08:00:00.000Z  skipped: excluded by calendar holidays (Christmas)",
+        "2026-12-27T08:00:00.000Z",
+    ]
