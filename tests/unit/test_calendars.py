@@ -20,7 +20,7 @@ from dynacron.domain.schedules.calendars import (
     rule_to_map,
 )
 from dynacron.domain.schedules.expressions import parse_cron
-from dynacron.domain.tasks.claiming import advanced, claim_occurrence
+from dynacron.domain.tasks.claiming import advanced, claim_occurrence, passed_over_reason
 from dynacron.domain.tasks.record import task_from_record, task_record
 from dynacron.domain.tasks.task import execution_id_for
 from tests.unit.test_task_rules import make_task
@@ -134,3 +134,17 @@ def test_a_tasks_copy_is_compact_and_read_back() -> None:
     assert read.excluded(at(25)) == "excluded by calendar holidays"  # notes stay home
     task = dataclasses.replace(make_task(DAILY, at(25)), calendars=read)
     assert task_from_record(task_record(task)) == task
+
+
+def test_a_preview_says_why_and_where_a_moved_occurrence_runs() -> None:
+    fridays = parse_cron("0 9 * * FRI", BERLIN)
+    moving = dataclasses.replace(
+        make_task(fridays, at(25)),
+        calendars=CalendarRule(exclude=(HOLIDAYS,), on_excluded=OnExcluded.NEXT),
+    )
+    assert passed_over_reason(moving, at(25)) == (
+        "excluded by calendar holidays (Christmas): runs at 2026-12-27T08:00:00.000Z instead"
+    )
+    assert passed_over_reason(moving, at(18)) is None
+    skipping = dataclasses.replace(moving, calendars=CalendarRule(exclude=(HOLIDAYS,)))
+    assert passed_over_reason(skipping, at(25)) == "excluded by calendar holidays (Christmas)"

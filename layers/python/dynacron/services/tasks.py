@@ -31,7 +31,7 @@ from dynacron.domain.errors import (
 )
 from dynacron.domain.executions.execution import Dispatch, Execution
 from dynacron.domain.instants import format_instant, to_utc_ms
-from dynacron.domain.schedules.calendars import NO_CALENDARS, CalendarRule, OnExcluded
+from dynacron.domain.schedules.calendars import NO_CALENDARS, CalendarRule
 from dynacron.domain.schedules.expressions import (
     GRID_KINDS,
     AfterSchedule,
@@ -47,6 +47,7 @@ from dynacron.domain.schedules.previews import (
 )
 from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.changes import TaskChanges, apply_changes
+from dynacron.domain.tasks.claiming import passed_over_reason
 from dynacron.domain.tasks.listing import ALL_TASKS, TaskListing
 from dynacron.domain.tasks.skips import (
     Skip,
@@ -54,7 +55,6 @@ from dynacron.domain.tasks.skips import (
     added,
     removed,
     requested_skip,
-    skip_covering,
     skips_ahead,
 )
 from dynacron.domain.tasks.specs import (
@@ -707,22 +707,12 @@ def new_task_like(schedule: Schedule, tenant_id: str, now: datetime) -> Task:
 
 def marked_skips(task: Task, shown: SchedulePreview) -> SchedulePreview:
     """``shown`` with the occurrences ``task``'s skips and calendars pass over
-    marked, and why (the claim's rules: a skip first, then the calendars)."""
+    marked, and why, by the claim's own rules (``claiming.passed_over_reason``)."""
     if not task.skips and not task.calendars:
         return shown
 
     def reason_of(occurrence: datetime) -> str | None:
-        skip = skip_covering(task.skips, occurrence)
-        if skip is not None:
-            return skip.reason
-        excluded = task.calendars.excluded(occurrence) if task.calendars else None
-        if excluded is None or task.calendars.on_excluded is not OnExcluded.NEXT:
-            return excluded
-        moved = task.calendars.moved(occurrence, task.timezone)
-        following = task.schedule.next_after(occurrence)
-        if moved is None or (following is not None and moved >= following):
-            return excluded  # as the claim: the next occurrence runs, this one is skipped
-        return f"{excluded}: runs at {format_instant(moved)} instead"
+        return passed_over_reason(task, occurrence)
 
     return marking_passed_over(shown, reason_of)
 

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from dynacron.domain.coordination.uptime import UNKNOWN, ShardHistory
 from dynacron.domain.executions.execution import Dispatch
-from dynacron.domain.instants import to_utc_ms
+from dynacron.domain.instants import format_instant, to_utc_ms
 from dynacron.domain.schedules.calendars import OnExcluded
 from dynacron.domain.schedules.expressions import (
     CronSchedule,
@@ -202,20 +202,43 @@ def _excluding(claim: Claim) -> Claim:
     """``claim`` with its occurrence passed over if its task's calendars exclude its
     day (decision 0056): recorded SKIPPED, or (``on_excluded: next``) moved to the
     same wall-clock time of the next included day, the task due then instead."""
-    rule = claim.task.calendars
-    if not rule or claim.scheduled_at is None:
+    task = claim.task
+    if not task.calendars or claim.scheduled_at is None:
         return claim
-    reason = rule.excluded(claim.scheduled_at)
+    reason = task.calendars.excluded(claim.scheduled_at)
     if reason is None:
         return claim
-    if rule.on_excluded is OnExcluded.NEXT:
-        moved = rule.moved(claim.scheduled_at, claim.task.timezone)
-        if moved is not None and (claim.next_run_at is None or moved < claim.next_run_at):
-            return dataclasses.replace(claim, scheduled_at=None, next_run_at=moved)
-        # The next included day is no earlier than the next occurrence: that one runs.
+    moved = _moved(task, claim.scheduled_at, claim.next_run_at)
+    if moved is not None:
+        return dataclasses.replace(claim, scheduled_at=None, next_run_at=moved)
     return dataclasses.replace(
         claim, scheduled_at=None, passed_over=claim.scheduled_at, passed_over_reason=reason
     )
+
+
+def _moved(task: Task, excluded: datetime, following: datetime | None) -> datetime | None:
+    """Where ``on_excluded: next`` moves the ``excluded`` occurrence: the next included
+    day's same wall-clock time, if that comes before the ``following`` occurrence
+    (else that one runs, and this one is skipped); None when it is not moved."""
+    if task.calendars.on_excluded is not OnExcluded.NEXT:
+        return None
+    moved = task.calendars.moved(excluded, task.timezone)
+    if moved is None or (following is not None and moved >= following):
+        return None
+    return moved
+
+
+def passed_over_reason(task: Task, occurrence: datetime) -> str | None:
+    """Why claiming ``occurrence`` of ``task`` would run nothing for it, by the rules
+    of ``_skipping`` and ``_excluding`` (a preview marks it so); None if it runs."""
+    skip = skip_covering(task.skips, occurrence)
+    if skip is not None:
+        return skip.reason
+    excluded = task.calendars.excluded(occurrence) if task.calendars else None
+    if excluded is None:
+        return None
+    moved = _moved(task, occurrence, task.schedule.next_after(occurrence))
+    return excluded if moved is None else f"{excluded}: runs at {format_instant(moved)} instead"
 
 
 def _overlapping(claim: Claim, running: str) -> Claim:
