@@ -4,7 +4,7 @@ with an excluded day (skip, or the next included day), and the stored copy."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -13,11 +13,14 @@ from dynacron.domain.schedules.calendars import (
     MAX_ENTRIES,
     CalendarRule,
     OnExcluded,
+    TenantCalendars,
     calendar_from_map,
     calendar_of,
     calendar_to_map,
+    copied,
     rule_from_map,
     rule_to_map,
+    store_calendars,
 )
 from dynacron.domain.schedules.expressions import parse_cron
 from dynacron.domain.tasks.claiming import advanced, claim_occurrence, passed_over_reason
@@ -148,3 +151,21 @@ def test_a_preview_says_why_and_where_a_moved_occurrence_runs() -> None:
     assert passed_over_reason(moving, at(18)) is None
     skipping = dataclasses.replace(moving, calendars=CalendarRule(exclude=(HOLIDAYS,)))
     assert passed_over_reason(skipping, at(25)) == "excluded by calendar holidays (Christmas)"
+
+
+def test_a_tasks_copy_and_a_tenants_record_are_bounded() -> None:
+    # 500 single days (every other one) copy to some 6.5 KB, past the 4 KB a task carries
+    every_other = [
+        (date(2027, 1, 1) + timedelta(days=2 * n)).isoformat() for n in range(MAX_ENTRIES)
+    ]
+    many = calendar_of("many", "UTC", every_other)
+    with pytest.raises(InvalidRequest, match="at most 4096 bytes"):
+        copied(CalendarRule(exclude=(many,)), {"many": many})
+    # Twenty calendars of 500 noted entries each pass the tenant's record's bound
+    noted = [
+        {"from": (date(2027, 1, 1) + timedelta(days=2 * n)).isoformat(), "note": "n" * 200}
+        for n in range(MAX_ENTRIES)
+    ]
+    calendars = {f"c{n}": calendar_of(f"c{n}", "UTC", noted) for n in range(20)}
+    with pytest.raises(InvalidRequest, match="at most 300 KB"):
+        store_calendars(TenantCalendars({}), calendars)

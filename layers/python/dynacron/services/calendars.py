@@ -47,12 +47,14 @@ class CalendarService:
         the new days from their next claim on. Returns the calendar stored."""
         calendar = calendar_of(name, timezone, dates)
         seen = self.stored(tenant_id)
+        users = list(self._users(tenant_id, name)) if name in seen.calendars else []
+        for task in users:
+            copied(task.calendars, {name: calendar})  # refused before anything is written
         changed = {**seen.calendars, name: calendar}
         if not self.calendars.apply(tenant_id, store_calendars(seen, changed)):
             raise Conflict("the tenant's calendars changed meanwhile; try again")
-        if name in seen.calendars:
-            for task in self._users(tenant_id, name):
-                self._recopy(task, {name: calendar})
+        for task in users:
+            self._recopy(task, {name: calendar})
         return calendar
 
     def get(self, tenant_id: str, name: str) -> Calendar:

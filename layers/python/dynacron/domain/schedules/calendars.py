@@ -36,6 +36,11 @@ MAX_NOTE_LENGTH = 200
 # task may name.
 MAX_CALENDARS_PER_TENANT = 20
 MAX_CALENDARS_PER_TASK = 5
+# The tenant's record stays well under DynamoDB's 400 KB item limit.
+MAX_RECORD_BYTES = 300_000
+# A task's copy of its calendars' days is rewritten by every claim of the task:
+# at most this much JSON (some 300 dates), at most 4 write units more a claim.
+MAX_COPY_BYTES = 4096
 # The tenant's calendars record: its calendars as JSON text, and a version.
 CALENDARS = "calendars"
 VERSION = "version"
@@ -241,7 +246,8 @@ def _stored_span(text: str) -> DateSpan:
 
 def copied(rule: CalendarRule, calendars: dict[str, Calendar]) -> CalendarRule:
     """``rule`` with each calendar it names replaced by ``calendars``' copy of it
-    (its notes left out); a calendar ``calendars`` lacks stays as it was."""
+    (its notes left out); a calendar ``calendars`` lacks stays as it was.
+    ``InvalidRequest`` when the copy would pass ``MAX_COPY_BYTES``."""
 
     def fresh(calendar: Calendar) -> Calendar:
         found = calendars.get(calendar.name)
@@ -250,11 +256,19 @@ def copied(rule: CalendarRule, calendars: dict[str, Calendar]) -> CalendarRule:
         spans = tuple(DateSpan(s.first, s.last) for s in found.spans)
         return Calendar(name=found.name, timezone=found.timezone, spans=spans)
 
-    return CalendarRule(
+    copy = CalendarRule(
         exclude=tuple(fresh(c) for c in rule.exclude),
         only=tuple(fresh(c) for c in rule.only),
         on_excluded=rule.on_excluded,
     )
+    size = len(json.dumps(rule_to_map(copy), separators=(",", ":")).encode())
+    if size > MAX_COPY_BYTES:
+        raise InvalidRequest(
+            "exclude_calendars" if copy.exclude else "only_calendars",
+            f"a task's calendars hold at most {MAX_COPY_BYTES} bytes of days (these: {size}), "
+            "as each claim of it writes them: use fewer or shorter calendars, or ranges",
+        )
+    return copy
 
 
 def named(exclude: tuple[str, ...], only: tuple[str, ...], on_excluded: OnExcluded) -> CalendarRule:
@@ -341,8 +355,15 @@ def store_calendars(seen: TenantCalendars, calendars: dict[str, Calendar]) -> Tr
         raise InvalidRequest(
             "name", f"a tenant keeps at most {MAX_CALENDARS_PER_TENANT} calendars: delete one"
         )
+    text = calendars_to_text(calendars)
+    if len(text.encode()) > MAX_RECORD_BYTES:
+        raise InvalidRequest(
+            "dates",
+            f"the tenant's calendars would take {len(text.encode()) // 1000} KB; at most "
+            f"{MAX_RECORD_BYTES // 1000} KB are kept: shorten notes or delete a calendar",
+        )
     return Transition(
         expects=Missing(VERSION) if seen.version == 0 else Equals(VERSION, seen.version),
-        sets={CALENDARS: calendars_to_text(calendars), VERSION: seen.version + 1},
+        sets={CALENDARS: text, VERSION: seen.version + 1},
         move="calendars",
     )
