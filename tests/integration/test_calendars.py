@@ -97,6 +97,10 @@ def test_a_calendar_changed_reaches_its_tasks_and_one_in_use_is_not_deleted(
     assert status == 409, problem
     assert task_id in problem["detail"]
     assert call(system, "GET", "/calendars")[1]["calendars"][0]["name"] == "holidays"
+    # A PATCH changes the calendar fields it names, and keeps the others
+    status, patched = call(system, "PATCH", f"/tasks/{task_id}", {"on_excluded": "next"})
+    assert status == 200, patched
+    assert (patched["exclude_calendars"], patched["on_excluded"]) == (["holidays"], "next")
     status, patched = call(system, "PATCH", f"/tasks/{task_id}", {"exclude_calendars": []})
     assert status == 200, patched
     assert patched["exclude_calendars"] == []

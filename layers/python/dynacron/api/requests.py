@@ -30,6 +30,7 @@ from dynacron.domain.schedules.calendars import (
     MAX_CALENDARS_PER_TASK,
     NAME_PATTERN,
     NO_CALENDARS,
+    CalendarChanges,
     CalendarRule,
     OnExcluded,
 )
@@ -520,7 +521,22 @@ class TaskPatch(TaskCreate):
             overlap=Overlap(self.overlap) if self.overlap is not None else None,
             tags=self.tags,
             reschedule=any(name in named for name in SCHEDULE_FIELDS),
-            calendars=self.calendar_rule(),
+            calendars=self.calendar_changes(),
+        )
+
+    def calendar_changes(self) -> CalendarChanges | None:
+        """The calendar fields given (null or [] for none); None when none is."""
+        named = self.model_fields_set
+        if not named & {"exclude_calendars", "only_calendars", "on_excluded"}:
+            return None
+
+        def names(field: str) -> tuple[str, ...] | None:
+            return tuple(getattr(self, field) or ()) if field in named else None
+
+        return CalendarChanges(
+            exclude=names("exclude_calendars"),
+            only=names("only_calendars"),
+            on_excluded=OnExcluded(self.on_excluded) if self.on_excluded else None,
         )
 
 

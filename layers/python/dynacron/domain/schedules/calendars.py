@@ -289,6 +289,24 @@ def named(exclude: tuple[str, ...], only: tuple[str, ...], on_excluded: OnExclud
 NO_CALENDARS = CalendarRule()
 
 
+@dataclass(frozen=True)
+class CalendarChanges:
+    """What a PATCH says of a task's calendars: each field None when not given."""
+
+    exclude: tuple[str, ...] | None = None
+    only: tuple[str, ...] | None = None
+    on_excluded: OnExcluded | None = None
+
+    def over(self, stored: CalendarRule) -> CalendarRule:
+        """The rule these changes make of ``stored`` (names only: days are copied in
+        again by whoever stores it)."""
+        return named(
+            self.exclude if self.exclude is not None else tuple(c.name for c in stored.exclude),
+            self.only if self.only is not None else tuple(c.name for c in stored.only),
+            self.on_excluded or stored.on_excluded,
+        )
+
+
 def calendar_to_map(calendar: Calendar) -> dict[str, Any]:
     """A calendar as stored (and as the API shows it): dates as ISO text."""
     return {

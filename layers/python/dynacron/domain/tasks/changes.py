@@ -13,7 +13,7 @@ from typing import Any, Final
 from dynacron.domain.errors import Conflict, InvalidRequest
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
-from dynacron.domain.schedules.calendars import CalendarRule
+from dynacron.domain.schedules.calendars import CalendarChanges, CalendarRule
 from dynacron.domain.schedules.expressions import (
     GRID_KINDS,
     AfterSchedule,
@@ -93,8 +93,8 @@ class TaskChanges:
     # The whole map: it replaces the stored one ({} clears it).
     tags: dict[str, str] | None = None
     reschedule: bool = False
-    # Calendars: the whole rule, names only (the service copies the days in).
-    calendars: CalendarRule | None = None
+    # Calendars: the fields given (the service copies the days in again).
+    calendars: CalendarChanges | None = None
 
     @property
     def names_kind(self) -> bool:
@@ -145,7 +145,9 @@ def apply_changes(task: Task, changes: TaskChanges, now: datetime) -> Task:
         jitter_seconds=spec.jitter_seconds,
         overlap=spec.overlap,
         tags=checked_tags(changes.tags) if changes.tags is not None else task.tags,
-        calendars=_calendars(changed, changes.calendars),
+        calendars=_calendars(
+            changed, changes.calendars.over(task.calendars) if changes.calendars else None
+        ),
         version=task.version + 1,
         updated_at=now,
     )
