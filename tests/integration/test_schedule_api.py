@@ -219,6 +219,7 @@ class TestPreview:
             "on the wall clock of America/New_York. A time that daylight saving skips runs "
             "at the first instant after the gap; a time it repeats runs the first time only.",
             "dst_transitions": [],  # none before 8 March
+            "skipped": [],  # no skip, no calendar
         }
 
     def test_after_without_an_offset_is_local_time(self, system: Dynacron) -> None:

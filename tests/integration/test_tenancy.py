@@ -39,6 +39,8 @@ TASK_ROUTES = [
         "/tasks/{id}/backfill",
         {"from": "2026-11-30T11:00:00Z", "to": "2026-11-30T11:03:00Z"},
     ),
+    ("POST", "/tasks/{id}/skip", {"occurrences": 1, "note": "not yours"}),
+    ("DELETE", "/tasks/{id}/skips", None),
 ]
 
 

@@ -47,7 +47,8 @@ DOCUMENT_CANNOT_STATE = {
     "cron": "a cron expression's grammar and ranges, and whether it ever fires",
     "rate": "a duration's grammar and bounds",
     "fixed_delay": "a duration's grammar and bounds",
-    "at": "an instant's grammar, and not in the past",
+    "at": "an instant's grammar, and not in the past; on a skip, an occurrence of the "
+    "stored task's schedule",
     "anchor": "an instant's grammar; on PATCH, whether the stored task is a rate",
     "start_at": "an instant's grammar",
     "end_at": "an instant's grammar, and not before start_at",
@@ -76,9 +77,17 @@ DOCUMENT_CANNOT_STATE = {
     "target.ecs_parameters.network_configuration.subnets": "subnet ids and their count",
     "target.ecs_parameters.network_configuration.security_groups": "security group ids",
     "since": "an instant's grammar, and not after until (GET /executions)",
-    "until": "an instant's grammar (GET /executions)",
+    "until": "an instant's grammar (GET /executions); on a skip, after the stored task's "
+    "next occurrence",
     "from": "an instant's grammar",
     "to": "an instant's grammar, not before from, not in the future, at most 100 occurrences",
+    "exclude_calendars": "that the tenant keeps a calendar of each name, and that the "
+    "schedule has a grid of occurrences (not fixed_delay or after)",
+    "only_calendars": "as exclude_calendars",
+    "dates": "a calendar date's grammar, that the day exists (2026-02-30 does not), and "
+    "that a range's to is not before its from",
+    "skip": "exactly one of occurrences, until or at (a rule between fields), and the "
+    "skips the stored task already has (at most 10, naming at most 100 occurrences)",
 }
 # Values that mean something, drawn for these fields most of the time: random text
 # is almost never a cron expression or a loopback URL, and without registered tasks
@@ -118,8 +127,12 @@ DRAWN_FROM = {
 ALWAYS_DRAWN = {field for field in DRAWN_FROM if field.startswith(("retry.", "rate_limit."))} | {
     "max_concurrency"
 }
-# Only on backfill: the task has a grid of occurrences (not at, fixed_delay or after).
-BACKFILL_TASK_KIND = ("POST /tasks/{task_id}/backfill", "task_id")
+# Only on backfill and skip: the task has a grid of occurrences (backfill: not at,
+# fixed_delay or after; skip: not fixed_delay or after) and, to skip, one ahead.
+GRID_TASK_KIND = {
+    ("POST /tasks/{task_id}/backfill", "task_id"),
+    ("POST /tasks/{task_id}/skip", "task_id"),
+}
 
 
 class SocketAudit:
@@ -195,7 +208,7 @@ def refused_only_for_what_the_document_cannot_state(
     fields = {error["field"] for error in problem.get("errors", [])}
     label = f"{case.method.upper()} {case.operation.path}"
     stated = {
-        f for f in fields if f not in DOCUMENT_CANNOT_STATE and (label, f) != BACKFILL_TASK_KIND
+        f for f in fields if f not in DOCUMENT_CANNOT_STATE and (label, f) not in GRID_TASK_KIND
     }
     if stated or not fields:
         raise Failure(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -23,6 +24,7 @@ from dynacron.client.bulk import (
     parse_line,
 )
 from dynacron.domain.coordination.create_keys import KEY_PATTERN
+from dynacron.domain.tasks.skips import Skip
 from dynacron.domain.tasks.specs import new_task
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
@@ -162,6 +164,28 @@ def test_an_exported_target_task_registers_again_with_its_target() -> None:
     exported = create_body(TaskView.of(task))
     assert exported is not None
     assert TaskCreate.model_validate(exported).target == TaskCreate.model_validate(body).target
+
+
+def test_an_exported_task_names_its_calendars_and_leaves_its_skips_behind() -> None:
+    body = {
+        "cron": "0 9 * * *",
+        "handler_url": HOOK,
+        "exclude_calendars": ["holidays"],
+        "on_excluded": "next",
+    }
+    task = new_task(TaskCreate.model_validate(body).to_spec(), NOW, task_id="t4", tenant_id="a")
+    task = dataclasses.replace(task, skips=(Skip(by="alice", asked_at=NOW, at=(NOW,)),))
+    exported = create_body(TaskView.of(task))
+    assert exported is not None
+    assert {k: exported.get(k) for k in ("exclude_calendars", "only_calendars", "on_excluded")} == {
+        "exclude_calendars": ["holidays"],
+        "only_calendars": None,
+        "on_excluded": "next",
+    }
+    assert "skips" not in exported
+    assert TaskCreate.model_validate(exported).calendar_rule() == (
+        TaskCreate.model_validate(body).calendar_rule()
+    )
 
 
 def test_a_state_file_refuses_another_api_or_api_key(tmp_path: Path) -> None:

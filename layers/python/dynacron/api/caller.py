@@ -22,6 +22,14 @@ def caller_tenant(router: BaseRouter) -> str:
     return str(router.context[TENANT_CONTEXT_KEY])
 
 
+def caller_identity(router: BaseRouter) -> str:
+    """Who the request comes from, to record as who asked: the IAM principal that
+    signed it, else its tenant (an API key's, or local mode's default)."""
+    identity = (router.current_event.raw_event.get("requestContext") or {}).get("identity") or {}
+    principal = identity.get("userArn") or identity.get("caller")
+    return str(principal) if principal else caller_tenant(router)
+
+
 def sent_callback_token(router: BaseRouter) -> str | None:
     """The callback token the request carries, if any (the header is case-insensitive)."""
     return router.current_event.headers.get(CALLBACK_TOKEN_HEADER)

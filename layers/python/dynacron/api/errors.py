@@ -15,6 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from dynacron.api.problems import describe_validation_errors, problem
 from dynacron.api.responses import Problem
 from dynacron.domain.errors import (
+    CalendarNotFound,
     CallbackRefused,
     Conflict,
     ExecutionNotFound,
@@ -48,6 +49,7 @@ ERROR_PROBLEMS: dict[type[Exception], ProblemType] = {
     InvalidRequest: ProblemType(422, "Invalid request"),
     TaskNotFound: ProblemType(404, "Not found"),
     ExecutionNotFound: ProblemType(404, "Not found"),
+    CalendarNotFound: ProblemType(404, "Not found"),
     CallbackRefused: ProblemType(403, "Forbidden"),
     Conflict: ProblemType(409, "Conflict"),
     Unauthenticated: ProblemType(401, "Unauthenticated"),

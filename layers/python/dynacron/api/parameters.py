@@ -73,6 +73,10 @@ PreviewAfter = Annotated[
     str | None,
     Query(max_length=64, description="ISO 8601 instant to start after (default: now)"),
 ]
+SkipInstant = Annotated[
+    str | None,
+    Query(max_length=64, description="ISO 8601 occurrence to stop skipping (default: every one)"),
+]
 ListedStatus = Annotated[
     Literal["FAILED", "QUEUED", "RUNNING"] | None,
     Query(

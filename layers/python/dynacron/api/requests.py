@@ -4,7 +4,7 @@ returns is ``responses``."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -26,8 +26,20 @@ from dynacron.domain.executions.retry import (
     MAX_DELAY_LIMIT_SECONDS,
     RetryPolicy,
 )
+from dynacron.domain.schedules.calendars import (
+    MAX_CALENDARS_PER_TASK,
+    NAME_PATTERN,
+    NO_CALENDARS,
+    CalendarChanges,
+    CalendarRule,
+    OnExcluded,
+)
+from dynacron.domain.schedules.calendars import MAX_ENTRIES as MAX_CALENDAR_ENTRIES
+from dynacron.domain.schedules.calendars import MAX_NOTE_LENGTH as MAX_CALENDAR_NOTE
+from dynacron.domain.schedules.calendars import named as named_calendars
 from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.domain.tasks.changes import UNSET, TaskChanges
+from dynacron.domain.tasks.skips import MAX_NOTE_LENGTH, MAX_SKIPPED_OCCURRENCES, SkipRequest
 from dynacron.domain.tasks.specs import (
     MAX_PAYLOAD_DEPTH,
     SCHEDULE_KINDS,
@@ -57,6 +69,8 @@ from dynacron.domain.tasks.task import (
     Overlap,
 )
 from dynacron.domain.tasks.urls import MAX_URL_LENGTH
+
+CalendarName = Annotated[str, Field(pattern=NAME_PATTERN, max_length=64)]
 
 
 class DstPolicyModel(BaseModel):
@@ -316,13 +330,50 @@ class ScheduleFields(BaseModel):
         )
 
 
-class SchedulePreviewRequest(ScheduleFields):
+class CalendarFields(BaseModel):
+    """The calendars a task's occurrences are held to (decision 0056)."""
+
+    exclude_calendars: list[CalendarName] | None = Field(
+        default=None,
+        max_length=MAX_CALENDARS_PER_TASK,
+        description="Calendars (PUT /calendars/{name}) whose days this task does not run on",
+    )
+    only_calendars: list[CalendarName] | None = Field(
+        default=None,
+        max_length=MAX_CALENDARS_PER_TASK,
+        description="Calendars whose days are the only ones this task runs on (business days)",
+    )
+    on_excluded: Literal["skip", "next"] | None = Field(
+        default=None,
+        description="An occurrence on an excluded day: skip it (recorded SKIPPED, the "
+        "default) or run it at the same time on the next included day",
+    )
+
+    def calendar_rule(self) -> CalendarRule | None:
+        """The calendars asked for; None when the body names none of their fields."""
+        named = self.model_fields_set & {"exclude_calendars", "only_calendars", "on_excluded"}
+        if not named:
+            return None
+        return named_calendars(
+            tuple(self.exclude_calendars or ()),
+            tuple(self.only_calendars or ()),
+            OnExcluded(self.on_excluded or "skip"),
+        )
+
+
+class SchedulePreviewRequest(ScheduleFields, CalendarFields):
     """Body of ``POST /schedules/preview``: a schedule as ``POST /tasks`` takes it."""
 
     count: int = Field(default=10, ge=1, le=100, description="How many occurrences")
+    task_id: str | None = Field(
+        default=None,
+        max_length=200,
+        description="A task of yours: its skips (and calendars, unless given here) are "
+        "marked in the preview",
+    )
 
 
-class TaskCreate(ScheduleFields):
+class TaskCreate(ScheduleFields, CalendarFields):
     """Body of ``POST /tasks``: exactly one of ``cron``, ``rate``, ``at``,
     ``fixed_delay`` or ``after``, and exactly one of ``handler_url``, ``handler`` or
     ``target``."""
@@ -405,6 +456,7 @@ class TaskCreate(ScheduleFields):
             overlap=Overlap(self.overlap),
             limits=self.limits(),
             tags=self.tags,
+            calendars=self.calendar_rule() or NO_CALENDARS,
         )
 
 
@@ -470,6 +522,22 @@ class TaskPatch(TaskCreate):
             overlap=Overlap(self.overlap) if self.overlap is not None else None,
             tags=self.tags,
             reschedule=any(name in named for name in SCHEDULE_FIELDS),
+            calendars=self.calendar_changes(),
+        )
+
+    def calendar_changes(self) -> CalendarChanges | None:
+        """The calendar fields given (null or [] for none); None when none is."""
+        named = self.model_fields_set
+        if not named & {"exclude_calendars", "only_calendars", "on_excluded"}:
+            return None
+
+        def names(field: str) -> tuple[str, ...] | None:
+            return tuple(getattr(self, field) or ()) if field in named else None
+
+        return CalendarChanges(
+            exclude=names("exclude_calendars"),
+            only=names("only_calendars"),
+            on_excluded=OnExcluded(self.on_excluded) if self.on_excluded else None,
         )
 
 
@@ -488,6 +556,28 @@ class BackfillRequest(BaseModel):
 
     from_: str = Field(alias="from", max_length=64)
     to: str = Field(max_length=64)
+
+
+class SkipBody(BaseModel):
+    """Body of ``POST /tasks/{task_id}/skip``: exactly one of ``occurrences`` (the next
+    N), ``until`` (every occurrence before it) or ``at`` (these occurrences), and why."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    occurrences: int | None = Field(default=None, ge=1, le=MAX_SKIPPED_OCCURRENCES)
+    until: str | None = Field(default=None, max_length=64)
+    at: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_SKIPPED_OCCURRENCES
+    )
+    note: str | None = Field(default=None, max_length=MAX_NOTE_LENGTH)
+
+    def to_request(self) -> SkipRequest:
+        return SkipRequest(
+            occurrences=self.occurrences,
+            until=self.until,
+            at=tuple(self.at) if self.at is not None else None,
+            note=self.note,
+        )
 
 
 class CompleteRequest(BaseModel):
@@ -516,3 +606,29 @@ class TaskBatch(BaseModel):
         "return the task the first made); an item that is invalid (or no JSON object) is "
         "answered with its problem by its index, and the others are created",
     )
+
+
+class CalendarBody(BaseModel):
+    """Body of ``PUT /calendars/{name}``: days in ``timezone``, each a date
+    (``"2026-12-25"``) or a range ``{"from": ..., "to": ..., "note": ...}``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    timezone: str = Field(default="UTC", max_length=64)
+    dates: list[str | CalendarRange] = Field(max_length=MAX_CALENDAR_ENTRIES)
+
+    def entries(self) -> list[Any]:
+        return [
+            d if isinstance(d, str) else d.model_dump(by_alias=True, exclude_none=True)
+            for d in self.dates
+        ]
+
+
+class CalendarRange(BaseModel):
+    """Days ``from`` to ``to`` (both included; ``to`` defaults to ``from``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    from_: str = Field(alias="from", max_length=10)
+    to: str | None = Field(default=None, max_length=10)
+    note: str | None = Field(default=None, max_length=MAX_CALENDAR_NOTE)

@@ -5,14 +5,16 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from dynacron.api.requests import DstPolicyModel, RateLimitModel, TargetModel
 from dynacron.domain.coordination.tenants import EffectiveQuota
 from dynacron.domain.executions.execution import Execution
 from dynacron.domain.instants import format_instant
+from dynacron.domain.schedules.calendars import Calendar, calendar_to_map
 from dynacron.domain.schedules.forecast import Forecast
-from dynacron.domain.schedules.previews import OffsetChange, SchedulePreview
+from dynacron.domain.schedules.previews import OffsetChange, PassedOver, SchedulePreview
+from dynacron.domain.tasks.skips import Skip
 from dynacron.domain.tasks.specs import spec_of
 from dynacron.domain.tasks.task import UNREADABLE_SCHEDULE, Task
 from dynacron.ports import Page
@@ -84,6 +86,12 @@ class TaskView(BaseModel):
     version: int
     created_at: str
     updated_at: str
+    # Occurrences its owner asked not to run, those still ahead (POST /tasks/{id}/skip).
+    skips: list[SkipView] = Field(default_factory=list)
+    # Calendars its occurrences are held to (decision 0056).
+    exclude_calendars: list[str] = Field(default_factory=list)
+    only_calendars: list[str] = Field(default_factory=list)
+    on_excluded: str = "skip"
 
     @classmethod
     def of(cls, task: Task) -> TaskView:
@@ -133,6 +141,31 @@ class TaskView(BaseModel):
             version=task.version,
             created_at=format_instant(task.created_at),
             updated_at=format_instant(task.updated_at),
+            skips=[SkipView.of(skip) for skip in task.skips],
+            exclude_calendars=[c.name for c in task.calendars.exclude],
+            only_calendars=[c.name for c in task.calendars.only],
+            on_excluded=task.calendars.on_excluded.value,
+        )
+
+
+class SkipView(BaseModel):
+    """Occurrences not to run: the instants ``at``, or every one before ``until``;
+    who asked (``by``), when, and why."""
+
+    at: list[str] | None = None
+    until: str | None = None
+    by: str
+    asked_at: str
+    note: str | None = None
+
+    @classmethod
+    def of(cls, skip: Skip) -> SkipView:
+        return cls(
+            at=[format_instant(a) for a in skip.at] or None,
+            until=_optional_instant(skip.until),
+            by=skip.by,
+            asked_at=format_instant(skip.asked_at),
+            note=skip.note,
         )
 
 
@@ -167,6 +200,10 @@ class SchedulePreviewView(BaseModel):
         default_factory=list,
         description="Where the time zone's UTC offset changes between two occurrences",
     )
+    skipped: list[PassedOverView] = Field(
+        default_factory=list,
+        description="Occurrences listed that will not run (skipped), and why",
+    )
 
     @classmethod
     def of(cls, preview: SchedulePreview) -> SchedulePreviewView:
@@ -175,7 +212,19 @@ class SchedulePreviewView(BaseModel):
             explanation=preview.explanation,
             occurrences=[format_instant(o) for o in preview.occurrences],
             dst_transitions=[OffsetChangeView.of(c) for c in preview.offset_changes],
+            skipped=[PassedOverView.of(p) for p in preview.passed_over],
         )
+
+
+class PassedOverView(BaseModel):
+    """An occurrence of a preview that will not run, and why."""
+
+    occurrence: str
+    reason: str
+
+    @classmethod
+    def of(cls, passed_over: PassedOver) -> PassedOverView:
+        return cls(occurrence=format_instant(passed_over.occurrence), reason=passed_over.reason)
 
 
 class OccurrencesView(SchedulePreviewView):
@@ -382,3 +431,31 @@ class TenantView(BaseModel):
             max_payload_bytes=settings.max_payload_bytes,
             min_interval_seconds=settings.min_interval_seconds,
         )
+
+
+class CalendarDateView(BaseModel):
+    """Days of a calendar: ``from`` to ``to``, both included, with a note."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    from_: str = Field(alias="from")
+    to: str
+    note: str | None = None
+
+
+class CalendarView(BaseModel):
+    """A calendar: its days, read in ``timezone``."""
+
+    name: str
+    timezone: str
+    dates: list[CalendarDateView]
+
+    @classmethod
+    def of(cls, calendar: Calendar) -> CalendarView:
+        return cls.model_validate(calendar_to_map(calendar))
+
+
+class CalendarList(BaseModel):
+    """Body of ``GET /calendars``: the tenant's calendars, by name."""
+
+    calendars: list[CalendarView]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from dynacron.cli.admin import admin_app
+from dynacron.cli.calendars import calendars_app
 from dynacron.cli.executions import dead_letters_app, executions_app
 from dynacron.cli.schedules import next_occurrences, plan_capacity
 from dynacron.cli.tasks import tasks_app
@@ -18,6 +19,7 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(executions_app, name="executions")
 app.add_typer(dead_letters_app, name="dead-letters")
 app.add_typer(tenants_app, name="tenants")
+app.add_typer(calendars_app, name="calendars")
 app.add_typer(admin_app, name="admin")
 app.command()(local_commands.local)
 app.command()(local_commands.aws)

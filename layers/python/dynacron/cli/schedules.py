@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
+from dynacron.cli.calendars import dates_from_ics
 from dynacron.cli.connection import (
     JsonOption,
     console,
@@ -18,6 +20,7 @@ from dynacron.cli.connection import (
 from dynacron.definitions.environment import DEFAULT_EXECUTION_RETENTION_DAYS
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.instants import format_instant
+from dynacron.domain.schedules.calendars import Calendar, CalendarRule, calendar_of
 from dynacron.domain.schedules.describe import describe
 from dynacron.domain.schedules.expressions import parse_expression, parse_local_instant, upcoming
 from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
@@ -56,6 +59,13 @@ def next_occurrences(
     ambiguous: Annotated[
         Ambiguous, typer.Option(help="A local time the clocks repeat")
     ] = Ambiguous.FIRST,
+    exclude: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="An iCalendar (.ics) file whose all-day events the schedule skips, "
+            "read in --tz; repeat for more. Excluded occurrences are marked"
+        ),
+    ] = None,
 ) -> None:
     """Print a schedule's next occurrences, one ISO 8601 UTC instant per line.
 
@@ -74,10 +84,24 @@ def next_occurrences(
     except InvalidRequest as error:
         console.print(f"[red]error:[/red] {error.field}: {error.message}", soft_wrap=True)
         raise typer.Exit(2) from None
+    try:
+        rule = CalendarRule(exclude=tuple(_ics_calendar(path, tz) for path in exclude or ()))
+    except (OSError, ValueError) as error:
+        console.print(f"[red]error:[/red] {error}", soft_wrap=True)
+        raise typer.Exit(2) from None
     if explain:
         typer.echo(describe(schedule))
+        if rule:
+            typer.echo(f"Not on the days of {', '.join(rule.names)} ({tz}).")
     for occurrence in upcoming(schedule, start, count):
-        typer.echo(format_instant(occurrence))
+        excluded = rule.excluded(occurrence) if rule else None
+        typer.echo(format_instant(occurrence) + (f"  skipped: {excluded}" if excluded else ""))
+
+
+def _ics_calendar(path: Path, timezone: str) -> Calendar:
+    """The all-day events of an .ics file as a calendar named after the file."""
+    entries, _ = dates_from_ics(path.read_bytes())
+    return calendar_of(path.stem, timezone, entries)
 
 
 def plan_capacity(

@@ -201,3 +201,37 @@ def tasks_delete(ctx: typer.Context, task_id: str) -> None:
 
 
 tasks_app.command("import-eventbridge")(import_eventbridge)
+
+
+@tasks_app.command("skip")
+def tasks_skip(
+    ctx: typer.Context,
+    task_id: str,
+    occurrences: Annotated[int | None, typer.Option(help="Skip the next N occurrences")] = None,
+    until: Annotated[
+        str | None, typer.Option(help="Skip every occurrence before this ISO 8601 instant")
+    ] = None,
+    at: Annotated[
+        list[str] | None, typer.Option(help="Skip this occurrence (ISO 8601); repeat for more")
+    ] = None,
+    note: Annotated[str | None, typer.Option(help="Why, recorded with each one skipped")] = None,
+) -> None:
+    """Have occurrences not run: each is recorded SKIPPED, who asked and why."""
+    body: dict[str, Any] = {
+        k: v
+        for k, v in {"occurrences": occurrences, "until": until, "at": at, "note": note}.items()
+        if v is not None
+    }
+    answer(ctx, lambda client: client.skip_occurrences(task_id, body), tables.tasks)
+
+
+@tasks_app.command("unskip")
+def tasks_unskip(
+    ctx: typer.Context,
+    task_id: str,
+    at: Annotated[
+        str | None, typer.Option(help="Only this occurrence (default: every skip)")
+    ] = None,
+) -> None:
+    """Remove skips not yet reached."""
+    answer(ctx, lambda client: client.remove_skips(task_id, at), tables.tasks)

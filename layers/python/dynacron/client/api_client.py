@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 from pydantic import BaseModel
@@ -27,6 +27,8 @@ from dynacron.api.requests import (
 from dynacron.api.responses import (
     BackfillView,
     BatchView,
+    CalendarList,
+    CalendarView,
     ExecutionPage,
     ExecutionView,
     ForecastView,
@@ -336,6 +338,27 @@ class Client:
         return self._call(ExecutionView, "POST", f"/dead-letters/{execution_id}/redrive", json={})
 
     # the caller's tenant
+    def skip_occurrences(self, task_id: str, body: dict[str, Any]) -> TaskView:
+        """``POST /tasks/{task_id}/skip`` with ``body`` (occurrences, until or at; note)."""
+        return self._call(TaskView, "POST", f"/tasks/{task_id}/skip", json=body)
+
+    def remove_skips(self, task_id: str, at: str | None = None) -> TaskView:
+        params = {"at": at} if at is not None else {}
+        return self._call(TaskView, "DELETE", f"/tasks/{task_id}/skips", params=params)
+
+    def put_calendar(self, name: str, timezone: str, dates: list[Any]) -> CalendarView:
+        body = {"timezone": timezone, "dates": dates}
+        return self._call(CalendarView, "PUT", f"/calendars/{quote(name, safe='')}", json=body)
+
+    def get_calendar(self, name: str) -> CalendarView:
+        return self._call(CalendarView, "GET", f"/calendars/{quote(name, safe='')}")
+
+    def list_calendars(self) -> CalendarList:
+        return self._call(CalendarList, "GET", "/calendars")
+
+    def delete_calendar(self, name: str) -> None:
+        self._send("DELETE", f"/calendars/{quote(name, safe='')}")
+
     def tenant(self) -> TenantView:
         return self._call(TenantView, "GET", "/tenant")
 

@@ -120,6 +120,12 @@ def create_body(task: TaskView) -> dict[str, Any] | None:
         mode="json",
     )
     fields[kind] = task.after if kind == "after" else task.schedule.expression
+    # Its calendars (by name: the other tenant or deployment keeps its own), if any;
+    # its skips are not carried (they are for occurrences of this deployment).
+    if task.exclude_calendars or task.only_calendars:
+        fields["exclude_calendars"] = task.exclude_calendars or None
+        fields["only_calendars"] = task.only_calendars or None
+        fields["on_excluded"] = task.on_excluded
     create = TaskCreate.model_validate(fields)
     body = create.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
     # A nested policy at its defaults (dst, retry) dumps as {}: the same as none.

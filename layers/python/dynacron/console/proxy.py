@@ -61,7 +61,16 @@ MAX_BODY_BYTES = 1024 * 1024
 # /docs (Swagger UI, a page with scripts of its own that would run with this
 # origin's session; the content policy would block them anyway).
 API_RESOURCES = frozenset(
-    {"tasks", "executions", "dead-letters", "forecast", "schedules", "tenant", "openapi.json"}
+    {
+        "tasks",
+        "executions",
+        "dead-letters",
+        "forecast",
+        "schedules",
+        "tenant",
+        "calendars",
+        "openapi.json",
+    }
 )
 DOCS = "docs"
 API_METHODS = ("GET", "HEAD", "POST", "PATCH", "DELETE")

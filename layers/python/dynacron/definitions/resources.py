@@ -189,6 +189,8 @@ LIMIT_KEY_PREFIXES = (HOST_KEY_PREFIX, RATE_KEY_PREFIX, SLOT_KEY_PREFIX)
 TENANT_KEY_PREFIX = "tenant#"
 # A task creation's idempotency key (the API's alone).
 CREATE_KEY_PREFIX = "create-key#"
+# A tenant's calendars (the API's alone; decision 0056).
+CALENDARS_KEY_PREFIX = "calendars#"
 # A tenant's schedule census (decision 0046) lives in the executions table, whose
 # sort key lets one Query read a partition's entries: partition
 # ``census#<tenant>#<shard>`` (the shard of the task's id, so that a million tasks

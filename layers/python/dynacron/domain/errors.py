@@ -66,3 +66,11 @@ class CallbackRefused(DynacronError):
 
 class UnknownHandler(InvalidRequest):
     """A task names a Python handler that no module registered."""
+
+
+class CalendarNotFound(DynacronError):
+    """No such calendar for the caller's tenant (another tenant's is not found either)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"calendar {name!r} does not exist")
+        self.name = name

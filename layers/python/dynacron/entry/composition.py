@@ -57,6 +57,7 @@ from dynacron.ports import AdapterSet, DispatchQueue, DuePageHandOut
 from dynacron.ports.delivery import Delivery
 from dynacron.ports.faults import NO_FAULTS, Faults
 from dynacron.ports.metrics import NO_METRICS, Metrics
+from dynacron.services.calendars import CalendarService
 from dynacron.services.clock_steps import ClockSteps, lease_hold, monotonic_of
 from dynacron.services.completions import CompletionTracker
 from dynacron.services.executions import ExecutionService
@@ -174,6 +175,12 @@ class Dynacron(LambdaEvents):
                 private_networks_reader(settings, self.tenants.quota),
             ),
             targets=settings.target_policy,
+            calendar_service=CalendarService(
+                calendars=self.adapters.calendars,
+                tasks=self.tasks,
+                clock=self.clock,
+                sharding=settings.task_settings.sharding,
+            ),
         )
         self.ticker = Ticker(
             tasks=self.tasks,

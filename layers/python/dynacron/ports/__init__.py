@@ -15,6 +15,7 @@ from typing import Generic, Protocol, TypeVar
 
 from dynacron.domain.executions.execution import Dispatch
 from dynacron.domain.tasks.transitions import REASON_LIMIT as TASK_REASON_LIMIT
+from dynacron.ports.coordination import CalendarStore as CalendarStore
 from dynacron.ports.coordination import CreateKeys as CreateKeys
 from dynacron.ports.coordination import CursorStore as CursorStore
 from dynacron.ports.coordination import LimitStore as LimitStore
@@ -130,3 +131,4 @@ class AdapterSet:
     limits: LimitStore
     queue: DispatchQueue
     dead_letter_queue: DeadLetterQueue
+    calendars: CalendarStore

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination.create_keys import KeyReservation
@@ -213,4 +213,19 @@ class LimitStore(Protocol):
         Expects the record to meet ``transition.expects``; then writes the change and
         answers True. Refused (someone else holds the slot): nothing written, False.
         """
+        ...
+
+
+class CalendarStore(Protocol):
+    """Each tenant's calendars, one record per tenant (decision 0056): read and
+    written by the API only, never by the tick or the workers."""
+
+    def read(self, tenant_id: str) -> dict[str, Any] | None:
+        """The tenant's calendars record as stored (``domain.schedules.calendars``);
+        None if it has none."""
+        ...
+
+    def apply(self, tenant_id: str, transition: Transition) -> bool:
+        """Carry out ``transition`` on the tenant's record atomically; False if its
+        condition did not hold."""
         ...

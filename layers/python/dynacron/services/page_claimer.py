@@ -375,19 +375,21 @@ class PageClaimer:
         return list(self._pool.map(call, items))
 
     def _record_overlap_skip(self, claim: Claim, now: datetime) -> None:
-        """An occurrence the overlap policy passed over leaves a SKIPPED execution saying why.
+        """An occurrence the overlap policy or a skip passed over leaves a SKIPPED
+        execution saying why.
 
         Written after the claim, so only the tick that won records it; a crash in
         between loses the record, never an occurrence that should have run.
         """
-        if claim.overlap_skipped is None or claim.overlap_reason is None:
+        if claim.recorded_skip is None:
             return
-        execution_id = execution_id_for(claim.task.task_id, claim.overlap_skipped)
+        occurrence, reason = claim.recorded_skip
+        execution_id = execution_id_for(claim.task.task_id, occurrence)
         skipped = transitions.record_skipped(
             claim.task,
             execution_id,
-            claim.overlap_skipped,
-            claim.overlap_reason,
+            occurrence,
+            reason,
             now,
             keeping=self._executions.keeping(execution_id),
         )

@@ -31,6 +31,7 @@ from dynacron.domain.errors import (
 )
 from dynacron.domain.executions.execution import Dispatch, Execution
 from dynacron.domain.instants import format_instant, to_utc_ms
+from dynacron.domain.schedules.calendars import NO_CALENDARS, CalendarRule
 from dynacron.domain.schedules.expressions import (
     GRID_KINDS,
     AfterSchedule,
@@ -38,10 +39,24 @@ from dynacron.domain.schedules.expressions import (
     parse_local_instant,
     upcoming,
 )
-from dynacron.domain.schedules.previews import SchedulePreview, preview, preview_registration
+from dynacron.domain.schedules.previews import (
+    SchedulePreview,
+    marking_passed_over,
+    preview,
+    preview_registration,
+)
 from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.changes import TaskChanges, apply_changes
+from dynacron.domain.tasks.claiming import passed_over_reason
 from dynacron.domain.tasks.listing import ALL_TASKS, TaskListing
+from dynacron.domain.tasks.skips import (
+    Skip,
+    SkipRequest,
+    added,
+    removed,
+    requested_skip,
+    skips_ahead,
+)
 from dynacron.domain.tasks.specs import (
     ScheduleSpec,
     TaskSpec,
@@ -61,6 +76,7 @@ from dynacron.domain.tasks.task import (
 )
 from dynacron.ports import CreateKeys, ExecutionStore, Page, TaskStore, TenantStore
 from dynacron.ports.delivery import HandlerNames, HandlerUrls
+from dynacron.services.calendars import CalendarService
 from dynacron.services.follow_ups import RunStarter
 
 # One backfill request starts at most this many executions; ask again for more.
@@ -150,6 +166,8 @@ class TaskService:
     targets: TargetPolicy = dataclasses.field(
         default_factory=lambda: TargetPolicy(refusal=NO_TARGETS)
     )
+    # Calendars (decision 0056): None where the store keeps none.
+    calendar_service: CalendarService | None = None
 
     def register(self, tenant_id: str, spec: TaskSpec) -> Task:
         """Check ``spec`` completely, then store the task within the tenant's quota."""
@@ -343,6 +361,8 @@ class TaskService:
     ) -> Task:
         """The task ``spec`` makes, checked completely; raises what is wrong with it."""
         task = new_task(spec, now, task_id=task_id, tenant_id=tenant_id)
+        if task.calendars:
+            task = dataclasses.replace(task, calendars=self._resolved(tenant_id, task.calendars))
         self._check_chain(tenant_id, task_id, task.schedule)
         check_min_interval(task.schedule, now, self.settings.min_interval_seconds)
         self._check_handler(task, urls or self.urls)
@@ -355,6 +375,10 @@ class TaskService:
         task = self.get(tenant_id, task_id)
         now = to_utc_ms(self.clock.now())
         changed = apply_changes(task, changes, now)
+        if changes.calendars is not None:
+            changed = dataclasses.replace(
+                changed, calendars=self._resolved(tenant_id, changed.calendars)
+            )
         chain: dict[str, int] = {}
         if changes.touches_schedule:
             chain = self._check_chain(tenant_id, task_id, changed.schedule)
@@ -532,9 +556,17 @@ class TaskService:
             if after is not None
             else self.clock.now()
         )
-        return task, preview(task.schedule, task.timezone, start, count)
+        return task, marked_skips(task, preview(task.schedule, task.timezone, start, count))
 
-    def preview_schedule(self, tenant_id: str, spec: ScheduleSpec, count: int) -> SchedulePreview:
+    def preview_schedule(
+        self,
+        tenant_id: str,
+        spec: ScheduleSpec,
+        count: int,
+        *,
+        task_id: str | None = None,
+        calendars: CalendarRule | None = None,
+    ) -> SchedulePreview:
         """What a task registered now with the schedule ``spec`` would run: its next
         ``count`` occurrences, checked as ``register`` checks a schedule, nothing stored.
 
@@ -547,7 +579,18 @@ class TaskService:
         checked_first_run(schedule, spec, now)
         self._chain_versions(tenant_id, seed, schedule)
         check_min_interval(schedule, now, self.settings.min_interval_seconds)
-        return preview_registration(schedule, spec.timezone, now, count)
+        shown = preview_registration(schedule, spec.timezone, now, count)
+        # Marked as that task's claims (or one registered with these calendars) would pass them.
+        named = self.get(tenant_id, task_id) if task_id is not None else None
+        rule = self._resolved(tenant_id, calendars) if calendars is not None else None
+        if named is None and not rule:
+            return shown
+        marking = dataclasses.replace(
+            named or new_task_like(schedule, tenant_id, now),
+            schedule=schedule,
+            calendars=rule if rule is not None else named.calendars if named else NO_CALENDARS,
+        )
+        return marked_skips(marking, shown)
 
     def get(self, tenant_id: str, task_id: str) -> Task:
         """The tenant's task; ``TaskNotFound`` whether it is missing or another tenant's."""
@@ -613,6 +656,42 @@ class TaskService:
         self.tenants.set_quota(tenant_id, quota)
         return self.quota(tenant_id)
 
+    def skip(self, tenant_id: str, task_id: str, request: SkipRequest, by: str) -> Task:
+        """Have occurrences of the task not run, as ``request`` asks (decision 0055):
+        the tick records each SKIPPED, with ``by`` and the note, and moves on."""
+        task = self.get(tenant_id, task_id)
+        now = to_utc_ms(self.clock.now())
+        skip = requested_skip(
+            request, task.schedule, task.timezone, task.next_run_at, by=by, now=now
+        )
+        skips = added(skips_ahead(task.skips, task.next_run_at), skip)
+        return self._replace(task, self._with_skips(task, skips, now), now)
+
+    def unskip(self, tenant_id: str, task_id: str, occurrence: str | None) -> Task:
+        """Remove the task's skips, or only ``occurrence`` from them; one already
+        reached stays as it was recorded."""
+        task = self.get(tenant_id, task_id)
+        now = to_utc_ms(self.clock.now())
+        instant = (
+            parse_local_instant("at", occurrence, task.timezone) if occurrence is not None else None
+        )
+        skips = skips_ahead(removed(task.skips, instant), task.next_run_at)
+        if skips == task.skips:
+            return task
+        return self._replace(task, self._with_skips(task, skips, now), now)
+
+    @staticmethod
+    def _with_skips(task: Task, skips: tuple[Skip, ...], now: datetime) -> Task:
+        return dataclasses.replace(task, skips=skips, version=task.version + 1, updated_at=now)
+
+    def _resolved(self, tenant_id: str, rule: CalendarRule) -> CalendarRule:
+        """``rule`` with the days of the tenant's calendars it names copied in."""
+        if not rule:
+            return rule
+        if self.calendar_service is None:
+            raise InvalidRequest("exclude_calendars", "this deployment keeps no calendars")
+        return self.calendar_service.resolved(tenant_id, rule)
+
     def _check_handler(self, task: Task, urls: HandlerUrls) -> None:
         """An HTTP handler the URL policy allows, or a Python handler registered in
         this process (that there is exactly one is the domain's rule)."""
@@ -649,6 +728,34 @@ class _UrlsCheckedOnce:
 
     def with_private_networks(self, networks: tuple[str, ...]) -> HandlerUrls:
         return _UrlsCheckedOnce(self._inner.with_private_networks(networks))
+
+
+def new_task_like(schedule: Schedule, tenant_id: str, now: datetime) -> Task:
+    """A task that is only a schedule: what a preview marks occurrences of."""
+    return Task(
+        task_id="preview",
+        name="preview",
+        schedule=schedule,
+        handler_url=None,
+        payload={},
+        status=TaskStatus.ACTIVE,
+        next_run_at=None,
+        created_at=now,
+        updated_at=now,
+        tenant_id=tenant_id,
+    )
+
+
+def marked_skips(task: Task, shown: SchedulePreview) -> SchedulePreview:
+    """``shown`` with the occurrences ``task``'s skips and calendars pass over
+    marked, and why, by the claim's own rules (``claiming.passed_over_reason``)."""
+    if not task.skips and not task.calendars:
+        return shown
+
+    def reason_of(occurrence: datetime) -> str | None:
+        return passed_over_reason(task, occurrence)
+
+    return marking_passed_over(shown, reason_of)
 
 
 def reserve_key(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
+from dynacron.adapters.aws.calendars import DynamoCalendarStore
 from dynacron.adapters.aws.create_keys import DynamoCreateKeys
 from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.adapters.aws.executions import DynamoExecutionStore
@@ -58,4 +59,5 @@ def aws_adapters(
         limits=DynamoLimitStore(dynamodb, settings.coordination_table),
         queue=SqsDispatchQueue(sqs, settings.dispatch_queue_url),
         dead_letter_queue=SqsDeadLetterQueue(sqs, settings.dead_letter_queue_url),
+        calendars=DynamoCalendarStore(dynamodb, settings.coordination_table),
     )

@@ -6,6 +6,7 @@ import random
 from dataclasses import dataclass
 from datetime import timedelta
 
+from dynacron.adapters.sqlite.calendars import SqliteCalendarStore
 from dynacron.adapters.sqlite.coordination import (
     SqliteCursorStore,
     SqliteLimitStore,
@@ -25,7 +26,7 @@ from dynacron.ports import AdapterSet, DeadLetterQueue, DispatchQueue
 
 @dataclass(frozen=True)
 class SqliteStores:
-    """The seven stores on one database; the queues (``adapters/sqlite/queue_ports.py``)
+    """The eight stores on one database; the queues (``adapters/sqlite/queue_ports.py``)
     complete them into an ``AdapterSet``."""
 
     tasks: SqliteTaskStore
@@ -33,6 +34,7 @@ class SqliteStores:
     cursors: SqliteCursorStore
     tenants: SqliteTenantStore
     create_keys: SqliteCreateKeys
+    calendars: SqliteCalendarStore
     leases: SqliteShardLeases
     limits: SqliteLimitStore
 
@@ -48,6 +50,7 @@ class SqliteStores:
             limits=self.limits,
             queue=queue,
             dead_letter_queue=dead_letter_queue,
+            calendars=self.calendars,
         )
 
 
@@ -65,6 +68,7 @@ def sqlite_stores(
         cursors=SqliteCursorStore(database),
         tenants=SqliteTenantStore(database),
         create_keys=SqliteCreateKeys(database),
+        calendars=SqliteCalendarStore(database),
         leases=SqliteShardLeases(database),
         limits=SqliteLimitStore(database, rng),
     )

@@ -194,6 +194,12 @@ COORDINATION = (
         PRIMARY KEY (tenant_id, key)
     )""",
     "CREATE INDEX IF NOT EXISTS create_keys_expiry ON create_keys (expires_at)",
+    # Each tenant's calendars (decision 0056): JSON text, and a version.
+    """CREATE TABLE IF NOT EXISTS calendars (
+        tenant_id TEXT PRIMARY KEY,
+        calendars TEXT NOT NULL,
+        version INTEGER NOT NULL
+    )""",
     # Each tenant's schedule census (decision 0046): how many of its tasks share a
     # schedule signature. A row counting none is deleted, so rows never outnumber
     # tasks; ``ends_at`` (a one-time minute, an end bound) lets a read skip the past.

@@ -14,6 +14,7 @@ from dynacron.api.errors import map_errors_to_problems
 from dynacron.api.json_body import parse_json_body
 from dynacron.api.middlewares import authenticate, keep_fixed_paths, refuse_unknown_query
 from dynacron.api.pre_routing import unroutable_path, unsupported_body
+from dynacron.api.routes.calendars import calendars_router
 from dynacron.api.routes.callbacks import callbacks_router
 from dynacron.api.routes.dead_letters import dead_letters_router
 from dynacron.api.routes.executions import executions_router
@@ -51,6 +52,8 @@ def build_api(
     app.include_router(callbacks_router(executions, rate_limiter))
     app.include_router(dead_letters_router(executions))
     app.include_router(tenant_router(tasks, settings))
+    if tasks.calendar_service is not None:
+        app.include_router(calendars_router(tasks.calendar_service))
     include_meta_routes(app, settings)
     map_errors_to_problems(app)
     return app

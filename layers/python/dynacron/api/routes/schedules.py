@@ -23,10 +23,18 @@ def schedules_router(tasks: TaskService, forecast: HerdForecast | None) -> Route
         """The occurrences a task registered now with this schedule would have, checked
         as POST /tasks checks a schedule (the same 422 problems), nothing stored. A
         cron's H fields are spread by the task id, which only POST /tasks gives: here
-        by a fresh one, as an example."""
+        by a fresh one, as an example. Occurrences that would not run are marked in
+        `skipped`: those the calendars given exclude, and with `task_id` those that
+        task's skips pass over (and its calendars' days, unless calendars are given)."""
         spec = body.schedule_spec()
         return SchedulePreviewView.of(
-            tasks.preview_schedule(caller_tenant(router), spec, body.count)
+            tasks.preview_schedule(
+                caller_tenant(router),
+                spec,
+                body.count,
+                task_id=body.task_id,
+                calendars=body.calendar_rule(),
+            )
         )
 
     if forecast is not None:

@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import ValidationError
 
 from dynacron.api.answers import accepted, created
-from dynacron.api.caller import caller_tenant
+from dynacron.api.caller import caller_identity, caller_tenant
 from dynacron.api.errors import problem_of
 from dynacron.api.openapi import TASK_LISTING_DESCRIPTION, problems
 from dynacron.api.parameters import (
@@ -23,6 +23,7 @@ from dynacron.api.parameters import (
     PageToken,
     PreviewAfter,
     PreviewCount,
+    SkipInstant,
     TagFilters,
     TaskId,
 )
@@ -30,6 +31,7 @@ from dynacron.api.problems import describe_validation_errors
 from dynacron.api.requests import (
     BackfillRequest,
     PauseRequest,
+    SkipBody,
     TaskBatch,
     TaskCreate,
     TaskPatch,
@@ -59,6 +61,7 @@ def tasks_router(tasks: TaskService) -> Router:
     _add_task_routes(router, tasks)
     _add_control_routes(router, tasks)
     _add_timeline_routes(router, tasks)
+    _add_skip_routes(router, tasks)
     return router
 
 
@@ -207,3 +210,20 @@ def _answer(index: int, outcome: BatchOutcome) -> BatchItemView:
     assert outcome.error is not None
     shown = problem_of(outcome.error)
     return BatchItemView(index=index, outcome="refused", status=shown.status, problem=shown)
+
+
+def _add_skip_routes(router: Router, tasks: TaskService) -> None:
+    """Occurrences of a task not to run, and taking that back (decision 0055)."""
+
+    @router.post("/tasks/<task_id>/skip", responses=problems(404, 409))
+    def skip_occurrences(task_id: TaskId, body: SkipBody) -> TaskView:
+        """The next ``occurrences``, every occurrence before ``until``, or those ``at``
+        will not run: each is recorded SKIPPED when it comes, with who asked and the
+        note. The task otherwise runs as before."""
+        tenant = caller_tenant(router)
+        return TaskView.of(tasks.skip(tenant, task_id, body.to_request(), caller_identity(router)))
+
+    @router.delete("/tasks/<task_id>/skips", responses=problems(404, 409))
+    def remove_skips(task_id: TaskId, at: SkipInstant = None) -> TaskView:
+        """Remove the task's skips not yet reached, or only the occurrence ``at``."""
+        return TaskView.of(tasks.unskip(caller_tenant(router), task_id, at))

@@ -1,5 +1,6 @@
 """A schedule's next occurrences as a person checks them: in words, and with the
-daylight-saving changes that fall between them marked.
+daylight-saving changes that fall between them marked, and the occurrences that
+will not run (skipped) marked too.
 
 ``GET /tasks/{task_id}/next`` and ``POST /schedules/preview`` answer with one; the
 console shows it before a task is saved and on a task's page.
@@ -7,7 +8,9 @@ console shows it before a task is saved and on a task's page.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from dynacron.domain.schedules.describe import describe
@@ -35,6 +38,29 @@ class SchedulePreview:
     explanation: str
     occurrences: list[datetime]
     offset_changes: list[OffsetChange]
+    # Occurrences among ``occurrences`` that will not run: skipped, and why.
+    passed_over: list[PassedOver] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PassedOver:
+    """An occurrence of the preview that will not run (a skip), and why."""
+
+    occurrence: datetime
+    reason: str
+
+
+def marking_passed_over(
+    preview: SchedulePreview, reason_of: Callable[[datetime], str | None]
+) -> SchedulePreview:
+    """``preview`` with each occurrence ``reason_of`` gives a reason for marked as
+    passed over (it stays listed, as the tick still claims it)."""
+    marks = []
+    for occurrence in preview.occurrences:
+        reason = reason_of(occurrence)
+        if reason is not None:
+            marks.append(PassedOver(occurrence, reason))
+    return dataclasses.replace(preview, passed_over=marks)
 
 
 def preview(schedule: Schedule, timezone: str, after: datetime, count: int) -> SchedulePreview:

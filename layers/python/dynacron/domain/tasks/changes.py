@@ -13,7 +13,13 @@ from typing import Any, Final
 from dynacron.domain.errors import Conflict, InvalidRequest
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
-from dynacron.domain.schedules.expressions import AfterSchedule, Schedule, check_computable
+from dynacron.domain.schedules.calendars import CalendarChanges, CalendarRule
+from dynacron.domain.schedules.expressions import (
+    GRID_KINDS,
+    AfterSchedule,
+    Schedule,
+    check_computable,
+)
 from dynacron.domain.schedules.wallclock import DstPolicy
 from dynacron.domain.tasks.specs import (
     MAX_PAYLOAD_DEPTH,
@@ -87,6 +93,8 @@ class TaskChanges:
     # The whole map: it replaces the stored one ({} clears it).
     tags: dict[str, str] | None = None
     reschedule: bool = False
+    # Calendars: the fields given (the service copies the days in again).
+    calendars: CalendarChanges | None = None
 
     @property
     def names_kind(self) -> bool:
@@ -137,9 +145,24 @@ def apply_changes(task: Task, changes: TaskChanges, now: datetime) -> Task:
         jitter_seconds=spec.jitter_seconds,
         overlap=spec.overlap,
         tags=checked_tags(changes.tags) if changes.tags is not None else task.tags,
+        calendars=_calendars(
+            changed, changes.calendars.over(task.calendars) if changes.calendars else None
+        ),
         version=task.version + 1,
         updated_at=now,
     )
+
+
+def _calendars(task: Task, rule: CalendarRule | None) -> CalendarRule:
+    """The task's calendars after a PATCH: those given, else those stored, held to
+    a schedule with a grid of occurrences."""
+    rule = task.calendars if rule is None else rule
+    if rule and task.schedule.kind not in GRID_KINDS:
+        raise InvalidRequest(
+            "exclude_calendars" if rule.exclude else "only_calendars",
+            f"a {task.schedule.kind} task has no grid of occurrences for a calendar to hold",
+        )
+    return rule
 
 
 def merged(stored: TaskSpec, changes: TaskChanges) -> TaskSpec:

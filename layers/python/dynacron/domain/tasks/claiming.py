@@ -12,13 +12,15 @@ from datetime import datetime, timedelta
 
 from dynacron.domain.coordination.uptime import UNKNOWN, ShardHistory
 from dynacron.domain.executions.execution import Dispatch
-from dynacron.domain.instants import to_utc_ms
+from dynacron.domain.instants import format_instant, to_utc_ms
+from dynacron.domain.schedules.calendars import OnExcluded
 from dynacron.domain.schedules.expressions import (
     CronSchedule,
     FixedDelaySchedule,
     RateSchedule,
     Schedule,
 )
+from dynacron.domain.tasks.skips import Skip, skip_covering, skips_ahead
 from dynacron.domain.tasks.task import (
     MAX_JITTER_SECONDS,
     SKIPPED_BUFFER_FULL,
@@ -65,6 +67,11 @@ class Claim:
     # run_all passed over missed occurrences (outside its window, or beyond its
     # most recent ``catchup_max_runs``): from ``skipped_since`` on.
     catchup_cut: bool = False
+    # Skips: the occurrence its owner asked not to run, and why (it is recorded
+    # SKIPPED); the task's skips still ahead once claimed (None: as they were).
+    passed_over: datetime | None = None
+    passed_over_reason: str | None = None
+    skips_left: tuple[Skip, ...] | None = None
 
     @property
     def execution_id(self) -> str | None:
@@ -77,6 +84,16 @@ class Claim:
     def completes_task(self) -> bool:
         """Whether the task has nothing left to run (COMPLETED), nor waits for a finish."""
         return self.next_run_at is None and not self.awaits_finish
+
+    @property
+    def recorded_skip(self) -> tuple[datetime, str] | None:
+        """The occurrence this claim passed over that leaves a SKIPPED execution, and
+        why: one the overlap policy or a skip passed over; None if none."""
+        if self.overlap_skipped is not None and self.overlap_reason is not None:
+            return self.overlap_skipped, self.overlap_reason
+        if self.passed_over is not None and self.passed_over_reason is not None:
+            return self.passed_over, self.passed_over_reason
+        return None
 
     @property
     def takes_slot(self) -> bool:
@@ -156,10 +173,72 @@ def claim_occurrence(
             task=task, scheduled_at=None if running else due, next_run_at=None, awaits_finish=True
         )
     rules = _MissRules(now=now, grace=grace, history=history, resumed_at=task.resumed_at)
-    claim = _claim_on_grid(task, schedule, due, rules, catchup_max_runs)
+    claim = _excluding(_skipping(_claim_on_grid(task, schedule, due, rules, catchup_max_runs)))
     if claim.scheduled_at is None or task.running_execution is None or not task.holds_slot:
         return claim
     return _overlapping(claim, task.running_execution)
+
+
+def _skipping(claim: Claim) -> Claim:
+    """``claim`` with its occurrence passed over if a skip covers it (decision 0055),
+    and the skips it leaves behind dropped."""
+    skips = claim.task.skips
+    if not skips:
+        return claim
+    if claim.scheduled_at is not None:
+        skip = skip_covering(skips, claim.scheduled_at)
+        if skip is not None:
+            claim = dataclasses.replace(
+                claim,
+                scheduled_at=None,
+                passed_over=claim.scheduled_at,
+                passed_over_reason=skip.reason,
+            )
+    left = skips_ahead(skips, claim.next_run_at)
+    return claim if left == skips else dataclasses.replace(claim, skips_left=left)
+
+
+def _excluding(claim: Claim) -> Claim:
+    """``claim`` with its occurrence passed over if its task's calendars exclude its
+    day (decision 0056): recorded SKIPPED, or (``on_excluded: next``) moved to the
+    same wall-clock time of the next included day, the task due then instead."""
+    task = claim.task
+    if not task.calendars or claim.scheduled_at is None:
+        return claim
+    reason = task.calendars.excluded(claim.scheduled_at)
+    if reason is None:
+        return claim
+    moved = _moved(task, claim.scheduled_at, claim.next_run_at)
+    if moved is not None:
+        return dataclasses.replace(claim, scheduled_at=None, next_run_at=moved)
+    return dataclasses.replace(
+        claim, scheduled_at=None, passed_over=claim.scheduled_at, passed_over_reason=reason
+    )
+
+
+def _moved(task: Task, excluded: datetime, following: datetime | None) -> datetime | None:
+    """Where ``on_excluded: next`` moves the ``excluded`` occurrence: the next included
+    day's same wall-clock time, if that comes before the ``following`` occurrence
+    (else that one runs, and this one is skipped); None when it is not moved."""
+    if task.calendars.on_excluded is not OnExcluded.NEXT:
+        return None
+    moved = task.calendars.moved(excluded, task.timezone)
+    if moved is None or (following is not None and moved >= following):
+        return None
+    return moved
+
+
+def passed_over_reason(task: Task, occurrence: datetime) -> str | None:
+    """Why claiming ``occurrence`` of ``task`` would run nothing for it, by the rules
+    of ``_skipping`` and ``_excluding`` (a preview marks it so); None if it runs."""
+    skip = skip_covering(task.skips, occurrence)
+    if skip is not None:
+        return skip.reason
+    excluded = task.calendars.excluded(occurrence) if task.calendars else None
+    if excluded is None:
+        return None
+    moved = _moved(task, occurrence, task.schedule.next_after(occurrence))
+    return excluded if moved is None else f"{excluded}: runs at {format_instant(moved)} instead"
 
 
 def _overlapping(claim: Claim, running: str) -> Claim:
@@ -310,6 +389,7 @@ def advanced(task: Task, claim: Claim, now: datetime) -> Task:
         last_scheduled_at=claim.scheduled_at or task.last_scheduled_at,
         running_execution=claim.execution_id if claim.takes_slot else task.running_execution,
         buffered_at=claim.buffered or task.buffered_at,
+        skips=task.skips if claim.skips_left is None else claim.skips_left,
         version=task.version + 1,
         updated_at=to_utc_ms(now),
     )

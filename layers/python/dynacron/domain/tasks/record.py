@@ -19,6 +19,7 @@ from dynacron.domain.coordination.limits import RateLimit, TaskLimits
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant, parse_instant
+from dynacron.domain.schedules.calendars import rule_from_map, rule_to_map
 from dynacron.domain.schedules.expressions import (
     AfterSchedule,
     CronSchedule,
@@ -30,6 +31,7 @@ from dynacron.domain.schedules.expressions import (
 )
 from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.domain.tasks.listing import NAME_KEY, name_key
+from dynacron.domain.tasks.skips import skips_from_list, skips_to_list
 from dynacron.domain.tasks.targets import target_from_map, target_to_map
 from dynacron.domain.tasks.task import (
     DEFAULT_CATCHUP_WINDOW_SECONDS,
@@ -43,6 +45,7 @@ from dynacron.domain.tasks.task import (
 # Attributes the stores index (the AWS resources name the same ones).
 AFTER_TASK_ID = "after_task_id"
 TAGS = "tags"
+SKIPS = "skips"
 
 
 def _optional_instant(value: Any) -> str | None:
@@ -219,6 +222,10 @@ def task_record(task: Task) -> dict[str, Any]:
         # Left out when empty: an untagged task's index entry is its keys alone.
         TAGS: dict(task.tags) or None,
         "target": target_to_map(task.target) if task.target is not None else None,
+        # Skips: left out when there are none (a claim rewrites what is left of them).
+        SKIPS: skips_to_list(task.skips),
+        # Calendars: left out when there are none.
+        "calendars": rule_to_map(task.calendars),
     }
 
 
@@ -256,6 +263,10 @@ def task_from_record(values: dict[str, Any]) -> Task:
         resumed_at=_instant_or_none(values.get("resumed_at")),
         tags=tags_from(values.get(TAGS)),
         target=target_from_map(values["target"]) if values.get("target") else None,
+        # Skips.
+        skips=skips_from_list(values.get(SKIPS)),
+        # Calendars.
+        calendars=rule_from_map(values.get("calendars")),
     )
 
 

@@ -18,7 +18,9 @@ from dynacron.domain.coordination.limits import TaskLimits
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
+from dynacron.domain.schedules.calendars import NO_CALENDARS, CalendarRule
 from dynacron.domain.schedules.expressions import (
+    GRID_KINDS,
     AfterSchedule,
     CronSchedule,
     FixedDelaySchedule,
@@ -91,6 +93,8 @@ class TaskSpec:
     limits: TaskLimits = field(default_factory=TaskLimits)
     tags: dict[str, str] = field(default_factory=dict)
     target: Target | None = None
+    # Calendars: those named (their days are the service's to copy in).
+    calendars: CalendarRule = NO_CALENDARS
 
 
 def new_task(spec: TaskSpec, now: datetime, *, task_id: str, tenant_id: str) -> Task:
@@ -119,7 +123,18 @@ def new_task(spec: TaskSpec, now: datetime, *, task_id: str, tenant_id: str) -> 
         tenant_id=tenant_id,
         tags=checked_tags(spec.tags),
         target=spec.target,
+        calendars=_checked_calendars(spec.calendars, schedule),
     )
+
+
+def _checked_calendars(rule: CalendarRule, schedule: Schedule) -> CalendarRule:
+    """Calendars hold a grid of occurrences (cron, rate, at) only."""
+    if rule and schedule.kind not in GRID_KINDS:
+        raise InvalidRequest(
+            "exclude_calendars" if rule.exclude else "only_calendars",
+            f"a {schedule.kind} task has no grid of occurrences for a calendar to hold",
+        )
+    return rule
 
 
 def spec_of(task: Task) -> TaskSpec:
@@ -158,6 +173,7 @@ def spec_of(task: Task) -> TaskSpec:
         limits=task.limits,
         tags=task.tags,
         target=task.target,
+        calendars=task.calendars,
     )
 
 

@@ -14,7 +14,9 @@ from dynacron.domain.coordination.limits import TaskLimits
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import compact_instant
+from dynacron.domain.schedules.calendars import NO_CALENDARS, CalendarRule
 from dynacron.domain.schedules.expressions import AfterSchedule, FixedDelaySchedule, Schedule
+from dynacron.domain.tasks.skips import Skip
 from dynacron.domain.tasks.targets import Target
 
 DEFAULT_CATCHUP_WINDOW_SECONDS = 24 * 3600
@@ -113,6 +115,11 @@ class Task:
     tags: dict[str, str] = field(default_factory=dict)
     # An AWS API called with its owner's role (``domain.tasks.targets``).
     target: Target | None = None
+    # Skips: occurrences its owner asked not to run, those still ahead (``domain.tasks.skips``).
+    skips: tuple[Skip, ...] = ()
+    # Calendars: those its occurrences are held to, their days copied here so that
+    # a claim reads nothing more (``domain.schedules.calendars``, decision 0056).
+    calendars: CalendarRule = NO_CALENDARS
 
     @property
     def timezone(self) -> str:

@@ -27,6 +27,8 @@ from dynacron.domain.conditions import (
 )
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.claiming import Claim
+from dynacron.domain.tasks.record import SKIPS
+from dynacron.domain.tasks.skips import skips_to_list
 from dynacron.domain.tasks.task import TaskStatus
 
 # The task record's attributes that transitions test or change. The AWS resources
@@ -69,11 +71,16 @@ def claim(claim: Claim, placement_key: str | None, now: datetime) -> Transition:
     if claim.buffered is not None:
         sets[BUFFERED_AT] = format_instant(claim.buffered)
     removes: frozenset[str] = frozenset()
+    if claim.skips_left is not None:
+        if claim.skips_left:
+            sets[SKIPS] = skips_to_list(claim.skips_left)
+        else:
+            removes = frozenset({SKIPS})
     if claim.awaits_finish:
-        removes = frozenset({NEXT_RUN_AT, DUE_BUCKET})
+        removes |= {NEXT_RUN_AT, DUE_BUCKET}
     elif claim.next_run_at is None or placement_key is None:
         sets[STATUS] = TaskStatus.COMPLETED.value
-        removes = frozenset({NEXT_RUN_AT, DUE_BUCKET})
+        removes |= {NEXT_RUN_AT, DUE_BUCKET}
     else:
         sets[NEXT_RUN_AT] = format_instant(claim.next_run_at)
         sets[DUE_BUCKET] = placement_key

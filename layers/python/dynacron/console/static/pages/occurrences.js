@@ -1,6 +1,7 @@
 // A table of upcoming occurrences (GET /tasks/{id}/next, POST /schedules/preview):
 // each in the schedule's own time zone, the viewer's and UTC, with a row where
-// daylight saving changes the zone's offset between two of them.
+// daylight saving changes the zone's offset between two of them, and each one that
+// will not run (a skip, a calendar's excluded day) marked with why.
 
 import { h } from "../dom.js";
 import { clockTime, formatDay, formatIn, formatUtc, offsetLabel, offsetMinutes, viewerZone } from "../time.js";
@@ -9,19 +10,25 @@ export function occurrencesTable(preview, { caption }) {
   const zone = preview.timezone || "UTC";
   const showZone = zone !== viewerZone && zone !== "UTC";
   const changes = new Map((preview.dst_transitions || []).map((c) => [c.next_occurrence, c]));
-  const columns = 2 + (showZone ? 1 : 0) + 1;
+  const skipped = new Map((preview.skipped || []).map((s) => [s.occurrence, s.reason]));
+  const columns = 2 + (showZone ? 1 : 0) + 1 + (skipped.size ? 1 : 0);
   const rows = [];
   preview.occurrences.forEach((occurrence, index) => {
     const change = changes.get(occurrence);
     if (change) rows.push(transitionRow(change, zone, columns));
+    const reason = skipped.get(occurrence);
+    const classes = [change ? "after-transition" : "", reason ? "skipped-occurrence" : ""].join(" ").trim();
     rows.push(
       h(
         "tr",
-        { class: change ? "after-transition" : null },
+        { class: classes || null },
         h("td", { class: "numeric" }, String(index + 1)),
         showZone ? h("td", {}, formatIn(occurrence, zone)) : null,
         h("td", {}, formatIn(occurrence)),
         h("td", { class: "utc-cell" }, formatUtc(occurrence)),
+        skipped.size
+          ? h("td", {}, reason ? [h("span", { class: "skip-label" }, "Skipped"), ` ${reason}`] : "Runs")
+          : null,
       ),
     );
   });
@@ -42,6 +49,7 @@ export function occurrencesTable(preview, { caption }) {
         showZone ? h("th", { scope: "col" }, `Task's time (${zone})`) : null,
         h("th", { scope: "col" }, `Your time (${viewerZone})`),
         h("th", { scope: "col" }, "UTC"),
+        skipped.size ? h("th", { scope: "col" }, "Runs?") : null,
       ),
     ),
     h("tbody", {}, rows),

@@ -244,6 +244,11 @@ export function render(main, { params }) {
         task.dst ? fact("Daylight saving", `skipped time: ${task.dst.nonexistent}; repeated time: ${task.dst.ambiguous}`) : null,
         task.start_at ? fact("Not before", timeCell(task.start_at)) : null,
         task.end_at ? fact("Not after", timeCell(task.end_at)) : null,
+        (task.exclude_calendars || []).length
+          ? fact("Not on", `${task.exclude_calendars.join(", ")} (an excluded day: ${task.on_excluded === "next" ? "next included day" : "skipped"})`)
+          : null,
+        (task.only_calendars || []).length ? fact("Only on", task.only_calendars.join(", ")) : null,
+        (task.skips || []).length ? fact("Skips", `${task.skips.length} ahead (DELETE /tasks/{id}/skips to remove)`) : null,
       ),
     );
     fill(
@@ -253,7 +258,7 @@ export function render(main, { params }) {
         ? h("p", { class: "muted" }, "Loading…")
         : preview.error
           ? h("p", { class: "error-text" }, preview.error)
-          : occurrencesTable(preview, { caption: "The next 10 occurrences; daylight-saving changes marked" }),
+          : occurrencesTable(preview, { caption: "The next 10 occurrences; daylight-saving changes and skipped occurrences marked" }),
     );
   }
 
