@@ -39,6 +39,8 @@ TASK_ROUTES = [
         "/tasks/{id}/backfill",
         {"from": "2026-11-30T11:00:00Z", "to": "2026-11-30T11:03:00Z"},
     ),
+    ("GET", "/tasks/{id}/changes", None),
+    ("POST", "/tasks/{id}/revert", {"change_id": "20261130T120000.000Z-x", "version": 1}),
 ]
 
 

@@ -15,11 +15,17 @@ from dynacron.definitions.callbacks import CALLBACK_TOKEN_HEADER
 from dynacron.domain.errors import CallbackRefused
 
 TENANT_CONTEXT_KEY = "tenant"
+CALLER_CONTEXT_KEY = "caller"
 
 
 def caller_tenant(router: BaseRouter) -> str:
     """The tenant of the request being handled: scope every read and write with it."""
     return str(router.context[TENANT_CONTEXT_KEY])
+
+
+def caller_identity(router: BaseRouter) -> str:
+    """Who the request's changes are recorded as made by (``identity.caller_of``)."""
+    return str(router.context.get(CALLER_CONTEXT_KEY) or caller_tenant(router))
 
 
 def sent_callback_token(router: BaseRouter) -> str | None:

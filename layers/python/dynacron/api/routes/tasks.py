@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import ValidationError
 
 from dynacron.api.answers import accepted, created
-from dynacron.api.caller import caller_tenant
+from dynacron.api.caller import caller_identity, caller_tenant
 from dynacron.api.errors import problem_of
 from dynacron.api.openapi import TASK_LISTING_DESCRIPTION, problems
 from dynacron.api.parameters import (
@@ -70,9 +70,14 @@ def _add_task_routes(router: Router, tasks: TaskService) -> None:
         body: TaskCreate, idempotency_key: CreateKeyHeader = None
     ) -> Response[TaskView]:
         if idempotency_key is None:
-            return created(TaskView.of(tasks.register(caller_tenant(router), body.to_spec())))
+            task = tasks.register(
+                caller_tenant(router), body.to_spec(), who=caller_identity(router)
+            )
+            return created(TaskView.of(task))
         key = CreateKey.of(idempotency_key, router.current_event.json_body)
-        task, replayed = tasks.register_once(caller_tenant(router), body.to_spec(), key)
+        task, replayed = tasks.register_once(
+            caller_tenant(router), body.to_spec(), key, who=caller_identity(router)
+        )
         return created(TaskView.of(task), {"Idempotent-Replayed": "true"} if replayed else None)
 
     @router.post("/tasks/batch", responses=problems(ok=(200, "Each item answered")))
@@ -107,11 +112,13 @@ def _add_task_routes(router: Router, tasks: TaskService) -> None:
 
     @router.patch("/tasks/<task_id>", responses=problems(404, 409))
     def patch_task(task_id: TaskId, body: TaskPatch) -> TaskView:
-        return TaskView.of(tasks.patch(caller_tenant(router), task_id, body.to_changes()))
+        changes = body.to_changes()
+        who = caller_identity(router)
+        return TaskView.of(tasks.patch(caller_tenant(router), task_id, changes, who=who))
 
     @router.delete("/tasks/<task_id>", responses=problems(404, ok=(204, "Deleted")))
     def delete_task(task_id: TaskId) -> Response[None]:
-        tasks.delete(caller_tenant(router), task_id)
+        tasks.delete(caller_tenant(router), task_id, who=caller_identity(router))
         return Response(status_code=204)
 
 
@@ -121,19 +128,26 @@ def _add_control_routes(router: Router, tasks: TaskService) -> None:
     @router.post("/tasks/<task_id>/pause", responses=problems(404, 409))
     def pause_task(task_id: TaskId, body: PauseRequest | None = None) -> TaskView:
         note = body.note if body else None
-        return TaskView.of(tasks.pause(caller_tenant(router), task_id, note))
+        return TaskView.of(
+            tasks.pause(caller_tenant(router), task_id, note, who=caller_identity(router))
+        )
 
     @router.post("/tasks/<task_id>/resume", responses=problems(404, 409))
     def resume_task(task_id: TaskId) -> TaskView:
-        return TaskView.of(tasks.resume(caller_tenant(router), task_id))
+        return TaskView.of(
+            tasks.resume(caller_tenant(router), task_id, who=caller_identity(router))
+        )
 
     @router.post("/tasks/<task_id>/trigger", responses=problems(404, 409, ok=(202, "Started")))
     def trigger_task(task_id: TaskId) -> Response[ExecutionView]:
-        return accepted(ExecutionView.of(tasks.trigger(caller_tenant(router), task_id)))
+        started = tasks.trigger(caller_tenant(router), task_id, who=caller_identity(router))
+        return accepted(ExecutionView.of(started))
 
     @router.post("/tasks/<task_id>/backfill", responses=problems(404, 409, ok=(202, "Started")))
     def backfill_task(task_id: TaskId, body: BackfillRequest) -> Response[BackfillView]:
-        backfill = tasks.backfill(caller_tenant(router), task_id, body.from_, body.to)
+        backfill = tasks.backfill(
+            caller_tenant(router), task_id, body.from_, body.to, who=caller_identity(router)
+        )
         return accepted(BackfillView.of(task_id, backfill.execution_ids, backfill.started))
 
 

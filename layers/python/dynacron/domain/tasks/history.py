@@ -102,10 +102,12 @@ class TaskChange:
         }
 
 
-def new_change_id(now: datetime, version: int = 0) -> str:
-    """An id that sorts by time, then by the task's version after the change (two
-    changes in one millisecond), newest last (listed in reverse); unique per change."""
-    return f"{compact_instant(now)}-{min(max(version, 0), 10**10 - 1):010d}-{secrets.token_hex(4)}"
+def new_change_id(now: datetime, version: int = 0, *, writes_task: bool = True) -> str:
+    """An id that sorts by time, then (two changes in one millisecond) by the task's
+    version after the change, a change that writes no task (a trigger) after the one
+    that made that version; newest last (listed in reverse); unique per change."""
+    sequence = f"{min(max(version, 0), 10**10 - 1):010d}{0 if writes_task else 1}"
+    return f"{compact_instant(now)}-{sequence}-{secrets.token_hex(4)}"
 
 
 def _version_after(before: dict[str, Any], after: dict[str, Any]) -> int:
@@ -208,7 +210,11 @@ class ChangeStamp:
         return TaskChange(
             task_id=task_id,
             tenant_id=tenant_id,
-            change_id=new_change_id(self.now, _version_after(before, after)),
+            change_id=new_change_id(
+                self.now,
+                _version_after(before, after),
+                writes_task=what not in (ChangeKind.TRIGGER, ChangeKind.BACKFILL),
+            ),
             at=self.now,
             who=self.who,
             what=what,
