@@ -139,3 +139,22 @@ def test_a_change_that_writes_no_task_is_recorded_alone(adapters: AdapterSet) ->
     )
     tasks.record_change(trigger)
     assert history(tasks, "t1")[0] == trigger
+
+
+def test_a_batch_create_records_each_task_stored_and_none_refused(adapters: AdapterSet) -> None:
+    tasks = adapters.tasks
+    # Given a batch larger than one transaction holds with its records (60 tasks,
+    # 120 puts), then one over the tenant's quota
+    batch = [a_task(f"b{i:02}", tenant_id="acme") for i in range(60)]
+    records = [STAMP.record(ChangeKind.CREATE, t.task_id, "acme", None, t) for t in batch]
+    assert (
+        tasks.create_many_within_quota([(t, HERE) for t in batch], 60, "s", records) == [None] * 60
+    )
+    late = a_task("late", tenant_id="acme")
+    late_record = STAMP.record(ChangeKind.CREATE, "late", "acme", None, late)
+    (refused,) = tasks.create_many_within_quota([(late, HERE)], 60, "s", [late_record])
+    assert refused is not None
+
+    # Then each task stored has its record, and the refused one none
+    assert all([r.what for r in history(tasks, t.task_id)] == [ChangeKind.CREATE] for t in batch)
+    assert history(tasks, "late") == []

@@ -96,6 +96,7 @@ class OwnedTasks(Protocol):
         tasks: Sequence[tuple[Task, DuePlacement | None]],
         max_tasks: int,
         fresh_secret: str,
+        changes: Sequence[TaskChange | None] | None = None,
     ) -> list[Exception | None]:
         """``create_within_quota`` for each of one tenant's new ``tasks``, in order: for
         each, None if it was stored, else why not (``LimitExceeded``, ``InvalidRequest``).
@@ -103,7 +104,8 @@ class OwnedTasks(Protocol):
         The quota holds for the whole batch against any concurrent create: the tasks
         are counted in the same transactions that store them (SQLite: one; DynamoDB:
         one per chunk of up to 99), and when a chunk does not fit, its tasks are tried
-        one by one, so the batch fills exactly the places left and no more.
+        one by one, so the batch fills exactly the places left and no more. Each of
+        ``changes`` (in the order of ``tasks``) is stored with its task, or not at all.
         """
         ...
 

@@ -217,7 +217,9 @@ class TaskService:
             raise Conflict(f"the task created with this {name} ({held.task_id}) was deleted")
         return held.task_id, made
 
-    def register_many(self, tenant_id: str, items: Sequence[BatchItem]) -> list[BatchOutcome]:
+    def register_many(
+        self, tenant_id: str, items: Sequence[BatchItem], *, who: str | None = None
+    ) -> list[BatchOutcome]:
         """``register`` (or ``register_once``, for an item with a key) for each item, in
         order; each answered on its own, an item refused never stopping the others.
 
@@ -267,6 +269,12 @@ class TaskService:
                 ],
                 self.quota(tenant_id).max_tasks,
                 new_signing_secret(),
+                [
+                    self._stamp(tenant_id, who, now).record(
+                        ChangeKind.CREATE, task.task_id, tenant_id, None, task
+                    )
+                    for _, task, _ in pending
+                ],
             )
         marks: list[tuple[str, Transition]] = []
         for (index, task, item), why_not in zip(pending, stored, strict=True):

@@ -92,11 +92,14 @@ class _Chunk:
 
 
 def _chunks(
-    items: list[dict[str, Any]], census_items: list[str | None] | None = None
+    items: list[dict[str, Any]],
+    census_items: list[str | None] | None = None,
+    puts_per_item: int = 1,
 ) -> list[_Chunk]:
     """``items`` in order, cut into chunks of at most ``_CHUNK_PUTS`` and
     ``_CHUNK_BYTES``; with ``census_items`` (each item's census entry, or None),
-    also so that the puts and the distinct census entries updated fit 99 actions."""
+    also so that the puts and the distinct census entries updated fit 99 actions;
+    ``puts_per_item`` 2 when each item has its change record put with it."""
     chunks: list[_Chunk] = []
     size = 0
     entries: set[str] = set()
@@ -106,14 +109,14 @@ def _chunks(
         more = 1 if entry is not None and entry not in entries else 0
         if (
             not chunks
-            or len(chunks[-1].items) + 1 + len(entries) + more > _CHUNK_PUTS
-            or size + item_size > _CHUNK_BYTES
+            or (len(chunks[-1].items) + 1) * puts_per_item + len(entries) + more > _CHUNK_PUTS
+            or size + item_size * puts_per_item > _CHUNK_BYTES
         ):
             chunks.append(_Chunk(index, []))
             size = 0
             entries = set()
         chunks[-1].items.append((index, item))
-        size += item_size
+        size += item_size * puts_per_item
         if entry is not None:
             entries.add(entry)
     return chunks
@@ -227,10 +230,12 @@ class DynamoTaskStore:
         tasks: Sequence[tuple[Task, DuePlacement | None]],
         max_tasks: int,
         fresh_secret: str,
+        changes: Sequence[TaskChange | None] | None = None,
     ) -> list[Exception | None]:
         """Store one tenant's ``tasks``, counted against its quota, in transactions of
         up to 99 puts and one update of the tenant's count (a transaction holds at
-        most 100 actions and 4 MB).
+        most 100 actions and 4 MB); with ``changes``, each task's record is put in
+        its transaction too (decision 0054).
 
         Each transaction adds its tasks to the count only if they all fit, so no
         concurrent create can push the count past ``max_tasks``. A chunk refused
@@ -248,11 +253,14 @@ class DynamoTaskStore:
             _counted_item(task, placement, signature)
             for (task, placement), signature in zip(tasks, added, strict=True)
         ]
-        for chunk in _chunks(items, entries):
+        recorded = list(changes) if changes else [None] * len(tasks)
+        for chunk in _chunks(items, entries, 2 if changes else 1):
             tenant_id = tasks[chunk.start][0].tenant_id
             recounts = self._chunk_recounts(
                 tenant_id, [(tasks[i][0].task_id, added[i]) for i, _ in chunk.items]
             )
+            for index, _ in chunk.items:
+                recounts += self._change_puts(recorded[index], tenant_id)
             stored = self._create_chunk(
                 tenant_id, [item for _, item in chunk.items], max_tasks, fresh_secret, recounts
             )
@@ -261,7 +269,9 @@ class DynamoTaskStore:
             for index, _ in chunk.items:
                 task, placement = tasks[index]
                 try:
-                    self.create_within_quota(task, placement, max_tasks, fresh_secret)
+                    self.create_within_quota(
+                        task, placement, max_tasks, fresh_secret, recorded[index]
+                    )
                 except (LimitExceeded, InvalidRequest) as refused:
                     outcomes[index] = refused
         return outcomes

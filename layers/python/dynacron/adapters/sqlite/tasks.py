@@ -140,18 +140,22 @@ class SqliteTaskStore:
         tasks: Sequence[tuple[Task, DuePlacement | None]],
         max_tasks: int,
         fresh_secret: str,
+        changes: Sequence[TaskChange | None] | None = None,
     ) -> list[Exception | None]:
         """Each of ``tasks`` stored and counted as ``create_within_quota`` does, all in
         one write transaction: in order, until the quota is reached; each refused
-        task writes nothing and is answered with why."""
+        task writes nothing and is answered with why; with ``changes``, each task
+        stored has its record stored with it."""
         outcomes: list[Exception | None] = []
+        recorded = list(changes) if changes else [None] * len(tasks)
         with self._database.write() as connection:
-            for task, placement in tasks:
+            for (task, placement), change in zip(tasks, recorded, strict=True):
                 try:
                     _create_counted(connection, task, placement, max_tasks, fresh_secret)
                 except (LimitExceeded, InvalidRequest) as refused:
                     outcomes.append(refused)
                 else:
+                    _record_change(connection, change, task.tenant_id)
                     outcomes.append(None)
         return outcomes
 

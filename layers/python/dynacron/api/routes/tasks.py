@@ -82,7 +82,7 @@ def _add_task_routes(router: Router, tasks: TaskService) -> None:
 
     @router.post("/tasks/batch", responses=problems(ok=(200, "Each item answered")))
     def create_tasks(body: TaskBatch) -> BatchView:
-        return _create_batch(tasks, caller_tenant(router), body)
+        return _create_batch(tasks, caller_tenant(router), body, caller_identity(router))
 
     @router.get("/tasks", responses=problems(), description=TASK_LISTING_DESCRIPTION)
     def list_tasks(
@@ -168,7 +168,7 @@ def _add_timeline_routes(router: Router, tasks: TaskService) -> None:
         return OccurrencesView.of_task(task.task_id, preview)
 
 
-def _create_batch(tasks: TaskService, tenant_id: str, batch: TaskBatch) -> BatchView:
+def _create_batch(tasks: TaskService, tenant_id: str, batch: TaskBatch, who: str) -> BatchView:
     """Each item parsed as ``POST /tasks`` parses its body; those that parse are
     registered together, and every item is answered by its index."""
     answers: dict[int, BatchItemView] = {}
@@ -185,7 +185,7 @@ def _create_batch(tasks: TaskService, tenant_id: str, batch: TaskBatch) -> Batch
             )
         except InvalidRequest as invalid:
             answers[index] = _answer(index, BatchOutcome(None, error=invalid))
-    outcomes = tasks.register_many(tenant_id, [item for _, item in parsed])
+    outcomes = tasks.register_many(tenant_id, [item for _, item in parsed], who=who)
     for (index, _), outcome in zip(parsed, outcomes, strict=True):
         answers[index] = _answer(index, outcome)
     items = [answers[index] for index in range(len(batch.tasks))]
