@@ -130,3 +130,14 @@ def test_trigger_is_recorded_and_a_status_change_is_not_revertible(system: Dynac
     )
     assert status == 422, problem
     assert "pause or resume" in problem["detail"]
+
+
+def test_the_document_describes_both_routes(system: Dynacron) -> None:
+    status, doc = call(system, "GET", "/openapi.json")
+    assert status == 200
+    listing = doc["paths"]["/tasks/{task_id}/changes"]["get"]
+    assert {"limit", "next_token"} <= {p["name"] for p in listing["parameters"]}
+    assert "kept after the task is deleted" in listing["description"]
+    revert = doc["paths"]["/tasks/{task_id}/revert"]["post"]
+    assert "409" in revert["responses"]
+    assert "version" in revert["description"]

@@ -7,7 +7,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import ValidationError
 
 from dynacron.api.caller import caller_identity, caller_tenant
-from dynacron.api.openapi import problems
+from dynacron.api.openapi import CHANGES_DESCRIPTION, REVERT_DESCRIPTION, problems
 from dynacron.api.parameters import PageLimit, PageToken, TaskId
 from dynacron.api.requests import RevertRequest, TaskPatch
 from dynacron.api.responses import ChangePage, TaskView
@@ -20,7 +20,9 @@ def changes_router(tasks: TaskService) -> Router:
     """The routes of a task's change history, served by ``tasks``."""
     router = Router()  # type: ignore[no-untyped-call]  # (its __init__ is unannotated)
 
-    @router.get("/tasks/<task_id>/changes", responses=problems(404))
+    @router.get(
+        "/tasks/<task_id>/changes", description=CHANGES_DESCRIPTION, responses=problems(404)
+    )
     def list_changes(
         task_id: TaskId, limit: PageLimit = 50, next_token: PageToken = None
     ) -> ChangePage:
@@ -28,7 +30,9 @@ def changes_router(tasks: TaskService) -> Router:
         the task is deleted, until the history retention."""
         return ChangePage.of(tasks.changes(caller_tenant(router), task_id, limit, next_token))
 
-    @router.post("/tasks/<task_id>/revert", responses=problems(404, 409))
+    @router.post(
+        "/tasks/<task_id>/revert", description=REVERT_DESCRIPTION, responses=problems(404, 409)
+    )
     def revert_change(task_id: TaskId, body: RevertRequest) -> TaskView:
         """Restore a change's "before" fields as a PATCH would (409 if the task is no
         longer at ``version``); the revert is itself a change."""
