@@ -141,3 +141,12 @@ def test_the_document_describes_both_routes(system: Dynacron) -> None:
     revert = doc["paths"]["/tasks/{task_id}/revert"]["post"]
     assert "409" in revert["responses"]
     assert "version" in revert["description"]
+
+
+def test_a_change_the_task_does_not_have_is_a_422_naming_change_id(system: Dynacron) -> None:
+    _, task = call(system, "POST", "/tasks", {"rate": "1 hour", "handler_url": HOOK})
+    body = {"change_id": "20261130T120000.000Z-nothing", "version": 1}
+    status, problem = call(system, "POST", f"/tasks/{task['task_id']}/revert", body)
+    assert status == 422, problem
+    assert "change_id" in problem["detail"]
+    assert call(system, "GET", f"/tasks/{task['task_id']}")[1] == task

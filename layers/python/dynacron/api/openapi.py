@@ -70,7 +70,7 @@ next_token until it is absent. Another tenant's task answers 404, as a missing o
 REVERT_DESCRIPTION = """Send a change's fields "before" back through PATCH, if the task is
 still at version (409 if it moved on: read it again). The revert is itself a change.
 A change of status alone (pause, resume, trigger) is not reverted here: 422, pause or
-resume instead. A deleted task answers 404."""
+resume instead; so is a change_id the task has none of. A deleted task answers 404."""
 
 
 _RETRY_AFTER: OpenAPIResponseHeader = {

@@ -23,8 +23,8 @@ class InvalidSchedule(InvalidRequest):
 class TaskNotFound(DynacronError):
     """No such task for the caller's tenant (another tenant's task is not found either)."""
 
-    def __init__(self, task_id: str, message: str | None = None) -> None:
-        super().__init__(message or f"task {task_id!r} does not exist")
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id!r} does not exist")
         self.task_id = task_id
 
 

@@ -386,10 +386,14 @@ class TaskService:
         return self._replace(task, changed, now, chain, change)
 
     def change(self, tenant_id: str, task_id: str, change_id: str) -> TaskChange:
-        """One change record of the tenant's task; ``TaskNotFound`` if it has none such."""
+        """One change record of the tenant's task (``get`` it first: ``TaskNotFound``
+        if it has none such); ``InvalidRequest`` naming ``change_id`` if it has no such
+        change (the id is the request's, the task exists)."""
         found = self.tasks.get_change(tenant_id, task_id, change_id)
         if found is None:
-            raise TaskNotFound(task_id, f"task {task_id!r} has no change {change_id!r}")
+            raise InvalidRequest(
+                "change_id", f"task {task_id!r} has no change {change_id!r} (GET its changes)"
+            )
         return found
 
     def changes(
