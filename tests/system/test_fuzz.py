@@ -78,6 +78,7 @@ DOCUMENT_CANNOT_STATE = {
     "until": "an instant's grammar (GET /executions)",
     "from": "an instant's grammar",
     "to": "an instant's grammar, not before from, not in the future, at most 100 occurrences",
+    "change_id": "that the task has a change of that id, one a PATCH can restore (revert)",
 }
 # Values that mean something, drawn for these fields most of the time: random text
 # is almost never a cron expression or a loopback URL, and without registered tasks
