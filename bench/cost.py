@@ -27,7 +27,13 @@ from bench.loopback import Delivery, Sink
 from bench.meter import Meter, item_size, read_units, summarise
 from dynacron.adapters.powertools.metrics import EmfDocument
 from dynacron.api.requests import TaskCreate
-from dynacron.definitions.resources import CENSUS_KEY_PREFIX, COORDINATION, EXECUTIONS, TASKS
+from dynacron.definitions.resources import (
+    CENSUS_KEY_PREFIX,
+    CHANGES_KEY_PREFIX,
+    COORDINATION,
+    EXECUTIONS,
+    TASKS,
+)
 from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
@@ -215,8 +221,9 @@ def at_rest(bench: Bench) -> dict[str, Any]:
         items = [
             item
             for item in dynamodb.scan(TableName=table)["Items"]
-            # not the tenants' schedule census, which shares the executions table
-            if not item["task_id"]["S"].startswith(CENSUS_KEY_PREFIX)
+            # not the tenants' schedule census nor the tasks' change history, which
+            # share the executions table (decisions 0046, 0054)
+            if not item["task_id"]["S"].startswith((CENSUS_KEY_PREFIX, CHANGES_KEY_PREFIX))
         ]
         stored = [_stored_bytes(item, definition) for item in items]
         sizes[f"{name}_items"] = len(items)

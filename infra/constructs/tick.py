@@ -182,7 +182,9 @@ def allow_census_set_aside(
     """A task set aside leaves its tenant's schedule census (decision 0046): its census
     key read from the task, and the census entry (in the executions table, under
     ``census#``) updated in the set-aside's transaction, and deleted after it once it
-    counts no task. A fire touches neither."""
+    counts no task. Its change record (decision 0054, ``changes#``) is a put in that
+    transaction: the executions table's PutItem the tick holds for SKIPPED records. A
+    fire touches none of them."""
     allow(function, ["dynamodb:GetItem"], [tasks.table_arn])
     allow_census_deletes(function, executions)
     function.add_to_role_policy(

@@ -31,6 +31,7 @@ from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.conditions import Transition
 from dynacron.domain.instants import format_instant
+from dynacron.domain.tasks.history import TaskChange
 from dynacron.domain.tasks.task import TaskStatus, due_bucket_key, execution_id_for, shard_for
 from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import LOOPBACK_NETWORKS
@@ -480,10 +481,10 @@ class OneClaimRaises(DynamoTaskStore):
         super().__init__(client, table, census_table=census_table)
         self._failing = failing_task_id
 
-    def apply(self, task_id: str, transition: Transition) -> bool:
+    def apply(self, task_id: str, transition: Transition, change: TaskChange | None = None) -> bool:
         if task_id == self._failing and transition.move == "claim":
             raise ValueError("cannot write this task's claim")
-        return super().apply(task_id, transition)
+        return super().apply(task_id, transition, change)
 
 
 @pytest.mark.parametrize("concurrency", [1, 16])

@@ -596,6 +596,10 @@ def test_a_task_written_around_the_api_that_cannot_be_read_is_set_aside(
     )
     assert status == 200, execution
     assert "the task was set aside" in execution["error"]
+    # ...and the set-aside is in the task's history, made by the scheduler
+    status, changes = deployed.api("GET", f"/tasks/{task['task_id']}/changes", principal=principal)
+    assert status == 200, changes
+    assert (changes["items"][0]["what"], changes["items"][0]["who"]) == ("set_aside", "dynacron")
     if reader == "worker":
         assert execution["status"] == "SKIPPED"
     else:
@@ -668,3 +672,24 @@ def test_a_burst_is_handed_out_to_the_claim_function_and_each_occurrence_runs_on
         assert statuses == ["SKIPPED", "SUCCEEDED"], (task_id, statuses)
     # (seconds pass: each tenant's API rate refills for the fixture's deletes)
     deployed.clock.advance(timedelta(seconds=10))
+
+
+def test_a_patch_writes_its_change_record_and_a_revert_restores_it(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    task = register(deployed, principal, rate="1 hour", handler_url=sink.url, name="before")
+    path = f"/tasks/{task['task_id']}"
+    status, patched = deployed.api(
+        "PATCH", path, {"name": "after", "version": task["version"]}, principal=principal
+    )
+    assert status == 200, patched
+    # The API's role wrote the record in the PATCH's transaction, and reads it back
+    status, changes = deployed.api("GET", f"{path}/changes", principal=principal)
+    assert status == 200, changes
+    latest = changes["items"][0]
+    assert (latest["what"], latest["who"]) == ("patch", principal)
+    assert (latest["before"]["name"], latest["after"]["name"]) == ("before", "after")
+    body = {"change_id": latest["change_id"], "version": patched["version"]}
+    status, reverted = deployed.api("POST", f"{path}/revert", body, principal=principal)
+    assert status == 200, reverted
+    assert reverted["name"] == "before"

@@ -17,6 +17,7 @@ from dynacron.definitions.resources import DUE_INDEX
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.errors import Conflict
 from dynacron.domain.executions.execution import Execution, ExecutionStatus
+from dynacron.domain.tasks.history import TaskChange
 from dynacron.domain.tasks.task import DuePlacement, Task, downstream_execution_id, execution_id_for
 from dynacron.domain.tasks.transitions import Replacement
 from dynacron.entry.settings import LOOPBACK_NETWORKS
@@ -442,11 +443,12 @@ class RacingTasks(DynamoTaskStore):
         task: Task,
         placement: DuePlacement | None,
         replacement: Replacement,
+        change: TaskChange | None = None,
     ) -> bool:
         if self.competitor is not None:
             competitor, self.competitor = self.competitor, None
             competitor()
-        return super().replace(task, placement, replacement)
+        return super().replace(task, placement, replacement, change)
 
 
 def test_two_changes_racing_to_close_a_cycle_cannot_both_succeed(

@@ -41,6 +41,8 @@ TASK_ROUTES = [
     ),
     ("POST", "/tasks/{id}/skip", {"occurrences": 1, "note": "not yours"}),
     ("DELETE", "/tasks/{id}/skips", None),
+    ("GET", "/tasks/{id}/changes", None),
+    ("POST", "/tasks/{id}/revert", {"change_id": "20261130T120000.000Z-x", "version": 1}),
 ]
 
 

@@ -38,6 +38,7 @@ def local() -> Iterator[str]:
                 ("k3", "team-c"),
                 ("k4", "team-d"),
                 ("k5", "team-e"),
+                ("k6", "team-f"),
             ),
         )
     ).start()
@@ -427,3 +428,29 @@ def test_tasks_found_by_name_from_the_cli_and_the_client(local: str) -> None:
     result = runner.invoke(app, ["tasks", *target, "list", "--name", "b", "--sort", "created_at"])
     assert result.exit_code == 1
     assert "sort:" in result.output
+
+
+def test_the_client_and_cli_show_a_change_and_revert_it(local: str) -> None:
+    target = ["--url", local, "--api-key", "k6"]
+    with dynacron.Client(local, api_key="k6") as client:
+        task = client.create_task(rate="1 hour", handler_url=HOOK, name="before")
+        client.patch_task(task.task_id, name="after", version=task.version)
+        patch = client.list_changes(task.task_id).items[0]
+        assert (patch.what, patch.before["name"], patch.after["name"]) == (
+            "patch",
+            "before",
+            "after",
+        )
+        assert patch.who == "team-f"
+    table = cli("tasks", *target, "changes", task.task_id)
+    assert "patch" in table
+    assert "create" in table
+    reverted = cli("tasks", *target, "--json", "revert", task.task_id, patch.change_id)
+    assert reverted["name"] == "before"
+    listed = cli("tasks", *target, "--json", "changes", task.task_id)
+    assert [c["what"] for c in listed["items"]] == ["revert", "patch", "create"]
+    stale = runner.invoke(
+        app, ["tasks", *target, "revert", task.task_id, patch.change_id, "--version", "1"]
+    )
+    assert stale.exit_code != 0
+    assert "409" in stale.output or "changed meanwhile" in stale.output

@@ -88,6 +88,7 @@ DOCUMENT_CANNOT_STATE = {
     "that a range's to is not before its from",
     "skip": "exactly one of occurrences, until or at (a rule between fields), and the "
     "skips the stored task already has (at most 10, naming at most 100 occurrences)",
+    "change_id": "that the task has a change of that id, one a PATCH can restore (revert)",
 }
 # Values that mean something, drawn for these fields most of the time: random text
 # is almost never a cron expression or a loopback URL, and without registered tasks

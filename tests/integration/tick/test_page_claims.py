@@ -12,6 +12,7 @@ from typing import Any
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.conditions import Transition
 from dynacron.domain.executions.execution import Dispatch
+from dynacron.domain.tasks.history import TaskChange
 from dynacron.domain.tasks.task import TaskStatus
 from dynacron.entry.composition import Dynacron
 from dynacron.ports import DispatchQueue, TaskStore
@@ -30,10 +31,10 @@ class CountedChanges:
         self.claims_one_by_one = 0
         self.pages: list[int] = []
 
-    def apply(self, task_id: str, transition: Transition) -> bool:
+    def apply(self, task_id: str, transition: Transition, change: TaskChange | None = None) -> bool:
         if transition.move == "claim":
             self.claims_one_by_one += 1
-        return self._inner.apply(task_id, transition)
+        return self._inner.apply(task_id, transition, change)
 
     def apply_each(self, changes: Sequence[tuple[str, Transition]]) -> list[bool | Exception]:
         self.pages.append(len(changes))

@@ -16,6 +16,7 @@ from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.tasks.history import TaskChange
 from dynacron.domain.tasks.task import TaskStatus, execution_id_for, shard_for
 from dynacron.entry.composition import Dynacron
 from dynacron.local.chaos import InjectedCrash
@@ -199,10 +200,10 @@ class CrashBeforeClaim(DynamoTaskStore):
     """Fault injection: the process dies after sending and before claiming (a crash,
     not an exception: one raised by a task's claim would set that task aside)."""
 
-    def apply(self, task_id: str, transition: Transition) -> bool:
+    def apply(self, task_id: str, transition: Transition, change: TaskChange | None = None) -> bool:
         if transition.move == "claim":
             raise InjectedCrash("process killed")
-        return super().apply(task_id, transition)
+        return super().apply(task_id, transition, change)
 
 
 def test_a_crash_between_send_and_claim_loses_nothing(

@@ -14,6 +14,7 @@ from dynacron.adapters.aws.errors import AwsUnavailable
 from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.conditions import Transition
+from dynacron.domain.tasks.history import TaskChange
 from dynacron.domain.tasks.task import TaskStatus
 from dynacron.entry.composition import Dynacron
 from dynacron.services.tick import Ticker
@@ -32,13 +33,13 @@ class ClaimsMeetAtABarrier(DynamoTaskStore):
         self._waiting = parties
         self._lock = threading.Lock()
 
-    def apply(self, task_id: str, transition: Transition) -> bool:
+    def apply(self, task_id: str, transition: Transition, change: TaskChange | None = None) -> bool:
         if transition.move == "claim":
             with self._lock:
                 wait, self._waiting = self._waiting > 0, self._waiting - 1
             if wait:
                 self.barrier.wait()
-        return super().apply(task_id, transition)
+        return super().apply(task_id, transition, change)
 
 
 class OneClaimFails(DynamoTaskStore):
@@ -48,7 +49,7 @@ class OneClaimFails(DynamoTaskStore):
         super().__init__(client, table)
         self._failing = failing_task_id
 
-    def apply(self, task_id: str, transition: Transition) -> bool:
+    def apply(self, task_id: str, transition: Transition, change: TaskChange | None = None) -> bool:
         if task_id == self._failing and transition.move == "claim":
             # An infrastructure error, as the adapters raise it: it ends the tick (a task's
             # own error sets it aside).
@@ -56,7 +57,7 @@ class OneClaimFails(DynamoTaskStore):
                 {"Error": {"Code": "ServiceUnavailable", "Message": "DynamoDB is unavailable"}},
                 "UpdateItem",
             )
-        return super().apply(task_id, transition)
+        return super().apply(task_id, transition, change)
 
 
 def ticker_with(

@@ -15,6 +15,7 @@ from dynacron.definitions.callbacks import CALLBACK_TOKEN_HEADER
 from dynacron.domain.errors import CallbackRefused
 
 TENANT_CONTEXT_KEY = "tenant"
+CALLER_CONTEXT_KEY = "caller"
 
 
 def caller_tenant(router: BaseRouter) -> str:
@@ -23,11 +24,8 @@ def caller_tenant(router: BaseRouter) -> str:
 
 
 def caller_identity(router: BaseRouter) -> str:
-    """Who the request comes from, to record as who asked: the IAM principal that
-    signed it, else its tenant (an API key's, or local mode's default)."""
-    identity = (router.current_event.raw_event.get("requestContext") or {}).get("identity") or {}
-    principal = identity.get("userArn") or identity.get("caller")
-    return str(principal) if principal else caller_tenant(router)
+    """Who the request's changes are recorded as made by (``identity.caller_of``)."""
+    return str(router.context.get(CALLER_CONTEXT_KEY) or caller_tenant(router))
 
 
 def sent_callback_token(router: BaseRouter) -> str | None:

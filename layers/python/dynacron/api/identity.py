@@ -25,6 +25,18 @@ def tenant_of_principal(arn: str) -> str:
     return arn
 
 
+def caller_of(event: dict[str, Any], tenant: str) -> str:
+    """Who a change is recorded as made by (decision 0054): the IAM principal as it
+    signed (an assumed role's session too), else ``tenant`` (an API key's tenant, or
+    local mode's default)."""
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    if headers.get(API_KEY_HEADER):
+        return tenant
+    identity = (event.get("requestContext") or {}).get("identity") or {}
+    principal = identity.get("userArn") or identity.get("caller")
+    return str(principal) if principal else tenant
+
+
 def tenant_of(
     event: dict[str, Any],
     api_keys: Sequence[tuple[str, str]],

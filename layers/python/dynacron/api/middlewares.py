@@ -11,9 +11,9 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
-from dynacron.api.caller import TENANT_CONTEXT_KEY
+from dynacron.api.caller import CALLER_CONTEXT_KEY, TENANT_CONTEXT_KEY
 from dynacron.api.errors import fixed_path_methods, method_not_allowed
-from dynacron.api.identity import tenant_of
+from dynacron.api.identity import caller_of, tenant_of
 from dynacron.api.openapi import PUBLIC_PATHS, CallerIdentities
 from dynacron.definitions.callbacks import is_callback_path
 from dynacron.domain.coordination.quotas import TenantRateLimiter
@@ -40,6 +40,7 @@ def authenticate(settings: CallerIdentities, rate_limiter: TenantRateLimiter) ->
             )
             rate_limiter.take(tenant)
             app.context[TENANT_CONTEXT_KEY] = tenant
+            app.context[CALLER_CONTEXT_KEY] = caller_of(app.current_event.raw_event, tenant)
         return next_middleware(app)
 
     return middleware

@@ -59,6 +59,20 @@ next run (one would be rewritten by every fire): sort=next_run_at is refused the
 whole tenant. A combination refused is answered 422 with the parameter to change."""
 
 
+# A task's change history (decision 0054).
+CHANGES_DESCRIPTION = """Who changed the task, when, and each field it changed, before and
+after (with the version), newest first: create, patch, pause (with its note), resume,
+trigger, backfill, delete, revert, and set_aside by the scheduler ("dynacron").
+Who is the IAM principal that signed the request, or the API key's tenant. Records
+are kept after the task is deleted, until the history retention (90 days). Follow
+next_token until it is absent. Another tenant's task answers 404, as a missing one."""
+
+REVERT_DESCRIPTION = """Send a change's fields "before" back through PATCH, if the task is
+still at version (409 if it moved on: read it again). The revert is itself a change.
+A change of status alone (pause, resume, trigger) is not reverted here: 422, pause or
+resume instead; so is a change_id the task has none of. A deleted task answers 404."""
+
+
 _RETRY_AFTER: OpenAPIResponseHeader = {
     "description": "Seconds until this tenant may send again",
     "schema": {"type": "integer", "minimum": 1},

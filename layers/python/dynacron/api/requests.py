@@ -549,6 +549,18 @@ class PauseRequest(BaseModel):
     note: str | None = Field(default=None, max_length=500)
 
 
+class RevertRequest(BaseModel):
+    """Body of ``POST /tasks/{task_id}/revert``: restore a change's "before" fields
+    through PATCH, if the task is still at ``version`` (else 409)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    change_id: str = Field(
+        min_length=1, max_length=64, description="A change id of GET /tasks/{id}/changes"
+    )
+    version: int = Field(ge=1, description="The task's current version, as read")
+
+
 class BackfillRequest(BaseModel):
     """Body of ``POST /tasks/{task_id}/backfill``: both ends inclusive, ISO 8601."""
 

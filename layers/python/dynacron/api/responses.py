@@ -14,6 +14,7 @@ from dynacron.domain.instants import format_instant
 from dynacron.domain.schedules.calendars import Calendar, calendar_to_map
 from dynacron.domain.schedules.forecast import Forecast
 from dynacron.domain.schedules.previews import OffsetChange, PassedOver, SchedulePreview
+from dynacron.domain.tasks.history import TaskChange
 from dynacron.domain.tasks.skips import Skip
 from dynacron.domain.tasks.specs import spec_of
 from dynacron.domain.tasks.task import UNREADABLE_SCHEDULE, Task
@@ -303,6 +304,42 @@ class TaskPage(BaseModel):
     @classmethod
     def of(cls, page: Page[Task]) -> TaskPage:
         return cls(items=[TaskView.of(task) for task in page.items], next_token=page.next_token)
+
+
+class ChangeView(BaseModel):
+    """One change of a task (decision 0054): when, who, what, and each field it
+    changed before and after (with the version)."""
+
+    change_id: str
+    task_id: str
+    at: str
+    who: str
+    what: str
+    note: str | None = None
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+    @classmethod
+    def of(cls, change: TaskChange) -> ChangeView:
+        return cls(
+            change_id=change.change_id,
+            task_id=change.task_id,
+            at=format_instant(change.at),
+            who=change.who,
+            what=change.what.value,
+            note=change.note,
+            before=change.before,
+            after=change.after,
+        )
+
+
+class ChangePage(BaseModel):
+    items: list[ChangeView]
+    next_token: str | None
+
+    @classmethod
+    def of(cls, page: Page[TaskChange]) -> ChangePage:
+        return cls(items=[ChangeView.of(c) for c in page.items], next_token=page.next_token)
 
 
 class ExecutionPage(BaseModel):

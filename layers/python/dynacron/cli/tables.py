@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
-from dynacron.api.responses import ExecutionPage, ExecutionView, TaskPage, TaskView
+from dynacron.api.responses import (
+    ChangePage,
+    ChangeView,
+    ExecutionPage,
+    ExecutionView,
+    TaskPage,
+    TaskView,
+)
 from dynacron.domain.tasks.target_names import describe_target
 
 
@@ -65,6 +73,31 @@ def executions(page: ExecutionPage | ExecutionView) -> Table:
         [[e.execution_id, e.scheduled_at, e.status, e.attempt, e.error] for e in items],
         page.next_token if isinstance(page, ExecutionPage) else None,
     )
+
+
+def changes(page: ChangePage) -> Table:
+    """A task's changes, newest first: each field as before -> after."""
+
+    def shown(change: ChangeView) -> str:
+        names = [n for n in {**change.before, **change.after} if n != "version"]
+        return "; ".join(
+            f"{n}: {_short(change.before.get(n))} -> {_short(change.after.get(n))}" for n in names
+        )
+
+    return table(
+        "changes",
+        ["change_id", "at", "who", "what", "version", "fields"],
+        [
+            [c.change_id, c.at, c.who, c.what, c.after.get("version", ""), shown(c)]
+            for c in page.items
+        ],
+        page.next_token,
+    )
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def listed(page: ExecutionPage) -> Table:

@@ -188,6 +188,28 @@ def tasks_trigger(ctx: typer.Context, task_id: str) -> None:
     answer(ctx, lambda client: client.trigger_task(task_id), tables.executions)
 
 
+@tasks_app.command("changes")
+def tasks_changes(
+    ctx: typer.Context, task_id: str, limit: LimitOption = 50, next_token: TokenOption = None
+) -> None:
+    """Who changed a task, when, and each field before -> after, newest first."""
+    answer(ctx, lambda client: client.list_changes(task_id, limit, next_token), tables.changes)
+
+
+@tasks_app.command("revert")
+def tasks_revert(
+    ctx: typer.Context,
+    task_id: str,
+    change_id: str,
+    version: Annotated[
+        int | None,
+        typer.Option(help="Refuse (409) unless the task is at this version; default: as read now"),
+    ] = None,
+) -> None:
+    """Restore the fields a change changed to what they were before it."""
+    answer(ctx, lambda client: client.revert_change(task_id, change_id, version), tables.tasks)
+
+
 @tasks_app.command("delete")
 def tasks_delete(ctx: typer.Context, task_id: str) -> None:
     """Delete a task; executions already queued are skipped."""

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from dynacron.api.identity import API_KEY_HEADER
 from dynacron.api.requests import (
     BackfillRequest,
+    RevertRequest,
     SchedulePreviewRequest,
     TaskCreate,
     TaskPatch,
@@ -29,6 +30,7 @@ from dynacron.api.responses import (
     BatchView,
     CalendarList,
     CalendarView,
+    ChangePage,
     ExecutionPage,
     ExecutionView,
     ForecastView,
@@ -269,6 +271,22 @@ class Client:
         """Run each occurrence in ``[start, end]`` that was never run or asked for."""
         body = BackfillRequest(from_=start, to=end).model_dump(by_alias=True)
         return self._call(BackfillView, "POST", f"/tasks/{task_id}/backfill", json=body)
+
+    def list_changes(
+        self, task_id: str, limit: int = 50, next_token: str | None = None
+    ) -> ChangePage:
+        """Who changed the task, when, and each field before and after, newest first;
+        kept after the task is deleted, until the history retention."""
+        params = _page(limit, next_token)
+        return self._call(ChangePage, "GET", f"/tasks/{task_id}/changes", params=params)
+
+    def revert_change(self, task_id: str, change_id: str, version: int | None = None) -> TaskView:
+        """Restore a change's fields before, as a PATCH would, if the task is still at
+        ``version`` (409 if not; None: its version as read now)."""
+        if version is None:
+            version = self.get_task(task_id).version
+        body = RevertRequest(change_id=change_id, version=version).model_dump()
+        return self._call(TaskView, "POST", f"/tasks/{task_id}/revert", json=body)
 
     def forecast(self, hours: int = 24) -> ForecastView:
         """How many executions start in each minute of the next ``hours``."""

@@ -198,6 +198,10 @@ CALENDARS_KEY_PREFIX = "calendars#"
 # key the signature's key; ``tasks`` counts, ``signature`` is the text, and an entry
 # whose signature ends (one-time, end bound) expires a day after (``expires_at``).
 CENSUS_KEY_PREFIX = "census#"
+# A task's change history (decision 0054) lives in the executions table too:
+# partition ``changes#<task id>``, sort key the change id (in time order), kept
+# after the task is deleted until its ``expires_at`` (the history retention, TTL).
+CHANGES_KEY_PREFIX = "changes#"
 CENSUS_SHARDS = 8
 # A shard's tick cursor and history: the claim function may read it, nothing more.
 CURSOR_KEY_PREFIX = "tick-cursor#"

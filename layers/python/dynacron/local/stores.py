@@ -30,7 +30,7 @@ from dynacron.adapters.aws import aws_adapters
 from dynacron.adapters.sqlite import sqlite_adapters
 from dynacron.adapters.sqlite.database import BUSY_TIMEOUT_MS, Database, Durability
 from dynacron.adapters.sqlite.queue import SqliteQueues
-from dynacron.adapters.sqlite.retention import delete_expired_executions
+from dynacron.adapters.sqlite.retention import delete_expired_changes, delete_expired_executions
 from dynacron.definitions.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from dynacron.domain.clock import Clock
 from dynacron.domain.coordination import transitions
@@ -235,7 +235,8 @@ class SqliteStore:
         return self.database.acknowledging()
 
     def delete_expired_history(self, now: datetime) -> int:
-        return delete_expired_executions(self.database, now)
+        changes = delete_expired_changes(self.database, now)
+        return delete_expired_executions(self.database, now) + changes
 
     def recover(self, *, starting: bool = False) -> int:
         queues = self._ready()

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dynacron.domain.conditions import Transition
 from dynacron.domain.schedules.signatures import Signature
+from dynacron.domain.tasks.history import TaskChange
 from dynacron.domain.tasks.listing import ALL_TASKS, TaskListing
 from dynacron.domain.tasks.tags import TagFilter
 from dynacron.domain.tasks.task import DuePlacement, Task
@@ -73,11 +74,17 @@ class OwnedTasks(Protocol):
     task is, to a caller, exactly a missing one."""
 
     def create_within_quota(
-        self, task: Task, placement: DuePlacement | None, max_tasks: int, fresh_secret: str
+        self,
+        task: Task,
+        placement: DuePlacement | None,
+        max_tasks: int,
+        fresh_secret: str,
+        change: TaskChange | None = None,
     ) -> None:
         """Store a new ``task`` (in the due index at ``placement``) and count it against
-        its tenant's ``max_tasks``, in one transaction; the tenant gets
-        ``fresh_secret`` as its first signing secret if it has none.
+        its tenant's ``max_tasks``, in one transaction (with ``change``'s record, if
+        given: decision 0054); the tenant gets ``fresh_secret`` as its first signing
+        secret if it has none.
 
         Expects no task with this id and fewer than ``max_tasks`` counted. Refused:
         ``LimitExceeded`` over quota (checked first), ``InvalidRequest`` if the id is taken.
@@ -89,6 +96,7 @@ class OwnedTasks(Protocol):
         tasks: Sequence[tuple[Task, DuePlacement | None]],
         max_tasks: int,
         fresh_secret: str,
+        changes: Sequence[TaskChange | None] | None = None,
     ) -> list[Exception | None]:
         """``create_within_quota`` for each of one tenant's new ``tasks``, in order: for
         each, None if it was stored, else why not (``LimitExceeded``, ``InvalidRequest``).
@@ -96,7 +104,8 @@ class OwnedTasks(Protocol):
         The quota holds for the whole batch against any concurrent create: the tasks
         are counted in the same transactions that store them (SQLite: one; DynamoDB:
         one per chunk of up to 99), and when a chunk does not fit, its tasks are tried
-        one by one, so the batch fills exactly the places left and no more.
+        one by one, so the batch fills exactly the places left and no more. Each of
+        ``changes`` (in the order of ``tasks``) is stored with its task, or not at all.
         """
         ...
 
@@ -121,9 +130,26 @@ class OwnedTasks(Protocol):
         listing the store does not offer (naming what it does)."""
         ...
 
-    def delete_owned(self, tenant_id: str, task_id: str) -> bool:
-        """Delete the task and take it off its tenant's count, in one transaction.
-        Expects the task to be the tenant's; False (nothing changed) if it is not."""
+    def delete_owned(self, tenant_id: str, task_id: str, change: TaskChange | None = None) -> bool:
+        """Delete the task and take it off its tenant's count, in one transaction (with
+        ``change``'s record). Expects the task to be the tenant's; False (nothing
+        changed, nothing recorded) if it is not."""
+        ...
+
+    def record_change(self, change: TaskChange) -> None:
+        """Record a change that writes no task record (a trigger, a backfill)."""
+        ...
+
+    def changes_page(
+        self, tenant_id: str, task_id: str, limit: int, token: str | None
+    ) -> Page[TaskChange]:
+        """One page of the task's change records, newest first, kept after the task
+        is deleted until their retention; another tenant's are none.
+        ``InvalidRequest`` for a token this listing did not give."""
+        ...
+
+    def get_change(self, tenant_id: str, task_id: str, change_id: str) -> TaskChange | None:
+        """One change record of the tenant's task, or None (missing, or another's)."""
         ...
 
 
@@ -205,9 +231,11 @@ class TaskStore(OwnedTasks, ScheduleCensus, Protocol):
         conditional on (``transitions.set_aside``)."""
         ...
 
-    def apply(self, task_id: str, transition: Transition) -> bool:
+    def apply(self, task_id: str, transition: Transition, change: TaskChange | None = None) -> bool:
         """Carry out ``transition`` (``transitions.claim``, ``set_aside``,
-        ``mark_has_dependents``) on the task's record, atomically.
+        ``mark_has_dependents``) on the task's record, atomically; with ``change``
+        (never a claim), its record in the same transaction (its tenant, if None,
+        the task's as stored).
 
         Expects the record to meet ``transition.expects`` (a missing task meets
         none). Then it writes the transition's changes (sets, removes, computes),
@@ -229,8 +257,15 @@ class TaskStore(OwnedTasks, ScheduleCensus, Protocol):
         """
         ...
 
-    def replace(self, task: Task, placement: DuePlacement | None, replacement: Replacement) -> bool:
-        """Store ``task`` whole, due at ``placement`` (``transitions.replace``).
+    def replace(
+        self,
+        task: Task,
+        placement: DuePlacement | None,
+        replacement: Replacement,
+        change: TaskChange | None = None,
+    ) -> bool:
+        """Store ``task`` whole, due at ``placement`` (``transitions.replace``), with
+        ``change``'s record in the same transaction.
 
         Not one record's transition: the write of the whole task and a check of
         each other task ``replacement.unchanged`` names (those a dependency chain

@@ -48,6 +48,12 @@ from dynacron.domain.schedules.previews import (
 from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.changes import TaskChanges, apply_changes
 from dynacron.domain.tasks.claiming import passed_over_reason
+from dynacron.domain.tasks.history import (
+    HISTORY_RETENTION,
+    ChangeKind,
+    ChangeStamp,
+    TaskChange,
+)
 from dynacron.domain.tasks.listing import ALL_TASKS, TaskListing
 from dynacron.domain.tasks.skips import (
     Skip,
@@ -143,6 +149,8 @@ class TaskSettings:
     max_payload_bytes: int
     # The private ranges tenants may be granted (decision 0050).
     private_networks: tuple[str, ...] = ()
+    # How long a task's change records are kept (decision 0054).
+    history_retention: timedelta = HISTORY_RETENTION
 
 
 NO_TARGETS = "this deployment calls no AWS targets"
@@ -169,12 +177,15 @@ class TaskService:
     # Calendars (decision 0056): None where the store keeps none.
     calendar_service: CalendarService | None = None
 
-    def register(self, tenant_id: str, spec: TaskSpec) -> Task:
-        """Check ``spec`` completely, then store the task within the tenant's quota."""
+    def register(self, tenant_id: str, spec: TaskSpec, *, who: str | None = None) -> Task:
+        """Check ``spec`` completely, then store the task within the tenant's quota
+        (recorded as made by ``who``, by default the tenant)."""
         # The id comes first: it is the seed that spreads a cron schedule's H fields.
-        return self._register(tenant_id, spec, uuid.uuid4().hex)
+        return self._register(tenant_id, spec, uuid.uuid4().hex, who)
 
-    def register_once(self, tenant_id: str, spec: TaskSpec, key: CreateKey) -> tuple[Task, bool]:
+    def register_once(
+        self, tenant_id: str, spec: TaskSpec, key: CreateKey, *, who: str | None = None
+    ) -> tuple[Task, bool]:
         """``register``, once per idempotency key: the task and whether an earlier
         request with this key made it (then it is returned as it now is).
 
@@ -190,7 +201,7 @@ class TaskService:
         if made is not None:
             return made, True
         try:
-            task = self._register(tenant_id, spec, task_id)
+            task = self._register(tenant_id, spec, task_id, who)
         except InvalidRequest:
             made = self.tasks.get_owned(tenant_id, task_id)
             if made is None:
@@ -224,7 +235,9 @@ class TaskService:
             raise Conflict(f"the task created with this {name} ({held.task_id}) was deleted")
         return held.task_id, made
 
-    def register_many(self, tenant_id: str, items: Sequence[BatchItem]) -> list[BatchOutcome]:
+    def register_many(
+        self, tenant_id: str, items: Sequence[BatchItem], *, who: str | None = None
+    ) -> list[BatchOutcome]:
         """``register`` (or ``register_once``, for an item with a key) for each item, in
         order; each answered on its own, an item refused never stopping the others.
 
@@ -278,6 +291,12 @@ class TaskService:
                 ],
                 quota.max_tasks,
                 new_signing_secret(),
+                [
+                    self._stamp(tenant_id, who, now).record(
+                        ChangeKind.CREATE, task.task_id, tenant_id, None, task
+                    )
+                    for _, task, _ in pending
+                ],
             )
         marks: list[tuple[str, Transition]] = []
         for (index, task, item), why_not in zip(pending, stored, strict=True):
@@ -340,7 +359,7 @@ class TaskService:
                 return BatchOutcome(made, replayed=True)
         return BatchOutcome(None, error=refused)
 
-    def _register(self, tenant_id: str, spec: TaskSpec, task_id: str) -> Task:
+    def _register(self, tenant_id: str, spec: TaskSpec, task_id: str, who: str | None) -> Task:
         now = to_utc_ms(self.clock.now())
         task = self._checked(tenant_id, spec, task_id, now)
         self.tasks.create_within_quota(
@@ -348,8 +367,15 @@ class TaskService:
             self.settings.sharding.place(task_id, task.next_run_at, now),
             self.quota(tenant_id).max_tasks,
             new_signing_secret(),
+            change=self._stamp(tenant_id, who, now).record(
+                ChangeKind.CREATE, task_id, tenant_id, None, task
+            ),
         )
         return task
+
+    def _stamp(self, tenant_id: str, who: str | None, now: datetime) -> ChangeStamp:
+        """Who makes a change (``who``, else the tenant) and when (decision 0054)."""
+        return ChangeStamp(who or tenant_id, now, self.settings.history_retention)
 
     def _checked(
         self,
@@ -369,9 +395,18 @@ class TaskService:
         self._check_payload_size(task.payload)
         return task
 
-    def patch(self, tenant_id: str, task_id: str, changes: TaskChanges) -> Task:
+    def patch(
+        self,
+        tenant_id: str,
+        task_id: str,
+        changes: TaskChanges,
+        *,
+        who: str | None = None,
+        reverting: str | None = None,
+    ) -> Task:
         """Change a task in place (``apply_changes``), conditional on the version read
-        and, when it now follows another task, on the versions of its chain."""
+        and, when it now follows another task, on the versions of its chain. Recorded
+        as by ``who``; with ``reverting`` (a change id), as the revert of that change."""
         task = self.get(tenant_id, task_id)
         now = to_utc_ms(self.clock.now())
         changed = apply_changes(task, changes, now)
@@ -385,16 +420,44 @@ class TaskService:
             check_min_interval(changed.schedule, now, self.settings.min_interval_seconds)
         self._check_handler(changed, self.urls)
         self._check_payload_size(changed.payload)
-        return self._replace(task, changed, now, chain)
+        what = ChangeKind.PATCH if reverting is None else ChangeKind.REVERT
+        change = self._stamp(tenant_id, who, now).record(
+            what, task_id, tenant_id, task, changed, note=reverting
+        )
+        return self._replace(task, changed, now, chain, change)
 
-    def pause(self, tenant_id: str, task_id: str, note: str | None) -> Task:
+    def change(self, tenant_id: str, task_id: str, change_id: str) -> TaskChange:
+        """One change record of the tenant's task (``get`` it first: ``TaskNotFound``
+        if it has none such); ``InvalidRequest`` naming ``change_id`` if it has no such
+        change (the id is the request's, the task exists)."""
+        found = self.tasks.get_change(tenant_id, task_id, change_id)
+        if found is None:
+            raise InvalidRequest(
+                "change_id", f"task {task_id!r} has no change {change_id!r} (GET its changes)"
+            )
+        return found
+
+    def changes(
+        self, tenant_id: str, task_id: str, limit: int, token: str | None
+    ) -> Page[TaskChange]:
+        """One page of the task's change records, newest first, kept after the task
+        is deleted (until the history retention); ``TaskNotFound`` if the tenant has
+        no such task and no record of one."""
+        page = self.tasks.changes_page(tenant_id, task_id, limit, token)
+        if not page.items and token is None and self.tasks.get_owned(tenant_id, task_id) is None:
+            raise TaskNotFound(task_id)
+        return page
+
+    def pause(
+        self, tenant_id: str, task_id: str, note: str | None, *, who: str | None = None
+    ) -> Task:
         """The task leaves the due index; ``next_run_at`` stays, for resume."""
         task = self.get(tenant_id, task_id)
         if task.status in (TaskStatus.COMPLETED, TaskStatus.ERROR):
             raise Conflict(f"task {task_id!r} is {task.status}; there is nothing to pause")
-        return self._set_status(task, TaskStatus.PAUSED, note)
+        return self._set_status(task, TaskStatus.PAUSED, note, who=who)
 
-    def resume(self, tenant_id: str, task_id: str) -> Task:
+    def resume(self, tenant_id: str, task_id: str, *, who: str | None = None) -> Task:
         """Back in the due index where it left off: occurrences that fell due before
         now were missed while paused, so the tick applies the task's catch-up policy
         to them (``resumed_at``).
@@ -407,10 +470,16 @@ class TaskService:
             raise InvalidRequest("schedule", "the stored schedule cannot be read; PATCH a new one")
         if task.status not in (TaskStatus.PAUSED, TaskStatus.ERROR):
             return task
-        return self._set_status(task, TaskStatus.ACTIVE, None, resumed=True)
+        return self._set_status(task, TaskStatus.ACTIVE, None, resumed=True, who=who)
 
     def _set_status(
-        self, task: Task, status: TaskStatus, note: str | None, *, resumed: bool = False
+        self,
+        task: Task,
+        status: TaskStatus,
+        note: str | None,
+        *,
+        resumed: bool = False,
+        who: str | None = None,
     ) -> Task:
         now = to_utc_ms(self.clock.now())
         changed = dataclasses.replace(
@@ -422,10 +491,15 @@ class TaskService:
             updated_at=now,
             resumed_at=now if resumed else task.resumed_at,
         )
-        return self._replace(task, changed, now)
+        what = ChangeKind.RESUME if resumed else ChangeKind.PAUSE
+        change = self._stamp(task.tenant_id, who, now).record(
+            what, task.task_id, task.tenant_id, task, changed, note=note
+        )
+        return self._replace(task, changed, now, None, change)
 
-    def trigger(self, tenant_id: str, task_id: str) -> Execution:
-        """Run the task now, with its own execution id; its schedule is not touched."""
+    def trigger(self, tenant_id: str, task_id: str, *, who: str | None = None) -> Execution:
+        """Run the task now, with its own execution id; its schedule is not touched.
+        Recorded once the execution is (a refused trigger records nothing)."""
         task = self._runnable(tenant_id, task_id)
         now = to_utc_ms(self.clock.now())
         dispatch = Dispatch(
@@ -433,9 +507,20 @@ class TaskService:
         )
         if not self.starter.start(task, dispatch):
             raise Conflict(f"task {task_id!r} was already triggered at {format_instant(now)}")
+        self.tasks.record_change(
+            self._stamp(tenant_id, who, now).recorded(
+                ChangeKind.TRIGGER,
+                task_id,
+                tenant_id,
+                {"version": task.version},
+                {"version": task.version, "execution_id": dispatch.execution_id},
+            )
+        )
         return self._started(dispatch.execution_id)
 
-    def backfill(self, tenant_id: str, task_id: str, start: str, end: str) -> Backfill:
+    def backfill(
+        self, tenant_id: str, task_id: str, start: str, end: str, *, who: str | None = None
+    ) -> Backfill:
         """Start each occurrence of the task's schedule in ``[start, end]``, once ever.
 
         Each gets a backfill id derived from its scheduled time, recorded with a
@@ -475,6 +560,17 @@ class TaskService:
             ids.append(dispatch.execution_id)
             if self.starter.start(task, dispatch):
                 started.append(dispatch.execution_id)
+        if started:
+            self.tasks.record_change(
+                self._stamp(tenant_id, who, to_utc_ms(now)).recorded(
+                    ChangeKind.BACKFILL,
+                    task_id,
+                    tenant_id,
+                    {"version": task.version},
+                    {"version": task.version, "executions": started},
+                    note=f"{start} to {end}",
+                )
+            )
         return Backfill(execution_ids=ids, started=started)
 
     def _runnable(self, tenant_id: str, task_id: str) -> Task:
@@ -489,11 +585,16 @@ class TaskService:
         return execution
 
     def _replace(
-        self, task: Task, changed: Task, now: datetime, unchanged: dict[str, int] | None = None
+        self,
+        task: Task,
+        changed: Task,
+        now: datetime,
+        unchanged: dict[str, int] | None = None,
+        change: TaskChange | None = None,
     ) -> Task:
         placement = self.settings.sharding.place_task(changed, now)
         expected = transitions.replace(task.version, unchanged)
-        if not self.tasks.replace(changed, placement, expected):
+        if not self.tasks.replace(changed, placement, expected, change):
             raise Conflict(f"task {task.task_id!r} changed meanwhile; read it and try again")
         return changed
 
@@ -612,9 +713,14 @@ class TaskService:
         may then hold fewer than ``limit``: follow ``next_token`` until it is None)."""
         return self.tasks.page_owned(tenant_id, limit, token, tags, listing)
 
-    def delete(self, tenant_id: str, task_id: str) -> None:
-        """Delete the tenant's task; ``TaskNotFound`` if it has none of that id."""
-        if not self.tasks.delete_owned(tenant_id, task_id):
+    def delete(self, tenant_id: str, task_id: str, *, who: str | None = None) -> None:
+        """Delete the tenant's task; ``TaskNotFound`` if it has none of that id. Its
+        change records stay, until the history retention."""
+        task = self.get(tenant_id, task_id)
+        change = self._stamp(tenant_id, who, to_utc_ms(self.clock.now())).record(
+            ChangeKind.DELETE, task_id, tenant_id, task, None
+        )
+        if not self.tasks.delete_owned(tenant_id, task_id, change):
             raise TaskNotFound(task_id)
 
     def executions(

@@ -43,6 +43,7 @@ from dynacron.adapters.aws.tenants import tenant_key
 from dynacron.definitions.resources import (
     CENSUS_KEY_PREFIX,
     CENSUS_SHARDS,
+    CHANGES_KEY_PREFIX,
     DEPENDENTS_INDEX,
     DUE_INDEX,
     TENANT_INDEX,
@@ -58,6 +59,7 @@ from dynacron.domain.schedules.signatures import (
     census_change,
     counted_signature,
 )
+from dynacron.domain.tasks.history import TaskChange, change_from_map, change_to_map
 from dynacron.domain.tasks.listing import ALL_TASKS, TaskListing, TaskOrder
 from dynacron.domain.tasks.tags import TagFilter, matches_all
 from dynacron.domain.tasks.task import (
@@ -90,11 +92,14 @@ class _Chunk:
 
 
 def _chunks(
-    items: list[dict[str, Any]], census_items: list[str | None] | None = None
+    items: list[dict[str, Any]],
+    census_items: list[str | None] | None = None,
+    puts_per_item: int = 1,
 ) -> list[_Chunk]:
     """``items`` in order, cut into chunks of at most ``_CHUNK_PUTS`` and
     ``_CHUNK_BYTES``; with ``census_items`` (each item's census entry, or None),
-    also so that the puts and the distinct census entries updated fit 99 actions."""
+    also so that the puts and the distinct census entries updated fit 99 actions;
+    ``puts_per_item`` 2 when each item has its change record put with it."""
     chunks: list[_Chunk] = []
     size = 0
     entries: set[str] = set()
@@ -104,14 +109,14 @@ def _chunks(
         more = 1 if entry is not None and entry not in entries else 0
         if (
             not chunks
-            or len(chunks[-1].items) + 1 + len(entries) + more > _CHUNK_PUTS
-            or size + item_size > _CHUNK_BYTES
+            or (len(chunks[-1].items) + 1) * puts_per_item + len(entries) + more > _CHUNK_PUTS
+            or size + item_size * puts_per_item > _CHUNK_BYTES
         ):
             chunks.append(_Chunk(index, []))
             size = 0
             entries = set()
         chunks[-1].items.append((index, item))
-        size += item_size
+        size += item_size * puts_per_item
         if entry is not None:
             entries.add(entry)
     return chunks
@@ -148,9 +153,15 @@ class DynamoTaskStore:
         self._evaluated_per_query = evaluated_per_query
 
     def create_within_quota(
-        self, task: Task, placement: DuePlacement | None, max_tasks: int, fresh_secret: str
+        self,
+        task: Task,
+        placement: DuePlacement | None,
+        max_tasks: int,
+        fresh_secret: str,
+        change: TaskChange | None = None,
     ) -> None:
-        """Store ``task`` and count it against its tenant's quota, in one transaction.
+        """Store ``task`` and count it against its tenant's quota, in one transaction
+        (with ``change``'s record).
 
         The tenant's record gets its first signing secret here if it has none, so
         a worker only ever reads it.
@@ -162,6 +173,7 @@ class DynamoTaskStore:
                     self._put_new(_counted_item(task, placement, added)),
                     self._counted(task.tenant_id, 1, max_tasks, fresh_secret),
                     *self._recounts(task.tenant_id, task.task_id, CensusChange(added=added)),
+                    *self._change_puts(change, task.tenant_id),
                 ]
             )
         except ClientError as error:
@@ -218,10 +230,12 @@ class DynamoTaskStore:
         tasks: Sequence[tuple[Task, DuePlacement | None]],
         max_tasks: int,
         fresh_secret: str,
+        changes: Sequence[TaskChange | None] | None = None,
     ) -> list[Exception | None]:
         """Store one tenant's ``tasks``, counted against its quota, in transactions of
         up to 99 puts and one update of the tenant's count (a transaction holds at
-        most 100 actions and 4 MB).
+        most 100 actions and 4 MB); with ``changes``, each task's record is put in
+        its transaction too (decision 0054).
 
         Each transaction adds its tasks to the count only if they all fit, so no
         concurrent create can push the count past ``max_tasks``. A chunk refused
@@ -239,11 +253,14 @@ class DynamoTaskStore:
             _counted_item(task, placement, signature)
             for (task, placement), signature in zip(tasks, added, strict=True)
         ]
-        for chunk in _chunks(items, entries):
+        recorded = list(changes) if changes else [None] * len(tasks)
+        for chunk in _chunks(items, entries, 2 if changes else 1):
             tenant_id = tasks[chunk.start][0].tenant_id
             recounts = self._chunk_recounts(
                 tenant_id, [(tasks[i][0].task_id, added[i]) for i, _ in chunk.items]
             )
+            for index, _ in chunk.items:
+                recounts += self._change_puts(recorded[index], tenant_id)
             stored = self._create_chunk(
                 tenant_id, [item for _, item in chunk.items], max_tasks, fresh_secret, recounts
             )
@@ -252,7 +269,9 @@ class DynamoTaskStore:
             for index, _ in chunk.items:
                 task, placement = tasks[index]
                 try:
-                    self.create_within_quota(task, placement, max_tasks, fresh_secret)
+                    self.create_within_quota(
+                        task, placement, max_tasks, fresh_secret, recorded[index]
+                    )
                 except (LimitExceeded, InvalidRequest) as refused:
                     outcomes[index] = refused
         return outcomes
@@ -359,19 +378,22 @@ class DynamoTaskStore:
             next_token=ids.next_token,
         )
 
-    def delete_owned(self, tenant_id: str, task_id: str) -> bool:
-        """Delete a tenant's task and release its quota (and its place in the census);
-        False if it has no such task. The census key read first is a condition of the
-        delete: a change in between is retried with the key it left."""
+    def delete_owned(self, tenant_id: str, task_id: str, change: TaskChange | None = None) -> bool:
+        """Delete a tenant's task and release its quota (and its place in the census),
+        recording ``change`` in the same transaction; False if it has no such task. The
+        census key read first is a condition of the delete: a change in between is
+        retried with the key it left."""
         for _ in range(_CHUNK_CONFLICT_TRIES):
             counted_as = self._counted_as(task_id)
             try:
-                return self._delete_counted(tenant_id, task_id, counted_as)
+                return self._delete_counted(tenant_id, task_id, counted_as, change)
             except _CensusMoved:
                 continue
-        return self._delete_counted(tenant_id, task_id, self._counted_as(task_id))
+        return self._delete_counted(tenant_id, task_id, self._counted_as(task_id), change)
 
-    def _delete_counted(self, tenant_id: str, task_id: str, counted_as: str | None) -> bool:
+    def _delete_counted(
+        self, tenant_id: str, task_id: str, counted_as: str | None, change: TaskChange | None
+    ) -> bool:
         placeholders = Placeholders()
         condition = placeholders.condition(
             AllOf(Equals("tenant_id", tenant_id), _counted_under(counted_as))
@@ -396,6 +418,7 @@ class DynamoTaskStore:
                         }
                     },
                     *self._recounts(tenant_id, task_id, CensusChange(removed=counted_as)),
+                    *self._change_puts(change, tenant_id),
                 ]
             )
         except ClientError as error:
@@ -434,21 +457,31 @@ class DynamoTaskStore:
         keys = [to_item({"task_id": i}) for i in dict.fromkeys(task_ids)]
         return batch_get(self._client, self._table, keys, "task_id", consistent)
 
-    def apply(self, task_id: str, transition: Transition) -> bool:
+    def apply(self, task_id: str, transition: Transition, change: TaskChange | None = None) -> bool:
         """Carry out ``transition`` on the task as one conditional UpdateItem; False if
         it did not hold. Its attribute names are the item's (the due index's
         partition, ``due_bucket``, among them), so the item key is all this adds.
 
         A transition that pauses or sets the task aside (rare: never a fire) takes it
         out of the census too: its census key is read first and the update, then
-        conditional on it, is one transaction with the census's."""
+        conditional on it, is one transaction with the census's.
+
+        With ``change`` (never a fire), the change's record is written in the same
+        transaction (its tenant, if not given, the item's as read)."""
         key = to_item({"task_id": task_id})
-        if not _uncounts(transition):
+        if change is None and not _uncounts(transition):
             return apply_transition(self._client, self._table, key, transition)
         item = self._get_item(task_id) or {}
-        counted_as = _census_key_of(item)
+        if change is not None:
+            if not item:
+                return False
+            if change.tenant_id is None:
+                change = change.owned_by(str(from_item({"t": item["tenant_id"]})["t"]))
+        counted_as = _census_key_of(item) if _uncounts(transition) else None
         if counted_as is None:
-            return apply_transition(self._client, self._table, key, transition)
+            if change is None:
+                return apply_transition(self._client, self._table, key, transition)
+            return self._recounted("", task_id, transition, CensusChange(), change)
         uncounted = Transition(
             expects=AllOf(transition.expects, Equals(CENSUS_KEY, counted_as)),
             sets=transition.sets,
@@ -457,13 +490,21 @@ class DynamoTaskStore:
             move=transition.move,
         )
         tenant_id = str(from_item({"t": item["tenant_id"]})["t"])
-        return self._recounted(tenant_id, task_id, uncounted, CensusChange(removed=counted_as))
+        return self._recounted(
+            tenant_id, task_id, uncounted, CensusChange(removed=counted_as), change
+        )
 
     def _recounted(
-        self, tenant_id: str, task_id: str, transition: Transition, change: CensusChange
+        self,
+        tenant_id: str,
+        task_id: str,
+        transition: Transition,
+        change: CensusChange,
+        recorded: TaskChange | None = None,
     ) -> bool:
-        """``transition`` on the task and ``change`` to the census, in one transaction;
-        False if the transition's condition did not hold (nothing written)."""
+        """``transition`` on the task, ``change`` to the census and the ``recorded``
+        change's record, in one transaction; False if the transition's condition did
+        not hold (nothing written)."""
         key = to_item({"task_id": task_id})
         try:
             self._client.transact_write_items(
@@ -473,6 +514,7 @@ class DynamoTaskStore:
                         {"Update": {"TableName": self._table, **write_request(transition, key)}},
                     ),
                     *self._recounts(tenant_id, task_id, change),
+                    *self._change_puts(recorded, tenant_id),
                 ]
             )
         except ClientError as error:
@@ -505,7 +547,13 @@ class DynamoTaskStore:
         version = (self._get_item(task_id) or {}).get("version")
         return plain_version(version)
 
-    def replace(self, task: Task, placement: DuePlacement | None, replacement: Replacement) -> bool:
+    def replace(
+        self,
+        task: Task,
+        placement: DuePlacement | None,
+        replacement: Replacement,
+        change: TaskChange | None = None,
+    ) -> bool:
         """Store ``task`` whole, if the stored one meets ``replacement.expects``.
 
         Pause, resume, PATCH and the release of a run slot all go through here: any
@@ -517,17 +565,18 @@ class DynamoTaskStore:
         The census (decision 0046): the write first assumes the task stays counted
         as it is (what every write on a fire's path does), as a condition; refused,
         the stored census key is read and, if it is what differs, the write is tried
-        once more with the census's changes in the same transaction.
+        once more with the census's changes in the same transaction. With ``change``,
+        its record is one more put of the transaction (decision 0054).
         """
         added = counted_signature(task)
         assumed = added.key if added is not None else None
-        outcome = self._replace_counted(task, placement, replacement, assumed)
+        outcome = self._replace_counted(task, placement, replacement, assumed, change)
         if outcome is not None:
             return outcome
         counted_as = self._counted_as(task.task_id)
         if counted_as == assumed:
             return False
-        return bool(self._replace_counted(task, placement, replacement, counted_as))
+        return bool(self._replace_counted(task, placement, replacement, counted_as, change))
 
     def _replace_counted(
         self,
@@ -535,10 +584,11 @@ class DynamoTaskStore:
         placement: DuePlacement | None,
         replacement: Replacement,
         counted_as: str | None,
+        change: TaskChange | None = None,
     ) -> bool | None:
         """The replacement of a task stored as counted under ``counted_as``: True if
         written, None if refused."""
-        change = census_change(counted_as, task)
+        census = census_change(counted_as, task)
         placeholders = Placeholders()
         put: dict[str, Any] = {
             "TableName": self._table,
@@ -548,7 +598,8 @@ class DynamoTaskStore:
             ),
             **placeholders.request(),
         }
-        recounts = self._recounts(task.tenant_id, task.task_id, change)
+        recounts = self._recounts(task.tenant_id, task.task_id, census)
+        recounts += self._change_puts(change, task.tenant_id)
         try:
             if not replacement.unchanged and not recounts:
                 self._client.put_item(**put)
@@ -564,8 +615,67 @@ class DynamoTaskStore:
             if is_condition_failure(error) or is_transaction_refusal(error):
                 return None
             raise
-        self._forget_if_empty(task.tenant_id, task.task_id, change.removed)
+        self._forget_if_empty(task.tenant_id, task.task_id, census.removed)
         return True
+
+    # Change history (decision 0054) ------------------------------------------------
+
+    def _change_puts(
+        self, change: TaskChange | None, tenant_id: str
+    ) -> list[TransactWriteItemTypeDef]:
+        """A transaction's put of ``change``'s record (none without one), in the
+        executions table under ``changes#<task id>``."""
+        if change is None:
+            return []
+        owned = change if change.tenant_id else change.owned_by(tenant_id)
+        return [
+            {
+                "Put": {
+                    "TableName": self._census,
+                    "Item": _change_item(owned),
+                    "ConditionExpression": "attribute_not_exists(execution_id)",
+                }
+            }
+        ]
+
+    def record_change(self, change: TaskChange) -> None:
+        """Record a change that writes no task (a trigger, a backfill): one PutItem."""
+        self._client.put_item(TableName=self._census, Item=_change_item(change))
+
+    def changes_page(
+        self, tenant_id: str, task_id: str, limit: int, token: str | None
+    ) -> Page[TaskChange]:
+        """One page of the task's change records, newest first (one Query of its
+        partition, backwards), those of ``tenant_id`` only."""
+        partition = CHANGES_KEY_PREFIX + task_id
+        request: dict[str, Any] = {
+            "TableName": self._census,
+            "KeyConditionExpression": "task_id = :partition",
+            "FilterExpression": "tenant_id = :tenant",
+            "ExpressionAttributeValues": to_item({":partition": partition, ":tenant": tenant_id}),
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if token is not None:
+            if not token or len(token) > 64 or not token.isascii():
+                raise InvalidRequest("next_token", "is not a token this listing gave")
+            request["ExclusiveStartKey"] = to_item({"task_id": partition, "execution_id": token})
+        response = self._client.query(**request)
+        last = response.get("LastEvaluatedKey")
+        return Page(
+            items=[_change_of(item) for item in response.get("Items", [])],
+            next_token=str(from_item(last)["execution_id"]) if last else None,
+        )
+
+    def get_change(self, tenant_id: str, task_id: str, change_id: str) -> TaskChange | None:
+        """One change record of the tenant's task, or None (a consistent GetItem)."""
+        item = self._client.get_item(
+            TableName=self._census,
+            Key=to_item({"task_id": CHANGES_KEY_PREFIX + task_id, "execution_id": change_id}),
+            ConsistentRead=True,
+        ).get("Item")
+        change = _change_of(item) if item else None
+        return change if change is not None and change.tenant_id == tenant_id else None
 
     # The schedule census (decision 0046) ---------------------------------------------
 
@@ -834,3 +944,17 @@ def _condition_check(table: str, task_id: str, expects: Condition) -> dict[str, 
         "ConditionExpression": placeholders.condition(expects),
         **placeholders.request(),
     }
+
+
+def _change_item(change: TaskChange) -> dict[str, Any]:
+    """A change record as an item of the executions table (``CHANGES_KEY_PREFIX``)."""
+    values = change_to_map(change)
+    values["changed_task_id"] = values["task_id"]
+    values["task_id"] = CHANGES_KEY_PREFIX + change.task_id
+    values["execution_id"] = change.change_id
+    return to_item({k: v for k, v in values.items() if v is not None})
+
+
+def _change_of(item: dict[str, Any]) -> TaskChange:
+    values = from_item(item)
+    return change_from_map({**values, "task_id": values["changed_task_id"]})

@@ -65,3 +65,19 @@ def delete_expired_executions(
         if count < batch_size:
             break
     return deleted
+
+
+def delete_expired_changes(
+    database: Database, now: datetime, *, batch_size: int = BATCH_SIZE
+) -> int:
+    """Delete up to ``batch_size`` task change records whose ``expires_at`` (the
+    history retention, decision 0054) is at or before ``now``; how many went."""
+    return database.run(
+        lambda c: (
+            c.execute(
+                """DELETE FROM task_changes WHERE rowid IN (SELECT rowid FROM task_changes
+               WHERE expires_at <= ? LIMIT ?)""",
+                (int(now.timestamp()), batch_size),
+            ).rowcount
+        )
+    )

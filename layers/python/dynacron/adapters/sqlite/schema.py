@@ -35,6 +35,22 @@ TASKS = (
         WHERE after_task_id IS NOT NULL""",
 )
 
+# A task's change history (decision 0054): one row per change, written in the
+# transaction of the change; kept after the task is deleted, until ``expires_at``
+# (epoch seconds, the history retention), when the retention sweep deletes it.
+TASK_CHANGES = (
+    """CREATE TABLE IF NOT EXISTS task_changes (
+        task_id TEXT NOT NULL,
+        change_id TEXT NOT NULL,
+        tenant_id TEXT NOT NULL,
+        expires_at INTEGER,
+        record TEXT NOT NULL,
+        PRIMARY KEY (task_id, change_id)
+    )""",
+    """CREATE INDEX IF NOT EXISTS task_changes_expiry ON task_changes (expires_at)
+        WHERE expires_at IS NOT NULL""",
+)
+
 # Columns of the tasks table added since the first release (decision 0045): a file
 # made before gets them, and its rows their values (``tasks.py``), before the
 # indexes that use them.

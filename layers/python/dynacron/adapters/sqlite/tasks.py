@@ -27,6 +27,7 @@ from dynacron.adapters.sqlite.records import (
 from dynacron.adapters.sqlite.schema import (
     COORDINATION,
     MIGRATIONS,
+    TASK_CHANGES,
     TASK_COLUMNS_ADDED,
     TASK_RUN_ORDER,
     TASK_TAGS_FILLED,
@@ -44,6 +45,7 @@ from dynacron.domain.schedules.signatures import (
     census_change,
     counted_signature,
 )
+from dynacron.domain.tasks.history import TaskChange, change_from_map, change_to_map
 from dynacron.domain.tasks.listing import (
     ALL_TASKS,
     NAME_KEY,
@@ -105,7 +107,7 @@ class SqliteTaskStore:
 
     def __init__(self, database: Database) -> None:
         self._database = database
-        database.ensure_schema(TASKS + COORDINATION + MIGRATIONS)
+        database.ensure_schema(TASKS + COORDINATION + MIGRATIONS + TASK_CHANGES)
         database.ensure_columns("tasks", TASK_COLUMNS_ADDED)
         _fill_name_keys(database)
         # The tag table is made and filled in one transaction: a fill that failed (a
@@ -120,24 +122,38 @@ class SqliteTaskStore:
     # The API's ----------------------------------------------------------------------
 
     def create_within_quota(
-        self, task: Task, placement: DuePlacement | None, max_tasks: int, fresh_secret: str
+        self,
+        task: Task,
+        placement: DuePlacement | None,
+        max_tasks: int,
+        fresh_secret: str,
+        change: TaskChange | None = None,
     ) -> None:
-        """Store ``task`` and count it against its tenant's quota, in one transaction;
-        the tenant gets its first signing secret here if it has none."""
+        """Store ``task`` and count it against its tenant's quota, in one transaction
+        (with ``change``'s record); the tenant gets its first signing secret here if it
+        has none."""
         with self._database.write() as connection:
             _create_counted(connection, task, placement, max_tasks, fresh_secret)
+            _record_change(connection, change, task.tenant_id)
 
     def create_many_within_quota(
         self,
         tasks: Sequence[tuple[Task, DuePlacement | None]],
         max_tasks: int,
         fresh_secret: str,
+        changes: Sequence[TaskChange | None] | None = None,
     ) -> list[Exception | None]:
         """Each of ``tasks`` stored and counted as ``create_within_quota`` does, all in
         one write transaction: in order, until the quota is reached; each refused
-        task writes nothing and is answered with why."""
+        task writes nothing and is answered with why; with ``changes``, each task
+        stored has its record stored with it."""
+        recorded = list(changes) if changes else [None] * len(tasks)
         with self._database.write() as connection:
-            return _create_many_counted(connection, tasks, max_tasks, fresh_secret)
+            outcomes = _create_many_counted(connection, tasks, max_tasks, fresh_secret)
+            for (task, _), change, refused in zip(tasks, recorded, outcomes, strict=True):
+                if refused is None:
+                    _record_change(connection, change, task.tenant_id)
+            return outcomes
 
     def get_owned(self, tenant_id: str, task_id: str) -> Task | None:
         """The task if it exists and belongs to ``tenant_id``, else None (either way)."""
@@ -172,13 +188,15 @@ class SqliteTaskStore:
             next_token=next_token,
         )
 
-    def delete_owned(self, tenant_id: str, task_id: str) -> bool:
-        """Delete a tenant's task and release its quota; False if it has no such task."""
+    def delete_owned(self, tenant_id: str, task_id: str, change: TaskChange | None = None) -> bool:
+        """Delete a tenant's task and release its quota (recording ``change``); False if
+        it has no such task."""
         with self._database.write() as connection:
             row = _row(connection, task_id)
             if row is None or row["tenant_id"] != tenant_id:
                 return False
             connection.execute("DELETE FROM tasks WHERE task_id = ?", (task_id,))
+            _record_change(connection, change, tenant_id)
             _recount(connection, tenant_id, CensusChange(removed=_counted_as(row)))
             counted = connection.execute(
                 "UPDATE tenants SET task_count = task_count - 1"
@@ -227,9 +245,16 @@ class SqliteTaskStore:
 
     # Changes ------------------------------------------------------------------------
 
-    def replace(self, task: Task, placement: DuePlacement | None, replacement: Replacement) -> bool:
+    def replace(
+        self,
+        task: Task,
+        placement: DuePlacement | None,
+        replacement: Replacement,
+        change: TaskChange | None = None,
+    ) -> bool:
         """Store ``task`` whole, if the stored one meets ``replacement.expects`` and
-        every task of ``replacement.unchanged`` its condition: one transaction."""
+        every task of ``replacement.unchanged`` its condition, with ``change``'s
+        record: one transaction."""
         expected = {task.task_id: replacement.expects, **replacement.unchanged}
         with self._database.write() as connection:
             counted_as = None
@@ -239,13 +264,14 @@ class SqliteTaskStore:
                     return False
                 if task_id == task.task_id:
                     counted_as = _counted_as(row)
-            change = census_change(counted_as, task)
+            census = census_change(counted_as, task)
             _put(
                 connection,
                 _counted_record(task, counted_signature(task)),
                 placement,
             )
-            _recount(connection, task.tenant_id, change)
+            _recount(connection, task.tenant_id, census)
+            _record_change(connection, change, task.tenant_id)
         return True
 
     def dependents(self, task_id: str) -> list[str]:
@@ -288,11 +314,56 @@ class SqliteTaskStore:
             }
         return [row["task_id"] for row in page], next_key
 
-    def apply(self, task_id: str, transition: Transition) -> bool:
+    def apply(self, task_id: str, transition: Transition, change: TaskChange | None = None) -> bool:
         """Carry out ``transition`` on the task in one transaction: read the row, check
-        what it expects, write the record it makes (the index columns with it)."""
+        what it expects, write the record it makes (the index columns with it) and
+        ``change``'s record (its tenant, if not given, the row's)."""
 
-        return self._database.run(lambda c: _carry_out(c, task_id, transition))
+        def carry_out(connection: sqlite3.Connection) -> bool:
+            row = _row(connection, task_id)
+            held = _carry_out(connection, task_id, transition)
+            if held and row is not None:
+                _record_change(connection, change, row["tenant_id"])
+            return held
+
+        return self._database.run(carry_out)
+
+    def record_change(self, change: TaskChange) -> None:
+        """Record a change that writes no task (a trigger, a backfill)."""
+        with self._database.write() as connection:
+            _record_change(connection, change, change.tenant_id or "")
+
+    def changes_page(
+        self, tenant_id: str, task_id: str, limit: int, token: str | None
+    ) -> Page[TaskChange]:
+        """One page of the task's change records, newest first, if they are
+        ``tenant_id``'s (another tenant's are none)."""
+        after = _change_token(token)
+        rows = (
+            self._database.connection()
+            .execute(
+                """SELECT record FROM task_changes WHERE task_id = ? AND tenant_id = ?
+               AND change_id < ? ORDER BY change_id DESC LIMIT ?""",
+                (task_id, tenant_id, after, limit + 1),
+            )
+            .fetchall()
+        )
+        changes = [change_from_map(load(row["record"])) for row in rows[:limit]]
+        more = len(rows) > limit
+        return Page(items=changes, next_token=changes[-1].change_id if more else None)
+
+    def get_change(self, tenant_id: str, task_id: str, change_id: str) -> TaskChange | None:
+        """One change record of the tenant's task, or None."""
+        row = (
+            self._database.connection()
+            .execute(
+                """SELECT record FROM task_changes
+               WHERE task_id = ? AND change_id = ? AND tenant_id = ?""",
+                (task_id, change_id, tenant_id),
+            )
+            .fetchone()
+        )
+        return change_from_map(load(row["record"])) if row is not None else None
 
     def apply_each(self, changes: Sequence[tuple[str, Transition]]) -> list[bool | Exception]:
         """Carry out every change in one write transaction (one commit for a page of
@@ -724,3 +795,31 @@ def _stored_name(row: sqlite3.Row) -> str:
     except ValueError:
         name = None
     return name if isinstance(name, str) else str(row["task_id"])
+
+
+def _record_change(
+    connection: sqlite3.Connection, change: TaskChange | None, tenant_id: str
+) -> None:
+    """Within the caller's write transaction: store ``change``'s record (decision 0054)."""
+    if change is None:
+        return
+    owned = change if change.tenant_id else change.owned_by(tenant_id)
+    values = change_to_map(owned)
+    connection.execute(
+        """INSERT INTO task_changes (task_id, change_id, tenant_id, expires_at, record)
+           VALUES (?, ?, ?, ?, ?)""",
+        (owned.task_id, owned.change_id, owned.tenant_id, values.get("expires_at"), dump(values)),
+    )
+
+
+# Above every change id (they start with a digit): the first page's bound.
+_FIRST_PAGE = "~"
+
+
+def _change_token(token: str | None) -> str:
+    """Where a page of change records goes on from: below the change id ``token``."""
+    if token is None:
+        return _FIRST_PAGE
+    if not token or len(token) > 64 or not token.isascii():
+        raise InvalidRequest("next_token", "is not a token this listing gave")
+    return token

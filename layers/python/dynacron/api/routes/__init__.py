@@ -16,6 +16,7 @@ from dynacron.api.middlewares import authenticate, keep_fixed_paths, refuse_unkn
 from dynacron.api.pre_routing import unroutable_path, unsupported_body
 from dynacron.api.routes.calendars import calendars_router
 from dynacron.api.routes.callbacks import callbacks_router
+from dynacron.api.routes.changes import changes_router
 from dynacron.api.routes.dead_letters import dead_letters_router
 from dynacron.api.routes.executions import executions_router
 from dynacron.api.routes.meta import include_meta_routes
@@ -47,6 +48,7 @@ def build_api(
     )
     # In this order: the OpenAPI document lists the paths as they were included.
     app.include_router(tasks_router(tasks))
+    app.include_router(changes_router(tasks))
     app.include_router(schedules_router(tasks, forecast))
     app.include_router(executions_router(executions))
     app.include_router(callbacks_router(executions, rate_limiter))

@@ -73,14 +73,19 @@ def _add_task_routes(router: Router, tasks: TaskService) -> None:
         body: TaskCreate, idempotency_key: CreateKeyHeader = None
     ) -> Response[TaskView]:
         if idempotency_key is None:
-            return created(TaskView.of(tasks.register(caller_tenant(router), body.to_spec())))
+            task = tasks.register(
+                caller_tenant(router), body.to_spec(), who=caller_identity(router)
+            )
+            return created(TaskView.of(task))
         key = CreateKey.of(idempotency_key, router.current_event.json_body)
-        task, replayed = tasks.register_once(caller_tenant(router), body.to_spec(), key)
+        task, replayed = tasks.register_once(
+            caller_tenant(router), body.to_spec(), key, who=caller_identity(router)
+        )
         return created(TaskView.of(task), {"Idempotent-Replayed": "true"} if replayed else None)
 
     @router.post("/tasks/batch", responses=problems(ok=(200, "Each item answered")))
     def create_tasks(body: TaskBatch) -> BatchView:
-        return _create_batch(tasks, caller_tenant(router), body)
+        return _create_batch(tasks, caller_tenant(router), body, caller_identity(router))
 
     @router.get("/tasks", responses=problems(), description=TASK_LISTING_DESCRIPTION)
     def list_tasks(
@@ -110,11 +115,13 @@ def _add_task_routes(router: Router, tasks: TaskService) -> None:
 
     @router.patch("/tasks/<task_id>", responses=problems(404, 409))
     def patch_task(task_id: TaskId, body: TaskPatch) -> TaskView:
-        return TaskView.of(tasks.patch(caller_tenant(router), task_id, body.to_changes()))
+        changes = body.to_changes()
+        who = caller_identity(router)
+        return TaskView.of(tasks.patch(caller_tenant(router), task_id, changes, who=who))
 
     @router.delete("/tasks/<task_id>", responses=problems(404, ok=(204, "Deleted")))
     def delete_task(task_id: TaskId) -> Response[None]:
-        tasks.delete(caller_tenant(router), task_id)
+        tasks.delete(caller_tenant(router), task_id, who=caller_identity(router))
         return Response(status_code=204)
 
 
@@ -124,19 +131,26 @@ def _add_control_routes(router: Router, tasks: TaskService) -> None:
     @router.post("/tasks/<task_id>/pause", responses=problems(404, 409))
     def pause_task(task_id: TaskId, body: PauseRequest | None = None) -> TaskView:
         note = body.note if body else None
-        return TaskView.of(tasks.pause(caller_tenant(router), task_id, note))
+        return TaskView.of(
+            tasks.pause(caller_tenant(router), task_id, note, who=caller_identity(router))
+        )
 
     @router.post("/tasks/<task_id>/resume", responses=problems(404, 409))
     def resume_task(task_id: TaskId) -> TaskView:
-        return TaskView.of(tasks.resume(caller_tenant(router), task_id))
+        return TaskView.of(
+            tasks.resume(caller_tenant(router), task_id, who=caller_identity(router))
+        )
 
     @router.post("/tasks/<task_id>/trigger", responses=problems(404, 409, ok=(202, "Started")))
     def trigger_task(task_id: TaskId) -> Response[ExecutionView]:
-        return accepted(ExecutionView.of(tasks.trigger(caller_tenant(router), task_id)))
+        started = tasks.trigger(caller_tenant(router), task_id, who=caller_identity(router))
+        return accepted(ExecutionView.of(started))
 
     @router.post("/tasks/<task_id>/backfill", responses=problems(404, 409, ok=(202, "Started")))
     def backfill_task(task_id: TaskId, body: BackfillRequest) -> Response[BackfillView]:
-        backfill = tasks.backfill(caller_tenant(router), task_id, body.from_, body.to)
+        backfill = tasks.backfill(
+            caller_tenant(router), task_id, body.from_, body.to, who=caller_identity(router)
+        )
         return accepted(BackfillView.of(task_id, backfill.execution_ids, backfill.started))
 
 
@@ -157,7 +171,7 @@ def _add_timeline_routes(router: Router, tasks: TaskService) -> None:
         return OccurrencesView.of_task(task.task_id, preview)
 
 
-def _create_batch(tasks: TaskService, tenant_id: str, batch: TaskBatch) -> BatchView:
+def _create_batch(tasks: TaskService, tenant_id: str, batch: TaskBatch, who: str) -> BatchView:
     """Each item parsed as ``POST /tasks`` parses its body; those that parse are
     registered together, and every item is answered by its index."""
     answers: dict[int, BatchItemView] = {}
@@ -174,7 +188,7 @@ def _create_batch(tasks: TaskService, tenant_id: str, batch: TaskBatch) -> Batch
             )
         except InvalidRequest as invalid:
             answers[index] = _answer(index, BatchOutcome(None, error=invalid))
-    outcomes = tasks.register_many(tenant_id, [item for _, item in parsed])
+    outcomes = tasks.register_many(tenant_id, [item for _, item in parsed], who=who)
     for (index, _), outcome in zip(parsed, outcomes, strict=True):
         answers[index] = _answer(index, outcome)
     items = [answers[index] for index in range(len(batch.tasks))]

@@ -7,6 +7,7 @@ import { handlerLabel } from "../handlers.js";
 import { announce, excerpt, field, fill, h, link, statusBadge } from "../dom.js";
 import { BASE, every, navigate, setTitle, taskPath } from "../router.js";
 import { duration, formatIn, fromLocalInput, timeCell, toLocalInput } from "../time.js";
+import { changeHistory } from "./changes.js";
 import { occurrencesTable } from "./occurrences.js";
 import { scheduleSummary, tagChips } from "./tasks.js";
 
@@ -26,6 +27,7 @@ export function render(main, { params }) {
   const nextCard = h("section", { class: "card", "aria-labelledby": "next-heading" });
   const historyCard = h("section", { class: "card wide", "aria-labelledby": "history-heading" });
   const definitionCard = h("section", { class: "card", "aria-labelledby": "definition-heading" });
+  const changesCard = h("section", { class: "card wide", "aria-labelledby": "changes-heading" });
 
   setTitle("Task");
   fill(
@@ -38,6 +40,7 @@ export function render(main, { params }) {
     h("div", { class: "grid" }, scheduleCard, nextCard),
     historyCard,
     definitionCard,
+    changesCard,
   );
 
   function showProblem(error) {
@@ -112,7 +115,7 @@ export function render(main, { params }) {
     if (!(await loadTask())) return;
     state.stamp = `${state.task.version}|${state.task.next_run_at}`;
     await loadHistory();
-    if (before !== state.stamp) await loadOccurrences();
+    if (before !== state.stamp) await Promise.all([loadOccurrences(), changes.load()]);
   }
 
   // Actions: each says what happened in the live region; a refusal shows its problem.
@@ -122,6 +125,7 @@ export function render(main, { params }) {
       showProblem(null);
       announce(done(result));
       await refresh();
+      await changes.load(); // a trigger changes no version, yet is a change
     } catch (error) {
       showProblem(error);
       announce(`${label} failed: ${describeError(error)}`, "error");
@@ -323,12 +327,14 @@ export function render(main, { params }) {
     );
   }
 
+  const changes = changeHistory(changesCard, taskId, { act: (...args) => act(...args), version: () => state.task.version });
+
   let stop = () => {};
   let left = false; // the page was left before its first loads ended
   (async () => {
     if (await loadTask()) {
       state.stamp = `${state.task.version}|${state.task.next_run_at}`;
-      await Promise.all([loadOccurrences(), loadHistory()]);
+      await Promise.all([loadOccurrences(), loadHistory(), changes.load()]);
       if (!left) stop = every(REFRESH_MS, refresh);
     }
   })();
