@@ -17,6 +17,12 @@ from typing import Any
 
 from dynacron.domain.coordination.limits import RateLimit, TaskLimits
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.executions.notifications import (
+    notify_from_map,
+    notify_to_map,
+    state_from_map,
+    state_to_map,
+)
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.domain.schedules.expressions import (
@@ -43,6 +49,8 @@ from dynacron.domain.tasks.task import (
 # Attributes the stores index (the AWS resources name the same ones).
 AFTER_TASK_ID = "after_task_id"
 TAGS = "tags"
+NOTIFY = "notify"
+NOTIFY_STATE = "notify_state"
 
 
 def _optional_instant(value: Any) -> str | None:
@@ -219,6 +227,9 @@ def task_record(task: Task) -> dict[str, Any]:
         # Left out when empty: an untagged task's index entry is its keys alone.
         TAGS: dict(task.tags) or None,
         "target": target_to_map(task.target) if task.target is not None else None,
+        # Notifications (decision 0057): left out for a task that asks for none.
+        NOTIFY: notify_to_map(task.notify),
+        NOTIFY_STATE: state_to_map(task.notification_state),
     }
 
 
@@ -256,6 +267,8 @@ def task_from_record(values: dict[str, Any]) -> Task:
         resumed_at=_instant_or_none(values.get("resumed_at")),
         tags=tags_from(values.get(TAGS)),
         target=target_from_map(values["target"]) if values.get("target") else None,
+        notify=notify_from_map(values.get(NOTIFY)),
+        notification_state=state_from_map(values.get(NOTIFY_STATE)),
     )
 
 

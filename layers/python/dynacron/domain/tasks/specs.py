@@ -16,6 +16,7 @@ from typing import Any
 
 from dynacron.domain.coordination.limits import TaskLimits
 from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.executions.notifications import NO_NOTIFY, NotifySettings, check_notify
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
 from dynacron.domain.schedules.expressions import (
@@ -91,6 +92,7 @@ class TaskSpec:
     limits: TaskLimits = field(default_factory=TaskLimits)
     tags: dict[str, str] = field(default_factory=dict)
     target: Target | None = None
+    notify: NotifySettings = NO_NOTIFY
 
 
 def new_task(spec: TaskSpec, now: datetime, *, task_id: str, tenant_id: str) -> Task:
@@ -100,6 +102,7 @@ def new_task(spec: TaskSpec, now: datetime, *, task_id: str, tenant_id: str) -> 
     catchup = catchup_policy(spec.catchup, spec.catchup_window_seconds)
     check_one_handler(spec)
     next_run_at = checked_first_run(schedule, spec.schedule, now)
+    check_notify(spec.notify)
     return Task(
         task_id=task_id,
         name=spec.name or task_id,
@@ -119,6 +122,7 @@ def new_task(spec: TaskSpec, now: datetime, *, task_id: str, tenant_id: str) -> 
         tenant_id=tenant_id,
         tags=checked_tags(spec.tags),
         target=spec.target,
+        notify=spec.notify,
     )
 
 
@@ -158,6 +162,7 @@ def spec_of(task: Task) -> TaskSpec:
         limits=task.limits,
         tags=task.tags,
         target=task.target,
+        notify=task.notify,
     )
 
 
