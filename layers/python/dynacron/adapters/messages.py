@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from dynacron.domain.executions.execution import Dispatch, Upstream
+from dynacron.domain.executions.notifications import NoticeKind, NotificationMessage
 from dynacron.domain.executions.record import upstream_from_record
 from dynacron.domain.instants import format_instant, parse_instant
 
@@ -60,4 +61,55 @@ def dispatch_from_body(body: str) -> Dispatch:
         not_before=parse_instant(not_before) if not_before else None,
         upstream=upstream_from_map(values.get("upstream")),
         tenant_id=values.get("tenant_id"),
+    )
+
+
+# A notification (decision 0057) travels on the dispatch queue too, told apart by this key.
+NOTIFICATION_KEY = "notification"
+
+
+def notification_to_body(message: NotificationMessage) -> str:
+    return json.dumps(
+        {
+            NOTIFICATION_KEY: message.kind.value,
+            "url": message.url,
+            "count": message.count,
+            "task_id": message.task_id,
+            "task_name": message.task_name,
+            "tenant_id": message.tenant_id,
+            "execution_id": message.execution_id,
+            "scheduled_at": format_instant(message.scheduled_at),
+            "status": message.status,
+            "error": message.error,
+            "notified_at": format_instant(message.notified_at),
+            "attempt": message.attempt,
+        }
+    )
+
+
+_NOTIFICATION_START = '{"' + NOTIFICATION_KEY + '":'
+
+
+def is_notification(body: str) -> bool:
+    """Whether a message on the dispatch queue is a notification, not a dispatch: its
+    body begins with the key (``notification_to_body`` writes it first), so telling
+    them apart parses nothing on a dispatch's path."""
+    return body.startswith(_NOTIFICATION_START)
+
+
+def notification_from_body(body: str) -> NotificationMessage:
+    values = json.loads(body)
+    return NotificationMessage(
+        kind=NoticeKind(values[NOTIFICATION_KEY]),
+        url=values["url"],
+        count=int(values["count"]),
+        task_id=values["task_id"],
+        task_name=values["task_name"],
+        tenant_id=values["tenant_id"],
+        execution_id=values["execution_id"],
+        scheduled_at=parse_instant(values["scheduled_at"]),
+        status=values["status"],
+        error=values.get("error"),
+        notified_at=parse_instant(values["notified_at"]),
+        attempt=int(values.get("attempt", 1)),
     )

@@ -27,6 +27,7 @@ from dynacron.adapters.delivery.connections import (
     system_resolver,
 )
 from dynacron.adapters.delivery.http import HandlerDelivery, HttpDelivery, SecretsOf
+from dynacron.adapters.delivery.notifications import HttpNotifier
 from dynacron.adapters.delivery.python_handlers import PythonDelivery
 from dynacron.adapters.delivery.registry import (
     HandlerRegistry,
@@ -64,6 +65,7 @@ from dynacron.services.follow_ups import FollowUps, RunStarter
 from dynacron.services.forecast import HerdForecast
 from dynacron.services.limits import LimitGate
 from dynacron.services.message_holds import MessageHolds
+from dynacron.services.notifications import NotificationDeliveries, TaskNotifications
 from dynacron.services.outcomes import AttemptOutcomes
 from dynacron.services.reap import Reaper
 from dynacron.services.tasks import TaskService
@@ -198,6 +200,9 @@ class Dynacron(LambdaEvents):
             sharding=self.settings.sharding,
             clock=self.clock,
             metrics=self.metrics,
+            notifications=TaskNotifications(
+                tasks=self.tasks, executions=self.executions, queue=self.queue, clock=self.clock
+            ),
         )
         self.outcomes = AttemptOutcomes(
             executions=self.executions,
@@ -226,6 +231,17 @@ class Dynacron(LambdaEvents):
             metrics=self.metrics,
             target_clients=self._target_clients,
             private_networks_of=private_networks_reader(settings, self.tenants.quota),
+        )
+        self.notification_deliveries = NotificationDeliveries(
+            notifier=HttpNotifier(
+                UrlPolicy(settings.delivery_allow_networks),
+                settings.http_timeout_seconds,
+                settings.api_base_url,
+                secrets_of=KeptSecrets(self.tenants.signing_secrets, self.clock),
+                resolver=self.resolver,
+                private_networks_of=private_networks_reader(settings, self.tenants.quota),
+            ),
+            queue=self.queue,
         )
         self.runner = ExecutionRunner(
             tasks=self.tasks,

@@ -37,6 +37,7 @@ from dynacron.domain.tasks.task import (
 from dynacron.ports import DispatchQueue, ExecutionStore, TaskStore
 from dynacron.ports.metrics import Metrics
 from dynacron.services import task_changes
+from dynacron.services.notifications import TaskNotifications
 
 logger = logging.getLogger("dynacron")
 
@@ -81,12 +82,16 @@ class FollowUps:
     sharding: Sharding
     clock: Clock
     metrics: Metrics | None = None
+    # The task's notifications (decision 0057); None: this process sends none.
+    notifications: TaskNotifications | None = None
 
     def owes(self, execution: Execution, task: Task | None) -> bool:
         """Whether ``execution``, ending now, owes anything: it holds ``task``'s run
         slot, or it succeeded and some task runs after it. Most executions owe
         nothing, and their end then costs no follow-up lease."""
         if task is not None and task.running_execution == execution.execution_id:
+            return True
+        if self.notifications is not None and self.notifications.owes(execution, task):
             return True
         if execution.status is not ExecutionStatus.SUCCEEDED:
             return False
@@ -103,6 +108,8 @@ class FollowUps:
         if execution.status is ExecutionStatus.SUCCEEDED:
             self._start_dependents(execution)
         self._free_slot(execution)
+        if self.notifications is not None:
+            self.notifications.after_end(execution)
 
     def _start_dependents(self, upstream: Execution) -> None:
         ended_at = upstream.completed_at or self.clock.now()

@@ -12,10 +12,12 @@ from dynacron.adapters.messages import (
     FORWARD_REASON_ATTRIBUTE,
     MAX_DELAY_SECONDS,
     dispatch_to_body,
+    notification_to_body,
 )
 from dynacron.adapters.sqlite.queue import OutgoingMessage, SqliteQueues
 from dynacron.definitions.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE
 from dynacron.domain.executions.execution import Dispatch
+from dynacron.domain.executions.notifications import NotificationMessage
 
 
 class SqliteDispatchQueue:
@@ -50,6 +52,12 @@ class SqliteDispatchQueue:
         ``not_before``)."""
         self._queues.send(
             self._queue, dispatch_to_body(dispatch), delay_seconds=_capped(delay_seconds)
+        )
+
+    def send_notification(self, message: NotificationMessage, delay_seconds: float) -> None:
+        """Send one notification, invisible for ``delay_seconds`` (at most 15 minutes)."""
+        self._queues.send(
+            self._queue, notification_to_body(message), delay_seconds=_capped(delay_seconds)
         )
 
     def hold(self, receipt_handles: Sequence[str], seconds: float) -> int:

@@ -90,6 +90,8 @@ class NotificationState:
     # The last rate-limited notification sent, and how many were held back since.
     last_notified_at: datetime | None = None
     held_back: int = 0
+    # The last execution (or late occurrence) counted: counting it again is a repeat.
+    last_counted: str | None = None
 
     @property
     def is_initial(self) -> bool:
@@ -120,6 +122,49 @@ class Notice:
     kind: NoticeKind
     url: str
     count: int
+
+
+def ending_of(status: str) -> Ending | None:
+    """What an execution that ended with ``status`` counts as; None: nothing (SKIPPED)."""
+    if status == "SUCCEEDED":
+        return Ending.SUCCEEDED
+    # Every execution that fails for good is dead-lettered (decision 0006).
+    if status == "FAILED":
+        return Ending.DEAD_LETTERED
+    return None
+
+
+@dataclass(frozen=True)
+class NotificationMessage:
+    """One notice on its way: what the worker POSTs, and its own delivery attempt."""
+
+    kind: NoticeKind
+    url: str
+    count: int
+    task_id: str
+    task_name: str
+    tenant_id: str
+    execution_id: str
+    scheduled_at: datetime
+    status: str
+    error: str | None
+    # When the notice was decided: the same on every attempt of its delivery.
+    notified_at: datetime
+    attempt: int = 1
+
+    @property
+    def notice_id(self) -> str:
+        """The same on every attempt: the receiver's idempotency key."""
+        return f"{self.execution_id}:{self.kind.value}"
+
+
+@dataclass(frozen=True)
+class NoticeSent:
+    """How one attempt to deliver a notice went: ``error`` None if it was taken."""
+
+    error: str | None = None
+    # False: trying again cannot help (no signing secret, a URL the policy refuses).
+    retryable: bool = True
 
 
 @dataclass(frozen=True)
@@ -237,6 +282,7 @@ def state_to_map(state: NotificationState) -> dict[str, Any] | None:
             format_instant(state.last_notified_at) if state.last_notified_at else None
         ),
         "held_back": state.held_back,
+        "last_counted": state.last_counted,
     }
 
 
@@ -250,4 +296,5 @@ def state_from_map(values: dict[str, Any] | None) -> NotificationState:
         failure_notified=bool(values.get("failure_notified", False)),
         last_notified_at=parse_instant(last) if last else None,
         held_back=int(values.get("held_back", 0)),
+        last_counted=values.get("last_counted"),
     )

@@ -45,12 +45,12 @@ from dynacron.domain.tasks.task import (
     Task,
     TaskStatus,
 )
+from dynacron.domain.tasks.transitions import NOTIFY_STATE
 
 # Attributes the stores index (the AWS resources name the same ones).
 AFTER_TASK_ID = "after_task_id"
 TAGS = "tags"
 NOTIFY = "notify"
-NOTIFY_STATE = "notify_state"
 
 
 def _optional_instant(value: Any) -> str | None:
