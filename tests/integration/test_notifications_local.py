@@ -31,7 +31,13 @@ class Local:
     """One local-mode system, driven by hand: a tick, then the worker until the queue is empty."""
 
     def __init__(self, store: SqliteStore, clock: SettableClock) -> None:
-        settings = store.open(clock, delivery_allow_networks=LOOPBACK_NETWORKS, shard_count=1)
+        settings = store.open(
+            clock,
+            delivery_allow_networks=LOOPBACK_NETWORKS,
+            shard_count=1,
+            # A handler that never answers is given up on soon (wall time).
+            http_timeout_seconds=0.5,
+        )
         self.store, self.clock = store, clock
         self.app = Dynacron(
             settings,
@@ -148,3 +154,50 @@ def test_a_notification_that_fails_is_retried_and_never_touches_the_execution(
     assert after is not None
     assert after.notification_state == before.notification_state
     assert len(notices(sink)) == 3
+
+
+def test_on_late_fires_once_for_an_occurrence_whose_handler_never_answers(
+    local: Local, sink: Sink
+) -> None:
+    # Given a handler that never answers in time, and a task to be told within 60 s
+    silent = Sink(hold=2.0).start()
+    try:
+        task_id = local.register(
+            rate="10 minutes",
+            handler_url=f"{silent.url}/hook",
+            retry={"max_attempts": 10, "base_delay_seconds": 30},
+            notify={"on_late": {"url": f"{sink.url}/notify/late", "within_seconds": 60}},
+        )
+        scheduled = local.app.tasks.get(task_id)
+        assert scheduled is not None
+        assert scheduled.next_run_at is not None
+        wait = (scheduled.next_run_at - local.clock.now()).total_seconds()
+
+        # When its first occurrence is due, and 59 s pass: nothing yet
+        local.run_until(wait + 59)
+        assert notices(sink) == []
+        assert silent.deliveries, "the handler was called"
+
+        # Then at 60 s one on_late notice, and no other for that occurrence
+        local.run_until(120)
+    finally:
+        silent.stop()
+    late = [d.body for d in notices(sink)]
+    assert len(late) == 1, late
+    assert late[0]["notification"] == "on_late"
+    assert late[0]["task_id"] == task_id
+    assert late[0]["status"] in {"RUNNING", "QUEUED"}
+    assert late[0]["count"] == 1
+
+
+def test_on_late_sends_nothing_for_an_occurrence_that_succeeded_in_time(
+    local: Local, sink: Sink
+) -> None:
+    local.register(
+        rate="1 minute",
+        handler_url=f"{sink.url}/hook",
+        notify={"on_late": {"url": f"{sink.url}/notify/late", "within_seconds": 60}},
+    )
+    local.run_until(185)
+    assert len([d for d in sink.deliveries if d.path == "/hook"]) >= 2
+    assert notices(sink) == []

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from dynacron.domain.executions.execution import Dispatch, Upstream
-from dynacron.domain.executions.notifications import NoticeKind, NotificationMessage
+from dynacron.domain.executions.notifications import LateCheck, NoticeKind, NotificationMessage
 from dynacron.domain.executions.record import upstream_from_record
 from dynacron.domain.instants import format_instant, parse_instant
 
@@ -112,4 +112,35 @@ def notification_from_body(body: str) -> NotificationMessage:
         error=values.get("error"),
         notified_at=parse_instant(values["notified_at"]),
         attempt=int(values.get("attempt", 1)),
+    )
+
+
+# An occurrence's on_late timer (decision 0057), on the dispatch queue too.
+LATE_CHECK_KEY = "late_check"
+_LATE_CHECK_START = '{"' + LATE_CHECK_KEY + '":'
+
+
+def late_check_to_body(check: LateCheck) -> str:
+    return json.dumps(
+        {
+            LATE_CHECK_KEY: check.execution_id,
+            "task_id": check.task_id,
+            "scheduled_at": format_instant(check.scheduled_at),
+            "due_at": format_instant(check.due_at),
+        }
+    )
+
+
+def is_late_check(body: str) -> bool:
+    """Whether a message on the dispatch queue is an on_late timer (its key comes first)."""
+    return body.startswith(_LATE_CHECK_START)
+
+
+def late_check_from_body(body: str) -> LateCheck:
+    values = json.loads(body)
+    return LateCheck(
+        task_id=values["task_id"],
+        execution_id=values[LATE_CHECK_KEY],
+        scheduled_at=parse_instant(values["scheduled_at"]),
+        due_at=parse_instant(values["due_at"]),
     )

@@ -193,6 +193,9 @@ class Dynacron(LambdaEvents):
 
     def _compose_outcomes(self) -> None:
         """How an attempt ends, and what its end owes."""
+        self.task_notifications = TaskNotifications(
+            tasks=self.tasks, executions=self.executions, queue=self.queue, clock=self.clock
+        )
         self.follow_ups = FollowUps(
             tasks=self.tasks,
             executions=self.executions,
@@ -200,9 +203,7 @@ class Dynacron(LambdaEvents):
             sharding=self.settings.sharding,
             clock=self.clock,
             metrics=self.metrics,
-            notifications=TaskNotifications(
-                tasks=self.tasks, executions=self.executions, queue=self.queue, clock=self.clock
-            ),
+            notifications=self.task_notifications,
         )
         self.outcomes = AttemptOutcomes(
             executions=self.executions,
@@ -268,6 +269,7 @@ class Dynacron(LambdaEvents):
                 max_pause=timedelta(seconds=settings.max_retry_after_seconds),
             ),
             steps=self.clock_steps,
+            notifications=self.task_notifications,
         )
 
     def _compose_control(self) -> None:

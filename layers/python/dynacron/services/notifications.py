@@ -18,14 +18,16 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from dynacron.domain.clock import Clock
-from dynacron.domain.executions.execution import Execution
+from dynacron.domain.executions.execution import Dispatch, Execution, ExecutionStatus
 from dynacron.domain.executions.notifications import (
     Ending,
+    LateCheck,
     Notice,
     NotificationMessage,
     NotificationState,
     decide,
     ending_of,
+    late_check,
     state_to_map,
 )
 from dynacron.domain.tasks import transitions as task_transitions
@@ -81,50 +83,103 @@ class TaskNotifications:
         ending = ending_of(execution.status.value)
         if ending is None:
             return
+        subject = _Subject(
+            execution.execution_id,
+            execution.scheduled_at,
+            execution.status.value,
+            execution.error,
+        )
+        self._count(execution.task_id, subject, execution.execution_id, ending)
+
+    def watch(self, task: Task, dispatch: Dispatch) -> None:
+        """Start the on_late timer of ``dispatch``'s occurrence, if its task has one:
+        at its first attempt only (a repeat of it is counted once, on arrival)."""
+        if dispatch.attempt != 1 or task.notify.on_late is None:
+            return
+        check = late_check(task.notify, task.task_id, dispatch.execution_id, dispatch.scheduled_at)
+        if check is not None:
+            delay = (check.due_at - self.clock.now()).total_seconds()
+            self.queue.send_late_check(check, max(0.0, delay))
+
+    def check_late(self, check: LateCheck) -> None:
+        """An on_late timer ran out: nothing if its execution succeeded, else one
+        (rate-limited) on_late notice. One that arrives early (a wait longer than a
+        queue's delay) is sent on for the rest."""
+        now = self.clock.now()
+        if check.due_at > now:
+            self.queue.send_late_check(check, (check.due_at - now).total_seconds())
+            return
+        execution = self.executions.get(check.execution_id)
+        if execution is not None and execution.status is ExecutionStatus.SUCCEEDED:
+            return
+        subject = _Subject(
+            check.execution_id,
+            check.scheduled_at,
+            execution.status.value if execution is not None else NOT_STARTED,
+            execution.error if execution is not None else None,
+        )
+        self._count(check.task_id, subject, check.counted_as, Ending.LATE)
+
+    def _count(self, task_id: str, subject: _Subject, counted_as: str, ending: Ending) -> None:
         for _ in range(MAX_RECORD_ATTEMPTS):
-            task = self.tasks.get(execution.task_id)
-            if task is None or not task.notify.watches_ends:
+            task = self.tasks.get(task_id)
+            if task is None or not task.notify.given:
                 return
-            if self._counted(task, execution, ending):
+            if self._counted(task, subject, counted_as, ending):
                 return
 
-    def _counted(self, task: Task, execution: Execution, ending: Ending) -> bool:
-        """One try: True once the end is counted (or needs no counting)."""
+    def _counted(self, task: Task, subject: _Subject, counted_as: str, ending: Ending) -> bool:
+        """One try: True once ``subject`` is counted (or needs no counting)."""
         state = task.notification_state
-        if state.last_counted == execution.execution_id:
-            return True  # a repeat of this follow-up: counted and sent already
+        if state.last_counted == counted_as:
+            return True  # a repeat (the reaper's follow-up, a message twice): counted already
         now = self.clock.now()
         decision = decide(task.notify, state, ending, now)
         if not decision.notices and _same_counts(state, decision.state):
             return True
         if decision.notices:
-            error = execution.error
-            if error is None and ending is not Ending.SUCCEEDED:
-                stored = self.executions.get(execution.execution_id)
+            error = subject.error
+            if error is None and ending is Ending.DEAD_LETTERED:
+                # The dead letter's follow-up is handed the execution without its error.
+                stored = self.executions.get(subject.execution_id)
                 error = stored.error if stored is not None else None
             for notice in decision.notices:
-                self.queue.send_notification(self._message(task, execution, notice, error, now), 0)
-        new_state = dataclasses.replace(decision.state, last_counted=execution.execution_id)
+                self.queue.send_notification(_message(task, subject, notice, error, now), 0)
+        new_state = dataclasses.replace(decision.state, last_counted=counted_as)
         record = task_transitions.record_notifications(task.version, state_to_map(new_state))
         return self.tasks.apply(task.task_id, record)
 
-    @staticmethod
-    def _message(
-        task: Task, execution: Execution, notice: Notice, error: str | None, now: datetime
-    ) -> NotificationMessage:
-        return NotificationMessage(
-            kind=notice.kind,
-            url=notice.url,
-            count=notice.count,
-            task_id=task.task_id,
-            task_name=task.name,
-            tenant_id=task.tenant_id,
-            execution_id=execution.execution_id,
-            scheduled_at=execution.scheduled_at,
-            status=execution.status.value,
-            error=error,
-            notified_at=now,
-        )
+
+# The status a late notice reports for an occurrence whose execution has no record.
+NOT_STARTED = "NOT_STARTED"
+
+
+@dataclass(frozen=True)
+class _Subject:
+    """The execution a notice is about."""
+
+    execution_id: str
+    scheduled_at: datetime
+    status: str
+    error: str | None
+
+
+def _message(
+    task: Task, subject: _Subject, notice: Notice, error: str | None, now: datetime
+) -> NotificationMessage:
+    return NotificationMessage(
+        kind=notice.kind,
+        url=notice.url,
+        count=notice.count,
+        task_id=task.task_id,
+        task_name=task.name,
+        tenant_id=task.tenant_id,
+        execution_id=subject.execution_id,
+        scheduled_at=subject.scheduled_at,
+        status=subject.status,
+        error=error,
+        notified_at=now,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

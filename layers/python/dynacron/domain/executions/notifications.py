@@ -159,6 +159,34 @@ class NotificationMessage:
 
 
 @dataclass(frozen=True)
+class LateCheck:
+    """The on_late timer of one occurrence: whether its execution succeeded by
+    ``due_at`` (its scheduled time plus ``within_seconds``)."""
+
+    task_id: str
+    execution_id: str
+    scheduled_at: datetime
+    due_at: datetime
+
+    @property
+    def counted_as(self) -> str:
+        """What the task's notification state records once this check is counted."""
+        return f"{self.execution_id}#late"
+
+
+def late_check(
+    settings: NotifySettings, task_id: str, execution_id: str, scheduled_at: datetime
+) -> LateCheck | None:
+    """The on_late timer for an occurrence of a task with ``settings``; None without on_late."""
+    late = settings.on_late
+    if late is None or late.within_seconds is None:
+        return None
+    return LateCheck(
+        task_id, execution_id, scheduled_at, scheduled_at + timedelta(seconds=late.within_seconds)
+    )
+
+
+@dataclass(frozen=True)
 class NoticeSent:
     """How one attempt to deliver a notice went: ``error`` None if it was taken."""
 
