@@ -144,3 +144,11 @@ def late_check_from_body(body: str) -> LateCheck:
         scheduled_at=parse_instant(values["scheduled_at"]),
         due_at=parse_instant(values["due_at"]),
     )
+
+
+def dispatch_only_from_body(body: str) -> Dispatch:
+    """A dispatch, as ``dispatch_from_body`` reads it; ``ValueError`` for a notification
+    or an on_late timer, which share its queue (and some of its keys) but are none."""
+    if is_notification(body) or is_late_check(body):
+        raise ValueError("a notification message, not a dispatch")
+    return dispatch_from_body(body)

@@ -42,7 +42,7 @@ from dynacron.adapters.delivery.targets import (
     TargetDelivery,
     client_factory,
 )
-from dynacron.adapters.messages import dispatch_from_body
+from dynacron.adapters.messages import dispatch_only_from_body
 from dynacron.adapters.powertools.idempotency import IdempotentHandlerCalls
 from dynacron.adapters.powertools.metrics import Emit, ReliabilityMetrics, print_emf
 from dynacron.api.routes import build_api
@@ -304,7 +304,7 @@ class Dynacron(LambdaEvents):
             clock=self.clock,
             lease_terms=settings.lease_terms,
             max_receive_count=DISPATCH_QUEUE.max_receive_count or 0,
-            decode=dispatch_from_body,
+            decode=dispatch_only_from_body,
             faults=self.faults,
             steps=self.clock_steps,
         )
