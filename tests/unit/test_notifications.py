@@ -6,7 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from rich.console import Console
 
+from dynacron.api.responses import TaskPage, TaskView
+from dynacron.cli import tables
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions.notifications import (
     NO_NOTIFICATIONS,
@@ -24,6 +27,7 @@ from dynacron.domain.executions.notifications import (
     state_from_map,
     state_to_map,
 )
+from dynacron.domain.tasks.specs import ScheduleSpec, TaskSpec, new_task
 
 NOW = datetime(2026, 12, 6, 0, 0, tzinfo=UTC)
 ALL = NotifySettings(
@@ -136,3 +140,22 @@ def test_numbers_out_of_bounds_are_refused_naming_the_field(
     with pytest.raises(InvalidRequest) as refused:
         check_notify(settings)
     assert refused.value.field == field
+
+
+def test_the_api_and_the_cli_show_a_tasks_notify() -> None:
+    task = new_task(
+        TaskSpec(ScheduleSpec(rate="1 minute"), handler_url="http://127.0.0.1:9/h", notify=ALL),
+        NOW,
+        task_id="t1",
+        tenant_id="default",
+    )
+    view = TaskView.of(task)
+    assert view.notify is not None
+    assert view.notify.to_domain() == ALL
+    console = Console(record=True, width=400)
+    console.print(tables.tasks(view))
+    shown = console.export_text()
+    assert "on_failure (after 3) -> http://127.0.0.1:9/failure" in shown
+    assert "on_late (within 600 s) -> http://127.0.0.1:9/late" in shown
+    # A listing keeps its columns: notify is shown for one task alone
+    assert "notify" not in tables.tasks(TaskPage(items=[view], next_token=None)).columns[-1].header

@@ -107,8 +107,9 @@ class FollowUps:
         """Everything ``execution``'s end owes; repeatable."""
         if execution.status is ExecutionStatus.SUCCEEDED:
             self._start_dependents(execution)
-        self._free_slot(execution)
-        if self.notifications is not None:
+        task = self._free_slot(execution)
+        # Only a task with notify is read again, to count the end (decision 0057).
+        if self.notifications is not None and task is not None and task.notify.given:
             self.notifications.after_end(execution)
 
     def _start_dependents(self, upstream: Execution) -> None:
@@ -147,8 +148,9 @@ class FollowUps:
                 ),
             )
 
-    def _free_slot(self, execution: Execution) -> None:
-        """Let the task run its next scheduled occurrence, if this execution held the slot.
+    def _free_slot(self, execution: Execution) -> Task | None:
+        """Let the task run its next scheduled occurrence, if this execution held the
+        slot; the task as last read or written (None if it was deleted).
 
         buffer_one: the waiting occurrence is recorded and sent before the task names
         it as running, so the slot never points at an execution that does not exist.
@@ -156,23 +158,25 @@ class FollowUps:
         the slot, so it is freed for it now. fixed_delay: the next run is filed
         ``delay`` after this one ended.
         """
+        task = None
         for _ in range(MAX_SLOT_ATTEMPTS):
             task = self.tasks.get(execution.task_id)
             if task is None or task.running_execution != execution.execution_id:
-                return
+                return task
             now = to_utc_ms(self.clock.now())
             if task.buffered_at is not None:
                 promoted = self._promote_buffered(task, task.buffered_at, now)
                 if promoted is None:
                     continue  # the task changed meanwhile: read it again
                 if not (promoted.status.is_final and promoted.lease_token is None):
-                    return
+                    return task
                 execution = promoted
                 continue
             freed = self._freed(task, execution.completed_at or now, now)
             expected = task_transitions.replace(task.version)
             if self.tasks.replace(freed, self.sharding.place_task(freed, now), expected):
-                return
+                return freed
+        return task
 
     def _promote_buffered(
         self, task: Task, buffered_at: datetime, now: datetime
