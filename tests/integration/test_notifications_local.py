@@ -60,12 +60,11 @@ class Local:
             self.app.ticker.tick()
             self.work()
 
-    def work(self) -> None:
+    def work(self, timeout_seconds: int = 30) -> None:
         queue = DISPATCH_QUEUE.suffix
         while messages := self.store.receive(queue, 10, wait_seconds=0):
-            result = self.app.worker(
-                sqs_event(messages, self.store.queue_arn(queue)), LocalContext("test-worker")
-            )
+            context = LocalContext("test-worker", timeout_seconds=timeout_seconds)
+            result = self.app.worker(sqs_event(messages, self.store.queue_arn(queue)), context)
             failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
             assert not failed, result
             self.store.delete(queue, messages)
@@ -233,3 +232,42 @@ def test_a_notification_message_that_reaches_the_undelivered_queue_is_forwarded_
     )
     settled = local.app.undelivered_dispatches.settle_message(body)
     assert settled.value == "FORWARDED"
+
+
+def test_a_notification_with_no_time_left_in_the_invocation_is_sent_back_unused(
+    local: Local, sink: Sink
+) -> None:
+    # Given two notifications on the queue (of a tenant with a signing secret), and a
+    # worker invocation with time for one call only
+    local.register(rate="1 hour", handler_url=f"{sink.url}/hook")
+    at = local.clock.now()
+    for number in (1, 2):
+        local.app.queue.send_notification(
+            NotificationMessage(
+                kind=NoticeKind.DEAD_LETTER,
+                url=f"{sink.url}/notify/{number}",
+                count=1,
+                task_id="t1",
+                task_name="t1",
+                tenant_id=TENANT,
+                execution_id=execution_id_for("t1", at),
+                scheduled_at=at,
+                status="FAILED",
+                error=None,
+                notified_at=at,
+            ),
+            0,
+        )
+    queue = DISPATCH_QUEUE.suffix
+    messages = local.store.receive(queue, 10, wait_seconds=0)
+    assert len(messages) == 2
+    local.app.worker(
+        sqs_event(messages, local.store.queue_arn(queue)), LocalContext("w", timeout_seconds=1)
+    )
+    local.store.delete(queue, messages)
+    # Then the first is delivered and the second sent back, not tried
+    assert [d.path for d in notices(sink)] == ["/notify/1"]
+
+    # When a worker with time takes it: it is delivered, as its first attempt
+    local.work()
+    assert [d.path for d in notices(sink)] == ["/notify/1", "/notify/2"]

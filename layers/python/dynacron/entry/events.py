@@ -206,8 +206,13 @@ class LambdaEvents:
 
         def run_record(record: SQSRecord) -> None:
             if is_notification(record.body):
-                # A task's notification (decision 0057), not an execution's attempt.
-                self.notification_deliveries.deliver(notification_from_body(record.body))
+                # A task's notification (decision 0057), not an execution's attempt:
+                # a call, so it too starts only while one fits in the invocation.
+                message = notification_from_body(record.body)
+                if budget.take_one():
+                    self.notification_deliveries.deliver(message)
+                else:
+                    self.notification_deliveries.send_back(message)
                 return
             if is_late_check(record.body):
                 self.task_notifications.check_late(late_check_from_body(record.body))

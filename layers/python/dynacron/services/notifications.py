@@ -190,6 +190,10 @@ class NotificationDeliveries:
     notifier: Notifier
     queue: DispatchQueue
 
+    def send_back(self, message: NotificationMessage) -> None:
+        """A message this invocation has no time for, sent again as it is (no attempt used)."""
+        self.queue.send_notification(message, 0)
+
     def deliver(self, message: NotificationMessage) -> bool:
         """True if the receiver took it. Raises only if a retry could not be queued
         (the message then comes back, as any message a worker failed)."""
