@@ -165,15 +165,20 @@ def register(bench: Bench, count: int, **fields: Any) -> None:
 
 
 def scenario(
-    bench: Bench, kind: str, batch: int, rounds: int, tags: dict[str, str] | None = None
+    bench: Bench,
+    kind: str,
+    batch: int,
+    rounds: int,
+    tags: dict[str, str] | None = None,
+    notify: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``batch`` tasks fire together, ``rounds`` times; the meter counts everything in between.
-    Recurring tasks may carry ``tags`` (the tenant index projects them)."""
+    Recurring tasks may carry ``tags`` (the tenant index projects them) and ``notify``."""
     invocations = 0
     bench.meter.reset()
     retry = {"retry": {"base_delay_seconds": 1, "max_delay_seconds": 1}}
     if kind == "recurring":
-        register(bench, batch, rate="1 minute", tags=tags or {})
+        register(bench, batch, rate="1 minute", tags=tags or {}, notify=notify)
     for round_number in range(rounds):
         if kind != "recurring":
             at = bench.clock.now() + timedelta(seconds=30)

@@ -221,11 +221,29 @@ def test_what_a_tenant_wrote_is_shown_as_text_never_run_as_markup(
         assert page.evaluate("window.pwned") is None
 
 
+def test_a_tasks_notifications_are_shown_on_its_page(page: Page, console: ConsoleServer) -> None:
+    hook = f"{console.ok.url}/notify"
+    task = console.register(
+        name=unique("told"),
+        notify={
+            "on_failure": {"url": hook, "after": 3},
+            "on_late": {"url": hook, "within_seconds": 600},
+        },
+    )
+    page.goto(f"/console/tasks/{task['task_id']}")
+    notify = page.locator("dl.facts.two-columns ul.notify li")
+    expect(notify).to_have_text([f"on_failure after 3 → {hook}", f"on_late within 600 s → {hook}"])
+
+
 def test_the_pages_pass_axe_core_and_work_from_the_keyboard(
     page: Page, console: ConsoleServer
 ) -> None:
     task = console.register(
-        name=unique("axe"), cron="0 9 * * MON-FRI", timezone="Europe/Berlin", tags={"env": "qa"}
+        name=unique("axe"),
+        cron="0 9 * * MON-FRI",
+        timezone="Europe/Berlin",
+        tags={"env": "qa"},
+        notify={"on_failure": {"url": f"{console.ok.url}/notify", "after": 3}},
     )
     console.call("POST", f"/tasks/{task['task_id']}/trigger", {})
     pages = {

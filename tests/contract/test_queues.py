@@ -9,6 +9,19 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
+import pytest
+
+from dynacron.adapters.messages import (
+    dispatch_only_from_body,
+    dispatch_to_body,
+    is_late_check,
+    is_notification,
+    late_check_from_body,
+    late_check_to_body,
+    notification_from_body,
+    notification_to_body,
+)
+from dynacron.domain.executions.notifications import LateCheck, NoticeKind, NotificationMessage
 from dynacron.ports import AdapterSet
 from tests.contract.builders import START, a_dispatch
 
@@ -62,3 +75,62 @@ def test_dead_letter_copies_are_removed_by_execution(adapters: AdapterSet) -> No
     assert dead_letters.remove(second.execution_id) == 1
     assert dead_letters.remove(second.execution_id) == 0
     assert dead_letters.remove("never_20261130T120000000Z") == 0
+
+
+def test_notifications_and_late_checks_wait_in_the_dispatch_queue_as_dispatches_do(
+    adapters: AdapterSet,
+) -> None:
+    # Decision 0057: a notice and an on_late timer share the dispatch queue
+    queue = adapters.queue
+    dispatch = a_dispatch("job")
+    notice = NotificationMessage(
+        kind=NoticeKind.FAILURE,
+        url="http://127.0.0.1:9/notify",
+        count=1,
+        task_id=dispatch.task_id,
+        task_name="job",
+        tenant_id="acme",
+        execution_id=dispatch.execution_id,
+        scheduled_at=dispatch.scheduled_at,
+        status="FAILED",
+        error="handler answered HTTP 500",
+        notified_at=START,
+    )
+    check = LateCheck(
+        dispatch.task_id, dispatch.execution_id, dispatch.scheduled_at, START + timedelta(hours=1)
+    )
+    queue.send_notification(notice, 0)
+    queue.send_late_check(check, 0)
+    assert queue.depth() == 2
+
+    # Delayed ones do not wait for a worker until their delay ends
+    queue.send_notification(notice, LONG_DELAY)
+    queue.send_late_check(check, LONG_DELAY)
+    assert queue.depth() == 2
+
+
+def test_notification_bodies_read_back_and_are_never_read_as_dispatches() -> None:
+    dispatch = a_dispatch("job")
+    notice = NotificationMessage(
+        kind=NoticeKind.LATE,
+        url="http://127.0.0.1:9/notify",
+        count=2,
+        task_id=dispatch.task_id,
+        task_name="job",
+        tenant_id="acme",
+        execution_id=dispatch.execution_id,
+        scheduled_at=dispatch.scheduled_at,
+        status="RUNNING",
+        error=None,
+        notified_at=START,
+        attempt=3,
+    )
+    check = LateCheck(dispatch.task_id, dispatch.execution_id, START, START + timedelta(hours=1))
+    assert notification_from_body(notification_to_body(notice)) == notice
+    assert late_check_from_body(late_check_to_body(check)) == check
+    for body in (notification_to_body(notice), late_check_to_body(check)):
+        with pytest.raises(ValueError, match="not a dispatch"):
+            dispatch_only_from_body(body)
+    assert dispatch_only_from_body(dispatch_to_body(dispatch)) == dispatch
+    assert not is_notification(dispatch_to_body(dispatch))
+    assert not is_late_check(dispatch_to_body(dispatch))

@@ -72,6 +72,27 @@ def test_tagged_recurring_fires_cost_the_same_and_write_no_tenant_index_entry() 
     ]
 
 
+def test_a_successful_fire_of_a_task_with_notify_costs_what_one_without_does() -> None:
+    # Given recurring tasks told of failures, recoveries and dead letters (decision 0057)
+    sink = Sink().start()
+    hook = f"{sink.url}/notify"
+    notify = {
+        "on_failure": {"url": hook},
+        "on_recovery": {"url": hook},
+        "on_dead_letter": {"url": hook},
+    }
+    try:
+        with fresh_bench(sink) as bench:
+            told = scenario(bench, "recurring", batch=2, rounds=2, notify=notify)
+    finally:
+        sink.stop()
+    # Then a successful fire writes nothing more: no follow-up lease, no task write
+    per_task = [r for r in told["breakdown"] if not r["caller"].startswith("CursorStore.")]
+    assert sum(r["wcu"] + r["index_wcu"] for r in per_task) <= WRITE_UNIT_GOAL
+    assert not [r for r in per_task if r["caller"] == "TaskStore.apply"]
+    assert not [d for d in sink.deliveries if d.path == "/notify"]
+
+
 def test_a_successful_fire_writes_its_execution_to_no_index(recurring: dict) -> None:
     # Begun (a put) and finished (an update): neither carries the lease, dead-letter
     # or attention index's keys.

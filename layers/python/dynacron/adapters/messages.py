@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from dynacron.domain.executions.execution import Dispatch, Upstream
+from dynacron.domain.executions.notifications import LateCheck, NoticeKind, NotificationMessage
 from dynacron.domain.executions.record import upstream_from_record
 from dynacron.domain.instants import format_instant, parse_instant
 
@@ -61,3 +62,93 @@ def dispatch_from_body(body: str) -> Dispatch:
         upstream=upstream_from_map(values.get("upstream")),
         tenant_id=values.get("tenant_id"),
     )
+
+
+# A notification (decision 0057) travels on the dispatch queue too, told apart by this key.
+NOTIFICATION_KEY = "notification"
+
+
+def notification_to_body(message: NotificationMessage) -> str:
+    return json.dumps(
+        {
+            NOTIFICATION_KEY: message.kind.value,
+            "url": message.url,
+            "count": message.count,
+            "task_id": message.task_id,
+            "task_name": message.task_name,
+            "tenant_id": message.tenant_id,
+            "execution_id": message.execution_id,
+            "scheduled_at": format_instant(message.scheduled_at),
+            "status": message.status,
+            "error": message.error,
+            "notified_at": format_instant(message.notified_at),
+            "attempt": message.attempt,
+        }
+    )
+
+
+_NOTIFICATION_START = '{"' + NOTIFICATION_KEY + '":'
+
+
+def is_notification(body: str) -> bool:
+    """Whether a message on the dispatch queue is a notification, not a dispatch: its
+    body begins with the key (``notification_to_body`` writes it first), so telling
+    them apart parses nothing on a dispatch's path."""
+    return body.startswith(_NOTIFICATION_START)
+
+
+def notification_from_body(body: str) -> NotificationMessage:
+    values = json.loads(body)
+    return NotificationMessage(
+        kind=NoticeKind(values[NOTIFICATION_KEY]),
+        url=values["url"],
+        count=int(values["count"]),
+        task_id=values["task_id"],
+        task_name=values["task_name"],
+        tenant_id=values["tenant_id"],
+        execution_id=values["execution_id"],
+        scheduled_at=parse_instant(values["scheduled_at"]),
+        status=values["status"],
+        error=values.get("error"),
+        notified_at=parse_instant(values["notified_at"]),
+        attempt=int(values.get("attempt", 1)),
+    )
+
+
+# An occurrence's on_late timer (decision 0057), on the dispatch queue too.
+LATE_CHECK_KEY = "late_check"
+_LATE_CHECK_START = '{"' + LATE_CHECK_KEY + '":'
+
+
+def late_check_to_body(check: LateCheck) -> str:
+    return json.dumps(
+        {
+            LATE_CHECK_KEY: check.execution_id,
+            "task_id": check.task_id,
+            "scheduled_at": format_instant(check.scheduled_at),
+            "due_at": format_instant(check.due_at),
+        }
+    )
+
+
+def is_late_check(body: str) -> bool:
+    """Whether a message on the dispatch queue is an on_late timer (its key comes first)."""
+    return body.startswith(_LATE_CHECK_START)
+
+
+def late_check_from_body(body: str) -> LateCheck:
+    values = json.loads(body)
+    return LateCheck(
+        task_id=values["task_id"],
+        execution_id=values[LATE_CHECK_KEY],
+        scheduled_at=parse_instant(values["scheduled_at"]),
+        due_at=parse_instant(values["due_at"]),
+    )
+
+
+def dispatch_only_from_body(body: str) -> Dispatch:
+    """A dispatch, as ``dispatch_from_body`` reads it; ``ValueError`` for a notification
+    or an on_late timer, which share its queue (and some of its keys) but are none."""
+    if is_notification(body) or is_late_check(body):
+        raise ValueError("a notification message, not a dispatch")
+    return dispatch_from_body(body)

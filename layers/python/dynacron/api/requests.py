@@ -21,6 +21,15 @@ from dynacron.domain.coordination.limits import (
     RateLimit,
     TaskLimits,
 )
+from dynacron.domain.executions.notifications import (
+    MAX_FAILURES_AFTER,
+    MAX_LATE_SECONDS,
+    MIN_LATE_SECONDS,
+    NO_NOTIFY,
+    NotifySettings,
+    notify_from_map,
+    notify_to_map,
+)
 from dynacron.domain.executions.retry import (
     MAX_ATTEMPTS_LIMIT,
     MAX_DELAY_LIMIT_SECONDS,
@@ -262,6 +271,57 @@ class TargetModel(_TargetPart):
         return target_from_map(self.model_dump(exclude_none=True))
 
 
+class NotifyUrl(BaseModel):
+    """Where one kind of notification goes: a signed POST, as deliveries are."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    url: str = Field(
+        max_length=MAX_URL_LENGTH,
+        description="http(s) URL that receives the notification (checked as handler_url is)",
+    )
+
+
+class NotifyOnFailure(NotifyUrl):
+    after: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_FAILURES_AFTER,
+        description="Notify once this many executions in a row failed for good",
+    )
+
+
+class NotifyOnLate(NotifyUrl):
+    within_seconds: int = Field(
+        ge=MIN_LATE_SECONDS,
+        le=MAX_LATE_SECONDS,
+        description="Notify when an occurrence has not succeeded this long after it was due",
+    )
+
+
+class NotifyModel(BaseModel):
+    """Whom to tell about the task's executions (docs/notifications.md, decision 0057)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    on_failure: NotifyOnFailure | None = None
+    on_recovery: NotifyUrl | None = Field(
+        default=None, description="The first success after a notified failure"
+    )
+    on_dead_letter: NotifyUrl | None = Field(
+        default=None, description="An execution put in the dead-letter queue"
+    )
+    on_late: NotifyOnLate | None = None
+
+    @classmethod
+    def of(cls, settings: NotifySettings) -> NotifyModel | None:
+        values = notify_to_map(settings)
+        return cls.model_validate(values) if values else None
+
+    def to_domain(self) -> NotifySettings:
+        return notify_from_map(self.model_dump(exclude_none=True))
+
+
 TAGS_DESCRIPTION = (
     f"Labels to find the task by (GET /tasks?tag=key:value): at most {MAX_TAGS}, "
     f"each key {KEY_RULE}, each value {VALUE_RULE}; never interpreted"
@@ -427,6 +487,7 @@ class TaskCreate(ScheduleFields, CalendarFields):
     tags: dict[str, str] = Field(
         default_factory=dict, description=TAGS_DESCRIPTION, json_schema_extra=tags_schema
     )
+    notify: NotifyModel | None = None
 
     @field_validator("payload", check_fields=False)
     @classmethod
@@ -457,6 +518,7 @@ class TaskCreate(ScheduleFields, CalendarFields):
             limits=self.limits(),
             tags=self.tags,
             calendars=self.calendar_rule() or NO_CALENDARS,
+            notify=self.notify.to_domain() if self.notify is not None else NO_NOTIFY,
         )
 
 
@@ -521,6 +583,7 @@ class TaskPatch(TaskCreate):
             jitter_seconds=self.jitter_seconds,
             overlap=Overlap(self.overlap) if self.overlap is not None else None,
             tags=self.tags,
+            notify=self.notify.to_domain() if self.notify is not None else None,
             reschedule=any(name in named for name in SCHEDULE_FIELDS),
             calendars=self.calendar_changes(),
         )

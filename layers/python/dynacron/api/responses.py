@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dynacron.api.requests import DstPolicyModel, RateLimitModel, TargetModel
+from dynacron.api.requests import DstPolicyModel, NotifyModel, RateLimitModel, TargetModel
 from dynacron.domain.coordination.tenants import EffectiveQuota
 from dynacron.domain.executions.execution import Execution
 from dynacron.domain.instants import format_instant
@@ -79,6 +79,7 @@ class TaskView(BaseModel):
     rate_limit: RateLimitModel | None = None
     payload: dict[str, Any]
     tags: dict[str, str]
+    notify: NotifyModel | None = None
     status: str
     # ERROR only: why the scheduler set the task aside.
     status_reason: str | None = None
@@ -135,6 +136,7 @@ class TaskView(BaseModel):
             rate_limit=RateLimitModel.of(spec.limits),
             payload=spec.payload,
             tags=spec.tags,
+            notify=NotifyModel.of(spec.notify),
             status=task.status.value,
             status_reason=task.status_reason,
             next_run_at=_optional_instant(task.next_run_at),

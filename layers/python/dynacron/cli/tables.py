@@ -44,11 +44,29 @@ def table(
     return shown
 
 
+def notify_of(task: TaskView) -> str:
+    """A task's notifications, one line each: ``on_failure (after 3) -> URL``."""
+    if task.notify is None:
+        return ""
+    lines = []
+    for kind, target in task.notify:
+        if target is None:
+            continue
+        after = getattr(target, "after", None)
+        within = getattr(target, "within_seconds", None)
+        qualifier = f" (after {after})" if after else f" (within {within} s)" if within else ""
+        lines.append(f"{kind}{qualifier} -> {target.url}")
+    return "\n".join(lines)
+
+
 def tasks(page: TaskPage | TaskView) -> Table:
     items = page.items if isinstance(page, TaskPage) else [page]
+    columns = ["task_id", "name", "schedule", "status", "next_run_at", "handler", "tags"]
+    # One task shown alone (``tasks get``): its notifications too.
+    one = not isinstance(page, TaskPage)
     return table(
         "tasks",
-        ["task_id", "name", "schedule", "status", "next_run_at", "handler", "tags"],
+        [*columns, "notify"] if one else columns,
         [
             [
                 t.task_id,
@@ -58,6 +76,7 @@ def tasks(page: TaskPage | TaskView) -> Table:
                 t.next_run_at,
                 handler_of(t),
                 ", ".join(f"{k}={v}" for k, v in t.tags.items()),
+                *([notify_of(t)] if one else []),
             ]
             for t in items
         ],

@@ -27,6 +27,7 @@ from dynacron.adapters.delivery.connections import (
     system_resolver,
 )
 from dynacron.adapters.delivery.http import HandlerDelivery, HttpDelivery, SecretsOf
+from dynacron.adapters.delivery.notifications import HttpNotifier
 from dynacron.adapters.delivery.python_handlers import PythonDelivery
 from dynacron.adapters.delivery.registry import (
     HandlerRegistry,
@@ -41,7 +42,7 @@ from dynacron.adapters.delivery.targets import (
     TargetDelivery,
     client_factory,
 )
-from dynacron.adapters.messages import dispatch_from_body
+from dynacron.adapters.messages import dispatch_only_from_body
 from dynacron.adapters.powertools.idempotency import IdempotentHandlerCalls
 from dynacron.adapters.powertools.metrics import Emit, ReliabilityMetrics, print_emf
 from dynacron.api.routes import build_api
@@ -65,6 +66,7 @@ from dynacron.services.follow_ups import FollowUps, RunStarter
 from dynacron.services.forecast import HerdForecast
 from dynacron.services.limits import LimitGate
 from dynacron.services.message_holds import MessageHolds
+from dynacron.services.notifications import NotificationDeliveries, TaskNotifications
 from dynacron.services.outcomes import AttemptOutcomes
 from dynacron.services.reap import Reaper
 from dynacron.services.tasks import TaskService
@@ -198,6 +200,9 @@ class Dynacron(LambdaEvents):
 
     def _compose_outcomes(self) -> None:
         """How an attempt ends, and what its end owes."""
+        self.task_notifications = TaskNotifications(
+            tasks=self.tasks, executions=self.executions, queue=self.queue, clock=self.clock
+        )
         self.follow_ups = FollowUps(
             tasks=self.tasks,
             executions=self.executions,
@@ -205,6 +210,7 @@ class Dynacron(LambdaEvents):
             sharding=self.settings.sharding,
             clock=self.clock,
             metrics=self.metrics,
+            notifications=self.task_notifications,
         )
         self.outcomes = AttemptOutcomes(
             executions=self.executions,
@@ -234,6 +240,17 @@ class Dynacron(LambdaEvents):
             target_clients=self._target_clients,
             private_networks_of=private_networks_reader(settings, self.tenants.quota),
         )
+        self.notification_deliveries = NotificationDeliveries(
+            notifier=HttpNotifier(
+                UrlPolicy(settings.delivery_allow_networks),
+                settings.http_timeout_seconds,
+                settings.api_base_url,
+                secrets_of=KeptSecrets(self.tenants.signing_secrets, self.clock),
+                resolver=self.resolver,
+                private_networks_of=private_networks_reader(settings, self.tenants.quota),
+            ),
+            queue=self.queue,
+        )
         self.runner = ExecutionRunner(
             tasks=self.tasks,
             executions=self.executions,
@@ -259,6 +276,7 @@ class Dynacron(LambdaEvents):
                 max_pause=timedelta(seconds=settings.max_retry_after_seconds),
             ),
             steps=self.clock_steps,
+            notifications=self.task_notifications,
         )
 
     def _compose_control(self) -> None:
@@ -293,7 +311,7 @@ class Dynacron(LambdaEvents):
             clock=self.clock,
             lease_terms=settings.lease_terms,
             max_receive_count=DISPATCH_QUEUE.max_receive_count or 0,
-            decode=dispatch_from_body,
+            decode=dispatch_only_from_body,
             faults=self.faults,
             steps=self.clock_steps,
         )

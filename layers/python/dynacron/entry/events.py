@@ -24,7 +24,13 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from dynacron.adapters.due_page_events import page_from_event
-from dynacron.adapters.messages import dispatch_from_body
+from dynacron.adapters.messages import (
+    dispatch_from_body,
+    is_late_check,
+    is_notification,
+    late_check_from_body,
+    notification_from_body,
+)
 from dynacron.adapters.powertools.metrics import ReliabilityMetrics
 from dynacron.api.routes import unroutable_path, unsupported_body
 from dynacron.definitions.tick_timing import LoopTiming
@@ -37,6 +43,7 @@ from dynacron.ports.faults import Boundary, Faults
 from dynacron.services.attempt_records import InvocationBudget
 from dynacron.services.completions import CompletionTracker
 from dynacron.services.message_holds import MessageHolds
+from dynacron.services.notifications import NotificationDeliveries, TaskNotifications
 from dynacron.services.reap import Reaper
 from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import ShardTickLoop
@@ -71,6 +78,8 @@ class LambdaEvents:
     leases: ShardLeases
     ticker: Ticker
     runner: ExecutionRunner
+    notification_deliveries: NotificationDeliveries
+    task_notifications: TaskNotifications
     lease_reaper: Reaper
     completion_tracker: CompletionTracker
     message_holds: MessageHolds | None
@@ -196,6 +205,18 @@ class LambdaEvents:
         returned: list[Dispatch] = []
 
         def run_record(record: SQSRecord) -> None:
+            if is_notification(record.body):
+                # A task's notification (decision 0057), not an execution's attempt:
+                # a call, so it too starts only while one fits in the invocation.
+                message = notification_from_body(record.body)
+                if budget.take_one():
+                    self.notification_deliveries.deliver(message)
+                else:
+                    self.notification_deliveries.send_back(message)
+                return
+            if is_late_check(record.body):
+                self.task_notifications.check_late(late_check_from_body(record.body))
+                return
             dispatch = dispatch_from_body(record.body)
             if not budget.take_one():
                 self.runner.return_unbegun(dispatch)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from dynacron.domain.executions.execution import Dispatch
+from dynacron.domain.executions.notifications import LateCheck, NotificationMessage
 from dynacron.domain.tasks.transitions import REASON_LIMIT as TASK_REASON_LIMIT
 from dynacron.ports.coordination import CalendarStore as CalendarStore
 from dynacron.ports.coordination import CreateKeys as CreateKeys
@@ -88,6 +89,16 @@ class DispatchQueue(Protocol):
         """Send one dispatch, invisible for ``delay_seconds``, capped at 15 minutes as
         SQS caps it: a worker that meets it before ``not_before`` sends it on again.
         Raises ``StoreUnavailable`` if it was not sent."""
+        ...
+
+    def send_notification(self, message: NotificationMessage, delay_seconds: float) -> None:
+        """Send one notification for a worker to deliver, invisible for ``delay_seconds``
+        (capped at 15 minutes). Raises ``StoreUnavailable`` if it was not sent."""
+        ...
+
+    def send_late_check(self, check: LateCheck, delay_seconds: float) -> None:
+        """Send one on_late timer, invisible for ``delay_seconds`` (capped at 15
+        minutes: a worker that meets it before ``due_at`` sends it on again)."""
         ...
 
     def hold(self, receipt_handles: Sequence[str], seconds: float) -> int:

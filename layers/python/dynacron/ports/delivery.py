@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from dynacron.domain.executions.execution import DeliveryResult, Dispatch
+from dynacron.domain.executions.notifications import NoticeSent, NotificationMessage
 from dynacron.domain.tasks.task import Task
 
 
@@ -17,6 +18,14 @@ class Delivery(Protocol):
 
     def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
         """The handler's answer; a failure to reach it is a failed result, not an exception."""
+        ...
+
+
+class Notifier(Protocol):
+    """Delivers one notification (decision 0057)."""
+
+    def send(self, message: NotificationMessage) -> NoticeSent:
+        """How the attempt went; a failure to reach the URL is a result, not an exception."""
         ...
 
 

@@ -37,6 +37,7 @@ from dynacron.domain.tasks.task import (
 from dynacron.ports import DispatchQueue, ExecutionStore, TaskStore
 from dynacron.ports.metrics import Metrics
 from dynacron.services import task_changes
+from dynacron.services.notifications import TaskNotifications
 
 logger = logging.getLogger("dynacron")
 
@@ -81,12 +82,16 @@ class FollowUps:
     sharding: Sharding
     clock: Clock
     metrics: Metrics | None = None
+    # The task's notifications (decision 0057); None: this process sends none.
+    notifications: TaskNotifications | None = None
 
     def owes(self, execution: Execution, task: Task | None) -> bool:
         """Whether ``execution``, ending now, owes anything: it holds ``task``'s run
         slot, or it succeeded and some task runs after it. Most executions owe
         nothing, and their end then costs no follow-up lease."""
         if task is not None and task.running_execution == execution.execution_id:
+            return True
+        if self.notifications is not None and self.notifications.owes(execution, task):
             return True
         if execution.status is not ExecutionStatus.SUCCEEDED:
             return False
@@ -102,7 +107,10 @@ class FollowUps:
         """Everything ``execution``'s end owes; repeatable."""
         if execution.status is ExecutionStatus.SUCCEEDED:
             self._start_dependents(execution)
-        self._free_slot(execution)
+        task = self._free_slot(execution)
+        # Only a task with notify is read again, to count the end (decision 0057).
+        if self.notifications is not None and task is not None and task.notify.given:
+            self.notifications.after_end(execution)
 
     def _start_dependents(self, upstream: Execution) -> None:
         ended_at = upstream.completed_at or self.clock.now()
@@ -140,8 +148,9 @@ class FollowUps:
                 ),
             )
 
-    def _free_slot(self, execution: Execution) -> None:
-        """Let the task run its next scheduled occurrence, if this execution held the slot.
+    def _free_slot(self, execution: Execution) -> Task | None:
+        """Let the task run its next scheduled occurrence, if this execution held the
+        slot; the task as last read or written (None if it was deleted).
 
         buffer_one: the waiting occurrence is recorded and sent before the task names
         it as running, so the slot never points at an execution that does not exist.
@@ -149,23 +158,25 @@ class FollowUps:
         the slot, so it is freed for it now. fixed_delay: the next run is filed
         ``delay`` after this one ended.
         """
+        task = None
         for _ in range(MAX_SLOT_ATTEMPTS):
             task = self.tasks.get(execution.task_id)
             if task is None or task.running_execution != execution.execution_id:
-                return
+                return task
             now = to_utc_ms(self.clock.now())
             if task.buffered_at is not None:
                 promoted = self._promote_buffered(task, task.buffered_at, now)
                 if promoted is None:
                     continue  # the task changed meanwhile: read it again
                 if not (promoted.status.is_final and promoted.lease_token is None):
-                    return
+                    return task
                 execution = promoted
                 continue
             freed = self._freed(task, execution.completed_at or now, now)
             expected = task_transitions.replace(task.version)
             if self.tasks.replace(freed, self.sharding.place_task(freed, now), expected):
-                return
+                return freed
+        return task
 
     def _promote_buffered(
         self, task: Task, buffered_at: datetime, now: datetime

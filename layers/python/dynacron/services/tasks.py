@@ -392,6 +392,7 @@ class TaskService:
         self._check_chain(tenant_id, task_id, task.schedule)
         check_min_interval(task.schedule, now, self.settings.min_interval_seconds)
         self._check_handler(task, urls or self.urls)
+        self._check_notify(task)
         self._check_payload_size(task.payload)
         return task
 
@@ -419,6 +420,7 @@ class TaskService:
             chain = self._check_chain(tenant_id, task_id, changed.schedule)
             check_min_interval(changed.schedule, now, self.settings.min_interval_seconds)
         self._check_handler(changed, self.urls)
+        self._check_notify(changed)
         self._check_payload_size(changed.payload)
         what = ChangeKind.PATCH if reverting is None else ChangeKind.REVERT
         change = self._stamp(tenant_id, who, now).record(
@@ -810,6 +812,15 @@ class TaskService:
             raise UnknownHandler(
                 "handler", f"no Python handler is registered as {task.handler_name!r}"
             )
+
+    def _check_notify(self, task: Task) -> None:
+        """Each notification URL as a handler URL is checked (again when it is sent),
+        its problem naming the notification's field."""
+        for kind, target in task.notify.given:
+            try:
+                self.urls.check(target.url, task.tenant_id)
+            except InvalidRequest as refused:
+                raise InvalidRequest(f"notify.{kind.value}.url", refused.message) from None
 
 
 class _UrlsCheckedOnce:

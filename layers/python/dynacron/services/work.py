@@ -51,6 +51,7 @@ from dynacron.services.attempt_records import AttemptRecords, Heartbeats, HeldBa
 from dynacron.services.attempts import tenant_of
 from dynacron.services.clock_steps import ClockSteps
 from dynacron.services.limits import LimitGate, Pass, Wait
+from dynacron.services.notifications import TaskNotifications
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
 logger = logging.getLogger("dynacron")
@@ -89,8 +90,10 @@ class ExecutionRunner:
         faults: Faults = NO_FAULTS,
         limits: LimitGate | None = None,
         steps: ClockSteps | None = None,
+        notifications: TaskNotifications | None = None,
     ) -> None:
         self._steps = steps
+        self._notifications = notifications
         self._tasks = tasks
         self._executions = executions
         self._queue = queue
@@ -122,6 +125,9 @@ class ExecutionRunner:
         if task is None or task.status in NOT_RUNNING:
             self._report_limits(admitted, None)
             return self._skip(self._beginning(attempt)(), attempt.lease_token, task)
+        if self._notifications is not None:
+            # The occurrence's on_late timer, if its task has one (decision 0057).
+            self._notifications.watch(task, dispatch)
         return self._call(attempt, task, invocation)
 
     def _beginning(self, attempt: _Attempt) -> Callable[..., BeginResult]:

@@ -15,8 +15,11 @@ from dynacron.adapters.messages import (
     MAX_DELAY_SECONDS,
     SEND_BATCH_LIMIT,
     dispatch_to_body,
+    late_check_to_body,
+    notification_to_body,
 )
 from dynacron.domain.executions.execution import Dispatch
+from dynacron.domain.executions.notifications import LateCheck, NotificationMessage
 
 # SQS's longest visibility timeout: 12 hours.
 MAX_VISIBILITY_SECONDS = 12 * 3600
@@ -63,6 +66,20 @@ class SqsDispatchQueue:
         delay = max(0, min(MAX_DELAY_SECONDS, int(delay_seconds)))
         self._client.send_message(
             QueueUrl=self._url, MessageBody=dispatch_to_body(dispatch), DelaySeconds=delay
+        )
+
+    def send_notification(self, message: NotificationMessage, delay_seconds: float) -> None:
+        """Send one notification, invisible for ``delay_seconds`` (at most 15 minutes)."""
+        delay = max(0, min(MAX_DELAY_SECONDS, int(delay_seconds)))
+        self._client.send_message(
+            QueueUrl=self._url, MessageBody=notification_to_body(message), DelaySeconds=delay
+        )
+
+    def send_late_check(self, check: LateCheck, delay_seconds: float) -> None:
+        """Send one on_late timer, invisible for ``delay_seconds`` (at most 15 minutes)."""
+        delay = max(0, min(MAX_DELAY_SECONDS, int(delay_seconds)))
+        self._client.send_message(
+            QueueUrl=self._url, MessageBody=late_check_to_body(check), DelaySeconds=delay
         )
 
     def hold(self, receipt_handles: Sequence[str], seconds: float) -> int:

@@ -12,10 +12,13 @@ from dynacron.adapters.messages import (
     FORWARD_REASON_ATTRIBUTE,
     MAX_DELAY_SECONDS,
     dispatch_to_body,
+    late_check_to_body,
+    notification_to_body,
 )
 from dynacron.adapters.sqlite.queue import OutgoingMessage, SqliteQueues
 from dynacron.definitions.resources import DEAD_LETTER_QUEUE, DISPATCH_QUEUE
 from dynacron.domain.executions.execution import Dispatch
+from dynacron.domain.executions.notifications import LateCheck, NotificationMessage
 
 
 class SqliteDispatchQueue:
@@ -50,6 +53,18 @@ class SqliteDispatchQueue:
         ``not_before``)."""
         self._queues.send(
             self._queue, dispatch_to_body(dispatch), delay_seconds=_capped(delay_seconds)
+        )
+
+    def send_notification(self, message: NotificationMessage, delay_seconds: float) -> None:
+        """Send one notification, invisible for ``delay_seconds`` (at most 15 minutes)."""
+        self._queues.send(
+            self._queue, notification_to_body(message), delay_seconds=_capped(delay_seconds)
+        )
+
+    def send_late_check(self, check: LateCheck, delay_seconds: float) -> None:
+        """Send one on_late timer, invisible for ``delay_seconds`` (at most 15 minutes)."""
+        self._queues.send(
+            self._queue, late_check_to_body(check), delay_seconds=_capped(delay_seconds)
         )
 
     def hold(self, receipt_handles: Sequence[str], seconds: float) -> int:

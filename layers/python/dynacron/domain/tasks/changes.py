@@ -11,6 +11,7 @@ from enum import Enum
 from typing import Any, Final
 
 from dynacron.domain.errors import Conflict, InvalidRequest
+from dynacron.domain.executions.notifications import NotifySettings, check_notify
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
 from dynacron.domain.schedules.calendars import CalendarChanges, CalendarRule
@@ -92,6 +93,8 @@ class TaskChanges:
     overlap: Overlap | None = None
     # The whole map: it replaces the stored one ({} clears it).
     tags: dict[str, str] | None = None
+    # The whole ``notify``: it replaces the stored one (an empty one clears it).
+    notify: NotifySettings | None = None
     reschedule: bool = False
     # Calendars: the fields given (the service copies the days in again).
     calendars: CalendarChanges | None = None
@@ -133,6 +136,7 @@ def apply_changes(task: Task, changes: TaskChanges, now: datetime) -> Task:
         check_computable(schedule, now)
         changed = _rescheduled(task, schedule, spec.schedule, now)
     check_one_handler(spec)
+    check_notify(spec.notify)
     return dataclasses.replace(
         changed,
         name=spec.name or task.name,
@@ -148,6 +152,7 @@ def apply_changes(task: Task, changes: TaskChanges, now: datetime) -> Task:
         calendars=_calendars(
             changed, changes.calendars.over(task.calendars) if changes.calendars else None
         ),
+        notify=spec.notify,
         version=task.version + 1,
         updated_at=now,
     )
@@ -209,6 +214,7 @@ def merged(stored: TaskSpec, changes: TaskChanges) -> TaskSpec:
         overlap=given(changes.overlap, stored.overlap),
         limits=stored.limits,
         tags=given(changes.tags, stored.tags),
+        notify=given(changes.notify, stored.notify),
     )
 
 

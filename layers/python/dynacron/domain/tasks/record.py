@@ -17,6 +17,12 @@ from typing import Any
 
 from dynacron.domain.coordination.limits import RateLimit, TaskLimits
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.executions.notifications import (
+    notify_from_map,
+    notify_to_map,
+    state_from_map,
+    state_to_map,
+)
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.domain.schedules.calendars import rule_from_map, rule_to_map
@@ -41,11 +47,13 @@ from dynacron.domain.tasks.task import (
     Task,
     TaskStatus,
 )
+from dynacron.domain.tasks.transitions import NOTIFY_STATE
 
 # Attributes the stores index (the AWS resources name the same ones).
 AFTER_TASK_ID = "after_task_id"
 TAGS = "tags"
 SKIPS = "skips"
+NOTIFY = "notify"
 
 
 def _optional_instant(value: Any) -> str | None:
@@ -226,6 +234,9 @@ def task_record(task: Task) -> dict[str, Any]:
         SKIPS: skips_to_list(task.skips),
         # Calendars: left out when there are none.
         "calendars": rule_to_map(task.calendars),
+        # Notifications (decision 0057): left out for a task that asks for none.
+        NOTIFY: notify_to_map(task.notify),
+        NOTIFY_STATE: state_to_map(task.notification_state),
     }
 
 
@@ -267,6 +278,8 @@ def task_from_record(values: dict[str, Any]) -> Task:
         skips=skips_from_list(values.get(SKIPS)),
         # Calendars.
         calendars=rule_from_map(values.get("calendars")),
+        notify=notify_from_map(values.get(NOTIFY)),
+        notification_state=state_from_map(values.get(NOTIFY_STATE)),
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from dynacron.domain.coordination.limits import TaskLimits
 from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.executions.notifications import NO_NOTIFY, NotifySettings, check_notify
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
 from dynacron.domain.schedules.calendars import NO_CALENDARS, CalendarRule
@@ -95,6 +96,7 @@ class TaskSpec:
     target: Target | None = None
     # Calendars: those named (their days are the service's to copy in).
     calendars: CalendarRule = NO_CALENDARS
+    notify: NotifySettings = NO_NOTIFY
 
 
 def new_task(spec: TaskSpec, now: datetime, *, task_id: str, tenant_id: str) -> Task:
@@ -104,6 +106,7 @@ def new_task(spec: TaskSpec, now: datetime, *, task_id: str, tenant_id: str) -> 
     catchup = catchup_policy(spec.catchup, spec.catchup_window_seconds)
     check_one_handler(spec)
     next_run_at = checked_first_run(schedule, spec.schedule, now)
+    check_notify(spec.notify)
     return Task(
         task_id=task_id,
         name=spec.name or task_id,
@@ -124,6 +127,7 @@ def new_task(spec: TaskSpec, now: datetime, *, task_id: str, tenant_id: str) -> 
         tags=checked_tags(spec.tags),
         target=spec.target,
         calendars=_checked_calendars(spec.calendars, schedule),
+        notify=spec.notify,
     )
 
 
@@ -174,6 +178,7 @@ def spec_of(task: Task) -> TaskSpec:
         tags=task.tags,
         target=task.target,
         calendars=task.calendars,
+        notify=task.notify,
     )
 
 

@@ -12,6 +12,12 @@ from typing import Any
 
 from dynacron.domain.coordination.limits import TaskLimits
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
+from dynacron.domain.executions.notifications import (
+    NO_NOTIFICATIONS,
+    NO_NOTIFY,
+    NotificationState,
+    NotifySettings,
+)
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import compact_instant
 from dynacron.domain.schedules.calendars import NO_CALENDARS, CalendarRule
@@ -120,6 +126,10 @@ class Task:
     # Calendars: those its occurrences are held to, their days copied here so that
     # a claim reads nothing more (``domain.schedules.calendars``, decision 0056).
     calendars: CalendarRule = NO_CALENDARS
+    # Whom to tell when it fails, recovers, dead-letters or is late (decision 0057),
+    # and what its notifications counted and sent so far.
+    notify: NotifySettings = NO_NOTIFY
+    notification_state: NotificationState = NO_NOTIFICATIONS
 
     @property
     def timezone(self) -> str:

@@ -173,6 +173,24 @@ def mark_has_dependents(tenant_id: str) -> Transition:
     )
 
 
+# What a task's notifications counted and sent (``domain.executions.notifications``).
+NOTIFY_STATE = "notify_state"
+
+
+@names_move("record_notifications")
+def record_notifications(seen_version: int, state: Mapping[str, Any] | None) -> Transition:
+    """Store what a task's notifications counted and sent (None: nothing). Expects
+    the task at the version read, whose state the new one follows from; bumps the
+    version, so that a whole-task write based on an older read is refused rather
+    than putting the older state back."""
+    return Transition(
+        expects=Equals(VERSION, seen_version),
+        sets={NOTIFY_STATE: dict(state)} if state is not None else {},
+        removes=frozenset() if state is not None else frozenset({NOTIFY_STATE}),
+        computes={VERSION: Plus(VERSION, 1)},
+    )
+
+
 @dataclass(frozen=True)
 class Replacement:
     """What a whole-task write (pause, resume, PATCH, the release of a run slot)

@@ -318,6 +318,7 @@ export function render(main, { params }) {
         fact("Jitter", `${task.jitter_seconds} s`),
         task.max_concurrency ? fact("Max concurrency", String(task.max_concurrency)) : null,
         fact("Tags", tagChips(task.tags)),
+        task.notify ? fact("Notify", notifyList(task.notify)) : null,
         fact("Version", String(task.version)),
         fact("Created", formatIn(task.created_at)),
         fact("Updated", formatIn(task.updated_at)),
@@ -400,4 +401,15 @@ function response(execution) {
 function longText(text, tag = "span") {
   if (text.length <= 100) return h(tag, { class: "long-text" }, text);
   return h("details", {}, h("summary", {}, excerpt(text, 100)), h(tag, { class: "long-text" }, text));
+}
+
+// A task's notifications (decision 0057), one line each: the kind, its number, its URL.
+function notifyList(notify) {
+  const lines = Object.entries(notify)
+    .filter(([, target]) => target)
+    .map(([kind, target]) => {
+      const qualifier = target.after ? ` after ${target.after}` : target.within_seconds ? ` within ${target.within_seconds} s` : "";
+      return h("li", {}, `${kind}${qualifier} → `, h("code", {}, target.url));
+    });
+  return h("ul", { class: "notify" }, lines);
 }

@@ -1,0 +1,75 @@
+"""Notifications (decision 0057) with the template's roles: the worker's follow-up
+stores the task's notification state and queues the notice, and the worker delivers
+it, signed, each call judged against its function's own role."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import datetime
+
+import pytest
+
+from dynacron.domain.executions.signing import SIGNATURE_HEADER, verify
+from tests.deployed.harness import Deployment
+from tests.deployed.steps import register, task_view
+from tests.support import Delivery, Sink
+
+PRINCIPAL = "arn:aws:iam::000000000000:user/notify-scenario"
+
+
+@pytest.fixture
+def principal(deployed: Deployment) -> Iterator[str]:
+    yield PRINCIPAL
+    for task in deployed.api("GET", "/tasks", principal=PRINCIPAL)[1]["items"]:
+        deployed.api("DELETE", f"/tasks/{task['task_id']}", principal=PRINCIPAL)
+
+
+def run_next(deployed: Deployment, task_id: str) -> None:
+    due = datetime.fromisoformat(task_view(deployed, PRINCIPAL, task_id)["next_run_at"])
+    if due > deployed.clock.now():
+        deployed.clock.set(due)
+    deployed.run_due(task_id)
+
+
+def notices(sink: Sink) -> list[Delivery]:
+    return [d for d in sink.snapshot() if d.path.startswith("/notify/")]
+
+
+def test_a_failure_and_its_recovery_are_notified_with_the_templates_roles(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    # Given a handler that fails, and a task told of failures and recoveries
+    failing = {"yes": True}
+    sink.answer = lambda d: (500 if d.path == "/hook" and failing["yes"] else 200, {})
+    task = register(
+        deployed,
+        principal,
+        rate="1 hour",
+        handler_url=f"{sink.url}/hook",
+        retry={"max_attempts": 1},
+        notify={
+            "on_failure": {"url": f"{sink.url}/notify/failure"},
+            "on_recovery": {"url": f"{sink.url}/notify/recovery"},
+        },
+    )
+
+    # When an occurrence fails for good, then the next succeeds
+    run_next(deployed, task["task_id"])
+    deployed.run_due()
+    sent = notices(sink)
+    failing["yes"] = False
+    run_next(deployed, task["task_id"])
+    deployed.run_due()
+
+    # Then one signed on_failure, then one on_recovery
+    assert [d.path for d in sent] == ["/notify/failure"], sent
+    assert [d.path for d in notices(sink)] == ["/notify/failure", "/notify/recovery"]
+    status, secret = deployed.api("GET", "/tenant", principal=principal)
+    assert status == 200, secret
+    for delivery in notices(sink):
+        assert delivery.body["task_id"] == task["task_id"]
+        assert any(
+            verify(delivery.headers[SIGNATURE_HEADER], s, delivery.raw, int(time.time()))
+            for s in secret["signing_secrets"]
+        )
