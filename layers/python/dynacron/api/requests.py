@@ -4,9 +4,9 @@ returns is ``responses``."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from dynacron.api.request_rules import (
     schedule_rules,
@@ -26,6 +26,7 @@ from dynacron.domain.executions.retry import (
     MAX_DELAY_LIMIT_SECONDS,
     RetryPolicy,
 )
+from dynacron.domain.schedules.expressions import MAX_UPSTREAMS
 from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.domain.tasks.changes import UNSET, TaskChanges
 from dynacron.domain.tasks.specs import (
@@ -253,6 +254,14 @@ TAGS_DESCRIPTION = (
 )
 
 
+UpstreamId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+def _upstreams(after: Any) -> Any:
+    """``after`` as the domain takes it: one id, or a tuple of them (fan-in)."""
+    return tuple(after) if isinstance(after, list) else after
+
+
 class ScheduleFields(BaseModel):
     """When a task runs, as ``POST /tasks`` takes it: exactly one of ``cron``, ``rate``,
     ``at``, ``fixed_delay`` or ``after``, and what qualifies it."""
@@ -275,11 +284,20 @@ class ScheduleFields(BaseModel):
         description="e.g. '5 minutes': due that long after the previous execution finished",
         max_length=50,
     )
-    after: str | None = Field(
+    after: (
+        UpstreamId
+        | Annotated[list[UpstreamId], Field(min_length=1, max_length=MAX_UPSTREAMS)]
+        | None
+    ) = Field(
         default=None,
-        description="A task id: run once per successful execution of that task",
-        min_length=1,
-        max_length=64,
+        description="A task id: run once per successful execution of that task; or a "
+        f"list of up to {MAX_UPSTREAMS} (fan-in): run once each time every one of them "
+        "has ended since the last run (docs/schedules.md)",
+    )
+    when: Literal["success", "failure", "always"] | None = Field(
+        default=None,
+        description="after only: which ends of the upstreams count (default success; "
+        "failure: a dead letter; always: either)",
     )
     timezone: str = Field(default="UTC", description="IANA time zone", max_length=64)
     dst: DstPolicyModel | None = Field(
@@ -306,7 +324,8 @@ class ScheduleFields(BaseModel):
             rate=self.rate,
             at=self.at,
             fixed_delay=self.fixed_delay,
-            after=self.after,
+            after=_upstreams(self.after),
+            when=self.when,
             timezone=self.timezone,
             dst=self.dst.to_domain() if self.dst is not None else None,
             anchor=self.anchor,
@@ -452,7 +471,8 @@ class TaskPatch(TaskCreate):
             rate=cleared("rate"),
             at=cleared("at"),
             fixed_delay=cleared("fixed_delay"),
-            after=cleared("after"),
+            after=_upstreams(cleared("after")),
+            when=cleared("when"),
             timezone=self.timezone,
             dst=self.dst.to_domain() if self.dst is not None else None,
             anchor=self.anchor,

@@ -25,11 +25,13 @@ from dynacron.domain.executions.execution import (
 )
 from dynacron.domain.instants import to_utc_ms
 from dynacron.domain.schedules.expressions import FixedDelaySchedule
+from dynacron.domain.tasks import fan_in
 from dynacron.domain.tasks import transitions as task_transitions
 from dynacron.domain.tasks.task import (
     Sharding,
     Task,
     TaskStatus,
+    UpstreamEnd,
     downstream_execution_id,
     execution_id_for,
     skipped_reason,
@@ -43,6 +45,8 @@ logger = logging.getLogger("dynacron")
 # Version races on one task are short-lived (a tick's claim, an API change);
 # after this many the reaper's later pass finishes the job.
 MAX_SLOT_ATTEMPTS = 5
+# The ends a dependent may wait for (its ``when``, decision 0058).
+UPSTREAM_ENDS = (ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -84,14 +88,16 @@ class FollowUps:
 
     def owes(self, execution: Execution, task: Task | None) -> bool:
         """Whether ``execution``, ending now, owes anything: it holds ``task``'s run
-        slot, or it succeeded and some task runs after it. Most executions owe
+        slot, or it succeeded or failed and some task runs after it. Most executions owe
         nothing, and their end then costs no follow-up lease."""
         if task is not None and task.running_execution == execution.execution_id:
             return True
-        if execution.status is not ExecutionStatus.SUCCEEDED:
+        if execution.status not in UPSTREAM_ENDS:
             return False
         if task is not None and not task.has_dependents:
             return False
+        if task is not None and task.fan_in_dependents:
+            return True
         return bool(self.tasks.dependents(execution.task_id))
 
     def task_of(self, execution: Execution) -> Task | None:
@@ -100,13 +106,24 @@ class FollowUps:
 
     def follow_up(self, execution: Execution) -> None:
         """Everything ``execution``'s end owes; repeatable."""
-        if execution.status is ExecutionStatus.SUCCEEDED:
+        if execution.status in UPSTREAM_ENDS:
             self._start_dependents(execution)
         self._free_slot(execution)
 
+    def _dependent_ids(self, upstream_task_id: str) -> list[str]:
+        """The tasks that may run after ``upstream_task_id``: those whose first upstream
+        it is (the dependents index), and those that name it after another (fan-in,
+        on its own record, decision 0058)."""
+        ids = self.tasks.dependents(upstream_task_id)
+        # Read apart from the dependents: an unreadable upstream still has those.
+        upstream_tasks, _ = self.tasks.read_many([upstream_task_id])
+        for upstream_task in upstream_tasks:
+            ids = [*ids, *upstream_task.fan_in_dependents]
+        return list(dict.fromkeys(ids))
+
     def _start_dependents(self, upstream: Execution) -> None:
         ended_at = upstream.completed_at or self.clock.now()
-        dependents, unreadable = self.tasks.read_many(self.tasks.dependents(upstream.task_id))
+        dependents, unreadable = self.tasks.read_many(self._dependent_ids(upstream.task_id))
         for poison in unreadable:
             logger.warning(
                 "dependent task set aside",
@@ -115,9 +132,11 @@ class FollowUps:
             aside = task_changes.set_aside(self.tasks, poison, poison.reason, self.clock.now())
             if aside and self.metrics:
                 self.metrics.task_set_aside()
+        end = UpstreamEnd(ended_at, upstream.execution_id)
         for task in dependents:
-            if task.upstream_task_id != upstream.task_id:
-                continue  # the index lags behind a PATCH of ``after``
+            # The index lags behind a PATCH of ``after``: each dependent decides.
+            if not self._counted(task, upstream, end):
+                continue
             execution_id = downstream_execution_id(task.task_id, upstream.execution_id)
             if task.status is not TaskStatus.ACTIVE:
                 skipped = transitions.record_skipped(
@@ -139,6 +158,29 @@ class FollowUps:
                     upstream=Upstream(upstream.execution_id, upstream.result or ResultSummary()),
                 ),
             )
+
+    def _counted(self, task: Task, upstream: Execution, end: UpstreamEnd) -> bool:
+        """Whether ``upstream``'s end starts a run of ``task`` (``domain.tasks.fan_in``).
+        A fan-in's progress is written with the version read; of two ends racing to
+        complete its set, one write fires it and the other, read again, finds it
+        fired. Raises after ``MAX_SLOT_ATTEMPTS`` lost races: the follow-up lease
+        stays, and the reaper repeats it."""
+        for _ in range(MAX_SLOT_ATTEMPTS):
+            step = fan_in.on_upstream_end(task, upstream.task_id, end, upstream.status.value)
+            if step.updated is None:
+                return step.starts_run
+            now = self.clock.now()
+            placement = self.sharding.place_task(step.updated, now)
+            if self.tasks.replace(step.updated, placement, task_transitions.replace(task.version)):
+                return step.starts_run
+            reread = self.tasks.get(task.task_id)
+            if reread is None:
+                return False
+            task = reread
+        raise RuntimeError(
+            f"fan-in of task {task.task_id!r}: lost {MAX_SLOT_ATTEMPTS} version races "
+            f"recording {upstream.execution_id!r}; the reaper repeats the follow-up"
+        )
 
     def _free_slot(self, execution: Execution) -> None:
         """Let the task run its next scheduled occurrence, if this execution held the slot.
