@@ -4,9 +4,9 @@ returns is ``responses``."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dynacron.api.request_rules import (
     schedule_rules,
@@ -254,9 +254,6 @@ TAGS_DESCRIPTION = (
 )
 
 
-UpstreamId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
-
-
 def _upstreams(after: Any) -> Any:
     """``after`` as the domain takes it: one id, or a tuple of them (fan-in)."""
     return tuple(after) if isinstance(after, list) else after
@@ -284,15 +281,23 @@ class ScheduleFields(BaseModel):
         description="e.g. '5 minutes': due that long after the previous execution finished",
         max_length=50,
     )
-    after: (
-        UpstreamId
-        | Annotated[list[UpstreamId], Field(min_length=1, max_length=MAX_UPSTREAMS)]
-        | None
-    ) = Field(
+    after: str | list[str] | None = Field(
         default=None,
         description="A task id: run once per successful execution of that task; or a "
         f"list of up to {MAX_UPSTREAMS} (fan-in): run once each time every one of them "
         "has ended since the last run (docs/schedules.md)",
+        json_schema_extra={
+            "anyOf": [
+                {"type": "string", "minLength": 1, "maxLength": 64},
+                {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "minItems": 1,
+                    "maxItems": MAX_UPSTREAMS,
+                },
+                {"type": "null"},
+            ]
+        },
     )
     when: Literal["success", "failure", "always"] | None = Field(
         default=None,
@@ -317,6 +322,24 @@ class ScheduleFields(BaseModel):
         description="ISO 8601: no occurrence after it; then the task is COMPLETED",
         max_length=64,
     )
+
+    @field_validator("after", mode="wrap")
+    @classmethod
+    def _one_or_more_task_ids(cls, value: Any, handler: Any) -> Any:
+        """One message for every way ``after`` can be wrong (not pydantic's per
+        union member), naming the field alone."""
+        ids = value if isinstance(value, list) else [value]
+        if value is None:
+            return None
+        if not (
+            (isinstance(value, str) or 1 <= len(ids) <= MAX_UPSTREAMS)
+            and all(isinstance(i, str) and 1 <= len(i) <= 64 for i in ids)
+        ):
+            raise ValueError(
+                f"give a task id, or a list of 1 to {MAX_UPSTREAMS} task ids "
+                "(each 1 to 64 characters)"
+            )
+        return value
 
     def schedule_spec(self) -> ScheduleSpec:
         return ScheduleSpec(
