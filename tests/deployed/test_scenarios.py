@@ -490,6 +490,10 @@ def test_a_dispatch_no_worker_survives_ends_as_a_dead_letter(
     # Given a due execution whose worker dies each time it takes the message, of a
     # task whose run slot it holds (no overlap)
     task = register(deployed, principal, rate="1 hour", overlap="skip", handler_url=sink.url)
+    # and a task that runs after its failures (decision 0058)
+    cleanup = register(
+        deployed, principal, after=task["task_id"], when="failure", handler_url=sink.url
+    )
     deployed.clock.set(datetime.fromisoformat(task["next_run_at"]))
     deployed.tick(deployed.shards_of([task["task_id"]]).pop())
     worker = deployed.function("worker")
@@ -515,6 +519,10 @@ def test_a_dispatch_no_worker_survives_ends_as_a_dead_letter(
     (execution,) = executions(deployed, principal, task["task_id"])
     assert execution["dead_lettered_at"] is not None, execution
     assert task_view(deployed, principal, task["task_id"])["running_execution"] is None
+    # And the failure started the task after it, once
+    deployed.run_due(cleanup["task_id"])
+    (after_failure,) = deliveries_of(sink, cleanup["task_id"])
+    assert after_failure.body["upstreams"][0]["status"] == "FAILED"
     status, _ = deployed.api(
         "POST", f"/dead-letters/{execution['execution_id']}/redrive", principal=principal
     )

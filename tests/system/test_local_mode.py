@@ -198,3 +198,9 @@ def test_a_task_after_two_others_runs_once_both_have_succeeded(api: str, sink: S
     (delivery,) = [d for d in sink.snapshot() if d.path == "/fan-j"]
     (b_delivery,) = [d for d in sink.snapshot() if d.path == "/fan-b"]
     assert delivery.body["upstream"]["execution_id"] == b_delivery.body["execution_id"]
+    # And every end of the set, each with its task and final status
+    (a_delivery,) = [d for d in sink.snapshot() if d.path == "/fan-a"]
+    assert [(u["execution_id"], u["task_id"], u["status"]) for u in delivery.body["upstreams"]] == [
+        (b_delivery.body["execution_id"], b, "SUCCEEDED"),
+        (a_delivery.body["execution_id"], a, "SUCCEEDED"),
+    ]

@@ -38,6 +38,7 @@ from dynacron.domain.tasks.task import (
 )
 from dynacron.ports import DispatchQueue, ExecutionStore, TaskStore
 from dynacron.ports.metrics import Metrics
+from dynacron.ports.tasks import UnreadableTaskError
 from dynacron.services import task_changes
 
 logger = logging.getLogger("dynacron")
@@ -114,11 +115,15 @@ class FollowUps:
         """The tasks that may run after ``upstream_task_id``: those whose first upstream
         it is (the dependents index), and those that name it after another (fan-in,
         on its own record, decision 0058)."""
+        try:
+            upstream = self.tasks.get(upstream_task_id)
+        except UnreadableTaskError:
+            upstream = None  # its dependents, if any, are still in the index
+        if upstream is not None and not upstream.has_dependents:
+            return []  # most ends: no index query
         ids = self.tasks.dependents(upstream_task_id)
-        # Read apart from the dependents: an unreadable upstream still has those.
-        upstream_tasks, _ = self.tasks.read_many([upstream_task_id])
-        for upstream_task in upstream_tasks:
-            ids = [*ids, *upstream_task.fan_in_dependents]
+        if upstream is not None:
+            ids = [*ids, *upstream.fan_in_dependents]
         return list(dict.fromkeys(ids))
 
     def _start_dependents(self, upstream: Execution) -> None:
@@ -135,8 +140,10 @@ class FollowUps:
         end = UpstreamEnd(ended_at, upstream.execution_id)
         for task in dependents:
             # The index lags behind a PATCH of ``after``: each dependent decides.
-            if not self._counted(task, upstream, end):
+            counted = self._counted(task, upstream, end)
+            if counted is None:
                 continue
+            task = counted
             execution_id = downstream_execution_id(task.task_id, upstream.execution_id)
             if task.status is not TaskStatus.ACTIVE:
                 skipped = transitions.record_skipped(
@@ -155,12 +162,32 @@ class FollowUps:
                     execution_id=execution_id,
                     task_id=task.task_id,
                     scheduled_at=ended_at,
-                    upstream=Upstream(upstream.execution_id, upstream.result or ResultSummary()),
+                    upstream=self._ends(task, upstream),
                 ),
             )
 
-    def _counted(self, task: Task, upstream: Execution, end: UpstreamEnd) -> bool:
-        """Whether ``upstream``'s end starts a run of ``task`` (``domain.tasks.fan_in``).
+    def _ends(self, task: Task, upstream: Execution) -> Upstream:
+        """What the run is told of the ends that started it: ``upstream``'s, and for a
+        fan-in the others of its set, each read from its execution record."""
+        others: list[Upstream] = []
+        ends = task.fan_in.ends if task.fan_in is not None else {}
+        for upstream_id in getattr(task.schedule, "upstream_task_ids", ()):
+            end = ends.get(upstream_id)
+            if end is not None and end.execution_id != upstream.execution_id:
+                other = self.executions.get(end.execution_id)
+                result = other.result if other is not None else None
+                status = other.status.value if other is not None else None
+                others.append(Upstream(end.execution_id, result or ResultSummary(), status))
+        return Upstream(
+            upstream.execution_id,
+            upstream.result or ResultSummary(),
+            upstream.status.value,
+            tuple(others),
+        )
+
+    def _counted(self, task: Task, upstream: Execution, end: UpstreamEnd) -> Task | None:
+        """The dependent as written if ``upstream``'s end starts a run of ``task``
+        (``domain.tasks.fan_in``), else None.
         A fan-in's progress is written with the version read; of two ends racing to
         complete its set, one write fires it and the other, read again, finds it
         fired. Raises after ``MAX_SLOT_ATTEMPTS`` lost races: the follow-up lease
@@ -168,14 +195,14 @@ class FollowUps:
         for _ in range(MAX_SLOT_ATTEMPTS):
             step = fan_in.on_upstream_end(task, upstream.task_id, end, upstream.status.value)
             if step.updated is None:
-                return step.starts_run
+                return task if step.starts_run else None
             now = self.clock.now()
             placement = self.sharding.place_task(step.updated, now)
             if self.tasks.replace(step.updated, placement, task_transitions.replace(task.version)):
-                return step.starts_run
+                return step.updated if step.starts_run else None
             reread = self.tasks.get(task.task_id)
             if reread is None:
-                return False
+                return None
             task = reread
         raise RuntimeError(
             f"fan-in of task {task.task_id!r}: lost {MAX_SLOT_ATTEMPTS} version races "
