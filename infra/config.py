@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ PRIVATE_RANGES = tuple(
     ipaddress.ip_network(net)
     for net in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
 )
+
+# A key by its ARN: grants name it, and an alias would name no key in a policy.
+KMS_KEY_ARN = re.compile(r"arn:aws(-[a-z]+)*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+")
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,11 @@ class SchedulerConfig:
     worker_vpc_id: str | None = None
     worker_subnet_ids: str = ""
     worker_security_group_ids: str = ""
+    # Your own key (decision 0059): the ARN of a customer-managed KMS key that
+    # encrypts the tables, queues and log groups, imported by ARN (no lookup). Its
+    # key policy is the operator's: docs/decisions/0059 says what it must allow.
+    # Unset: AWS-owned keys for the tables and queues, CloudWatch's for the logs.
+    kms_key_arn: str | None = None
 
     def __post_init__(self) -> None:
         checks = {
@@ -158,6 +167,11 @@ class SchedulerConfig:
         self.private_network_ranges  # noqa: B018  (raises on a range that is not private)
         if self.worker_vpc_id is not None and not _ids(self.worker_subnet_ids):
             raise ValueError("worker_vpc_id needs worker_subnet_ids (comma-separated)")
+        if self.kms_key_arn is not None and not KMS_KEY_ARN.fullmatch(self.kms_key_arn):
+            raise ValueError(
+                f"context kms_key_arn: {self.kms_key_arn!r} is not a KMS key's ARN "
+                "(arn:aws:kms:REGION:ACCOUNT:key/KEY-ID; an alias cannot be granted)"
+            )
         if self.worker_batch_size > 10 and self.worker_batch_window_seconds < 1:
             raise ValueError("worker_batch_size above 10 needs worker_batch_window_seconds >= 1")
 

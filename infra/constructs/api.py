@@ -165,6 +165,7 @@ class Api(Construct):
             "AccessLogs",
             retention=RETENTION[config.log_retention_days],
             removal_policy=RemovalPolicy.RETAIN if config.protect_data else RemovalPolicy.DESTROY,
+            encryption_key=foundation.kit.key,
         )
         self.rest_api = apigateway.RestApi(
             self,

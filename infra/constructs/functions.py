@@ -10,6 +10,7 @@ from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -91,9 +92,12 @@ class FunctionKit(Construct):
         config: SchedulerConfig,
         layers: LayerAssets,
         resource_environment: Mapping[str, str],
+        key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
+        # The operator's key for the log groups too (decision 0059), else CloudWatch's.
+        self.key = key
         self.layers: Sequence[lambda_.ILayerVersion] = [
             lambda_.LayerVersion(
                 self,
@@ -142,6 +146,7 @@ class FunctionKit(Construct):
             removal_policy=RemovalPolicy.RETAIN
             if self._config.protect_data
             else RemovalPolicy.DESTROY,
+            encryption_key=self.key,
         )
         role = iam.Role(
             scope,

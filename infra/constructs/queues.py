@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -23,9 +24,17 @@ VISIBILITY_PER_TIMEOUT = 6
 
 
 class Queues(Construct):
-    """The dispatch queue and its dead-letter queue, encrypted, TLS only, with redrive."""
+    """The dispatch queue and its dead-letter queue, encrypted (with SQS's own key, or
+    the operator's ``key``: decision 0059), TLS only, with redrive."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: SchedulerConfig) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: SchedulerConfig,
+        key: kms.IKey | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.queues: dict[str, sqs.Queue] = {}
         advised = VISIBILITY_PER_TIMEOUT * WORKER_TIMEOUT_SECONDS + (
@@ -47,7 +56,8 @@ class Queues(Construct):
                 definition.logical_id,
                 visibility_timeout=Duration.seconds(visibility),
                 retention_period=Duration.seconds(definition.retention_seconds),
-                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                encryption=sqs.QueueEncryption.KMS if key else sqs.QueueEncryption.SQS_MANAGED,
+                encryption_master_key=key,
                 enforce_ssl=True,
                 dead_letter_queue=dead_letter,
             )

@@ -12,6 +12,7 @@ from dynacron.definitions.resources import QUEUES, TABLES
 from infra.config import SchedulerConfig
 from infra.constructs.api import Api
 from infra.constructs.completions import CompletionTracking
+from infra.constructs.encryption import customer_key, grant_key_use
 from infra.constructs.foundation import Foundation
 from infra.constructs.functions import HANDLER, FunctionKit, VpcPlacement
 from infra.constructs.monitoring import Monitoring
@@ -59,8 +60,10 @@ class DynacronScheduler(Construct):
             )
         if handler_modules is None:
             handler_modules = [worker_handler.rsplit(".", 1)[0]] if worker_code else []
-        self.storage = Storage(self, "Storage", config=config)
-        self.queues = Queues(self, "Queues", config=config)
+        # The operator's own key, or None: AWS's keys (decision 0059).
+        key = customer_key(self, config)
+        self.storage = Storage(self, "Storage", config=config, key=key)
+        self.queues = Queues(self, "Queues", config=config, key=key)
         # Every function is told every resource's name, through the variables the
         # runtime's Settings.from_env reads: names never drift from the code.
         resource_environment = {
@@ -73,6 +76,7 @@ class DynacronScheduler(Construct):
             config=config,
             layers=layers,
             resource_environment=resource_environment,
+            key=key,
         )
         foundation = Foundation(config=config, kit=kit, storage=self.storage, queues=self.queues)
         self.tick = Tick(self, "Tick", foundation=foundation)
@@ -112,3 +116,6 @@ class DynacronScheduler(Construct):
             api_stage=self.api.rest_api.deployment_stage,
             firewall=self.api.firewall,
         )
+        if key is not None:
+            # Last: each role's grants are all in place, and decide the key's.
+            grant_key_use(key, [c for c in self.node.find_all() if isinstance(c, lambda_.Function)])

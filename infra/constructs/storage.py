@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from dynacron.definitions.resources import TABLES, Key, TableDefinition
@@ -19,11 +20,20 @@ class Storage(Construct):
     On-demand by default (idle costs nothing but storage); provisioned with auto
     scaling as an option for steady, predictable load. Point-in-time recovery on,
     TTL on the definitions that expire records, deletion protection by stage.
+    Encrypted with AWS's own key, or with the operator's ``key`` (decision 0059).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: SchedulerConfig) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: SchedulerConfig,
+        key: kms.IKey | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
+        self._key = key
         self.tables = {definition.logical_id: self._table(definition) for definition in TABLES}
 
     def table(self, definition: TableDefinition) -> dynamodb.Table:
@@ -49,6 +59,8 @@ class Storage(Construct):
             ),
             deletion_protection=config.protect_data,
             removal_policy=RemovalPolicy.RETAIN if config.protect_data else RemovalPolicy.DESTROY,
+            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED if self._key else None,
+            encryption_key=self._key,
         )
         for index in definition.indexes:
             table.add_global_secondary_index(

@@ -8,6 +8,7 @@ from constructs import Construct
 
 from dynacron.definitions.resources import (
     DEAD_LETTER_QUEUE,
+    DEPENDENTS_INDEX,
     DISPATCH_QUEUE,
     EXECUTIONS,
     TASKS,
@@ -15,7 +16,7 @@ from dynacron.definitions.resources import (
     UNDELIVERED_TIMEOUT_SECONDS,
 )
 from infra.constructs.foundation import Foundation
-from infra.constructs.functions import allow, allow_census_deletes
+from infra.constructs.functions import allow, allow_census_deletes, index_arn
 
 # Undelivered messages are rare; two concurrent invocations (the least an SQS
 # event source allows) keep this function from ever competing with the workers.
@@ -52,8 +53,12 @@ class Undelivered(Construct):
         # dead letter or takes a running lease over (the event source grants the
         # queue's receive and delete). Freeing the run slot is a versioned put of the
         # task (fixed_delay files its next run); buffer_one's waiting occurrence is
-        # recorded and sent. A dead letter starts no dependents: no index query.
+        # recorded and sent. A dead letter of a task with dependents starts those
+        # that run after failures (decision 0058): the dependents index, then the
+        # dependents read in one batch.
         allow(self.function, ["dynamodb:GetItem", "dynamodb:PutItem"], [tasks.table_arn])
+        allow(self.function, ["dynamodb:BatchGetItem"], [tasks.table_arn])
+        allow(self.function, ["dynamodb:Query"], [index_arn(tasks, DEPENDENTS_INDEX)])
         # A task that cannot be read, or whose message cannot be settled, is set aside
         # (decision 0021); the tenant of an old message that did not name it is read
         # from the task's earlier executions.

@@ -192,6 +192,12 @@ BROKEN_RULES = [
         ["run_all"],
         id="window-without-run-all",
     ),
+    pytest.param(
+        {"rate": "1 hour", "when": "failure", "handler_url": HOOK},
+        "when",
+        ["after"],
+        id="when-without-after",
+    ),
 ]
 
 
@@ -221,6 +227,12 @@ def test_the_document_accepts_what_the_api_accepts(system: Dynacron) -> None:
         {"at": "2026-12-01T00:00:00Z", "handler_url": HOOK, "cron": None, "anchor": None},
         {"fixed_delay": "1 hour", "handler_url": HOOK},
         {"rate": "1 hour", "catchup": "run_all", "catchup_window_seconds": 60, "handler_url": HOOK},
+    ]
+    upstream = send(system, "POST", "/tasks", bodies[3])[2]["task_id"]
+    # An after list (fan-in, decision 0058) with when, and a single id
+    bodies += [
+        {"after": [upstream], "when": "always", "handler_url": HOOK},
+        {"after": upstream, "handler_url": HOOK},
     ]
     for body in bodies:
         assert validator.is_valid(body), body

@@ -10,10 +10,15 @@ item of a transaction or batch, the queue behind a URL) and judged by moto's own
 policy evaluator (``IAMPolicy``) against that ARN; a call no statement allows
 raises ``AccessDeniedException`` as AWS would, and never reaches moto.
 
+A stack encrypted with the operator's key (decision 0059) gets a key in moto's KMS
+in its place, and each call on an encrypted table or queue is judged for what it
+asks of KMS too: ``kms:Decrypt`` for any, ``kms:GenerateDataKey`` to send a message.
+
 The only deviations from Lambda, each marked where it is made: a settable clock
 (SQS's delays and visibility timeouts follow it too), a sleep that moves it,
-deliveries allowed to loopback only (handlers are a loopback sink), and the
-region AWS targets are called in given as Lambda gives it (``AWS_REGION``).
+deliveries allowed to loopback only (handlers are a loopback sink), the region AWS
+targets are called in given as Lambda gives it (``AWS_REGION``), and moto's key
+for the operator's.
 """
 
 from __future__ import annotations
@@ -81,6 +86,11 @@ TRANSACT_WRITE_ACTIONS = {
     "Delete": "dynamodb:DeleteItem",
     "ConditionCheck": "dynamodb:ConditionCheckItem",
 }
+# What a call on a table or queue encrypted with a customer-managed key asks of KMS
+# with the caller's role (AWS's guides for DynamoDB and SQS): to decrypt the table's
+# or a message's data key, and a fresh data key for a message sent.
+KMS_DECRYPT = "kms:Decrypt"
+KMS_GENERATE_DATA_KEY = "kms:GenerateDataKey"
 
 
 @dataclass(frozen=True)
@@ -294,9 +304,13 @@ class AuthorisedCalls:
     """The botocore hook of one function's clients: records every call and refuses,
     before it is sent, what the function's role does not allow."""
 
-    def __init__(self, role: Role, key_names: dict[str, str]) -> None:
+    def __init__(
+        self, role: Role, key_names: dict[str, str], encrypted: dict[str, str] | None = None
+    ) -> None:
         self.role = role
         self.key_names = key_names  # table name -> its partition key attribute
+        # Table or queue ARN -> the customer-managed key that encrypts it.
+        self.encrypted = encrypted or {}
         self.calls: list[Access] = []
 
     def attach(self, client: Any) -> Any:
@@ -314,6 +328,7 @@ class AuthorisedCalls:
             accesses = self._sts(model.name, params)
         else:
             accesses = self._sqs(model.name, params)
+        accesses = [*accesses, *self._kms(accesses)]
         for access in accesses:
             self.calls.append(access)
             refusal = self.role.denial(access)
@@ -325,6 +340,19 @@ class AuthorisedCalls:
                     },
                     model.name,
                 )
+
+    def _kms(self, accesses: list[Access]) -> list[Access]:
+        """What the calls ask of KMS, once each, for the resources a key encrypts."""
+        implied: list[Access] = []
+        for access in accesses:
+            key = self.encrypted.get(access.resource.split("/index/")[0])
+            if key is None:
+                continue
+            actions = [KMS_DECRYPT]
+            if access.action == "sqs:SendMessage":
+                actions.append(KMS_GENERATE_DATA_KEY)
+            implied += [Access(action, key) for action in actions]
+        return list(dict.fromkeys(implied))
 
     def _keys(self, table: str, *items: dict[str, Any] | None) -> tuple[str, ...]:
         name = self.key_names.get(table)
@@ -532,6 +560,7 @@ class Deployment:
             self.clock,
             first.app.handlers,
             self.claim_events,
+            encrypted=first.calls.encrypted,
         )
         second.batch_size = first.batch_size
         return second
@@ -768,6 +797,7 @@ def create_stack(
 ) -> Deployment:
     """Create the template's tables and queues in moto, then its functions, with
     ``mutation`` (default: the one ``DYNACRON_GRANT_MUTATION`` names) applied."""
+    template = _with_moto_s_key(template)
     resources = {
         logical_id: resource
         for logical_id, resource in template["Resources"].items()
@@ -785,13 +815,16 @@ def create_stack(
     dynamodb = boto3.client("dynamodb", region_name=REGION)
     sqs = boto3.client("sqs", region_name=REGION)
     key_names: dict[str, str] = {}
+    encrypted: dict[str, str] = {}
     for logical_id, resource in resources.items():
         physical = physical_ids[logical_id]
+        properties = resource.get("Properties", {})
         if resource["Type"] == "AWS::DynamoDB::Table":
             table = dynamodb.describe_table(TableName=physical)["Table"]
             values.attributes[logical_id] = {"Arn": table["TableArn"]}
             (hash_key,) = [k["AttributeName"] for k in table["KeySchema"] if k["KeyType"] == "HASH"]
             key_names[physical] = hash_key
+            key = properties.get("SSESpecification", {}).get("KMSMasterKeyId")
         else:
             attributes = sqs.get_queue_attributes(QueueUrl=physical, AttributeNames=["QueueArn"])
             values.attributes[logical_id] = {
@@ -799,6 +832,9 @@ def create_stack(
                 "QueueUrl": physical,
                 "QueueName": physical.rsplit("/", 1)[1],
             }
+            key = properties.get("KmsMasterKeyId")
+        if key is not None:
+            encrypted[values.attributes[logical_id]["Arn"]] = key
     for logical_id, resource in template["Resources"].items():
         if resource["Type"] == "AWS::Lambda::Function":
             name = f"{stack_name}-{logical_id}"
@@ -837,10 +873,30 @@ def create_stack(
                 clock,
                 handlers,
                 deployment.claim_events,
+                encrypted=encrypted,
             )
             deployment.functions[entry_point].batch_size = batch_sizes.get(logical_id, 10)
     assert set(deployment.functions) == set(ENTRY_POINTS), set(deployment.functions)
     return deployment
+
+
+def _with_moto_s_key(template: dict[str, Any]) -> dict[str, Any]:
+    """The template with the operator's key (decision 0059), if it names one, replaced
+    by a key made in moto's KMS, wherever it appears: the tables, queues and log
+    groups, and the roles' grants. Deviation: moto gives a key an id of its own."""
+    keys = {
+        str(resource["Properties"]["SSESpecification"]["KMSMasterKeyId"])
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::DynamoDB::Table"
+        and "KMSMasterKeyId" in resource["Properties"].get("SSESpecification", {})
+    }
+    if not keys:
+        return template
+    (operator_s,) = keys
+    kms = boto3.client("kms", region_name=REGION)
+    moto_s = kms.create_key(Description="the operator's key")["KeyMetadata"]["Arn"]
+    replaced: dict[str, Any] = json.loads(json.dumps(template).replace(operator_s, moto_s))
+    return replaced
 
 
 def code_asset(assembly_directory: Path, code: dict[str, Any]) -> Path | None:
@@ -863,9 +919,11 @@ def build_function(
     clock: SettableClock,
     handlers: HandlerRegistry,
     claim_events: list[dict[str, Any]],
+    *,
+    encrypted: dict[str, str] | None = None,
 ) -> DeployedFunction:
     """``Dynacron.from_environment``, with the function's own authorised clients."""
-    calls = AuthorisedCalls(role, key_names)
+    calls = AuthorisedCalls(role, key_names, encrypted)
     function = DeployedFunction(
         logical_id=logical_id,
         entry_point=entry_point,

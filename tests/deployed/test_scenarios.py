@@ -116,6 +116,43 @@ def test_a_dependent_runs_after_each_success_of_its_upstream(
     assert run["upstream_execution_id"] is not None
 
 
+def test_a_task_after_two_others_runs_once_both_have_ended_with_the_template_s_roles(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    # Given J after A and B (fan-in, decision 0058), K after A and B whatever their end,
+    # and A's handler failing for good
+    a = register(deployed, principal, rate="1 minute", handler_url=f"{sink.url}/fails")
+    b = register(deployed, principal, rate="1 minute", handler_url=sink.url)
+    ids = [a["task_id"], b["task_id"]]
+    joined = register(deployed, principal, after=ids, handler_url=sink.url)
+    either = register(deployed, principal, after=ids, when="always", handler_url=sink.url)
+    assert joined["after"] == ids
+    sink.answer = lambda delivery: (500 if delivery.path == "/fails" else 200, {})
+    patched = {"retry": {"max_attempts": 1, "base_delay_seconds": 1, "max_delay_seconds": 1}}
+    assert deployed.api("PATCH", f"/tasks/{a['task_id']}", patched, principal=principal)[0] == 200
+
+    # When B succeeds alone, neither runs
+    run_next(deployed, principal, b["task_id"])
+    deployed.run_due()
+    assert deliveries_of(sink, either["task_id"]) == []
+    # When A then fails for good (a dead letter)
+    run_next(deployed, principal, a["task_id"])
+    deployed.run_due()
+
+    # Then the one counting any end ran once; the one waiting for successes did not
+    assert [e["status"] for e in executions(deployed, principal, a["task_id"])] == ["FAILED"]
+    assert len(deliveries_of(sink, either["task_id"])) == 1
+    assert deliveries_of(sink, joined["task_id"]) == []
+    # And a second set (A succeeds, then B) runs each once
+    sink.answer = lambda delivery: (200, {})
+    run_next(deployed, principal, a["task_id"])
+    deployed.run_due()
+    run_next(deployed, principal, b["task_id"])
+    deployed.run_due()
+    assert len(deliveries_of(sink, joined["task_id"])) == 1
+    assert len(deliveries_of(sink, either["task_id"])) == 2
+
+
 def test_a_failing_handler_is_retried_then_dead_lettered_and_a_redrive_replays_it(
     deployed: Deployment, principal: str, sink: Sink
 ) -> None:
@@ -453,6 +490,10 @@ def test_a_dispatch_no_worker_survives_ends_as_a_dead_letter(
     # Given a due execution whose worker dies each time it takes the message, of a
     # task whose run slot it holds (no overlap)
     task = register(deployed, principal, rate="1 hour", overlap="skip", handler_url=sink.url)
+    # and a task that runs after its failures (decision 0058)
+    cleanup = register(
+        deployed, principal, after=task["task_id"], when="failure", handler_url=sink.url
+    )
     deployed.clock.set(datetime.fromisoformat(task["next_run_at"]))
     deployed.tick(deployed.shards_of([task["task_id"]]).pop())
     worker = deployed.function("worker")
@@ -478,6 +519,10 @@ def test_a_dispatch_no_worker_survives_ends_as_a_dead_letter(
     (execution,) = executions(deployed, principal, task["task_id"])
     assert execution["dead_lettered_at"] is not None, execution
     assert task_view(deployed, principal, task["task_id"])["running_execution"] is None
+    # And the failure started the task after it, once
+    deployed.run_due(cleanup["task_id"])
+    (after_failure,) = deliveries_of(sink, cleanup["task_id"])
+    assert after_failure.body["upstreams"][0]["status"] == "FAILED"
     status, _ = deployed.api(
         "POST", f"/dead-letters/{execution['execution_id']}/redrive", principal=principal
     )

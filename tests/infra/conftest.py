@@ -35,6 +35,8 @@ ALARM_EMAIL = "alarms@dynacron.invalid"
 USER_VPC_ID = "vpc-0a1b2c3d4e5f60718"
 USER_SUBNETS = ("subnet-0a1b2c3d4e5f60001", "subnet-0a1b2c3d4e5f60002")
 USER_SECURITY_GROUP = "sg-0a1b2c3d4e5f60003"
+# The operator's own key (decision 0059): the user's stack encrypts with it.
+USER_KMS_KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
 USER_CONFIG = SchedulerConfig(
     stage="prod",
     shard_count=7,
@@ -53,6 +55,7 @@ USER_CONFIG = SchedulerConfig(
     worker_vpc_id=USER_VPC_ID,
     worker_subnet_ids=",".join(USER_SUBNETS),
     worker_security_group_ids=USER_SECURITY_GROUP,
+    kms_key_arn=USER_KMS_KEY_ARN,
 )
 USER_WORKER_HANDLER = "my_worker.handler"
 # The user's Python handler: its module is what my_worker imports.

@@ -65,6 +65,10 @@ def test_text_from_the_command_line_becomes_typed_settings() -> None:
         ("worker_memory_mb", "64", "worker_memory_mb"),
         ("worker_batch_window_seconds", "0", "worker_batch_window_seconds >= 1"),
         ("log_retention_days", "10", "log_retention_days"),
+        # An alias names no key a grant can name; a key by id alone has no region.
+        ("kms_key_arn", "arn:aws:kms:eu-west-1:123456789012:alias/dynacron", "kms_key_arn"),
+        ("kms_key_arn", "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b", "kms_key_arn"),
+        ("kms_key_arn", "", "kms_key_arn"),
     ],
 )
 def test_a_bad_value_is_refused_by_name(key: str, value: str, named: str) -> None:

@@ -849,8 +849,16 @@ EXPECTED_ACCESS = {
     # over the running attempt it guarded), frees the run slot, sends the copy.
     "Undelivered": {
         "own logs": LOGS,
-        # UpdateItem: a task that cannot be read is set aside (decision 0021)
-        "Tasks": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+        # UpdateItem: a task that cannot be read is set aside (decision 0021);
+        # BatchGetItem and the dependents index: a dead letter starts the tasks that
+        # run after failures (decision 0058)
+        "Tasks": {
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:BatchGetItem",
+        },
+        "Tasks/index/dependents-index": {"dynamodb:Query"},
         # Query: the tenant of an old message, from the task's earlier executions
         "Executions": {
             "dynamodb:GetItem",

@@ -433,6 +433,42 @@ def test_a_cycle_or_an_unknown_upstream_is_refused_naming_the_field(
     assert "cycle" in problem["detail"]
 
 
+def test_fan_in_refuses_a_cycle_through_any_upstream_and_another_tenant_s_task(
+    pipeline: Pipeline, sink: Sink
+) -> None:
+    # Given a, b after a, c after b, and a lone task d
+    a, b, c = chain(pipeline, sink)
+    d = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/d")
+    # A cycle through the second upstream of a list is found (d, then c -> b -> a)
+    status, problem = patch(pipeline, a, {"after": [d, c]})
+    assert status == 422
+    assert problem["errors"][0]["field"] == "after"
+    assert f"{a} -> {c} -> {b} -> {a}" in problem["detail"]
+    assert task(pipeline, a).schedule.kind == "rate"
+    # Another tenant's task in the list is as unknown as a missing one; nothing is stored
+    bob = "arn:aws:iam::000000000000:user/bob"
+    status, theirs = call(
+        pipeline.app,
+        "POST",
+        "/tasks",
+        {"rate": "1 hour", "handler_url": f"{sink.url}/x"},
+        principal=bob,
+    )
+    assert status == 201
+    body = {"after": [d, theirs["task_id"]], "handler_url": f"{sink.url}/x"}
+    status, problem = call(pipeline.app, "POST", "/tasks", body)
+    assert status == 422
+    assert problem["errors"][0]["field"] == "after"
+    assert theirs["task_id"] in problem["detail"]
+    # A list naming a task twice, or more than 10, is refused before any store is read
+    status, problem = call(pipeline.app, "POST", "/tasks", {**body, "after": [d, d]})
+    assert (status, problem["errors"][0]["field"]) == (422, "after")
+    status, problem = call(pipeline.app, "POST", "/tasks", {**body, "after": [d] * 11})
+    assert (status, problem["errors"][0]["field"]) == (422, "after")
+    listed = call(pipeline.app, "GET", "/tasks")[1]["items"]
+    assert {t["task_id"] for t in listed} == {a, b, c, d}
+
+
 class RacingTasks(DynamoTaskStore):
     """The real store, letting a competing change land just before the next write."""
 

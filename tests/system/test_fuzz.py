@@ -57,6 +57,7 @@ DOCUMENT_CANNOT_STATE = {
     "catchup_window_seconds": "on PATCH, whether the stored task's catch-up is run_all",
     "after": "that the task named exists and the chain has no cycle (body); an "
     "instant's grammar (GET /tasks/{task_id}/next)",
+    "when": "on PATCH, whether the stored task is an after task",
     "handler_url": "the delivery policy, which depends on where the name resolves",
     "handler": "that a Python handler of that name is registered in this process",
     "retry.max_delay_seconds": "at least base_delay_seconds: JSON Schema compares no two fields",

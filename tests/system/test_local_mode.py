@@ -158,3 +158,49 @@ def test_a_chain_of_three_dependent_tasks_runs_in_order_once(api: str, sink: Sin
     assert deliveries[1].body["upstream"]["execution_id"] == deliveries[0].body["execution_id"]
     assert deliveries[2].body["upstream"]["execution_id"] == deliveries[1].body["execution_id"]
     assert deliveries[0].received_at <= deliveries[1].received_at <= deliveries[2].received_at
+
+
+def test_a_task_after_two_others_runs_once_both_have_succeeded(api: str, sink: Sink) -> None:
+    # Given A due in 2 s, B in 5 s, and J after both (fan-in, decision 0058)
+    def register(body: dict[str, Any]) -> str:
+        response = api_call(api, "POST", "/tasks", body)
+        assert response.status_code == 201, response.text
+        return str(response.json()["task_id"])
+
+    now = time.time()
+    a = register(
+        {
+            "at": format_instant(datetime.fromtimestamp(now + 2, UTC)),
+            "handler_url": f"{sink.url}/fan-a",
+        }
+    )
+    b = register(
+        {
+            "at": format_instant(datetime.fromtimestamp(now + 5, UTC)),
+            "handler_url": f"{sink.url}/fan-b",
+        }
+    )
+    joined = register({"after": [a, b], "handler_url": f"{sink.url}/fan-j"})
+    shown = api_call(api, "GET", f"/tasks/{joined}").json()
+    assert shown["after"] == [a, b]
+
+    def fan() -> list[str]:
+        return [d.path for d in sink.snapshot() if d.path.startswith("/fan-")]
+
+    # When A alone has succeeded, J has not run
+    assert wait_until(lambda: "/fan-a" in fan(), timeout=20), fan()
+    time.sleep(1)
+    assert fan() == ["/fan-a"]
+    # Then once B has too, J runs, once, told which upstream completed its set
+    assert wait_until(lambda: "/fan-j" in fan(), timeout=20), fan()
+    time.sleep(1)  # anything run twice would show up by now
+    assert fan() == ["/fan-a", "/fan-b", "/fan-j"]
+    (delivery,) = [d for d in sink.snapshot() if d.path == "/fan-j"]
+    (b_delivery,) = [d for d in sink.snapshot() if d.path == "/fan-b"]
+    assert delivery.body["upstream"]["execution_id"] == b_delivery.body["execution_id"]
+    # And every end of the set, each with its task and final status
+    (a_delivery,) = [d for d in sink.snapshot() if d.path == "/fan-a"]
+    assert [(u["execution_id"], u["task_id"], u["status"]) for u in delivery.body["upstreams"]] == [
+        (b_delivery.body["execution_id"], b, "SUCCEEDED"),
+        (a_delivery.body["execution_id"], a, "SUCCEEDED"),
+    ]

@@ -69,4 +69,8 @@ def test_every_kind_is_described() -> None:
     assert describe(AfterSchedule(upstream_task_id="abc")) == (
         "Once after each successful execution of task abc."
     )
+    fan_in = AfterSchedule(upstream_task_id="a", also_after=("b",), when="always")
+    assert describe(fan_in) == (
+        "Once each time every one of tasks a, b has had a finished execution since its last run."
+    )
     assert describe(UNREADABLE_SCHEDULE).startswith("The stored schedule cannot be read")

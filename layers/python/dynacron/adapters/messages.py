@@ -8,7 +8,7 @@ from typing import Any
 
 from dynacron.domain.executions.execution import Dispatch, Upstream
 from dynacron.domain.executions.notifications import LateCheck, NoticeKind, NotificationMessage
-from dynacron.domain.executions.record import upstream_from_record
+from dynacron.domain.executions.record import upstream_from_record, upstream_record
 from dynacron.domain.instants import format_instant, parse_instant
 
 # A limit of the queue port, kept importable from here.
@@ -31,18 +31,35 @@ def dispatch_to_body(dispatch: Dispatch) -> str:
     if dispatch.not_before is not None:
         body["not_before"] = format_instant(dispatch.not_before)
     if dispatch.upstream is not None:
-        body["upstream"] = upstream_to_map(dispatch.upstream)
+        # As an execution's record keeps it (a fan-in's other ends in "with").
+        body["upstream"] = upstream_record(dispatch.upstream)
     if dispatch.tenant_id is not None:
         body["tenant_id"] = dispatch.tenant_id
     return json.dumps(body)
 
 
 def upstream_to_map(upstream: Upstream) -> dict[str, Any]:
+    """The ``upstream`` a handler receives: the end that started the run, as it has
+    always been shown."""
     return {
         "execution_id": upstream.execution_id,
         "status_code": upstream.result.status_code,
         "excerpt": upstream.result.excerpt,
     }
+
+
+def upstreams_to_list(upstream: Upstream) -> list[dict[str, Any]]:
+    """The ``upstreams`` a handler receives: every end that started the run (one, or
+    a fan-in's set, decision 0058), the one that completed it first, each with its
+    task and final status."""
+    return [
+        {
+            **upstream_to_map(end),
+            "task_id": end.execution_id.rpartition("_")[0],
+            "status": end.status,
+        }
+        for end in upstream.ends
+    ]
 
 
 def upstream_from_map(values: dict[str, Any] | None) -> Upstream | None:

@@ -10,9 +10,21 @@ from dynacron.domain.tasks.specs import SCHEDULE_KINDS
 from dynacron.domain.tasks.tags import KEY_PATTERN, MAX_TAGS, MAX_VALUE_LENGTH, VALUE_PATTERN
 
 
-# "Given" is present and not null.
+# "Given" is present and not null: text, but ``after`` may be a list (fan-in).
 def _given(name: str) -> dict[str, Any]:
-    return {"required": [name], "properties": {name: {"type": "string"}}}
+    given: dict[str, Any] = {"type": "string"}
+    if name == "after":
+        given = {"anyOf": [{"type": "string"}, {"type": "array"}]}
+    return {"required": [name], "properties": {name: given}}
+
+
+def _when_only_after(*, patch: bool = False) -> dict[str, Any]:
+    """``when`` qualifies ``after`` alone; on PATCH it may come alone (for an
+    ``after`` task), never with another kind."""
+    if patch:
+        others = [_absent(kind) for kind in SCHEDULE_KINDS if kind != "after"]
+        return {"anyOf": [_absent("when"), {"allOf": others}]}
+    return {"anyOf": [_absent("when"), _given("after")]}
 
 
 def _given_object(name: str) -> dict[str, Any]:
@@ -36,6 +48,7 @@ def task_create_rules(schema: dict[str, Any]) -> None:
         {"anyOf": [_absent("anchor"), _given("rate")]},
         {"anyOf": [_absent("dst"), _absent("rate")]},
         {"anyOf": [_absent("catchup_window_seconds"), _run_all()]},
+        _when_only_after(),
     ]
 
 
@@ -67,6 +80,7 @@ def task_patch_rules(schema: dict[str, Any]) -> None:
         {"anyOf": [_absent("anchor"), {"allOf": other_kinds}]},
         {"anyOf": [_absent("dst"), _absent("rate")]},
         {"anyOf": [_absent("catchup_window_seconds"), _absent("catchup"), _run_all()]},
+        _when_only_after(patch=True),
     ]
 
 
@@ -90,9 +104,11 @@ def tags_schema(schema: dict[str, Any]) -> None:
 
 
 def schedule_rules(schema: dict[str, Any]) -> None:
-    """Exactly one schedule kind; ``anchor`` with ``rate`` only, ``dst`` never with it."""
+    """Exactly one schedule kind; ``anchor`` with ``rate`` only, ``dst`` never with it,
+    ``when`` with ``after`` only."""
     schema["allOf"] = [
         {"oneOf": [_given(kind) for kind in SCHEDULE_KINDS]},
         {"anyOf": [_absent("anchor"), _given("rate")]},
         {"anyOf": [_absent("dst"), _absent("rate")]},
+        _when_only_after(),
     ]

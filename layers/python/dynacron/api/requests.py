@@ -46,6 +46,7 @@ from dynacron.domain.schedules.calendars import (
 from dynacron.domain.schedules.calendars import MAX_ENTRIES as MAX_CALENDAR_ENTRIES
 from dynacron.domain.schedules.calendars import MAX_NOTE_LENGTH as MAX_CALENDAR_NOTE
 from dynacron.domain.schedules.calendars import named as named_calendars
+from dynacron.domain.schedules.expressions import MAX_UPSTREAMS
 from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
 from dynacron.domain.tasks.changes import UNSET, TaskChanges
 from dynacron.domain.tasks.skips import MAX_NOTE_LENGTH, MAX_SKIPPED_OCCURRENCES, SkipRequest
@@ -328,6 +329,11 @@ TAGS_DESCRIPTION = (
 )
 
 
+def _upstreams(after: Any) -> Any:
+    """``after`` as the domain takes it: one id, or a tuple of them (fan-in)."""
+    return tuple(after) if isinstance(after, list) else after
+
+
 class ScheduleFields(BaseModel):
     """When a task runs, as ``POST /tasks`` takes it: exactly one of ``cron``, ``rate``,
     ``at``, ``fixed_delay`` or ``after``, and what qualifies it."""
@@ -350,11 +356,28 @@ class ScheduleFields(BaseModel):
         description="e.g. '5 minutes': due that long after the previous execution finished",
         max_length=50,
     )
-    after: str | None = Field(
+    after: str | list[str] | None = Field(
         default=None,
-        description="A task id: run once per successful execution of that task",
-        min_length=1,
-        max_length=64,
+        description="A task id: run once per successful execution of that task; or a "
+        f"list of up to {MAX_UPSTREAMS} (fan-in): run once each time every one of them "
+        "has ended since the last run (docs/schedules.md)",
+        json_schema_extra={
+            "anyOf": [
+                {"type": "string", "minLength": 1, "maxLength": 64},
+                {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "minItems": 1,
+                    "maxItems": MAX_UPSTREAMS,
+                },
+                {"type": "null"},
+            ]
+        },
+    )
+    when: Literal["success", "failure", "always"] | None = Field(
+        default=None,
+        description="after only: which ends of the upstreams count (default success; "
+        "failure: a dead letter; always: either)",
     )
     timezone: str = Field(default="UTC", description="IANA time zone", max_length=64)
     dst: DstPolicyModel | None = Field(
@@ -375,13 +398,32 @@ class ScheduleFields(BaseModel):
         max_length=64,
     )
 
+    @field_validator("after", mode="wrap")
+    @classmethod
+    def _one_or_more_task_ids(cls, value: Any, handler: Any) -> Any:
+        """One message for every way ``after`` can be wrong (not pydantic's per
+        union member), naming the field alone."""
+        ids = value if isinstance(value, list) else [value]
+        if value is None:
+            return None
+        if not (
+            (isinstance(value, str) or 1 <= len(ids) <= MAX_UPSTREAMS)
+            and all(isinstance(i, str) and 1 <= len(i) <= 64 for i in ids)
+        ):
+            raise ValueError(
+                f"give a task id, or a list of 1 to {MAX_UPSTREAMS} task ids "
+                "(each 1 to 64 characters)"
+            )
+        return value
+
     def schedule_spec(self) -> ScheduleSpec:
         return ScheduleSpec(
             cron=self.cron,
             rate=self.rate,
             at=self.at,
             fixed_delay=self.fixed_delay,
-            after=self.after,
+            after=_upstreams(self.after),
+            when=self.when,
             timezone=self.timezone,
             dst=self.dst.to_domain() if self.dst is not None else None,
             anchor=self.anchor,
@@ -567,7 +609,8 @@ class TaskPatch(TaskCreate):
             rate=cleared("rate"),
             at=cleared("at"),
             fixed_delay=cleared("fixed_delay"),
-            after=cleared("after"),
+            after=_upstreams(cleared("after")),
+            when=cleared("when"),
             timezone=self.timezone,
             dst=self.dst.to_domain() if self.dst is not None else None,
             anchor=self.anchor,

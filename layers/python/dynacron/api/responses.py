@@ -67,7 +67,10 @@ class TaskView(BaseModel):
     catchup: str
     catchup_window_seconds: int | None
     overlap: str
-    after: str | None
+    # One upstream's id, or the list of a fan-in (decision 0058), as registered.
+    after: str | list[str] | None
+    # after only: which ends count ("success", "failure", "always").
+    when: str | None = None
     pause_note: str | None
     running_execution: str | None
     buffered_at: str | None
@@ -120,7 +123,8 @@ class TaskView(BaseModel):
             catchup=spec.catchup.value,
             catchup_window_seconds=spec.catchup_window_seconds,
             overlap=spec.overlap.value,
-            after=when.after or None,
+            after=(list(when.after) if isinstance(when.after, tuple) else when.after) or None,
+            when=(getattr(schedule, "when", None) if when.after else None),
             pause_note=task.pause_note,
             running_execution=task.running_execution,
             buffered_at=_optional_instant(task.buffered_at),

@@ -25,17 +25,20 @@ from dynacron.domain.executions.execution import (
 )
 from dynacron.domain.instants import to_utc_ms
 from dynacron.domain.schedules.expressions import FixedDelaySchedule
+from dynacron.domain.tasks import fan_in
 from dynacron.domain.tasks import transitions as task_transitions
 from dynacron.domain.tasks.task import (
     Sharding,
     Task,
     TaskStatus,
+    UpstreamEnd,
     downstream_execution_id,
     execution_id_for,
     skipped_reason,
 )
 from dynacron.ports import DispatchQueue, ExecutionStore, TaskStore
 from dynacron.ports.metrics import Metrics
+from dynacron.ports.tasks import UnreadableTaskError
 from dynacron.services import task_changes
 from dynacron.services.notifications import TaskNotifications
 
@@ -44,6 +47,8 @@ logger = logging.getLogger("dynacron")
 # Version races on one task are short-lived (a tick's claim, an API change);
 # after this many the reaper's later pass finishes the job.
 MAX_SLOT_ATTEMPTS = 5
+# The ends a dependent may wait for (its ``when``, decision 0058).
+UPSTREAM_ENDS = (ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -87,16 +92,18 @@ class FollowUps:
 
     def owes(self, execution: Execution, task: Task | None) -> bool:
         """Whether ``execution``, ending now, owes anything: it holds ``task``'s run
-        slot, or it succeeded and some task runs after it. Most executions owe
+        slot, or it succeeded or failed and some task runs after it. Most executions owe
         nothing, and their end then costs no follow-up lease."""
         if task is not None and task.running_execution == execution.execution_id:
             return True
         if self.notifications is not None and self.notifications.owes(execution, task):
             return True
-        if execution.status is not ExecutionStatus.SUCCEEDED:
+        if execution.status not in UPSTREAM_ENDS:
             return False
         if task is not None and not task.has_dependents:
             return False
+        if task is not None and task.fan_in_dependents:
+            return True
         return bool(self.tasks.dependents(execution.task_id))
 
     def task_of(self, execution: Execution) -> Task | None:
@@ -105,16 +112,31 @@ class FollowUps:
 
     def follow_up(self, execution: Execution) -> None:
         """Everything ``execution``'s end owes; repeatable."""
-        if execution.status is ExecutionStatus.SUCCEEDED:
+        if execution.status in UPSTREAM_ENDS:
             self._start_dependents(execution)
         task = self._free_slot(execution)
         # Only a task with notify is read again, to count the end (decision 0057).
         if self.notifications is not None and task is not None and task.notify.given:
             self.notifications.after_end(execution)
 
+    def _dependent_ids(self, upstream_task_id: str) -> list[str]:
+        """The tasks that may run after ``upstream_task_id``: those whose first upstream
+        it is (the dependents index), and those that name it after another (fan-in,
+        on its own record, decision 0058)."""
+        try:
+            upstream = self.tasks.get(upstream_task_id)
+        except UnreadableTaskError:
+            upstream = None  # its dependents, if any, are still in the index
+        if upstream is not None and not upstream.has_dependents:
+            return []  # most ends: no index query
+        ids = self.tasks.dependents(upstream_task_id)
+        if upstream is not None:
+            ids = [*ids, *upstream.fan_in_dependents]
+        return list(dict.fromkeys(ids))
+
     def _start_dependents(self, upstream: Execution) -> None:
         ended_at = upstream.completed_at or self.clock.now()
-        dependents, unreadable = self.tasks.read_many(self.tasks.dependents(upstream.task_id))
+        dependents, unreadable = self.tasks.read_many(self._dependent_ids(upstream.task_id))
         for poison in unreadable:
             logger.warning(
                 "dependent task set aside",
@@ -123,9 +145,13 @@ class FollowUps:
             aside = task_changes.set_aside(self.tasks, poison, poison.reason, self.clock.now())
             if aside and self.metrics:
                 self.metrics.task_set_aside()
+        end = UpstreamEnd(ended_at, upstream.execution_id)
         for task in dependents:
-            if task.upstream_task_id != upstream.task_id:
-                continue  # the index lags behind a PATCH of ``after``
+            # The index lags behind a PATCH of ``after``: each dependent decides.
+            counted = self._counted(task, upstream, end)
+            if counted is None:
+                continue
+            task = counted
             execution_id = downstream_execution_id(task.task_id, upstream.execution_id)
             if task.status is not TaskStatus.ACTIVE:
                 skipped = transitions.record_skipped(
@@ -144,9 +170,52 @@ class FollowUps:
                     execution_id=execution_id,
                     task_id=task.task_id,
                     scheduled_at=ended_at,
-                    upstream=Upstream(upstream.execution_id, upstream.result or ResultSummary()),
+                    upstream=self._ends(task, upstream),
                 ),
             )
+
+    def _ends(self, task: Task, upstream: Execution) -> Upstream:
+        """What the run is told of the ends that started it: ``upstream``'s, and for a
+        fan-in the others of its set, each read from its execution record."""
+        others: list[Upstream] = []
+        ends = task.fan_in.ends if task.fan_in is not None else {}
+        for upstream_id in getattr(task.schedule, "upstream_task_ids", ()):
+            end = ends.get(upstream_id)
+            if end is not None and end.execution_id != upstream.execution_id:
+                other = self.executions.get(end.execution_id)
+                result = other.result if other is not None else None
+                status = other.status.value if other is not None else None
+                others.append(Upstream(end.execution_id, result or ResultSummary(), status))
+        return Upstream(
+            upstream.execution_id,
+            upstream.result or ResultSummary(),
+            upstream.status.value,
+            tuple(others),
+        )
+
+    def _counted(self, task: Task, upstream: Execution, end: UpstreamEnd) -> Task | None:
+        """The dependent as written if ``upstream``'s end starts a run of ``task``
+        (``domain.tasks.fan_in``), else None.
+        A fan-in's progress is written with the version read; of two ends racing to
+        complete its set, one write fires it and the other, read again, finds it
+        fired. Raises after ``MAX_SLOT_ATTEMPTS`` lost races: the follow-up lease
+        stays, and the reaper repeats it."""
+        for _ in range(MAX_SLOT_ATTEMPTS):
+            step = fan_in.on_upstream_end(task, upstream.task_id, end, upstream.status.value)
+            if step.updated is None:
+                return task if step.starts_run else None
+            now = self.clock.now()
+            placement = self.sharding.place_task(step.updated, now)
+            if self.tasks.replace(step.updated, placement, task_transitions.replace(task.version)):
+                return step.updated if step.starts_run else None
+            reread = self.tasks.get(task.task_id)
+            if reread is None:
+                return None
+            task = reread
+        raise RuntimeError(
+            f"fan-in of task {task.task_id!r}: lost {MAX_SLOT_ATTEMPTS} version races "
+            f"recording {upstream.execution_id!r}; the reaper repeats the follow-up"
+        )
 
     def _free_slot(self, execution: Execution) -> Task | None:
         """Let the task run its next scheduled occurrence, if this execution held the

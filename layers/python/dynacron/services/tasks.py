@@ -89,6 +89,9 @@ from dynacron.services.follow_ups import RunStarter
 MAX_BACKFILL = 100
 # A dependency chain (``after``) at most this long; a longer one is refused.
 MAX_CHAIN_LENGTH = 10
+# The tasks upstream of one dependent, over every path (fan-in): each is checked in
+# the write's transaction, which DynamoDB bounds at 100 items.
+MAX_CHAIN_TASKS = 50
 
 
 @dataclasses.dataclass(frozen=True)
@@ -602,38 +605,51 @@ class TaskService:
 
     def _check_chain(self, tenant_id: str, task_id: str, schedule: Schedule) -> dict[str, int]:
         if isinstance(schedule, AfterSchedule):
-            upstream_id = schedule.upstream_task_id
-            # Marked first: a dependent never exists while its upstream is unmarked.
+            # Marked first: a dependent never exists while an upstream is unmarked.
             # The mark is conditional on the owner: another tenant's task is "missing".
-            if not self.tasks.apply(upstream_id, transitions.mark_has_dependents(tenant_id)):
-                raise InvalidRequest("after", f"no task {upstream_id!r} exists")
+            # The first upstream finds it by the dependents index; the others (fan-in,
+            # decision 0058) by the attribute the mark adds.
+            for upstream_id in schedule.upstream_task_ids:
+                follower = None if upstream_id == schedule.upstream_task_id else task_id
+                mark = transitions.mark_has_dependents(tenant_id, fan_in_dependent=follower)
+                if not self.tasks.apply(upstream_id, mark):
+                    raise InvalidRequest("after", f"no task {upstream_id!r} exists")
         return self._chain_versions(tenant_id, task_id, schedule)
 
     def _chain_versions(self, tenant_id: str, task_id: str, schedule: Schedule) -> dict[str, int]:
-        """``after`` names an existing task, and following it never comes back here.
+        """``after`` names existing tasks, and following them never comes back here.
 
-        Returns the version of each task on the chain as read: the write that sets
-        ``after`` is conditional on them, so two changes racing to close a cycle
-        cannot both succeed.
+        Walks every path upstream (fan-in: several, decision 0058), each at most
+        ``MAX_CHAIN_LENGTH`` long and ``MAX_CHAIN_TASKS`` tasks in all. Returns the
+        version of each task on them as read: the write that sets ``after`` is
+        conditional on them, so two changes racing to close a cycle cannot both succeed.
         """
         if not isinstance(schedule, AfterSchedule):
             return {}
         versions: dict[str, int] = {}
-        chain = [task_id]
-        upstream_id: str | None = schedule.upstream_task_id
-        while upstream_id is not None:
-            chain.append(upstream_id)
+        # Depth first, each entry the path from the task to an upstream still to read.
+        paths = [[task_id, upstream_id] for upstream_id in reversed(schedule.upstream_task_ids)]
+        while paths:
+            chain = paths.pop()
+            upstream_id = chain[-1]
             if upstream_id == task_id:
                 raise InvalidRequest("after", f"would make a cycle: {' -> '.join(chain)}")
             if len(chain) > MAX_CHAIN_LENGTH:
                 raise InvalidRequest(
                     "after", f"a dependency chain may be at most {MAX_CHAIN_LENGTH} tasks long"
                 )
+            if upstream_id in versions:
+                continue  # reached by another path: its own upstreams are walked already
+            if len(versions) >= MAX_CHAIN_TASKS:
+                raise InvalidRequest(
+                    "after", f"the tasks upstream may be at most {MAX_CHAIN_TASKS} in all"
+                )
             upstream = self.tasks.get_owned(tenant_id, upstream_id)
             if upstream is None:
                 raise InvalidRequest("after", f"no task {upstream_id!r} exists")
             versions[upstream_id] = upstream.version
-            upstream_id = upstream.upstream_task_id
+            if isinstance(upstream.schedule, AfterSchedule) and upstream.upstream_task_id:
+                paths += [[*chain, u] for u in reversed(upstream.schedule.upstream_task_ids)]
         return versions
 
     def _check_payload_size(self, payload: dict[str, Any]) -> None:

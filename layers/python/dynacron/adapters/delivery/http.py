@@ -32,7 +32,7 @@ from dynacron.adapters.delivery.connections import (
     system_resolver,
 )
 from dynacron.adapters.delivery.python_handlers import PythonDelivery
-from dynacron.adapters.messages import upstream_to_map
+from dynacron.adapters.messages import upstream_to_map, upstreams_to_list
 from dynacron.definitions.callbacks import CALLBACK_TOKEN_HEADER, callback_urls
 from dynacron.domain.clock import Clock
 from dynacron.domain.errors import InvalidRequest
@@ -67,6 +67,7 @@ def request_body(task: Task, dispatch: Dispatch, api_base_url: str | None = None
     }
     if dispatch.upstream is not None:
         body["upstream"] = upstream_to_map(dispatch.upstream)
+        body["upstreams"] = upstreams_to_list(dispatch.upstream)
     if api_base_url:
         # The token-authorised routes: a handler calls them with the token alone.
         body["callbacks"] = callback_urls(api_base_url, dispatch.execution_id)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from dynacron.adapters.delivery.registry import ExecutionContext, HandlerRegistry, PermanentFailure
-from dynacron.adapters.messages import upstream_to_map
+from dynacron.adapters.messages import upstream_to_map, upstreams_to_list
 from dynacron.domain.executions.execution import DeliveryResult, Dispatch
 from dynacron.domain.executions.retry import AttemptFailure
 from dynacron.domain.tasks.task import Task
@@ -72,6 +72,7 @@ class PythonDelivery:
             attempt=dispatch.attempt,
             payload=task.payload,
             upstream=upstream_to_map(dispatch.upstream) if dispatch.upstream else None,
+            upstreams=upstreams_to_list(dispatch.upstream) if dispatch.upstream else None,
         )
         with self._lock:
             earlier = self._overrunning.get(dispatch.execution_id)

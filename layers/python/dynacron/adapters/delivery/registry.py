@@ -36,6 +36,8 @@ class ExecutionContext:
     payload: dict[str, Any]
     # A dependent task's run: the upstream execution id, status_code and excerpt.
     upstream: dict[str, Any] | None = None
+    # Every upstream end that started it (a fan-in's set), each also with task_id, status.
+    upstreams: list[dict[str, Any]] | None = None
 
 
 class PermanentFailure(Exception):

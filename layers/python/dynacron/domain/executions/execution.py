@@ -81,10 +81,19 @@ class HandlerCallRecord:
 
 @dataclass(frozen=True)
 class Upstream:
-    """The upstream execution whose success started a dependent task's execution."""
+    """The upstream execution whose end started a dependent task's execution: with
+    its final ``status`` (None in records written before it was kept), and for a
+    fan-in (decision 0058) the ends of the other upstreams of its set, ``others``."""
 
     execution_id: str
     result: ResultSummary = field(default_factory=ResultSummary)
+    status: str | None = None
+    others: tuple[Upstream, ...] = ()
+
+    @property
+    def ends(self) -> tuple[Upstream, ...]:
+        """Every upstream end that started the run: this one first, then the others."""
+        return (self, *self.others)
 
 
 @dataclass(frozen=True)

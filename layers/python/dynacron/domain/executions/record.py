@@ -114,6 +114,9 @@ def upstream_record(upstream: Upstream | None) -> dict[str, Any] | None:
             "execution_id": upstream.execution_id,
             "status_code": upstream.result.status_code,
             "excerpt": upstream.result.excerpt,
+            "status": upstream.status,
+            # A fan-in's other ends (decision 0058), each as this one.
+            "with": [upstream_record(other) for other in upstream.others] or None,
         }
     )
 
@@ -244,10 +247,13 @@ def upstream_from_record(values: Mapping[str, Any] | None) -> Upstream | None:
     if not values:
         return None
     status_code = values.get("status_code")
+    others = (upstream_from_record(other) for other in values.get("with") or ())
     return Upstream(
         execution_id=values["execution_id"],
         result=ResultSummary(
             status_code=int(status_code) if status_code is not None else None,
             excerpt=values.get("excerpt"),
         ),
+        status=values.get("status"),
+        others=tuple(other for other in others if other is not None),
     )

@@ -71,7 +71,19 @@ def describe(schedule: Schedule) -> str:
         case AfterSchedule(upstream_task_id=""):
             return "The stored schedule cannot be read; PATCH a new one."
         case AfterSchedule():
-            text = f"Once after each successful execution of task {schedule.upstream_task_id}."
+            ends = {
+                "success": "successful execution",
+                "failure": "failed execution",
+                "always": "finished execution",
+            }[schedule.when]
+            if schedule.fans_in:
+                tasks = ", ".join(schedule.upstream_task_ids)
+                text = (
+                    f"Once each time every one of tasks {tasks} has had a {ends} "
+                    "since its last run."
+                )
+            else:
+                text = f"Once after each {ends} of task {schedule.upstream_task_id}."
     window = schedule.window
     if window.start_at is not None:
         text += f" Not before {format_instant(window.start_at)}."

@@ -237,13 +237,38 @@ class FixedDelaySchedule:
         return rate_expression(self.delay_seconds)
 
 
+# Which ends of its upstreams start a dependent (decision 0058): a success, a
+# failure (a dead letter), or either. A skipped execution is neither.
+AfterWhen = Literal["success", "failure", "always"]
+AFTER_WHEN: tuple[AfterWhen, ...] = ("success", "failure", "always")
+# The most upstreams one dependent may name.
+MAX_UPSTREAMS = 10
+
+
 @dataclass(frozen=True)
 class AfterSchedule:
-    """Runs once per successful execution of ``upstream_task_id``; never on its own."""
+    """Runs after its upstreams end (``when``); never on its own.
+
+    One upstream (``upstream_task_id``): once per matching end of it. Several (fan-in,
+    ``also_after`` the others): once each time every upstream has a matching end newer
+    than the dependent's last fan-in (``domain.tasks.fan_in``, decision 0058).
+    """
 
     upstream_task_id: str
     window: Window = field(default_factory=Window)
     kind: Literal["after"] = "after"
+    also_after: tuple[str, ...] = ()
+    when: AfterWhen = "success"
+
+    @property
+    def upstream_task_ids(self) -> tuple[str, ...]:
+        """Every upstream, the first (the dependents index's key) first."""
+        return (self.upstream_task_id, *self.also_after)
+
+    @property
+    def fans_in(self) -> bool:
+        """Whether it waits for several upstreams."""
+        return bool(self.also_after)
 
     def first_run(self, now: datetime) -> datetime | None:
         """None: an upstream success starts each run, never the clock."""
@@ -255,8 +280,8 @@ class AfterSchedule:
 
     @property
     def expression(self) -> str:
-        """The upstream task's id."""
-        return self.upstream_task_id
+        """The upstream tasks' ids, comma-separated."""
+        return ",".join(self.upstream_task_ids)
 
 
 Schedule = CronSchedule | RateSchedule | OneTimeSchedule | FixedDelaySchedule | AfterSchedule

@@ -76,7 +76,8 @@ class TaskChanges:
     rate: str | Unset | None = None
     at: str | Unset | None = None
     fixed_delay: str | Unset | None = None
-    after: str | Unset | None = None
+    after: str | tuple[str, ...] | Unset | None = None
+    when: str | Unset | None = None
     timezone: str | None = None
     dst: DstPolicy | None = None
     anchor: str | None = None
@@ -107,7 +108,7 @@ class TaskChanges:
     @property
     def touches_schedule(self) -> bool:
         """Whether the schedule is rebuilt and ``next_run_at`` recomputed."""
-        qualifiers = (self.timezone, self.dst, self.anchor, self.start_at, self.end_at)
+        qualifiers = (self.timezone, self.dst, self.anchor, self.start_at, self.end_at, self.when)
         return self.reschedule or self.names_kind or any(q is not None for q in qualifiers)
 
 
@@ -181,11 +182,17 @@ def merged(stored: TaskSpec, changes: TaskChanges) -> TaskSpec:
 
     schedule = stored.schedule
     if changes.names_kind:
+        # A new list of upstreams keeps the stored ``when``; another kind drops it.
+        when = schedule.when if changes.after not in (None, UNSET) else None
         schedule = ScheduleSpec(
-            timezone=schedule.timezone, start_at=schedule.start_at, end_at=schedule.end_at
+            timezone=schedule.timezone,
+            start_at=schedule.start_at,
+            end_at=schedule.end_at,
+            when=when,
         )
     schedule = ScheduleSpec(
         **{kind: given(getattr(changes, kind), getattr(schedule, kind)) for kind in SCHEDULE_KINDS},
+        when=given(changes.when, schedule.when),
         timezone=given(changes.timezone, schedule.timezone),
         dst=given(changes.dst, schedule.dst),
         anchor=given(changes.anchor, schedule.anchor),

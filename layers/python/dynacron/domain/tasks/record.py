@@ -27,7 +27,9 @@ from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.domain.schedules.calendars import rule_from_map, rule_to_map
 from dynacron.domain.schedules.expressions import (
+    AFTER_WHEN,
     AfterSchedule,
+    AfterWhen,
     CronSchedule,
     FixedDelaySchedule,
     OneTimeSchedule,
@@ -43,9 +45,11 @@ from dynacron.domain.tasks.task import (
     DEFAULT_CATCHUP_WINDOW_SECONDS,
     CatchUp,
     CatchUpPolicy,
+    FanInState,
     Overlap,
     Task,
     TaskStatus,
+    UpstreamEnd,
 )
 from dynacron.domain.tasks.transitions import NOTIFY_STATE
 
@@ -94,7 +98,14 @@ def schedule_to_map(schedule: Schedule) -> dict[str, Any]:
         case FixedDelaySchedule():
             return {"kind": "fixed_delay", "delay_seconds": schedule.delay_seconds, **window}
         case AfterSchedule():
-            return {"kind": "after", "upstream_task_id": schedule.upstream_task_id, **window}
+            return {
+                "kind": "after",
+                "upstream_task_id": schedule.upstream_task_id,
+                # Fan-in (decision 0058); left out for one upstream on success, as before.
+                "also_after": list(schedule.also_after) or None,
+                "when": None if schedule.when == "success" else schedule.when,
+                **window,
+            }
     raise ValueError(f"unknown schedule {schedule!r}")
 
 
@@ -128,8 +139,71 @@ def schedule_from_map(values: dict[str, Any]) -> Schedule:
         case "fixed_delay":
             return FixedDelaySchedule(delay_seconds=int(values["delay_seconds"]), window=window)
         case "after":
-            return AfterSchedule(upstream_task_id=values["upstream_task_id"], window=window)
+            return AfterSchedule(
+                upstream_task_id=values["upstream_task_id"],
+                also_after=tuple(str(v) for v in values.get("also_after") or ()),
+                when=_after_when(values.get("when") or "success"),
+                window=window,
+            )
     raise ValueError(f"unknown schedule kind {values['kind']!r}")
+
+
+def _after_when(value: Any) -> AfterWhen:
+    if value not in AFTER_WHEN:
+        raise ValueError(f"unknown 'when' {value!r}")
+    return value  # type: ignore[no-any-return]
+
+
+# Fan-in (decision 0058): an upstream names each dependent that follows it after
+# another first upstream in an attribute of its own, which one conditional write
+# adds without reading the others.
+FAN_IN_DEPENDENT_PREFIX = "dependent#"
+
+
+def fan_in_dependent_attribute(dependent_task_id: str) -> str:
+    """The upstream's attribute that names ``dependent_task_id`` as following it."""
+    return f"{FAN_IN_DEPENDENT_PREFIX}{dependent_task_id}"
+
+
+def _end_to_map(end: UpstreamEnd | None) -> dict[str, str] | None:
+    if end is None:
+        return None
+    return {"completed_at": format_instant(end.completed_at), "execution_id": end.execution_id}
+
+
+def _end_from_map(values: Any) -> UpstreamEnd | None:
+    if not values:
+        return None
+    return UpstreamEnd(parse_instant(values["completed_at"]), str(values["execution_id"]))
+
+
+def fan_in_to_map(state: FanInState | None) -> dict[str, Any] | None:
+    """A fan-in dependent's progress as the record keeps it."""
+    if state is None:
+        return None
+    stored: dict[str, Any] = {
+        "ends": {upstream: _end_to_map(end) for upstream, end in state.ends.items()}
+    }
+    for name, end in (("fired", state.fired), ("through", state.through)):
+        if end is not None:
+            stored[name] = _end_to_map(end)
+    return stored
+
+
+def fan_in_from_map(values: Any) -> FanInState | None:
+    """A fan-in dependent's progress as ``fan_in_to_map`` stored it."""
+    if not values:
+        return None
+    ends = {
+        str(upstream): end
+        for upstream, stored in (values.get("ends") or {}).items()
+        if (end := _end_from_map(stored)) is not None
+    }
+    return FanInState(
+        ends=ends,
+        fired=_end_from_map(values.get("fired")),
+        through=_end_from_map(values.get("through")),
+    )
 
 
 def retry_to_map(policy: RetryPolicy) -> dict[str, int]:
@@ -237,6 +311,9 @@ def task_record(task: Task) -> dict[str, Any]:
         # Notifications (decision 0057): left out for a task that asks for none.
         NOTIFY: notify_to_map(task.notify),
         NOTIFY_STATE: state_to_map(task.notification_state),
+        # Fan-in (decision 0058): a dependent's progress, an upstream's dependents.
+        "fan_in": fan_in_to_map(task.fan_in),
+        **{fan_in_dependent_attribute(d): True for d in task.fan_in_dependents},
     }
 
 
@@ -280,6 +357,14 @@ def task_from_record(values: dict[str, Any]) -> Task:
         calendars=rule_from_map(values.get("calendars")),
         notify=notify_from_map(values.get(NOTIFY)),
         notification_state=state_from_map(values.get(NOTIFY_STATE)),
+        fan_in=fan_in_from_map(values.get("fan_in")),
+        fan_in_dependents=tuple(
+            sorted(
+                name.removeprefix(FAN_IN_DEPENDENT_PREFIX)
+                for name in values
+                if name.startswith(FAN_IN_DEPENDENT_PREFIX)
+            )
+        ),
     )
 
 

@@ -21,7 +21,9 @@ from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.instants import format_instant
 from dynacron.domain.schedules.calendars import NO_CALENDARS, CalendarRule
 from dynacron.domain.schedules.expressions import (
+    AFTER_WHEN,
     GRID_KINDS,
+    MAX_UPSTREAMS,
     AfterSchedule,
     CronSchedule,
     FixedDelaySchedule,
@@ -64,7 +66,10 @@ class ScheduleSpec:
     rate: str | None = None
     at: str | None = None
     fixed_delay: str | None = None
-    after: str | None = None
+    # One upstream task's id, or a list of them (fan-in, decision 0058).
+    after: str | tuple[str, ...] | None = None
+    # Which of the upstreams' ends count: "success" (None), "failure" or "always".
+    when: str | None = None
     timezone: str = "UTC"
     dst: DstPolicy | None = None
     anchor: str | None = None
@@ -154,7 +159,10 @@ def spec_of(task: Task) -> TaskSpec:
     elif isinstance(schedule, FixedDelaySchedule):
         texts = {"fixed_delay": schedule.expression}
     else:
-        texts = {"after": schedule.upstream_task_id}
+        texts = {
+            "after": schedule.upstream_task_ids if schedule.fans_in else schedule.upstream_task_id,
+            "when": None if schedule.when == "success" else schedule.when,
+        }
     catchup = task.catchup
     return TaskSpec(
         schedule=ScheduleSpec(
@@ -182,6 +190,26 @@ def spec_of(task: Task) -> TaskSpec:
     )
 
 
+def _after_schedule(after: str | tuple[str, ...], when: str | None, window: Window) -> Schedule:
+    """One upstream or several (fan-in, decision 0058), each named once, and ``when``."""
+    given = (after,) if isinstance(after, str) else tuple(after)
+    upstreams = tuple(dict.fromkeys(given))
+    if not upstreams or not all(isinstance(u, str) and u for u in upstreams):
+        raise InvalidRequest("after", "give a task id, or a list of 1 to 10 task ids")
+    if len(upstreams) != len(given):
+        raise InvalidRequest("after", "names a task more than once")
+    if len(upstreams) > MAX_UPSTREAMS:
+        raise InvalidRequest("after", f"names more than {MAX_UPSTREAMS} tasks")
+    if when is not None and when not in AFTER_WHEN:
+        raise InvalidRequest("when", f"give one of {', '.join(map(repr, AFTER_WHEN))}")
+    return AfterSchedule(
+        upstream_task_id=upstreams[0],
+        also_after=upstreams[1:],
+        when=when or "success",
+        window=window,
+    )
+
+
 def build_schedule(spec: ScheduleSpec, now: datetime, seed: str) -> Schedule:
     """The schedule ``spec`` describes, checked; ``seed`` spreads a cron's ``H`` fields."""
     given = spec.kinds_given()
@@ -198,9 +226,11 @@ def build_schedule(spec: ScheduleSpec, now: datetime, seed: str) -> Schedule:
         raise InvalidRequest(
             "dst", "applies to 'cron' and 'at'; a rate counts elapsed time, unmoved by DST"
         )
+    if spec.when is not None and spec.after is None:
+        raise InvalidRequest("when", "applies to 'after' schedules only")
     window = _window_of(spec)
     if spec.after is not None:
-        return AfterSchedule(upstream_task_id=spec.after, window=window)
+        return _after_schedule(spec.after, spec.when, window)
     if spec.fixed_delay is not None:
         return parse_fixed_delay(spec.fixed_delay, window)
     if spec.cron is not None:

@@ -81,6 +81,27 @@ class CatchUpPolicy:
     window_seconds: int = DEFAULT_CATCHUP_WINDOW_SECONDS
 
 
+@dataclass(frozen=True, order=True)
+class UpstreamEnd:
+    """An upstream execution's end, as a fan-in counts it: ordered by when it ended
+    (the finisher's clock), then by id (two ends in one millisecond)."""
+
+    completed_at: datetime
+    execution_id: str
+
+
+@dataclass(frozen=True)
+class FanInState:
+    """A fan-in dependent's progress (``domain.tasks.fan_in``): the newest matching
+    end of each upstream; of its last run, ``fired``, the end whose write completed
+    the set (the run's id is derived from it), and ``through``, the newest end of
+    that set, which each end of the next set must be newer than."""
+
+    ends: dict[str, UpstreamEnd] = field(default_factory=dict)
+    fired: UpstreamEnd | None = None
+    through: UpstreamEnd | None = None
+
+
 @dataclass(frozen=True)
 class Task:
     """A task runs exactly one of an HTTP handler (``handler_url``), a registered
@@ -130,6 +151,11 @@ class Task:
     # and what its notifications counted and sent so far.
     notify: NotifySettings = NO_NOTIFY
     notification_state: NotificationState = NO_NOTIFICATIONS
+    # Fan-in (decision 0058). On a dependent of several upstreams: the ends it has
+    # counted since its last run. On an upstream: the dependents that name it after
+    # their first upstream (the dependents index holds only the first).
+    fan_in: FanInState | None = None
+    fan_in_dependents: tuple[str, ...] = ()
 
     @property
     def timezone(self) -> str:

@@ -27,7 +27,7 @@ from dynacron.domain.conditions import (
 )
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.claiming import Claim
-from dynacron.domain.tasks.record import SKIPS
+from dynacron.domain.tasks.record import SKIPS, fan_in_dependent_attribute
 from dynacron.domain.tasks.skips import skips_to_list
 from dynacron.domain.tasks.task import TaskStatus
 
@@ -162,13 +162,18 @@ def set_aside_attempts(
 
 
 @names_move("mark_has_dependents")
-def mark_has_dependents(tenant_id: str) -> Transition:
+def mark_has_dependents(tenant_id: str, *, fan_in_dependent: str | None = None) -> Transition:
     """Note that some task runs after this one. Expects the task to be ``tenant_id``'s;
     bumps the version, so that a whole-task write based on an older read is refused
-    rather than erasing the mark."""
+    rather than erasing the mark. With ``fan_in_dependent``, also names that task as
+    one following it after another first upstream (decision 0058): the dependents
+    index holds only a dependent's first upstream."""
+    sets: dict[str, Any] = {HAS_DEPENDENTS: True}
+    if fan_in_dependent is not None:
+        sets[fan_in_dependent_attribute(fan_in_dependent)] = True
     return Transition(
         expects=Equals(TENANT_ID, tenant_id),
-        sets={HAS_DEPENDENTS: True},
+        sets=sets,
         computes={VERSION: Plus(VERSION, 1)},
     )
 

@@ -1,0 +1,191 @@
+"""Fan-in (decision 0058) over every store: a dependent of two upstreams, whose ends
+are recorded by two finishers racing on its record, runs exactly once per set;
+the records that carry it (the upstream's list of fan-in dependents, the
+dependent's progress) survive the store's own writes."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from dynacron.domain.clock import SettableClock
+from dynacron.domain.executions.execution import Execution, ExecutionStatus, LeaseTerms
+from dynacron.domain.schedules.expressions import AfterSchedule
+from dynacron.domain.tasks import transitions
+from dynacron.domain.tasks.task import Task, downstream_execution_id
+from dynacron.ports import AdapterSet, TaskStore
+from dynacron.services.follow_ups import FollowUps, RunStarter
+from tests.contract.builders import ROOMY, SHARDING, START, a_task
+
+SECOND = timedelta(seconds=1)
+TERMS = LeaseTerms(
+    running=timedelta(minutes=5),
+    awaiting_callback=timedelta(hours=1),
+    pickup_grace=timedelta(minutes=5),
+    clock_skew=timedelta(seconds=5),
+)
+
+
+class RacingTasks:
+    """The task store, but the first read of ``task_id`` lets ``competitor`` run
+    right after it: a second finisher that writes in between this one's read and
+    its write."""
+
+    def __init__(self, store: TaskStore, task_id: str) -> None:
+        self._store = store
+        self._task_id = task_id
+        self.competitor: Any = None
+
+    def _race(self, task_ids: Any) -> None:
+        if self.competitor is not None and self._task_id in list(task_ids):
+            competitor, self.competitor = self.competitor, None
+            competitor()
+
+    def read_many(self, task_ids: Any) -> Any:
+        task_ids = list(task_ids)
+        read = self._store.read_many(task_ids)
+        self._race(task_ids)
+        return read
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def follow_ups(adapters: AdapterSet, clock: SettableClock, tasks: Any = None) -> FollowUps:
+    starter = RunStarter(
+        executions=adapters.executions, queue=adapters.queue, clock=clock, lease_terms=TERMS
+    )
+    return FollowUps(
+        tasks=tasks or adapters.tasks,
+        executions=adapters.executions,
+        starter=starter,
+        sharding=SHARDING,
+        clock=clock,
+    )
+
+
+def ended(
+    task_id: str, at: datetime, status: ExecutionStatus = ExecutionStatus.SUCCEEDED
+) -> Execution:
+    return Execution(
+        execution_id=f"{task_id}_{at:%Y%m%dT%H%M%S%f}",
+        task_id=task_id,
+        scheduled_at=at,
+        status=status,
+        attempt=1,
+        started_at=at,
+        completed_at=at,
+    )
+
+
+def registered(adapters: AdapterSet, when: str = "success") -> Task:
+    """Upstreams a and b, and "joined" after both, registered as the API does."""
+    tasks = adapters.tasks
+    for upstream in ("a", "b"):
+        tasks.create_within_quota(a_task(upstream), None, ROOMY, f"secret-{upstream}")
+    joined = a_task(
+        "joined",
+        due=None,
+        schedule=AfterSchedule(upstream_task_id="a", also_after=("b",), when=when),  # type: ignore[arg-type]
+    )
+    assert tasks.apply("a", transitions.mark_has_dependents(joined.tenant_id))
+    assert tasks.apply(
+        "b", transitions.mark_has_dependents(joined.tenant_id, fan_in_dependent="joined")
+    )
+    tasks.create_within_quota(joined, None, ROOMY, "secret-joined")
+    return joined
+
+
+def runs_of(adapters: AdapterSet, *upstreams: Execution) -> list[str]:
+    """Which of the runs the upstreams' ends could have started exist."""
+    candidates = [downstream_execution_id("joined", u.execution_id) for u in upstreams]
+    return [c for c in candidates if adapters.executions.get(c) is not None]
+
+
+def test_the_upstream_names_its_fan_in_dependent_and_keeps_it_across_writes(
+    adapters: AdapterSet,
+) -> None:
+    registered(adapters)
+    # The first upstream finds it by the dependents index; the second by its record
+    assert adapters.tasks.dependents("a") == ["joined"]
+    b = adapters.tasks.get("b")
+    assert b is not None
+    assert b.has_dependents
+    assert b.fan_in_dependents == ("joined",)
+    # A whole-task write of the upstream (a PATCH, a slot freed) keeps the list
+    changed = dataclasses.replace(b, name="renamed", version=b.version + 1)
+    assert adapters.tasks.replace(changed, None, transitions.replace(b.version))
+    again = adapters.tasks.get("b")
+    assert again is not None
+    assert again.fan_in_dependents == ("joined",)
+
+
+@pytest.mark.parametrize("same_instant", [False, True], ids=["apart", "same-millisecond"])
+def test_two_finishers_racing_on_the_last_two_ends_start_one_run(
+    adapters: AdapterSet, clock: SettableClock, same_instant: bool
+) -> None:
+    # Given a dependent of a and b, and an end of each (at the same instant, or apart)
+    registered(adapters)
+    end_a = ended("a", START + SECOND)
+    end_b = ended("b", START + (SECOND if same_instant else 2 * SECOND))
+    # And the finisher of b writing between the finisher of a's read and its write
+    racing = RacingTasks(adapters.tasks, "joined")
+    first = follow_ups(adapters, clock, racing)
+    second = follow_ups(adapters, clock)
+    racing.competitor = lambda: second.follow_up(end_b)
+
+    # When both follow their ends up
+    first.follow_up(end_a)
+
+    # Then the dependent ran exactly once, started by the end whose write completed the set
+    assert runs_of(adapters, end_a, end_b) == [
+        downstream_execution_id("joined", end_a.execution_id)
+    ]
+    joined = adapters.tasks.get("joined")
+    assert joined is not None
+    assert joined.fan_in is not None
+    assert joined.fan_in.fired is not None
+    assert joined.fan_in.fired.execution_id == end_a.execution_id
+    # And both follow-ups repeated (the reaper's replay) start nothing more
+    second.follow_up(end_b)
+    first.follow_up(end_a)
+    assert len(runs_of(adapters, end_a, end_b)) == 1
+
+
+def test_one_end_alone_starts_nothing_and_the_next_set_must_be_newer(
+    adapters: AdapterSet, clock: SettableClock
+) -> None:
+    registered(adapters)
+    finisher = follow_ups(adapters, clock)
+    a1, b1 = ended("a", START + SECOND), ended("b", START + 2 * SECOND)
+    finisher.follow_up(a1)
+    assert runs_of(adapters, a1) == []
+    finisher.follow_up(b1)
+    assert runs_of(adapters, a1, b1) == [downstream_execution_id("joined", b1.execution_id)]
+    # A second end of a alone starts nothing; an end of b from before the run neither
+    a2 = ended("a", START + 3 * SECOND)
+    late_b = dataclasses.replace(ended("b", START + SECOND), execution_id="b_late")
+    finisher.follow_up(a2)
+    finisher.follow_up(late_b)
+    assert runs_of(adapters, a2, late_b) == []
+    # A newer end of b completes the second set
+    b2 = ended("b", START + 4 * SECOND)
+    finisher.follow_up(b2)
+    assert runs_of(adapters, a2, b2) == [downstream_execution_id("joined", b2.execution_id)]
+
+
+def test_when_failure_counts_dead_letters_and_not_successes(
+    adapters: AdapterSet, clock: SettableClock
+) -> None:
+    registered(adapters, when="failure")
+    finisher = follow_ups(adapters, clock)
+    a_ok, b_failed = ended("a", START + SECOND), ended("b", START + SECOND, ExecutionStatus.FAILED)
+    finisher.follow_up(a_ok)
+    finisher.follow_up(b_failed)
+    assert runs_of(adapters, a_ok, b_failed) == []
+    a_failed = ended("a", START + 2 * SECOND, ExecutionStatus.FAILED)
+    finisher.follow_up(a_failed)
+    assert runs_of(adapters, a_failed) == [downstream_execution_id("joined", a_failed.execution_id)]
