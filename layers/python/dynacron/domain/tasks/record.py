@@ -51,13 +51,14 @@ from dynacron.domain.tasks.task import (
     TaskStatus,
     UpstreamEnd,
 )
-from dynacron.domain.tasks.transitions import NOTIFY_STATE
 
 # Attributes the stores index (the AWS resources name the same ones).
 AFTER_TASK_ID = "after_task_id"
 TAGS = "tags"
 SKIPS = "skips"
 NOTIFY = "notify"
+# What its notifications counted and sent (decision 0057); a transition of its own.
+NOTIFY_STATE = "notify_state"
 
 
 def _optional_instant(value: Any) -> str | None:

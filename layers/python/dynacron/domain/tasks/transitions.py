@@ -27,7 +27,7 @@ from dynacron.domain.conditions import (
 )
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.claiming import Claim
-from dynacron.domain.tasks.record import SKIPS, fan_in_dependent_attribute
+from dynacron.domain.tasks.record import NOTIFY_STATE, SKIPS, fan_in_dependent_attribute
 from dynacron.domain.tasks.skips import skips_to_list
 from dynacron.domain.tasks.task import TaskStatus
 
@@ -176,10 +176,6 @@ def mark_has_dependents(tenant_id: str, *, fan_in_dependent: str | None = None) 
         sets=sets,
         computes={VERSION: Plus(VERSION, 1)},
     )
-
-
-# What a task's notifications counted and sent (``domain.executions.notifications``).
-NOTIFY_STATE = "notify_state"
 
 
 @names_move("record_notifications")
