@@ -8,6 +8,10 @@ resource changes nothing. If it never arrives, the tracked lease runs out and th
 reaper asks ``overdue``: the run is described once, as the task's role; still
 running, the lease is extended by ``CHECK_AFTER``; ended, the execution ends as
 it did.
+
+Local mode's emulator emits no events: there ``look_at_running`` describes the
+running tracked runs every few seconds and feeds each end it finds to ``ended``,
+the path an event takes. Deployed, nothing polls: the events end the runs.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -35,6 +40,10 @@ from dynacron.ports.runs import RunDescriber, RunDescriptionFailed
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
 logger = logging.getLogger("dynacron")
+
+# A tracked lease ends at most ``CHECK_AFTER`` from its last renewal: every running
+# tracked run's lease ends before now plus this.
+_EVERY_TRACKED_LEASE = CHECK_AFTER + timedelta(minutes=5)
 
 
 class Tracked(StrEnum):
@@ -81,6 +90,35 @@ class CompletionTracker:
         if target is None or not target.tracked or target.arn != end.resource_arn:
             return Tracked.STALE
         return self._end(execution, end)
+
+    def look_at_running(self, limit: int = 100) -> list[str]:
+        """Describe the running tracked runs (at most ``limit`` leases looked at a
+        shard) and end the executions of those that ended, as their events would:
+        local mode's stand-in for the events its emulator never emits. Says what
+        each ended run came to."""
+        if self.describer is None:
+            return []
+        said: list[str] = []
+        horizon = self.clock.now() + _EVERY_TRACKED_LEASE
+        for shard in range(self.executions.lease_shards):
+            for execution_id in self.executions.expired_leases(shard, horizon, limit):
+                execution = self.executions.get(execution_id)
+                if execution is None or not self._waiting(execution, execution.attempt):
+                    continue
+                task = self.tasks.get(execution.task_id)
+                if task is None or task.target is None or not task.target.tracked:
+                    continue
+                try:
+                    state = self.describer.describe(task, execution)
+                except RunDescriptionFailed as error:
+                    logger.info(
+                        "tracked run not described; looked at again",
+                        extra={"execution_id": execution_id, "reason": error.reason},
+                    )
+                    continue
+                if isinstance(state, RunEnd):
+                    said.append(self.ended(state))
+        return said
 
     def overdue(self, execution: Execution) -> str | None:
         """The reaper found ``execution``'s lease run out: if it is a tracked run's,
