@@ -183,6 +183,7 @@ def test_a_tracked_state_machine_keeps_its_execution_running_until_its_event_end
     states = boto3.client("stepfunctions", region_name=REGION)
     (run,) = states.list_executions(stateMachineArn=machine)["executions"]
     assert run["name"] == f"{running.execution_id}-1"
+    assert running.run_arn == run["executionArn"]
 
     # When the state machine's SUCCEEDED event arrives three hours later, twice
     clock.set(started_at + THREE_HOURS)
@@ -299,6 +300,29 @@ def test_an_event_of_another_resource_or_no_end_changes_nothing(
     assert system.completions(foreign, None) == {"outcome": "STALE"}
     assert system.completions(starting, None) == {"outcome": "NOT_AN_END"}
     assert only_execution(system, task.task_id).status is ExecutionStatus.RUNNING
+
+
+def test_a_forged_event_for_another_run_of_the_same_state_machine_changes_nothing(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, roles: Roles
+) -> None:
+    # Given a tracked run on a state machine others may start runs of too
+    machine = state_machine(roles)
+    task = register(system, {"arn": machine, "role_arn": roles.role_arn})
+    running = run_due(system, aws, clock, task)
+    now = clock.now()
+    name = f"{running.execution_id}-1"
+    # When an event names this execution and attempt, but another run's ARN
+    forged = step_functions_event(machine, name, "SUCCEEDED", now, now)
+    forged["detail"]["executionArn"] = machine.replace(":stateMachine:", ":execution:") + ":other"
+
+    # Then it ends nothing: only the run the attempt started may end it
+    assert system.completions(forged, None) == {"outcome": "STALE"}
+    still = only_execution(system, task.task_id)
+    assert still.status is ExecutionStatus.RUNNING
+    assert still.run_arn == running.run_arn
+    # and the true run's event still does
+    true_end = step_functions_event(machine, name, "FAILED", now, now, error="E", cause="c")
+    assert system.completions(true_end, None)["outcome"] != "STALE"
 
 
 def test_a_lost_event_is_recovered_by_the_reaper_describing_the_run(

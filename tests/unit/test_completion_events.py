@@ -74,6 +74,7 @@ def test_a_timed_out_execution_fails_with_its_error_cause_and_duration() -> None
     detail = {
         "name": f"{EXECUTION_ID}-3",
         "stateMachineArn": MACHINE,
+        "executionArn": f"{MACHINE}:{EXECUTION_ID}-3".replace(":stateMachine:", ":execution:"),
         "status": "TIMED_OUT",
         "startDate": int(started.timestamp() * 1000),
         "stopDate": int((started + timedelta(hours=2, seconds=5)).timestamp() * 1000),
@@ -89,6 +90,7 @@ def test_a_timed_out_execution_fails_with_its_error_cause_and_duration() -> None
         execution_id=EXECUTION_ID,
         attempt=3,
         resource_arn=MACHINE,
+        run_arn=f"{MACHINE}:{EXECUTION_ID}-3".replace(":stateMachine:", ":execution:"),
         succeeded=False,
         summary="the state machine execution TIMED_OUT: States.Timeout: no cause given",
         duration=timedelta(hours=2, seconds=5),

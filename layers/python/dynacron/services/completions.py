@@ -85,6 +85,11 @@ class CompletionTracker:
             execution = None
         if execution is None or not self._waiting(execution, end.attempt):
             return Tracked.STALE
+        # Only the run the attempt started: on a shared state machine or cluster,
+        # an event forged for it, or another run named like it, ends nothing.
+        # (An attempt accepted before run ARNs were recorded has none to compare.)
+        if execution.run_arn is not None and end.run_arn != execution.run_arn:
+            return Tracked.STALE
         task = self.tasks.get(execution.task_id)
         target = task.target if task is not None else None
         if target is None or not target.tracked or target.arn != end.resource_arn:

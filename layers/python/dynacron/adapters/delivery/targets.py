@@ -27,7 +27,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from dynacron.adapters.delivery.target_calls import (
     answer_of,
+    execution_arn,
     failure_of,
+    run_arn_of,
     target_call,
     tracked_answer,
 )
@@ -224,7 +226,9 @@ class TargetDelivery:
                 started = DeliveryResult.succeeded(
                     None, f"execution {call.parameters['name']} was started by an earlier attempt"
                 )
-                return tracked_answer(started) if target.tracked else started
+                if not target.tracked:
+                    return started
+                return tracked_answer(started, execution_arn(target.arn, call.parameters["name"]))
             return DeliveryResult.failed(
                 failure_of(error, operation),
                 error.response.get("ResponseMetadata", {}).get("HTTPStatusCode"),
@@ -232,7 +236,7 @@ class TargetDelivery:
         except BotoCoreError as error:
             return DeliveryResult.failed(failure_of(error, operation))
         answer = answer_of(call, response)
-        return tracked_answer(answer) if target.tracked else answer
+        return tracked_answer(answer, run_arn_of(call, response)) if target.tracked else answer
 
 
 def _operation_name(snake: str) -> str:

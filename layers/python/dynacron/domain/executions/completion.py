@@ -78,6 +78,9 @@ class RunEnd:
     attempt: int
     # The state machine's or the cluster's ARN: the task's target must name it.
     resource_arn: str
+    # The run's own ARN (the state machine execution's, the ECS task's): the one the
+    # attempt recorded when it started it, or the end is not its run's.
+    run_arn: str
     succeeded: bool
     # Why it failed (the state machine's error and cause; the containers' exit
     # codes and the stopped reason), or what it came to (its output).
@@ -150,6 +153,7 @@ def _state_machine_end(detail: Mapping[str, Any]) -> RunEnd | None:
         execution_id=execution_id,
         attempt=attempt,
         resource_arn=str(detail.get("stateMachineArn", "")),
+        run_arn=str(detail.get("executionArn", "")),
         succeeded=status == "SUCCEEDED",
         summary=summary,
         duration=_between(detail.get("startDate"), detail.get("stopDate")),
@@ -178,6 +182,7 @@ def _ecs_task_end(detail: Mapping[str, Any]) -> RunEnd | None:
         execution_id=execution_id,
         attempt=attempt,
         resource_arn=str(detail.get("clusterArn", "")),
+        run_arn=str(detail.get("taskArn", "")),
         succeeded=succeeded,
         summary=summary,
         duration=_between(
