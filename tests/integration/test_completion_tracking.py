@@ -182,7 +182,7 @@ def test_a_tracked_state_machine_keeps_its_execution_running_until_its_event_end
     assert running.lease_until == started_at + CHECK_AFTER
     states = boto3.client("stepfunctions", region_name=REGION)
     (run,) = states.list_executions(stateMachineArn=machine)["executions"]
-    assert run["name"] == f"{running.execution_id}-1"
+    assert run["name"] == f"dynacron-{running.execution_id}-1"
     assert running.run_arn == run["executionArn"]
 
     # When the state machine's SUCCEEDED event arrives three hours later, twice
@@ -214,7 +214,7 @@ def test_a_failed_state_machine_says_its_error_and_cause(
     said = system.completions(
         step_functions_event(
             machine,
-            f"{running.execution_id}-1",
+            f"dynacron-{running.execution_id}-1",
             "FAILED",
             now,
             now + timedelta(minutes=4, seconds=2),
@@ -246,7 +246,7 @@ def test_a_three_hour_ecs_task_exiting_1_is_retried_then_dead_lettered(
     task = register(system, target, retry={"max_attempts": 2, "base_delay_seconds": 1})
     running = run_due(system, aws, clock, task)
     (first_run,) = ecs_tasks(cluster)
-    assert first_run["startedBy"] == f"{running.execution_id.replace('.', '/')}-1"
+    assert first_run["startedBy"] == f"dynacron-{running.execution_id.replace('.', '/')}-1"
 
     # When its task stops after three hours with exit code 1
     began = clock.now()
@@ -265,7 +265,7 @@ def test_a_three_hour_ecs_task_exiting_1_is_retried_then_dead_lettered(
     assert run_batch(system, sent_later(system, aws)) == {"batchItemFailures": []}
     assert only_execution(system, task.task_id).status is ExecutionStatus.RUNNING
     second_run = next(t for t in ecs_tasks(cluster) if t["taskArn"] != first_run["taskArn"])
-    assert second_run["startedBy"] == f"{running.execution_id.replace('.', '/')}-2"
+    assert second_run["startedBy"] == f"dynacron-{running.execution_id.replace('.', '/')}-2"
 
     # And a late copy of the first attempt's end changes nothing
     assert system.completions(first_end, None) == {"outcome": "STALE"}
@@ -291,7 +291,7 @@ def test_an_event_of_another_resource_or_no_end_changes_nothing(
     task = register(system, {"arn": machine, "role_arn": roles.role_arn})
     running = run_due(system, aws, clock, task)
     now = clock.now()
-    name = f"{running.execution_id}-1"
+    name = f"dynacron-{running.execution_id}-1"
     # Another tenant's state machine, its execution named after this one
     elsewhere = machine.replace(":etl", ":copycat")
     foreign = step_functions_event(elsewhere, name, "FAILED", now, now)
@@ -310,7 +310,7 @@ def test_a_forged_event_for_another_run_of_the_same_state_machine_changes_nothin
     task = register(system, {"arn": machine, "role_arn": roles.role_arn})
     running = run_due(system, aws, clock, task)
     now = clock.now()
-    name = f"{running.execution_id}-1"
+    name = f"dynacron-{running.execution_id}-1"
     # When an event names this execution and attempt, but another run's ARN
     forged = step_functions_event(machine, name, "SUCCEEDED", now, now)
     forged["detail"]["executionArn"] = machine.replace(":stateMachine:", ":execution:") + ":other"

@@ -34,6 +34,9 @@ ECS_SOURCE = "aws.ecs"
 # tests/unit/test_completion_events.py). A state machine execution in these has ended.
 STEP_FUNCTIONS_ENDED = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 ECS_ENDED = "STOPPED"
+# Every tracked run's name starts so: the stack's rules match only names with it,
+# so the ends of the account's other runs invoke nothing.
+RUN_NAME_PREFIX = "dynacron-"
 # ECS's bound on the name a run carries (a state machine's: targets.STATE_MACHINE_NAME_CHARS).
 ECS_STARTED_BY_CHARS = 128
 REASON_LIMIT = 900
@@ -42,13 +45,13 @@ _STARTED_BY = re.compile(r"[^A-Za-z0-9_/-]")
 
 
 def run_name(execution_id: str, attempt: int, *, ecs: bool) -> str:
-    """The name a tracked attempt's run carries: ``EXECUTION-ID-ATTEMPT`` (a state
+    """The name a tracked attempt's run carries: ``dynacron-EXECUTION-ID-ATTEMPT`` (a state
     machine execution's name; an ECS task's ``startedBy``, where ``.``, which ECS
     refuses, is written ``/``). An id the service cannot carry so, for its
     characters or length, is shortened with a hash of the whole: its events then
     name no execution, and the reaper's look finds its end (decision 0049).
     Each attempt starts its own run: a retry must not find the failed one."""
-    text = f"{execution_id}-{attempt}"
+    text = f"{RUN_NAME_PREFIX}{execution_id}-{attempt}"
     if not ecs:
         return service_token(text, STATE_MACHINE_NAME_CHARS)
     if "/" not in text:
@@ -62,7 +65,9 @@ def run_name(execution_id: str, attempt: int, *, ecs: bool) -> str:
 
 def attempt_of(name: str, *, ecs: bool) -> tuple[str, int] | None:
     """The execution id and attempt a run's name says, if it reads as one."""
-    execution_id, _, attempt = name.rpartition("-")
+    if not name.startswith(RUN_NAME_PREFIX):
+        return None
+    execution_id, _, attempt = name.removeprefix(RUN_NAME_PREFIX).rpartition("-")
     if not execution_id or not attempt.isdigit():
         return None
     if ecs:
