@@ -361,6 +361,34 @@ def test_a_lost_event_is_recovered_by_the_reaper_describing_the_run(
     assert "the state machine execution ABORTED" in ended.error
 
 
+def test_a_reaper_run_describes_at_most_its_cap_of_tracked_runs_the_rest_next_run(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, roles: Roles
+) -> None:
+    # Given three tracked runs whose events are all lost, and a reaper allowed two describes
+    machine = state_machine(roles)
+    tasks = [register(system, {"arn": machine, "role_arn": roles.role_arn}) for _ in range(3)]
+    assert tasks[0].next_run_at is not None
+    clock.set(tasks[0].next_run_at + timedelta(milliseconds=5))
+    assert sum(r.claimed for r in system.ticker.tick()) == 3
+    while messages := receive(system, aws):
+        assert run_batch(system, messages) == {"batchItemFailures": []}
+    running = [only_execution(system, task.task_id) for task in tasks]
+    assert {e.status for e in running} == {ExecutionStatus.RUNNING}
+    reaper = dataclasses.replace(system.lease_reaper, max_describes_per_run=2)
+    overdue = max(e.lease_until for e in running if e.lease_until is not None)
+    clock.set(overdue + system.settings.lease_terms.clock_skew + timedelta(seconds=1))
+
+    # When the reaper runs twice
+    first, second = reaper.reap(), reaper.reap()
+
+    # Then the first described two and left the third as it was; the second, the third
+    assert first.outcomes == {"STILL_RUNNING": 2, "DEFERRED": 1}
+    assert second.outcomes == {"STILL_RUNNING": 1}
+    after = [only_execution(system, task.task_id) for task in tasks]
+    assert {e.status for e in after} == {ExecutionStatus.RUNNING}
+    assert all(e.lease_until is not None and e.lease_until > clock.now() for e in after)
+
+
 def test_a_lost_ecs_event_is_recovered_from_describe_tasks(
     system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, roles: Roles
 ) -> None:

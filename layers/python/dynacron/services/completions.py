@@ -57,6 +57,9 @@ class Tracked(StrEnum):
     STILL_RUNNING = "STILL_RUNNING"
     # The service could not say; asked again after ``CHECK_AFTER``.
     ASK_AGAIN = "ASK_AGAIN"
+    # Not described this reaper run (its describes were used up): the lease stays
+    # overdue, and the next run looks at it first.
+    DEFERRED = "DEFERRED"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,9 +128,10 @@ class CompletionTracker:
                     said.append(self.ended(state))
         return said
 
-    def overdue(self, execution: Execution) -> str | None:
+    def overdue(self, execution: Execution, *, describe: bool = True) -> str | None:
         """The reaper found ``execution``'s lease run out: if it is a tracked run's,
-        describe the run and act on it; None if it is not (the reaper goes on)."""
+        describe the run and act on it (``DEFERRED`` and nothing changed when not
+        ``describe``); None if it is not (the reaper goes on)."""
         if self.describer is None or execution.accepted_at is None:
             return None
         if execution.status is not ExecutionStatus.RUNNING or execution.lease_token is None:
@@ -135,6 +139,8 @@ class CompletionTracker:
         task = self.tasks.get(execution.task_id)
         if task is None or task.target is None or not task.target.tracked:
             return None
+        if not describe:
+            return Tracked.DEFERRED
         try:
             state = self.describer.describe(task, execution)
         except RunDescriptionFailed as error:
