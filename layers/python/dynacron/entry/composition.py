@@ -388,7 +388,7 @@ def target_delivery(
         settings.http_timeout_seconds,
         settings.worker_concurrency,
     )
-    return TargetDelivery(AssumedRoles(make_client, clock))
+    return TargetDelivery(AssumedRoles(make_client, clock), settings.http_timeout_seconds)
 
 
 def private_networks_reader(
