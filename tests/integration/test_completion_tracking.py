@@ -389,6 +389,32 @@ def test_a_reaper_run_describes_at_most_its_cap_of_tracked_runs_the_rest_next_ru
     assert all(e.lease_until is not None and e.lease_until > clock.now() for e in after)
 
 
+def test_looking_at_running_runs_describes_them_as_the_role_the_worker_already_assumed(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, roles: Roles
+) -> None:
+    # Given a tracked run the worker started, assuming its role once
+    machine = state_machine(roles)
+    task = register(system, {"arn": machine, "role_arn": roles.role_arn})
+    running = run_due(system, aws, clock, task)
+    assert len(roles.assumed) == 1
+    states = boto3.client("stepfunctions", region_name=REGION)
+
+    # When local mode's watcher looks while it runs (moto's default: RUNNING)
+    assert system.completion_tracker.look_at_running() == []
+    # Then nothing changed, and the describe used the worker's credentials: one
+    # set of roles for both, no second AssumeRole
+    assert only_execution(system, task.task_id).lease_until == running.lease_until
+    assert len(roles.assumed) == 1
+
+    # When the run is stopped, the next look ends the execution as its event would
+    assert running.run_arn is not None
+    states.stop_execution(executionArn=running.run_arn, error="Ops", cause="by hand")
+    assert system.completion_tracker.look_at_running() == ["RETRY_SCHEDULED"]
+    ended = only_execution(system, task.task_id)
+    assert ended.status is ExecutionStatus.QUEUED
+    assert "the state machine execution ABORTED" in (ended.error or ""), ended.error
+
+
 def test_a_lost_ecs_event_is_recovered_from_describe_tasks(
     system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, roles: Roles
 ) -> None:
