@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dynacron.api.responses import ExecutionPage, ExecutionView, TaskPage, TaskView
-from dynacron.domain.tasks.target_names import describe_target
+from dynacron.cli.target_names import describe_target
 
 
 def handler_of(task: TaskView) -> str:
