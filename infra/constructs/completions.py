@@ -16,6 +16,7 @@ from dynacron.definitions.completion_events import (
     ECS_ENDED,
     ECS_EVENT,
     ECS_SOURCE,
+    RUN_NAME_PREFIX,
     STEP_FUNCTIONS_ENDED,
     STEP_FUNCTIONS_EVENT,
     STEP_FUNCTIONS_SOURCE,
@@ -29,16 +30,17 @@ COMPLETIONS_TIMEOUT = Duration.seconds(30)
 # EventBridge retries a failed invocation (DynamoDB unreachable) for this long.
 EVENT_MAX_AGE = Duration.hours(24)
 
-# Only ends: a run starting or provisioning invokes nothing.
+# Only the ends of dynacron's runs: a run starting or provisioning, and every run of
+# the account that dynacron did not start, invoke nothing.
 STEP_FUNCTIONS_ENDS: dict[str, Any] = {
     "source": [STEP_FUNCTIONS_SOURCE],
     "detail_type": [STEP_FUNCTIONS_EVENT],
-    "detail": {"status": list(STEP_FUNCTIONS_ENDED)},
+    "detail": {"status": list(STEP_FUNCTIONS_ENDED), "name": [{"prefix": RUN_NAME_PREFIX}]},
 }
 ECS_TASK_ENDS: dict[str, Any] = {
     "source": [ECS_SOURCE],
     "detail_type": [ECS_EVENT],
-    "detail": {"lastStatus": [ECS_ENDED]},
+    "detail": {"lastStatus": [ECS_ENDED], "startedBy": [{"prefix": RUN_NAME_PREFIX}]},
 }
 
 

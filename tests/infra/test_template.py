@@ -403,7 +403,7 @@ def test_the_reaper_runs_every_minute(template: dict[str, Any]) -> None:
     assert [rule["ScheduleExpression"] for rule in rules] == ["rate(1 minute)"]
 
 
-def test_only_the_ends_of_step_functions_and_ecs_runs_reach_the_completions_function(
+def test_only_the_ends_of_dynacrons_step_functions_and_ecs_runs_reach_completions(
     template: dict[str, Any],
 ) -> None:
     completions = {"Fn::GetAtt": [function_id(template, "Completions"), "Arn"]}
@@ -415,12 +415,15 @@ def test_only_the_ends_of_step_functions_and_ecs_runs_reach_the_completions_func
     patterns = sorted((rule["EventPattern"] for rule in rules), key=json.dumps)
     assert patterns == [
         {
-            "detail": {"lastStatus": ["STOPPED"]},
+            "detail": {"lastStatus": ["STOPPED"], "startedBy": [{"prefix": "dynacron-"}]},
             "detail-type": ["ECS Task State Change"],
             "source": ["aws.ecs"],
         },
         {
-            "detail": {"status": ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]},
+            "detail": {
+                "status": ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"],
+                "name": [{"prefix": "dynacron-"}],
+            },
             "detail-type": ["Step Functions Execution Status Change"],
             "source": ["aws.states"],
         },

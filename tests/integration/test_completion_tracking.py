@@ -182,7 +182,8 @@ def test_a_tracked_state_machine_keeps_its_execution_running_until_its_event_end
     assert running.lease_until == started_at + CHECK_AFTER
     states = boto3.client("stepfunctions", region_name=REGION)
     (run,) = states.list_executions(stateMachineArn=machine)["executions"]
-    assert run["name"] == f"{running.execution_id}-1"
+    assert run["name"] == f"dynacron-{running.execution_id}-1"
+    assert running.run_arn == run["executionArn"]
 
     # When the state machine's SUCCEEDED event arrives three hours later, twice
     clock.set(started_at + THREE_HOURS)
@@ -213,7 +214,7 @@ def test_a_failed_state_machine_says_its_error_and_cause(
     said = system.completions(
         step_functions_event(
             machine,
-            f"{running.execution_id}-1",
+            f"dynacron-{running.execution_id}-1",
             "FAILED",
             now,
             now + timedelta(minutes=4, seconds=2),
@@ -245,7 +246,7 @@ def test_a_three_hour_ecs_task_exiting_1_is_retried_then_dead_lettered(
     task = register(system, target, retry={"max_attempts": 2, "base_delay_seconds": 1})
     running = run_due(system, aws, clock, task)
     (first_run,) = ecs_tasks(cluster)
-    assert first_run["startedBy"] == f"{running.execution_id.replace('.', '/')}-1"
+    assert first_run["startedBy"] == f"dynacron-{running.execution_id.replace('.', '/')}-1"
 
     # When its task stops after three hours with exit code 1
     began = clock.now()
@@ -264,7 +265,7 @@ def test_a_three_hour_ecs_task_exiting_1_is_retried_then_dead_lettered(
     assert run_batch(system, sent_later(system, aws)) == {"batchItemFailures": []}
     assert only_execution(system, task.task_id).status is ExecutionStatus.RUNNING
     second_run = next(t for t in ecs_tasks(cluster) if t["taskArn"] != first_run["taskArn"])
-    assert second_run["startedBy"] == f"{running.execution_id.replace('.', '/')}-2"
+    assert second_run["startedBy"] == f"dynacron-{running.execution_id.replace('.', '/')}-2"
 
     # And a late copy of the first attempt's end changes nothing
     assert system.completions(first_end, None) == {"outcome": "STALE"}
@@ -290,7 +291,7 @@ def test_an_event_of_another_resource_or_no_end_changes_nothing(
     task = register(system, {"arn": machine, "role_arn": roles.role_arn})
     running = run_due(system, aws, clock, task)
     now = clock.now()
-    name = f"{running.execution_id}-1"
+    name = f"dynacron-{running.execution_id}-1"
     # Another tenant's state machine, its execution named after this one
     elsewhere = machine.replace(":etl", ":copycat")
     foreign = step_functions_event(elsewhere, name, "FAILED", now, now)
@@ -299,6 +300,29 @@ def test_an_event_of_another_resource_or_no_end_changes_nothing(
     assert system.completions(foreign, None) == {"outcome": "STALE"}
     assert system.completions(starting, None) == {"outcome": "NOT_AN_END"}
     assert only_execution(system, task.task_id).status is ExecutionStatus.RUNNING
+
+
+def test_a_forged_event_for_another_run_of_the_same_state_machine_changes_nothing(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, roles: Roles
+) -> None:
+    # Given a tracked run on a state machine others may start runs of too
+    machine = state_machine(roles)
+    task = register(system, {"arn": machine, "role_arn": roles.role_arn})
+    running = run_due(system, aws, clock, task)
+    now = clock.now()
+    name = f"dynacron-{running.execution_id}-1"
+    # When an event names this execution and attempt, but another run's ARN
+    forged = step_functions_event(machine, name, "SUCCEEDED", now, now)
+    forged["detail"]["executionArn"] = machine.replace(":stateMachine:", ":execution:") + ":other"
+
+    # Then it ends nothing: only the run the attempt started may end it
+    assert system.completions(forged, None) == {"outcome": "STALE"}
+    still = only_execution(system, task.task_id)
+    assert still.status is ExecutionStatus.RUNNING
+    assert still.run_arn == running.run_arn
+    # and the true run's event still does
+    true_end = step_functions_event(machine, name, "FAILED", now, now, error="E", cause="c")
+    assert system.completions(true_end, None)["outcome"] != "STALE"
 
 
 def test_a_lost_event_is_recovered_by_the_reaper_describing_the_run(
@@ -335,6 +359,60 @@ def test_a_lost_event_is_recovered_by_the_reaper_describing_the_run(
     assert ended.status is ExecutionStatus.QUEUED
     assert ended.error is not None
     assert "the state machine execution ABORTED" in ended.error
+
+
+def test_a_reaper_run_describes_at_most_its_cap_of_tracked_runs_the_rest_next_run(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, roles: Roles
+) -> None:
+    # Given three tracked runs whose events are all lost, and a reaper allowed two describes
+    machine = state_machine(roles)
+    tasks = [register(system, {"arn": machine, "role_arn": roles.role_arn}) for _ in range(3)]
+    assert tasks[0].next_run_at is not None
+    clock.set(tasks[0].next_run_at + timedelta(milliseconds=5))
+    assert sum(r.claimed for r in system.ticker.tick()) == 3
+    while messages := receive(system, aws):
+        assert run_batch(system, messages) == {"batchItemFailures": []}
+    running = [only_execution(system, task.task_id) for task in tasks]
+    assert {e.status for e in running} == {ExecutionStatus.RUNNING}
+    reaper = dataclasses.replace(system.lease_reaper, max_describes_per_run=2)
+    overdue = max(e.lease_until for e in running if e.lease_until is not None)
+    clock.set(overdue + system.settings.lease_terms.clock_skew + timedelta(seconds=1))
+
+    # When the reaper runs twice
+    first, second = reaper.reap(), reaper.reap()
+
+    # Then the first described two and left the third as it was; the second, the third
+    assert first.outcomes == {"STILL_RUNNING": 2, "DEFERRED": 1}
+    assert second.outcomes == {"STILL_RUNNING": 1}
+    after = [only_execution(system, task.task_id) for task in tasks]
+    assert {e.status for e in after} == {ExecutionStatus.RUNNING}
+    assert all(e.lease_until is not None and e.lease_until > clock.now() for e in after)
+
+
+def test_looking_at_running_runs_describes_them_as_the_role_the_worker_already_assumed(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, roles: Roles
+) -> None:
+    # Given a tracked run the worker started, assuming its role once
+    machine = state_machine(roles)
+    task = register(system, {"arn": machine, "role_arn": roles.role_arn})
+    running = run_due(system, aws, clock, task)
+    assert len(roles.assumed) == 1
+    states = boto3.client("stepfunctions", region_name=REGION)
+
+    # When local mode's watcher looks while it runs (moto's default: RUNNING)
+    assert system.completion_tracker.look_at_running() == []
+    # Then nothing changed, and the describe used the worker's credentials: one
+    # set of roles for both, no second AssumeRole
+    assert only_execution(system, task.task_id).lease_until == running.lease_until
+    assert len(roles.assumed) == 1
+
+    # When the run is stopped, the next look ends the execution as its event would
+    assert running.run_arn is not None
+    states.stop_execution(executionArn=running.run_arn, error="Ops", cause="by hand")
+    assert system.completion_tracker.look_at_running() == ["RETRY_SCHEDULED"]
+    ended = only_execution(system, task.task_id)
+    assert ended.status is ExecutionStatus.QUEUED
+    assert "the state machine execution ABORTED" in (ended.error or ""), ended.error
 
 
 def test_a_lost_ecs_event_is_recovered_from_describe_tasks(

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from dynacron.cli.eventbridge_import import import_schedules, read_schedules
+from dynacron.cli.eventbridge_schedules import SOURCE_TAG, schedule_digest, translate_schedule
 from dynacron.client.api_client import Client
-from dynacron.domain.schedules.eventbridge import SOURCE_TAG, schedule_digest, translate_schedule
 from dynacron.entry.composition import Dynacron
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import LocalContext, proxy_event

@@ -12,6 +12,7 @@ import dataclasses
 import io
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -804,3 +805,64 @@ def test_a_patch_moves_a_task_between_a_url_and_a_target(api_with_targets: Dynac
     assert status == 422, problem
     assert "exactly one of 'handler_url', 'handler' or 'target'" in json.dumps(problem)
     assert call(api_with_targets, "GET", f"/tasks/{task['task_id']}")[1]["target"]["arn"] == SQS_ARN
+
+
+# One deadline per attempt: AssumeRole and the call share the handler timeout.
+
+
+def slow_sts_roles(clock: SettableClock, sts_seconds: float, read_timeouts: list[float]) -> Any:
+    """Role clients on moto whose AssumeRole takes ``sts_seconds``, recording each
+    target call's read timeout as botocore will send it."""
+    make = client_factory(REGION, None, 5.0)
+
+    def made(service: str, credentials: dict[str, str] | None) -> Any:
+        client = make(service, credentials)
+        if service == "sts":
+            client.meta.events.register(
+                "before-call.sts.AssumeRole", lambda **_: time.sleep(sts_seconds)
+            )
+        else:
+            client.meta.events.register(
+                "before-call.*.*",
+                lambda context, **_: read_timeouts.append(context["read_timeout"]),
+            )
+        return client
+
+    return AssumedRoles(made, clock)
+
+
+def test_the_call_gets_what_assume_role_left_of_the_attempts_deadline(
+    aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    # Given an attempt deadline of 1 s, and an AssumeRole that takes 0.3 s of it
+    url, arn = queue("deadline-jobs")
+    read_timeouts: list[float] = []
+    role = f"arn:aws:iam::{ACCOUNT}:role/dynacron-target/runner"
+    delivery = TargetDelivery(slow_sts_roles(clock, 0.3, read_timeouts), timeout_seconds=1.0)
+
+    # When it delivers
+    result = delivery.deliver(task_with(Target(arn, role)), dispatch(), "t")
+
+    # Then the call's read timeout is what was left, not the client's 5 s
+    assert result.ok, result.failure
+    (read_timeout,) = read_timeouts
+    assert 0 < read_timeout <= 0.7
+    assert len(bodies(url)) == 1
+
+
+def test_a_call_is_not_made_once_assume_role_used_the_attempts_deadline(
+    aws: tuple[Any, Any], clock: SettableClock
+) -> None:
+    url, arn = queue("deadline-late")
+    read_timeouts: list[float] = []
+    role = f"arn:aws:iam::{ACCOUNT}:role/dynacron-target/runner"
+    delivery = TargetDelivery(slow_sts_roles(clock, 0.3, read_timeouts), timeout_seconds=0.2)
+
+    result = delivery.deliver(task_with(Target(arn, role)), dispatch(), "t")
+
+    # A retryable failure saying why; nothing was sent
+    assert result.failure is not None
+    assert result.failure.retryable
+    assert "SendMessage was not called" in result.failure.error
+    assert read_timeouts == []
+    assert bodies(url) == []

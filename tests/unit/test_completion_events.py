@@ -33,6 +33,7 @@ def test_the_stacks_rules_match_what_the_domain_reads() -> None:
         "ECS_SOURCE",
         "ECS_EVENT",
         "ECS_ENDED",
+        "RUN_NAME_PREFIX",
     ):
         assert getattr(completion_events, name) == getattr(completion, name), name
 
@@ -45,6 +46,9 @@ def test_a_run_name_reads_back_as_its_execution_and_attempt(ecs: bool, attempt: 
     assert attempt_of(name, ecs=ecs) == (EXECUTION_ID, attempt)
     # ECS's startedBy takes no "."; a state machine's name takes no "/".
     assert ("." in name) is not ecs
+    # dynacron's prefix, which the stack's rules match; a name without it is no run of ours
+    assert name.startswith("dynacron-")
+    assert attempt_of(name.removeprefix("dynacron-"), ecs=ecs) is None
 
 
 def test_a_name_too_long_for_the_service_is_shortened_and_reads_as_no_run_of_it() -> None:
@@ -72,8 +76,11 @@ def test_a_running_or_foreign_state_machine_event_is_no_end() -> None:
 def test_a_timed_out_execution_fails_with_its_error_cause_and_duration() -> None:
     started = datetime(2026, 11, 30, 12, tzinfo=UTC)
     detail = {
-        "name": f"{EXECUTION_ID}-3",
+        "name": f"dynacron-{EXECUTION_ID}-3",
         "stateMachineArn": MACHINE,
+        "executionArn": f"{MACHINE}:dynacron-{EXECUTION_ID}-3".replace(
+            ":stateMachine:", ":execution:"
+        ),
         "status": "TIMED_OUT",
         "startDate": int(started.timestamp() * 1000),
         "stopDate": int((started + timedelta(hours=2, seconds=5)).timestamp() * 1000),
@@ -89,6 +96,7 @@ def test_a_timed_out_execution_fails_with_its_error_cause_and_duration() -> None
         execution_id=EXECUTION_ID,
         attempt=3,
         resource_arn=MACHINE,
+        run_arn=f"{MACHINE}:dynacron-{EXECUTION_ID}-3".replace(":stateMachine:", ":execution:"),
         succeeded=False,
         summary="the state machine execution TIMED_OUT: States.Timeout: no cause given",
         duration=timedelta(hours=2, seconds=5),

@@ -1,5 +1,5 @@
 """EventBridge Scheduler's expressions and schedules as dynacron tasks: the
-translation alone (domain.schedules.eventbridge), checked against dynacron's own
+translation alone (cli.eventbridge_schedules), checked against dynacron's own
 cron evaluator where it matters (which days a translated cron names)."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from dynacron.api.requests import TaskCreate
-from dynacron.domain.schedules.cron import compile_cron
-from dynacron.domain.schedules.eventbridge import (
+from dynacron.cli.eventbridge_schedules import (
     SOURCE_TAG,
     UnmappableSchedule,
     schedule_digest,
@@ -19,6 +18,7 @@ from dynacron.domain.schedules.eventbridge import (
     translate_expression,
     translate_schedule,
 )
+from dynacron.domain.schedules.cron import compile_cron
 
 ARN = "arn:aws:scheduler:us-east-1:123456789012:schedule/nightly/report"
 ROLE = "arn:aws:iam::123456789012:role/dynacron-target/scheduler"

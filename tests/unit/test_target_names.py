@@ -7,7 +7,7 @@ import pytest
 from dynacron.api.requests import TargetModel
 from dynacron.api.responses import TaskView
 from dynacron.cli.tables import handler_of
-from dynacron.domain.tasks.target_names import describe_target
+from dynacron.cli.target_names import describe_target
 
 ROLE = "arn:aws:iam::1:role/r"
 

@@ -2,7 +2,7 @@
 
 Reads the schedules with the caller's AWS credentials (``scheduler:ListSchedules``,
 ``scheduler:GetSchedule``; ``AWS_ENDPOINT_URL`` points it at an emulator),
-translates each (``domain.schedules.eventbridge``) and creates the tasks through
+translates each (``cli.eventbridge_schedules``) and creates the tasks through
 ``POST /tasks/batch``. Idempotent on each schedule's ARN: every task carries the
 ARN's digest as its ``eventbridge-schedule`` tag, and a schedule whose tag a task
 already has is not imported again (its batch item's idempotency key is the same
@@ -20,13 +20,13 @@ import typer
 
 from dynacron.api.requests import MAX_BATCH
 from dynacron.cli.connection import api, console, out, target_of
-from dynacron.client.api_client import Client
-from dynacron.domain.schedules.eventbridge import (
+from dynacron.cli.eventbridge_schedules import (
     SOURCE_TAG,
     ImportedSchedule,
     schedule_digest,
     translate_schedule,
 )
+from dynacron.client.api_client import Client
 
 
 @dataclass

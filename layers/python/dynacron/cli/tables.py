@@ -17,7 +17,7 @@ from dynacron.api.responses import (
     TaskPage,
     TaskView,
 )
-from dynacron.domain.tasks.target_names import describe_target
+from dynacron.cli.target_names import describe_target
 
 
 def handler_of(task: TaskView) -> str:

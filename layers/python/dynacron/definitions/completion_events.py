@@ -14,3 +14,6 @@ ECS_SOURCE = "aws.ecs"
 ECS_EVENT = "ECS Task State Change"
 # An ECS task has ended when its last status is this.
 ECS_ENDED = "STOPPED"
+# Dynacron's tracked runs' names (a state machine execution's name, an ECS task's
+# startedBy) start so: the rules match only those.
+RUN_NAME_PREFIX = "dynacron-"

@@ -118,7 +118,9 @@ class Dynacron(LambdaEvents):
         self.faults = faults
         self.handlers = handlers or default_registry
         self.resolver = resolver
-        self._target_clients = target_clients
+        # One set of roles for the worker's target calls and the reaper's describes:
+        # a role and tenant's credentials are assumed once for both.
+        self.target_roles = assumed_roles(settings, self.clock, target_clients)
         self.metrics = ReliabilityMetrics(emit_metrics)
         # One watch of the wall clock for the tick, the reaper and the worker.
         self.clock_steps = ClockSteps(
@@ -237,7 +239,7 @@ class Dynacron(LambdaEvents):
             secrets_of=self.tenants.signing_secrets,
             resolver=self.resolver,
             metrics=self.metrics,
-            target_clients=self._target_clients,
+            target_roles=self.target_roles,
             private_networks_of=private_networks_reader(settings, self.tenants.quota),
         )
         self.notification_deliveries = NotificationDeliveries(
@@ -287,7 +289,9 @@ class Dynacron(LambdaEvents):
             tasks=self.tasks,
             outcomes=self.outcomes,
             clock=self.clock,
-            describer=target_run_describer(settings, self.clock, self._target_clients),
+            describer=TargetRunDescriber(self.target_roles)
+            if self.target_roles is not None
+            else None,
         )
         self.lease_reaper = Reaper(
             executions=self.executions,
@@ -369,7 +373,7 @@ def default_delivery(
     secrets_of: SecretsOf,
     resolver: Resolver = system_resolver,
     metrics: Metrics = NO_METRICS,
-    target_clients: ClientFactory | None = None,
+    target_roles: AssumedRoles | None = None,
     private_networks_of: PrivateNetworksOf | None = None,
 ) -> Delivery:
     """HTTP handlers under the URL policy, signed with each tenant's secrets (kept
@@ -395,15 +399,15 @@ def default_delivery(
             max_running=settings.python_handler_concurrency,
             metrics=metrics,
         ),
-        target_delivery(settings, clock, target_clients),
+        target_delivery(settings, clock, roles=target_roles),
     )
 
 
-def target_delivery(
+def assumed_roles(
     settings: Settings, clock: Clock, make_client: ClientFactory | None = None
-) -> TargetDelivery | None:
-    """AWS targets called in the stack's region (at local mode's emulator, if it
-    names one), each as its task's role; None where no region is known.
+) -> AssumedRoles | None:
+    """The roles AWS targets are called and described as, in the stack's region (at
+    local mode's emulator, if it names one); None where no region is known.
     ``make_client`` replaces how clients are made (tests authorise each call)."""
     if not settings.target_region:
         return None
@@ -413,7 +417,23 @@ def target_delivery(
         settings.http_timeout_seconds,
         settings.worker_concurrency,
     )
-    return TargetDelivery(AssumedRoles(make_client, clock))
+    return AssumedRoles(make_client, clock)
+
+
+def target_delivery(
+    settings: Settings,
+    clock: Clock,
+    make_client: ClientFactory | None = None,
+    *,
+    roles: AssumedRoles | None = None,
+) -> TargetDelivery | None:
+    """AWS targets called each as its task's role (``roles``, or ones made as
+    ``assumed_roles`` makes them), within the handler timeout; None where no
+    region is known."""
+    # Not ``or``: roles holding no credentials yet are empty (``len``), not absent.
+    if roles is None:
+        roles = assumed_roles(settings, clock, make_client)
+    return TargetDelivery(roles, settings.http_timeout_seconds) if roles is not None else None
 
 
 def private_networks_reader(
@@ -429,15 +449,3 @@ def private_networks_reader(
         return tenant_private_networks(quota_of(tenant_id).private_networks, stack)
 
     return private_networks_of
-
-
-def target_run_describer(
-    settings: Settings, clock: Clock, make_client: ClientFactory | None = None
-) -> TargetRunDescriber | None:
-    """Describes tracked runs, as target_delivery calls targets (decision 0049)."""
-    if not settings.target_region:
-        return None
-    make_client = make_client or client_factory(
-        settings.target_region, settings.target_endpoint_url, settings.http_timeout_seconds
-    )
-    return TargetRunDescriber(AssumedRoles(make_client, clock))

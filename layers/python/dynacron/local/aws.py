@@ -261,6 +261,18 @@ def _quiet_request_handler() -> type[Any]:
     return QuietRequestHandler
 
 
+def run_state_machines() -> dict[str, bool]:
+    """Make moto's Step Functions run state machines (its parser executes Pass,
+    Wait, Choice... states in a thread): an execution then ends, SUCCEEDED or
+    FAILED, with its output and times, where by default it stays RUNNING. Returns
+    the setting it replaced (moto's, process-wide: put back at ``stop``)."""
+    from moto.core.config import default_user_config
+
+    replaced = default_user_config.get("stepfunctions", {}).get("execute_state_machine", False)
+    default_user_config["stepfunctions"] = {"execute_state_machine": True}
+    return {"execute_state_machine": replaced}
+
+
 class EmbeddedAws:
     """moto in server mode on a loopback port, in a background thread."""
 
@@ -269,6 +281,7 @@ class EmbeddedAws:
         self._port = port
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._replaced_stepfunctions: dict[str, bool] | None = None
 
     @property
     def endpoint(self) -> str:
@@ -282,6 +295,7 @@ class EmbeddedAws:
 
         speed_up_moto_sqs()
         speed_up_moto_transactions()
+        self._replaced_stepfunctions = run_state_machines()
         app = AtomicDynamoDB(_dispatcher_remembering_backends()(create_backend_app))
         self._server = make_server(
             self._host, self._port, app, threaded=True, request_handler=_quiet_request_handler()
@@ -301,6 +315,13 @@ class EmbeddedAws:
             self._server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._replaced_stepfunctions is not None:
+            from moto.core.config import default_user_config
+
+            default_user_config["stepfunctions"] = {
+                "execute_state_machine": self._replaced_stepfunctions["execute_state_machine"]
+            }
+            self._replaced_stepfunctions = None
 
 
 def aws_clients(endpoint: str) -> tuple[DynamoDBClient, SQSClient]:

@@ -10,7 +10,9 @@ across restarts, or the AWS emulator. On it run
   did not report as failed;
 - the reaper, every second (every minute when deployed), which also settles the
   dispatch messages SQS moved to the undelivered queue (deployed, a function fed
-  by that queue does: decision 0022).
+  by that queue does: decision 0022), and every few seconds describes the running
+  tracked Step Functions and ECS runs on the emulator, which emits no state-change
+  events (deployed, the events end them: decision 0049).
 
 Each of these can run alone (``components``), in its own process, on a shared
 data directory or AWS endpoint, so that a test can kill one with SIGKILL while
@@ -60,6 +62,8 @@ from dynacron.ports.faults import NO_FAULTS, Faults
 logger = Logger(service="dynacron-local")
 
 COMPONENTS = ("api", "tick", "worker", "reaper")
+# How often the reaper's loop describes the running tracked runs (emulator only).
+TRACKED_RUNS_EVERY_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -320,8 +324,16 @@ class LocalRuntime:
 
     def _reaper_loop(self, app: Dynacron, store: LocalStore) -> None:
         swept_at: datetime | None = None
+        looked_at = 0.0
         while not self._stopping.wait(self.options.reaper_interval):
             swept_at = self._sweep_history(store, swept_at)
+            if time.monotonic() - looked_at >= TRACKED_RUNS_EVERY_SECONDS:
+                looked_at = time.monotonic()
+                try:
+                    # The emulator emits no state-change events (decision 0049).
+                    app.completion_tracker.look_at_running()
+                except Exception:
+                    logger.exception("looking at tracked runs failed; the next run retries")
             try:
                 app.reaper({}, LocalContext("dynacron-reaper"))
             except Exception:

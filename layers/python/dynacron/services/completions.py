@@ -8,6 +8,10 @@ resource changes nothing. If it never arrives, the tracked lease runs out and th
 reaper asks ``overdue``: the run is described once, as the task's role; still
 running, the lease is extended by ``CHECK_AFTER``; ended, the execution ends as
 it did.
+
+Local mode's emulator emits no events: there ``look_at_running`` describes the
+running tracked runs every few seconds and feeds each end it finds to ``ended``,
+the path an event takes. Deployed, nothing polls: the events end the runs.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -36,6 +41,10 @@ from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
 logger = logging.getLogger("dynacron")
 
+# A tracked lease ends at most ``CHECK_AFTER`` from its last renewal: every running
+# tracked run's lease ends before now plus this.
+_EVERY_TRACKED_LEASE = CHECK_AFTER + timedelta(minutes=5)
+
 
 class Tracked(StrEnum):
     """What one event or one overdue check came to, besides an attempt's outcome."""
@@ -48,6 +57,9 @@ class Tracked(StrEnum):
     STILL_RUNNING = "STILL_RUNNING"
     # The service could not say; asked again after ``CHECK_AFTER``.
     ASK_AGAIN = "ASK_AGAIN"
+    # Not described this reaper run (its describes were used up): the lease stays
+    # overdue, and the next run looks at it first.
+    DEFERRED = "DEFERRED"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,15 +88,50 @@ class CompletionTracker:
             execution = None
         if execution is None or not self._waiting(execution, end.attempt):
             return Tracked.STALE
+        # Only the run the attempt started: on a shared state machine or cluster,
+        # an event forged for it, or another run named like it, ends nothing.
+        # (An attempt accepted before run ARNs were recorded has none to compare.)
+        if execution.run_arn is not None and end.run_arn != execution.run_arn:
+            return Tracked.STALE
         task = self.tasks.get(execution.task_id)
         target = task.target if task is not None else None
         if target is None or not target.tracked or target.arn != end.resource_arn:
             return Tracked.STALE
         return self._end(execution, end)
 
-    def overdue(self, execution: Execution) -> str | None:
+    def look_at_running(self, limit: int = 100) -> list[str]:
+        """Describe the running tracked runs (at most ``limit`` leases looked at a
+        shard) and end the executions of those that ended, as their events would:
+        local mode's stand-in for the events its emulator never emits. Says what
+        each ended run came to."""
+        if self.describer is None:
+            return []
+        said: list[str] = []
+        horizon = self.clock.now() + _EVERY_TRACKED_LEASE
+        for shard in range(self.executions.lease_shards):
+            for execution_id in self.executions.expired_leases(shard, horizon, limit):
+                execution = self.executions.get(execution_id)
+                if execution is None or not self._waiting(execution, execution.attempt):
+                    continue
+                task = self.tasks.get(execution.task_id)
+                if task is None or task.target is None or not task.target.tracked:
+                    continue
+                try:
+                    state = self.describer.describe(task, execution)
+                except RunDescriptionFailed as error:
+                    logger.info(
+                        "tracked run not described; looked at again",
+                        extra={"execution_id": execution_id, "reason": error.reason},
+                    )
+                    continue
+                if isinstance(state, RunEnd):
+                    said.append(self.ended(state))
+        return said
+
+    def overdue(self, execution: Execution, *, describe: bool = True) -> str | None:
         """The reaper found ``execution``'s lease run out: if it is a tracked run's,
-        describe the run and act on it; None if it is not (the reaper goes on)."""
+        describe the run and act on it (``DEFERRED`` and nothing changed when not
+        ``describe``); None if it is not (the reaper goes on)."""
         if self.describer is None or execution.accepted_at is None:
             return None
         if execution.status is not ExecutionStatus.RUNNING or execution.lease_token is None:
@@ -92,6 +139,8 @@ class CompletionTracker:
         task = self.tasks.get(execution.task_id)
         if task is None or task.target is None or not task.target.tracked:
             return None
+        if not describe:
+            return Tracked.DEFERRED
         try:
             state = self.describer.describe(task, execution)
         except RunDescriptionFailed as error:

@@ -23,10 +23,16 @@ from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.ports.metrics import Metrics
 from dynacron.services import task_changes
 from dynacron.services.clock_steps import ClockSteps
-from dynacron.services.completions import CompletionTracker
+from dynacron.services.completions import CompletionTracker, Tracked
 from dynacron.services.outcomes import AttemptOutcomes, Outcome
 
 logger = logging.getLogger("dynacron")
+
+# A reaper run describes at most this many overdue tracked runs (each an AssumeRole
+# at worst and one or two calls, some 100 ms to seconds): the rest wait for the
+# next run, first in the lease index, so a burst of lost events cannot hold one
+# run past its timeout.
+MAX_DESCRIBES_PER_RUN = 50
 
 
 @dataclass
@@ -39,6 +45,8 @@ class ReapReport:
     lost_races: int = 0
     # Leases whose handling raised, taken out of the lease index.
     set_aside: int = 0
+    # Tracked runs described (decision 0049), at most ``max_describes_per_run``.
+    described: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
 
     def add(self, outcome: str) -> None:
@@ -65,6 +73,7 @@ class Reaper:
     # A tracked run's lease running out means its end event is late or lost: the
     # run is described before the attempt is failed (decision 0049).
     completions: CompletionTracker | None = None
+    max_describes_per_run: int = MAX_DESCRIBES_PER_RUN
 
     def _cutoff(self) -> tuple[datetime, datetime]:
         """Now, and the instant before which a lease ended is abandoned."""
@@ -132,8 +141,11 @@ class Reaper:
         ):
             return  # the index lagged behind a renewal or a finish
         if self.completions is not None:
-            tracked = self.completions.overdue(execution)
+            may_describe = report.described < self.max_describes_per_run
+            tracked = self.completions.overdue(execution, describe=may_describe)
             if tracked is not None:
+                if tracked != Tracked.DEFERRED:
+                    report.described += 1
                 report.add(tracked)
                 return
         queued = execution.status is ExecutionStatus.QUEUED

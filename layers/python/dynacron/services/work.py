@@ -412,6 +412,7 @@ class ExecutionRunner:
                 # A long job: listed across its tenant's tasks while it runs.
                 attention=Attention(execution.tenant_id, accepted_at),
                 keeping=self._executions.keeping(execution.execution_id),
+                run_arn=result.run_arn,
             )
             waiting = self._executions.apply(execution.execution_id, renew)
             return Outcome.ACCEPTED if waiting else Outcome.LEASE_LOST

@@ -7,7 +7,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dynacron.adapters.delivery.target_calls import failure_of
+from dynacron.adapters.delivery.target_calls import execution_arn, failure_of
 from dynacron.adapters.delivery.targets import AssumedRoles
 from dynacron.domain.executions.completion import RunState, run_end_of_description, run_name
 from dynacron.domain.executions.execution import Execution
@@ -46,8 +46,7 @@ class TargetRunDescriber:
 
     @staticmethod
     def _execution(client: Any, state_machine_arn: str, name: str) -> dict[str, Any] | None:
-        # An execution's ARN is its state machine's with "execution" and its name.
-        arn = state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{name}"
+        arn = execution_arn(state_machine_arn, name)
         try:
             answer: dict[str, Any] = client.describe_execution(executionArn=arn)
         except ClientError as error:

@@ -271,13 +271,28 @@ def _run_task(task: Task, target: Target, dispatch: Dispatch) -> dict[str, Any]:
     return parameters
 
 
-def tracked_answer(result: DeliveryResult) -> DeliveryResult:
-    """A tracked target's started run: the execution waits for its end (decision 0049)."""
+def tracked_answer(result: DeliveryResult, run_arn: str | None) -> DeliveryResult:
+    """A tracked target's started run (``run_arn``): the execution waits for its
+    end, and for no other run's (decision 0049)."""
     if not result.ok:
         return result
     return DeliveryResult.accepted(
-        result.status_code or 200, excerpt=result.excerpt, hold_for=CHECK_AFTER
+        result.status_code or 200, excerpt=result.excerpt, hold_for=CHECK_AFTER, run_arn=run_arn
     )
+
+
+def run_arn_of(call: TargetCall, response: dict[str, Any]) -> str | None:
+    """The run a StartExecution's or RunTask's answer names."""
+    if call.service is TargetService.STEP_FUNCTIONS:
+        arn = response.get("executionArn")
+    else:
+        arn = (response.get("tasks") or [{}])[0].get("taskArn")
+    return str(arn) if arn else None
+
+
+def execution_arn(state_machine_arn: str, name: str) -> str:
+    """A state machine execution's ARN: its machine's, with ``execution`` and its name."""
+    return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{name}"
 
 
 def answer_of(call: TargetCall, response: dict[str, Any]) -> DeliveryResult:

@@ -15,8 +15,10 @@ handler's.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,7 +29,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from dynacron.adapters.delivery.target_calls import (
     answer_of,
+    execution_arn,
     failure_of,
+    run_arn_of,
     target_call,
     tracked_answer,
 )
@@ -48,6 +52,26 @@ SESSION_NAME_PREFIX = "dynacron-"
 EMULATOR_CREDENTIALS = {"AccessKeyId": "local", "SecretAccessKey": "local"}
 # boto3 clients by service name, made on one set of credentials.
 ClientFactory = Callable[[str, dict[str, str] | None], Any]
+
+# The instant (time.monotonic) the current target attempt must end by: its
+# AssumeRole and its call share it (TargetDelivery sets it around one attempt).
+_attempt_deadline: ContextVar[float | None] = ContextVar("target_attempt_deadline", default=None)
+# Below this, a call is not started: it could not be answered in time.
+MIN_CALL_SECONDS = 0.05
+
+
+def remaining_seconds() -> float | None:
+    """What is left of the current attempt's deadline, if one is set."""
+    deadline = _attempt_deadline.get()
+    return None if deadline is None else deadline - time.monotonic()
+
+
+def _read_timeout_from_deadline(context: dict[str, Any], **_: Any) -> None:
+    """before-call: the request's read timeout is what is left of the attempt's
+    deadline (botocore honours ``read_timeout`` in the request context)."""
+    left = remaining_seconds()
+    if left is not None:
+        context["read_timeout"] = max(left, MIN_CALL_SECONDS)
 
 
 def client_factory(
@@ -76,7 +100,7 @@ def client_factory(
         # boto3's sessions are not safe across threads: clients are made one at a time.
         with lock:
             # A service named at run time: none of the stubs' overloads.
-            return session.client(  # type: ignore[call-overload]
+            client = session.client(  # type: ignore[call-overload]
                 service,
                 endpoint_url=endpoint_url,
                 config=config,
@@ -84,6 +108,8 @@ def client_factory(
                 aws_secret_access_key=credentials["SecretAccessKey"] if credentials else None,
                 aws_session_token=credentials.get("SessionToken") if credentials else None,
             )
+        client.meta.events.register("before-call.*.*", _read_timeout_from_deadline)
+        return client
 
     return make
 
@@ -191,12 +217,25 @@ def session_name(tenant_id: str) -> str:
 
 
 class TargetDelivery:
-    """Calls a task's AWS target as its role, one call an attempt."""
+    """Calls a task's AWS target as its role, one call an attempt, within one
+    deadline of ``timeout_seconds`` for the attempt's AssumeRole and call together:
+    each request's read timeout is what is left of it (a synchronous Invoke still
+    running past the handler timeout would otherwise overlap the next attempt)."""
 
-    def __init__(self, roles: AssumedRoles) -> None:
+    def __init__(self, roles: AssumedRoles, timeout_seconds: float | None = None) -> None:
         self.roles = roles
+        self.timeout_seconds = timeout_seconds
 
     def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
+        if self.timeout_seconds is None:
+            return self._deliver(task, dispatch)
+        token = _attempt_deadline.set(time.monotonic() + self.timeout_seconds)
+        try:
+            return self._deliver(task, dispatch)
+        finally:
+            _attempt_deadline.reset(token)
+
+    def _deliver(self, task: Task, dispatch: Dispatch) -> DeliveryResult:
         target = task.target
         assert target is not None, "a target delivery needs a target"
         call = target_call(task, dispatch)
@@ -213,6 +252,14 @@ class TargetDelivery:
                 )
             )
         operation = _operation_name(call.operation)
+        left = remaining_seconds()
+        if left is not None and left < MIN_CALL_SECONDS:
+            return DeliveryResult.failed(
+                AttemptFailure(
+                    f"{operation} was not called: assuming {target.role_arn} used the "
+                    f"attempt's {self.timeout_seconds:g} s"
+                )
+            )
         try:
             response = getattr(client, call.operation)(**call.parameters)
         except ClientError as error:
@@ -224,7 +271,9 @@ class TargetDelivery:
                 started = DeliveryResult.succeeded(
                     None, f"execution {call.parameters['name']} was started by an earlier attempt"
                 )
-                return tracked_answer(started) if target.tracked else started
+                if not target.tracked:
+                    return started
+                return tracked_answer(started, execution_arn(target.arn, call.parameters["name"]))
             return DeliveryResult.failed(
                 failure_of(error, operation),
                 error.response.get("ResponseMetadata", {}).get("HTTPStatusCode"),
@@ -232,7 +281,7 @@ class TargetDelivery:
         except BotoCoreError as error:
             return DeliveryResult.failed(failure_of(error, operation))
         answer = answer_of(call, response)
-        return tracked_answer(answer) if target.tracked else answer
+        return tracked_answer(answer, run_arn_of(call, response)) if target.tracked else answer
 
 
 def _operation_name(snake: str) -> str:

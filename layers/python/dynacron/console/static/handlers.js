@@ -1,6 +1,6 @@
 // What a task calls, as a person names it: its URL, its Python handler, or its AWS
 // target by service and resource name ("SQS queue jobs"), not a blank URL.
-// The same rules as the CLI's (dynacron/domain/tasks/target_names.py).
+// The same rules as the CLI's (dynacron/cli/target_names.py).
 
 const KINDS = {
   lambda: ["Lambda function", "function:"],

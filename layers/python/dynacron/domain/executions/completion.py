@@ -34,6 +34,9 @@ ECS_SOURCE = "aws.ecs"
 # tests/unit/test_completion_events.py). A state machine execution in these has ended.
 STEP_FUNCTIONS_ENDED = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 ECS_ENDED = "STOPPED"
+# Every tracked run's name starts so: the stack's rules match only names with it,
+# so the ends of the account's other runs invoke nothing.
+RUN_NAME_PREFIX = "dynacron-"
 # ECS's bound on the name a run carries (a state machine's: targets.STATE_MACHINE_NAME_CHARS).
 ECS_STARTED_BY_CHARS = 128
 REASON_LIMIT = 900
@@ -42,13 +45,13 @@ _STARTED_BY = re.compile(r"[^A-Za-z0-9_/-]")
 
 
 def run_name(execution_id: str, attempt: int, *, ecs: bool) -> str:
-    """The name a tracked attempt's run carries: ``EXECUTION-ID-ATTEMPT`` (a state
+    """The name a tracked attempt's run carries: ``dynacron-EXECUTION-ID-ATTEMPT`` (a state
     machine execution's name; an ECS task's ``startedBy``, where ``.``, which ECS
     refuses, is written ``/``). An id the service cannot carry so, for its
     characters or length, is shortened with a hash of the whole: its events then
     name no execution, and the reaper's look finds its end (decision 0049).
     Each attempt starts its own run: a retry must not find the failed one."""
-    text = f"{execution_id}-{attempt}"
+    text = f"{RUN_NAME_PREFIX}{execution_id}-{attempt}"
     if not ecs:
         return service_token(text, STATE_MACHINE_NAME_CHARS)
     if "/" not in text:
@@ -62,7 +65,9 @@ def run_name(execution_id: str, attempt: int, *, ecs: bool) -> str:
 
 def attempt_of(name: str, *, ecs: bool) -> tuple[str, int] | None:
     """The execution id and attempt a run's name says, if it reads as one."""
-    execution_id, _, attempt = name.rpartition("-")
+    if not name.startswith(RUN_NAME_PREFIX):
+        return None
+    execution_id, _, attempt = name.removeprefix(RUN_NAME_PREFIX).rpartition("-")
     if not execution_id or not attempt.isdigit():
         return None
     if ecs:
@@ -78,6 +83,9 @@ class RunEnd:
     attempt: int
     # The state machine's or the cluster's ARN: the task's target must name it.
     resource_arn: str
+    # The run's own ARN (the state machine execution's, the ECS task's): the one the
+    # attempt recorded when it started it, or the end is not its run's.
+    run_arn: str
     succeeded: bool
     # Why it failed (the state machine's error and cause; the containers' exit
     # codes and the stopped reason), or what it came to (its output).
@@ -150,6 +158,7 @@ def _state_machine_end(detail: Mapping[str, Any]) -> RunEnd | None:
         execution_id=execution_id,
         attempt=attempt,
         resource_arn=str(detail.get("stateMachineArn", "")),
+        run_arn=str(detail.get("executionArn", "")),
         succeeded=status == "SUCCEEDED",
         summary=summary,
         duration=_between(detail.get("startDate"), detail.get("stopDate")),
@@ -178,6 +187,7 @@ def _ecs_task_end(detail: Mapping[str, Any]) -> RunEnd | None:
         execution_id=execution_id,
         attempt=attempt,
         resource_arn=str(detail.get("clusterArn", "")),
+        run_arn=str(detail.get("taskArn", "")),
         succeeded=succeeded,
         summary=summary,
         duration=_between(

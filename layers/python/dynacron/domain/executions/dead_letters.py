@@ -26,6 +26,7 @@ from dynacron.domain.executions.record import (
     FIRST_ATTEMPT,
     LEASE_TOKEN,
     NEXT_ATTEMPT_AT,
+    RUN_ARN,
     STATUS,
     Keeping,
     attention_sets,
@@ -65,7 +66,9 @@ def dead_letter(
         **attention_sets(tenant_id, now),
         **lease_sets(new_token, lease_until, keeping.lease_shard),
     }
-    return Transition(held_by(lease_token), sets, frozenset({ACCEPTED_AT, NEXT_ATTEMPT_AT}))
+    return Transition(
+        held_by(lease_token), sets, frozenset({ACCEPTED_AT, RUN_ARN, NEXT_ATTEMPT_AT})
+    )
 
 
 @names_move("record_undelivered")

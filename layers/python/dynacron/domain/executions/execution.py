@@ -140,6 +140,8 @@ class Execution:
     lease_until: datetime | None = None
     lease_token: str | None = None
     accepted_at: datetime | None = None
+    # A tracked target's run, while the execution waits for it (decision 0049).
+    run_arn: str | None = None
     callback_digest: str | None = None
     dead_lettered_at: datetime | None = None
     upstream: Upstream | None = None
@@ -262,6 +264,9 @@ class DeliveryResult:
     # ACCEPTED only: how long the lease waits for the end, when not the callback
     # lease (a tracked target's run, decision 0049).
     hold_for: timedelta | None = None
+    # ACCEPTED only: the run a tracked target's call started (its state machine
+    # execution's or ECS task's ARN); only its end ends the execution.
+    run_arn: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -291,10 +296,13 @@ class DeliveryResult:
         *,
         excerpt: str | None = None,
         hold_for: timedelta | None = None,
+        run_arn: str | None = None,
     ) -> DeliveryResult:
         """The handler took the job and will report back through the callbacks (or,
-        ``hold_for`` given, the job's own end is awaited that long at a time)."""
-        return cls(HandlerAnswer.ACCEPTED, status_code, excerpt=excerpt, hold_for=hold_for)
+        ``hold_for`` given, the end of the run ``run_arn`` is awaited that long at a time)."""
+        return cls(
+            HandlerAnswer.ACCEPTED, status_code, excerpt=excerpt, hold_for=hold_for, run_arn=run_arn
+        )
 
     @classmethod
     def failed(cls, failure: AttemptFailure, status_code: int | None = None) -> DeliveryResult:

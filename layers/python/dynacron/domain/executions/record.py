@@ -39,6 +39,8 @@ LEASE_SHARD = "lease_shard"
 NEXT_ATTEMPT_AT = "next_attempt_at"
 COMPLETED_AT = "completed_at"
 ACCEPTED_AT = "accepted_at"
+# The tracked run an accepted attempt waits for (decision 0049); goes with ACCEPTED_AT.
+RUN_ARN = "run_arn"
 ERROR = "error"
 RESULT = "result"
 # When the record may be deleted (epoch seconds): the executions table's TTL.
@@ -200,6 +202,7 @@ def execution_from_record(values: Mapping[str, Any]) -> Execution:
         lease_until=instant(LEASE_UNTIL),
         lease_token=values.get(LEASE_TOKEN),
         accepted_at=instant(ACCEPTED_AT),
+        run_arn=values.get(RUN_ARN),
         callback_digest=values.get("callback_digest"),
         dead_lettered_at=instant(DEAD_LETTERED_AT),
         tenant_id=values.get("tenant_id", DEFAULT_TENANT),

@@ -47,6 +47,7 @@ from dynacron.domain.executions.record import (
     LEASE_UNTIL,
     NEXT_ATTEMPT_AT,
     RESULT,
+    RUN_ARN,
     STATUS,
     Keeping,
     attention_sets,
@@ -207,11 +208,13 @@ def renew(
     *,
     keeping: Keeping,
     attention: Attention | None = None,
+    run_arn: str | None = None,
 ) -> Transition:
     """A running lease held by ``lease_token`` extended to ``lease_until``. With
     ``accepted_at`` (a 202 answer) the lease outlives the worker's message, and so
     the reaper watches it (in its lease shard); with ``attention`` the long job is
-    listed across its tenant's tasks too. A heartbeat leaves the listing as it is."""
+    listed across its tenant's tasks too. A heartbeat leaves the listing as it is.
+    ``run_arn``: the tracked run the attempt now waits for."""
     sets: dict[str, Any] = {
         LEASE_UNTIL: format_instant(lease_until),
         EXPIRES_AT: expiry(keeping.retention, lease_until),
@@ -219,6 +222,8 @@ def renew(
     if accepted_at is not None:
         sets[ACCEPTED_AT] = format_instant(accepted_at)
         sets[LEASE_SHARD] = keeping.lease_shard
+    if run_arn is not None:
+        sets[RUN_ARN] = run_arn
     if attention is not None:
         sets |= attention_sets(attention.tenant_id, attention.at)
     return Transition(held_by(lease_token), sets)
@@ -253,7 +258,7 @@ def finish(
     # The callback digest stays (as it does through requeue and dead_letter): a
     # replayed callback of this attempt is then told the execution ended (409), not
     # that its token is wrong. The next attempt's begin replaces it.
-    removes = {ACCEPTED_AT, *ATTENTION}
+    removes = {ACCEPTED_AT, RUN_ARN, *ATTENTION}
     if call is not None:
         sets |= call_sets(call)
         removes.add(CALL_IN_PROGRESS_UNTIL)
@@ -298,7 +303,7 @@ def requeue(
         sets[ERROR] = error[:ERROR_LIMIT]
     if attention is not None:
         sets |= attention_sets(attention.tenant_id, attention.at)
-    return Transition(held_by(lease_token, expected), sets, frozenset({ACCEPTED_AT}))
+    return Transition(held_by(lease_token, expected), sets, frozenset({ACCEPTED_AT, RUN_ARN}))
 
 
 @names_move("set_aside")
