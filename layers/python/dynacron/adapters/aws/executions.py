@@ -7,7 +7,6 @@ conditional write (``expressions``), and the queries are answered (``execution_q
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -59,8 +58,8 @@ class DynamoExecutionStore:
         self._table = table_name
         self._retention = retention
         self._lease_shards = lease_shards
-        self._writers: ThreadPoolExecutor | None = None
-        self._writers_lock = threading.Lock()
+        # Its threads start as the first batches need them.
+        self._writers = ThreadPoolExecutor(EACH_IN_FLIGHT, "dynacron-executions")
 
     @property
     def lease_shards(self) -> int:
@@ -79,6 +78,9 @@ class DynamoExecutionStore:
     def apply_returning(self, execution_id: str, transition: Transition) -> Applied:
         """As ``apply``, with the item: the new one if the transition held, else the one
         that made it fail (ReturnValuesOnConditionCheckFailure), in the same write."""
+        return self._apply_returning(execution_id, transition)
+
+    def _apply_returning(self, execution_id: str, transition: Transition) -> Applied:
         held, item = apply_transition_returning(
             self._client, self._table, self._key(execution_id), transition
         )
@@ -95,7 +97,7 @@ class DynamoExecutionStore:
 
         def one(change: tuple[str, Transition]) -> Applied | Exception:
             try:
-                return self.apply_returning(*change)
+                return self._apply_returning(*change)
             except Throttled as throttled:
                 return throttled
             except StoreUnavailable:
@@ -105,14 +107,7 @@ class DynamoExecutionStore:
 
         if len(changes) <= 1:
             return [one(change) for change in changes]
-        calls = [self._pool().submit(one, change) for change in changes]
-        return [call.result() for call in calls]
-
-    def _pool(self) -> ThreadPoolExecutor:
-        with self._writers_lock:
-            if self._writers is None:
-                self._writers = ThreadPoolExecutor(EACH_IN_FLIGHT, "dynacron-executions")
-            return self._writers
+        return list(self._writers.map(one, changes))
 
     def held_call(self, execution_id: str) -> HandlerCallRecord | None:
         """The handler-call record kept on the execution, if any (expired ones too)."""
