@@ -144,3 +144,25 @@ def test_a_batch_of_ends_is_carried_out_each_alone(adapters: AdapterSet) -> None
 
 def test_an_empty_batch_changes_nothing(adapters: AdapterSet) -> None:
     assert adapters.executions.apply_each([]) == []
+
+
+def test_a_batch_not_returning_answers_whether_each_held(adapters: AdapterSet) -> None:
+    executions = adapters.executions
+    # Given two attempts this worker began, one ended already
+    first, done = a_dispatch("first"), a_dispatch("done")
+    for dispatch in (first, done):
+        assert executions.apply(dispatch.execution_id, begin_new(executions, dispatch, "mine"))
+    assert executions.apply(done.execution_id, succeed(executions, done.execution_id, "mine"))
+    # When both ends are handed over, asked for no records back
+    answers = executions.apply_each(
+        [
+            (first.execution_id, succeed(executions, first.execution_id, "mine")),
+            (done.execution_id, succeed(executions, done.execution_id, "mine")),
+        ],
+        returning=False,
+    )
+    # Then each is answered with whether it held alone, and carried out as asked
+    assert answers == [Applied(True), Applied(False)]
+    ended = executions.get(first.execution_id)
+    assert ended is not None
+    assert ended.status is ExecutionStatus.SUCCEEDED

@@ -85,11 +85,14 @@ class ExecutionStore(Protocol):
         handler-call record it keeps. Same write as ``apply``: no extra read."""
         ...
 
-    def apply_each(self, changes: Sequence[tuple[str, Transition]]) -> list[Applied | Exception]:
+    def apply_each(
+        self, changes: Sequence[tuple[str, Transition]], *, returning: bool = True
+    ) -> list[Applied | Exception]:
         """Carry out each (execution id, transition) of ``changes`` as ``apply_returning``
         would, each alone: one refused (a begin whose message is a duplicate), or
         raising, writes nothing and leaves the others as they are. A worker's batch
-        of begins, or of ends, in one call (decision 0034).
+        of begins, or of ends, in one call (decision 0034). ``returning`` False: each
+        answered with whether it held alone, as ``apply`` (an end needs no record).
 
         Answers, in order, what each came to, or the exception it raised
         (``Throttled``: ask again after a wait). SQLite: one write transaction for

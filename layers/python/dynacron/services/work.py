@@ -201,7 +201,10 @@ class ExecutionRunner:
             for end, ending in zip(pending, endings, strict=True)
         ]
         try:
-            answers: list[Applied | Exception] = self._executions.apply_each(changes)
+            # Whether each held is all an end needs: no record to decode.
+            answers: list[Applied | Exception] = self._executions.apply_each(
+                changes, returning=False
+            )
         except StoreUnavailable as unavailable:
             answers = [unavailable] * len(changes)
         outcomes: list[Outcome | Exception] = []

@@ -73,6 +73,9 @@ class DynamoExecutionStore:
 
     def apply(self, execution_id: str, transition: Transition) -> bool:
         """Carry out ``transition`` as one conditional write; False if it did not hold."""
+        return self._apply(execution_id, transition)
+
+    def _apply(self, execution_id: str, transition: Transition) -> bool:
         return apply_transition(self._client, self._table, self._key(execution_id), transition)
 
     def apply_returning(self, execution_id: str, transition: Transition) -> Applied:
@@ -88,7 +91,9 @@ class DynamoExecutionStore:
             return Applied(held)
         return Applied(held, execution_from_item(item), call_from_item(item))
 
-    def apply_each(self, changes: Sequence[tuple[str, Transition]]) -> list[Applied | Exception]:
+    def apply_each(
+        self, changes: Sequence[tuple[str, Transition]], *, returning: bool = True
+    ) -> list[Applied | Exception]:
         """One conditional write per change, as ``apply_returning`` (DynamoDB has no
         conditional batch write), up to ``EACH_IN_FLIGHT`` in flight at once: a batch's
         begins take a round trip or two, not one per record. A throttled or failing
@@ -97,6 +102,8 @@ class DynamoExecutionStore:
 
         def one(change: tuple[str, Transition]) -> Applied | Exception:
             try:
+                if not returning:
+                    return Applied(self._apply(*change))
                 return self._apply_returning(*change)
             except Throttled as throttled:
                 return throttled

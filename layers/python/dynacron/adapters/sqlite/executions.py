@@ -88,7 +88,9 @@ class SqliteExecutionStore:
         held, record = self._database.run(lambda c: carry_out(c, execution_id, transition))
         return _applied(held, record)
 
-    def apply_each(self, changes: Sequence[tuple[str, Transition]]) -> list[Applied | Exception]:
+    def apply_each(
+        self, changes: Sequence[tuple[str, Transition]], *, returning: bool = True
+    ) -> list[Applied | Exception]:
         """Carry out every change in one write transaction (one commit for a batch's
         begins or ends), each in a savepoint of its own: one that raises writes
         nothing; the others go on."""
@@ -105,7 +107,7 @@ class SqliteExecutionStore:
                     connection.execute("ROLLBACK TO change")
                     answers.append(error)
                 else:
-                    answers.append(_applied(held, record))
+                    answers.append(_applied(held, record) if returning else Applied(held))
                 connection.execute("RELEASE change")
             return answers
 
