@@ -97,6 +97,7 @@ from bench.simulation import (
     VirtualPool,
     VirtualThreading,
 )
+from dynacron.adapters.aws import executions as aws_executions
 from dynacron.adapters.aws.cursors import DynamoCursorStore
 from dynacron.adapters.aws.due_page_hand_out import LambdaDuePageHandOut
 from dynacron.adapters.aws.task_items import task_to_item
@@ -271,43 +272,76 @@ class VirtualHeartbeats:
                 self.due += 1
 
 
-class _RecordsInVirtualTime(BatchProcessor):
-    """Powertools' SQS batch processor, its records run ``concurrency`` at a time by
-    processes of the simulation, started in the batch's order."""
-
-    def __init__(self, simulation: Simulation, concurrency: int, failures: Counter[str]) -> None:
-        super().__init__(event_type=EventType.SQS)
-        self._simulation = simulation
-        self._concurrency = concurrency
-        self._failures = failures
-
-    def process(self) -> list[tuple[Any, ...]]:
-        workers = max(1, min(self._concurrency, len(self.records)))
-        outcomes = VirtualPool(self._simulation, workers).map(self._process_record, self.records)
-        self._failures.update(type(error).__name__ for _, error, _ in self.exceptions)
-        return outcomes
-
-
 @contextmanager
 def virtual_batches(simulation: Simulation, failures: Counter[str]) -> Iterator[None]:
-    """The worker's batch (``record_batches.process_at_once``: a pool of threads, which
-    cannot wait in virtual time) runs its records
-    at once as processes of the simulation instead; the partial batch response is
-    still Powertools'. The records reported failed are counted in ``failures`` by
-    their exception's type."""
+    """The worker's batch (``record_batches.process_in_waves``: a pool of threads, which
+    cannot wait in virtual time) runs its records as processes of the simulation
+    instead, in waves of ``concurrency`` (each wave begun together, its handler calls
+    at once, its successes ended together; a wave starts once the one before has
+    ended, where the threads start the next records as soon as any end); the partial
+    batch response is still Powertools'. The records reported failed are counted in
+    ``failures`` by their exception's type."""
 
-    def at_once(
+    def in_waves(
         event: dict[str, Any],
-        record_handler: Callable[[SQSRecord], None],
         *,
+        begin_wave: Callable[[list[SQSRecord]], list[Any]],
+        finish: Callable[[list[Any]], list[Exception | None]],
+        settled: Callable[[SQSRecord], None],
         context: Any,
         concurrency: int,
     ) -> dict[str, Any]:
-        processor = _RecordsInVirtualTime(simulation, concurrency, failures)
-        return dict(process_partial_response(event, record_handler, processor, context))
+        records = [SQSRecord(record) for record in event.get("Records") or []]
+        errors: dict[str, Exception] = {}
+        step = max(1, concurrency)
+        for start in range(0, len(records), step):
+            wave = records[start : start + step]
+            try:
+                starts = begin_wave(wave)
+            except Exception as error:
+                starts = [error] * len(wave)
+            calls = [(r, s) for r, s in zip(wave, starts, strict=True) if callable(s)]
+            errors.update(
+                (r.message_id, s)
+                for r, s in zip(wave, starts, strict=True)
+                if isinstance(s, Exception)
+            )
+            ran = VirtualPool(simulation, max(1, len(calls))).map(_ran, calls) if calls else []
+            left = []
+            for (record, _), (rest, error) in zip(calls, ran, strict=True):
+                if error is not None:
+                    errors[record.message_id] = error
+                elif rest is not None:
+                    left.append((record, rest))
+            if left:
+                try:
+                    finished = finish([rest for _, rest in left])
+                except Exception as error:
+                    finished = [error] * len(left)
+                for (record, _), error in zip(left, finished, strict=True):
+                    if error is not None:
+                        errors[record.message_id] = error
+            for record in wave:
+                settled(record)
+        failures.update(type(error).__name__ for error in errors.values())
 
-    with mock.patch.object(events, "process_at_once", at_once):
+        def ended(record: SQSRecord) -> None:
+            if record.message_id in errors:
+                raise errors[record.message_id]
+
+        processor = BatchProcessor(event_type=EventType.SQS)
+        return dict(process_partial_response(event, ended, processor, context))
+
+    with mock.patch.object(events, "process_in_waves", in_waves):
         yield
+
+
+def _ran(call: tuple[SQSRecord, Callable[[], Any]]) -> tuple[Any, Exception | None]:
+    """A record's call, run by a process of the simulation: what it answered, or raised."""
+    try:
+        return call[1](), None
+    except Exception as error:
+        return None, error
 
 
 @contextmanager
@@ -331,13 +365,17 @@ def tick_interval(seconds: float) -> Iterator[None]:
 
 @contextmanager
 def virtual_threads(simulation: Simulation, workers: int) -> Iterator[None]:
-    """The tick's thread pool (``page_claimer``'s ``ThreadPoolExecutor``) built inside
-    is ``workers`` processes of the simulation instead."""
+    """The tick's thread pool (``page_claimer``'s ``ThreadPoolExecutor``) and the
+    execution store's (a batch's begins and ends, ``apply_each``) built inside are
+    ``workers`` processes of the simulation instead."""
 
     def executor(*_: Any, **__: Any) -> VirtualPool:
         return VirtualPool(simulation, workers)
 
-    with mock.patch.object(page_claimer, "ThreadPoolExecutor", executor):
+    with (
+        mock.patch.object(page_claimer, "ThreadPoolExecutor", executor),
+        mock.patch.object(aws_executions, "ThreadPoolExecutor", executor),
+    ):
         yield
 
 

@@ -419,5 +419,8 @@ def assert_lost_is_a_dead_letter_of_a(pipeline: Pipeline, a: TenantA) -> str:
 def assert_only_injected_worker_failures(pipeline: Pipeline, lossy: LosesOneTask) -> None:
     """Every record that failed, alone or with its whole batch, failed on the
     injected loss: one failure per receive of the lost message, and nothing else
-    (the pipeline raises anything the test did not inject)."""
-    assert pipeline.record_failures == lossy.raised == RECEIVES
+    (the pipeline raises anything the test did not inject). A receive meets the
+    loss once or twice: in the read of its wave's tasks in one call, if others came
+    with it, then in its own read."""
+    assert pipeline.record_failures == RECEIVES
+    assert RECEIVES <= lossy.raised <= 2 * RECEIVES

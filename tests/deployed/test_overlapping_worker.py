@@ -157,16 +157,26 @@ def test_records_that_fail_one_by_one_are_each_reported_back_alone(
             error = {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}
             raise ClientError({"Error": error}, "GetItem")
 
+    def throttle_batch(params: dict[str, Any], **_: Any) -> None:
+        # The batch's read of its tasks in one call names them all: throttled too.
+        for request in params.get("RequestItems", {}).values():
+            if any(key["task_id"]["S"] in throttled for key in request.get("Keys", [])):
+                error = {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}
+                raise ClientError({"Error": error}, "BatchGetItem")
+
     batch = deployed.receive_batch("worker", DISPATCH_QUEUE.env_var)
     assert len(batch) == 10
     # When one invocation runs the batch
-    worker.dynamodb.meta.events.register("provide-client-params.dynamodb.GetItem", throttle)
+    events = worker.dynamodb.meta.events
+    events.register("provide-client-params.dynamodb.GetItem", throttle)
+    events.register("provide-client-params.dynamodb.BatchGetItem", throttle_batch)
     try:
         context = FakeLambdaContext("worker-request", remaining_millis=60_000)
         thread, answers = invoke_in_background(deployed, batch, context)
         thread.join(120)
     finally:
-        worker.dynamodb.meta.events.unregister("provide-client-params.dynamodb.GetItem", throttle)
+        events.unregister("provide-client-params.dynamodb.GetItem", throttle)
+        events.unregister("provide-client-params.dynamodb.BatchGetItem", throttle_batch)
     # Then exactly the three are reported back, each alone; the seven ran once
     (answer,) = answers
     reported = {f["itemIdentifier"] for f in answer["batchItemFailures"]}

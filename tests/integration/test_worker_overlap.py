@@ -14,6 +14,7 @@ import json
 import threading
 from datetime import timedelta
 from typing import Any
+from unittest import mock
 
 from botocore.exceptions import ClientError
 
@@ -120,7 +121,15 @@ def test_records_that_raise_one_by_one_are_each_reported_back_alone(
             error = {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}
             raise ClientError({"Error": error}, "GetItem")
 
+    def throttle_batch(params: dict[str, Any], **_: Any) -> None:
+        # The batch's read of its tasks in one call names them all: throttled too.
+        keys = params["RequestItems"].get(settings.tasks_table, {}).get("Keys", [])
+        if any(key["task_id"]["S"] in throttled for key in keys):
+            error = {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}
+            raise ClientError({"Error": error}, "BatchGetItem")
+
     aws[0].meta.events.register("provide-client-params.dynamodb.GetItem", throttle)
+    aws[0].meta.events.register("provide-client-params.dynamodb.BatchGetItem", throttle_batch)
     messages = receive_all(settings, aws[1])
     by_task = {json.loads(m["Body"])["task_id"]: m["MessageId"] for m in messages}
     # When one invocation runs it, all eight at once
@@ -223,3 +232,30 @@ def test_local_modes_queue_on_sqs_gathers_a_batch_larger_than_one_receive(
     rest = queues.receive("dispatch", 25, wait_seconds=0)
     assert sorted(int(m["Body"]) for m in batch + rest) == list(range(30))
     assert queues.receive("dispatch", 25, wait_seconds=0) == []
+
+
+def test_a_batch_begins_together_and_ends_together_a_duplicate_refused_alone(
+    system: Dynacron, aws: tuple[Any, Any], settings: Settings, clock: SettableClock, sink: Sink
+) -> None:
+    # Given a batch of eight due messages and a copy of the first (SQS delivers at
+    # least once)
+    task_ids = due_together(system, clock, 8, handler_url=f"{sink.url}/hook")
+    messages = receive_all(settings, aws[1])
+    messages.append({**messages[0], "MessageId": "copy-of-the-first"})
+    store = system.executions
+    # When one invocation runs it, the store's calls counted (the store underneath
+    # is moto's, unchanged)
+    with (
+        mock.patch.object(store, "apply_each", wraps=store.apply_each) as each,
+        mock.patch.object(store, "apply_returning", wraps=store.apply_returning) as alone,
+    ):
+        answer = system.worker(sqs_event(messages, QUEUE_ARN), LocalContext("test-worker"))
+    # Then the nine began in one call, the copy refused alone, and nothing failed
+    assert answer == {"batchItemFailures": []}
+    begins, *ends = (len(call.args[0]) for call in each.call_args_list)
+    assert begins == 9
+    assert alone.call_count == 0
+    # and the eight successes ended in the batch's calls, none alone
+    assert sum(ends) == 8
+    assert sorted(sink.calls_by_key().values()) == [1] * 8
+    assert statuses(system, task_ids) == [(ExecutionStatus.SUCCEEDED, 1)] * 8

@@ -36,7 +36,7 @@ from dynacron.api.routes import unroutable_path, unsupported_body
 from dynacron.definitions.tick_timing import LoopTiming
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions.execution import Dispatch, queue_latency
-from dynacron.entry.record_batches import process_at_once
+from dynacron.entry.record_batches import WaveStart, process_in_waves
 from dynacron.entry.settings import Settings
 from dynacron.ports import ShardLeases
 from dynacron.ports.faults import Boundary, Faults
@@ -44,11 +44,12 @@ from dynacron.services.attempt_records import InvocationBudget
 from dynacron.services.completions import CompletionTracker
 from dynacron.services.message_holds import MessageHolds
 from dynacron.services.notifications import NotificationDeliveries, TaskNotifications
+from dynacron.services.outcomes import Outcome
 from dynacron.services.reap import Reaper
 from dynacron.services.tick import Ticker
 from dynacron.services.tick_loop import ShardTickLoop
 from dynacron.services.undelivered import UndeliveredDispatches
-from dynacron.services.work import ExecutionRunner
+from dynacron.services.work import ExecutionRunner, PendingEnd
 
 logger = Logger(service="dynacron")
 
@@ -204,40 +205,51 @@ class LambdaEvents:
         )
         returned: list[Dispatch] = []
 
-        def run_record(record: SQSRecord) -> None:
-            if is_notification(record.body):
-                # A task's notification (decision 0057), not an execution's attempt:
-                # a call, so it too starts only while one fits in the invocation.
-                message = notification_from_body(record.body)
-                if budget.take_one():
-                    self.notification_deliveries.deliver(message)
-                else:
-                    self.notification_deliveries.send_back(message)
-                return
-            if is_late_check(record.body):
-                self.task_notifications.check_late(late_check_from_body(record.body))
-                return
-            dispatch = dispatch_from_body(record.body)
-            if not budget.take_one():
-                self.runner.return_unbegun(dispatch)
-                returned.append(dispatch)
-                return
-            self._record_queue_latency(record, dispatch)
-            self.runner.run(dispatch, context)
-            self.faults.reached(Boundary.WORKER_RECORD_DONE)
+        def begin_wave(records: list[SQSRecord]) -> list[WaveStart]:
+            """The next records' begins, together (``ExecutionRunner.begin_each``)."""
+            starts: list[WaveStart] = [None] * len(records)
+            taken: list[tuple[int, Dispatch]] = []
+            for index, record in enumerate(records):
+                try:
+                    if is_notification(record.body) or is_late_check(record.body):
+                        starts[index] = self._notice_work(record.body, budget)
+                        continue
+                    dispatch = dispatch_from_body(record.body)
+                    if not budget.take_one():
+                        self.runner.return_unbegun(dispatch)
+                        returned.append(dispatch)
+                        continue
+                    self._record_queue_latency(record, dispatch)
+                except Exception as error:
+                    starts[index] = error
+                    continue
+                taken.append((index, dispatch))
+            began = self.runner.begin_each([dispatch for _, dispatch in taken], context)
+            for (index, _), start in zip(taken, began, strict=True):
+                if isinstance(start, Outcome):
+                    self.faults.reached(Boundary.WORKER_RECORD_DONE)
+                    continue
+                starts[index] = start if isinstance(start, Exception) else self._done(start)
+            return starts
+
+        def finish(pending: list[PendingEnd]) -> list[Exception | None]:
+            """The ends of the records whose handlers succeeded, together."""
+            ended: list[Exception | None] = []
+            for outcome in self.runner.end_each(pending):
+                if isinstance(outcome, Exception):
+                    ended.append(outcome)
+                    continue
+                self.faults.reached(Boundary.WORKER_RECORD_DONE)
+                ended.append(None)
+            return ended
 
         try:
             with self._holding(event) as release:
-
-                def run_and_release(record: SQSRecord) -> None:
-                    try:
-                        run_record(record)
-                    finally:
-                        release(record.receipt_handle)
-
-                response = process_at_once(
+                response = process_in_waves(
                     event,
-                    run_and_release,
+                    begin_wave=begin_wave,
+                    finish=finish,
+                    settled=lambda record: release(record.receipt_handle),
                     context=context,
                     concurrency=self.settings.worker_concurrency,
                 )
@@ -246,6 +258,36 @@ class LambdaEvents:
         if returned:
             logger.info("out of time: records sent back unbegun", extra={"returned": len(returned)})
         return response
+
+    def _notice_work(self, body: str, budget: InvocationBudget) -> WaveStart:
+        """A task's notification or on_late timer (decision 0057), not an execution's
+        attempt: its work, run on the pool as a handler call is. A notification is a
+        call, so it too starts only while one fits in the invocation."""
+        if is_late_check(body):
+            check = late_check_from_body(body)
+            return lambda: self.task_notifications.check_late(check)
+        message = notification_from_body(body)
+        if not budget.take_one():
+            self.notification_deliveries.send_back(message)
+            return None
+
+        def deliver() -> None:
+            self.notification_deliveries.deliver(message)
+
+        return deliver
+
+    def _done(self, call: Callable[[], Outcome | PendingEnd]) -> Callable[[], PendingEnd | None]:
+        """``call`` (a record's handler call), then, if it ended the record, the
+        record done; a success left to the batch's ends is handed back for them."""
+
+        def run() -> PendingEnd | None:
+            outcome = call()
+            if isinstance(outcome, PendingEnd):
+                return outcome
+            self.faults.reached(Boundary.WORKER_RECORD_DONE)
+            return None
+
+        return run
 
     def _holding(self, event: dict[str, Any]) -> AbstractContextManager[Callable[[str], None]]:
         """The batch's messages held while its records run, or nothing when off."""

@@ -11,6 +11,7 @@ services' (``dynacron.services.attempts``), stated once for every store.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
@@ -82,6 +83,25 @@ class ExecutionStore(Protocol):
         """As ``apply``, answering with the record too: held, the execution as it now is;
         refused, as it was (which says why; None if there is none), each with the
         handler-call record it keeps. Same write as ``apply``: no extra read."""
+        ...
+
+    def apply_each(
+        self, changes: Sequence[tuple[str, Transition]], *, returning: bool = True
+    ) -> list[Applied | Exception]:
+        """Carry out each (execution id, transition) of ``changes`` as ``apply_returning``
+        would, each alone: one refused (a begin whose message is a duplicate), or
+        raising, writes nothing and leaves the others as they are. A worker's batch
+        of begins, or of ends, in one call (decision 0034). ``returning`` False: each
+        answered with whether it held alone, as ``apply`` (an end needs no record).
+
+        Answers, in order, what each came to, or the exception it raised
+        (``Throttled``: ask again after a wait). SQLite: one write transaction for
+        them all, each change in a savepoint of its own; DynamoDB: one conditional
+        write each, as ``apply_returning``, several in flight at once. Raises
+        ``StoreUnavailable`` (not ``Throttled``) when the store could not be written
+        at all: then the changes already carried out stand, and the others were not
+        made.
+        """
         ...
 
     def get(self, execution_id: str) -> Execution | None:

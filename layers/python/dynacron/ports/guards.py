@@ -75,6 +75,12 @@ class HandlerCalls(Protocol):
         """The longest an in-progress record can block a new call (a dead caller's)."""
         ...
 
+    def in_progress(self, invocation: RemainingTime | None = None) -> HandlerCallRecord:
+        """The in-progress record a call starting now would save: a batch's begins
+        write it ahead of the calls (``CallRecords.save_in_progress`` is then given
+        it back, already saved)."""
+        ...
+
     def call(
         self,
         execution_id: str,

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 
 from dynacron.domain.clock import Clock
@@ -21,7 +22,7 @@ from dynacron.domain.executions.execution import (
     LeaseTerms,
 )
 from dynacron.domain.tasks.task import Task
-from dynacron.ports import BeginResult, ExecutionStore
+from dynacron.ports import Applied, BeginResult, ExecutionStore
 from dynacron.ports.faults import Boundary, Faults
 from dynacron.ports.guards import AttemptRefused, RemainingTime
 from dynacron.services.attempts import save_call
@@ -63,6 +64,34 @@ class InvocationBudget:
             return True
 
 
+@dataclass(frozen=True)
+class BatchBegin:
+    """What a batch's begins (one ``ExecutionStore.apply_each``) came to for one
+    attempt, begun with ``call``, its in-progress handler-call record."""
+
+    answer: Applied | Exception
+    call: HandlerCallRecord
+
+    @property
+    def queued(self) -> bool:
+        """Refused because the execution waits QUEUED for an attempt (a retry): for
+        ``attempts.begin`` to begin as it begins one."""
+        answer = self.answer
+        return (
+            isinstance(answer, Applied)
+            and not answer.held
+            and answer.execution is not None
+            and answer.execution.status is ExecutionStatus.QUEUED
+        )
+
+    def result(self) -> BeginResult:
+        """As ``attempts.begin`` answers a new execution's begin; raises what the
+        store raised for it."""
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return BeginResult(self.answer.held, self.answer.execution)
+
+
 class HeldBack(Exception):
     """A limit slot was lost before the call: carried out of the idempotent call,
     which deletes its in-progress record, so that the attempt can be postponed."""
@@ -92,8 +121,17 @@ class AttemptRecords:
         executions: ExecutionStore,
         outcomes: AttemptOutcomes,
         faults: Faults,
+        began: BatchBegin | None = None,
+        end_later: bool = False,
     ) -> None:
         self._execution_id = execution_id
+        # The batch's begin of this attempt, written already (decision 0034); None:
+        # the first save begins it.
+        self._began = began
+        # The success is saved by the batch's ends (``succeeded``), not here.
+        self._end_later = end_later
+        # The success to save, when the batch saves it.
+        self.succeeded: HandlerCallRecord | None = None
         self._begin = begin
         self._lease_token = lease_token
         self._task = task
@@ -112,7 +150,13 @@ class AttemptRecords:
     def save_in_progress(self, record: HandlerCallRecord, now_ms: int) -> HandlerCallRecord | None:
         """Begin the attempt with ``record`` (or, once begun, save it again): None, or
         the record that still counts; ``AttemptRefused`` when the message may not begin."""
-        if self.begun is None:
+        began, self._began = self._began, None
+        if self.begun is None and began is not None and not began.queued:
+            # Begun by the batch with the record it saved (the same but for the
+            # milliseconds between the two).
+            begun, record = began.result(), began.call
+        elif self.begun is None:
+            # A retry (QUEUED, not new) begins alone, as any attempt did before.
             begun = self._begin(call=record, call_now_ms=now_ms)
         else:  # Powertools asks again after a record expired meanwhile
             begun = save_call(
@@ -130,6 +174,10 @@ class AttemptRecords:
         """End the execution SUCCEEDED with ``record``, or keep the success for the
         attempt that took the lease over."""
         assert self.begun is not None
+        if self._end_later:
+            self.succeeded = record
+            self.success_saved = True
+            return
         self.ended = self._outcomes.end(
             self.begun,
             self._lease_token,
@@ -140,10 +188,13 @@ class AttemptRecords:
         )
         self.success_saved = True
         if self.ended is None:
-            # Taken over while the handler ran: the success must not be lost, nor
-            # called again. The attempt that took over replays it.
-            self._executions.apply(self._execution_id, call_records.keep_call(record))
-            self._faults.reached(Boundary.WORKER_OUTCOME_NOT_RECORDED)
+            self.keep_success(record)
+
+    def keep_success(self, record: HandlerCallRecord) -> None:
+        """The end was refused: taken over while the handler ran. The success must not
+        be lost, nor called again: the attempt that took over replays it."""
+        self._executions.apply(self._execution_id, call_records.keep_call(record))
+        self._faults.reached(Boundary.WORKER_OUTCOME_NOT_RECORDED)
 
     def delete(self) -> None:
         """Clear the in-progress record this attempt saved, if it saved one."""

@@ -13,6 +13,7 @@ from datetime import timedelta
 from enum import StrEnum
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.conditions import Transition
 from dynacron.domain.executions import dead_letters, transitions
 from dynacron.domain.executions.attention import Attention
 from dynacron.domain.executions.execution import (
@@ -64,6 +65,14 @@ class Ended:
     def outcome(self) -> Outcome:
         """The execution's final status, as an outcome."""
         return Outcome(self.execution.status.value)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """An attempt's end before it is written: the write, and what it ends as."""
+
+    finish: Transition
+    ended: Ended
 
 
 class Unread:
@@ -129,6 +138,24 @@ class AttemptOutcomes:
     ) -> Ended | None:
         """The end's one write (with ``call``, the handler's success saved in it too);
         None if the lease was lost. ``follow_through`` does what the end owes."""
+        ending = self.ending(
+            execution, lease_token, status, task, error=error, result=result, call=call
+        )
+        return self.ended(ending, self.executions.apply(execution.execution_id, ending.finish))
+
+    def ending(
+        self,
+        execution: Execution,
+        lease_token: str,
+        status: ExecutionStatus,
+        task: Task | Unread | None,
+        *,
+        error: str | None = None,
+        result: ResultSummary | None = None,
+        call: HandlerCallRecord | None = None,
+    ) -> Ending:
+        """The end's write, to be carried out (``end``; a worker's batch carries out its
+        records' in one call) and then told to ``ended``."""
         now = self.clock.now()
         ended = dataclasses.replace(
             execution, status=status, completed_at=now, error=error, result=result
@@ -147,10 +174,14 @@ class AttemptOutcomes:
             call=call,
             keeping=self.executions.keeping(execution.execution_id),
         )
-        done = self.executions.apply(execution.execution_id, finish)
-        if done:
-            self.metrics.execution_ended(status.value)
-        return Ended(ended, follow_up_token) if done else None
+        return Ending(finish, Ended(ended, follow_up_token))
+
+    def ended(self, ending: Ending, held: bool) -> Ended | None:
+        """What an end's write came to (``held``: it was written); None if the lease was lost."""
+        if not held:
+            return None
+        self.metrics.execution_ended(ending.ended.execution.status.value)
+        return ending.ended
 
     def follow_through(self, ended: Ended) -> Outcome:
         """Do what ``ended`` owes, if anything, and say what it came to."""

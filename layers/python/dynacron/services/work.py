@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.conditions import Transition
 from dynacron.domain.executions import transitions
 from dynacron.domain.executions.attention import Attention
 from dynacron.domain.executions.execution import (
@@ -26,6 +27,7 @@ from dynacron.domain.executions.execution import (
     Execution,
     ExecutionStatus,
     HandlerAnswer,
+    HandlerCallRecord,
     LeaseTerms,
     new_token,
     scheduling_lag,
@@ -34,6 +36,7 @@ from dynacron.domain.executions.execution import (
 from dynacron.domain.executions.retry import AttemptFailure, RetryPolicy
 from dynacron.domain.tasks.task import Task, TaskStatus, skipped_reason
 from dynacron.ports import (
+    Applied,
     BeginResult,
     DispatchQueue,
     ExecutionStore,
@@ -47,7 +50,7 @@ from dynacron.ports.faults import NO_FAULTS, Boundary, Faults
 from dynacron.ports.guards import GuardedResult, HandlerCalls, RemainingTime
 from dynacron.ports.metrics import Metrics
 from dynacron.services import attempts, task_changes
-from dynacron.services.attempt_records import AttemptRecords, Heartbeats, HeldBack
+from dynacron.services.attempt_records import AttemptRecords, BatchBegin, Heartbeats, HeldBack
 from dynacron.services.attempts import tenant_of
 from dynacron.services.clock_steps import ClockSteps
 from dynacron.services.limits import LimitGate, Pass, Wait
@@ -72,8 +75,26 @@ class _Attempt:
     admitted: Pass | None
 
 
+@dataclass(frozen=True)
+class PendingEnd:
+    """A record of a batch whose handler succeeded: its end, which saves the success,
+    is written with the batch's others (``ExecutionRunner.end_each``)."""
+
+    records: AttemptRecords
+    execution: Execution
+    lease_token: str
+    task: Task
+    success: HandlerCallRecord
+
+
+# What ``begin_each`` hands back for one message: what became of it already, the
+# exception it raised, or what is left to run (the handler call) on a thread of its own.
+Started = Outcome | Exception | Callable[[], "Outcome | PendingEnd"]
+
+
 class ExecutionRunner:
-    """Runs the attempts the dispatch messages name, one message at a time."""
+    """Runs the attempts the dispatch messages name: one message at a time (``run``),
+    or a batch's, begun together and ended together (``begin_each``, ``end_each``)."""
 
     def __init__(
         self,
@@ -109,12 +130,127 @@ class ExecutionRunner:
 
     def run(self, dispatch: Dispatch, invocation: RemainingTime | None = None) -> Outcome:
         """Run one attempt; returns what became of it. Raises only on infrastructure errors."""
+        prepared = self._prepare(dispatch, self._tasks.get)
+        if isinstance(prepared, Outcome):
+            return prepared
+        if prepared.task is None or prepared.task.status in NOT_RUNNING:
+            return self._skip_attempt(prepared)
+        outcome = self._call(prepared, prepared.task, invocation)
+        assert isinstance(outcome, Outcome)  # ends are written by the call itself
+        return outcome
+
+    def begin_each(
+        self, dispatches: Sequence[Dispatch], invocation: RemainingTime | None = None
+    ) -> list[Started]:
+        """Begin a batch's attempts together: their tasks read in one call, their
+        begins written in one (``ExecutionStore.apply_each``); each attempt keeps its
+        own lease, handler-call record, limits and refusal, as ``run`` gives it. Answers,
+        for each message in order, what became of it already (deferred, waiting, set
+        aside, or the exception it raised), or what is left: its handler call, which
+        answers an ``Outcome``, or a ``PendingEnd`` for ``end_each``. Raises only when
+        the tasks cannot be read at all."""
+        read = self._reader([dispatch.task_id for dispatch in dispatches])
+        started: list[Started] = []
+        begins: list[tuple[int, _Attempt, Task, HandlerCallRecord]] = []
+        for dispatch in dispatches:
+            try:
+                prepared = self._prepare(dispatch, read)
+            except Exception as error:
+                started.append(error)
+                continue
+            task = prepared.task if isinstance(prepared, _Attempt) else None
+            if isinstance(prepared, Outcome):
+                started.append(prepared)
+            elif task is None or task.status in NOT_RUNNING:
+                started.append(functools.partial(self._skip_attempt, prepared))
+            else:
+                begins.append((len(started), prepared, task, self._handler_calls.in_progress()))
+                started.append(Outcome.DUPLICATE)  # replaced below, once begun
+        if not begins:
+            return started
+        changes = [
+            (attempt.dispatch.execution_id, self._begin_new(attempt, task, call))
+            for _, attempt, task, call in begins
+        ]
+        try:
+            answers: list[Applied | Exception] = self._executions.apply_each(changes)
+        except StoreUnavailable as unavailable:
+            answers = [unavailable] * len(changes)
+        for (index, attempt, task, call), answer in zip(begins, answers, strict=True):
+            began = BatchBegin(answer, call)
+            started[index] = functools.partial(
+                self._call, attempt, task, invocation, began=began, end_later=True
+            )
+        return started
+
+    def end_each(self, pending: Sequence[PendingEnd]) -> list[Outcome | Exception]:
+        """Write the ends of a batch's succeeded attempts in one call, each saving its
+        handler's success, then do what each owes; answers, in order, what each came
+        to, or the exception it raised. A refused end (the lease was taken over) keeps
+        the success for the attempt that took over, as one attempt alone does."""
+        endings = [
+            self._outcomes.ending(
+                end.execution,
+                end.lease_token,
+                ExecutionStatus.SUCCEEDED,
+                end.task,
+                result=end.success.response,
+                call=end.success,
+            )
+            for end in pending
+        ]
+        changes = [
+            (end.execution.execution_id, ending.finish)
+            for end, ending in zip(pending, endings, strict=True)
+        ]
+        try:
+            # Whether each held is all an end needs: no record to decode.
+            answers: list[Applied | Exception] = self._executions.apply_each(
+                changes, returning=False
+            )
+        except StoreUnavailable as unavailable:
+            answers = [unavailable] * len(changes)
+        outcomes: list[Outcome | Exception] = []
+        for end, ending, answer in zip(pending, endings, answers, strict=True):
+            if isinstance(answer, Exception):
+                outcomes.append(answer)
+                continue
+            try:
+                ended = self._outcomes.ended(ending, answer.held)
+                if ended is None:
+                    end.records.keep_success(end.success)
+                    outcomes.append(Outcome.LEASE_LOST)
+                else:
+                    outcomes.append(self._outcomes.follow_through(ended))
+            except Exception as error:
+                outcomes.append(error)
+        return outcomes
+
+    def _reader(self, task_ids: list[str]) -> Callable[[str], Task | None]:
+        """``TaskStore.get`` for ``task_ids``, read in one call: a task that cannot be
+        decoded is read again alone, to raise as ``get`` raises; all of them, if the
+        store failed the call (each record then fails, or not, alone)."""
+        if len(task_ids) <= 1:
+            return self._tasks.get
+        try:
+            found, unreadable = self._tasks.read_many(task_ids)
+        except StoreUnavailable:
+            return self._tasks.get
+        tasks = {task.task_id: task for task in found}
+        again = {poison.task_id for poison in unreadable}
+        return lambda task_id: self._tasks.get(task_id) if task_id in again else tasks.get(task_id)
+
+    def _prepare(
+        self, dispatch: Dispatch, read: Callable[[str], Task | None]
+    ) -> Outcome | _Attempt:
+        """What ``dispatch`` comes to before its attempt begins (sent on, waiting, set
+        aside), or the attempt to begin."""
         now = self._clock.now()
         if dispatch.not_before is not None and dispatch.not_before - self._terms.clock_skew > now:
             self._queue.send_later(dispatch, (dispatch.not_before - now).total_seconds())
             return Outcome.DEFERRED
         try:
-            task, admitted = self._admit(dispatch)
+            task, admitted = self._admit(dispatch, read)
         except StoreUnavailable:
             raise
         except Exception as error:
@@ -122,13 +258,31 @@ class ExecutionRunner:
         if isinstance(admitted, Wait):
             return self._wait(dispatch, admitted, now)
         attempt = _Attempt(dispatch, task, new_token(), new_token(), now, admitted)
-        if task is None or task.status in NOT_RUNNING:
-            self._report_limits(admitted, None)
-            return self._skip(self._beginning(attempt)(), attempt.lease_token, task)
-        if self._notifications is not None:
+        if self._notifications is not None and task is not None and task.status not in NOT_RUNNING:
             # The occurrence's on_late timer, if its task has one (decision 0057).
             self._notifications.watch(task, dispatch)
-        return self._call(attempt, task, invocation)
+        return attempt
+
+    def _skip_attempt(self, attempt: _Attempt) -> Outcome:
+        """An attempt whose task is gone or does not run: begun and SKIPPED at once."""
+        self._report_limits(attempt.admitted, None)
+        return self._skip(self._beginning(attempt)(), attempt.lease_token, attempt.task)
+
+    def _begin_new(self, attempt: _Attempt, task: Task, call: HandlerCallRecord) -> Transition:
+        """The begin of ``attempt`` as a new execution, with ``call`` (``attempts.begin``'s
+        first try, written with the batch's others)."""
+        now = attempt.began_at
+        return transitions.begin_new(
+            attempt.dispatch,
+            now=now,
+            lease_until=now + self._terms.running,
+            lease_token=attempt.lease_token,
+            callback_digest=token_digest(attempt.callback_token),
+            retry=task.retry,
+            tenant_id=task.tenant_id,
+            call=call,
+            keeping=self._executions.keeping(attempt.dispatch.execution_id),
+        )
 
     def _beginning(self, attempt: _Attempt) -> Callable[..., BeginResult]:
         """The begin of ``attempt`` (``attempts.begin``), to be called with or without the
@@ -146,8 +300,17 @@ class ExecutionRunner:
             tenant_id=task.tenant_id if task is not None else tenant_of(self._executions, dispatch),
         )
 
-    def _call(self, attempt: _Attempt, task: Task, invocation: RemainingTime | None) -> Outcome:
-        """Begin ``attempt`` and call its handler, guarded by its handler-call record."""
+    def _call(
+        self,
+        attempt: _Attempt,
+        task: Task,
+        invocation: RemainingTime | None,
+        *,
+        began: BatchBegin | None = None,
+        end_later: bool = False,
+    ) -> Outcome | PendingEnd:
+        """Begin ``attempt`` (unless ``began`` did) and call its handler, guarded by its
+        handler-call record; ``end_later``: a success is left to ``end_each``."""
         dispatch, lease_token, admitted = attempt.dispatch, attempt.lease_token, attempt.admitted
         # The attempt begins in the write that saves the in-progress record of its
         # handler call, and ends in the write that saves its success (decision 0016).
@@ -159,6 +322,8 @@ class ExecutionRunner:
             executions=self._executions,
             outcomes=self._outcomes,
             faults=self._faults,
+            began=began,
+            end_later=end_later,
         )
         try:
             guarded = self._handler_calls.call(
@@ -177,11 +342,13 @@ class ExecutionRunner:
             return self._outcomes.postpone(records.begun, lease_token, delay)
         return self._called(records, guarded, lease_token, task, admitted)
 
-    def _admit(self, dispatch: Dispatch) -> tuple[Task | None, Pass | Wait | None]:
+    def _admit(
+        self, dispatch: Dispatch, read: Callable[[str], Task | None]
+    ) -> tuple[Task | None, Pass | Wait | None]:
         """The task as it is now, and what its limits, breaker and pauses say. Checked
         before the attempt begins: an attempt that must wait is sent on unchanged and
         uses up nothing. None for a deleted task (or one that does not run)."""
-        task = self._tasks.get(dispatch.task_id)
+        task = read(dispatch.task_id)
         if self._limits is None or task is None or task.status in NOT_RUNNING:
             return task, None
         return task, self._limits.admit(task, dispatch)
@@ -200,7 +367,7 @@ class ExecutionRunner:
         lease_token: str,
         task: Task,
         admitted: Pass | None,
-    ) -> Outcome:
+    ) -> Outcome | PendingEnd:
         """What the guarded handler call came to: refused before it began, taken over
         before the call, or a result to record."""
         if records.begun is None:
@@ -385,7 +552,7 @@ class ExecutionRunner:
         result: DeliveryResult,
         guarded: GuardedResult,
         task: Task,
-    ) -> Outcome:
+    ) -> Outcome | PendingEnd:
         """Write what the handler call came to, under the attempt's lease token."""
         if guarded.replayed or guarded.in_progress:
             self._metrics.duplicate_suppressed()
@@ -395,6 +562,9 @@ class ExecutionRunner:
             return self._outcomes.postpone(
                 execution, lease_token, self._handler_calls.in_progress_limit_seconds
             )
+        if records.succeeded is not None:
+            # The batch's ends save it (``end_each``).
+            return PendingEnd(records, execution, lease_token, task, records.succeeded)
         if records.success_saved:
             # Saving the success ended the attempt, unless the lease was lost.
             ended = records.ended

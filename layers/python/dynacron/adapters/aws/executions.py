@@ -7,6 +7,8 @@ conditional write (``expressions``), and the queries are answered (``execution_q
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +28,15 @@ from dynacron.domain.executions.attention import AttentionQuery
 from dynacron.domain.executions.execution import Execution, HandlerCallRecord
 from dynacron.domain.executions.record import Keeping
 from dynacron.domain.tasks.task import shard_for, task_id_of
-from dynacron.ports import Applied, Page
+from dynacron.ports import Applied, Page, StoreUnavailable, Throttled
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
+
+
+# Conditional writes of one ``apply_each`` in flight at once (boto3's connection pool
+# keeps one per record in flight: decision 0034).
+EACH_IN_FLIGHT = 16
 
 
 class DynamoExecutionStore:
@@ -51,6 +58,8 @@ class DynamoExecutionStore:
         self._table = table_name
         self._retention = retention
         self._lease_shards = lease_shards
+        # Its threads start as the first batches need them.
+        self._writers = ThreadPoolExecutor(EACH_IN_FLIGHT, "dynacron-executions")
 
     @property
     def lease_shards(self) -> int:
@@ -64,17 +73,48 @@ class DynamoExecutionStore:
 
     def apply(self, execution_id: str, transition: Transition) -> bool:
         """Carry out ``transition`` as one conditional write; False if it did not hold."""
+        return self._apply(execution_id, transition)
+
+    def _apply(self, execution_id: str, transition: Transition) -> bool:
         return apply_transition(self._client, self._table, self._key(execution_id), transition)
 
     def apply_returning(self, execution_id: str, transition: Transition) -> Applied:
         """As ``apply``, with the item: the new one if the transition held, else the one
         that made it fail (ReturnValuesOnConditionCheckFailure), in the same write."""
+        return self._apply_returning(execution_id, transition)
+
+    def _apply_returning(self, execution_id: str, transition: Transition) -> Applied:
         held, item = apply_transition_returning(
             self._client, self._table, self._key(execution_id), transition
         )
         if not item:
             return Applied(held)
         return Applied(held, execution_from_item(item), call_from_item(item))
+
+    def apply_each(
+        self, changes: Sequence[tuple[str, Transition]], *, returning: bool = True
+    ) -> list[Applied | Exception]:
+        """One conditional write per change, as ``apply_returning`` (DynamoDB has no
+        conditional batch write), up to ``EACH_IN_FLIGHT`` in flight at once: a batch's
+        begins take a round trip or two, not one per record. A throttled or failing
+        change is answered with its exception; the store unreachable (any other
+        ``StoreUnavailable``) raises once every change has been tried."""
+
+        def one(change: tuple[str, Transition]) -> Applied | Exception:
+            try:
+                if not returning:
+                    return Applied(self._apply(*change))
+                return self._apply_returning(*change)
+            except Throttled as throttled:
+                return throttled
+            except StoreUnavailable:
+                raise
+            except Exception as error:
+                return error
+
+        if len(changes) <= 1:
+            return [one(change) for change in changes]
+        return list(self._writers.map(one, changes))
 
     def held_call(self, execution_id: str) -> HandlerCallRecord | None:
         """The handler-call record kept on the execution, if any (expired ones too)."""

@@ -504,25 +504,36 @@ class DynamoTaskStore:
     ) -> bool:
         """``transition`` on the task, ``change`` to the census and the ``recorded``
         change's record, in one transaction; False if the transition's condition did
-        not hold (nothing written)."""
+        not hold (nothing written).
+
+        A transaction cancelled for a conflict (another one on the task or its census
+        entry at the same moment) is no refusal: it is asked again, and ``Throttled``
+        raised if the conflict outlasts ``_CHUNK_CONFLICT_TRIES``."""
         key = to_item({"task_id": task_id})
-        try:
-            self._client.transact_write_items(
-                TransactItems=[
-                    cast(
-                        "TransactWriteItemTypeDef",
-                        {"Update": {"TableName": self._table, **write_request(transition, key)}},
-                    ),
-                    *self._recounts(tenant_id, task_id, change),
-                    *self._change_puts(recorded, tenant_id),
-                ]
-            )
-        except ClientError as error:
-            if is_transaction_refusal(error) or is_condition_failure(error):
-                return False
-            raise
-        self._forget_if_empty(tenant_id, task_id, change.removed)
-        return True
+        items = [
+            cast(
+                "TransactWriteItemTypeDef",
+                {"Update": {"TableName": self._table, **write_request(transition, key)}},
+            ),
+            *self._recounts(tenant_id, task_id, change),
+            *self._change_puts(recorded, tenant_id),
+        ]
+        for attempt in range(_CHUNK_CONFLICT_TRIES):
+            try:
+                self._client.transact_write_items(TransactItems=items)
+            except ClientError as error:
+                if is_condition_failure(error):
+                    return False
+                if not is_transaction_refusal(error):
+                    raise
+                reasons = cancelled_by(error)
+                if "TransactionConflict" not in reasons or "ConditionalCheckFailed" in reasons:
+                    return False
+                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+            else:
+                self._forget_if_empty(tenant_id, task_id, change.removed)
+                return True
+        raise Throttled(f"task {task_id}: its change kept meeting other transactions")
 
     def apply_each(self, changes: Sequence[tuple[str, Transition]]) -> list[bool | Exception]:
         """One conditional UpdateItem per change, as ``apply``, one after another

@@ -153,6 +153,17 @@ class IdempotentHandlerCalls:
         """The longest an in-progress record can block a new call (a dead caller's)."""
         return HandlerCallDeadline(self._handler_timeout_ms).get_remaining_time_in_millis() / 1000
 
+    def in_progress(self, invocation: RemainingTime | None = None) -> HandlerCallRecord:
+        """The record Powertools would save for a call starting now: in progress
+        until the call's deadline, kept ``ttl_seconds``."""
+        now = time.time()
+        deadline_ms = HandlerCallDeadline(self._handler_timeout_ms, invocation)
+        return HandlerCallRecord(
+            status=HandlerCallRecord.IN_PROGRESS,
+            expires_at=int(now + self._ttl_seconds),
+            in_progress_until_ms=int(now * 1000) + deadline_ms.get_remaining_time_in_millis(),
+        )
+
     def call(
         self,
         execution_id: str,

@@ -10,6 +10,8 @@ acting on one execution, only one wins, whichever process each runs in.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -85,6 +87,31 @@ class SqliteExecutionStore:
         one that made it fail (None if there is none)."""
         held, record = self._database.run(lambda c: carry_out(c, execution_id, transition))
         return _applied(held, record)
+
+    def apply_each(
+        self, changes: Sequence[tuple[str, Transition]], *, returning: bool = True
+    ) -> list[Applied | Exception]:
+        """Carry out every change in one write transaction (one commit for a batch's
+        begins or ends), each in a savepoint of its own: one that raises writes
+        nothing; the others go on."""
+
+        def carry_out_each(connection: sqlite3.Connection) -> list[Applied | Exception]:
+            answers: list[Applied | Exception] = []
+            for execution_id, transition in changes:
+                connection.execute("SAVEPOINT change")
+                try:
+                    held, record = carry_out(connection, execution_id, transition)
+                except sqlite3.OperationalError:
+                    raise  # the file, not the change: the transaction fails
+                except Exception as error:
+                    connection.execute("ROLLBACK TO change")
+                    answers.append(error)
+                else:
+                    answers.append(_applied(held, record) if returning else Applied(held))
+                connection.execute("RELEASE change")
+            return answers
+
+        return self._database.run(carry_out_each) if changes else []
 
     def held_call(self, execution_id: str) -> HandlerCallRecord | None:
         """The handler-call record kept on the execution, if any (expired ones too)."""
