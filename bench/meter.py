@@ -298,12 +298,14 @@ def _caller() -> str:
         name = frame.f_code.co_name
         public = not name.startswith("_") and name not in SHARED_HELPERS
         ours = module.startswith("dynacron.") and not module.startswith("dynacron.local")
-        if public and ours and module not in PASS_THROUGH_MODULES:
+        # A store that carries out transitions: named by the move (``begin``, ``finish``),
+        # even from a private helper (a batch's changes are each written by one, on the
+        # store's own threads, where no public method is on the stack).
+        move = getattr(frame.f_locals.get("transition"), "move", "")
+        if (public or move) and ours and module not in PASS_THROUGH_MODULES:
             owner = frame.f_locals.get("self")
             port = BACKEND_PREFIX.sub("", type(owner).__name__) if owner is not None else ""
             prefix = f"{port}." if port else ""
-            # A store that carries out transitions: named by the move (``begin``, ``finish``).
-            move = getattr(frame.f_locals.get("transition"), "move", "")
             return prefix + (move or frame.f_code.co_name)
         frame = frame.f_back
     return "bench"

@@ -23,7 +23,8 @@ def calendars_router(calendars: CalendarService) -> Router:
     """``/calendars`` and ``/calendars/{name}``, served by ``calendars``."""
     router = Router()  # type: ignore[no-untyped-call]  # (its __init__ is unannotated)
 
-    @router.put("/calendars/<name>", responses=problems(409))
+    # 404: a name with characters no route takes (a control character) meets no route.
+    @router.put("/calendars/<name>", responses=problems(404, 409))
     def put_calendar(name: CalendarName, body: CalendarBody) -> CalendarView:
         """Create or replace the calendar: the tasks that name it are held to its new
         days from their next occurrence on."""
