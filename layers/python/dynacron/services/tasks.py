@@ -92,6 +92,9 @@ MAX_CHAIN_LENGTH = 10
 # The tasks upstream of one dependent, over every path (fan-in): each is checked in
 # the write's transaction, which DynamoDB bounds at 100 items.
 MAX_CHAIN_TASKS = 50
+# The fan-in dependents one upstream may name (those that follow it after another
+# first upstream): each is an attribute of its record, which DynamoDB bounds at 400 KB.
+MAX_FAN_IN_DEPENDENTS = 100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -392,11 +395,12 @@ class TaskService:
         task = new_task(spec, now, task_id=task_id, tenant_id=tenant_id)
         if task.calendars:
             task = dataclasses.replace(task, calendars=self._resolved(tenant_id, task.calendars))
-        self._check_chain(tenant_id, task_id, task.schedule)
+        # Every check that writes nothing first: a refused request leaves no mark.
         check_min_interval(task.schedule, now, self.settings.min_interval_seconds)
         self._check_handler(task, urls or self.urls)
         self._check_notify(task)
         self._check_payload_size(task.payload)
+        self._check_chain(tenant_id, task_id, task.schedule)
         return task
 
     def patch(
@@ -418,13 +422,14 @@ class TaskService:
             changed = dataclasses.replace(
                 changed, calendars=self._resolved(tenant_id, changed.calendars)
             )
-        chain: dict[str, int] = {}
         if changes.touches_schedule:
-            chain = self._check_chain(tenant_id, task_id, changed.schedule)
             check_min_interval(changed.schedule, now, self.settings.min_interval_seconds)
         self._check_handler(changed, self.urls)
         self._check_notify(changed)
         self._check_payload_size(changed.payload)
+        chain: dict[str, int] = {}
+        if changes.touches_schedule:
+            chain = self._check_chain(tenant_id, task_id, changed.schedule)
         what = ChangeKind.PATCH if reverting is None else ChangeKind.REVERT
         change = self._stamp(tenant_id, who, now).record(
             what, task_id, tenant_id, task, changed, note=reverting
@@ -611,10 +616,30 @@ class TaskService:
             # decision 0058) by the attribute the mark adds.
             for upstream_id in schedule.upstream_task_ids:
                 follower = None if upstream_id == schedule.upstream_task_id else task_id
-                mark = transitions.mark_has_dependents(tenant_id, fan_in_dependent=follower)
+                if follower is not None:
+                    self._check_fan_in_room(tenant_id, upstream_id, follower)
+                mark = transitions.mark_has_dependents(
+                    tenant_id, fan_in_dependent=follower, marked_at=self.clock.now()
+                )
                 if not self.tasks.apply(upstream_id, mark):
                     raise InvalidRequest("after", f"no task {upstream_id!r} exists")
         return self._chain_versions(tenant_id, task_id, schedule)
+
+    def _check_fan_in_room(self, tenant_id: str, upstream_id: str, follower: str) -> None:
+        """``upstream_id`` may name one more fan-in dependent: its record stays small
+        (a name each), whatever requests a tenant makes. Two creates at once may
+        both pass at the limit: it is a bound on size, not an exact count."""
+        upstream = self.tasks.get_owned(tenant_id, upstream_id)
+        if upstream is None:
+            raise InvalidRequest("after", f"no task {upstream_id!r} exists")
+        named = upstream.fan_in_dependents
+        if follower not in named and len(named) >= MAX_FAN_IN_DEPENDENTS:
+            raise InvalidRequest(
+                "after",
+                f"task {upstream_id!r} already has {MAX_FAN_IN_DEPENDENTS} tasks that "
+                "wait for it after another first; make it the first in 'after', or "
+                "chain through fewer tasks",
+            )
 
     def _chain_versions(self, tenant_id: str, task_id: str, schedule: Schedule) -> dict[str, int]:
         """``after`` names existing tasks, and following them never comes back here.
