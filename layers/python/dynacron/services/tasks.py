@@ -62,6 +62,7 @@ from dynacron.domain.tasks.skips import (
     removed,
     requested_skip,
     skips_ahead,
+    skips_to_list,
 )
 from dynacron.domain.tasks.specs import (
     ScheduleSpec,
@@ -814,11 +815,14 @@ class TaskService:
             request, task.schedule, task.timezone, task.next_run_at, by=by, now=now
         )
         skips = added(skips_ahead(task.skips, task.next_run_at), skip)
-        return self._replace(task, self._with_skips(task, skips, now), now)
+        changed = self._with_skips(task, skips, now)
+        return self._replace(task, changed, now, None, self._skip_record(task, changed, by, now))
 
-    def unskip(self, tenant_id: str, task_id: str, occurrence: str | None) -> Task:
+    def unskip(
+        self, tenant_id: str, task_id: str, occurrence: str | None, *, who: str | None = None
+    ) -> Task:
         """Remove the task's skips, or only ``occurrence`` from them; one already
-        reached stays as it was recorded."""
+        reached stays as it was recorded. Recorded as by ``who`` (else the tenant)."""
         task = self.get(tenant_id, task_id)
         now = to_utc_ms(self.clock.now())
         instant = (
@@ -827,7 +831,19 @@ class TaskService:
         skips = skips_ahead(removed(task.skips, instant), task.next_run_at)
         if skips == task.skips:
             return task
-        return self._replace(task, self._with_skips(task, skips, now), now)
+        changed = self._with_skips(task, skips, now)
+        return self._replace(task, changed, now, None, self._skip_record(task, changed, who, now))
+
+    def _skip_record(self, task: Task, changed: Task, who: str | None, now: datetime) -> TaskChange:
+        """A skip's or an unskip's change record: the skips ahead, before and after
+        (not revertible: a skip is taken back with ``unskip``)."""
+        return self._stamp(task.tenant_id, who, now).recorded(
+            ChangeKind.SKIP,
+            task.task_id,
+            task.tenant_id,
+            {"skips": skips_to_list(task.skips) or [], "version": task.version},
+            {"skips": skips_to_list(changed.skips) or [], "version": changed.version},
+        )
 
     @staticmethod
     def _with_skips(task: Task, skips: tuple[Skip, ...], now: datetime) -> Task:
