@@ -31,7 +31,7 @@ from dynacron.domain.errors import (
 )
 from dynacron.domain.executions.execution import Dispatch, Execution
 from dynacron.domain.instants import format_instant, to_utc_ms
-from dynacron.domain.schedules.calendars import NO_CALENDARS, CalendarRule
+from dynacron.domain.schedules.calendars import NO_CALENDARS, CalendarRule, TenantCalendars
 from dynacron.domain.schedules.expressions import (
     GRID_KINDS,
     AfterSchedule,
@@ -261,6 +261,10 @@ class TaskService:
         # ranges (not once per item); each distinct URL checked once.
         quota = self.quota(tenant_id)
         urls = _UrlsCheckedOnce(self.urls.with_private_networks(quota.private_networks))
+        # The tenant's calendars too, if an item names one (up to 300 KB each read).
+        calendars = None
+        if self.calendar_service is not None and any(item.spec.calendars for item in items):
+            calendars = self.calendar_service.stored(tenant_id)
         for index, item in enumerate(items):
             try:
                 if item.key is not None and item.key.key in first_with_key:
@@ -271,7 +275,7 @@ class TaskService:
                     )
                 if item.key is not None:
                     first_with_key[item.key.key] = index
-                task = self._checked(tenant_id, item.spec, uuid.uuid4().hex, now, urls)
+                task = self._checked(tenant_id, item.spec, uuid.uuid4().hex, now, urls, calendars)
                 checked.append((index, task, item))
             except (InvalidRequest, Conflict) as refused:
                 outcomes[index] = BatchOutcome(None, error=refused)
@@ -281,7 +285,9 @@ class TaskService:
         for index, task, item in checked:
             try:
                 if item.key is not None:
-                    task, made = self._keyed(tenant_id, item, task, now, held_by[index], urls)
+                    task, made = self._keyed(
+                        tenant_id, item, task, now, held_by[index], urls, calendars
+                    )
                     if made is not None:
                         outcomes[index] = BatchOutcome(made, replayed=True)
                         continue
@@ -339,6 +345,7 @@ class TaskService:
         now: datetime,
         held: KeyReservation,
         urls: HandlerUrls,
+        calendars: TenantCalendars | None,
     ) -> tuple[Task, Task | None]:
         """The item's key ``held`` (as ``register_once``): the task to store (with the
         id the key names), and the task an earlier request made with it, if any."""
@@ -350,7 +357,7 @@ class TaskService:
             return task, made
         if task_id != task.task_id:
             # A reservation an earlier request left: the task gets the id it names.
-            task = self._checked(tenant_id, item.spec, task_id, now, urls)
+            task = self._checked(tenant_id, item.spec, task_id, now, urls, calendars)
         return task, None
 
     def _stored(
@@ -391,15 +398,18 @@ class TaskService:
         task_id: str,
         now: datetime,
         urls: HandlerUrls | None = None,
+        calendars: TenantCalendars | None = None,
     ) -> Task:
-        """The task ``spec`` makes, checked completely; raises what is wrong with it."""
+        """The task ``spec`` makes, checked completely; raises what is wrong with it.
+        ``urls`` and ``calendars``: a batch's, each read once for all its items."""
         task = new_task(spec, now, task_id=task_id, tenant_id=tenant_id)
         if task.calendars:
-            task = dataclasses.replace(task, calendars=self._resolved(tenant_id, task.calendars))
+            resolved = self._resolved(tenant_id, task.calendars, calendars)
+            task = dataclasses.replace(task, calendars=resolved)
         # Every check that writes nothing first: a refused request leaves no mark.
         check_min_interval(task.schedule, now, self.settings.min_interval_seconds)
         self._check_handler(task, urls or self.urls)
-        self._check_notify(task)
+        self._check_notify(task, urls or self.urls)
         self._check_payload_size(task.payload)
         self._check_chain(tenant_id, task_id, task.schedule)
         return task
@@ -426,7 +436,7 @@ class TaskService:
         if changes.touches_schedule:
             check_min_interval(changed.schedule, now, self.settings.min_interval_seconds)
         self._check_handler(changed, self.urls)
-        self._check_notify(changed)
+        self._check_notify(changed, self.urls)
         self._check_payload_size(changed.payload)
         chain: dict[str, int] = {}
         if changes.touches_schedule:
@@ -849,13 +859,15 @@ class TaskService:
     def _with_skips(task: Task, skips: tuple[Skip, ...], now: datetime) -> Task:
         return dataclasses.replace(task, skips=skips, version=task.version + 1, updated_at=now)
 
-    def _resolved(self, tenant_id: str, rule: CalendarRule) -> CalendarRule:
+    def _resolved(
+        self, tenant_id: str, rule: CalendarRule, stored: TenantCalendars | None = None
+    ) -> CalendarRule:
         """``rule`` with the days of the tenant's calendars it names copied in."""
         if not rule:
             return rule
         if self.calendar_service is None:
             raise InvalidRequest("exclude_calendars", "this deployment keeps no calendars")
-        return self.calendar_service.resolved(tenant_id, rule)
+        return self.calendar_service.resolved(tenant_id, rule, stored)
 
     def _check_handler(self, task: Task, urls: HandlerUrls) -> None:
         """An HTTP handler the URL policy allows, or a Python handler registered in
@@ -870,12 +882,12 @@ class TaskService:
                 "handler", f"no Python handler is registered as {task.handler_name!r}"
             )
 
-    def _check_notify(self, task: Task) -> None:
+    def _check_notify(self, task: Task, urls: HandlerUrls) -> None:
         """Each notification URL as a handler URL is checked (again when it is sent),
         its problem naming the notification's field."""
         for kind, target in task.notify.given:
             try:
-                self.urls.check(target.url, task.tenant_id)
+                urls.check(target.url, task.tenant_id)
             except InvalidRequest as refused:
                 raise InvalidRequest(f"notify.{kind.value}.url", refused.message) from None
 
