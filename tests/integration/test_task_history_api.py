@@ -202,3 +202,16 @@ def test_a_skip_and_its_removal_are_recorded_by_whom(
     unskip = changes(system, task_id)[0]
     assert (unskip["what"], unskip["who"]) == ("skip", ALICE)
     assert (len(unskip["before"]["skips"]), unskip["after"]["skips"]) == (1, [])
+
+
+def test_a_stray_api_key_header_does_not_hide_who_signed(system: Dynacron) -> None:
+    # Given no API keys configured, and a role's session sending an x-api-key anyway
+    assert not system.settings.api_keys
+    body = {"rate": "1 hour", "handler_url": HOOK}
+    stray = {"x-api-key": "not-a-key-here"}
+    status, task = call(system, "POST", "/tasks", body, principal=BOB, headers=stray)
+    assert status == 201, task
+    # Then the change is recorded as by the session that signed, not its role (the tenant)
+    status, page = call(system, "GET", f"/tasks/{task['task_id']}/changes", principal=BOB)
+    assert status == 200, page
+    assert page["items"][0]["who"] == BOB
