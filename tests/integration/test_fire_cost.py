@@ -124,9 +124,7 @@ def test_a_listing_page_is_one_query_of_keys_and_one_eventually_consistent_read(
     assert (page["keys_only"]["dynamodb_requests"], page["keys_only"]["rcu"]) == (2, 5.5)
 
 
-def test_a_fan_in_create_refused_after_its_marks_costs_the_upstream_s_fires_nothing_after_one() -> (
-    None
-):
+def test_a_refused_fan_in_create_leaves_its_upstream_at_five_units_a_fire() -> None:
     # Given two recurring tasks, and a tenant with room for them alone
     sink = Sink().start()
     try:
@@ -146,17 +144,21 @@ def test_a_fan_in_create_refused_after_its_marks_costs_the_upstream_s_fires_noth
             bench.clock.advance(FAN_IN_MARK_GRACE + timedelta(minutes=1))
             bench.app.ticker.tick_shard(0)
             drain_worker(bench)
-            # Then the next fires cost what any recurring fire does
+            # Then the next fires cost what any recurring fire does: no follow-up
+            # lease (its release), no write of b
             bench.meter.reset()
             bench.clock.advance(timedelta(minutes=1))
-            assert bench.app.ticker.tick_shard(0).claimed == 2
+            claimed = bench.app.ticker.tick_shard(0).claimed
             drain_worker(bench)
-            fires = summarise(bench.meter.reset(), fires=2)
+            fires = summarise(bench.meter.reset(), fires=claimed)
             forgotten = bench.app.tasks.get(b.task_id)
     finally:
         sink.stop()
     per_task = [r for r in fires["breakdown"] if not r["caller"].startswith("CursorStore.")]
     units = {f"{r['caller']} {r['operation']}": r["wcu"] + r["index_wcu"] for r in per_task}
-    assert sum(units.values()) <= WRITE_UNIT_GOAL, units
+    # (The sum is not compared: the fires of other tests' tasks, alive in the same
+    # store, are averaged in; the follow-up lease is what the stale name cost.)
+    owed = ("ExecutionStore.release", "TaskStore.apply")
+    assert not [name for name in units if name.startswith(owed)], units
     assert forgotten is not None
     assert forgotten.fan_in_dependents == ()
