@@ -17,8 +17,8 @@ from dynacron.domain.schedules.expressions import AfterSchedule
 from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.task import Task, downstream_execution_id
 from dynacron.ports import AdapterSet, TaskStore
-from dynacron.services.follow_ups import FollowUps, RunStarter
-from tests.contract.builders import ROOMY, SHARDING, START, a_task
+from dynacron.services.follow_ups import FAN_IN_MARK_GRACE, FollowUps, RunStarter
+from tests.contract.builders import DEFAULT_TENANT, ROOMY, SHARDING, START, a_task
 
 SECOND = timedelta(seconds=1)
 TERMS = LeaseTerms(
@@ -189,3 +189,50 @@ def test_when_failure_counts_dead_letters_and_not_successes(
     a_failed = ended("a", START + 2 * SECOND, ExecutionStatus.FAILED)
     finisher.follow_up(a_failed)
     assert runs_of(adapters, a_failed) == [downstream_execution_id("joined", a_failed.execution_id)]
+
+
+def test_an_end_forgets_a_stale_fan_in_name_and_leaves_a_fresh_one(
+    adapters: AdapterSet, clock: SettableClock
+) -> None:
+    # Given b naming "joined" and "ghost", whose create was refused after the mark
+    registered(adapters)
+    mark = transitions.mark_has_dependents(
+        DEFAULT_TENANT, fan_in_dependent="ghost", marked_at=clock.now()
+    )
+    assert adapters.tasks.apply("b", mark)
+    finisher = follow_ups(adapters, clock)
+    # When b ends within the grace: the create may still be under way, the name stays
+    finisher.follow_up(ended("b", START + SECOND))
+    b = adapters.tasks.get("b")
+    assert b is not None
+    assert b.fan_in_dependents == ("ghost", "joined")
+    # When b ends after it: the name is forgotten, the real dependent's kept
+    clock.advance(FAN_IN_MARK_GRACE + SECOND)
+    finisher.follow_up(ended("b", START + 2 * SECOND))
+    b = adapters.tasks.get("b")
+    assert b is not None
+    assert b.fan_in_dependents == ("joined",)
+    # And a repeat (the reaper's replay) writes nothing more
+    finisher.follow_up(ended("b", START + 2 * SECOND))
+    again = adapters.tasks.get("b")
+    assert again is not None
+    assert again.version == b.version
+
+
+def test_an_end_of_an_upstream_whose_only_fan_in_name_was_stray_then_owes_nothing(
+    adapters: AdapterSet, clock: SettableClock
+) -> None:
+    # Given b, with no dependent, named by a refused create long ago
+    adapters.tasks.create_within_quota(a_task("b"), None, ROOMY, "secret-b")
+    mark = transitions.mark_has_dependents(
+        DEFAULT_TENANT, fan_in_dependent="ghost", marked_at=clock.now()
+    )
+    assert adapters.tasks.apply("b", mark)
+    clock.advance(FAN_IN_MARK_GRACE + SECOND)
+    finisher = follow_ups(adapters, clock)
+    end = ended("b", START + SECOND)
+    assert finisher.owes(end, adapters.tasks.get("b"))
+    # When one end follows up
+    finisher.follow_up(end)
+    # Then the next end owes nothing: no follow-up lease, no write
+    assert not finisher.owes(ended("b", START + 2 * SECOND), adapters.tasks.get("b"))

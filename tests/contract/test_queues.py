@@ -108,6 +108,13 @@ def test_notifications_and_late_checks_wait_in_the_dispatch_queue_as_dispatches_
     queue.send_late_check(check, LONG_DELAY)
     assert queue.depth() == 2
 
+    # A fraction of a second is rounded up, not down to none: a timer sent early
+    # would be sent on again with no delay until due, in a loop
+    queue.send_later(dispatch, 0.2)
+    queue.send_notification(notice, 0.2)
+    queue.send_late_check(check, 0.2)
+    assert queue.depth() == 2
+
 
 def test_notification_bodies_read_back_and_are_never_read_as_dispatches() -> None:
     dispatch = a_dispatch("job")

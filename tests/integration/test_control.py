@@ -469,6 +469,39 @@ def test_fan_in_refuses_a_cycle_through_any_upstream_and_another_tenant_s_task(
     assert {t["task_id"] for t in listed} == {a, b, c, d}
 
 
+def test_a_fan_in_create_refused_for_its_handler_leaves_no_mark_on_its_upstreams(
+    pipeline: Pipeline, sink: Sink
+) -> None:
+    # Given two lone tasks
+    a = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/a")
+    b = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/b")
+    # When a create after both is refused for what it runs, or its payload
+    body = {"after": [a, b], "handler": "no-such-handler"}
+    status, problem = call(pipeline.app, "POST", "/tasks", body)
+    assert (status, problem["errors"][0]["field"]) == (422, "handler")
+    # Then neither upstream names it: b's ends owe no follow-up for it
+    assert task(pipeline, b).fan_in_dependents == ()
+    assert not task(pipeline, b).has_dependents
+
+
+def test_an_upstream_names_at_most_so_many_fan_in_dependents(
+    pipeline: Pipeline, sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dynacron.services.tasks, "MAX_FAN_IN_DEPENDENTS", 2)
+    a = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/a")
+    b = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/b")
+    body = {"after": [a, b], "handler_url": f"{sink.url}/x"}
+    for _ in range(2):
+        assert call(pipeline.app, "POST", "/tasks", body)[0] == 201
+    # The third after b (not first) is refused, naming after, and marks nothing
+    status, problem = call(pipeline.app, "POST", "/tasks", body)
+    assert (status, problem["errors"][0]["field"]) == (422, "after")
+    assert b in problem["detail"]
+    assert len(task(pipeline, b).fan_in_dependents) == 2
+    # After b first, the dependents index carries it: no limit there
+    assert call(pipeline.app, "POST", "/tasks", {**body, "after": [b, a]})[0] == 201
+
+
 class RacingTasks(DynamoTaskStore):
     """The real store, letting a competing change land just before the next write."""
 

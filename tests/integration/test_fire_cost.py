@@ -10,10 +10,16 @@ GET /executions is sparse: decision 0028).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
-from bench.cost import fresh_bench, listing, scenario
+from bench.cost import drain_worker, fresh_bench, listing, scenario
+from bench.meter import summarise
+from dynacron.api.requests import TaskCreate
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT, TenantQuota
+from dynacron.domain.errors import LimitExceeded
+from dynacron.services.follow_ups import FAN_IN_MARK_GRACE
 from tests.support import Sink
 
 WRITE_UNIT_GOAL = 5
@@ -116,3 +122,43 @@ def test_a_listing_page_is_one_query_of_keys_and_one_eventually_consistent_read(
         sink.stop()
     # Ten small items: half a unit for the index query, half a unit each after it
     assert (page["keys_only"]["dynamodb_requests"], page["keys_only"]["rcu"]) == (2, 5.5)
+
+
+def test_a_refused_fan_in_create_leaves_its_upstream_at_five_units_a_fire() -> None:
+    # Given two recurring tasks, and a tenant with room for them alone
+    sink = Sink().start()
+    try:
+        with fresh_bench(sink) as bench:
+            service = bench.app.task_service
+            spec = {"rate": "1 minute", "handler_url": f"{sink.url}/hook"}
+            a, b = (service.register(DEFAULT_TENANT, TaskCreate(**spec).to_spec()) for _ in "ab")
+            service.set_quota(DEFAULT_TENANT, TenantQuota(max_tasks=2))
+            # When a create after both is refused by the quota, after it marked b
+            after = {"after": [a.task_id, b.task_id], "handler_url": f"{sink.url}/x"}
+            with pytest.raises(LimitExceeded):
+                service.register(DEFAULT_TENANT, TaskCreate(**after).to_spec())
+            marked = bench.app.tasks.get(b.task_id)
+            assert marked is not None
+            assert len(marked.fan_in_dependents) == 1
+            # And b fires once after the mark's grace: its follow-up forgets the name
+            bench.clock.advance(FAN_IN_MARK_GRACE + timedelta(minutes=1))
+            bench.app.ticker.tick_shard(0)
+            drain_worker(bench)
+            # Then the next fires cost what any recurring fire does: no follow-up
+            # lease (its release), no write of b
+            bench.meter.reset()
+            bench.clock.advance(timedelta(minutes=1))
+            claimed = bench.app.ticker.tick_shard(0).claimed
+            drain_worker(bench)
+            fires = summarise(bench.meter.reset(), fires=claimed)
+            forgotten = bench.app.tasks.get(b.task_id)
+    finally:
+        sink.stop()
+    per_task = [r for r in fires["breakdown"] if not r["caller"].startswith("CursorStore.")]
+    units = {f"{r['caller']} {r['operation']}": r["wcu"] + r["index_wcu"] for r in per_task}
+    # (The sum is not compared: the fires of other tests' tasks, alive in the same
+    # store, are averaged in; the follow-up lease is what the stale name cost.)
+    owed = ("ExecutionStore.release", "TaskStore.apply")
+    assert not [name for name in units if name.startswith(owed)], units
+    assert forgotten is not None
+    assert forgotten.fan_in_dependents == ()

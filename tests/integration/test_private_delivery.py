@@ -175,3 +175,36 @@ def test_a_batch_reads_the_tenant_s_private_ranges_once(
     assert status == 200, answer
     assert answer["created"] == 20
     assert len(reads) <= 2, reads
+
+
+def test_a_batch_naming_calendars_and_notify_urls_reads_each_record_once(
+    system: Dynacron, aws: tuple[Any, Any]
+) -> None:
+    # Given alice granted a private range and a calendar, and her records' reads counted
+    private = with_private_loopback(system, aws)
+    private.tenants.set_quota(ALICE, ALICE_GRANT)
+    assert call(private, "PUT", "/calendars/holidays", {"dates": ["2027-01-01"]})[0] == 200
+    dynamodb, _ = aws
+    reads: list[str] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        if params.get("TableName") == private.settings.coordination_table:
+            reads.append(json.dumps(params.get("Key")))
+
+    dynamodb.meta.events.register("provide-client-params.dynamodb.GetItem", count)
+    try:
+        # When she creates 20 tasks held to the calendar, told of failures in the range
+        item = {
+            "cron": "0 12 * * *",
+            "handler_url": "http://127.0.0.1:9/a",
+            "exclude_calendars": ["holidays"],
+            "notify": {"on_failure": {"url": "http://127.0.0.1:9/failed"}},
+        }
+        status, answer = call(private, "POST", "/tasks/batch", {"tasks": [item] * 20})
+    finally:
+        dynamodb.meta.events.unregister("provide-client-params.dynamodb.GetItem", count)
+    # Then every item is created, and her records read three times in all (quota,
+    # ranges, calendars), not once per item
+    assert status == 200, answer
+    assert answer["created"] == 20, answer
+    assert len(reads) <= 3, reads

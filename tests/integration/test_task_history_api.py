@@ -150,3 +150,68 @@ def test_a_change_the_task_does_not_have_is_a_422_naming_change_id(system: Dynac
     assert status == 422, problem
     assert "change_id" in problem["detail"]
     assert call(system, "GET", f"/tasks/{task['task_id']}")[1] == task
+
+
+def test_notify_calendars_and_when_are_recorded_and_a_revert_restores_them(
+    system: Dynacron, clock: SettableClock
+) -> None:
+    # Given an upstream, a task after it, and a calendar
+    assert call(system, "PUT", "/calendars/holidays", {"dates": ["2027-01-01"]})[0] == 200
+    _, upstream = call(system, "POST", "/tasks", {"rate": "1 hour", "handler_url": HOOK})
+    after = {"after": upstream["task_id"], "handler_url": HOOK}
+    follower = call(system, "POST", "/tasks", after)[1]["task_id"]
+    upstream_id = upstream["task_id"]
+    # When each new field alone is changed, then the change reverted
+    patches = [
+        (upstream_id, {"notify": {"on_failure": {"url": HOOK, "after": 1}}}, "notify", {}),
+        (upstream_id, {"exclude_calendars": ["holidays"]}, "exclude_calendars", []),
+        (upstream_id, {"only_calendars": ["holidays"]}, "only_calendars", []),
+        (follower, {"when": "always"}, "when", "success"),
+    ]
+    for task_id, body, field, before in patches:
+        clock.advance(timedelta(seconds=1))
+        status, patched = call(system, "PATCH", f"/tasks/{task_id}", body)
+        assert status == 200, patched
+        # Then the record names the field, before and after
+        latest = changes(system, task_id)[0]
+        assert latest["before"][field] == before, latest
+        assert latest["after"][field] == body[field], latest
+        # And the revert puts it back
+        clock.advance(timedelta(seconds=1))
+        revert = {"change_id": latest["change_id"], "version": patched["version"]}
+        status, reverted = call(system, "POST", f"/tasks/{task_id}/revert", revert)
+        assert status == 200, reverted
+        assert reverted.get(field) in (before, None), (field, reverted)
+        assert changes(system, task_id)[0]["after"][field] == before
+
+
+def test_a_skip_and_its_removal_are_recorded_by_whom(
+    system: Dynacron, clock: SettableClock
+) -> None:
+    _, task = call(system, "POST", "/tasks", {"rate": "1 hour", "handler_url": HOOK})
+    task_id = task["task_id"]
+    clock.advance(timedelta(seconds=1))
+    status, skipped = call(system, "POST", f"/tasks/{task_id}/skip", {"occurrences": 1})
+    assert status == 200, skipped
+    skip = changes(system, task_id)[0]
+    assert (skip["what"], skip["who"]) == ("skip", ALICE)
+    assert skip["before"]["skips"] == []
+    assert len(skip["after"]["skips"]) == 1
+    clock.advance(timedelta(seconds=1))
+    assert call(system, "DELETE", f"/tasks/{task_id}/skips")[0] == 200
+    unskip = changes(system, task_id)[0]
+    assert (unskip["what"], unskip["who"]) == ("skip", ALICE)
+    assert (len(unskip["before"]["skips"]), unskip["after"]["skips"]) == (1, [])
+
+
+def test_a_stray_api_key_header_does_not_hide_who_signed(system: Dynacron) -> None:
+    # Given no API keys configured, and a role's session sending an x-api-key anyway
+    assert not system.settings.api_keys
+    body = {"rate": "1 hour", "handler_url": HOOK}
+    stray = {"x-api-key": "not-a-key-here"}
+    status, task = call(system, "POST", "/tasks", body, principal=BOB, headers=stray)
+    assert status == 201, task
+    # Then the change is recorded as by the session that signed, not its role (the tenant)
+    status, page = call(system, "GET", f"/tasks/{task['task_id']}/changes", principal=BOB)
+    assert status == 200, page
+    assert page["items"][0]["who"] == BOB

@@ -25,12 +25,14 @@ def tenant_of_principal(arn: str) -> str:
     return arn
 
 
-def caller_of(event: dict[str, Any], tenant: str) -> str:
-    """Who a change is recorded as made by (decision 0054): the IAM principal as it
-    signed (an assumed role's session too), else ``tenant`` (an API key's tenant, or
-    local mode's default)."""
+def caller_of(event: dict[str, Any], tenant: str, *, api_keys: bool) -> str:
+    """Who a change is recorded as made by (decision 0054): the API key's ``tenant``
+    where keys are configured (``api_keys``) and the request carries one, else the
+    IAM principal as it signed (an assumed role's session too), else ``tenant``
+    (local mode's default). A key header where none are configured is ignored, as
+    ``tenant_of`` ignores it: it names no one."""
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
-    if headers.get(API_KEY_HEADER):
+    if api_keys and headers.get(API_KEY_HEADER):
         return tenant
     identity = (event.get("requestContext") or {}).get("identity") or {}
     principal = identity.get("userArn") or identity.get("caller")

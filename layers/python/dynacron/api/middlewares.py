@@ -40,7 +40,9 @@ def authenticate(settings: CallerIdentities, rate_limiter: TenantRateLimiter) ->
             )
             rate_limiter.take(tenant)
             app.context[TENANT_CONTEXT_KEY] = tenant
-            app.context[CALLER_CONTEXT_KEY] = caller_of(app.current_event.raw_event, tenant)
+            app.context[CALLER_CONTEXT_KEY] = caller_of(
+                app.current_event.raw_event, tenant, api_keys=bool(settings.api_keys)
+            )
         return next_middleware(app)
 
     return middleware

@@ -82,12 +82,15 @@ class CalendarService:
         if not self.calendars.apply(tenant_id, store_calendars(seen, rest)):
             raise Conflict("the tenant's calendars changed meanwhile; try again")
 
-    def resolved(self, tenant_id: str, rule: CalendarRule) -> CalendarRule:
+    def resolved(
+        self, tenant_id: str, rule: CalendarRule, stored: TenantCalendars | None = None
+    ) -> CalendarRule:
         """``rule`` with the days of each calendar it names copied in; ``InvalidRequest``
-        (422) naming a calendar the tenant does not have."""
+        (422) naming a calendar the tenant does not have. ``stored``: the tenant's
+        calendars read already (a batch reads them once), else read now."""
         if not rule:
             return rule
-        calendars = self.stored(tenant_id).calendars
+        calendars = (stored or self.stored(tenant_id)).calendars
         for field, named in (("exclude_calendars", rule.exclude), ("only_calendars", rule.only)):
             for calendar in named:
                 if calendar.name not in calendars:

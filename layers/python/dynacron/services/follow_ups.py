@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.executions import transitions
@@ -49,6 +49,9 @@ logger = logging.getLogger("dynacron")
 MAX_SLOT_ATTEMPTS = 5
 # The ends a dependent may wait for (its ``when``, decision 0058).
 UPSTREAM_ENDS = (ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED)
+# A fan-in name younger than this is left, even for a task not (yet) found: its
+# create or change marks the upstream first and writes the dependent a moment later.
+FAN_IN_MARK_GRACE = timedelta(minutes=5)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -119,24 +122,47 @@ class FollowUps:
         if self.notifications is not None and task is not None and task.notify.given:
             self.notifications.after_end(execution)
 
-    def _dependent_ids(self, upstream_task_id: str) -> list[str]:
+    def _dependent_ids(self, upstream_task_id: str) -> tuple[list[str], tuple[str, ...]]:
         """The tasks that may run after ``upstream_task_id``: those whose first upstream
         it is (the dependents index), and those that name it after another (fan-in,
-        on its own record, decision 0058)."""
+        on its own record, decision 0058); and the latter alone."""
         try:
             upstream = self.tasks.get(upstream_task_id)
         except UnreadableTaskError:
             upstream = None  # its dependents, if any, are still in the index
         if upstream is not None and not upstream.has_dependents:
-            return []  # most ends: no index query
+            return [], ()  # most ends: no index query
         ids = self.tasks.dependents(upstream_task_id)
-        if upstream is not None:
-            ids = [*ids, *upstream.fan_in_dependents]
-        return list(dict.fromkeys(ids))
+        fan_in_ids = upstream.fan_in_dependents if upstream is not None else ()
+        return list(dict.fromkeys([*ids, *fan_in_ids])), fan_in_ids
+
+    def _unmark_strays(
+        self, upstream_task_id: str, fan_in_ids: tuple[str, ...], dependents: list[Task]
+    ) -> None:
+        """Forget each fan-in name of the upstream whose task is gone or no longer
+        follows it (a refused create, a change of ``after``, a delete):
+        else every end of the upstream would owe a follow-up for it, for ever. One
+        conditional write each, once; a mark newer than ``FAN_IN_MARK_GRACE`` stays,
+        as its create may still be under way."""
+        following = {
+            task.task_id
+            for task in dependents
+            if upstream_task_id in getattr(task.schedule, "upstream_task_ids", ())
+        }
+        marked_before = self.clock.now() - FAN_IN_MARK_GRACE
+        for stray in fan_in_ids:
+            if stray not in following:
+                unmark = task_transitions.unmark_fan_in_dependent(stray, marked_before)
+                self.tasks.apply(upstream_task_id, unmark)
 
     def _start_dependents(self, upstream: Execution) -> None:
         ended_at = upstream.completed_at or self.clock.now()
-        dependents, unreadable = self.tasks.read_many(self._dependent_ids(upstream.task_id))
+        ids, fan_in_ids = self._dependent_ids(upstream.task_id)
+        dependents, unreadable = self.tasks.read_many(ids)
+        if fan_in_ids:
+            unreadable_ids = {poison.task_id for poison in unreadable}
+            kept = [i for i in fan_in_ids if i not in unreadable_ids]
+            self._unmark_strays(upstream.task_id, tuple(kept), dependents)
         for poison in unreadable:
             logger.warning(
                 "dependent task set aside",

@@ -31,7 +31,7 @@ from dynacron.domain.executions.notifications import (
     state_to_map,
 )
 from dynacron.domain.tasks import transitions as task_transitions
-from dynacron.domain.tasks.task import Task
+from dynacron.domain.tasks.task import Task, is_backfill
 from dynacron.ports import DispatchQueue, ExecutionStore, TaskStore
 from dynacron.ports.delivery import Notifier
 
@@ -93,8 +93,12 @@ class TaskNotifications:
 
     def watch(self, task: Task, dispatch: Dispatch) -> None:
         """Start the on_late timer of ``dispatch``'s occurrence, if its task has one:
-        at its first attempt only (a repeat of it is counted once, on arrival)."""
+        at its first attempt only (a repeat of it is counted once, on arrival). A
+        backfill's run has none: its occurrence is past by choice, and timed from it
+        every one would be late at once."""
         if dispatch.attempt != 1 or task.notify.on_late is None:
+            return
+        if is_backfill(dispatch.execution_id):
             return
         check = late_check(task.notify, task.task_id, dispatch.execution_id, dispatch.scheduled_at)
         if check is not None:

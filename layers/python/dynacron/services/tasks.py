@@ -31,7 +31,7 @@ from dynacron.domain.errors import (
 )
 from dynacron.domain.executions.execution import Dispatch, Execution
 from dynacron.domain.instants import format_instant, to_utc_ms
-from dynacron.domain.schedules.calendars import NO_CALENDARS, CalendarRule
+from dynacron.domain.schedules.calendars import NO_CALENDARS, CalendarRule, TenantCalendars
 from dynacron.domain.schedules.expressions import (
     GRID_KINDS,
     AfterSchedule,
@@ -62,6 +62,7 @@ from dynacron.domain.tasks.skips import (
     removed,
     requested_skip,
     skips_ahead,
+    skips_to_list,
 )
 from dynacron.domain.tasks.specs import (
     ScheduleSpec,
@@ -92,6 +93,9 @@ MAX_CHAIN_LENGTH = 10
 # The tasks upstream of one dependent, over every path (fan-in): each is checked in
 # the write's transaction, which DynamoDB bounds at 100 items.
 MAX_CHAIN_TASKS = 50
+# The fan-in dependents one upstream may name (those that follow it after another
+# first upstream): each is an attribute of its record, which DynamoDB bounds at 400 KB.
+MAX_FAN_IN_DEPENDENTS = 100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,6 +261,10 @@ class TaskService:
         # ranges (not once per item); each distinct URL checked once.
         quota = self.quota(tenant_id)
         urls = _UrlsCheckedOnce(self.urls.with_private_networks(quota.private_networks))
+        # The tenant's calendars too, if an item names one (up to 300 KB each read).
+        calendars = None
+        if self.calendar_service is not None and any(item.spec.calendars for item in items):
+            calendars = self.calendar_service.stored(tenant_id)
         for index, item in enumerate(items):
             try:
                 if item.key is not None and item.key.key in first_with_key:
@@ -267,7 +275,7 @@ class TaskService:
                     )
                 if item.key is not None:
                     first_with_key[item.key.key] = index
-                task = self._checked(tenant_id, item.spec, uuid.uuid4().hex, now, urls)
+                task = self._checked(tenant_id, item.spec, uuid.uuid4().hex, now, urls, calendars)
                 checked.append((index, task, item))
             except (InvalidRequest, Conflict) as refused:
                 outcomes[index] = BatchOutcome(None, error=refused)
@@ -277,7 +285,9 @@ class TaskService:
         for index, task, item in checked:
             try:
                 if item.key is not None:
-                    task, made = self._keyed(tenant_id, item, task, now, held_by[index], urls)
+                    task, made = self._keyed(
+                        tenant_id, item, task, now, held_by[index], urls, calendars
+                    )
                     if made is not None:
                         outcomes[index] = BatchOutcome(made, replayed=True)
                         continue
@@ -335,6 +345,7 @@ class TaskService:
         now: datetime,
         held: KeyReservation,
         urls: HandlerUrls,
+        calendars: TenantCalendars | None,
     ) -> tuple[Task, Task | None]:
         """The item's key ``held`` (as ``register_once``): the task to store (with the
         id the key names), and the task an earlier request made with it, if any."""
@@ -346,7 +357,7 @@ class TaskService:
             return task, made
         if task_id != task.task_id:
             # A reservation an earlier request left: the task gets the id it names.
-            task = self._checked(tenant_id, item.spec, task_id, now, urls)
+            task = self._checked(tenant_id, item.spec, task_id, now, urls, calendars)
         return task, None
 
     def _stored(
@@ -387,16 +398,20 @@ class TaskService:
         task_id: str,
         now: datetime,
         urls: HandlerUrls | None = None,
+        calendars: TenantCalendars | None = None,
     ) -> Task:
-        """The task ``spec`` makes, checked completely; raises what is wrong with it."""
+        """The task ``spec`` makes, checked completely; raises what is wrong with it.
+        ``urls`` and ``calendars``: a batch's, each read once for all its items."""
         task = new_task(spec, now, task_id=task_id, tenant_id=tenant_id)
         if task.calendars:
-            task = dataclasses.replace(task, calendars=self._resolved(tenant_id, task.calendars))
-        self._check_chain(tenant_id, task_id, task.schedule)
+            resolved = self._resolved(tenant_id, task.calendars, calendars)
+            task = dataclasses.replace(task, calendars=resolved)
+        # Every check that writes nothing first: a refused request leaves no mark.
         check_min_interval(task.schedule, now, self.settings.min_interval_seconds)
         self._check_handler(task, urls or self.urls)
-        self._check_notify(task)
+        self._check_notify(task, urls or self.urls)
         self._check_payload_size(task.payload)
+        self._check_chain(tenant_id, task_id, task.schedule)
         return task
 
     def patch(
@@ -418,13 +433,14 @@ class TaskService:
             changed = dataclasses.replace(
                 changed, calendars=self._resolved(tenant_id, changed.calendars)
             )
+        if changes.touches_schedule:
+            check_min_interval(changed.schedule, now, self.settings.min_interval_seconds)
+        self._check_handler(changed, self.urls)
+        self._check_notify(changed, self.urls)
+        self._check_payload_size(changed.payload)
         chain: dict[str, int] = {}
         if changes.touches_schedule:
             chain = self._check_chain(tenant_id, task_id, changed.schedule)
-            check_min_interval(changed.schedule, now, self.settings.min_interval_seconds)
-        self._check_handler(changed, self.urls)
-        self._check_notify(changed)
-        self._check_payload_size(changed.payload)
         what = ChangeKind.PATCH if reverting is None else ChangeKind.REVERT
         change = self._stamp(tenant_id, who, now).record(
             what, task_id, tenant_id, task, changed, note=reverting
@@ -611,10 +627,30 @@ class TaskService:
             # decision 0058) by the attribute the mark adds.
             for upstream_id in schedule.upstream_task_ids:
                 follower = None if upstream_id == schedule.upstream_task_id else task_id
-                mark = transitions.mark_has_dependents(tenant_id, fan_in_dependent=follower)
+                if follower is not None:
+                    self._check_fan_in_room(tenant_id, upstream_id, follower)
+                mark = transitions.mark_has_dependents(
+                    tenant_id, fan_in_dependent=follower, marked_at=self.clock.now()
+                )
                 if not self.tasks.apply(upstream_id, mark):
                     raise InvalidRequest("after", f"no task {upstream_id!r} exists")
         return self._chain_versions(tenant_id, task_id, schedule)
+
+    def _check_fan_in_room(self, tenant_id: str, upstream_id: str, follower: str) -> None:
+        """``upstream_id`` may name one more fan-in dependent: its record stays small
+        (a name each), whatever requests a tenant makes. Two creates at once may
+        both pass at the limit: it is a bound on size, not an exact count."""
+        upstream = self.tasks.get_owned(tenant_id, upstream_id)
+        if upstream is None:
+            raise InvalidRequest("after", f"no task {upstream_id!r} exists")
+        named = upstream.fan_in_dependents
+        if follower not in named and len(named) >= MAX_FAN_IN_DEPENDENTS:
+            raise InvalidRequest(
+                "after",
+                f"task {upstream_id!r} already has {MAX_FAN_IN_DEPENDENTS} tasks that "
+                "wait for it after another first; make it the first in 'after', or "
+                "chain through fewer tasks",
+            )
 
     def _chain_versions(self, tenant_id: str, task_id: str, schedule: Schedule) -> dict[str, int]:
         """``after`` names existing tasks, and following them never comes back here.
@@ -789,11 +825,14 @@ class TaskService:
             request, task.schedule, task.timezone, task.next_run_at, by=by, now=now
         )
         skips = added(skips_ahead(task.skips, task.next_run_at), skip)
-        return self._replace(task, self._with_skips(task, skips, now), now)
+        changed = self._with_skips(task, skips, now)
+        return self._replace(task, changed, now, None, self._skip_record(task, changed, by, now))
 
-    def unskip(self, tenant_id: str, task_id: str, occurrence: str | None) -> Task:
+    def unskip(
+        self, tenant_id: str, task_id: str, occurrence: str | None, *, who: str | None = None
+    ) -> Task:
         """Remove the task's skips, or only ``occurrence`` from them; one already
-        reached stays as it was recorded."""
+        reached stays as it was recorded. Recorded as by ``who`` (else the tenant)."""
         task = self.get(tenant_id, task_id)
         now = to_utc_ms(self.clock.now())
         instant = (
@@ -802,19 +841,33 @@ class TaskService:
         skips = skips_ahead(removed(task.skips, instant), task.next_run_at)
         if skips == task.skips:
             return task
-        return self._replace(task, self._with_skips(task, skips, now), now)
+        changed = self._with_skips(task, skips, now)
+        return self._replace(task, changed, now, None, self._skip_record(task, changed, who, now))
+
+    def _skip_record(self, task: Task, changed: Task, who: str | None, now: datetime) -> TaskChange:
+        """A skip's or an unskip's change record: the skips ahead, before and after
+        (not revertible: a skip is taken back with ``unskip``)."""
+        return self._stamp(task.tenant_id, who, now).recorded(
+            ChangeKind.SKIP,
+            task.task_id,
+            task.tenant_id,
+            {"skips": skips_to_list(task.skips) or [], "version": task.version},
+            {"skips": skips_to_list(changed.skips) or [], "version": changed.version},
+        )
 
     @staticmethod
     def _with_skips(task: Task, skips: tuple[Skip, ...], now: datetime) -> Task:
         return dataclasses.replace(task, skips=skips, version=task.version + 1, updated_at=now)
 
-    def _resolved(self, tenant_id: str, rule: CalendarRule) -> CalendarRule:
+    def _resolved(
+        self, tenant_id: str, rule: CalendarRule, stored: TenantCalendars | None = None
+    ) -> CalendarRule:
         """``rule`` with the days of the tenant's calendars it names copied in."""
         if not rule:
             return rule
         if self.calendar_service is None:
             raise InvalidRequest("exclude_calendars", "this deployment keeps no calendars")
-        return self.calendar_service.resolved(tenant_id, rule)
+        return self.calendar_service.resolved(tenant_id, rule, stored)
 
     def _check_handler(self, task: Task, urls: HandlerUrls) -> None:
         """An HTTP handler the URL policy allows, or a Python handler registered in
@@ -829,12 +882,12 @@ class TaskService:
                 "handler", f"no Python handler is registered as {task.handler_name!r}"
             )
 
-    def _check_notify(self, task: Task) -> None:
+    def _check_notify(self, task: Task, urls: HandlerUrls) -> None:
         """Each notification URL as a handler URL is checked (again when it is sent),
         its problem naming the notification's field."""
         for kind, target in task.notify.given:
             try:
-                self.urls.check(target.url, task.tenant_id)
+                urls.check(target.url, task.tenant_id)
             except InvalidRequest as refused:
                 raise InvalidRequest(f"notify.{kind.value}.url", refused.message) from None
 

@@ -63,21 +63,21 @@ class SqsDispatchQueue:
     def send_later(self, dispatch: Dispatch, delay_seconds: float) -> None:
         """Send one dispatch, invisible for ``delay_seconds`` (capped at SQS's 15 minutes;
         the worker sends it on again if it arrives before ``not_before``)."""
-        delay = max(0, min(MAX_DELAY_SECONDS, int(delay_seconds)))
+        delay = _whole_seconds(delay_seconds)
         self._client.send_message(
             QueueUrl=self._url, MessageBody=dispatch_to_body(dispatch), DelaySeconds=delay
         )
 
     def send_notification(self, message: NotificationMessage, delay_seconds: float) -> None:
         """Send one notification, invisible for ``delay_seconds`` (at most 15 minutes)."""
-        delay = max(0, min(MAX_DELAY_SECONDS, int(delay_seconds)))
+        delay = _whole_seconds(delay_seconds)
         self._client.send_message(
             QueueUrl=self._url, MessageBody=notification_to_body(message), DelaySeconds=delay
         )
 
     def send_late_check(self, check: LateCheck, delay_seconds: float) -> None:
         """Send one on_late timer, invisible for ``delay_seconds`` (at most 15 minutes)."""
-        delay = max(0, min(MAX_DELAY_SECONDS, int(delay_seconds)))
+        delay = _whole_seconds(delay_seconds)
         self._client.send_message(
             QueueUrl=self._url, MessageBody=late_check_to_body(check), DelaySeconds=delay
         )
@@ -187,3 +187,10 @@ def _entry(entry_id: str, dispatch: Dispatch) -> SendMessageBatchRequestEntryTyp
     if dispatch.delay_seconds > 0:
         entry["DelaySeconds"] = dispatch.delay_seconds
     return entry
+
+
+def _whole_seconds(delay_seconds: float) -> int:
+    """A delay as SQS takes it: whole seconds, rounded up (a message that arrives
+    early is only sent on again, with what is left, until it is due), at most 15
+    minutes."""
+    return max(0, min(MAX_DELAY_SECONDS, math.ceil(delay_seconds)))

@@ -5,6 +5,7 @@ as ``adapters/aws/queue.py`` puts them on SQS."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 
 from dynacron.adapters.messages import (
@@ -100,4 +101,5 @@ class SqliteDeadLetterQueue:
 
 
 def _capped(delay_seconds: float) -> int:
-    return max(0, min(MAX_DELAY_SECONDS, int(delay_seconds)))
+    # Rounded up: a timer that arrives early is only sent on again until it is due.
+    return max(0, min(MAX_DELAY_SECONDS, math.ceil(delay_seconds)))

@@ -240,4 +240,5 @@ def _add_skip_routes(router: Router, tasks: TaskService) -> None:
     @router.delete("/tasks/<task_id>/skips", responses=problems(404, 409))
     def remove_skips(task_id: TaskId, at: SkipInstant = None) -> TaskView:
         """Remove the task's skips not yet reached, or only the occurrence ``at``."""
-        return TaskView.of(tasks.unskip(caller_tenant(router), task_id, at))
+        tenant = caller_tenant(router)
+        return TaskView.of(tasks.unskip(tenant, task_id, at, who=caller_identity(router)))

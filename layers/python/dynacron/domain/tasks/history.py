@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.executions.notifications import notify_to_map
 from dynacron.domain.instants import compact_instant, format_instant, parse_instant
 from dynacron.domain.tasks.record import retry_to_map
 from dynacron.domain.tasks.specs import spec_of
@@ -53,6 +54,11 @@ REVERTIBLE = frozenset(
         "overlap",
         "max_concurrency",
         "tags",
+        "notify",
+        "exclude_calendars",
+        "only_calendars",
+        "on_excluded",
+        "when",
     }
 )
 
@@ -152,6 +158,12 @@ def task_fields(task: Task | None) -> dict[str, Any]:
         overlap=spec.overlap.value,
         max_concurrency=spec.limits.max_concurrency,
         tags=dict(spec.tags),
+        # An empty map and empty lists, not null: a PATCH with them clears the field.
+        notify=notify_to_map(task.notify) or {},
+        exclude_calendars=[c.name for c in task.calendars.exclude],
+        only_calendars=[c.name for c in task.calendars.only],
+        on_excluded=task.calendars.on_excluded.value,
+        when=getattr(task.schedule, "when", None),
         status=task.status.value,
         pause_note=task.pause_note,
         status_reason=task.status_reason,

@@ -187,6 +187,9 @@ def execution_id_for(task_id: str, scheduled_at: datetime) -> str:
     return f"{task_id}_{compact_instant(scheduled_at)}"
 
 
+BACKFILL_SUFFIX = "-backfill"
+
+
 def triggered_execution_id(task_id: str, now: datetime) -> str:
     """A run asked for by hand: its own id, never one a scheduled occurrence has."""
     return f"{task_id}_{compact_instant(now)}-trigger"
@@ -194,7 +197,13 @@ def triggered_execution_id(task_id: str, now: datetime) -> str:
 
 def backfill_execution_id(task_id: str, scheduled_at: datetime) -> str:
     """The backfill run of one occurrence: the same every time it is asked for."""
-    return f"{task_id}_{compact_instant(scheduled_at)}-backfill"
+    return f"{task_id}_{compact_instant(scheduled_at)}{BACKFILL_SUFFIX}"
+
+
+def is_backfill(execution_id: str) -> bool:
+    """Whether ``execution_id`` is a backfill run (``backfill_execution_id``): one of
+    an occurrence long past, asked for now."""
+    return execution_id.endswith(BACKFILL_SUFFIX)
 
 
 def downstream_execution_id(task_id: str, upstream_execution_id: str) -> str:

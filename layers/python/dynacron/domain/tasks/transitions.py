@@ -17,6 +17,8 @@ from typing import Any
 
 from dynacron.domain.conditions import (
     AllOf,
+    AnyOf,
+    Below,
     Condition,
     Equals,
     Exists,
@@ -162,18 +164,38 @@ def set_aside_attempts(
 
 
 @names_move("mark_has_dependents")
-def mark_has_dependents(tenant_id: str, *, fan_in_dependent: str | None = None) -> Transition:
+def mark_has_dependents(
+    tenant_id: str, *, fan_in_dependent: str | None = None, marked_at: datetime | None = None
+) -> Transition:
     """Note that some task runs after this one. Expects the task to be ``tenant_id``'s;
     bumps the version, so that a whole-task write based on an older read is refused
     rather than erasing the mark. With ``fan_in_dependent``, also names that task as
     one following it after another first upstream (decision 0058): the dependents
-    index holds only a dependent's first upstream."""
+    index holds only a dependent's first upstream. The name holds ``marked_at`` until
+    a whole-task write stores it as ``True``: a mark that fresh may belong to a
+    create or change still under way, which ``unmark_fan_in_dependent`` leaves."""
     sets: dict[str, Any] = {HAS_DEPENDENTS: True}
     if fan_in_dependent is not None:
-        sets[fan_in_dependent_attribute(fan_in_dependent)] = True
+        stamp = format_instant(marked_at) if marked_at is not None else True
+        sets[fan_in_dependent_attribute(fan_in_dependent)] = stamp
     return Transition(
         expects=Equals(TENANT_ID, tenant_id),
         sets=sets,
+        computes={VERSION: Plus(VERSION, 1)},
+    )
+
+
+@names_move("unmark_fan_in_dependent")
+def unmark_fan_in_dependent(dependent_task_id: str, marked_before: datetime) -> Transition:
+    """Forget that ``dependent_task_id`` follows this task: it is gone, or no longer
+    names this task (a refused create, a change of ``after``, a delete). Expects the
+    name present and marked before ``marked_before`` (or stored by a whole-task write
+    since): a newer mark may be a create still under way, whose task is not written
+    yet. Bumps the version, as the mark does."""
+    name = fan_in_dependent_attribute(dependent_task_id)
+    return Transition(
+        expects=AnyOf(Equals(name, True), Below(name, format_instant(marked_before))),
+        removes=frozenset({name}),
         computes={VERSION: Plus(VERSION, 1)},
     )
 
