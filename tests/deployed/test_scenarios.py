@@ -120,9 +120,12 @@ def test_a_task_after_two_others_runs_once_both_have_ended_with_the_template_s_r
     deployed: Deployment, principal: str, sink: Sink
 ) -> None:
     # Given J after A and B (fan-in, decision 0058), K after A and B whatever their end,
-    # and A's handler failing for good
-    a = register(deployed, principal, rate="1 minute", handler_url=f"{sink.url}/fails")
+    # and A's handler failing for good. A is due half a minute after B: a tick runs all
+    # that is due in its shard, so were they due together, and A and B in one shard
+    # (one run in the shard count), running B would run A too.
     b = register(deployed, principal, rate="1 minute", handler_url=sink.url)
+    deployed.clock.advance(timedelta(seconds=30))
+    a = register(deployed, principal, rate="1 minute", handler_url=f"{sink.url}/fails")
     ids = [a["task_id"], b["task_id"]]
     joined = register(deployed, principal, after=ids, handler_url=sink.url)
     either = register(deployed, principal, after=ids, when="always", handler_url=sink.url)
@@ -134,7 +137,9 @@ def test_a_task_after_two_others_runs_once_both_have_ended_with_the_template_s_r
     # When B succeeds alone, neither runs
     run_next(deployed, principal, b["task_id"])
     deployed.run_due()
+    assert executions(deployed, principal, a["task_id"]) == []
     assert deliveries_of(sink, either["task_id"]) == []
+    assert deliveries_of(sink, joined["task_id"]) == []
     # When A then fails for good (a dead letter)
     run_next(deployed, principal, a["task_id"])
     deployed.run_due()
@@ -143,11 +148,13 @@ def test_a_task_after_two_others_runs_once_both_have_ended_with_the_template_s_r
     assert [e["status"] for e in executions(deployed, principal, a["task_id"])] == ["FAILED"]
     assert len(deliveries_of(sink, either["task_id"])) == 1
     assert deliveries_of(sink, joined["task_id"]) == []
-    # And a second set (A succeeds, then B) runs each once
+    # And a second set (B succeeds, then A) runs each once, when A's end completes it
     sink.answer = lambda delivery: (200, {})
-    run_next(deployed, principal, a["task_id"])
-    deployed.run_due()
     run_next(deployed, principal, b["task_id"])
+    deployed.run_due()
+    assert deliveries_of(sink, joined["task_id"]) == []
+    assert len(deliveries_of(sink, either["task_id"])) == 1
+    run_next(deployed, principal, a["task_id"])
     deployed.run_due()
     assert len(deliveries_of(sink, joined["task_id"])) == 1
     assert len(deliveries_of(sink, either["task_id"])) == 2
