@@ -18,7 +18,8 @@ def schedules_router(tasks: TaskService, forecast: HerdForecast | None) -> Route
     """``POST /schedules/preview``, and ``GET /forecast`` where there is a ``forecast``."""
     router = Router()  # type: ignore[no-untyped-call]  # (its __init__ is unannotated)
 
-    @router.post("/schedules/preview", responses=problems())
+    # 404: a task_id the tenant has no task of (its skips and calendars are marked).
+    @router.post("/schedules/preview", responses=problems(404))
     def preview_schedule(body: SchedulePreviewRequest) -> SchedulePreviewView:
         """The occurrences a task registered now with this schedule would have, checked
         as POST /tasks checks a schedule (the same 422 problems), nothing stored. A
