@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from dynacron.domain.choices import exactly_one_of
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.domain.schedules.expressions import (
@@ -114,20 +115,10 @@ def requested_skip(
     occurrences as they are now; ``at`` must name occurrences of the schedule still
     ahead.
     """
-    given = [
-        name
-        for name, value in (
-            ("occurrences", request.occurrences),
-            ("until", request.until),
-            ("at", request.at),
-        )
-        if value is not None
-    ]
-    if len(given) != 1:
-        found = " and ".join(repr(name) for name in given) if given else "none"
-        raise InvalidRequest(
-            "skip", f"give exactly one of 'occurrences', 'until' or 'at' (found {found})"
-        )
+    exactly_one_of(
+        "skip",
+        [("occurrences", request.occurrences), ("until", request.until), ("at", request.at)],
+    )
     if schedule.kind not in GRID_KINDS:
         raise InvalidRequest(
             "task_id", f"a {schedule.kind} task has no grid of occurrences to skip"

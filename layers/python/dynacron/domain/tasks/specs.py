@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from dynacron.domain.choices import exactly_one_of
 from dynacron.domain.coordination.limits import TaskLimits
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions.notifications import NO_NOTIFY, NotifySettings, check_notify
@@ -75,10 +76,6 @@ class ScheduleSpec:
     anchor: str | None = None
     start_at: str | None = None
     end_at: str | None = None
-
-    def kinds_given(self) -> list[str]:
-        """The schedule kinds this spec names; registration needs exactly one."""
-        return [kind for kind in SCHEDULE_KINDS if getattr(self, kind) is not None]
 
 
 @dataclass(frozen=True)
@@ -212,13 +209,7 @@ def _after_schedule(after: str | tuple[str, ...], when: str | None, window: Wind
 
 def build_schedule(spec: ScheduleSpec, now: datetime, seed: str) -> Schedule:
     """The schedule ``spec`` describes, checked; ``seed`` spreads a cron's ``H`` fields."""
-    given = spec.kinds_given()
-    if len(given) != 1:
-        found = " and ".join(repr(f) for f in given) if given else "none"
-        raise InvalidRequest(
-            "schedule",
-            f"give exactly one of 'cron', 'rate', 'at', 'fixed_delay' or 'after' (found {found})",
-        )
+    exactly_one_of("schedule", [(kind, getattr(spec, kind)) for kind in SCHEDULE_KINDS])
     load_zone(spec.timezone)
     if spec.anchor is not None and spec.rate is None:
         raise InvalidRequest("anchor", "applies to 'rate' schedules only")
@@ -265,20 +256,12 @@ def catchup_policy(policy: CatchUp, window_seconds: int | None) -> CatchUpPolicy
 def check_one_handler(spec: TaskSpec) -> None:
     """Exactly one of an HTTP handler, a Python handler or an AWS target; a target
     well formed (what only the deployment knows is the service's check)."""
-    given = [
-        name
-        for name, value in (
-            ("handler_url", spec.handler_url),
-            ("handler", spec.handler_name),
-            ("target", spec.target),
-        )
-        if value is not None
-    ]
-    if len(given) != 1:
-        found = " and ".join(repr(name) for name in given) if given else "none"
-        raise InvalidRequest(
-            "handler", f"give exactly one of 'handler_url', 'handler' or 'target' (found {found})"
-        )
+    handlers = (
+        ("handler_url", spec.handler_url),
+        ("handler", spec.handler_name),
+        ("target", spec.target),
+    )
+    exactly_one_of("handler", handlers)
     if spec.target is not None:
         check_target(spec.target)
 
