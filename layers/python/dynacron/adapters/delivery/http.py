@@ -74,6 +74,58 @@ def request_body(task: Task, dispatch: Dispatch, api_base_url: str | None = None
     return json.dumps(body, separators=(",", ":")).encode()
 
 
+class PinnedSessions:
+    """The sessions an adapter calls URLs through, one per URL policy: the shared
+    policy, and one per distinct set of a tenant's private ranges (their connections
+    pinned under that policy only). Each is made on the delivery loop on first use.
+
+    A session connects only to checked addresses (``PinnedResolver``), looks each
+    name up afresh for every new connection (nothing cached to rebind), takes no
+    proxies from the environment and keeps no cookie jar: one session calls for every
+    tenant, and a cookie kept from one tenant's call (a session a host handed out)
+    would go along with any other tenant's call to that host, and act as that
+    session. A call stands on its signature alone.
+
+    ``raw_bodies``: answers as they come over the wire (``Accept-Encoding:
+    identity``, nothing decompressed), for a caller that caps the bytes it reads.
+    """
+
+    def __init__(self, resolver: Resolver, *, raw_bodies: bool = False) -> None:
+        self._resolver = resolver
+        self._raw_bodies = raw_bodies
+        self._sessions: dict[UrlPolicy, aiohttp.ClientSession] = {}
+
+    def for_policy(self, policy: UrlPolicy) -> aiohttp.ClientSession:
+        """The session whose connections ``policy`` pins; called on the delivery loop."""
+        session = self._sessions.get(policy)
+        if session is None:
+            headers = {"User-Agent": f"dynacron/{__version__}"}
+            if self._raw_bodies:
+                headers["Accept-Encoding"] = "identity"
+            connector = aiohttp.TCPConnector(
+                resolver=PinnedResolver(policy, self._resolver),
+                use_dns_cache=False,
+                limit=MAX_CONNECTIONS,
+            )
+            session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                headers=headers,
+                auto_decompress=not self._raw_bodies,
+                timeout=aiohttp.ClientTimeout(total=None),
+                trust_env=False,
+            )
+            DeliveryLoop.keep(self, session)
+            self._sessions[policy] = session
+        return session
+
+    def close(self) -> None:
+        """Closes every session made so far; a later call makes a new one."""
+        for session in self._sessions.values():
+            DeliveryLoop.submit(session.close()).result()
+        self._sessions.clear()
+
+
 class HttpDelivery:
     """POSTs an attempt as signed JSON.
 
@@ -117,10 +169,10 @@ class HttpDelivery:
         self._unix_time = unix_time
         self._timeout_seconds = timeout_seconds
         self._max_retry_after_seconds = max_retry_after_seconds
-        self._resolver = resolver
-        # One session per policy: the shared one, and one per distinct set of a
-        # tenant's private ranges (their connections pinned under that policy only).
-        self._sessions: dict[UrlPolicy, aiohttp.ClientSession] = {}
+        # Bodies as they come over the wire: the response cap counts the bytes
+        # received, so a small compressed answer cannot inflate into a large one
+        # inside the worker.
+        self._sessions = PinnedSessions(resolver, raw_bodies=True)
 
     def deliver(self, task: Task, dispatch: Dispatch, callback_token: str) -> DeliveryResult:
         assert task.handler_url is not None, "an HTTP delivery needs a handler_url"
@@ -201,7 +253,7 @@ class HttpDelivery:
         async with asyncio.timeout(self._timeout_seconds):
             for _ in range(MAX_REDIRECTS + 1):
                 check_destination(policy, url)
-                async with self._client(policy).post(
+                async with self._sessions.for_policy(policy).post(
                     url, data=body, headers=headers, allow_redirects=False
                 ) as response:
                     answer = _Answer(
@@ -223,36 +275,6 @@ class HttpDelivery:
                     headers = _without_secrets(headers)
         return _Refusal(f"more than {MAX_REDIRECTS} redirects")
 
-    def _client(self, policy: UrlPolicy) -> aiohttp.ClientSession:
-        """This delivery's session, made on the loop on first use: connections only to
-        checked addresses, each name looked up afresh for every new connection
-        (nothing cached to rebind), no proxies from the environment, and no cookie jar.
-        One session delivers for every tenant: a cookie kept from one tenant's
-        delivery (a session a host handed out) would go along with any other tenant's
-        delivery to that host, and act as that session. A delivery stands on its
-        signature alone."""
-        session = self._sessions.get(policy)
-        if session is None:
-            connector = aiohttp.TCPConnector(
-                resolver=PinnedResolver(policy, self._resolver),
-                use_dns_cache=False,
-                limit=MAX_CONNECTIONS,
-            )
-            session = aiohttp.ClientSession(
-                connector=connector,
-                cookie_jar=aiohttp.DummyCookieJar(),
-                # Bodies as they come over the wire: the response cap counts the bytes
-                # received, so a small compressed answer cannot inflate into a large
-                # one inside the worker.
-                headers={"User-Agent": f"dynacron/{__version__}", "Accept-Encoding": "identity"},
-                auto_decompress=False,
-                timeout=aiohttp.ClientTimeout(total=None),
-                trust_env=False,
-            )
-            DeliveryLoop.keep(self, session)
-            self._sessions[policy] = session
-        return session
-
     def _redirect_target(self, url: str, location: str) -> tuple[str, bool, str | None]:
         """Where a redirect leads, whether that is the same host, and why not, if not."""
         target = urljoin(url, location)
@@ -263,9 +285,7 @@ class HttpDelivery:
         return target, False, f"handler redirected to another host ({after.netloc}); not followed"
 
     def close(self) -> None:
-        for session in self._sessions.values():
-            DeliveryLoop.submit(session.close()).result()
-        self._sessions.clear()
+        self._sessions.close()
 
 
 def _without_secrets(headers: dict[str, str]) -> dict[str, str]:

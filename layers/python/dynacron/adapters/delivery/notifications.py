@@ -23,22 +23,19 @@ from urllib.parse import quote
 import aiohttp
 
 from dynacron.adapters.delivery.connections import (
-    MAX_CONNECTIONS,
     DeliveryLoop,
-    PinnedResolver,
     PrivateNetworksOf,
     Resolver,
     check_destination,
     policy_for_tenant,
     system_resolver,
 )
-from dynacron.adapters.delivery.http import LOOP_MARGIN_SECONDS, SecretsOf
+from dynacron.adapters.delivery.http import LOOP_MARGIN_SECONDS, PinnedSessions, SecretsOf
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions.notifications import NoticeSent, NotificationMessage
 from dynacron.domain.executions.signing import SIGNATURE_HEADER, signature_header
 from dynacron.domain.instants import format_instant
 from dynacron.domain.tasks.urls import UrlPolicy
-from dynacron.version import __version__
 
 NOTIFICATION_HEADER = "Dynacron-Notification"
 # A notification's answer is not read: only its status counts.
@@ -87,10 +84,10 @@ class HttpNotifier:
         self._timeout_seconds = timeout_seconds
         self._api_base_url = api_base_url
         self._secrets_of = secrets_of
-        self._resolver = resolver
         self._private_networks_of = private_networks_of
         self._unix_time = unix_time
-        self._sessions: dict[UrlPolicy, aiohttp.ClientSession] = {}
+        # A notification's answer is not read: its body comes as aiohttp hands it.
+        self._sessions = PinnedSessions(resolver)
 
     def send(self, message: NotificationMessage) -> NoticeSent:
         """One attempt; never raises for what the receiver or the network did."""
@@ -124,27 +121,7 @@ class HttpNotifier:
     async def _post(self, policy: UrlPolicy, url: str, body: bytes, headers: dict[str, str]) -> int:
         async with asyncio.timeout(self._timeout_seconds):
             check_destination(policy, url)
-            async with self._client(policy).post(
+            async with self._sessions.for_policy(policy).post(
                 url, data=body, headers=headers, allow_redirects=False
             ) as response:
                 return response.status
-
-    def _client(self, policy: UrlPolicy) -> aiohttp.ClientSession:
-        """As ``HttpDelivery``'s: connections to checked addresses only, no proxies
-        from the environment, no cookie jar."""
-        session = self._sessions.get(policy)
-        if session is None:
-            session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(
-                    resolver=PinnedResolver(policy, self._resolver),
-                    use_dns_cache=False,
-                    limit=MAX_CONNECTIONS,
-                ),
-                cookie_jar=aiohttp.DummyCookieJar(),
-                headers={"User-Agent": f"dynacron/{__version__}"},
-                timeout=aiohttp.ClientTimeout(total=None),
-                trust_env=False,
-            )
-            DeliveryLoop.keep(self, session)
-            self._sessions[policy] = session
-        return session
