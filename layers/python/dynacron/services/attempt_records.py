@@ -178,7 +178,7 @@ class AttemptRecords:
             self.succeeded = record
             self.success_saved = True
             return
-        self.ended = self._outcomes.end(
+        ending = self._outcomes.ending(
             self.begun,
             self._lease_token,
             ExecutionStatus.SUCCEEDED,
@@ -186,6 +186,7 @@ class AttemptRecords:
             result=record.response,
             call=record,
         )
+        self.ended = self._outcomes.end(ending)
         self.success_saved = True
         if self.ended is None:
             self.keep_success(record)

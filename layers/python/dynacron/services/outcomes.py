@@ -104,44 +104,25 @@ class AttemptOutcomes:
         task: Task | Unread | None = UNREAD,
     ) -> Outcome:
         """SUCCEEDED; ``task`` is the task as the worker read it, if it did."""
-        return self._end(execution, lease_token, ExecutionStatus.SUCCEEDED, task, result=result)
+        ending = self.ending(execution, lease_token, ExecutionStatus.SUCCEEDED, task, result=result)
+        return self._end_and_follow_through(ending)
 
     def skipped(
         self, execution: Execution, lease_token: str, reason: str, task: Task | None
     ) -> Outcome:
         """A running attempt that must not call its handler (the task was deleted or paused)."""
-        return self._end(execution, lease_token, ExecutionStatus.SKIPPED, task, error=reason)
+        ending = self.ending(execution, lease_token, ExecutionStatus.SKIPPED, task, error=reason)
+        return self._end_and_follow_through(ending)
 
-    def _end(
-        self,
-        execution: Execution,
-        lease_token: str,
-        status: ExecutionStatus,
-        task: Task | Unread | None,
-        *,
-        error: str | None = None,
-        result: ResultSummary | None = None,
-    ) -> Outcome:
-        ended = self.end(execution, lease_token, status, task, error=error, result=result)
+    def _end_and_follow_through(self, ending: Ending) -> Outcome:
+        ended = self.end(ending)
         return self.follow_through(ended) if ended else Outcome.LEASE_LOST
 
-    def end(
-        self,
-        execution: Execution,
-        lease_token: str,
-        status: ExecutionStatus,
-        task: Task | Unread | None,
-        *,
-        error: str | None = None,
-        result: ResultSummary | None = None,
-        call: HandlerCallRecord | None = None,
-    ) -> Ended | None:
-        """The end's one write (with ``call``, the handler's success saved in it too);
-        None if the lease was lost. ``follow_through`` does what the end owes."""
-        ending = self.ending(
-            execution, lease_token, status, task, error=error, result=result, call=call
-        )
-        return self.ended(ending, self.executions.apply(execution.execution_id, ending.finish))
+    def end(self, ending: Ending) -> Ended | None:
+        """Carry out ``ending``, the end's one write; None if the lease was lost.
+        ``follow_through`` does what the end owes."""
+        execution_id = ending.ended.execution.execution_id
+        return self.ended(ending, self.executions.apply(execution_id, ending.finish))
 
     def ending(
         self,
@@ -154,8 +135,9 @@ class AttemptOutcomes:
         result: ResultSummary | None = None,
         call: HandlerCallRecord | None = None,
     ) -> Ending:
-        """The end's write, to be carried out (``end``; a worker's batch carries out its
-        records' in one call) and then told to ``ended``."""
+        """The end's write (with ``call``, the handler's success saved in it too), to be
+        carried out (``end``; a worker's batch carries out its records' in one call)
+        and then told to ``ended``."""
         now = self.clock.now()
         ended = dataclasses.replace(
             execution, status=status, completed_at=now, error=error, result=result
