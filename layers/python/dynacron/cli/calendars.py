@@ -3,7 +3,6 @@ days), and their import from an iCalendar file (decision 0056)."""
 
 from __future__ import annotations
 
-import json
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,7 +11,7 @@ import typer
 from rich.table import Table
 
 from dynacron.api.responses import CalendarList, CalendarView
-from dynacron.cli.connection import add_connection_options, answer, api, console, out, target_of
+from dynacron.cli.connection import add_connection_options, answer, console, delete
 
 calendars_app = typer.Typer(
     help="Named sets of days your tasks skip or keep to.", no_args_is_help=True
@@ -113,10 +112,4 @@ def calendars_get(ctx: typer.Context, name: str) -> None:
 @calendars_app.command("delete")
 def calendars_delete(ctx: typer.Context, name: str) -> None:
     """Delete a calendar no task names."""
-    target = target_of(ctx)
-    with api(target) as client:
-        client.delete_calendar(name)
-    if target.as_json:
-        out.print_json(json.dumps({"deleted": name}))
-    else:
-        out.print(f"deleted {name}")
+    delete(ctx, lambda client: client.delete_calendar(name), name)

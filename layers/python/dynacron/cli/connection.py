@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -127,6 +128,18 @@ def answer(
     target = target_of(ctx)
     with api(target) as client:
         show(target, call(client), table)
+
+
+def delete(ctx: typer.Context, call: Callable[[Client], None], name: str) -> None:
+    """Make one API call that deletes ``name`` for the command's target, and say that
+    it did (``{"deleted": name}`` with --json)."""
+    target = target_of(ctx)
+    with api(target) as client:
+        call(client)
+    if target.as_json:
+        out.print_json(json.dumps({"deleted": name}))
+    else:
+        out.print(f"deleted {name}")
 
 
 _AGO = re.compile(r"(\d+)\s*([smhdw])")

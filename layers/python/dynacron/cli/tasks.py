@@ -20,7 +20,7 @@ from dynacron.cli.connection import (
     answer,
     api,
     console,
-    out,
+    delete,
     show,
     split_tag,
     tags_of,
@@ -213,13 +213,7 @@ def tasks_revert(
 @tasks_app.command("delete")
 def tasks_delete(ctx: typer.Context, task_id: str) -> None:
     """Delete a task; executions already queued are skipped."""
-    target = target_of(ctx)
-    with api(target) as client:
-        client.delete_task(task_id)
-    if target.as_json:
-        out.print_json(json.dumps({"deleted": task_id}))
-    else:
-        out.print(f"deleted {task_id}")
+    delete(ctx, lambda client: client.delete_task(task_id), task_id)
 
 
 tasks_app.command("import-eventbridge")(import_eventbridge)
