@@ -118,22 +118,29 @@ def backfill_name_keys(
     out.print_json(json.dumps(summaries[0] if tasks_table is not None else summaries))
 
 
-def _tables_in_outputs(outputs_file: Path | None) -> list[tuple[str, str | None]]:
-    """(tasks table, coordination table) of each stack in a CDK outputs file."""
-    assert outputs_file is not None
+def _stacks_in_outputs(outputs_file: Path) -> list[dict[str, str]]:
+    """The outputs of each stack in a CDK outputs file; exit 2 if it cannot be read."""
     try:
         stacks = json.loads(outputs_file.read_text())
     except (OSError, ValueError) as error:
         console.print(f"Cannot read the outputs file {outputs_file}: {error}")
         raise typer.Exit(2) from error
+    found = stacks.values() if isinstance(stacks, dict) else []
+    return [stack for stack in found if isinstance(stack, dict)]
 
-    def output(stack: dict[str, str], name: str) -> str | None:
-        return next((value for key, value in stack.items() if key.startswith(name)), None)
 
+def _output(stack: dict[str, str], name: str) -> str | None:
+    """The stack's output whose key starts with ``name``, if it has one."""
+    return next((value for key, value in stack.items() if key.startswith(name)), None)
+
+
+def _tables_in_outputs(outputs_file: Path | None) -> list[tuple[str, str | None]]:
+    """(tasks table, coordination table) of each stack in a CDK outputs file."""
+    assert outputs_file is not None
     found = [
-        (tasks, output(stack, "CoordinationTable"))
-        for stack in (stacks.values() if isinstance(stacks, dict) else [])
-        if isinstance(stack, dict) and (tasks := output(stack, "TasksTable")) is not None
+        (tasks, _output(stack, "CoordinationTable"))
+        for stack in _stacks_in_outputs(outputs_file)
+        if (tasks := _output(stack, "TasksTable")) is not None
     ]
     if not found:
         console.print(f"No stack in {outputs_file} has a TasksTable output.")
@@ -236,23 +243,12 @@ def backfill_census(
 
 def _census_tables_in_outputs(outputs_file: Path) -> list[tuple[str, str, str]]:
     """(tasks, executions, coordination table) of each stack in a CDK outputs file."""
-    try:
-        stacks = json.loads(outputs_file.read_text())
-    except (OSError, ValueError) as error:
-        console.print(f"Cannot read the outputs file {outputs_file}: {error}")
-        raise typer.Exit(2) from error
-
-    def output(stack: dict[str, str], name: str) -> str | None:
-        return next((value for key, value in stack.items() if key.startswith(name)), None)
-
     found = []
-    for stack in stacks.values() if isinstance(stacks, dict) else []:
-        if not isinstance(stack, dict):
-            continue
+    for stack in _stacks_in_outputs(outputs_file):
         names = (
-            output(stack, "TasksTable"),
-            output(stack, "ExecutionsTable"),
-            output(stack, "CoordinationTable"),
+            _output(stack, "TasksTable"),
+            _output(stack, "ExecutionsTable"),
+            _output(stack, "CoordinationTable"),
         )
         if all(names):
             found.append((str(names[0]), str(names[1]), str(names[2])))
