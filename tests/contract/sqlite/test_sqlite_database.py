@@ -217,3 +217,35 @@ def test_a_change_given_as_a_function_returns_its_result_once_committed(tmp_path
 
     assert database.run(add) == 1
     assert reader.connection().execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("given_as", ["block", "function"])
+def test_a_change_sqlite_refuses_is_unavailable_and_undone_alone(
+    tmp_path: Path, given_as: str
+) -> None:
+    database = Database(tmp_path / "dynacron.db")
+    database.ensure_schema(SCHEMA)
+
+    def half_a_change(connection: sqlite3.Connection) -> None:
+        connection.execute("INSERT INTO notes (text) VALUES ('half')")
+        connection.execute("INSERT INTO no_such_table (text) VALUES ('never')")
+
+    def make() -> None:
+        if given_as == "function":
+            database.run(half_a_change)
+            return
+        with database.write() as connection:
+            half_a_change(connection)
+
+    # When a change's second statement is one SQLite refuses (an OperationalError)
+    with pytest.raises(StoreUnavailable, match="no such table") as refused:
+        make()
+    # Then the caller is told the store is unavailable, SQLite's error as its cause,
+    # and its first statement was undone
+    assert isinstance(refused.value.__cause__, sqlite3.OperationalError)
+    assert database.connection().execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 0
+    assert not database.connection().in_transaction
+    # And the next change is written
+    with database.write() as connection:
+        connection.execute("INSERT INTO notes (text) VALUES ('next')")
+    assert database.connection().execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 1

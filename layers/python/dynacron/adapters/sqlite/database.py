@@ -315,21 +315,47 @@ class Database:
 GROUP_LIMIT = 64
 
 
+class _Savepoint:
+    """One change in a savepoint of its own: kept if it ends; if it raises, its
+    statements rolled back and what it raised kept as ``error`` (a failure of
+    SQLite's as ``SqliteUnavailable``), not raised. A failure to roll back is raised:
+    the transaction cannot go on. A class, not a generator: it wraps every change."""
+
+    __slots__ = ("_connection", "error")
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> None:
+        self._connection.execute("SAVEPOINT change")
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _: object
+    ) -> bool:
+        connection = self._connection
+        if error is None:
+            connection.execute("RELEASE change")
+            return False
+        if isinstance(error, sqlite3.OperationalError):
+            unavailable = SqliteUnavailable(str(error))
+            unavailable.__cause__ = error
+            error = unavailable
+        if connection.in_transaction:
+            connection.execute("ROLLBACK TO change")
+            connection.execute("RELEASE change")
+        self.error = error
+        return True
+
+
 def _call_within_savepoint(connection: sqlite3.Connection, change: _Change) -> BaseException | None:
     """(The leader) make a change given as a function in a savepoint of its own; returns
     the exception it raised (its statements rolled back), or None (kept)."""
     assert change.make is not None
-    connection.execute("SAVEPOINT change")
-    try:
-        with _unavailable_on_failure():
-            change.result = change.make(connection)
-    except BaseException as error:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK TO change")
-            connection.execute("RELEASE change")
-        return error
-    connection.execute("RELEASE change")
-    return None
+    savepoint = _Savepoint(connection)
+    with savepoint:
+        change.result = change.make(connection)
+    return savepoint.error
 
 
 def _within_savepoint(
@@ -337,17 +363,10 @@ def _within_savepoint(
 ) -> Generator[sqlite3.Connection, None, BaseException | None]:
     """Yield ``connection`` to one change inside a savepoint; returns the exception the
     change raised (its statements rolled back), or None (kept)."""
-    connection.execute("SAVEPOINT change")
-    try:
-        with _unavailable_on_failure():
-            yield connection
-    except BaseException as error:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK TO change")
-            connection.execute("RELEASE change")
-        return error
-    connection.execute("RELEASE change")
-    return None
+    savepoint = _Savepoint(connection)
+    with savepoint:
+        yield connection
+    return savepoint.error
 
 
 class _WriterLock:
