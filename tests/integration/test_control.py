@@ -3,6 +3,7 @@ through the real tick, worker, reaper and API on moto, with a clock the test mov
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -270,6 +271,46 @@ def test_backfill_runs_each_occurrence_once_however_often_it_is_asked(
     assert len(calls) == 6
     assert set(calls.values()) == {1}
     assert all(key.endswith("-backfill") for key in calls)
+
+
+class DyingQueue:
+    """The dispatch queue of a process that dies at its first send: after the
+    trigger's or backfill's write, before the message goes out."""
+
+    def send_later(self, dispatch: Any, delay: float) -> None:
+        raise RuntimeError("the API process died")
+
+
+def test_a_trigger_or_backfill_dying_before_its_send_keeps_each_execution_with_its_record(
+    pipeline: Pipeline, sink: Sink
+) -> None:
+    # Given an API process that dies once it has written, before it sends anything
+    app = pipeline.app
+    task_id = pipeline.register(cron="*/10 * * * *", handler_url=f"{sink.url}/h")
+    pipeline.clock.set(at(60))
+    dying = dataclasses.replace(
+        app.task_service, starter=dataclasses.replace(app.starter, queue=DyingQueue())
+    )
+    # When a trigger and a backfill die there
+    with pytest.raises(RuntimeError, match="died"):
+        dying.trigger(ALICE, task_id)
+    with pytest.raises(RuntimeError, match="died"):
+        dying.backfill(ALICE, task_id, "2026-11-30T12:00:00Z", "2026-11-30T12:10:00Z")
+
+    # Then every execution they wrote is in their change records, as a whole
+    recorded = {c.what: c for c in app.tasks.changes_page(ALICE, task_id, 10, None).items}
+    assert sorted(recorded) == ["backfill", "create", "trigger"]
+    trigger, backfilled = recorded["trigger"], recorded["backfill"]
+    written = app.executions.list_for_task(task_id, 10, None).items
+    assert sorted(e.execution_id for e in written) == sorted(
+        [trigger.after["execution_id"], *backfilled.after["executions"]]
+    )
+    assert len(written) == 3
+    # And the reaper sends them once their pickup deadline passes: each runs once
+    pipeline.clock.advance(timedelta(minutes=10))
+    pipeline.reap()
+    pipeline.work()
+    assert sorted(sink.calls_by_key()) == sorted(e.execution_id for e in written)
 
 
 def test_backfill_refuses_a_range_too_large_or_in_the_future(

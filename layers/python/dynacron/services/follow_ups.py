@@ -13,6 +13,7 @@ import logging
 from datetime import datetime, timedelta
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.conditions import Transition
 from dynacron.domain.executions import transitions
 from dynacron.domain.executions.execution import (
     Dispatch,
@@ -65,19 +66,28 @@ class RunStarter:
 
     def start(self, task: Task, dispatch: Dispatch) -> bool:
         """Queue ``dispatch``'s first attempt; False (and nothing sent) if its id exists."""
-        now = self.clock.now()
-        queued = transitions.enqueue(
+        created = self.executions.apply(dispatch.execution_id, self.queued(task, dispatch))
+        if created:
+            self.send(dispatch)
+        return created
+
+    def queued(self, task: Task, dispatch: Dispatch) -> Transition:
+        """The write that records ``dispatch``'s first attempt (if its id is new), for
+        a caller that carries it out with others (``TaskStore.record_change``), then
+        ``send``s it. Its pickup deadline lets the reaper send it if that caller dies
+        between the two."""
+        return transitions.enqueue(
             dispatch,
             retry=task.retry,
-            lease_until=self.lease_terms.pickup_deadline(now),
+            lease_until=self.lease_terms.pickup_deadline(self.clock.now()),
             lease_token=new_token(),
             tenant_id=task.tenant_id,
             keeping=self.executions.keeping(dispatch.execution_id),
         )
-        created = self.executions.apply(dispatch.execution_id, queued)
-        if created:
-            self.queue.send_later(dispatch, 0)
-        return created
+
+    def send(self, dispatch: Dispatch) -> None:
+        """Send the recorded ``dispatch`` to the workers."""
+        self.queue.send_later(dispatch, 0)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
