@@ -6,6 +6,7 @@ dependent's progress) survive the store's own writes."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -285,3 +286,35 @@ def test_a_finisher_dying_between_its_firing_write_and_the_start_loses_no_run(
     for end in (a1, b1, a2, b2):
         healthy.follow_up(end)
     assert len(runs_of(adapters, a1, b1, a2, b2)) == 2
+
+
+def test_of_two_marks_racing_for_the_last_place_on_an_upstream_one_is_refused(
+    adapters: AdapterSet,
+) -> None:
+    # Given an upstream, and two creates that each read it at the same version
+    adapters.tasks.create_within_quota(a_task("b"), None, ROOMY, "secret-b")
+    seen = adapters.tasks.get("b")
+    assert seen is not None
+    both_read = threading.Barrier(2)
+    marked: dict[str, bool] = {}
+
+    def mark(follower: str) -> None:
+        both_read.wait()
+        transition = transitions.mark_has_dependents(
+            DEFAULT_TENANT, fan_in_dependent=follower, marked_at=START, seen_version=seen.version
+        )
+        marked[follower] = adapters.tasks.apply("b", transition)
+
+    # When both mark it at once, each expecting the version it counted names at
+    threads = [threading.Thread(target=mark, args=(f"x{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    # Then one mark holds and the other is refused: the upstream names one of them
+    assert sorted(marked.values()) == [False, True]
+    b = adapters.tasks.get("b")
+    assert b is not None
+    assert b.fan_in_dependents == tuple(f for f, held in marked.items() if held)
+    assert b.version == seen.version + 1

@@ -99,6 +99,8 @@ MAX_CHAIN_TASKS = 50
 # The fan-in dependents one upstream may name (those that follow it after another
 # first upstream): each is an attribute of its record, which DynamoDB bounds at 400 KB.
 MAX_FAN_IN_DEPENDENTS = 100
+# Tries of a fan-in mark refused for the upstream's version (its claims bump it).
+MAX_MARK_ATTEMPTS = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -649,31 +651,41 @@ class TaskService:
             # The first upstream finds it by the dependents index; the others (fan-in,
             # decision 0058) by the attribute the mark adds.
             for upstream_id in schedule.upstream_task_ids:
-                follower = None if upstream_id == schedule.upstream_task_id else task_id
-                if follower is not None:
-                    self._check_fan_in_room(tenant_id, upstream_id, follower)
-                mark = transitions.mark_has_dependents(
-                    tenant_id, fan_in_dependent=follower, marked_at=self.clock.now()
-                )
-                if not self.tasks.apply(upstream_id, mark):
-                    raise InvalidRequest("after", f"no task {upstream_id!r} exists")
+                if upstream_id == schedule.upstream_task_id:
+                    mark = transitions.mark_has_dependents(tenant_id)
+                    if not self.tasks.apply(upstream_id, mark):
+                        raise InvalidRequest("after", f"no task {upstream_id!r} exists")
+                else:
+                    self._mark_fan_in(tenant_id, upstream_id, task_id)
         return self._chain_versions(tenant_id, task_id, schedule)
 
-    def _check_fan_in_room(self, tenant_id: str, upstream_id: str, follower: str) -> None:
-        """``upstream_id`` may name one more fan-in dependent: its record stays small
-        (a name each), whatever requests a tenant makes. Two creates at once may
-        both pass at the limit: it is a bound on size, not an exact count."""
-        upstream = self.tasks.get_owned(tenant_id, upstream_id)
-        if upstream is None:
-            raise InvalidRequest("after", f"no task {upstream_id!r} exists")
-        named = upstream.fan_in_dependents
-        if follower not in named and len(named) >= MAX_FAN_IN_DEPENDENTS:
-            raise InvalidRequest(
-                "after",
-                f"task {upstream_id!r} already has {MAX_FAN_IN_DEPENDENTS} tasks that "
-                "wait for it after another first; make it the first in 'after', or "
-                "chain through fewer tasks",
+    def _mark_fan_in(self, tenant_id: str, upstream_id: str, follower: str) -> None:
+        """Name ``follower`` on ``upstream_id`` as a fan-in dependent, if it may name
+        one more: its record stays small (a name each), whatever requests a tenant
+        makes. The mark expects the version whose names were counted, so two creates
+        racing for the last place cannot both take it: the loser reads again and
+        finds the bound reached."""
+        for _ in range(MAX_MARK_ATTEMPTS):
+            upstream = self.tasks.get_owned(tenant_id, upstream_id)
+            if upstream is None:
+                raise InvalidRequest("after", f"no task {upstream_id!r} exists")
+            named = upstream.fan_in_dependents
+            if follower not in named and len(named) >= MAX_FAN_IN_DEPENDENTS:
+                raise InvalidRequest(
+                    "after",
+                    f"task {upstream_id!r} already has {MAX_FAN_IN_DEPENDENTS} tasks that "
+                    "wait for it after another first; make it the first in 'after', or "
+                    "chain through fewer tasks",
+                )
+            mark = transitions.mark_has_dependents(
+                tenant_id,
+                fan_in_dependent=follower,
+                marked_at=self.clock.now(),
+                seen_version=upstream.version,
             )
+            if self.tasks.apply(upstream_id, mark):
+                return
+        raise Conflict(f"task {upstream_id!r} kept changing meanwhile; try again")
 
     def _chain_versions(self, tenant_id: str, task_id: str, schedule: Schedule) -> dict[str, int]:
         """``after`` names existing tasks, and following them never comes back here.
