@@ -217,7 +217,7 @@ class FollowUps:
         )
 
     def _make_sure_fired(self, task: Task) -> None:
-        """Start ``task``'s last fan-in run if its finisher died before it did: the
+        """Start ``task``'s last fan-in run if its finisher has not (it died): the
         write about to count the next end leaves nothing that says it is owed
         (``fan_in.unconfirmed_firing``). One read when it was started, as it nearly
         always was; nothing for a firing older than the executions' retention (its
@@ -238,7 +238,7 @@ class FollowUps:
             upstream.status.value if upstream is not None else None,
         )
         logger.warning(
-            "fan-in run started for a finisher that died",
+            "fan-in run started for a finisher that died or is late",
             extra={"task_id": task.task_id, "execution_id": execution_id},
         )
         self._run(task, firing, fired.completed_at)
