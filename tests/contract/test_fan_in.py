@@ -6,6 +6,7 @@ dependent's progress) survive the store's own writes."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -236,3 +237,84 @@ def test_an_end_of_an_upstream_whose_only_fan_in_name_was_stray_then_owes_nothin
     finisher.follow_up(end)
     # Then the next end owes nothing: no follow-up lease, no write
     assert not finisher.owes(ended("b", START + 2 * SECOND), adapters.tasks.get("b"))
+
+
+class DyingStarter:
+    """A starter whose first start dies before anything is recorded: the finisher
+    crashed between its write of the dependent's progress and the run's start."""
+
+    def __init__(self, starter: RunStarter) -> None:
+        self._starter = starter
+        self.died = False
+
+    def start(self, task: Task, dispatch: Any) -> bool:
+        if not self.died:
+            self.died = True
+            raise RuntimeError("the finisher died")
+        return self._starter.start(task, dispatch)
+
+
+def test_a_finisher_dying_between_its_firing_write_and_the_start_loses_no_run(
+    adapters: AdapterSet, clock: SettableClock
+) -> None:
+    # Given a dependent of a and b, and a's end counted
+    registered(adapters)
+    healthy = follow_ups(adapters, clock)
+    a1, b1 = ended("a", START + SECOND), ended("b", START + 2 * SECOND)
+    healthy.follow_up(a1)
+    # And b's end completing the set, its finisher dying after the write, before the start
+    dying = dataclasses.replace(healthy, starter=DyingStarter(healthy.starter))
+    with pytest.raises(RuntimeError, match="died"):
+        dying.follow_up(b1)
+    assert runs_of(adapters, b1) == []
+    # When the next set's ends are counted before the reaper repeats b's follow-up
+    a2, b2 = ended("a", START + 3 * SECOND), ended("b", START + 4 * SECOND)
+    healthy.follow_up(a2)
+    healthy.follow_up(b2)
+    healthy.follow_up(b1)  # the reaper's replay: its end no longer the one that fired
+
+    # Then each set ran exactly once: the first started by the next end counted
+    assert runs_of(adapters, a1, b1, a2, b2) == [
+        downstream_execution_id("joined", b1.execution_id),
+        downstream_execution_id("joined", b2.execution_id),
+    ]
+    first = adapters.executions.get(downstream_execution_id("joined", b1.execution_id))
+    assert first is not None
+    assert first.upstream is not None
+    assert [end.execution_id for end in first.upstream.ends] == [b1.execution_id, a1.execution_id]
+    # And every end repeated starts nothing more
+    for end in (a1, b1, a2, b2):
+        healthy.follow_up(end)
+    assert len(runs_of(adapters, a1, b1, a2, b2)) == 2
+
+
+def test_of_two_marks_racing_for_the_last_place_on_an_upstream_one_is_refused(
+    adapters: AdapterSet,
+) -> None:
+    # Given an upstream, and two creates that each read it at the same version
+    adapters.tasks.create_within_quota(a_task("b"), None, ROOMY, "secret-b")
+    seen = adapters.tasks.get("b")
+    assert seen is not None
+    both_read = threading.Barrier(2)
+    marked: dict[str, bool] = {}
+
+    def mark(follower: str) -> None:
+        both_read.wait()
+        transition = transitions.mark_has_dependents(
+            DEFAULT_TENANT, fan_in_dependent=follower, marked_at=START, seen_version=seen.version
+        )
+        marked[follower] = adapters.tasks.apply("b", transition)
+
+    # When both mark it at once, each expecting the version it counted names at
+    threads = [threading.Thread(target=mark, args=(f"x{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    # Then one mark holds and the other is refused: the upstream names one of them
+    assert sorted(marked.values()) == [False, True]
+    b = adapters.tasks.get("b")
+    assert b is not None
+    assert b.fan_in_dependents == tuple(f for f, held in marked.items() if held)
+    assert b.version == seen.version + 1

@@ -7,6 +7,9 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
+from dynacron.domain.conditions import Transition
+from dynacron.domain.executions import transitions as execution_transitions
+from dynacron.domain.executions.execution import Dispatch, new_token
 from dynacron.domain.tasks import transitions
 from dynacron.domain.tasks.claiming import claim_occurrence
 from dynacron.domain.tasks.history import SYSTEM, ChangeKind, ChangeStamp, TaskChange
@@ -139,6 +142,42 @@ def test_a_change_that_writes_no_task_is_recorded_alone(adapters: AdapterSet) ->
     )
     tasks.record_change(trigger)
     assert history(tasks, "t1")[0] == trigger
+
+
+def _queued(adapters: AdapterSet, task: Task, execution_id: str) -> tuple[str, Transition]:
+    dispatch = Dispatch(execution_id=execution_id, task_id=task.task_id, scheduled_at=START)
+    created = execution_transitions.enqueue(
+        dispatch,
+        retry=task.retry,
+        lease_until=START + timedelta(minutes=5),
+        lease_token=new_token(),
+        tenant_id=task.tenant_id,
+        keeping=adapters.executions.keeping(execution_id),
+    )
+    return execution_id, created
+
+
+def test_the_executions_a_change_starts_and_its_record_are_one_write(
+    adapters: AdapterSet,
+) -> None:
+    tasks = adapters.tasks
+    task = created(tasks)
+    # When a trigger's execution and its record are written together: both are
+    later = ChangeStamp(STAMP.who, START + timedelta(seconds=1))
+    trigger = later.recorded(
+        ChangeKind.TRIGGER, "t1", "acme", {"version": 1}, {"execution_id": "t1_a"}
+    )
+    assert tasks.record_change(trigger, [_queued(adapters, task, "t1_a")])
+    assert history(tasks, "t1")[0] == trigger
+    assert adapters.executions.get("t1_a") is not None
+    # When a backfill names one that exists: refused, neither its new one nor its record
+    backfill = later.recorded(
+        ChangeKind.BACKFILL, "t1", "acme", {"version": 1}, {"executions": ["t1_b", "t1_a"]}
+    )
+    starting = [_queued(adapters, task, "t1_b"), _queued(adapters, task, "t1_a")]
+    assert not tasks.record_change(backfill, starting)
+    assert adapters.executions.get("t1_b") is None
+    assert [c.what for c in history(tasks, "t1")] == [ChangeKind.TRIGGER, ChangeKind.CREATE]
 
 
 def test_a_batch_create_records_each_task_stored_and_none_refused(adapters: AdapterSet) -> None:

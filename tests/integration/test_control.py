@@ -3,6 +3,7 @@ through the real tick, worker, reaper and API on moto, with a clock the test mov
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,7 +16,7 @@ from dynacron.adapters.delivery.registry import HandlerRegistry
 from dynacron.api.requests import TaskPatch
 from dynacron.definitions.resources import DUE_INDEX
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.errors import Conflict
+from dynacron.domain.errors import Conflict, InvalidRequest
 from dynacron.domain.executions.execution import Execution, ExecutionStatus
 from dynacron.domain.tasks.history import TaskChange
 from dynacron.domain.tasks.task import DuePlacement, Task, downstream_execution_id, execution_id_for
@@ -272,6 +273,46 @@ def test_backfill_runs_each_occurrence_once_however_often_it_is_asked(
     assert all(key.endswith("-backfill") for key in calls)
 
 
+class DyingQueue:
+    """The dispatch queue of a process that dies at its first send: after the
+    trigger's or backfill's write, before the message goes out."""
+
+    def send_later(self, dispatch: Any, delay: float) -> None:
+        raise RuntimeError("the API process died")
+
+
+def test_a_trigger_or_backfill_dying_before_its_send_keeps_each_execution_with_its_record(
+    pipeline: Pipeline, sink: Sink
+) -> None:
+    # Given an API process that dies once it has written, before it sends anything
+    app = pipeline.app
+    task_id = pipeline.register(cron="*/10 * * * *", handler_url=f"{sink.url}/h")
+    pipeline.clock.set(at(60))
+    dying = dataclasses.replace(
+        app.task_service, starter=dataclasses.replace(app.starter, queue=DyingQueue())
+    )
+    # When a trigger and a backfill die there
+    with pytest.raises(RuntimeError, match="died"):
+        dying.trigger(ALICE, task_id)
+    with pytest.raises(RuntimeError, match="died"):
+        dying.backfill(ALICE, task_id, "2026-11-30T12:00:00Z", "2026-11-30T12:10:00Z")
+
+    # Then every execution they wrote is in their change records, as a whole
+    recorded = {c.what: c for c in app.tasks.changes_page(ALICE, task_id, 10, None).items}
+    assert sorted(recorded) == ["backfill", "create", "trigger"]
+    trigger, backfilled = recorded["trigger"], recorded["backfill"]
+    written = app.executions.list_for_task(task_id, 10, None).items
+    assert sorted(e.execution_id for e in written) == sorted(
+        [trigger.after["execution_id"], *backfilled.after["executions"]]
+    )
+    assert len(written) == 3
+    # And the reaper sends them once their pickup deadline passes: each runs once
+    pipeline.clock.advance(timedelta(minutes=10))
+    pipeline.reap()
+    pipeline.work()
+    assert sorted(sink.calls_by_key()) == sorted(e.execution_id for e in written)
+
+
 def test_backfill_refuses_a_range_too_large_or_in_the_future(
     pipeline: Pipeline, sink: Sink
 ) -> None:
@@ -500,6 +541,51 @@ def test_an_upstream_names_at_most_so_many_fan_in_dependents(
     assert len(task(pipeline, b).fan_in_dependents) == 2
     # After b first, the dependents index carries it: no limit there
     assert call(pipeline.app, "POST", "/tasks", {**body, "after": [b, a]})[0] == 201
+
+
+class ReadThenRace(DynamoTaskStore):
+    """The real store, letting a competing create land right after this one reads
+    the upstream it will mark."""
+
+    competitor: Callable[[], object] | None = None
+    upstream_id = ""
+
+    def get_owned(self, tenant_id: str, task_id: str) -> Task | None:
+        read = super().get_owned(tenant_id, task_id)
+        if self.competitor is not None and task_id == self.upstream_id:
+            competitor, self.competitor = self.competitor, None
+            competitor()
+        return read
+
+
+def test_two_creates_racing_for_an_upstreams_last_fan_in_place_cannot_both_take_it(
+    pipeline: Pipeline, sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an upstream b with room for one more fan-in dependent
+    monkeypatch.setattr(dynacron.services.tasks, "MAX_FAN_IN_DEPENDENTS", 2)
+    app = pipeline.app
+    a = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/a")
+    b = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/b")
+    body = {"after": [a, b], "handler_url": f"{sink.url}/x"}
+    assert call(app, "POST", "/tasks", body)[0] == 201
+    racing = ReadThenRace(
+        pipeline.dynamodb,
+        pipeline.settings.tasks_table,
+        pipeline.settings.coordination_table,
+        census_table=pipeline.settings.executions_table,
+    )
+    service = dataclasses.replace(app.task_service, tasks=racing)
+    x = pipeline.register(rate="1 minute", handler_url=f"{sink.url}/x")
+    # When a create takes the place between a PATCH's read of b and its mark
+    racing.upstream_id = b
+    racing.competitor = lambda: call(app, "POST", "/tasks", body)
+    with pytest.raises(InvalidRequest) as refused:
+        service.patch(ALICE, x, TaskPatch(after=[a, b]).to_changes())
+
+    # Then the PATCH is refused, naming after, and b names two: the bound holds
+    assert refused.value.field == "after"
+    assert len(task(pipeline, b).fan_in_dependents) == 2
+    assert task(pipeline, x).upstream_task_id is None
 
 
 class RacingTasks(DynamoTaskStore):

@@ -14,6 +14,7 @@ from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.executions.notifications import (
     NO_NOTIFICATIONS,
     RATE_LIMIT_SECONDS,
+    REMEMBERED_COUNTS,
     Decision,
     Ending,
     NoticeKind,
@@ -118,9 +119,23 @@ def test_an_ending_the_task_does_not_ask_about_sends_nothing() -> None:
 def test_settings_and_state_round_trip_through_the_record() -> None:
     assert notify_from_map(notify_to_map(ALL)) == ALL
     assert notify_to_map(NotifySettings()) is None
-    state = NotificationState(4, True, NOW, 2)
+    state = NotificationState(4, True, NOW, 2).counting("job_1").counting("job_2")
     assert state_from_map(state_to_map(state)) == state
     assert state_to_map(NO_NOTIFICATIONS) is None
+
+
+def test_a_state_remembers_the_last_ends_it_counted_and_reads_an_older_record() -> None:
+    state = NO_NOTIFICATIONS
+    for n in range(REMEMBERED_COUNTS + 1):
+        state = state.counting(f"job_{n}")
+    # The newest REMEMBERED_COUNTS are repeats, the oldest forgotten: the record stays small
+    assert all(state.has_counted(f"job_{n}") for n in range(1, REMEMBERED_COUNTS + 1))
+    assert not state.has_counted("job_0")
+    assert len(state_to_map(state)["counted"]) == REMEMBERED_COUNTS * 8  # type: ignore[index]
+    # A record stored before ``counted`` kept the last one alone
+    legacy = state_from_map({"consecutive_failures": 1, "last_counted": "job_7"})
+    assert legacy.has_counted("job_7")
+    assert legacy.consecutive_failures == 1
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,10 @@ from dynacron.domain.tasks.tags import TagFilter
 from dynacron.domain.tasks.task import DuePlacement, Task
 from dynacron.domain.tasks.transitions import Replacement
 
+# The executions one change record may start in its transaction: DynamoDB's
+# transaction holds at most 100 actions, the record's put one of them (decision 0054).
+MAX_STARTED_WITH_CHANGE = 99
+
 if TYPE_CHECKING:
     from dynacron.ports import Page
 
@@ -136,8 +140,13 @@ class OwnedTasks(Protocol):
         changed, nothing recorded) if it is not."""
         ...
 
-    def record_change(self, change: TaskChange) -> None:
-        """Record a change that writes no task record (a trigger, a backfill)."""
+    def record_change(
+        self, change: TaskChange, starting: Sequence[tuple[str, Transition]] = ()
+    ) -> bool:
+        """Record a change that writes no task record (a trigger, a backfill), in one
+        transaction with the executions it starts: each (execution id, transition
+        that creates its record) of ``starting``, at most ``MAX_STARTED_WITH_CHANGE``.
+        False if one of them was refused (its record exists): nothing is written."""
         ...
 
     def changes_page(

@@ -45,8 +45,9 @@ class CalendarService:
     def put(self, tenant_id: str, name: str, timezone: str, dates: list[Any]) -> Calendar:
         """Create or replace the calendar ``name``; the tasks that name it are held to
         the new days from their next claim on. Returns the calendar stored."""
-        calendar = calendar_of(name, timezone, dates)
         seen = self.stored(tenant_id)
+        # Its days carry the version they are stored at: each task's copy keeps it.
+        calendar = dataclasses.replace(calendar_of(name, timezone, dates), version=seen.version + 1)
         users = list(self._users(tenant_id, name)) if name in seen.calendars else []
         for task in users:
             copied(task.calendars, {name: calendar})  # refused before anything is written

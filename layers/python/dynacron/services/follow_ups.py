@@ -13,6 +13,7 @@ import logging
 from datetime import datetime, timedelta
 
 from dynacron.domain.clock import Clock
+from dynacron.domain.conditions import Transition
 from dynacron.domain.executions import transitions
 from dynacron.domain.executions.execution import (
     Dispatch,
@@ -65,19 +66,28 @@ class RunStarter:
 
     def start(self, task: Task, dispatch: Dispatch) -> bool:
         """Queue ``dispatch``'s first attempt; False (and nothing sent) if its id exists."""
-        now = self.clock.now()
-        queued = transitions.enqueue(
+        created = self.executions.apply(dispatch.execution_id, self.queued(task, dispatch))
+        if created:
+            self.send(dispatch)
+        return created
+
+    def queued(self, task: Task, dispatch: Dispatch) -> Transition:
+        """The write that records ``dispatch``'s first attempt (if its id is new), for
+        a caller that carries it out with others (``TaskStore.record_change``), then
+        ``send``s it. Its pickup deadline lets the reaper send it if that caller dies
+        between the two."""
+        return transitions.enqueue(
             dispatch,
             retry=task.retry,
-            lease_until=self.lease_terms.pickup_deadline(now),
+            lease_until=self.lease_terms.pickup_deadline(self.clock.now()),
             lease_token=new_token(),
             tenant_id=task.tenant_id,
             keeping=self.executions.keeping(dispatch.execution_id),
         )
-        created = self.executions.apply(dispatch.execution_id, queued)
-        if created:
-            self.queue.send_later(dispatch, 0)
-        return created
+
+    def send(self, dispatch: Dispatch) -> None:
+        """Send the recorded ``dispatch`` to the workers."""
+        self.queue.send_later(dispatch, 0)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -172,52 +182,80 @@ class FollowUps:
             if aside and self.metrics:
                 self.metrics.task_set_aside()
         end = UpstreamEnd(ended_at, upstream.execution_id)
+        firing = Upstream(
+            upstream.execution_id, upstream.result or ResultSummary(), upstream.status.value
+        )
         for task in dependents:
             # The index lags behind a PATCH of ``after``: each dependent decides.
             counted = self._counted(task, upstream, end)
-            if counted is None:
-                continue
-            task = counted
-            execution_id = downstream_execution_id(task.task_id, upstream.execution_id)
-            if task.status is not TaskStatus.ACTIVE:
-                skipped = transitions.record_skipped(
-                    task,
-                    execution_id,
-                    ended_at,
-                    skipped_reason(task),
-                    self.clock.now(),
-                    keeping=self.executions.keeping(execution_id),
-                )
-                self.executions.apply(execution_id, skipped)
-                continue
-            self.starter.start(
-                task,
-                Dispatch(
-                    execution_id=execution_id,
-                    task_id=task.task_id,
-                    scheduled_at=ended_at,
-                    upstream=self._ends(task, upstream),
-                ),
-            )
+            if counted is not None:
+                self._run(counted, firing, ended_at)
 
-    def _ends(self, task: Task, upstream: Execution) -> Upstream:
-        """What the run is told of the ends that started it: ``upstream``'s, and for a
+    def _run(self, task: Task, firing: Upstream, ended_at: datetime) -> None:
+        """Start the run of ``task`` that the end ``firing`` caused (recorded as
+        skipped if the task is not active); repeatable, its id derived from the end."""
+        execution_id = downstream_execution_id(task.task_id, firing.execution_id)
+        if task.status is not TaskStatus.ACTIVE:
+            skipped = transitions.record_skipped(
+                task,
+                execution_id,
+                ended_at,
+                skipped_reason(task),
+                self.clock.now(),
+                keeping=self.executions.keeping(execution_id),
+            )
+            self.executions.apply(execution_id, skipped)
+            return
+        self.starter.start(
+            task,
+            Dispatch(
+                execution_id=execution_id,
+                task_id=task.task_id,
+                scheduled_at=ended_at,
+                upstream=self._ends(task, firing),
+            ),
+        )
+
+    def _make_sure_fired(self, task: Task) -> None:
+        """Start ``task``'s last fan-in run if its finisher has not (it died): the
+        write about to count the next end leaves nothing that says it is owed
+        (``fan_in.unconfirmed_firing``). One read when it was started, as it nearly
+        always was; nothing for a firing older than the executions' retention (its
+        record may be gone because it ran)."""
+        fired = fan_in.unconfirmed_firing(task)
+        if fired is None:
+            return
+        execution_id = downstream_execution_id(task.task_id, fired.execution_id)
+        retention = self.executions.keeping(execution_id).retention
+        if self.clock.now() - fired.completed_at >= retention:
+            return
+        if self.executions.get(execution_id) is not None:
+            return
+        upstream = self.executions.get(fired.execution_id)
+        firing = Upstream(
+            fired.execution_id,
+            (upstream.result if upstream is not None else None) or ResultSummary(),
+            upstream.status.value if upstream is not None else None,
+        )
+        logger.warning(
+            "fan-in run started for a finisher that died or is late",
+            extra={"task_id": task.task_id, "execution_id": execution_id},
+        )
+        self._run(task, firing, fired.completed_at)
+
+    def _ends(self, task: Task, firing: Upstream) -> Upstream:
+        """What the run is told of the ends that started it: ``firing``'s, and for a
         fan-in the others of its set, each read from its execution record."""
         others: list[Upstream] = []
         ends = task.fan_in.ends if task.fan_in is not None else {}
         for upstream_id in getattr(task.schedule, "upstream_task_ids", ()):
             end = ends.get(upstream_id)
-            if end is not None and end.execution_id != upstream.execution_id:
+            if end is not None and end.execution_id != firing.execution_id:
                 other = self.executions.get(end.execution_id)
                 result = other.result if other is not None else None
                 status = other.status.value if other is not None else None
                 others.append(Upstream(end.execution_id, result or ResultSummary(), status))
-        return Upstream(
-            upstream.execution_id,
-            upstream.result or ResultSummary(),
-            upstream.status.value,
-            tuple(others),
-        )
+        return dataclasses.replace(firing, others=tuple(others))
 
     def _counted(self, task: Task, upstream: Execution, end: UpstreamEnd) -> Task | None:
         """The dependent as written if ``upstream``'s end starts a run of ``task``
@@ -230,6 +268,7 @@ class FollowUps:
             step = fan_in.on_upstream_end(task, upstream.task_id, end, upstream.status.value)
             if step.updated is None:
                 return task if step.starts_run else None
+            self._make_sure_fired(task)
             now = self.clock.now()
             placement = self.sharding.place_task(step.updated, now)
             if self.tasks.replace(step.updated, placement, task_transitions.replace(task.version)):

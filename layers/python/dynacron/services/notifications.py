@@ -5,7 +5,8 @@ followed up, sent as messages on the dispatch queue, delivered by a worker.
 follow-up lease that the reaper takes over if the finisher dies: it puts each
 notice on the queue *before* it stores the task's new notification state, so a
 crash in between sends the notice again rather than never (at least once), and
-the state's ``last_counted`` makes a repeat of the same end count nothing twice.
+the state's ``counted`` (the ends it last counted) makes a repeat of an end count
+nothing twice.
 ``NotificationDeliveries`` is the worker's side: one attempt per message, a
 failed one sent again after a backoff, never touching the execution it reports.
 """
@@ -52,7 +53,7 @@ def retry_delay_seconds(attempt: int) -> int:
 
 
 def _same_counts(before: NotificationState, after: NotificationState) -> bool:
-    return dataclasses.replace(after, last_counted=before.last_counted) == before
+    return dataclasses.replace(after, counted=before.counted) == before
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,7 +136,7 @@ class TaskNotifications:
     def _counted(self, task: Task, subject: _Subject, counted_as: str, ending: Ending) -> bool:
         """One try: True once ``subject`` is counted (or needs no counting)."""
         state = task.notification_state
-        if state.last_counted == counted_as:
+        if state.has_counted(counted_as):
             return True  # a repeat (the reaper's follow-up, a message twice): counted already
         now = self.clock.now()
         decision = decide(task.notify, state, ending, now)
@@ -149,7 +150,7 @@ class TaskNotifications:
                 error = stored.error if stored is not None else None
             for notice in decision.notices:
                 self.queue.send_notification(_message(task, subject, notice, error, now), 0)
-        new_state = dataclasses.replace(decision.state, last_counted=counted_as)
+        new_state = decision.state.counting(counted_as)
         record = task_transitions.record_notifications(task.version, state_to_map(new_state))
         return self.tasks.apply(task.task_id, record)
 

@@ -83,11 +83,14 @@ from dynacron.domain.tasks.task import (
 )
 from dynacron.ports import CreateKeys, ExecutionStore, Page, TaskStore, TenantStore
 from dynacron.ports.delivery import HandlerNames, HandlerUrls
+from dynacron.ports.tasks import MAX_STARTED_WITH_CHANGE
 from dynacron.services.calendars import CalendarService
 from dynacron.services.follow_ups import RunStarter
 
 # One backfill request starts at most this many executions; ask again for more.
 MAX_BACKFILL = 100
+# Tries of one backfill transaction refused for executions another backfill started.
+MAX_BACKFILL_TRIES = 3
 # A dependency chain (``after``) at most this long; a longer one is refused.
 MAX_CHAIN_LENGTH = 10
 # The tasks upstream of one dependent, over every path (fan-in): each is checked in
@@ -96,6 +99,8 @@ MAX_CHAIN_TASKS = 50
 # The fan-in dependents one upstream may name (those that follow it after another
 # first upstream): each is an attribute of its record, which DynamoDB bounds at 400 KB.
 MAX_FAN_IN_DEPENDENTS = 100
+# Tries of a fan-in mark refused for the upstream's version (its claims bump it).
+MAX_MARK_ATTEMPTS = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -520,23 +525,24 @@ class TaskService:
 
     def trigger(self, tenant_id: str, task_id: str, *, who: str | None = None) -> Execution:
         """Run the task now, with its own execution id; its schedule is not touched.
-        Recorded once the execution is (a refused trigger records nothing)."""
+        The execution and its change record are one transaction (a refused trigger
+        records neither)."""
         task = self._runnable(tenant_id, task_id)
         now = to_utc_ms(self.clock.now())
         dispatch = Dispatch(
             execution_id=triggered_execution_id(task_id, now), task_id=task_id, scheduled_at=now
         )
-        if not self.starter.start(task, dispatch):
-            raise Conflict(f"task {task_id!r} was already triggered at {format_instant(now)}")
-        self.tasks.record_change(
-            self._stamp(tenant_id, who, now).recorded(
-                ChangeKind.TRIGGER,
-                task_id,
-                tenant_id,
-                {"version": task.version},
-                {"version": task.version, "execution_id": dispatch.execution_id},
-            )
+        change = self._stamp(tenant_id, who, now).recorded(
+            ChangeKind.TRIGGER,
+            task_id,
+            tenant_id,
+            {"version": task.version},
+            {"version": task.version, "execution_id": dispatch.execution_id},
         )
+        starting = [(dispatch.execution_id, self.starter.queued(task, dispatch))]
+        if not self.tasks.record_change(change, starting):
+            raise Conflict(f"task {task_id!r} was already triggered at {format_instant(now)}")
+        self.starter.send(dispatch)
         return self._started(dispatch.execution_id)
 
     def backfill(
@@ -546,7 +552,8 @@ class TaskService:
 
         Each gets a backfill id derived from its scheduled time, recorded with a
         conditional put: asking again for an overlapping range starts only the
-        occurrences not asked for before.
+        occurrences not asked for before. The executions started and their change
+        record are one transaction (``_backfill_chunk``).
         """
         task = self._runnable(tenant_id, task_id)
         if task.schedule.kind not in GRID_KINDS:
@@ -571,28 +578,46 @@ class TaskService:
                 f"the range holds more than {MAX_BACKFILL} occurrences; "
                 "backfill it in smaller ranges",
             )
-        started, ids = [], []
-        for occurrence in occurrences:
-            dispatch = Dispatch(
+        dispatches = [
+            Dispatch(
                 execution_id=backfill_execution_id(task_id, occurrence),
                 task_id=task_id,
                 scheduled_at=occurrence,
             )
-            ids.append(dispatch.execution_id)
-            if self.starter.start(task, dispatch):
-                started.append(dispatch.execution_id)
-        if started:
-            self.tasks.record_change(
-                self._stamp(tenant_id, who, to_utc_ms(now)).recorded(
-                    ChangeKind.BACKFILL,
-                    task_id,
-                    tenant_id,
-                    {"version": task.version},
-                    {"version": task.version, "executions": started},
-                    note=f"{start} to {end}",
-                )
+            for occurrence in occurrences
+        ]
+        started: list[str] = []
+        for at in range(0, len(dispatches), MAX_STARTED_WITH_CHANGE):
+            chunk = dispatches[at : at + MAX_STARTED_WITH_CHANGE]
+            started += self._backfill_chunk(task, chunk, f"{start} to {end}", who)
+        return Backfill(execution_ids=[d.execution_id for d in dispatches], started=started)
+
+    def _backfill_chunk(
+        self, task: Task, dispatches: list[Dispatch], note: str, who: str | None
+    ) -> list[str]:
+        """Start those of ``dispatches`` not started before, recorded as one backfill
+        change in the same transaction; their ids. A transaction refused for an
+        execution that exists (an overlapping backfill) is tried again without the
+        ones that do."""
+        pending = dispatches
+        for _ in range(MAX_BACKFILL_TRIES):
+            if not pending:
+                return []
+            change = self._stamp(task.tenant_id, who, to_utc_ms(self.clock.now())).recorded(
+                ChangeKind.BACKFILL,
+                task.task_id,
+                task.tenant_id,
+                {"version": task.version},
+                {"version": task.version, "executions": [d.execution_id for d in pending]},
+                note=note,
             )
-        return Backfill(execution_ids=ids, started=started)
+            starting = [(d.execution_id, self.starter.queued(task, d)) for d in pending]
+            if self.tasks.record_change(change, starting):
+                for dispatch in pending:
+                    self.starter.send(dispatch)
+                return [d.execution_id for d in pending]
+            pending = [d for d in pending if self.execution_store.get(d.execution_id) is None]
+        raise Conflict(f"task {task.task_id!r} is being backfilled meanwhile; ask again")
 
     def _runnable(self, tenant_id: str, task_id: str) -> Task:
         task = self.get(tenant_id, task_id)
@@ -626,31 +651,41 @@ class TaskService:
             # The first upstream finds it by the dependents index; the others (fan-in,
             # decision 0058) by the attribute the mark adds.
             for upstream_id in schedule.upstream_task_ids:
-                follower = None if upstream_id == schedule.upstream_task_id else task_id
-                if follower is not None:
-                    self._check_fan_in_room(tenant_id, upstream_id, follower)
-                mark = transitions.mark_has_dependents(
-                    tenant_id, fan_in_dependent=follower, marked_at=self.clock.now()
-                )
-                if not self.tasks.apply(upstream_id, mark):
-                    raise InvalidRequest("after", f"no task {upstream_id!r} exists")
+                if upstream_id == schedule.upstream_task_id:
+                    mark = transitions.mark_has_dependents(tenant_id)
+                    if not self.tasks.apply(upstream_id, mark):
+                        raise InvalidRequest("after", f"no task {upstream_id!r} exists")
+                else:
+                    self._mark_fan_in(tenant_id, upstream_id, task_id)
         return self._chain_versions(tenant_id, task_id, schedule)
 
-    def _check_fan_in_room(self, tenant_id: str, upstream_id: str, follower: str) -> None:
-        """``upstream_id`` may name one more fan-in dependent: its record stays small
-        (a name each), whatever requests a tenant makes. Two creates at once may
-        both pass at the limit: it is a bound on size, not an exact count."""
-        upstream = self.tasks.get_owned(tenant_id, upstream_id)
-        if upstream is None:
-            raise InvalidRequest("after", f"no task {upstream_id!r} exists")
-        named = upstream.fan_in_dependents
-        if follower not in named and len(named) >= MAX_FAN_IN_DEPENDENTS:
-            raise InvalidRequest(
-                "after",
-                f"task {upstream_id!r} already has {MAX_FAN_IN_DEPENDENTS} tasks that "
-                "wait for it after another first; make it the first in 'after', or "
-                "chain through fewer tasks",
+    def _mark_fan_in(self, tenant_id: str, upstream_id: str, follower: str) -> None:
+        """Name ``follower`` on ``upstream_id`` as a fan-in dependent, if it may name
+        one more: its record stays small (a name each), whatever requests a tenant
+        makes. The mark expects the version whose names were counted, so two creates
+        racing for the last place cannot both take it: the loser reads again and
+        finds the bound reached."""
+        for _ in range(MAX_MARK_ATTEMPTS):
+            upstream = self.tasks.get_owned(tenant_id, upstream_id)
+            if upstream is None:
+                raise InvalidRequest("after", f"no task {upstream_id!r} exists")
+            named = upstream.fan_in_dependents
+            if follower not in named and len(named) >= MAX_FAN_IN_DEPENDENTS:
+                raise InvalidRequest(
+                    "after",
+                    f"task {upstream_id!r} already has {MAX_FAN_IN_DEPENDENTS} tasks that "
+                    "wait for it after another first; make it the first in 'after', or "
+                    "chain through fewer tasks",
+                )
+            mark = transitions.mark_has_dependents(
+                tenant_id,
+                fan_in_dependent=follower,
+                marked_at=self.clock.now(),
+                seen_version=upstream.version,
             )
+            if self.tasks.apply(upstream_id, mark):
+                return
+        raise Conflict(f"task {upstream_id!r} kept changing meanwhile; try again")
 
     def _chain_versions(self, tenant_id: str, task_id: str, schedule: Schedule) -> dict[str, int]:
         """``after`` names existing tasks, and following them never comes back here.

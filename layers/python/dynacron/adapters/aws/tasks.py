@@ -73,7 +73,12 @@ from dynacron.ports import (
     Throttled,
     UnreadableTask,
 )
-from dynacron.ports.tasks import CensusEntry, all_readable, sorted_reads
+from dynacron.ports.tasks import (
+    MAX_STARTED_WITH_CHANGE,
+    CensusEntry,
+    all_readable,
+    sorted_reads,
+)
 
 # Tries of one chunk's transaction while others on the tenant's count conflict with it.
 _CHUNK_CONFLICT_TRIES = 3
@@ -649,9 +654,42 @@ class DynamoTaskStore:
             }
         ]
 
-    def record_change(self, change: TaskChange) -> None:
-        """Record a change that writes no task (a trigger, a backfill): one PutItem."""
-        self._client.put_item(TableName=self._census, Item=_change_item(change))
+    def record_change(
+        self, change: TaskChange, starting: Sequence[tuple[str, Transition]] = ()
+    ) -> bool:
+        """Record a change that writes no task (a trigger, a backfill), with the
+        executions it starts (their records are in the same table): one
+        TransactWriteItems, or one PutItem for a change that starts none."""
+        if not starting:
+            self._client.put_item(TableName=self._census, Item=_change_item(change))
+            return True
+        if len(starting) > MAX_STARTED_WITH_CHANGE:
+            raise ValueError(f"at most {MAX_STARTED_WITH_CHANGE} executions start with a change")
+        items: list[TransactWriteItemTypeDef] = [
+            cast(
+                "TransactWriteItemTypeDef",
+                {"Put": {"TableName": self._census, **write_request(created, {})}},
+            )
+            for _, created in starting
+        ]
+        items.append({"Put": {"TableName": self._census, "Item": _change_item(change)}})
+        # The same token on the SDK's own retries: a transaction that was applied,
+        # though its answer was lost, is not refused for the records it wrote.
+        token = uuid.uuid4().hex
+        for attempt in range(_CHUNK_CONFLICT_TRIES):
+            try:
+                self._client.transact_write_items(TransactItems=items, ClientRequestToken=token)
+            except ClientError as error:
+                reasons = cancelled_by(error)  # raises what is no cancelled transaction
+                if "ConditionalCheckFailed" in reasons:
+                    return False
+                if "TransactionConflict" not in reasons:
+                    raise
+                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+                token = uuid.uuid4().hex
+            else:
+                return True
+        raise Throttled(f"task {change.task_id}: its change kept meeting other transactions")
 
     def changes_page(
         self, tenant_id: str, task_id: str, limit: int, token: str | None

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from dynacron.adapters.sqlite.database import Database
+from dynacron.adapters.sqlite.execution_records import carry_out
 from dynacron.adapters.sqlite.records import (
     decode_page_token,
     dump,
@@ -59,7 +60,12 @@ from dynacron.domain.tasks.tags import TagFilter, matches_all
 from dynacron.domain.tasks.task import DuePlacement, Task
 from dynacron.domain.tasks.transitions import STATUS, Replacement
 from dynacron.ports import Page, UnreadableTask, UnreadableTaskError
-from dynacron.ports.tasks import CensusEntry, all_readable, sorted_reads
+from dynacron.ports.tasks import (
+    MAX_STARTED_WITH_CHANGE,
+    CensusEntry,
+    all_readable,
+    sorted_reads,
+)
 
 
 def _tags_condition(tags: tuple[TagFilter, ...]) -> tuple[str, tuple[Any, ...]] | None:
@@ -328,10 +334,26 @@ class SqliteTaskStore:
 
         return self._database.run(carry_out)
 
-    def record_change(self, change: TaskChange) -> None:
-        """Record a change that writes no task (a trigger, a backfill)."""
-        with self._database.write() as connection:
+    def record_change(
+        self, change: TaskChange, starting: Sequence[tuple[str, Transition]] = ()
+    ) -> bool:
+        """Record a change that writes no task (a trigger, a backfill), with the
+        executions it starts, in one write transaction."""
+        if len(starting) > MAX_STARTED_WITH_CHANGE:
+            raise ValueError(f"at most {MAX_STARTED_WITH_CHANGE} executions start with a change")
+
+        def carry_out_all(connection: sqlite3.Connection) -> None:
+            for execution_id, created in starting:
+                held, _ = carry_out(connection, execution_id, created)
+                if not held:
+                    raise _StartRefused(execution_id)  # its savepoint rolls back: nothing
             _record_change(connection, change, change.tenant_id or "")
+
+        try:
+            self._database.run(carry_out_all)
+        except _StartRefused:
+            return False
+        return True
 
     def changes_page(
         self, tenant_id: str, task_id: str, limit: int, token: str | None
@@ -795,6 +817,10 @@ def _stored_name(row: sqlite3.Row) -> str:
     except ValueError:
         name = None
     return name if isinstance(name, str) else str(row["task_id"])
+
+
+class _StartRefused(Exception):
+    """An execution a change starts exists already: the change writes nothing."""
 
 
 def _record_change(

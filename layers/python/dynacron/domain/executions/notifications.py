@@ -16,6 +16,7 @@ Pure: the caller passes the time. Why it works this way is decision 0057:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -32,6 +33,12 @@ MAX_FAILURES_AFTER = 1000
 # ``on_late.within_seconds``: at least a minute, at most a week.
 MIN_LATE_SECONDS = 60
 MAX_LATE_SECONDS = 7 * 24 * 3600
+# The ends (and late occurrences) a task's state remembers counting, newest last, as
+# 8 hex digits each (256 characters at most): a repeat of any is counted once. A
+# repeat comes from the reaper's replay of a follow-up (within minutes) or a late
+# check's message received twice.
+REMEMBERED_COUNTS = 32
+COUNT_DIGITS = 8
 NOTIFY_FIELD = "notify"
 
 
@@ -90,16 +97,32 @@ class NotificationState:
     # The last rate-limited notification sent, and how many were held back since.
     last_notified_at: datetime | None = None
     held_back: int = 0
-    # The last execution (or late occurrence) counted: counting it again is a repeat.
-    last_counted: str | None = None
+    # The last ``REMEMBERED_COUNTS`` executions (or late occurrences) counted, as
+    # ``count_digest``s, newest last: counting one of them again is a repeat.
+    counted: tuple[str, ...] = ()
 
     @property
     def is_initial(self) -> bool:
         """Nothing counted, nothing sent: the state of a task never notified."""
         return self == NO_NOTIFICATIONS
 
+    def has_counted(self, counted_as: str) -> bool:
+        """Whether ``counted_as`` is one of the ends this state remembers counting."""
+        return count_digest(counted_as) in self.counted
+
+    def counting(self, counted_as: str) -> NotificationState:
+        """This state, remembering ``counted_as`` too (the oldest forgotten past the bound)."""
+        counted = (*self.counted, count_digest(counted_as))[-REMEMBERED_COUNTS:]
+        return dataclasses.replace(self, counted=counted)
+
 
 NO_NOTIFICATIONS = NotificationState()
+
+
+def count_digest(counted_as: str) -> str:
+    """What a state keeps of an end it counted: short, and a false repeat one in
+    four billion per end remembered."""
+    return hashlib.sha256(counted_as.encode()).hexdigest()[:COUNT_DIGITS]
 
 
 class Ending(StrEnum):
@@ -310,7 +333,7 @@ def state_to_map(state: NotificationState) -> dict[str, Any] | None:
             format_instant(state.last_notified_at) if state.last_notified_at else None
         ),
         "held_back": state.held_back,
-        "last_counted": state.last_counted,
+        "counted": "".join(state.counted),
     }
 
 
@@ -324,5 +347,12 @@ def state_from_map(values: dict[str, Any] | None) -> NotificationState:
         failure_notified=bool(values.get("failure_notified", False)),
         last_notified_at=parse_instant(last) if last else None,
         held_back=int(values.get("held_back", 0)),
-        last_counted=values.get("last_counted"),
+        counted=_counted_from(values),
     )
+
+
+def _counted_from(values: dict[str, Any]) -> tuple[str, ...]:
+    joined = str(values.get("counted") or "")
+    counted = tuple(joined[i : i + COUNT_DIGITS] for i in range(0, len(joined), COUNT_DIGITS))
+    legacy = values.get("last_counted")  # a state stored before ``counted``: its one id
+    return (count_digest(legacy), *counted) if legacy else counted

@@ -74,6 +74,10 @@ class Calendar:
     name: str
     timezone: str
     spans: tuple[DateSpan, ...]
+    # The version of the tenant's calendars record that stored these days (0: stored
+    # before versions were kept). A task's copy keeps it: a copy is never replaced by
+    # an older one (``copied``).
+    version: int = 0
 
     def span_of(self, day: date) -> DateSpan | None:
         """The span holding ``day``; None if the calendar does not hold it."""
@@ -201,13 +205,16 @@ def rule_to_map(rule: CalendarRule) -> dict[str, Any] | None:
         return None
 
     def days(calendar: Calendar) -> dict[str, Any]:
-        return {
+        copy: dict[str, Any] = {
             "timezone": calendar.timezone,
             "days": [
                 s.first.isoformat() if s.first == s.last else f"{s.first}/{s.last}"
                 for s in calendar.spans
             ],
         }
+        if calendar.version:
+            copy["version"] = calendar.version
+        return copy
 
     values: dict[str, Any] = {"on_excluded": rule.on_excluded.value}
     if rule.exclude:
@@ -228,6 +235,7 @@ def rule_from_map(values: dict[str, Any] | None) -> CalendarRule:
                 name=name,
                 timezone=copy["timezone"],
                 spans=tuple(_stored_span(text) for text in copy.get("days") or ()),
+                version=int(copy.get("version", 0)),
             )
             for name, copy in (named or {}).items()
         )
@@ -246,15 +254,17 @@ def _stored_span(text: str) -> DateSpan:
 
 def copied(rule: CalendarRule, calendars: dict[str, Calendar]) -> CalendarRule:
     """``rule`` with each calendar it names replaced by ``calendars``' copy of it
-    (its notes left out); a calendar ``calendars`` lacks stays as it was.
-    ``InvalidRequest`` when the copy would pass ``MAX_COPY_BYTES``."""
+    (its notes left out); a calendar ``calendars`` lacks stays as it was, and so does
+    one ``rule`` holds at a newer version (two changes of a calendar racing to copy
+    it: the older never overwrites the newer). ``InvalidRequest`` when the copy
+    would pass ``MAX_COPY_BYTES``."""
 
     def fresh(calendar: Calendar) -> Calendar:
         found = calendars.get(calendar.name)
-        if found is None:
+        if found is None or found.version < calendar.version:
             return calendar
         spans = tuple(DateSpan(s.first, s.last) for s in found.spans)
-        return Calendar(name=found.name, timezone=found.timezone, spans=spans)
+        return Calendar(found.name, found.timezone, spans, found.version)
 
     copy = CalendarRule(
         exclude=tuple(fresh(c) for c in rule.exclude),
@@ -308,8 +318,10 @@ class CalendarChanges:
 
 
 def calendar_to_map(calendar: Calendar) -> dict[str, Any]:
-    """A calendar as stored (and as the API shows it): dates as ISO text."""
-    return {
+    """A calendar as stored (and as the API shows it, without ``version``): dates as
+    ISO text."""
+    stored: dict[str, Any] = {"version": calendar.version} if calendar.version else {}
+    return stored | {
         "name": calendar.name,
         "timezone": calendar.timezone,
         "dates": [
@@ -340,6 +352,7 @@ def calendar_from_map(values: dict[str, Any]) -> Calendar:
             )
             for d in values.get("dates") or ()
         ),
+        version=int(values.get("version", 0)),
     )
 
 

@@ -6,6 +6,12 @@ A dependent of one upstream runs once per matching end (decision 0012; nothing i
 stored). A dependent of several runs once each time every upstream has a matching
 end newer than its last run: than ``FanInState.through``, the newest end of the
 set that started it, compared by (``completed_at``, execution id).
+
+The write that completes a set is recorded before its run is started, and only
+``fired`` remembers which end that was: the first write after it (the next end
+counted) makes sure that run was started (``unconfirmed_firing``), so a finisher
+that died between its write and the start, whose replay no longer finds its end
+in ``fired``, loses nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +45,19 @@ NOTHING = FanInStep(updated=None, starts_run=False)
 def counts(schedule: AfterSchedule, status: str) -> bool:
     """Whether an end with ``status`` is one ``schedule`` waits for."""
     return status in MATCHING[schedule.when]
+
+
+def unconfirmed_firing(task: Task) -> UpstreamEnd | None:
+    """The end that fired ``task``'s last run, while no end has been counted since:
+    a write of the next end replaces what says that run is owed, so it first makes
+    sure the run was started. None once an end newer than the set is counted (the
+    write that counted it made sure)."""
+    state = task.fan_in
+    if state is None or state.fired is None or state.through is None:
+        return None
+    if any(end > state.through for end in state.ends.values()):
+        return None
+    return state.fired
 
 
 def on_upstream_end(task: Task, upstream_task_id: str, end: UpstreamEnd, status: str) -> FanInStep:

@@ -165,7 +165,11 @@ def set_aside_attempts(
 
 @names_move("mark_has_dependents")
 def mark_has_dependents(
-    tenant_id: str, *, fan_in_dependent: str | None = None, marked_at: datetime | None = None
+    tenant_id: str,
+    *,
+    fan_in_dependent: str | None = None,
+    marked_at: datetime | None = None,
+    seen_version: int | None = None,
 ) -> Transition:
     """Note that some task runs after this one. Expects the task to be ``tenant_id``'s;
     bumps the version, so that a whole-task write based on an older read is refused
@@ -173,13 +177,18 @@ def mark_has_dependents(
     one following it after another first upstream (decision 0058): the dependents
     index holds only a dependent's first upstream. The name holds ``marked_at`` until
     a whole-task write stores it as ``True``: a mark that fresh may belong to a
-    create or change still under way, which ``unmark_fan_in_dependent`` leaves."""
+    create or change still under way, which ``unmark_fan_in_dependent`` leaves.
+    With ``seen_version``, expects the task at the version whose names were counted
+    against their bound: of two marks racing for the last place, one is refused."""
     sets: dict[str, Any] = {HAS_DEPENDENTS: True}
     if fan_in_dependent is not None:
         stamp = format_instant(marked_at) if marked_at is not None else True
         sets[fan_in_dependent_attribute(fan_in_dependent)] = stamp
+    owner: Condition = Equals(TENANT_ID, tenant_id)
+    if seen_version is not None:
+        owner = AllOf(owner, Equals(VERSION, seen_version))
     return Transition(
-        expects=Equals(TENANT_ID, tenant_id),
+        expects=owner,
         sets=sets,
         computes={VERSION: Plus(VERSION, 1)},
     )
