@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -63,18 +64,33 @@ from dynacron.domain.tasks.tags import parse_tag_filters
 from dynacron.domain.tasks.task import TaskStatus
 from dynacron.services.tasks import BatchItem, BatchOutcome, TaskService
 
+T = TypeVar("T")
 
-def tasks_router(tasks: TaskService) -> Router:
-    """The routes of a tenant's tasks, served by ``tasks``."""
+
+class OutsideLock(Protocol):
+    """Runs work that reads nothing of the request from the resolver with the API's
+    one-request-at-a-time lock released (``LambdaEvents.outside_api_lock``)."""
+
+    def __call__(self, work: Callable[[], T]) -> T: ...
+
+
+def run_here(work: Callable[[], T]) -> T:
+    """``OutsideLock`` where there is no lock to release."""
+    return work()
+
+
+def tasks_router(tasks: TaskService, outside_lock: OutsideLock = run_here) -> Router:
+    """The routes of a tenant's tasks, served by ``tasks``; a batch create is checked
+    and stored ``outside_lock``."""
     router = Router()  # type: ignore[no-untyped-call]  # (its __init__ is unannotated)
-    _add_task_routes(router, tasks)
+    _add_task_routes(router, tasks, outside_lock)
     _add_control_routes(router, tasks)
     _add_timeline_routes(router, tasks)
     _add_skip_routes(router, tasks)
     return router
 
 
-def _add_task_routes(router: Router, tasks: TaskService) -> None:
+def _add_task_routes(router: Router, tasks: TaskService, outside_lock: OutsideLock) -> None:
     """Register, list, read, change and delete a task."""
 
     @router.post("/tasks", responses=problems(409, 413, ok=(201, "Registered")))
@@ -96,7 +112,8 @@ def _add_task_routes(router: Router, tasks: TaskService) -> None:
     def create_tasks(body: TaskBatch, prefer: PreferHeader = None) -> Response[BatchView]:
         minimal = prefers_minimal(prefer)
         tenant_id, who = caller_tenant(router), caller_identity(router)
-        view = _create_batch(tasks, tenant_id, body, who, minimal=minimal)
+        # Read from the request first: the rest needs nothing of the resolver.
+        view = outside_lock(lambda: _create_batch(tasks, tenant_id, body, who, minimal=minimal))
         return answered(view, {PREFERENCE_APPLIED: MINIMAL} if minimal else None)
 
     @router.get("/tasks", responses=problems(), description=TASK_LISTING_DESCRIPTION)
