@@ -231,11 +231,18 @@ def main(argv: list[str]) -> None:
     default_sizes = "10000" if QUICK else "100000,1000000"
     parser.add_argument("--sizes", default=default_sizes, help="Comma-separated task counts")
     parser.add_argument("--concurrency", type=int, default=4, help="Batches in flight")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="Write bulk.json into this directory, not bench/results (a side-by-side run "
+        "that must leave the committed figures alone)",
+    )
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",") if size.strip()]
     runs = [run_size(size, args.concurrency) for size in sizes]
     command = "python -m bench.bulk" + (" ".join(["", *argv]) if argv else "")
-    write_result("bulk", {"command": command, "runs": runs})
+    print(write_result("bulk", {"command": command, "runs": runs}, args.results))
 
 
 if __name__ == "__main__":

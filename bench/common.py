@@ -60,9 +60,12 @@ def distribution(values: list[float]) -> dict[str, float]:
     }
 
 
-def write_result(name: str, result: dict[str, Any]) -> Path:
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{name}.json"
+def write_result(name: str, result: dict[str, Any], directory: Path | None = None) -> Path:
+    """``result`` with the run's context, as ``name``.json in ``directory`` (by default
+    ``bench/results``, whose files are the committed figures)."""
+    directory = directory or RESULTS
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
     body = {"benchmark": name, **context(), **result}
     path.write_text(json.dumps(body, indent=2) + "\n")
     return path

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
+import httpx
+
+from dynacron.client.api_client import Client
 from dynacron.entry.composition import Dynacron
 from dynacron.local.gateway import LocalContext, proxy_event
 
@@ -36,3 +40,26 @@ def call(
     if text and not text.startswith(("{", "[")):
         return response["statusCode"], text
     return response["statusCode"], json.loads(text) if text else None
+
+
+def client_of(
+    system: Dynacron, seen: Callable[[httpx.Request], None] = lambda request: None
+) -> Client:
+    """A client whose every request (each shown to ``seen`` first) is an API Gateway
+    event for ``system``'s API, as Alice."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen(request)
+        target = request.url.raw_path.decode()
+        event = proxy_event(
+            request.method, target, dict(request.headers), request.content, "127.0.0.1"
+        )
+        event["requestContext"]["identity"]["userArn"] = ALICE
+        answer = system.api(event, LocalContext("test-api"))
+        return httpx.Response(
+            answer["statusCode"],
+            headers=answer.get("headers") or {},
+            content=(answer.get("body") or "").encode(),
+        )
+
+    return Client("http://127.0.0.1:1", transport=httpx.MockTransport(handle))

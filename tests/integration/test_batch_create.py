@@ -4,6 +4,7 @@ and on SQLite (local mode's store)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -13,11 +14,13 @@ from typing import Any
 import pytest
 
 from dynacron.api.requests import TaskCreate
+from dynacron.api.responses import TaskIdView, TaskView
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.errors import LimitExceeded
 from dynacron.entry.composition import Dynacron
+from dynacron.local.gateway import LocalContext, proxy_event
 from dynacron.services.tasks import BatchItem, BatchOutcome
-from tests.integration.api_client import ALICE, call
+from tests.integration.api_client import ALICE, call, client_of
 from tests.integration.conftest import Build
 
 HOOK = "http://127.0.0.1:9/hook"
@@ -270,3 +273,91 @@ def test_tasks_batch_is_no_task_id_for_other_methods(build: Build) -> None:
     assert status == 204
     # A task's own path still answers its methods
     assert call(system, "GET", "/tasks/0123456789abcdef")[0] == 404
+
+
+def batch_with(
+    system: Dynacron, tasks: list[Any], prefer: str | None
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """POST /tasks/batch with a ``Prefer`` header (or none): status, body and headers."""
+    headers = {"content-type": "application/json"} | ({"Prefer": prefer} if prefer else {})
+    body = json.dumps({"tasks": tasks}).encode()
+    event = proxy_event("POST", "/tasks/batch", headers, body, "127.0.0.1")
+    event["requestContext"]["identity"]["userArn"] = ALICE
+    response = system.api(event, LocalContext("test-api"))
+    answered = dict(response.get("headers") or {})
+    answered |= {k: v[0] for k, v in (response.get("multiValueHeaders") or {}).items()}
+    return response["statusCode"], json.loads(response["body"]), answered
+
+
+def test_prefer_return_minimal_answers_each_task_by_its_id_and_status(build: Build) -> None:
+    system = build()
+    # Given a batch of a task, a keyed task and an invalid one
+    tasks = [a_task(0), a_task(1, idempotency_key="minimal-1"), a_task(2, rate="soon")]
+    # When it is sent asking for a minimal answer (among other preferences)
+    status, answer, headers = batch_with(system, tasks, "respond-async, return=minimal")
+    # Then each task is answered by its id and status only, the refusal in full
+    assert status == 200
+    assert headers["Preference-Applied"] == "return=minimal"
+    items = answer["items"]
+    assert [item["outcome"] for item in items] == ["created", "created", "refused"]
+    assert [set(item["task"]) for item in items[:2]] == [{"task_id", "status"}] * 2
+    assert [item["task"]["status"] for item in items[:2]] == ["ACTIVE"] * 2
+    assert items[2]["task"] is None
+    assert items[2]["problem"]["errors"][0]["field"] == "rate"
+    assert answer["created"] == 2
+    assert stored_ids(system) == {item["task"]["task_id"] for item in items[:2]}
+    # And without the preference, or with another, each task is answered whole
+    for prefer in (None, "return=representation"):
+        status, whole, headers = batch_with(system, [a_task(3)], prefer)
+        assert status == 200
+        assert "Preference-Applied" not in headers
+        assert whole["items"][0]["task"]["name"] == "task-3"
+        assert whole["items"][0]["task"]["handler_url"] == HOOK
+
+
+def test_a_minimal_batch_sent_again_replays_the_same_tasks(build: Build) -> None:
+    system = build()
+    tasks = [a_task(n, idempotency_key=f"again-{n}") for n in range(3)]
+    status, first, _ = batch_with(system, tasks, "return=minimal")
+    assert status == 200
+    first_ids = [item["task"]["task_id"] for item in first["items"]]
+    # When the same batch is sent again, minimal, then whole
+    _, minimal, headers = batch_with(system, tasks, "return=minimal")
+    _, whole, _ = batch_with(system, tasks, None)
+    # Then both answer the first batch's tasks as replayed, and nothing new is stored
+    assert headers["Preference-Applied"] == "return=minimal"
+    for again in (minimal, whole):
+        assert [item["outcome"] for item in again["items"]] == ["replayed"] * 3
+        assert [item["task"]["task_id"] for item in again["items"]] == first_ids
+        assert again["created"] == 0
+    assert [item["task"]["status"] for item in minimal["items"]] == ["ACTIVE"] * 3
+    assert [item["task"]["name"] for item in whole["items"]] == ["task-0", "task-1", "task-2"]
+    assert stored_ids(system) == set(first_ids)
+
+
+def test_the_client_asks_for_minimal_answers_and_reads_them(build: Build) -> None:
+    system = build()
+    sent: list[str | None] = []
+    with client_of(system, seen=lambda request: sent.append(request.headers.get("Prefer"))) as c:
+        # When the client creates tasks with and without minimal answers
+        minimal = c.create_tasks([a_task(0), {"name": "no schedule"}], minimal=True)
+        whole = c.create_tasks([a_task(1)])
+    # Then it asked for them only when told, and reads either answer
+    assert sent == ["return=minimal", None]
+    created = minimal.items[0].task
+    assert isinstance(created, TaskIdView)
+    assert (created.status, minimal.items[1].outcome) == ("ACTIVE", "refused")
+    assert isinstance(whole.items[0].task, TaskView)
+    assert stored_ids(system) == {created.task_id, whole.items[0].task.task_id}
+
+
+def test_the_document_declares_prefer_and_preference_applied(build: Build) -> None:
+    status, document = call(build(), "GET", "/openapi.json")
+    assert status == 200
+    operation = document["paths"]["/tasks/batch"]["post"]
+    prefer = [p for p in operation["parameters"] if p["name"].lower() == "prefer"]
+    assert [(p["in"], "return=minimal" in p["description"]) for p in prefer] == [("header", True)]
+    assert "Preference-Applied" in operation["responses"]["200"]["headers"]
+    item = document["components"]["schemas"]["BatchItemView"]["properties"]["task"]
+    shown = {ref["$ref"].rsplit("/", 1)[-1] for ref in item["anyOf"] if "$ref" in ref}
+    assert shown == {"TaskView", "TaskIdView"}

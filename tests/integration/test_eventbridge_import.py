@@ -8,39 +8,16 @@ import dataclasses
 from typing import Any
 
 import boto3
-import httpx
 import pytest
 
 from dynacron.cli.eventbridge_import import import_schedules, read_schedules
 from dynacron.cli.eventbridge_schedules import SOURCE_TAG, schedule_digest, translate_schedule
-from dynacron.client.api_client import Client
 from dynacron.entry.composition import Dynacron
 from dynacron.local.aws import REGION
-from dynacron.local.gateway import LocalContext, proxy_event
-from tests.integration.api_client import ALICE
+from tests.integration.api_client import client_of
 
 ROLE = "arn:aws:iam::123456789012:role/dynacron-target/scheduler"
 QUEUE = f"arn:aws:sqs:{REGION}:123456789012:jobs"
-
-
-def client_of(system: Dynacron) -> Client:
-    """A client whose every request is an API Gateway event for ``system``'s API, as
-    Alice."""
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        target = request.url.raw_path.decode()
-        event = proxy_event(
-            request.method, target, dict(request.headers), request.content, "127.0.0.1"
-        )
-        event["requestContext"]["identity"]["userArn"] = ALICE
-        answer = system.api(event, LocalContext("test-api"))
-        return httpx.Response(
-            answer["statusCode"],
-            headers=answer.get("headers") or {},
-            content=(answer.get("body") or "").encode(),
-        )
-
-    return Client("http://127.0.0.1:1", transport=httpx.MockTransport(handle))
 
 
 @pytest.fixture

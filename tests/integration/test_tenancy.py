@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -18,7 +20,7 @@ from dynacron.entry.composition import Dynacron
 from dynacron.entry.settings import Settings
 from tests.integration.api_client import ALICE, call
 from tests.pipeline import Pipeline
-from tests.support import Sink
+from tests.support import Sink, wait_until
 
 BOB = "arn:aws:sts::000000000000:assumed-role/Billing/session-1"
 HOOK = "http://127.0.0.1:9/hook"
@@ -175,6 +177,105 @@ def test_two_systems_in_one_process_answer_concurrent_requests_each_as_itself(
         assert {t["task_id"] for t in body["items"]} == {mine[who]}, (who, body, mine)
     for _, database in systems:
         database.close()
+
+
+def embedded_system(settings: Settings, clock: SettableClock, path: Path) -> Dynacron:
+    settings = dataclasses.replace(settings, tenant_rate_burst=10_000)
+    database = Database(path)
+    return Dynacron(
+        settings, adapters=sqlite_adapters(database, clock, execution_retention=RETENTION)
+    )
+
+
+def test_batches_and_reads_of_two_tenants_interleaved_each_answer_as_their_caller(
+    settings: Settings, clock: SettableClock, tmp_path: Path
+) -> None:
+    # A batch create is checked and stored with the API's lock released, and other
+    # requests are routed meanwhile: each must still be answered as its own caller,
+    # and its tasks stored as that caller's.
+    system = embedded_system(settings, clock, tmp_path / "dynacron.sqlite3")
+
+    def send(number: int) -> tuple[str, str, int, Any]:
+        who = (ALICE, BOB)[number % 2]
+        if number % 3:
+            tasks = [
+                {"rate": "1 hour", "handler_url": HOOK, "name": f"{number}-{n}"} for n in (1, 2)
+            ]
+            status, body = call(system, "POST", "/tasks/batch", {"tasks": tasks}, principal=who)
+            return who, "batch", status, body
+        status, body = call(system, "GET", "/tasks", principal=who, limit=100)
+        return who, "read", status, body
+
+    # Threads switched every microsecond, so requests interleave anywhere
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(send, range(90)))
+    finally:
+        sys.setswitchinterval(switch)
+    made: dict[str, set[str]] = {ALICE: set(), BOB: set()}
+    for who, kind, status, body in answers:
+        assert status == 200, (who, kind, body)
+        if kind == "batch":
+            assert [item["outcome"] for item in body["items"]] == ["created"] * 2, body
+            made[who] |= {item["task"]["task_id"] for item in body["items"]}
+    for who in (ALICE, BOB):
+        listed: set[str] = set()
+        token = None
+        while True:
+            page = {"limit": 100} | ({"next_token": token} if token else {})
+            status, body = call(system, "GET", "/tasks", principal=who, **page)
+            listed |= {t["task_id"] for t in body["items"]}
+            if not (token := body.get("next_token")):
+                break
+        assert listed == made[who]
+        assert len(listed) == 2 * 30
+
+
+def test_a_batch_waiting_for_the_store_lets_other_requests_through(
+    settings: Settings, clock: SettableClock, tmp_path: Path
+) -> None:
+    path = tmp_path / "dynacron.sqlite3"
+    system = embedded_system(settings, clock, path)
+    _, first = call(system, "POST", "/tasks", {"rate": "1 hour", "handler_url": HOOK})
+    # Given another process's write transaction holding the database file
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    batch: list[tuple[int, Any]] = []
+    tasks = [{"rate": "1 hour", "handler_url": HOOK}] * 2
+    sending = threading.Thread(
+        target=lambda: batch.append(call(system, "POST", "/tasks/batch", {"tasks": tasks}))
+    )
+    try:
+        # When a batch create waits for it, outside the API's lock
+        sending.start()
+        assert wait_until(lambda: _running_outside_the_lock(sending), timeout=30)
+        # Then a read is answered meanwhile
+        read: list[tuple[int, Any]] = []
+        reading = threading.Thread(target=lambda: read.append(call(system, "GET", "/tasks")))
+        reading.start()
+        reading.join(timeout=20)
+        assert [status for status, _ in read] == [200]
+        assert [t["task_id"] for t in read[0][1]["items"]] == [first["task_id"]]
+        assert sending.is_alive()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        sending.join(timeout=30)
+    # And the batch is stored once the file is free
+    assert batch[0][0] == 200
+    assert batch[0][1]["created"] == 2
+
+
+def _running_outside_the_lock(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is within ``LambdaEvents.outside_api_lock`` now."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_name == "outside_api_lock":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def test_sessions_of_one_role_are_one_tenant(system: Dynacron) -> None:

@@ -145,3 +145,26 @@ def test_bad_expressions_point_at_the_field(expression: str, needle: str) -> Non
         parse_cron(expression, seed="t")
     assert raised.value.field == "cron"
     assert needle in raised.value.message
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["* * * * *", "*/7 * * * * *", "17 3 * * *", "0 0 29 2 *", "0 12 L * *", "59 23 31 12 *"],
+)
+def test_utc_occurrences_are_those_of_a_zone_that_never_changes_its_offset(
+    expression: str,
+) -> None:
+    # UTC takes a short path (no transition to look around); Etc/UTC, the same
+    # clock under another name, the general one: both name the same instants.
+    instants = [
+        datetime(2026, 11, 30, 12, 0, 0, 500_000, tzinfo=UTC),
+        utc(2028, 2, 28, 23, 59, 59),
+        utc(2026, 12, 31, 23, 59),
+        utc(1999, 12, 31, 23, 59, 59),
+    ]
+    for after in instants:
+        fast = upcoming(parse_cron(expression, "UTC"), after, 3)
+        general = upcoming(parse_cron(expression, "Etc/UTC"), after, 3)
+        assert fast == general
+        assert len(fast) == 3
+        assert all(occurrence.tzinfo is UTC for occurrence in fast)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from dynacron.api.parameters import prefers_minimal
 from dynacron.api.requests import TaskCreate, TaskPatch
 from dynacron.domain.executions.retry import RetryPolicy
 from dynacron.domain.schedules.wallclock import Ambiguous, DstPolicy, Nonexistent
@@ -44,3 +47,27 @@ def test_a_null_catchup_is_unset_and_a_dst_body_is_the_domain_policy() -> None:
     assert changes.catchup is UNSET
     assert changes.dst == DstPolicy(Nonexistent.SHIFT, Ambiguous.BOTH)
     assert changes.version == 4
+
+
+@pytest.mark.parametrize(
+    ("prefer", "minimal"),
+    [
+        (None, False),
+        ("", False),
+        ("return=minimal", True),
+        ("Return = Minimal", True),
+        ('return="minimal"', True),
+        ("respond-async, wait=10, return=minimal; charset=utf-8", True),
+        ("return=representation", False),
+        # Only the first of a preference given twice counts (RFC 7240, section 2).
+        ("return=representation, return=minimal", False),
+        ("return=minimal, return=representation", True),
+        ("returns=minimal, minimal", False),
+        ("return", False),
+        (",;=,return==minimal", False),
+    ],
+)
+def test_prefer_asks_for_a_minimal_answer_only_with_return_minimal(
+    prefer: str | None, minimal: bool
+) -> None:
+    assert prefers_minimal(prefer) is minimal

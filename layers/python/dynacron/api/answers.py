@@ -11,6 +11,11 @@ from pydantic import BaseModel
 View = TypeVar("View", bound=BaseModel)
 
 
+def answered(view: View, headers: dict[str, str] | None = None) -> Response[View]:
+    """200 with ``headers``: ``view`` as a route that returns it answers, and more."""
+    return Response(200, body=view, content_type="application/json", headers=headers)
+
+
 def created(view: View, headers: dict[str, str] | None = None) -> Response[View]:
     """201: the resource ``view`` shows was made (or, replayed, had been)."""
     return Response(201, body=view, content_type="application/json", headers=headers)

@@ -83,6 +83,21 @@ _RETRY_BUSY: OpenAPIResponseHeader = {
 }
 
 
+# POST /tasks/batch: said when the answer is minimal, as ``Prefer`` asked (RFC 7240).
+PREFERENCE_APPLIED = "Preference-Applied"
+_PREFERENCE_APPLIED: OpenAPIResponseHeader = {
+    "description": "return=minimal when each item's task is only its task_id and status",
+    "schema": {"type": "string", "enum": ["return=minimal"]},
+}
+
+
+def batch_answers() -> dict[int, OpenAPIResponse]:
+    """``POST /tasks/batch``'s responses: its 200 may say ``Preference-Applied``."""
+    answers = problems(ok=(200, "Each item answered"))
+    answers[200]["headers"] = {PREFERENCE_APPLIED: _PREFERENCE_APPLIED}
+    return answers
+
+
 def problems(*statuses: int, ok: tuple[int, str] = (200, "OK")) -> dict[int, OpenAPIResponse]:
     """OpenAPI responses: the success ``ok`` (status, description; its body is the
     route's return type) and the problem+json errors the route can answer with."""

@@ -22,6 +22,15 @@ CreateKeyHeader = Annotated[
         "the task the first request made (Idempotent-Replayed: true), not a second one",
     ),
 ]
+PreferHeader = Annotated[
+    str | None,
+    Header(
+        alias="Prefer",
+        description="RFC 7240 preferences: return=minimal answers each created or replayed "
+        "item with only its task's task_id and status (Preference-Applied: return=minimal); "
+        "other preferences are ignored",
+    ),
+]
 PageLimit = Annotated[int, Query(ge=1, le=100, description="Items per page")]
 # Room for a page's last key holding a long name (a name index key of up to 600
 # bytes of folded name, each character escaped in the token's JSON).
@@ -102,3 +111,17 @@ ListedUntil = Annotated[
 ]
 TaskId = Annotated[str, Path(max_length=200, description="The id POST /tasks returned")]
 ExecutionId = Annotated[str, Path(max_length=300, description="<task_id>_<scheduled instant>")]
+
+
+MINIMAL = "return=minimal"
+
+
+def prefers_minimal(prefer: str | None) -> bool:
+    """Whether a ``Prefer`` header (RFC 7240) asks for ``return=minimal``: only the first
+    ``return`` preference counts, names are case-insensitive, and any other
+    preference, or one not understood, is ignored (never refused)."""
+    for preference in (prefer or "").split(","):
+        name, _, value = preference.split(";", 1)[0].partition("=")
+        if name.strip().lower() == "return":
+            return value.strip().strip('"').lower() == "minimal"
+    return False

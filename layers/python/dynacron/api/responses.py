@@ -407,6 +407,17 @@ class Problem(BaseModel):
     )
 
 
+class TaskIdView(BaseModel):
+    """A task as an answer asked with ``Prefer: return=minimal`` shows it."""
+
+    task_id: str
+    status: str
+
+    @classmethod
+    def of(cls, task: Task) -> TaskIdView:
+        return cls(task_id=task.task_id, status=task.status.value)
+
+
 class BatchItemView(BaseModel):
     """How one item of ``POST /tasks/batch`` ended, by its index in the request."""
 
@@ -415,7 +426,11 @@ class BatchItemView(BaseModel):
     status: int = Field(
         description="What POST /tasks would have answered: 201, or the problem's status"
     )
-    task: TaskView | None = Field(default=None, description="The task, created or replayed")
+    task: TaskView | TaskIdView | None = Field(
+        default=None,
+        description="The task, created or replayed: the whole task, or only its task_id "
+        "and status when the request said Prefer: return=minimal",
+    )
     problem: Problem | None = Field(default=None, description="Why the item was refused")
 
 

@@ -161,14 +161,19 @@ class Client:
             attempt += 1
 
     def create_tasks(
-        self, bodies: Sequence[TaskCreate | Mapping[str, Any]], *, keys: Sequence[str] | None = None
+        self,
+        bodies: Sequence[TaskCreate | Mapping[str, Any]],
+        *,
+        keys: Sequence[str] | None = None,
+        minimal: bool = False,
     ) -> BatchView:
         """Register up to ``MAX_BATCH`` tasks in one request (``POST /tasks/batch``): each
         answered by its index (``created``, ``replayed`` or ``refused`` with its
-        problem), never raised. Safe to retry, as ``create_task``: each item carries
-        an idempotency key (``keys[i]``, else its own ``idempotency_key`` field, else a
-        fresh one), and a batch that got no answer, or a 429 or 5xx, is sent again with
-        the same keys (backing off: 0.5 s, then 1 s)."""
+        problem), never raised; ``minimal``: each task shown by its id and status only
+        (``Prefer: return=minimal``). Safe to retry, as ``create_task``: each item
+        carries an idempotency key (``keys[i]``, else its own ``idempotency_key`` field,
+        else a fresh one), and a batch that got no answer, or a 429 or 5xx, is sent
+        again with the same keys (backing off: 0.5 s, then 1 s)."""
         if keys is not None and len(keys) != len(bodies):
             raise ValueError(f"{len(keys)} keys for {len(bodies)} tasks")
         items = []
@@ -182,10 +187,13 @@ class Client:
                 item[BATCH_KEY_FIELD] = keys[index]
             item.setdefault(BATCH_KEY_FIELD, uuid.uuid4().hex)
             items.append(item)
+        headers = {"Prefer": "return=minimal"} if minimal else None
         attempt = 1
         while True:
             try:
-                return self._call(BatchView, "POST", "/tasks/batch", json={"tasks": items})
+                return self._call(
+                    BatchView, "POST", "/tasks/batch", json={"tasks": items}, headers=headers
+                )
             except ApiUnreachable:
                 if attempt >= CREATE_ATTEMPTS:
                     raise

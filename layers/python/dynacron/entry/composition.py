@@ -344,6 +344,7 @@ class Dynacron(LambdaEvents):
                 rate_of=lambda tenant: self.task_service.quota(tenant).rate_per_second,
             ),
             self.forecast,
+            self.outside_api_lock,
         )
 
     @classmethod

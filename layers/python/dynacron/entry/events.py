@@ -12,10 +12,11 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
     EventType,
@@ -64,8 +65,13 @@ CLAIM_MARGIN = timedelta(seconds=5)
 # (``BaseRouter.current_event``), so every resolver of a process shares it: two
 # requests handled at once, by one resolver or two, would read each other's event
 # and tenant. One request at a time per process, as in a Lambda execution
-# environment; local mode's gateway answers requests on threads.
+# environment; local mode's gateway answers requests on threads. A route may step
+# out of it for work that reads none of the resolver's state
+# (``LambdaEvents.outside_api_lock``).
 _API_LOCK = threading.Lock()
+_holding = threading.local()
+
+T = TypeVar("T")
 
 
 class LambdaEvents:
@@ -90,6 +96,7 @@ class LambdaEvents:
 
     def api(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         with _API_LOCK:
+            _holding.lock = True
             try:
                 return (
                     unroutable_path(event)
@@ -97,7 +104,34 @@ class LambdaEvents:
                     or self._api.resolve(event, context)
                 )
             finally:
+                _holding.lock = False
                 self.metrics.flush()
+
+    def outside_api_lock(self, work: Callable[[], T]) -> T:
+        """``work()`` with ``_API_LOCK`` released, so that other requests are routed and
+        answered meanwhile (a batch create's checks and store transaction: SQLite
+        releases the GIL while it writes); for the routes of this API.
+
+        ``work`` must not read the request from Powertools (read the tenant, the
+        caller and the body first). The lock is taken again before this returns, and
+        the state Powertools keeps for the request put back as it was (the event,
+        the context, the routing context), whatever other requests did meanwhile.
+        Outside ``api`` (no lock held by this thread), ``work`` just runs.
+        """
+        if not getattr(_holding, "lock", False):
+            return work()
+        event, context = BaseRouter.current_event, BaseRouter.lambda_context
+        routing = dict(self._api.context)
+        _holding.lock = False
+        _API_LOCK.release()
+        try:
+            return work()
+        finally:
+            _API_LOCK.acquire()
+            _holding.lock = True
+            BaseRouter.current_event, BaseRouter.lambda_context = event, context
+            self._api.context.clear()
+            self._api.context.update(routing)
 
     def tick(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Tick the shard named in the event, or every shard when none is named.

@@ -156,9 +156,14 @@ class SqliteTaskStore:
         recorded = list(changes) if changes else [None] * len(tasks)
         with self._database.write() as connection:
             outcomes = _create_many_counted(connection, tasks, max_tasks, fresh_secret)
-            for (task, _), change, refused in zip(tasks, recorded, outcomes, strict=True):
-                if refused is None:
-                    _record_change(connection, change, task.tenant_id)
+            connection.executemany(
+                _INSERT_CHANGE,
+                [
+                    _change_values(change, task.tenant_id)
+                    for (task, _), change, refused in zip(tasks, recorded, outcomes, strict=True)
+                    if refused is None and change is not None
+                ],
+            )
             return outcomes
 
     def get_owned(self, tenant_id: str, task_id: str) -> Task | None:
@@ -827,15 +832,20 @@ def _record_change(
     connection: sqlite3.Connection, change: TaskChange | None, tenant_id: str
 ) -> None:
     """Within the caller's write transaction: store ``change``'s record (decision 0054)."""
-    if change is None:
-        return
+    if change is not None:
+        connection.execute(_INSERT_CHANGE, _change_values(change, tenant_id))
+
+
+_INSERT_CHANGE = """INSERT INTO task_changes (task_id, change_id, tenant_id, expires_at, record)
+    VALUES (?, ?, ?, ?, ?)"""
+
+
+def _change_values(change: TaskChange, tenant_id: str) -> tuple[Any, ...]:
+    """The task_changes row of ``change`` (of ``tenant_id``'s task), as ``_INSERT_CHANGE``
+    takes it."""
     owned = change if change.tenant_id else change.owned_by(tenant_id)
     values = change_to_map(owned)
-    connection.execute(
-        """INSERT INTO task_changes (task_id, change_id, tenant_id, expires_at, record)
-           VALUES (?, ?, ?, ?, ?)""",
-        (owned.task_id, owned.change_id, owned.tenant_id, values.get("expires_at"), dump(values)),
-    )
+    return (owned.task_id, owned.change_id, owned.tenant_id, values.get("expires_at"), dump(values))
 
 
 # Above every change id (they start with a digit): the first page's bound.

@@ -21,7 +21,7 @@ from dynacron.api.routes.dead_letters import dead_letters_router
 from dynacron.api.routes.executions import executions_router
 from dynacron.api.routes.meta import include_meta_routes
 from dynacron.api.routes.schedules import schedules_router
-from dynacron.api.routes.tasks import tasks_router
+from dynacron.api.routes.tasks import OutsideLock, run_here, tasks_router
 from dynacron.api.routes.tenant import tenant_router
 from dynacron.api.settings import ApiSettings
 from dynacron.domain.coordination.quotas import TenantRateLimiter
@@ -39,15 +39,17 @@ def build_api(
     settings: ApiSettings,
     rate_limiter: TenantRateLimiter,
     forecast: HerdForecast | None = None,
+    outside_lock: OutsideLock = run_here,
 ) -> APIGatewayRestResolver:
     """The API's resolver: its routes, the middlewares they run through, and the
-    problem answer of every error."""
+    problem answer of every error. ``outside_lock``: how a route releases the
+    caller's one-request-at-a-time lock for work that reads nothing of the request."""
     app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json_body)
     app.use(
         middlewares=[authenticate(settings, rate_limiter), refuse_unknown_query, keep_fixed_paths]
     )
     # In this order: the OpenAPI document lists the paths as they were included.
-    app.include_router(tasks_router(tasks))
+    app.include_router(tasks_router(tasks, outside_lock))
     app.include_router(changes_router(tasks))
     app.include_router(schedules_router(tasks, forecast))
     app.include_router(executions_router(executions))

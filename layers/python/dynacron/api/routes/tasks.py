@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import ValidationError
 
-from dynacron.api.answers import accepted, created
+from dynacron.api.answers import accepted, answered, created
 from dynacron.api.caller import caller_identity, caller_tenant
 from dynacron.api.errors import problem_of
-from dynacron.api.openapi import TASK_LISTING_DESCRIPTION, problems
+from dynacron.api.openapi import (
+    PREFERENCE_APPLIED,
+    TASK_LISTING_DESCRIPTION,
+    batch_answers,
+    problems,
+)
 from dynacron.api.parameters import (
+    MINIMAL,
     CreateKeyHeader,
     ListedScheduleKind,
     ListedTaskStatus,
@@ -21,11 +28,13 @@ from dynacron.api.parameters import (
     NamePrefix,
     PageLimit,
     PageToken,
+    PreferHeader,
     PreviewAfter,
     PreviewCount,
     SkipInstant,
     TagFilters,
     TaskId,
+    prefers_minimal,
 )
 from dynacron.api.problems import describe_validation_errors
 from dynacron.api.requests import (
@@ -44,6 +53,7 @@ from dynacron.api.responses import (
     ExecutionView,
     OccurrencesView,
     Problem,
+    TaskIdView,
     TaskPage,
     TaskView,
 )
@@ -54,18 +64,33 @@ from dynacron.domain.tasks.tags import parse_tag_filters
 from dynacron.domain.tasks.task import TaskStatus
 from dynacron.services.tasks import BatchItem, BatchOutcome, TaskService
 
+T = TypeVar("T")
 
-def tasks_router(tasks: TaskService) -> Router:
-    """The routes of a tenant's tasks, served by ``tasks``."""
+
+class OutsideLock(Protocol):
+    """Runs work that reads nothing of the request from the resolver with the API's
+    one-request-at-a-time lock released (``LambdaEvents.outside_api_lock``)."""
+
+    def __call__(self, work: Callable[[], T]) -> T: ...
+
+
+def run_here(work: Callable[[], T]) -> T:
+    """``OutsideLock`` where there is no lock to release."""
+    return work()
+
+
+def tasks_router(tasks: TaskService, outside_lock: OutsideLock = run_here) -> Router:
+    """The routes of a tenant's tasks, served by ``tasks``; a batch create is checked
+    and stored ``outside_lock``."""
     router = Router()  # type: ignore[no-untyped-call]  # (its __init__ is unannotated)
-    _add_task_routes(router, tasks)
+    _add_task_routes(router, tasks, outside_lock)
     _add_control_routes(router, tasks)
     _add_timeline_routes(router, tasks)
     _add_skip_routes(router, tasks)
     return router
 
 
-def _add_task_routes(router: Router, tasks: TaskService) -> None:
+def _add_task_routes(router: Router, tasks: TaskService, outside_lock: OutsideLock) -> None:
     """Register, list, read, change and delete a task."""
 
     @router.post("/tasks", responses=problems(409, 413, ok=(201, "Registered")))
@@ -83,9 +108,13 @@ def _add_task_routes(router: Router, tasks: TaskService) -> None:
         )
         return created(TaskView.of(task), {"Idempotent-Replayed": "true"} if replayed else None)
 
-    @router.post("/tasks/batch", responses=problems(ok=(200, "Each item answered")))
-    def create_tasks(body: TaskBatch) -> BatchView:
-        return _create_batch(tasks, caller_tenant(router), body, caller_identity(router))
+    @router.post("/tasks/batch", responses=batch_answers())
+    def create_tasks(body: TaskBatch, prefer: PreferHeader = None) -> Response[BatchView]:
+        minimal = prefers_minimal(prefer)
+        tenant_id, who = caller_tenant(router), caller_identity(router)
+        # Read from the request first: the rest needs nothing of the resolver.
+        view = outside_lock(lambda: _create_batch(tasks, tenant_id, body, who, minimal=minimal))
+        return answered(view, {PREFERENCE_APPLIED: MINIMAL} if minimal else None)
 
     @router.get("/tasks", responses=problems(), description=TASK_LISTING_DESCRIPTION)
     def list_tasks(
@@ -171,9 +200,12 @@ def _add_timeline_routes(router: Router, tasks: TaskService) -> None:
         return OccurrencesView.of_task(task.task_id, preview)
 
 
-def _create_batch(tasks: TaskService, tenant_id: str, batch: TaskBatch, who: str) -> BatchView:
+def _create_batch(
+    tasks: TaskService, tenant_id: str, batch: TaskBatch, who: str, *, minimal: bool = False
+) -> BatchView:
     """Each item parsed as ``POST /tasks`` parses its body; those that parse are
-    registered together, and every item is answered by its index."""
+    registered together, and every item is answered by its index (``minimal``: a
+    task by its id and status only)."""
     answers: dict[int, BatchItemView] = {}
     parsed: list[tuple[int, BatchItem]] = []
     for index, raw in enumerate(batch.tasks):
@@ -187,10 +219,10 @@ def _create_batch(tasks: TaskService, tenant_id: str, batch: TaskBatch, who: str
                 index=index, outcome="refused", status=422, problem=shown
             )
         except InvalidRequest as invalid:
-            answers[index] = _answer(index, BatchOutcome(None, error=invalid))
+            answers[index] = _answer(index, BatchOutcome(None, error=invalid), minimal)
     outcomes = tasks.register_many(tenant_id, [item for _, item in parsed], who=who)
     for (index, _), outcome in zip(parsed, outcomes, strict=True):
-        answers[index] = _answer(index, outcome)
+        answers[index] = _answer(index, outcome, minimal)
     items = [answers[index] for index in range(len(batch.tasks))]
     return BatchView(items=items, created=sum(item.outcome == "created" for item in items))
 
@@ -213,13 +245,13 @@ def _batch_item(raw: Any) -> BatchItem:
         raise InvalidRequest(BATCH_KEY_FIELD, KEY_RULE) from None
 
 
-def _answer(index: int, outcome: BatchOutcome) -> BatchItemView:
+def _answer(index: int, outcome: BatchOutcome, minimal: bool) -> BatchItemView:
     if outcome.task is not None:
         return BatchItemView(
             index=index,
             outcome="replayed" if outcome.replayed else "created",
             status=201,
-            task=TaskView.of(outcome.task),
+            task=TaskIdView.of(outcome.task) if minimal else TaskView.of(outcome.task),
         )
     assert outcome.error is not None
     shown = problem_of(outcome.error)

@@ -112,6 +112,14 @@ def next_in_zone(
     next candidate.
     """
     instant = instant.astimezone(UTC)
+    if zone.key == "UTC":
+        # No transition ever: each wall time is one instant, in the same order (most
+        # tasks are in UTC, and a create computes its first occurrences this way).
+        for wall in wall_times_from(instant.replace(tzinfo=None, microsecond=0)):
+            candidate = wall.replace(tzinfo=UTC)
+            if candidate > instant:
+                return candidate
+        return None
     # A wall time before ``instant``'s own can still name a later instant when
     # the clocks fall back soon after it: start from the smaller offset.
     offset = min(offset_at(zone, instant), offset_at(zone, instant + MAX_FOLD))
