@@ -18,9 +18,10 @@ from dynacron.domain.clock import SettableClock
 from dynacron.domain.coordination.limits import RateLimit, after_failure
 from dynacron.domain.executions.execution import Dispatch, ExecutionStatus
 from dynacron.domain.tasks.claiming import jitter_offset
-from dynacron.domain.tasks.task import execution_id_for
+from dynacron.domain.tasks.task import Task, execution_id_for
 from dynacron.entry.composition import Dynacron
 from dynacron.ports.faults import Boundary
+from dynacron.services.limits import SCOPE_FULL_RECHECK, LimitGate, Pass, Wait
 from dynacron.services.outcomes import Outcome
 from tests.contract import coordination_changes as changes
 from tests.integration.api_client import ALICE, call
@@ -231,6 +232,144 @@ def test_a_slot_lease_run_short_before_the_call_is_extended_and_the_call_goes(
     # Then the lease was extended first: nobody could take the slot during the call
     assert outcome is Outcome.SUCCEEDED
     assert taken_during_call == [None]
+
+
+class CountedLimitStore(DynamoLimitStore):
+    """The limit store, counting the slot writes a worker asks of it."""
+
+    slot_writes = 0
+
+    def apply_slot(self, slot: str, transition: Any) -> bool:
+        self.slot_writes += 1
+        return super().apply_slot(slot, transition)
+
+
+def limit_gate(system: Dynacron, store: DynamoLimitStore, clock: SettableClock) -> LimitGate:
+    settings = system.settings
+    return LimitGate(
+        store=store,
+        metrics=system.metrics,
+        clock=clock,
+        breaker=settings.breaker_policy,
+        call_timeout=timedelta(seconds=settings.http_timeout_seconds),
+        clock_skew=timedelta(seconds=settings.clock_skew_seconds),
+    )
+
+
+def limited_task(system: Dynacron, sink: Sink, max_concurrency: int) -> Task:
+    return system.task_service.register(
+        ALICE,
+        TaskCreate(
+            rate="1 minute", handler_url=f"{sink.url}/hook", max_concurrency=max_concurrency
+        ).to_spec(),
+    )
+
+
+def dispatches(task: Task, clock: SettableClock, count: int) -> list[Dispatch]:
+    at = clock.now()
+    return [
+        Dispatch(execution_id_for(task.task_id, at + timedelta(minutes=n)), task.task_id, at)
+        for n in range(count)
+    ]
+
+
+def test_a_worker_that_found_a_limit_full_waits_without_trying_it_again_for_a_moment(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    # Given a task allowed one execution at a time, whose slot another worker holds,
+    # and a worker that found it so
+    store = CountedLimitStore(aws[0], system.settings.coordination_table)
+    gate, task = limit_gate(system, store, clock), limited_task(system, sink, 1)
+    first, second = dispatches(task, clock, 2)
+    scope, until = f"task#{task.task_id}", clock.now() + timedelta(seconds=30)
+    other = changes.take_slot(store, scope, 1, "other", clock.now(), until)
+    assert other is not None
+    assert isinstance(gate.admit(task, first), Wait)
+
+    # When the other worker gives the slot back, and the worker admits the next at once
+    assert changes.release_slot(store, other, "other")
+    writes = store.slot_writes
+    at_once = gate.admit(task, second)
+
+    # Then it waits (as it would have found the limit full), without a write; a
+    # moment later it tries the store again and goes
+    assert isinstance(at_once, Wait)
+    assert store.slot_writes == writes
+    clock.advance(SCOPE_FULL_RECHECK)
+    assert isinstance(gate.admit(task, second), Pass)
+
+
+def test_a_slot_a_worker_gave_back_is_the_next_it_takes_even_while_the_limit_looks_full(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    # Given a task allowed two at a time, one slot held by another worker, the other
+    # by this worker, which then found the limit full
+    store = CountedLimitStore(aws[0], system.settings.coordination_table)
+    gate, task = limit_gate(system, store, clock), limited_task(system, sink, 2)
+    first, second, third = dispatches(task, clock, 3)
+    scope, until = f"task#{task.task_id}", clock.now() + timedelta(seconds=30)
+    assert changes.take_slot(store, scope, 2, "other", clock.now(), until) is not None
+    held = gate.admit(task, first)
+    assert isinstance(held, Pass)
+    (slot,) = held.slots
+    assert isinstance(gate.admit(task, second), Wait)
+
+    # When its call returns and the slot is given back
+    gate.release(held)
+    writes = store.slot_writes
+
+    # Then the next execution takes that slot at once, in one write
+    taken = gate.admit(task, third)
+    assert isinstance(taken, Pass)
+    assert taken.slots == [slot]
+    assert store.slot_writes == writes + 1
+
+
+class AtHandlerReturned:
+    """Faults that run ``step`` once the handler has answered, before anything of
+    the answer is written."""
+
+    def __init__(self, step: Callable[[], None]) -> None:
+        self._step = step
+
+    def reached(self, boundary: Boundary) -> None:
+        if boundary is Boundary.WORKER_HANDLER_RETURNED:
+            self._step()
+
+
+def test_a_slot_is_free_once_the_handler_answered_before_the_end_is_written(
+    aws: tuple[Any, Any], settings: Any, clock: SettableClock, sink: Sink
+) -> None:
+    # Given a task allowed one execution at a time, and another worker that tries to
+    # take its slot as soon as the handler has answered this worker's call
+    store = DynamoLimitStore(aws[0], settings.coordination_table)
+    taken: list[str | None] = []
+
+    def another_worker_takes_the_slot() -> None:
+        now = clock.now()
+        taken.append(changes.take_slot(store, scope, 1, "other", now, now + timedelta(seconds=30)))
+
+    system = Dynacron(
+        settings,
+        dynamodb=aws[0],
+        sqs=aws[1],
+        clock=clock,
+        faults=AtHandlerReturned(another_worker_takes_the_slot),
+    )
+    task = limited_task(system, sink, 1)
+    scope = f"task#{task.task_id}"
+    (dispatch,) = dispatches(task, clock, 1)
+
+    # When the worker runs the execution
+    outcome = system.runner.run(dispatch)
+
+    # Then the other worker got the slot before this one's end was written, and the
+    # end was written all the same
+    assert outcome is Outcome.SUCCEEDED
+    assert taken != [None]
+    execution = system.executions.get(dispatch.execution_id)
+    assert execution is not None
+    assert execution.status is ExecutionStatus.SUCCEEDED
 
 
 def test_retry_after_from_one_task_slows_every_task_on_that_host(

@@ -5,6 +5,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from dynacron.adapters.messages import is_late_check
 from dynacron.api.requests import TaskCreate
 from dynacron.domain.clock import SettableClock
 from dynacron.domain.executions.execution import Dispatch, Execution, ExecutionStatus
@@ -182,6 +183,38 @@ def test_a_duplicate_delivery_of_a_finished_execution_does_not_run_again(
     run_batch(system, [message])
     run_batch(system, [message])  # SQS delivers at least once
     assert len(sink.snapshot()) == 1
+
+
+def test_a_duplicate_delivery_of_a_late_execution_starts_no_second_late_timer(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    # Given a task to be told of an occurrence not done within 60 s, whose first
+    # attempt is picked up 61 s late and fails
+    sink.status = 500
+    fire(
+        system,
+        clock,
+        sink,
+        rate="10 minutes",
+        retry={"max_attempts": 1},
+        notify={"on_late": {"url": f"{sink.url}/notify/late", "within_seconds": 60}},
+    )
+    (message,) = receive(system, aws)
+    clock.advance(timedelta(seconds=61))
+
+    # When SQS delivers that attempt twice, the second a duplicate whose begin is refused
+    run_batch(system, [message])
+    run_batch(system, [message])
+
+    # Then one on_late timer was started, not two, and the owner is told once
+    timers = [m for m in receive(system, aws) if is_late_check(m["Body"])]
+    assert len(timers) == 1
+    run_batch(system, timers)
+    while messages := receive(system, aws):
+        run_batch(system, messages)
+    late = [d.body for d in sink.snapshot() if d.path == "/notify/late"]
+    assert len(late) == 1, late
+    assert late[0]["count"] == 1
 
 
 def test_a_task_deleted_after_dispatch_does_not_fire(

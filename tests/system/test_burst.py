@@ -8,12 +8,15 @@ without pause, as Lambdas behind an SQS event source do, so a wait is a real wai
 and the lateness recorded is real lateness.
 
 Each request holds the handler ``HOLD_SECONDS``. By Little's law a handler sees
-(requests per second) x (seconds per request) at once. In-process moto runs one
-DynamoDB call at a time and carries about 20 executions a second here, so requests
-of 10 ms overlapped 4 at most and the limit of 50 was never put to the test. At
-2.5 s a request the handler takes at most 50 / 2.5 = 20 a second, about what moto
-carries: the workers keep it full. More worker threads than the handler allows make
-the shared limit, not the thread count, keep the peak at 50.
+(requests per second) x (seconds per request) at once. This process carries about
+10-20 executions a second on two shared cores (the pipeline's DynamoDB client makes
+one call at a time, about 8 for an execution, and SQS's one at a time too), so
+requests of 10 ms overlapped 4 at most and the limit of 50 was never put to the
+test. At 2 s a request the handler takes at most 50 / 2 = 25 a second, about what
+the process carries at its best: the workers keep it near full. More worker threads
+than the handler allows make the shared limit, not the thread count, keep the peak
+at 50. A slot is held from its admission to just after the call, so what the
+handler sees is the limit scaled by the call's share of that time (issue 22).
 """
 
 from __future__ import annotations
@@ -48,12 +51,13 @@ from tests.support import Sink, wait_until
 pytestmark = pytest.mark.slow
 
 # The issue's burst is 5,000 tasks: DYNACRON_BURST_TASKS=5000 runs it (figures in
-# docs/limits.md). The suite runs 400 to stay within its ten minutes on two shared
-# cores (1,000 took 90-100 s, 600 about 55 s); the limit is pressed the same way.
-TASKS = int(os.environ.get("DYNACRON_BURST_TASKS", "400"))
+# docs/limits.md). The suite runs 200 to stay within its ten minutes on two shared
+# cores (400 of 1 s took 40-50 s at a load of 16, 200 of 2 s 20-23 s); the limit
+# is pressed the same way, each waiting on it more than once on average.
+TASKS = int(os.environ.get("DYNACRON_BURST_TASKS", "200"))
 HANDLER_ALLOWS = 50
 WORKER_THREADS = int(os.environ.get("DYNACRON_BURST_THREADS", "64"))
-HOLD_SECONDS = float(os.environ.get("DYNACRON_BURST_HOLD_SECONDS", "1.0"))
+HOLD_SECONDS = float(os.environ.get("DYNACRON_BURST_HOLD_SECONDS", "2.0"))
 # The handler alone needs TASKS * HOLD / 50 seconds; four times that, and a start.
 DEADLINE_SECONDS = 120 + 4 * TASKS * HOLD_SECONDS / HANDLER_ALLOWS
 
@@ -234,9 +238,12 @@ def test_five_thousand_tasks_due_in_one_second_respect_a_handler_that_allows_fif
         # More workers than the handler allows pressed it to its limit: the shared
         # limit held the rest back (each wait is a worker that found every slot
         # taken), and the handler saw a good part of it at once. How close to the
-        # limit the peak comes is the machine's speed and the worker's shape: 37 of 50
-        # on a loaded machine before the batched begins (decision 0034's addendum),
-        # 23-25 since, on the tree before them under load as well: the bar was half,
-        # it is a third until the drop is understood (issue 22's note of 2026-12-06).
+        # limit the peak comes is the machine's speed and how long a slot is held
+        # around its call: with the batched begins a slot waited for the rest of its
+        # wave's admissions, each refused one 4 writes, and peaks fell to 18-25 (400
+        # tasks of 1 s, load 16); a worker that remembers a full limit and reuses the
+        # slots it gave back, freed as the call returns (issue 22), reaches 31-36
+        # there, and 32-49 at these 200 of 2 s (one run of 19 with three busy loops
+        # added to a load of 16).
         assert waited > 0
-        assert sink.peak_concurrent > HANDLER_ALLOWS // 3
+        assert sink.peak_concurrent > HANDLER_ALLOWS // 2

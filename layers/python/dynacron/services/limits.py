@@ -10,6 +10,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from dynacron.domain.clock import Clock
 from dynacron.domain.coordination import transitions
@@ -36,6 +37,12 @@ logger = logging.getLogger("dynacron")
 # A full concurrency limit is tried again after 1 s plus up to this much spread.
 SLOT_WAIT = timedelta(seconds=1)
 SLOT_SPREAD_SECONDS = 2.0
+# A scope whose slots this worker found all held is not tried in the store again for
+# this long: the executions that come meanwhile wait at once, without spending
+# ``SLOT_PROBES`` refused writes each, unless a slot given back here is free for them.
+SCOPE_FULL_RECHECK = timedelta(milliseconds=250)
+# How many scopes a worker remembers that of: the oldest is forgotten first.
+REMEMBERED_SCOPES = 1024
 # A host change lost to another worker's write is read and tried again this often.
 HOST_WRITE_ROUNDS = 5
 # Answers that say the host (or the gateway before it) is down, not the handler.
@@ -64,6 +71,8 @@ class Pass:
     state: HostState | None = None
     probe: bool = False
     slots: list[str] = field(default_factory=list)
+    # The scope and limit each of ``slots`` was taken under.
+    scopes: dict[str, tuple[str, int]] = field(default_factory=dict)
     # When the leases of ``slots`` run out.
     slots_until: datetime | None = None
 
@@ -76,7 +85,13 @@ class LimitGate:
     and the wait is counted as lateness. ``before_call`` runs just before the handler
     is called and makes sure the slots held will outlast the call. ``report`` runs
     after the handler answered, frees the slots and tells the host's breaker how the
-    call went.
+    call went (``release`` frees the slots sooner, as soon as the call returns).
+
+    A worker remembers what it learnt of a scope's slots: one it found full is not
+    tried again for ``SCOPE_FULL_RECHECK``, and a slot it gave back is the first it
+    tries next (most likely still free). Under a full limit an execution that must
+    wait then costs no write, and one that goes usually one: fewer writes, and
+    shorter waits for them, keep each slot held for little more than its call.
     """
 
     def __init__(
@@ -103,6 +118,10 @@ class LimitGate:
         self._max_pause_seconds = max_pause.total_seconds()
         self._lock = threading.Lock()
         self._hosts: dict[str, tuple[datetime, HostState]] = {}
+        # Per scope and limit (a slot of a lowered limit is not one of the new
+        # limit's): until when it is taken as full, and slots given back here.
+        self._full_until: dict[tuple[str, int], datetime] = {}
+        self._given_back: dict[tuple[str, int], list[str]] = {}
 
     def admit(self, task: Task, dispatch: Dispatch) -> Pass | Wait:
         """May this attempt call its handler now? Holds slots (and maybe the probe)."""
@@ -132,11 +151,12 @@ class LimitGate:
         for scope, limit in scopes:
             if limit is None:
                 continue
-            slot = take_slot(self._store, scope, limit, granted.holder, now, granted.slots_until)
+            slot = self._take_slot(scope, limit, granted.holder, now, granted.slots_until)
             if slot is None:
                 self._give_back(granted)
                 return self._wait(now + _slot_wait(seed), "concurrency")
             granted.slots.append(slot)
+            granted.scopes[slot] = (scope, limit)
         if host is not None and limits.rate_limit is not None:
             wait_seconds = self._store.take_token(host, limits.rate_limit, now)
             if wait_seconds > 0:
@@ -180,8 +200,14 @@ class LimitGate:
         granted.slots_until = until
         return None
 
+    def release(self, granted: Pass) -> None:
+        """Free the slots, as soon as the call has returned: the attempt's end is
+        still to be written, but the handler is done with this execution."""
+        self._give_back(granted)
+
     def report(self, granted: Pass, result: DeliveryResult | None) -> None:
-        """Free the slots; tell the breaker how the call went (None: not called)."""
+        """Free the slots (if ``release`` did not); tell the breaker how the call went
+        (None: not called)."""
         self._give_back(granted)
         if granted.host is None or result is None:
             return
@@ -236,9 +262,43 @@ class LimitGate:
         with self._lock:
             self._hosts[state.host] = (now, state)
 
+    def _take_slot(
+        self, scope: str, limit: int, holder: str, now: datetime, until: datetime
+    ) -> str | None:
+        """One of ``scope``'s slots for ``holder``: one given back here first, then
+        (unless the scope was found full just now) those ``take_slot`` tries."""
+        with self._lock:
+            given_back = self._given_back.pop((scope, limit), [])
+            freed = given_back.pop() if given_back else None
+            if given_back:
+                self._given_back[(scope, limit)] = given_back
+            full_until = self._full_until.pop((scope, limit), None)
+            if full_until is not None and now < full_until:
+                self._full_until[(scope, limit)] = full_until
+        if freed is not None and self._store.apply_slot(
+            freed, transitions.acquire_slot(holder, now, until)
+        ):
+            return freed
+        if full_until is not None and now < full_until:
+            return None
+        slot = take_slot(self._store, scope, limit, holder, now, until)
+        if slot is None:
+            # From when the last slot tried was refused: trying takes a while.
+            full_until = self._clock.now() + SCOPE_FULL_RECHECK
+            with self._lock:
+                _remember_scope(self._full_until, (scope, limit), full_until)
+        return slot
+
     def _give_back(self, granted: Pass) -> None:
         for slot in granted.slots:
-            self._store.apply_slot(slot, transitions.release_slot(granted.holder))
+            if self._store.apply_slot(slot, transitions.release_slot(granted.holder)):
+                scope = granted.scopes.get(slot)
+                if scope is not None:
+                    with self._lock:
+                        # At most the limit's: the slots that are this worker's to reuse.
+                        freed = [s for s in self._given_back.pop(scope, []) if s != slot]
+                        kept = freed[max(0, len(freed) - scope[1] + 1) :]
+                        _remember_scope(self._given_back, scope, [*kept, slot])
         granted.slots.clear()
 
     def _replace_host(self, state: HostState, now: datetime) -> bool:
@@ -248,6 +308,15 @@ class LimitGate:
     def _wait(self, until: datetime, reason: str) -> Wait:
         self._metrics.limit_wait(reason, (until - self._clock.now()).total_seconds())
         return Wait(until, reason)
+
+
+def _remember_scope(memory: dict[tuple[str, int], Any], scope: tuple[str, int], value: Any) -> None:
+    """Note ``value`` for ``scope`` as the newest, forgetting the oldest beyond
+    ``REMEMBERED_SCOPES``."""
+    memory.pop(scope, None)
+    memory[scope] = value
+    while len(memory) > REMEMBERED_SCOPES:
+        del memory[next(iter(memory))]
 
 
 def _seconds(value: float) -> timedelta:

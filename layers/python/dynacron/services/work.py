@@ -257,11 +257,7 @@ class ExecutionRunner:
             return self._set_aside(dispatch, error, now)
         if isinstance(admitted, Wait):
             return self._wait(dispatch, admitted, now)
-        attempt = _Attempt(dispatch, task, new_token(), new_token(), now, admitted)
-        if self._notifications is not None and task is not None and task.status not in NOT_RUNNING:
-            # The occurrence's on_late timer, if its task has one (decision 0057).
-            self._notifications.watch(task, dispatch)
-        return attempt
+        return _Attempt(dispatch, task, new_token(), new_token(), now, admitted)
 
     def _skip_attempt(self, attempt: _Attempt) -> Outcome:
         """An attempt whose task is gone or does not run: begun and SKIPPED at once."""
@@ -483,6 +479,10 @@ class ExecutionRunner:
     ) -> DeliveryResult:
         """The handler call, run by Powertools once the attempt has begun."""
         self._faults.reached(Boundary.WORKER_BEGAN)
+        if self._notifications is not None:
+            # The occurrence's on_late timer, if its task has one (decision 0057):
+            # once its begin held, so a duplicate (refused) starts no second one.
+            self._notifications.watch(task, dispatch)
         if dispatch.attempt == 1:
             lag = scheduling_lag(dispatch.scheduled_at, began_at)
             self._metrics.scheduling_lag(lag.total_seconds())
@@ -494,10 +494,15 @@ class ExecutionRunner:
                     raise HeldBack(wait)
             called_at = self._clock.now()
             try:
-                return self._delivery.deliver(task, dispatch, callback_token)
+                result = self._delivery.deliver(task, dispatch, callback_token)
             finally:
                 duration = self._clock.now() - called_at
                 self._metrics.handler_duration(duration.total_seconds())
+            if self._limits is not None and admitted is not None:
+                # The handler is done with this execution: the next one may call it
+                # while this one's end is written (``report`` tells the breaker later).
+                self._limits.release(admitted)
+            return result
 
     def _not_begun(self, current: Execution | None) -> Outcome:
         """The message may not begin an attempt: a duplicate, or stale.
