@@ -87,7 +87,7 @@ from bench.aws_limits import (
     Latency,
     Throughput,
 )
-from bench.client_double import BotocoreCpu, CallStats, ClientDouble
+from bench.client_double import BATCH_GET_KEYS, BotocoreCpu, CallStats, ClientDouble
 from bench.common import QUICK, distribution, percentile, write_result
 from bench.lambda_double import FunctionSpec, LambdaService, SqsEventSource
 from bench.simulation import (
@@ -1088,7 +1088,7 @@ def measure_botocore_cpu(times: int = 200) -> BotocoreCpu:
     scenario = Scenario(registered=200, fires_per_second=100, steady_seconds=2, burst=0, tenants=2)
     fill(double, settings, scenario)
     table = double.tables[settings.tasks_table]
-    ids = [key[0] for key in list(table.items)[:100]]
+    ids = [key[0] for key in list(table.items)[:BATCH_GET_KEYS]]
     task_key = {"task_id": {"S": ids[0]}}
     item = table.items[(ids[0],)]
     bucket = item["due_bucket"]["S"]
@@ -1113,6 +1113,9 @@ def measure_botocore_cpu(times: int = 200) -> BotocoreCpu:
                     "ConsistentRead": True,
                 }
             }
+        ),
+        "BatchGetItem/1": lambda: dynamodb.batch_get_item(
+            RequestItems={settings.tasks_table: {"Keys": [task_key], "ConsistentRead": True}}
         ),
         "UpdateItem": lambda: dynamodb.update_item(
             TableName=settings.tasks_table,

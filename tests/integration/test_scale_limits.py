@@ -3,12 +3,14 @@ real tick, claim and worker retry what it throttles and lose nothing (bench/scal
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from bench.aws_double import AwsModel, ServiceError
 from bench.aws_limits import PARTITION_WRITE_UNITS, Throughput
 from bench.client_double import BotocoreCpu
-from bench.scale import Deployment, Scenario, run
+from bench.scale import Deployment, Scenario, measure_botocore_cpu, run
 
 
 def test_a_partition_over_its_write_units_in_a_second_is_throttled_as_dynamodb_answers() -> None:
@@ -165,3 +167,28 @@ def test_a_deleted_or_held_message_does_not_announce_a_showing() -> None:
     # Then the next message to show is the held one, when its hold ends (a poller
     # waiting for it is not woken at 30 s for nothing)
     assert model.queues[url].next_showing() == now + 90
+
+
+def _batch_get(keys: int) -> dict[str, Any]:
+    return {"RequestItems": {"tasks": {"Keys": [{"task_id": {"S": f"t{n}"}} for n in range(keys)]}}}
+
+
+def test_a_batch_get_is_charged_botocore_cpu_by_the_keys_it_reads() -> None:
+    # Given BatchGetItem measured at one key and at a full batch
+    cpu = BotocoreCpu({"BatchGetItem": 0.0100, "BatchGetItem/1": 0.0010, "GetItem": 0.0005})
+
+    # When calls of 1, 10 and 100 keys are charged
+    charged = [cpu("BatchGetItem", _batch_get(keys)) for keys in (1, 10, 100)]
+
+    # Then each is charged on the line between the two sizes, a wave of 10 far below
+    # the full batch's, and an operation not measured what the whole calls cost
+    assert charged == pytest.approx([0.0010, 0.0010 + 0.0090 * 9 / 99, 0.0100])
+    assert cpu("PutItem", {}) == pytest.approx((0.0100 + 0.0005) / 2)
+
+
+def test_the_run_measures_a_batch_gets_cpu_at_both_sizes() -> None:
+    # When botocore's CPU is measured as the scale run measures it
+    measured = measure_botocore_cpu(times=20).measured
+
+    # Then a one-key BatchGetItem costs a fraction of a full one
+    assert 0 < measured["BatchGetItem/1"] < measured["BatchGetItem"] / 3
