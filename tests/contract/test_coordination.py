@@ -285,6 +285,25 @@ def test_host_state_is_replaced_only_from_the_version_read(adapters: AdapterSet)
     assert limits.host("other/host") == HostState(host="other/host")
 
 
+def test_many_hosts_are_read_at_once_each_as_stored(adapters: AdapterSet) -> None:
+    limits = adapters.limits
+    policy = BreakerPolicy(failure_threshold=1, cool_down=10 * SECOND)
+    # Given one host whose breaker opened, and one paused
+    opened = after_failure(HostState(host="acme/opened"), START, policy)
+    paused = after_retry_after(HostState(host="acme/paused"), START + HOUR)
+    assert paused is not None
+    assert changes.replace_host(limits, opened, START)
+    assert changes.replace_host(limits, paused, START)
+
+    # When they are read together with a host never seen, one of them twice
+    read = limits.hosts(["acme/paused", "acme/never", "acme/opened", "acme/paused"])
+
+    # Then each is answered in the order asked, as one read of it alone answers
+    assert read == [paused, HostState(host="acme/never"), opened, paused]
+    assert read == [limits.host(state.host) for state in read]
+    assert limits.hosts([]) == []
+
+
 # Idempotency keys of task creations -----------------------------------------------
 
 

@@ -15,13 +15,13 @@ from dynacron.adapters.powertools.metrics import MetricTotals
 from dynacron.api.requests import RateLimitModel, TaskCreate
 from dynacron.definitions import metric_names
 from dynacron.domain.clock import SettableClock
-from dynacron.domain.coordination.limits import RateLimit, after_failure
+from dynacron.domain.coordination.limits import HostState, RateLimit, after_failure
 from dynacron.domain.executions.execution import Dispatch, ExecutionStatus
 from dynacron.domain.tasks.claiming import jitter_offset
 from dynacron.domain.tasks.task import Task, execution_id_for
 from dynacron.entry.composition import Dynacron
 from dynacron.ports.faults import Boundary
-from dynacron.services.limits import SCOPE_FULL_RECHECK, LimitGate, Pass, Wait
+from dynacron.services.limits import SCOPE_FULL_RECHECK, LimitGate, Pass, Wait, host_of
 from dynacron.services.outcomes import Outcome
 from tests.contract import coordination_changes as changes
 from tests.integration.api_client import ALICE, call
@@ -323,6 +323,51 @@ def test_a_slot_a_worker_gave_back_is_the_next_it_takes_even_while_the_limit_loo
     assert isinstance(taken, Pass)
     assert taken.slots == [slot]
     assert store.slot_writes == writes + 1
+
+
+class HostReadsCounted(DynamoLimitStore):
+    """The limit store, counting its reads of host states: alone, or many at once."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.reads: list[list[str]] = []
+
+    def host(self, host: str) -> Any:
+        self.reads.append([host])
+        return super().host(host)
+
+    def hosts(self, hosts: Any) -> Any:
+        self.reads.append(list(hosts))
+        return super().hosts(hosts)
+
+
+def test_a_waves_hosts_are_read_in_one_call_and_their_stored_breakers_hold(
+    system: Dynacron, aws: tuple[Any, Any], clock: SettableClock, sink: Sink
+) -> None:
+    # Given three tasks on three hosts, one of whose breakers is open
+    store = HostReadsCounted(aws[0], system.settings.coordination_table)
+    gate = limit_gate(system, store, clock)
+    port = sink.url.rsplit(":", 1)[1]
+    tasks = [
+        system.task_service.register(
+            ALICE,
+            TaskCreate(rate="1 minute", handler_url=f"http://127.0.0.{n}:{port}/hook").to_spec(),
+        )
+        for n in (1, 2, 3)
+    ]
+    hosts = [host_of(task) for task in tasks]
+    policy = dataclasses.replace(system.settings.breaker_policy, failure_threshold=1)
+    assert changes.replace_host(
+        store, after_failure(HostState(host=hosts[1]), clock.now(), policy), clock.now()
+    )
+
+    # When a worker reads the wave's hosts, then admits each of its records
+    gate.read_hosts(tasks)
+    admitted = [gate.admit(task, dispatches(task, clock, 1)[0]) for task in tasks]
+
+    # Then the hosts were read once, together, and the open breaker holds its record back
+    assert [sorted(read) for read in store.reads] == [sorted(hosts)]
+    assert [type(answer) for answer in admitted] == [Pass, Wait, Pass]
 
 
 class AtHandlerReturned:

@@ -180,6 +180,11 @@ class LimitStore(Protocol):
         """The host's breaker and pause (the initial state for a host never seen)."""
         ...
 
+    def hosts(self, hosts: Sequence[str]) -> list[HostState]:
+        """``host`` for each of ``hosts``, in their order, read in one call where the
+        store allows (a worker's wave of records meets many hosts at once)."""
+        ...
+
     def apply_host(self, host: str, transition: Transition, now: datetime) -> bool:
         """Carry out ``transition`` (``transitions.replace_host``) on the host's breaker
         record, atomically; ``now`` bounds how long the store keeps it.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -128,10 +129,7 @@ class LimitGate:
         now = self._clock.now()
         granted = Pass(holder=f"{dispatch.execution_id}#{dispatch.attempt}")
         seed = f"{granted.holder}#{now.timestamp()}"
-        host = host_scope(task.tenant_id, task.handler_url) if task.handler_url else None
-        if task.target is not None:
-            # A target's resource stands in for a host: its breaker and its pauses.
-            host = target_scope(task.tenant_id, task.target.arn)
+        host = host_of(task)
         state: HostState | None = None
         if host is not None:
             granted.host = host
@@ -249,6 +247,23 @@ class LimitGate:
         # verdict on this execution, for its retry policy, not a sign of an outage.
         return after_success(state)
 
+    def read_hosts(self, tasks: Iterable[Task]) -> None:
+        """Read, in one store call, the breaker states of ``tasks``' hosts that this
+        worker has not read within ``HOST_READ_TTL``, so that admitting each of them
+        reads none: a wave of ten records for ten tenants' hosts cost ten consistent
+        GetItems one after another (about 0.1 s of a record's wait in the scale run)."""
+        now = self._clock.now()
+        hosts = {host for task in tasks if (host := host_of(task)) is not None}
+        with self._lock:
+            stale = sorted(
+                host
+                for host in hosts
+                if host not in self._hosts or now - self._hosts[host][0] >= HOST_READ_TTL
+            )
+        if len(stale) > 1:
+            for state in self._store.hosts(stale):
+                self._remember(state, now)
+
     def _host(self, host: str, now: datetime) -> HostState:
         with self._lock:
             cached = self._hosts.get(host)
@@ -308,6 +323,16 @@ class LimitGate:
     def _wait(self, until: datetime, reason: str) -> Wait:
         self._metrics.limit_wait(reason, (until - self._clock.now()).total_seconds())
         return Wait(until, reason)
+
+
+def host_of(task: Task) -> str | None:
+    """The scope of a task's host breaker: its handler URL's host, or its target's
+    resource (which stands in for a host: its breaker and its pauses)."""
+    if task.target is not None:
+        return target_scope(task.tenant_id, task.target.arn)
+    if task.handler_url:
+        return host_scope(task.tenant_id, task.handler_url)
+    return None
 
 
 def _remember_scope(memory: dict[tuple[str, int], Any], scope: tuple[str, int], value: Any) -> None:

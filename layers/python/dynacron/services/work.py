@@ -149,7 +149,9 @@ class ExecutionRunner:
         aside, or the exception it raised), or what is left: its handler call, which
         answers an ``Outcome``, or a ``PendingEnd`` for ``end_each``. Raises only when
         the tasks cannot be read at all."""
-        read = self._reader([dispatch.task_id for dispatch in dispatches])
+        read, found = self._reader([dispatch.task_id for dispatch in dispatches])
+        if self._limits is not None and found:
+            self._limits.read_hosts(found)
         started: list[Started] = []
         begins: list[tuple[int, _Attempt, Task, HandlerCallRecord]] = []
         for dispatch in dispatches:
@@ -226,19 +228,22 @@ class ExecutionRunner:
                 outcomes.append(error)
         return outcomes
 
-    def _reader(self, task_ids: list[str]) -> Callable[[str], Task | None]:
-        """``TaskStore.get`` for ``task_ids``, read in one call: a task that cannot be
-        decoded is read again alone, to raise as ``get`` raises; all of them, if the
-        store failed the call (each record then fails, or not, alone)."""
+    def _reader(self, task_ids: list[str]) -> tuple[Callable[[str], Task | None], list[Task]]:
+        """``TaskStore.get`` for ``task_ids``, read in one call, and the tasks that call
+        found: a task that cannot be decoded is read again alone, to raise as ``get``
+        raises; all of them, if the store failed the call (each record then fails, or
+        not, alone)."""
         if len(task_ids) <= 1:
-            return self._tasks.get
+            return self._tasks.get, []
         try:
             found, unreadable = self._tasks.read_many(task_ids)
         except StoreUnavailable:
-            return self._tasks.get
+            return self._tasks.get, []
         tasks = {task.task_id: task for task in found}
         again = {poison.task_id for poison in unreadable}
-        return lambda task_id: self._tasks.get(task_id) if task_id in again else tasks.get(task_id)
+        return (
+            lambda task_id: self._tasks.get(task_id) if task_id in again else tasks.get(task_id)
+        ), found
 
     def _prepare(
         self, dispatch: Dispatch, read: Callable[[str], Task | None]

@@ -16,14 +16,14 @@ Every worker reads and writes the same few items, each change one conditional wr
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from dynacron.adapters.aws.errors import translating
 from dynacron.adapters.aws.expressions import apply_to_record
-from dynacron.adapters.aws.items import conditional_write, from_item, to_item
+from dynacron.adapters.aws.items import batch_get, conditional_write, from_item, to_item
 from dynacron.adapters.aws.leases import EXPIRES_AT, record_expiry
 from dynacron.definitions.resources import (
     COORDINATION,
@@ -60,6 +60,19 @@ class DynamoLimitStore:
         )
         item = response.get("Item")
         return transitions.host_from_record(host, from_item(item) if item else None)
+
+    def hosts(self, hosts: Sequence[str]) -> list[HostState]:
+        """One consistent BatchGetItem (the same read units as a GetItem each, one
+        round trip and a third of their CPU for a wave of ten)."""
+        if len(hosts) <= 1:
+            return [self.host(host) for host in hosts]
+        keys = [_key(f"{HOST_KEY_PREFIX}{host}") for host in dict.fromkeys(hosts)]
+        items = batch_get(self._client, self._table, keys, KEY, consistent=True)
+        return [
+            transitions.host_from_record(host, from_item(item) if item else None)
+            for host in hosts
+            for item in [items.get(f"{HOST_KEY_PREFIX}{host}")]
+        ]
 
     def apply_host(self, host: str, transition: Transition, now: datetime) -> bool:
         """One conditional write of the host's breaker state."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -217,6 +218,14 @@ class SqliteLimitStore:
     def host(self, host: str) -> HostState:
         record = _HOSTS.read(self._database.connection(), {"host": host})
         return transitions.host_from_record(host, record)
+
+    def hosts(self, hosts: Sequence[str]) -> list[HostState]:
+        """Each row read on this thread's connection: local reads cost no round trip."""
+        connection = self._database.connection()
+        return [
+            transitions.host_from_record(host, _HOSTS.read(connection, {"host": host}))
+            for host in hosts
+        ]
 
     def apply_host(self, host: str, transition: Transition, now: datetime) -> bool:
         """``transition`` on the host's row (kept for good: no TTL here)."""
