@@ -38,8 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--soak-executions",
         type=int,
-        default=int(os.environ.get("DYNACRON_SOAK_EXECUTIONS", "500")),
-        help="executions in the crash soak (default 500, or $DYNACRON_SOAK_EXECUTIONS)",
+        default=int(os.environ.get("DYNACRON_SOAK_EXECUTIONS", "250")),
+        help="executions in the crash soak (default 250, or $DYNACRON_SOAK_EXECUTIONS)",
     )
     parser.addoption(
         "--soak-seed",

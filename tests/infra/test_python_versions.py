@@ -4,7 +4,8 @@ the lint and the Makefile's second test run.
 The layer is built for Lambda's Python (``infra/layer.py``) while the suite runs on
 the oldest Python the package supports; the code is pinned to what both accept
 (ruff's target is the older, mypy checks once more against Lambda's stdlib) and
-``make test`` runs the unit and deployed tiers on Lambda's Python too.
+``make test`` runs the unit tier, and the deployed scenarios of every entry point,
+on Lambda's Python too.
 """
 
 from __future__ import annotations

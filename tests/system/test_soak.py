@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from dynacron.api.requests import TaskCreate
+from dynacron.api.requests import MAX_BATCH, TaskCreate
 from dynacron.definitions import metric_names
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.instants import format_instant
+from dynacron.domain.tasks.specs import TaskSpec
 from dynacron.domain.tasks.task import execution_id_for
+from dynacron.services.tasks import BatchItem
 from tests.support import Sink
 from tests.system.cluster import FAST_RECOVERY, Cluster
 
@@ -47,14 +49,25 @@ KILL_EVERY = 4.0
 MIN_KILLS = 2
 
 
+# The faults' rates: twice those the soak of 500 executions had, so that the 250
+# it runs by default meet as many faults (a crash or two injected, a dozen
+# duplicates, a few throttles and failed sends) in half the window.
 def chaos(rng: random.Random) -> list[str]:
     return [
         "--chaos-seed", str(rng.randrange(1 << 30)),
-        "--crash-rate", "0.001",
-        "--throttle-rate", "0.003",
-        "--duplicate-rate", "0.01",
-        "--send-failure-rate", "0.02",
+        "--crash-rate", "0.002",
+        "--throttle-rate", "0.006",
+        "--duplicate-rate", "0.02",
+        "--send-failure-rate", "0.04",
     ]  # fmt: skip
+
+
+def one_time_task(due: datetime, sink: Sink) -> TaskSpec:
+    return TaskCreate(
+        at=format_instant(due),
+        handler_url=f"{sink.url}/effect",
+        retry={"base_delay_seconds": 1, "max_delay_seconds": 2, "max_attempts": 30},
+    ).to_spec()
 
 
 def test_soak_loses_nothing_and_applies_nothing_twice(
@@ -77,18 +90,18 @@ def test_soak_loses_nothing_and_applies_nothing_twice(
         # (registered faster than they fall due)
         window = max(5.0, size / RATE)
         first_due = datetime.now(UTC) + timedelta(seconds=2)
+        # (in batches, as POST /tasks/batch stores them: one by one, registering
+        # 500 took longer than their window on a loaded machine)
+        dues = [first_due + timedelta(seconds=window * number / size) for number in range(size)]
         ids = []
-        for number in range(size):
-            due = first_due + timedelta(seconds=window * number / size)
-            task = cluster.app.task_service.register(
-                DEFAULT_TENANT,
-                TaskCreate(
-                    at=format_instant(due),
-                    handler_url=f"{sink.url}/effect",
-                    retry={"base_delay_seconds": 1, "max_delay_seconds": 2, "max_attempts": 30},
-                ).to_spec(),
+        for start in range(0, size, MAX_BATCH):
+            batch = dues[start : start + MAX_BATCH]
+            outcomes = cluster.app.task_service.register_many(
+                DEFAULT_TENANT, [BatchItem(one_time_task(due, sink)) for due in batch]
             )
-            ids.append(execution_id_for(task.task_id, task.next_run_at or due))
+            for outcome, due in zip(outcomes, batch, strict=True):
+                assert outcome.task is not None, outcome.error
+                ids.append(execution_id_for(outcome.task.task_id, outcome.task.next_run_at or due))
         window_ends = time.monotonic() + (first_due - datetime.now(UTC)).total_seconds() + window
         # When processes die at random points, and are killed and restarted meanwhile
         self_killed = 0
