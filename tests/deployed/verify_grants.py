@@ -256,6 +256,13 @@ class Judge:
         return Outcome(mutation, verdict.noticed, verdict.by, seconds, verdict.test, whole_tier)
 
 
+def line(outcome: Outcome) -> str:
+    m = outcome.mutation
+    how = "whole tier" if outcome.whole_tier else "first try"
+    verdict = f"noticed by {outcome.by}" if outcome.noticed else "UNNOTICED"
+    return f"{m.policy} #{m.statement} {m.action}: {verdict} ({how}, {outcome.seconds:.0f} s)"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-j", "--jobs", type=int, default=2)
@@ -291,17 +298,15 @@ def main() -> int:
         judge = Judge(assembly, cache)
         outcomes: list[Outcome] = []
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            # The cache is written as outcomes come: an interrupted run still orders the next.
+            # Written and printed as outcomes come: an interrupted run still orders the
+            # next one and says what it found.
             for done in as_completed([pool.submit(judge, m) for m in judged]):
                 outcomes.append(done.result())
                 write_cache(args.cache, updated_cache(cache, outcomes))
-    outcomes.sort(key=lambda o: judged.index(o.mutation))
+                print(line(outcomes[-1]), flush=True)
     unnoticed = [o for o in outcomes if not o.noticed]
-    for outcome in outcomes:
-        m = outcome.mutation
-        how = "whole tier" if outcome.whole_tier else "first try"
-        verdict = f"noticed by {outcome.by}" if outcome.noticed else "UNNOTICED"
-        print(f"{m.policy} #{m.statement} {m.action}: {verdict} ({how}, {outcome.seconds:.0f} s)")
+    for outcome in sorted(unnoticed, key=lambda o: key(o.mutation)):
+        print(f"UNNOTICED: {key(outcome.mutation)}")
     for mutation, reason in exempt:
         print(f"{mutation.policy} #{mutation.statement} {mutation.action}: not judged ({reason})")
     first = sum(not o.whole_tier for o in outcomes)
