@@ -76,7 +76,8 @@ def test_a_missing_or_unreadable_cache_is_empty(tmp_path: Path) -> None:
     assert read_cache(listed) == {}
 
 
-def test_only_picks_policies_having_any_of_its_parts() -> None:
-    assert wanted(WORKER, [])
-    assert wanted(WORKER, ["Tick", "Worker"])
-    assert not wanted(WORKER, ["Api", "Tick"])
+def test_only_picks_the_removals_whose_name_has_any_of_its_parts() -> None:
+    assert wanted(GET, [])
+    assert wanted(GET, ["Tick", "Worker"])
+    assert wanted(GET, [f"{WORKER}#0 ", "sts:AssumeRole"])
+    assert not wanted(GET, ["Api", f"{WORKER}#1 ", "PutItem"])

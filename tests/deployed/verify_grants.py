@@ -177,9 +177,11 @@ def first_tries(
     return tries[:FIRST_TRIES]
 
 
-def wanted(policy: str, only: Sequence[str]) -> bool:
-    """Whether ``--only`` (none: every policy) picks this policy."""
-    return not only or any(part in policy for part in only)
+def wanted(mutation: Mutation, only: Sequence[str]) -> bool:
+    """Whether ``--only`` (none: every removal) picks this removal: a part of its name
+    (``policy#statement action``), e.g. a policy id, ``Policy09BB55B5#12 `` or
+    ``sts:AssumeRole``."""
+    return not only or any(part in key(mutation) for part in only)
 
 
 def run(mutation: Mutation | None, assembly: Path, tests: Sequence[str] = (TIER,)) -> Verdict:
@@ -270,7 +272,7 @@ def main() -> int:
         "--only",
         action="append",
         default=[],
-        help="mutate only policies whose id has this (repeat for several)",
+        help="only the removals whose name (policy#statement action) has this; repeatable",
     )
     parser.add_argument("--cache", type=Path, default=CACHE, help="which test noticed what")
     parser.add_argument("--list", action="store_true", help="print the removals and exit")
@@ -281,7 +283,7 @@ def main() -> int:
         assembly = synthesize(Path(root))
         template_path = assembly / f"{SYNTHESIZED_STACKS[DEFAULT_STACK]}.template.json"
         template = json.loads(template_path.read_text())
-        candidates = [(m, w) for m, w in mutations(template) if wanted(m.policy, args.only)]
+        candidates = [(m, w) for m, w in mutations(template) if wanted(m, args.only)]
         judged = [m for m, w in candidates if not w.split("|")[1]]
         exempt = [(m, w.split("|")[1]) for m, w in candidates if w.split("|")[1]]
         if args.list:
