@@ -658,6 +658,40 @@ def test_a_task_written_around_the_api_that_cannot_be_read_is_set_aside(
         assert execution["dead_lettered_at"] is not None
 
 
+def test_a_task_the_tick_cannot_read_is_set_aside_and_leaves_the_census(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    # Given a task, counted in its tenant's census, whose item was then changed by
+    # hand into nonsense
+    task = register(deployed, principal, rate="1 hour", handler_url=sink.url)
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    key = {"task_id": {"S": task["task_id"]}}
+    counted = dynamodb.get_item(TableName=deployed.settings.tasks_table, Key=key)["Item"]
+    dynamodb.update_item(
+        TableName=deployed.settings.tasks_table,
+        Key=key,
+        UpdateExpression="SET #schedule.#every = :nonsense",
+        ExpressionAttributeNames={"#schedule": "schedule", "#every": "every_seconds"},
+        ExpressionAttributeValues={":nonsense": {"S": "once in a blue moon"}},
+    )
+
+    # When it is due and its shard ticks
+    run_next(deployed, principal, task["task_id"])
+
+    # Then the tick sets it aside, saying why, and takes it off the census: its
+    # entry, which counted it alone, is deleted (the tick role's census grants)
+    view = task_view(deployed, principal, task["task_id"])
+    assert view["status"] == "ERROR"
+    assert "cannot be read" in view["status_reason"]
+    assert deliveries_of(sink, task["task_id"]) == []
+    entries = dynamodb.scan(
+        TableName=deployed.settings.executions_table,
+        FilterExpression="execution_id = :counted",
+        ExpressionAttributeValues={":counted": counted["census"]},
+    )["Items"]
+    assert entries == []
+
+
 def test_an_occurrence_due_while_the_last_still_waits_is_buffered_when_asked(
     deployed: Deployment, principal: str, sink: Sink
 ) -> None:

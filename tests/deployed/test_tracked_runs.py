@@ -283,3 +283,55 @@ def test_the_reaper_describes_a_run_whose_event_was_lost_as_the_targets_role(
     assert ended["status"] == "FAILED", ended
     # (moto's DescribeExecution keeps no error and cause of a stopped execution)
     assert ended["error"].startswith("the state machine execution ABORTED: "), ended
+
+
+def test_a_tracked_end_recounts_a_task_counted_under_a_stale_census_key(
+    deployed: Deployment, principal: str
+) -> None:
+    # Given a tracked state machine task holding its run slot
+    role = role_for(principal, "/dynacron-target/", "deployed-tracked-recount")
+    states = boto3.client("stepfunctions", region_name=REGION)
+    machine = states.create_state_machine(
+        name="deployed-tracked-recount",
+        definition=json.dumps({"StartAt": "Go", "States": {"Go": {"Type": "Pass", "End": True}}}),
+        roleArn=role,
+    )["stateMachineArn"]
+    task = register(
+        deployed,
+        principal,
+        rate="1 day",
+        target={"arn": machine, "role_arn": role, "track": "completion"},
+        overlap="skip",
+    )
+    began = run_once(deployed, principal, task) and deployed.clock.now()
+    (run,) = states.list_executions(stateMachineArn=machine)["executions"]
+    # ...counted under a census key its signature no longer gives (one an earlier
+    # version computed, or a backfill wrote), whose entry counts it alone
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    tasks = deployed.settings.tasks_table
+    key = {"task_id": {"S": task["task_id"]}}
+    counted = dynamodb.get_item(TableName=tasks, Key=key)["Item"]["census"]["S"]
+    stale = "an-earlier-signature"
+    dynamodb.update_item(
+        TableName=tasks,
+        Key=key,
+        UpdateExpression="SET census = :stale",
+        ExpressionAttributeValues={":stale": {"S": stale}},
+    )
+
+    # When its run's end reaches the completions function, which frees the slot
+    deployed.clock.set(began + THREE_HOURS)
+    event = state_machine_event(run["executionArn"], machine, "SUCCEEDED", began)
+    assert routed(deployed, event) == {"outcome": "SUCCEEDED"}
+
+    # Then the task is counted under its own key again and the stale entry, now
+    # counting nothing, is deleted (the census DeleteItem of the function's role)
+    assert task_view(deployed, principal, task["task_id"])["running_execution"] is None
+    item = dynamodb.get_item(TableName=tasks, Key=key)["Item"]
+    assert item["census"]["S"] == counted
+    entries = dynamodb.scan(
+        TableName=deployed.settings.executions_table,
+        FilterExpression="execution_id = :stale",
+        ExpressionAttributeValues={":stale": {"S": stale}},
+    )["Items"]
+    assert entries == []

@@ -9,7 +9,15 @@ not notice is either a grant nothing needs (remove it from infra/constructs) or 
 path no scenario covers (add the scenario). The templates are synthesised once;
 runs go ``-j`` at a time.
 
-    python -m tests.deployed.verify_grants [-j 2] [--only SUBSTRING]
+A removal is first tried against the tests likeliest to notice it: the one that
+noticed it last time (the cache, ``build/verify-grants.json`` unless ``--cache``
+names another), then those that noticed other removals from the same policy. A
+test that fails there, and passes alone without the removal, has noticed it in
+seconds; otherwise the whole tier runs (``-x``), as it does with no cache. The
+verdict rule is the same either way: UNNOTICED only when the whole tier passes
+with the removal.
+
+    python -m tests.deployed.verify_grants [-j 2] [--only SUBSTRING]... [--cache PATH] [--list]
 
 Exit status 1 when any removal goes unnoticed.
 """
@@ -22,9 +30,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +42,10 @@ from tests.deployed.conftest import ASSEMBLY_VAR, SYNTHESIZED_STACKS
 from tests.deployed.harness import DEFAULT_STACK, MUTATION_VAR, Mutation
 
 ROOT = Path(__file__).resolve().parents[2]
+TIER = "tests/deployed"
+CACHE = ROOT / "build" / "verify-grants.json"
+# Tests tried before the whole tier: each costs a few seconds when it does not notice.
+FIRST_TRIES = 3
 # Grants that Lambda itself uses, not the function's code: the tier cannot notice
 # their removal, and each is needed on AWS.
 LAMBDA_RUNTIME_ACTIONS = {"logs:CreateLogStream", "logs:PutLogEvents"}
@@ -51,6 +64,15 @@ class Outcome:
     noticed: bool
     by: str  # the first test that failed, and how
     seconds: float
+    test: str = ""  # the node id of that test
+    whole_tier: bool = True  # whether the whole tier ran (else a first try noticed it)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    noticed: bool
+    by: str = ""
+    test: str = ""
 
 
 class Factory:
@@ -105,13 +127,71 @@ def mutations(template: dict[str, Any]) -> Iterator[tuple[Mutation, str]]:
                 yield Mutation(DEFAULT_STACK, logical_id, index, action), f"{roles}|{exempt}"
 
 
-def run(mutation: Mutation | None, assembly: Path) -> tuple[bool, str]:
+def key(mutation: Mutation) -> str:
+    """A removal's name in the cache (the stack is always the default one)."""
+    return f"{mutation.policy}#{mutation.statement} {mutation.action}"
+
+
+def read_cache(path: Path) -> dict[str, str]:
+    """Which test noticed each removal last time; an unreadable cache is an empty one
+    (it only orders the runs)."""
+    try:
+        loaded = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(loaded, dict):
+        return {}
+    return {k: v for k, v in loaded.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def updated_cache(previous: Mapping[str, str], outcomes: Sequence[Outcome]) -> dict[str, str]:
+    """The cache after a run: each noticed removal with its test, unnoticed ones dropped,
+    removals this run did not try kept."""
+    cache = dict(previous)
+    for outcome in outcomes:
+        if outcome.noticed and outcome.test:
+            cache[key(outcome.mutation)] = outcome.test
+        else:
+            cache.pop(key(outcome.mutation), None)
+    return cache
+
+
+def write_cache(path: Path, cache: Mapping[str, str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    partial.write_text(json.dumps(dict(sorted(cache.items())), indent=1) + "\n")
+    partial.replace(path)
+
+
+def first_tries(
+    mutation: Mutation, cache: Mapping[str, str], noticing: Mapping[str, Sequence[str]]
+) -> list[str]:
+    """The tests to try before the whole tier: the one that noticed this removal last
+    time, then those that noticed removals from the same policy (this run's, then the
+    cache's), at most ``FIRST_TRIES``."""
+    siblings = [t for k, t in sorted(cache.items()) if k.startswith(f"{mutation.policy}#")]
+    tries: list[str] = []
+    for test in [cache.get(key(mutation), ""), *noticing.get(mutation.policy, ()), *siblings]:
+        if test and test not in tries:
+            tries.append(test)
+    return tries[:FIRST_TRIES]
+
+
+def wanted(mutation: Mutation, only: Sequence[str]) -> bool:
+    """Whether ``--only`` (none: every removal) picks this removal: a part of its name
+    (``policy#statement action``), e.g. a policy id, ``Policy09BB55B5#12 `` or
+    ``sts:AssumeRole``."""
+    return not only or any(part in key(mutation) for part in only)
+
+
+def run(mutation: Mutation | None, assembly: Path, tests: Sequence[str] = (TIER,)) -> Verdict:
     env = dict(os.environ)
     env[ASSEMBLY_VAR] = str(assembly)
+    env.pop(MUTATION_VAR, None)
     if mutation is not None:
         env[MUTATION_VAR] = json.dumps(asdict(mutation))
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/deployed", "-x", "-q", "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", *tests, "-x", "-q", "-p", "no:cacheprovider"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -119,7 +199,7 @@ def run(mutation: Mutation | None, assembly: Path) -> tuple[bool, str]:
         check=False,
     )
     if result.returncode == 0:
-        return False, ""
+        return Verdict(noticed=False)
     failed = [
         line
         for line in result.stdout.splitlines()
@@ -127,44 +207,114 @@ def run(mutation: Mutation | None, assembly: Path) -> tuple[bool, str]:
     ]
     denied = "AccessDenied" in result.stdout
     summary = failed[0].split(" - ")[0] if failed else f"exit {result.returncode}"
-    return True, summary + (" (AccessDenied)" if denied else "")
+    test = summary.split(" ", 1)[1] if failed else ""
+    return Verdict(True, summary + (" (AccessDenied)" if denied else ""), test)
+
+
+class Judge:
+    """Judges removals, a first try at a time, then the whole tier; safe across threads."""
+
+    def __init__(self, assembly: Path, cache: Mapping[str, str]) -> None:
+        self.assembly = assembly
+        self.cache = cache
+        self.lock = threading.Lock()
+        self.noticing: dict[str, list[str]] = {}  # policy -> tests that noticed this run
+        self.alone: dict[str, threading.Event] = {}
+        self.passes_alone: dict[str, bool] = {}
+
+    def sound(self, test: str) -> bool:
+        """Whether ``test`` passes alone without any removal (once per test): only then
+        does its failing with a removal say the removal was noticed."""
+        with self.lock:
+            done = self.alone.get(test)
+            mine = done is None
+            if done is None:
+                done = self.alone[test] = threading.Event()
+        if mine:
+            self.passes_alone[test] = not run(None, self.assembly, [test]).noticed
+            done.set()
+        done.wait()
+        return self.passes_alone[test]
+
+    def __call__(self, mutation: Mutation) -> Outcome:
+        begun = time.monotonic()
+        with self.lock:
+            tries = first_tries(mutation, self.cache, self.noticing)
+        for test in tries:
+            verdict = run(mutation, self.assembly, [test])
+            if verdict.noticed and self.sound(test):
+                return self.outcome(mutation, verdict, begun, whole_tier=False)
+        return self.outcome(mutation, run(mutation, self.assembly), begun, whole_tier=True)
+
+    def outcome(
+        self, mutation: Mutation, verdict: Verdict, begun: float, whole_tier: bool
+    ) -> Outcome:
+        if verdict.noticed and verdict.test:
+            with self.lock:
+                tests = self.noticing.setdefault(mutation.policy, [])
+                if verdict.test not in tests:
+                    tests.append(verdict.test)
+        seconds = time.monotonic() - begun
+        return Outcome(mutation, verdict.noticed, verdict.by, seconds, verdict.test, whole_tier)
+
+
+def line(outcome: Outcome) -> str:
+    m = outcome.mutation
+    how = "whole tier" if outcome.whole_tier else "first try"
+    verdict = f"noticed by {outcome.by}" if outcome.noticed else "UNNOTICED"
+    return f"{m.policy} #{m.statement} {m.action}: {verdict} ({how}, {outcome.seconds:.0f} s)"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-j", "--jobs", type=int, default=2)
-    parser.add_argument("--only", default="", help="mutate only policies whose id has this")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help="only the removals whose name (policy#statement action) has this; repeatable",
+    )
+    parser.add_argument("--cache", type=Path, default=CACHE, help="which test noticed what")
+    parser.add_argument("--list", action="store_true", help="print the removals and exit")
     args = parser.parse_args()
+    cache = read_cache(args.cache)
     with tempfile.TemporaryDirectory(prefix="verify-grants-") as root:
         started = time.monotonic()
         assembly = synthesize(Path(root))
-        noticed, why = run(None, assembly)
-        if noticed:
-            print(f"the tier fails without any mutation: {why}")
-            return 2
         template_path = assembly / f"{SYNTHESIZED_STACKS[DEFAULT_STACK]}.template.json"
         template = json.loads(template_path.read_text())
-        candidates = [(m, w) for m, w in mutations(template) if args.only in m.policy]
-        judged = [(m, w.split("|")[0]) for m, w in candidates if not w.split("|")[1]]
+        candidates = [(m, w) for m, w in mutations(template) if wanted(m, args.only)]
+        judged = [m for m, w in candidates if not w.split("|")[1]]
         exempt = [(m, w.split("|")[1]) for m, w in candidates if w.split("|")[1]]
-
-        def judge(item: tuple[Mutation, str]) -> Outcome:
-            begun = time.monotonic()
-            noticed, by = run(item[0], assembly)
-            return Outcome(item[0], noticed, by, time.monotonic() - begun)
-
+        if args.list:
+            for mutation, who in candidates:
+                roles, reason = who.split("|")
+                last = f"not judged ({reason})" if reason else cache.get(key(mutation), "-")
+                print(f"{key(mutation)} [{roles}]: {last}")
+            print(f"{len(judged)} removals to judge, {len(exempt)} not judged")
+            return 0
+        baseline = run(None, assembly)
+        if baseline.noticed:
+            print(f"the tier fails without any mutation: {baseline.by}")
+            return 2
+        judge = Judge(assembly, cache)
+        outcomes: list[Outcome] = []
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            outcomes = list(pool.map(judge, judged))
+            # Written and printed as outcomes come: an interrupted run still orders the
+            # next one and says what it found.
+            for done in as_completed([pool.submit(judge, m) for m in judged]):
+                outcomes.append(done.result())
+                write_cache(args.cache, updated_cache(cache, outcomes))
+                print(line(outcomes[-1]), flush=True)
     unnoticed = [o for o in outcomes if not o.noticed]
-    for outcome in outcomes:
-        m = outcome.mutation
-        verdict = f"noticed by {outcome.by}" if outcome.noticed else "UNNOTICED"
-        print(f"{m.policy} #{m.statement} {m.action}: {verdict}")
+    for outcome in sorted(unnoticed, key=lambda o: key(o.mutation)):
+        print(f"UNNOTICED: {key(outcome.mutation)}")
     for mutation, reason in exempt:
         print(f"{mutation.policy} #{mutation.statement} {mutation.action}: not judged ({reason})")
+    first = sum(not o.whole_tier for o in outcomes)
     print(
-        f"{len(outcomes)} removals tried, {len(outcomes) - len(unnoticed)} noticed, "
-        f"{len(unnoticed)} unnoticed, {len(exempt)} not judged; "
+        f"{len(outcomes)} removals tried, {len(outcomes) - len(unnoticed)} noticed "
+        f"({first} by a first try), {len(unnoticed)} unnoticed, {len(exempt)} not judged; "
         f"{time.monotonic() - started:.0f} s with -j {args.jobs}"
     )
     return 1 if unnoticed else 0
