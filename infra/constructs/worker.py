@@ -19,6 +19,7 @@ from dynacron.definitions.resources import (
     DEAD_LETTER_QUEUE,
     DISPATCH_QUEUE,
     EXECUTIONS,
+    HOST_KEY_PREFIX,
     LEASE_INDEX,
     LIMIT_KEY_PREFIXES,
     TASKS,
@@ -88,6 +89,16 @@ class Worker(Construct):
         # Reads the task it runs and records the execution, with the Powertools
         # idempotency record of its handler call on the same item (decision 0016):
         # what allow_follow_ups below grants; the event source grants the receive.
+        # A batch's host breakers are read in one BatchGetItem (decision 0034).
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:BatchGetItem"],
+                resources=[storage.table(COORDINATION).table_arn],
+                conditions={
+                    "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{HOST_KEY_PREFIX}*"]}
+                },
+            )
+        )
         # Limits, breakers and pauses shared by every worker: only those records of
         # the coordination table, never the tick's leases and cursors.
         self.function.add_to_role_policy(

@@ -20,7 +20,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from dynacron.definitions.environment import WORKER_CONCURRENCY_VAR
-from dynacron.definitions.resources import DISPATCH_QUEUE
+from dynacron.definitions.resources import COORDINATION, DISPATCH_QUEUE
 from dynacron.local.runtime import sqs_event
 from tests.deployed.harness import Deployment, queue_arn
 from tests.deployed.steps import executions, register
@@ -189,6 +189,48 @@ def test_records_that_fail_one_by_one_are_each_reported_back_alone(
     deployed.drain("worker", DISPATCH_QUEUE.env_var)
     assert ended_once(deployed, principal, task_ids)
     assert sorted(sink.calls_by_key().values()) == [1] * 10
+
+
+def test_a_batch_for_two_tenants_reads_their_hosts_together_with_the_templates_role(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    worker = deployed.function("worker")
+    # Given two tenants' tasks due together on the same handler (a breaker each: the
+    # worker reads both hosts' states in one BatchGetItem of the coordination table)
+    other = f"{principal}-other"
+    at = (deployed.clock.now() + timedelta(seconds=30)).replace(microsecond=0)
+    ids = [
+        register(deployed, caller, at=at.isoformat(), handler_url=sink.url)["task_id"]
+        for caller in (principal, other)
+    ]
+    deployed.clock.set(at)
+    for shard in sorted(deployed.shards_of(ids)):
+        deployed.tick(shard)
+    batch = deployed.receive_batch("worker", DISPATCH_QUEUE.env_var)
+    assert len(batch) == 2
+    read_together: list[int] = []
+    coordination = worker.environment[COORDINATION.env_var]
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        if coordination in params["RequestItems"]:
+            read_together.append(len(params["RequestItems"][coordination]["Keys"]))
+
+    # When one invocation runs the batch, with the worker's own role
+    events = worker.dynamodb.meta.events
+    events.register("provide-client-params.dynamodb.BatchGetItem", count)
+    try:
+        context = FakeLambdaContext("worker-request", remaining_millis=60_000)
+        thread, answers = invoke_in_background(deployed, batch, context)
+        thread.join(120)
+    finally:
+        events.unregister("provide-client-params.dynamodb.BatchGetItem", count)
+    # Then both hosts were read in one call, and both tasks ran once
+    assert read_together == [2]
+    assert answers == [{"batchItemFailures": []}]
+    assert ended_once(deployed, principal, ids[:1])
+    assert ended_once(deployed, other, ids[1:])
+    for task in deployed.api("GET", "/tasks", principal=other)[1]["items"]:
+        deployed.api("DELETE", f"/tasks/{task['task_id']}", principal=other)
 
 
 def _task_of(message: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ from dynacron.definitions.resources import (
     DISPATCH_QUEUE,
     DUE_INDEX,
     EXECUTIONS,
+    HOST_KEY_PREFIX,
     LIMIT_KEY_PREFIXES,
     NAME_INDEX,
     QUEUES,
@@ -775,7 +776,8 @@ EXPECTED_ACCESS = {
         **FOLLOW_UPS,
         # the tenant of a deleted task, from its earlier executions (an old message)
         "Executions": FOLLOW_UPS["Executions"] | {"dynamodb:Query"},
-        "Coordination": ITEM_READ_WRITE,
+        # BatchGetItem: a batch's host breakers in one read (decision 0034)
+        "Coordination": ITEM_READ_WRITE | {"dynamodb:BatchGetItem"},
         "DispatchQueue": {
             # what the event source mapping needs, and sending follow-up runs
             "sqs:ReceiveMessage",
@@ -927,6 +929,7 @@ def test_task_writers_are_known_and_nothing_grants_a_wildcard(
         "dynamodb:PutItem": {f"{p}*" for p in LIMIT_KEY_PREFIXES},
         "dynamodb:UpdateItem": {f"{p}*" for p in LIMIT_KEY_PREFIXES},
         "dynamodb:DeleteItem": {f"{p}*" for p in LIMIT_KEY_PREFIXES},
+        "dynamodb:BatchGetItem": {f"{HOST_KEY_PREFIX}*"},
     }
     # SKIPPED records, and census entries of a task set aside (decision 0046)
     assert access_of(template, "Tick")[EXECUTIONS.logical_id] == {

@@ -21,7 +21,7 @@ from dynacron.domain.tasks.claiming import jitter_offset
 from dynacron.domain.tasks.task import Task, execution_id_for
 from dynacron.entry.composition import Dynacron
 from dynacron.ports.faults import Boundary
-from dynacron.services.limits import SCOPE_FULL_RECHECK, LimitGate, Pass, Wait, host_of
+from dynacron.services.limits import SCOPE_FULL_RECHECK, LimitGate, Pass, Wait, host_scope_of
 from dynacron.services.outcomes import Outcome
 from tests.contract import coordination_changes as changes
 from tests.integration.api_client import ALICE, call
@@ -355,7 +355,7 @@ def test_a_waves_hosts_are_read_in_one_call_and_their_stored_breakers_hold(
         )
         for n in (1, 2, 3)
     ]
-    hosts = [host_of(task) for task in tasks]
+    hosts = [host_scope_of(task) for task in tasks]
     policy = dataclasses.replace(system.settings.breaker_policy, failure_threshold=1)
     assert changes.replace_host(
         store, after_failure(HostState(host=hosts[1]), clock.now(), policy), clock.now()
