@@ -73,12 +73,14 @@ def mark_keys_created(
     connection: sqlite3.Connection, tenant_id: str, created: Sequence[tuple[str, str]]
 ) -> None:
     """Within the caller's write transaction (a batch create's): each ``(key, task_id)``
-    of the tenant's marked created (``mark_key_created``), if the key still holds
-    that task's id; one expired and taken since is left as it is."""
-    _carry_out_each(
-        connection,
-        tenant_id,
-        [(key, transitions.mark_key_created(task_id)) for key, task_id in created],
+    of the tenant's marked created, if the key still holds that task's id; one
+    expired and taken since is left as it is. ``mark_key_created`` as one
+    ``UPDATE ... WHERE`` for them all: its condition (the key names the task) in
+    the WHERE, its change in the SET (a transition carried out row by row took a
+    read, a check and a write per key: 7 % of a batch create's time)."""
+    connection.executemany(
+        "UPDATE create_keys SET created = 1 WHERE tenant_id = ? AND key = ? AND task_id = ?",
+        [(tenant_id, key, task_id) for key, task_id in created],
     )
 
 
