@@ -376,3 +376,34 @@ def test_create_keys_reserved_and_marked_together_answer_each_as_alone(
     assert marked == [True, False, True]
     assert changes.reserve_key(keys, "alice", fresh[0], "task-9", START).created is True
     assert changes.reserve_key(keys, "alice", fresh[1], "task-9", START).created is False
+
+
+def test_create_keys_changed_twice_in_one_call_each_see_the_change_before(
+    adapters: AdapterSet,
+) -> None:
+    keys = adapters.create_keys
+    first, second = create_key("twice"), create_key("twice", {"rate": "2 hours"})
+    # When one call reserves a key for one task and then again for another
+    answers = keys.apply_returning_each(
+        "alice",
+        [
+            ("twice", coordination.reserve_create_key(first, "task-1", START)),
+            ("twice", coordination.reserve_create_key(second, "task-2", START)),
+        ],
+    )
+    # Then the second is told the first holds it, as two calls would be told
+    assert answers == [None, KeyReservation("task-1", first.fingerprint, False)]
+    # And marks in one call: the holder's taken, the other's refused, the next one
+    # sees it marked already
+    marked = keys.apply_each(
+        "alice",
+        [
+            ("twice", coordination.mark_key_created("task-2")),
+            ("twice", coordination.mark_key_created("task-1")),
+            ("twice", coordination.mark_key_created("task-1")),
+        ],
+    )
+    assert marked == [False, True, True]
+    assert changes.reserve_key(keys, "alice", first, "task-9", START) == KeyReservation(
+        "task-1", first.fingerprint, created=True
+    )

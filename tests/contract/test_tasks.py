@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from dynacron.domain.coordination.create_keys import CreateKey
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.schedules.expressions import RateSchedule
 from dynacron.domain.tasks.claiming import claim_occurrence
@@ -15,6 +16,7 @@ from dynacron.domain.tasks.task import DuePlacement, Task, TaskStatus
 from dynacron.ports import REASON_LIMIT, AdapterSet, TaskStore
 from tests.contract import task_changes
 from tests.contract.builders import ROOMY, SHARDING, START, a_follower, a_task
+from tests.contract.coordination_changes import reserve_key
 
 MINUTE = timedelta(minutes=1)
 # One due-index partition every due task of these tests is filed under.
@@ -100,6 +102,37 @@ def test_create_many_stores_a_whole_batch_counted_once_each(adapters: AdapterSet
     # And the tenant is full: one more is refused
     late = tasks.create_many_within_quota([(a_task("late", tenant_id="bulk"), HERE)], 120, "x")
     assert isinstance(late[0], LimitExceeded)
+
+
+def test_create_many_marks_the_keys_of_the_tasks_it_stores(adapters: AdapterSet) -> None:
+    tasks, keys = adapters.tasks, adapters.create_keys
+    create(tasks, a_task("taken", tenant_id="acme"))
+    # Given a key reserved for each task of a batch but one (a key expired and taken
+    # by another request since holds "key-2" for another task)
+    names = ["new-0", "taken", "new-2", "new-3", "new-4"]
+    for number, name in enumerate(names):
+        key = CreateKey.of(f"key-{number}", {"name": name})
+        holder = "another-task" if number == 2 else name
+        assert reserve_key(keys, "acme", key, holder, START).task_id == holder
+    batch = [a_task(name, tenant_id="acme") for name in names]
+    # When the batch is stored with its keys, one id taken and the last over the quota
+    outcomes = tasks.create_many_within_quota(
+        [(t, HERE) for t in batch], 4, "secret", keys=[f"key-{n}" for n in range(5)]
+    )
+    # Then the tasks are answered as without keys
+    assert [outcome is None for outcome in outcomes] == [True, False, True, True, False]
+    # And the key of each task stored is marked created, the others as they were
+    held = [
+        reserve_key(keys, "acme", CreateKey.of(f"key-{n}", {}), "probe", START) for n in range(5)
+    ]
+    assert [reservation.task_id for reservation in held] == [
+        "new-0",
+        "taken",
+        "another-task",
+        "new-3",
+        "new-4",
+    ]
+    assert [reservation.created for reservation in held] == [True, False, False, True, False]
 
 
 def test_create_refuses_a_taken_id(adapters: AdapterSet) -> None:

@@ -138,6 +138,27 @@ def test_the_same_batch_sent_twice_creates_nothing_the_second_time(
     assert task_count(system) == 7
 
 
+def test_an_item_whose_keyed_task_was_deleted_is_a_conflict_not_a_new_task(
+    build: Build,
+) -> None:
+    system = build()
+    # Given a batch whose keyed item made a task, since deleted
+    tasks = [a_task(0, idempotency_key="weekly-0"), a_task(1, idempotency_key="weekly-1")]
+    status, first = batch(system, tasks)
+    assert status == 200
+    deleted = first["items"][0]["task"]["task_id"]
+    assert call(system, "DELETE", f"/tasks/{deleted}")[0] == 204
+    # When the same batch is sent again
+    status, again = batch(system, tasks)
+    # Then that item is refused as the single create's retry would be, and not
+    # created again; the other is replayed
+    assert status == 200
+    assert [item["outcome"] for item in again["items"]] == ["refused", "replayed"]
+    assert again["items"][0]["status"] == 409
+    assert "was deleted" in again["items"][0]["problem"]["detail"]
+    assert stored_ids(system) == {first["items"][1]["task"]["task_id"]}
+
+
 def test_a_key_of_a_single_create_replays_in_a_batch_and_keys_are_checked(build: Build) -> None:
     system = build()
     body = a_task(0)

@@ -5,7 +5,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dynacron.domain.errors import InvalidSchedule
-from dynacron.domain.schedules.expressions import parse_at, parse_cron, parse_rate
+from dynacron.domain.schedules.expressions import (
+    Window,
+    check_computable_from,
+    parse_at,
+    parse_cron,
+    parse_rate,
+)
 
 
 def utc(*args: int) -> datetime:
@@ -125,3 +131,14 @@ class TestAt:
     def test_garbage_is_refused(self) -> None:
         with pytest.raises(InvalidSchedule, match="ISO 8601"):
             parse_at("tomorrow at nine")
+
+
+def test_a_cron_check_is_told_apart_by_every_field_that_decides_its_occurrences() -> None:
+    # Given the last new year the calendar has: a cron schedule with no occurrence after
+    last = datetime(9999, 1, 1, tzinfo=UTC)
+    bounded = parse_cron("0 0 1 1 *", window=Window(end_at=last))
+    # When the same expression with an end is checked first (it may end)
+    check_computable_from(bounded, last)
+    # Then the one without an end, from the same first occurrence, is still refused
+    with pytest.raises(InvalidSchedule, match="no further occurrence after 9999-01-01"):
+        check_computable_from(parse_cron("0 0 1 1 *"), last)

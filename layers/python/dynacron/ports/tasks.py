@@ -101,6 +101,7 @@ class OwnedTasks(Protocol):
         max_tasks: int,
         fresh_secret: str,
         changes: Sequence[TaskChange | None] | None = None,
+        keys: Sequence[str | None] | None = None,
     ) -> list[Exception | None]:
         """``create_within_quota`` for each of one tenant's new ``tasks``, in order: for
         each, None if it was stored, else why not (``LimitExceeded``, ``InvalidRequest``).
@@ -110,6 +111,12 @@ class OwnedTasks(Protocol):
         one per chunk of up to 99), and when a chunk does not fit, its tasks are tried
         one by one, so the batch fills exactly the places left and no more. Each of
         ``changes`` (in the order of ``tasks``) is stored with its task, or not at all.
+
+        Each of ``keys`` (in the order of ``tasks``; None: none) is the tenant's
+        idempotency key reserved for that task's id (``CreateKeys``): once the task is
+        stored, the key is marked created (``mark_key_created``: only if it still
+        holds that id). SQLite marks them in the transaction that stores the tasks;
+        DynamoDB after, one conditional write each, as ``CreateKeys.apply`` makes one.
         """
         ...
 

@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dynacron.domain.clock import Clock
-from dynacron.domain.conditions import Transition
 from dynacron.domain.coordination import transitions as coordination
 from dynacron.domain.coordination.create_keys import (
     BATCH_KEY_FIELD,
@@ -315,15 +314,12 @@ class TaskService:
                     )
                     for _, task, _ in pending
                 ],
+                # Each stored task's key marked created with it (SQLite: in the same
+                # transaction); only its own reservation, as ``register_once`` marks one.
+                [item.key.key if item.key is not None else None for _, _, item in pending],
             )
-        marks: list[tuple[str, Transition]] = []
         for (index, task, item), why_not in zip(pending, stored, strict=True):
             outcomes[index] = self._stored(tenant_id, task, item, why_not)
-            if why_not is None and item.key is not None:
-                # Only this task's reservation: one expired and taken since names another.
-                marks.append((item.key.key, coordination.mark_key_created(task.task_id)))
-        if marks:
-            self.create_keys.apply_each(tenant_id, marks)
         return [outcome for outcome in outcomes if outcome is not None]
 
     def _reserve_keys(
@@ -369,7 +365,7 @@ class TaskService:
         self, tenant_id: str, task: Task, item: BatchItem, refused: Exception | None
     ) -> BatchOutcome:
         """How storing an item's ``task`` ended: created, replayed (a request with the
-        same key stored it at the same time) or refused. Its key is marked after."""
+        same key stored it at the same time) or refused. Its key was marked with it."""
         if refused is None:
             return BatchOutcome(task)
         if item.key is not None:

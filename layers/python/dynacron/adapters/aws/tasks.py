@@ -16,8 +16,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
+from dynacron.adapters.aws.create_keys import create_key_key
 from dynacron.adapters.aws.errors import translating
-from dynacron.adapters.aws.expressions import Placeholders, apply_transition, write_request
+from dynacron.adapters.aws.expressions import (
+    Placeholders,
+    apply_to_record,
+    apply_transition,
+    write_request,
+)
 from dynacron.adapters.aws.items import (
     batch_get,
     cancelled_by,
@@ -49,6 +55,7 @@ from dynacron.definitions.resources import (
     TENANT_INDEX,
 )
 from dynacron.domain.conditions import AllOf, Condition, Equals, Missing, Transition
+from dynacron.domain.coordination.transitions import mark_key_created
 from dynacron.domain.errors import InvalidRequest, LimitExceeded
 from dynacron.domain.instants import format_instant
 from dynacron.domain.schedules.signatures import (
@@ -236,6 +243,7 @@ class DynamoTaskStore:
         max_tasks: int,
         fresh_secret: str,
         changes: Sequence[TaskChange | None] | None = None,
+        keys: Sequence[str | None] | None = None,
     ) -> list[Exception | None]:
         """Store one tenant's ``tasks``, counted against its quota, in transactions of
         up to 99 puts and one update of the tenant's count (a transaction holds at
@@ -246,7 +254,9 @@ class DynamoTaskStore:
         concurrent create can push the count past ``max_tasks``. A chunk refused
         (too few places left, an id taken, a conflict that outlasted its retries) is
         stored task by task instead, each as ``create_within_quota``: the batch fills
-        exactly the places left, and each task refused is answered with why.
+        exactly the places left, and each task refused is answered with why. Then
+        each stored task's key of ``keys`` is marked created, one conditional write
+        each (a transaction holds no room for them).
         """
         outcomes: list[Exception | None] = [None] * len(tasks)
         added = [counted_signature(task) for task, _ in tasks]
@@ -279,6 +289,14 @@ class DynamoTaskStore:
                     )
                 except (LimitExceeded, InvalidRequest) as refused:
                     outcomes[index] = refused
+        for (task, _), key, why_not in zip(
+            tasks, keys or [None] * len(tasks), outcomes, strict=True
+        ):
+            if why_not is None and key is not None:
+                # Only this task's reservation: one expired and taken since names another.
+                mark = mark_key_created(task.task_id)
+                key_record = from_item(create_key_key(task.tenant_id, key))
+                apply_to_record(self._client, self._coordination, key_record, mark)
         return outcomes
 
     def _create_chunk(

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from dynacron.adapters.sqlite.create_keys import mark_keys_created
 from dynacron.adapters.sqlite.database import Database
 from dynacron.adapters.sqlite.execution_records import carry_out
 from dynacron.adapters.sqlite.records import (
@@ -148,12 +149,15 @@ class SqliteTaskStore:
         max_tasks: int,
         fresh_secret: str,
         changes: Sequence[TaskChange | None] | None = None,
+        keys: Sequence[str | None] | None = None,
     ) -> list[Exception | None]:
         """Each of ``tasks`` stored and counted as ``create_within_quota`` does, all in
         one write transaction: in order, until the quota is reached; each refused
         task writes nothing and is answered with why; with ``changes``, each task
-        stored has its record stored with it."""
+        stored has its record stored with it, and with ``keys``, its key marked
+        created (``create_keys.mark_keys_created``), in that same transaction."""
         recorded = list(changes) if changes else [None] * len(tasks)
+        keyed = list(keys) if keys else [None] * len(tasks)
         with self._database.write() as connection:
             outcomes = _create_many_counted(connection, tasks, max_tasks, fresh_secret)
             connection.executemany(
@@ -164,6 +168,13 @@ class SqliteTaskStore:
                     if refused is None and change is not None
                 ],
             )
+            created = [
+                (key, task.task_id)
+                for (task, _), key, refused in zip(tasks, keyed, outcomes, strict=True)
+                if refused is None and key is not None
+            ]
+            if created:
+                mark_keys_created(connection, tasks[0][0].tenant_id, created)
             return outcomes
 
     def get_owned(self, tenant_id: str, task_id: str) -> Task | None:

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -306,6 +306,40 @@ def check_computable(schedule: Schedule, now: datetime, count: int = 3) -> None:
 def check_computable_from(schedule: Schedule, first: datetime | None, count: int = 3) -> None:
     """``check_computable`` once the first occurrence, ``first``, is known (a create
     has just computed it: not computed twice)."""
+    if isinstance(schedule, CronSchedule) and first is not None:
+        # By what decides a cron schedule's occurrences (its seed only if it has an
+        # H, as ``compile_cron`` reads it) and its first: an import registers each
+        # expression many times and computes its next occurrences once.
+        seed = schedule.seed if "H" in schedule.expression.upper() else None
+        _check_cron_from(
+            schedule.expression,
+            schedule.timezone,
+            schedule.dst,
+            seed,
+            schedule.window,
+            first,
+            count,
+        )
+        return
+    _check_from(schedule, first, count)
+
+
+@lru_cache(maxsize=4096)
+def _check_cron_from(
+    expression: str,
+    timezone: str,
+    dst: DstPolicy,
+    seed: str | None,
+    window: Window,
+    first: datetime,
+    count: int,
+) -> None:
+    """``check_computable_from`` of the cron schedule these make (a refusal raises,
+    and is not kept)."""
+    _check_from(CronSchedule(expression, timezone, dst, seed, window), first, count)
+
+
+def _check_from(schedule: Schedule, first: datetime | None, count: int) -> None:
     try:
         found = [first] if first is not None else []
         if first is not None:
