@@ -253,7 +253,14 @@ class LimitGate:
         reads none: a wave of ten records for ten tenants' hosts cost ten consistent
         GetItems one after another (about 0.1 s of a record's wait in the scale run)."""
         now = self._clock.now()
-        hosts = {host for task in tasks if (host := host_scope_of(task)) is not None}
+        hosts = set()
+        for task in tasks:
+            try:
+                host = host_scope_of(task)
+            except ValueError:
+                continue  # a URL that cannot be parsed: its record is set aside alone
+            if host is not None:
+                hosts.add(host)
         with self._lock:
             stale = sorted(
                 host
