@@ -261,12 +261,7 @@ class LimitGate:
                 continue  # a URL that cannot be parsed: its record is set aside alone
             if host is not None:
                 hosts.add(host)
-        with self._lock:
-            stale = sorted(
-                host
-                for host in hosts
-                if host not in self._hosts or now - self._hosts[host][0] >= HOST_READ_TTL
-            )
+        stale = sorted(host for host in hosts if self._cached(host, now) is None)
         if len(stale) <= 1:
             return
         try:
@@ -279,11 +274,18 @@ class LimitGate:
         for state in states:
             self._remember(state, now)
 
-    def _host(self, host: str, now: datetime) -> HostState:
+    def _cached(self, host: str, now: datetime) -> HostState | None:
+        """The host's state as read within ``HOST_READ_TTL``, or None."""
         with self._lock:
             cached = self._hosts.get(host)
         if cached is not None and now - cached[0] < HOST_READ_TTL:
             return cached[1]
+        return None
+
+    def _host(self, host: str, now: datetime) -> HostState:
+        cached = self._cached(host, now)
+        if cached is not None:
+            return cached
         state = self._store.host(host)
         self._remember(state, now)
         return state
