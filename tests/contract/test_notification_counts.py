@@ -59,3 +59,38 @@ def test_a_repeated_end_is_counted_once_after_another_was_counted_since(
     assert stored is not None
     assert stored.notification_state.consecutive_failures == 3
     assert adapters.queue.depth() == 1
+
+
+def succeeded(n: int) -> Execution:
+    return dataclasses.replace(failed(n), status=ExecutionStatus.SUCCEEDED, attempt=1)
+
+
+def test_a_replayed_success_does_not_end_a_run_of_failures_that_began_after_it(
+    adapters: AdapterSet, clock: SettableClock
+) -> None:
+    # Given a task told after three failures in a row: a success (nothing to count,
+    # so nothing stored), then two failures of later occurrences counted
+    task = dataclasses.replace(a_task("job"), notify=AFTER_THREE)
+    adapters.tasks.create_within_quota(task, None, ROOMY, "secret-job")
+    notifications = TaskNotifications(
+        tasks=adapters.tasks, executions=adapters.executions, queue=adapters.queue, clock=clock
+    )
+    notifications.after_end(succeeded(1))
+    notifications.after_end(failed(2))
+    notifications.after_end(failed(3))
+
+    # When the success's follow-up runs again (the reaper's replay, a message twice)
+    notifications.after_end(succeeded(1))
+
+    # Then the run of failures stands, and the next failure is its third
+    stored = adapters.tasks.get("job")
+    assert stored is not None
+    assert stored.notification_state.consecutive_failures == 2
+    notifications.after_end(failed(4))
+    assert adapters.queue.depth() == 1
+    # And a success of a later occurrence ends the run
+    notifications.after_end(succeeded(5))
+    stored = adapters.tasks.get("job")
+    assert stored is not None
+    assert stored.notification_state.consecutive_failures == 0
+    assert stored.notification_state.failing_since is None

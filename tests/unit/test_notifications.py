@@ -122,6 +122,21 @@ def test_settings_and_state_round_trip_through_the_record() -> None:
     state = NotificationState(4, True, NOW, 2).counting("job_1").counting("job_2")
     assert state_from_map(state_to_map(state)) == state
     assert state_to_map(NO_NOTIFICATIONS) is None
+    failing = decide(ALL, state, Ending.FAILED, NOW, NOW - timedelta(minutes=1)).state
+    assert failing.failing_since == NOW - timedelta(minutes=1)
+    assert state_from_map(state_to_map(failing)) == failing
+    assert "failing_since" not in (state_to_map(state) or {})  # kept only while failing
+
+
+def test_a_success_older_than_the_runs_newest_failure_does_not_end_the_run() -> None:
+    failing = decide(ALL, NO_NOTIFICATIONS, Ending.FAILED, NOW, NOW).state
+    earlier = decide(ALL, failing, Ending.SUCCEEDED, NOW, NOW - timedelta(seconds=1))
+    assert earlier == Decision((), failing)
+    later = decide(ALL, failing, Ending.SUCCEEDED, NOW, NOW + timedelta(seconds=1))
+    assert later.state.consecutive_failures == 0
+    # An earlier failure ending late counts, and keeps the newest failure's time
+    late = decide(ALL, failing, Ending.FAILED, NOW, NOW - timedelta(minutes=5)).state
+    assert (late.consecutive_failures, late.failing_since) == (2, NOW)
 
 
 def test_a_state_remembers_the_last_ends_it_counted_and_reads_an_older_record() -> None:

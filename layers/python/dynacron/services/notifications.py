@@ -75,7 +75,7 @@ class TaskNotifications:
         if ending is None:
             return False
         state = task.notification_state
-        decision = decide(task.notify, state, ending, self.clock.now())
+        decision = decide(task.notify, state, ending, self.clock.now(), execution.scheduled_at)
         return bool(decision.notices) or not _same_counts(state, decision.state)
 
     def after_end(self, execution: Execution) -> None:
@@ -139,7 +139,7 @@ class TaskNotifications:
         if state.has_counted(counted_as):
             return True  # a repeat (the reaper's follow-up, a message twice): counted already
         now = self.clock.now()
-        decision = decide(task.notify, state, ending, now)
+        decision = decide(task.notify, state, ending, now, subject.scheduled_at)
         if not decision.notices and _same_counts(state, decision.state):
             return True
         if decision.notices:

@@ -100,6 +100,10 @@ class NotificationState:
     # The last ``REMEMBERED_COUNTS`` executions (or late occurrences) counted, as
     # ``count_digest``s, newest last: counting one of them again is a repeat.
     counted: tuple[str, ...] = ()
+    # The scheduled time of the newest failure in the run now counted: a success of
+    # an earlier occurrence (a replay of one that changed nothing, so was never
+    # remembered, or one that ended late) does not end a run that began after it.
+    failing_since: datetime | None = None
 
     @property
     def is_initial(self) -> bool:
@@ -227,18 +231,29 @@ class Decision:
 
 
 def decide(
-    settings: NotifySettings, state: NotificationState, ending: Ending, now: datetime
+    settings: NotifySettings,
+    state: NotificationState,
+    ending: Ending,
+    now: datetime,
+    scheduled_at: datetime | None = None,
 ) -> Decision:
-    """The notices ``ending`` sends for a task with ``settings`` that was in ``state``."""
+    """The notices ``ending`` sends for a task with ``settings`` that was in ``state``;
+    ``scheduled_at``: the occurrence's, which orders a success against the failures
+    counted (None: a success always ends the run)."""
     notices: list[Notice] = []
     if ending is Ending.SUCCEEDED:
+        newest = state.failing_since
+        if newest is not None and scheduled_at is not None and scheduled_at < newest:
+            return Decision((), state)  # older than the run's newest failure
         if state.failure_notified and settings.on_recovery is not None:
             notices.append(
                 Notice(NoticeKind.RECOVERY, settings.on_recovery.url, state.consecutive_failures)
             )
         return Decision(
             tuple(notices),
-            dataclasses.replace(state, consecutive_failures=0, failure_notified=False),
+            dataclasses.replace(
+                state, consecutive_failures=0, failure_notified=False, failing_since=None
+            ),
         )
     if ending is Ending.LATE:
         return _rate_limited(settings.on_late, NoticeKind.LATE, state, now)
@@ -251,7 +266,12 @@ def decide(
     elif on_failure is None and settings.on_recovery is not None and not notified:
         # on_recovery without on_failure: a storm begins at its first failure.
         notified = True
-    state = dataclasses.replace(state, consecutive_failures=failures, failure_notified=notified)
+    newest = state.failing_since
+    if scheduled_at is not None and (newest is None or scheduled_at > newest):
+        newest = scheduled_at
+    state = dataclasses.replace(
+        state, consecutive_failures=failures, failure_notified=notified, failing_since=newest
+    )
     if ending is Ending.DEAD_LETTERED:
         limited = _rate_limited(settings.on_dead_letter, NoticeKind.DEAD_LETTER, state, now)
         return Decision((*notices, *limited.notices), limited.state)
@@ -326,7 +346,7 @@ def state_to_map(state: NotificationState) -> dict[str, Any] | None:
     """``state`` as the task record keeps it; None for a task never notified."""
     if state.is_initial:
         return None
-    return {
+    values: dict[str, Any] = {
         "consecutive_failures": state.consecutive_failures,
         "failure_notified": state.failure_notified,
         "last_notified_at": (
@@ -335,6 +355,9 @@ def state_to_map(state: NotificationState) -> dict[str, Any] | None:
         "held_back": state.held_back,
         "counted": "".join(state.counted),
     }
+    if state.failing_since is not None:  # only while failing: a task item stays small
+        values["failing_since"] = format_instant(state.failing_since)
+    return values
 
 
 def state_from_map(values: dict[str, Any] | None) -> NotificationState:
@@ -342,12 +365,14 @@ def state_from_map(values: dict[str, Any] | None) -> NotificationState:
     if not values:
         return NO_NOTIFICATIONS
     last = values.get("last_notified_at")
+    since = values.get("failing_since")
     return NotificationState(
         consecutive_failures=int(values.get("consecutive_failures", 0)),
         failure_notified=bool(values.get("failure_notified", False)),
         last_notified_at=parse_instant(last) if last else None,
         held_back=int(values.get("held_back", 0)),
         counted=_counted_from(values),
+        failing_since=parse_instant(since) if since else None,
     )
 
 
