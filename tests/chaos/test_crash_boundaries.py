@@ -207,6 +207,35 @@ def test_a_crash_after_dead_lettering_still_delivers_the_copy(
     assert sorted(copies) == sorted(ids)  # every dead letter has exactly one copy
 
 
+def test_a_crash_before_the_late_timer_is_sent_still_tells_the_owner(
+    pipeline: Pipeline, sink: Sink
+) -> None:
+    # Given occurrences to be reported when not done within 60 s, picked up 61 s
+    # late, whose handler fails for good
+    sink.status = 500
+    late_url = f"{sink.url}/notify/late"
+    ids = due_now(
+        pipeline,
+        sink,
+        count=2,
+        retry={"max_attempts": 1},
+        notify={"on_late": {"url": late_url, "within_seconds": 60}},
+    )
+    pipeline.tick()
+    pipeline.clock.advance(timedelta(seconds=61))
+    # When the worker dies once the attempt began, before its on_late timer is sent
+    faults = CrashAt([Boundary.WORKER_BEGAN])
+    pipeline.work(pipeline.component(faults=faults))
+    assert faults.crashed == [Boundary.WORKER_BEGAN]
+
+    # Then the attempt taken over starts the timer: each owner is told once
+    executions = pipeline.settle(ids)
+    assert {e.status for e in executions} == {ExecutionStatus.FAILED}
+    pipeline.work()
+    told = [d.body["execution_id"] for d in sink.snapshot() if d.path == "/notify/late"]
+    assert sorted(told) == sorted(ids)
+
+
 class MeetAfterSending:
     """Two ticks meet here: each has sent before either claims."""
 

@@ -106,6 +106,17 @@ class TaskNotifications:
             delay = (check.due_at - self.clock.now()).total_seconds()
             self.queue.send_late_check(check, max(0.0, delay))
 
+    def watch_again(self, execution: Execution) -> None:
+        """Start the on_late timer of a first attempt taken over once its lease ran
+        out: its worker may have died between the begin and ``watch``. A timer that
+        did start runs twice and is counted once (``LateCheck.counted_as``); only a
+        lost first attempt pays the task's read."""
+        if execution.attempt != 1:
+            return
+        task = self.tasks.get(execution.task_id)
+        if task is not None:
+            self.watch(task, execution.as_dispatch())
+
     def check_late(self, check: LateCheck) -> None:
         """An on_late timer ran out: nothing if its execution succeeded, else one
         (rate-limited) on_late notice. One that arrives early (a wait longer than a

@@ -202,6 +202,11 @@ class AttemptOutcomes:
         lease_end = format_instant(execution.lease_until) if execution.lease_until else "?"
         waiting = "a callback" if execution.accepted_at else "a heartbeat"
         failure = AttemptFailure(f"the lease ran out at {lease_end} without {waiting}")
+        notifications = self.follow_ups.notifications
+        if notifications is not None:
+            # Before the failure is written: a crash in between leaves the lease to
+            # run out again, and this to be done again (decision 0057).
+            notifications.watch_again(execution)
         return self.failed(execution, lease_token, failure)
 
     def postpone(self, execution: Execution, lease_token: str, delay_seconds: float) -> Outcome:
