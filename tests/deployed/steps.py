@@ -29,3 +29,12 @@ def executions(deployed: Deployment, principal: str, task_id: str) -> list[dict[
 
 def deliveries_of(sink: Sink, task_id: str) -> list[Delivery]:
     return [d for d in sink.snapshot() if d.body.get("task_id") == task_id]
+
+
+def delete_tasks(deployed: Deployment, principal: str) -> None:
+    """Delete every task of ``principal``, page after page (a scenario's clean-up,
+    so that its tasks do not keep calling a sink that has stopped)."""
+    while items := deployed.api("GET", "/tasks?limit=100", principal=principal)[1]["items"]:
+        for task in items:
+            status, body = deployed.api("DELETE", f"/tasks/{task['task_id']}", principal=principal)
+            assert status == 204, body

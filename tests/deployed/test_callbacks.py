@@ -27,7 +27,7 @@ from dynacron.definitions.resources import DISPATCH_QUEUE
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import ApiGateway
 from tests.deployed.harness import Deployment
-from tests.deployed.steps import deliveries_of, executions, register, task_view
+from tests.deployed.steps import delete_tasks, deliveries_of, executions, register, task_view
 from tests.support import Delivery, Sink
 
 _tenants = itertools.count(1)
@@ -39,8 +39,7 @@ def principal(deployed: Deployment) -> Iterator[str]:
     """A tenant of its own per scenario; its tasks are deleted afterwards."""
     caller = f"arn:aws:iam::000000000000:user/long-job-{next(_tenants)}"
     yield caller
-    for task in deployed.api("GET", "/tasks", principal=caller)[1]["items"]:
-        deployed.api("DELETE", f"/tasks/{task['task_id']}", principal=caller)
+    delete_tasks(deployed, caller)
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from dynacron.definitions.resources import DISPATCH_QUEUE
 from dynacron.domain.instants import parse_instant
 from dynacron.local.runtime import sqs_event
 from tests.deployed.harness import DeployedFunction, Deployment, queue_arn
-from tests.deployed.steps import executions, register
+from tests.deployed.steps import delete_tasks, executions, register
 from tests.support import FakeLambdaContext, Sink, wait_until
 
 _tenants = itertools.count(1)
@@ -36,8 +36,7 @@ def principal(deployed: Deployment) -> Iterator[str]:
     """A tenant of its own for each scenario; its tasks are deleted afterwards."""
     caller = f"arn:aws:iam::000000000000:user/dead-worker-{next(_tenants)}"
     yield caller
-    for task in deployed.api("GET", "/tasks", principal=caller)[1]["items"]:
-        deployed.api("DELETE", f"/tasks/{task['task_id']}", principal=caller)
+    delete_tasks(deployed, caller)
 
 
 class Killed(EndpointConnectionError):

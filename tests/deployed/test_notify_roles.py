@@ -13,7 +13,7 @@ import pytest
 from dynacron.definitions.resources import DISPATCH_QUEUE
 from dynacron.domain.executions.signing import SIGNATURE_HEADER, verify
 from tests.deployed.harness import Deployment
-from tests.deployed.steps import register, task_view
+from tests.deployed.steps import delete_tasks, register, task_view
 from tests.support import Delivery, Sink
 
 PRINCIPAL = "arn:aws:iam::000000000000:user/notify-scenario"
@@ -22,8 +22,7 @@ PRINCIPAL = "arn:aws:iam::000000000000:user/notify-scenario"
 @pytest.fixture
 def principal(deployed: Deployment) -> Iterator[str]:
     yield PRINCIPAL
-    for task in deployed.api("GET", "/tasks", principal=PRINCIPAL)[1]["items"]:
-        deployed.api("DELETE", f"/tasks/{task['task_id']}", principal=PRINCIPAL)
+    delete_tasks(deployed, PRINCIPAL)
 
 
 def run_next(deployed: Deployment, task_id: str) -> None:

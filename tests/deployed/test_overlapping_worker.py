@@ -23,7 +23,7 @@ from dynacron.definitions.environment import WORKER_CONCURRENCY_VAR
 from dynacron.definitions.resources import COORDINATION, DISPATCH_QUEUE
 from dynacron.local.runtime import sqs_event
 from tests.deployed.harness import Deployment, queue_arn
-from tests.deployed.steps import executions, register
+from tests.deployed.steps import delete_tasks, executions, register
 from tests.support import Delivery, FakeLambdaContext, Sink, wait_until
 
 _tenants = itertools.count(1)
@@ -36,8 +36,7 @@ def principal(deployed: Deployment) -> Iterator[str]:
     """A tenant of its own for each scenario; its tasks are deleted afterwards."""
     caller = f"arn:aws:iam::000000000000:user/overlap-{next(_tenants)}"
     yield caller
-    for task in deployed.api("GET", "/tasks", principal=caller)[1]["items"]:
-        deployed.api("DELETE", f"/tasks/{task['task_id']}", principal=caller)
+    delete_tasks(deployed, caller)
 
 
 def due_together(deployed: Deployment, principal: str, count: int, url: str) -> list[str]:
@@ -229,8 +228,7 @@ def test_a_batch_for_two_tenants_reads_their_hosts_together_with_the_templates_r
     assert answers == [{"batchItemFailures": []}]
     assert ended_once(deployed, principal, ids[:1])
     assert ended_once(deployed, other, ids[1:])
-    for task in deployed.api("GET", "/tasks", principal=other)[1]["items"]:
-        deployed.api("DELETE", f"/tasks/{task['task_id']}", principal=other)
+    delete_tasks(deployed, other)
 
 
 def _task_of(message: dict[str, Any]) -> str:

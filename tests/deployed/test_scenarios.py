@@ -24,7 +24,7 @@ from dynacron.definitions.resources import DISPATCH_QUEUE, UNDELIVERED_QUEUE
 from dynacron.domain.executions.signing import SIGNATURE_HEADER, verify
 from dynacron.local.aws import REGION
 from tests.deployed.harness import Deployment
-from tests.deployed.steps import deliveries_of, executions, register, task_view
+from tests.deployed.steps import delete_tasks, deliveries_of, executions, register, task_view
 from tests.support import Sink
 
 _tenants = itertools.count(1)
@@ -37,8 +37,7 @@ def principal(deployed: Deployment) -> Iterator[str]:
     caller = f"arn:aws:iam::000000000000:user/scenario-{next(_tenants)}"
     yield caller
     for owner in (caller, caller + "-other"):
-        for task in deployed.api("GET", "/tasks", principal=owner)[1]["items"]:
-            deployed.api("DELETE", f"/tasks/{task['task_id']}", principal=owner)
+        delete_tasks(deployed, owner)
 
 
 def run_next(deployed: Deployment, principal: str, task_id: str) -> datetime:

@@ -23,7 +23,7 @@ from dynacron.domain.tasks.targets import (
 )
 from dynacron.local.aws import REGION
 from tests.deployed.harness import Deployment
-from tests.deployed.steps import executions, register, task_view
+from tests.deployed.steps import delete_tasks, executions, register, task_view
 
 _tenants = itertools.count(1)
 
@@ -32,8 +32,7 @@ _tenants = itertools.count(1)
 def principal(deployed: Deployment) -> Iterator[str]:
     caller = f"arn:aws:iam::000000000000:user/targets-{next(_tenants)}"
     yield caller
-    for task in deployed.api("GET", "/tasks", principal=caller)[1]["items"]:
-        deployed.api("DELETE", f"/tasks/{task['task_id']}", principal=caller)
+    delete_tasks(deployed, caller)
 
 
 def role_for(principal: str, path: str, name: str) -> str:

@@ -21,7 +21,7 @@ import pytest
 from dynacron.definitions.resources import DISPATCH_QUEUE
 from dynacron.local.aws import REGION
 from tests.deployed.harness import Deployment
-from tests.deployed.steps import executions, register, task_view
+from tests.deployed.steps import delete_tasks, executions, register, task_view
 from tests.deployed.test_target_roles import queue, role_for, run_once
 
 _tenants = itertools.count(1)
@@ -36,8 +36,7 @@ FARGATE = {
 def principal(deployed: Deployment) -> Iterator[str]:
     caller = f"arn:aws:iam::000000000000:user/tracked-{next(_tenants)}"
     yield caller
-    for task in deployed.api("GET", "/tasks", principal=caller)[1]["items"]:
-        deployed.api("DELETE", f"/tasks/{task['task_id']}", principal=caller)
+    delete_tasks(deployed, caller)
 
 
 def the_execution(deployed: Deployment, principal: str, task: dict[str, Any]) -> dict[str, Any]:
