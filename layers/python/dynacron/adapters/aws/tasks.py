@@ -52,7 +52,7 @@ from dynacron.definitions.resources import (
     CHANGES_KEY_PREFIX,
     DEPENDENTS_INDEX,
     DUE_INDEX,
-    TENANT_INDEX,
+    TENANT_ATTRIBUTE,
 )
 from dynacron.domain.conditions import AllOf, Condition, Equals, Missing, Transition
 from dynacron.domain.coordination.transitions import mark_key_created
@@ -394,7 +394,7 @@ class DynamoTaskStore:
         shown = [
             shown_task_item(items[task_id])
             for task_id in ids.items
-            if task_id in items and items[task_id].get(TENANT_INDEX.partition_key.name) == owner
+            if task_id in items and items[task_id].get(TENANT_ATTRIBUTE) == owner
         ]
         return Page(
             items=[t for t in shown if matches_all(t.tags, tags) and listing.matches(t)],
