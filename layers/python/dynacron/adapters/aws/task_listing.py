@@ -17,15 +17,18 @@ from dynacron.adapters.aws.items import (
     merged_page,
     to_item,
 )
-from dynacron.adapters.aws.task_items import tenant_part_key
+from dynacron.adapters.aws.task_items import tenant_part, tenant_part_key
 from dynacron.definitions.resources import (
     NAME_INDEX,
     NAME_KEYS_BACKFILLED_KEY,
     TAGS_ATTRIBUTE,
+    TENANT_ATTRIBUTE,
     TENANT_INDEX,
     TENANT_INDEX_PARTS,
+    TENANT_PART_ATTRIBUTE,
     IndexDefinition,
 )
+from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.tasks.listing import name_key, normalised_name
 from dynacron.domain.tasks.tags import TagFilter
@@ -328,13 +331,90 @@ def backfill_name_key_pages(
     key (a second run), was created or renamed in between, or was deleted, is left
     alone.
     """
-    names = {"#key": NAME_INDEX.sort_key.name, "#name": "name"}
+
+    def write(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        name = item.get("name", {}).get("S")
+        values: dict[str, Any] = {
+            ":key": {"S": name_key(name or _task_id_of(item), _task_id_of(item))}
+        }
+        if name is None:
+            return "attribute_not_exists(#name)", values
+        return "#name = :name", values | {":name": {"S": name}}
+
+    return _backfill_pages(
+        client,
+        table,
+        NAME_INDEX.sort_key.name,
+        ("#name", "name"),
+        write,
+        page_size=page_size,
+        start_after=start_after,
+        before_write=before_write,
+    )
+
+
+def backfill_tenant_parts(client: DynamoDBClient, table: str, *, page_size: int = 500) -> int:
+    """Give every task item written before the write-sharded indexes its tenant part
+    (decision 0053), so that the tenant and name indexes list it; returns how many
+    were given one (``dynacron admin backfill-tenant-parts``)."""
+    return sum(
+        page.given for page in backfill_tenant_part_pages(client, table, page_size=page_size)
+    )
+
+
+def backfill_tenant_part_pages(
+    client: DynamoDBClient,
+    table: str,
+    *,
+    page_size: int = 500,
+    start_after: str | None = None,
+    before_write: Callable[[], None] = lambda: None,
+) -> Iterator[BackfillPage]:
+    """As ``backfill_name_key_pages``, for the tenant part: the condition names the
+    part's absence and the tenant it was computed from, so an item given its part by
+    a create or PATCH meanwhile, or deleted, is left alone."""
+
+    def write(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        tenant = item.get(TENANT_ATTRIBUTE, {}).get("S")
+        part = tenant_part(tenant or DEFAULT_TENANT, _task_id_of(item))
+        values: dict[str, Any] = {":key": {"S": part}}
+        if tenant is None:
+            return "attribute_not_exists(#name)", values
+        return "#name = :name", values | {":name": {"S": tenant}}
+
+    return _backfill_pages(
+        client,
+        table,
+        TENANT_PART_ATTRIBUTE,
+        ("#name", TENANT_ATTRIBUTE),
+        write,
+        page_size=page_size,
+        start_after=start_after,
+        before_write=before_write,
+    )
+
+
+def _backfill_pages(
+    client: DynamoDBClient,
+    table: str,
+    attribute: str,
+    source: tuple[str, str],
+    write: Callable[[dict[str, Any]], tuple[str, dict[str, Any]]],
+    *,
+    page_size: int,
+    start_after: str | None,
+    before_write: Callable[[], None],
+) -> Iterator[BackfillPage]:
+    """Set ``attribute`` (``#key``) on every item that lacks it, a Scan page at a time:
+    ``write`` gives, for an item read with its ``source`` attribute (``#name``), the
+    condition on that attribute and the values (``:key``, the attribute's)."""
+    names = {"#key": attribute, source[0]: source[1]}
     start: dict[str, Any] | None = None if start_after is None else {"task_id": {"S": start_after}}
     while True:
         scan: dict[str, Any] = {
             "TableName": table,
             "FilterExpression": "attribute_not_exists(#key)",
-            "ProjectionExpression": "task_id, #name",
+            "ProjectionExpression": f"task_id, {source[0]}",
             "ExpressionAttributeNames": names,
             "Limit": page_size,
         }
@@ -343,23 +423,17 @@ def backfill_name_key_pages(
         response = client.scan(**scan)
         given = changed = 0
         for item in response.get("Items", []):
-            task_id = _task_id_of(item)
-            name = item.get("name", {}).get("S")
+            source_condition, values = write(item)
             # attribute_exists(task_id): an update never makes an item, so a task
-            # deleted since the Scan stays deleted (a nameless one matched the rest).
-            condition = "attribute_exists(task_id) AND attribute_not_exists(#key) AND " + (
-                "#name = :name" if name is not None else "attribute_not_exists(#name)"
-            )
-            values: dict[str, Any] = {":key": {"S": name_key(name or task_id, task_id)}}
-            if name is not None:
-                values[":name"] = {"S": name}
+            # deleted since the Scan stays deleted.
+            condition = "attribute_exists(task_id) AND attribute_not_exists(#key) AND "
             before_write()
             try:
                 client.update_item(
                     TableName=table,
-                    Key={"task_id": {"S": task_id}},
+                    Key={"task_id": {"S": _task_id_of(item)}},
                     UpdateExpression="SET #key = :key",
-                    ConditionExpression=condition,
+                    ConditionExpression=condition + source_condition,
                     ExpressionAttributeNames=names,
                     ExpressionAttributeValues=values,
                 )
@@ -378,20 +452,33 @@ def backfill_name_key_pages(
             return
 
 
-def name_keys_backfilled(client: DynamoDBClient, coordination_table: str) -> str | None:
-    """When a backfill last went over the whole tasks table (ISO 8601), if one has."""
+def backfilled(client: DynamoDBClient, coordination_table: str, record: str) -> str | None:
+    """When a backfill (its ``record`` key) last went over the whole tasks table."""
     item = client.get_item(
         TableName=coordination_table,
-        Key={"key": {"S": NAME_KEYS_BACKFILLED_KEY}},
+        Key={"key": {"S": record}},
         ConsistentRead=True,
     ).get("Item")
     return None if item is None else str(item["finished_at"]["S"])
 
 
+def record_backfilled(
+    client: DynamoDBClient, coordination_table: str, record: str, at: str
+) -> None:
+    """Note that a backfill (its ``record`` key) went over the whole tasks table,
+    finishing ``at``: every writer since sets what it sets, so no task lacks it."""
+    client.put_item(
+        TableName=coordination_table,
+        Item={"key": {"S": record}, "finished_at": {"S": at}},
+    )
+
+
+def name_keys_backfilled(client: DynamoDBClient, coordination_table: str) -> str | None:
+    """When a backfill last went over the whole tasks table (ISO 8601), if one has."""
+    return backfilled(client, coordination_table, NAME_KEYS_BACKFILLED_KEY)
+
+
 def record_name_keys_backfilled(client: DynamoDBClient, coordination_table: str, at: str) -> None:
     """Note that a backfill went over the whole tasks table, finishing ``at``: every
     writer since gives a task its key, so none is left without one."""
-    client.put_item(
-        TableName=coordination_table,
-        Item={"key": {"S": NAME_KEYS_BACKFILLED_KEY}, "finished_at": {"S": at}},
-    )
+    record_backfilled(client, coordination_table, NAME_KEYS_BACKFILLED_KEY, at)
