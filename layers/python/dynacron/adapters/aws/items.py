@@ -273,14 +273,14 @@ class PartCursor:
 
 @dataclass(frozen=True)
 class MergeOrder:
-    """A merged listing's order: the index's sort key, oldest (smallest) first or
-    not; entries with the same sort key are ordered by their part's number."""
+    """A merged listing's order: the index's sort key, smallest first or not;
+    entries with the same sort key are ordered by task id."""
 
     sort_key: str
     key_names: tuple[str, ...]
     descending: bool = False
 
-    def precedes(self, a: tuple[str, int], b: tuple[str, int]) -> bool:
+    def precedes(self, a: tuple[str, str], b: tuple[str, str]) -> bool:
         return a > b if self.descending else a < b
 
 
@@ -333,21 +333,30 @@ def merged_page(
 
 def _next_part(live: list[PartCursor], order: MergeOrder) -> PartCursor:
     """The part the merge looks at next: one whose next entry is unknown (it must be
-    read first), else the one whose next entry (or the least it may be) comes first."""
+    read first), else the one whose next entry (or the first it may be) comes first.
+
+    Entries are ranked by sort key, then task id (as one partition ranks them, so a
+    merge lists ties as the unsharded index did); a bound ranks before (newest
+    first: after) every entry with its sort key, so that such a part is read first.
+    """
     best: PartCursor | None = None
-    best_rank: tuple[str, int] | None = None
+    best_rank: tuple[str, str] | None = None
     for part in live:
         if part.buffered:
-            value = str(part.buffered[0][order.sort_key]["S"])
+            head = part.buffered[0]
+            rank = (str(head[order.sort_key]["S"]), str(head["task_id"]["S"]))
         elif part.bound is not None:
-            value = part.bound
+            rank = (part.bound, _LAST if order.descending else "")
         else:
             return part
-        rank = (value, part.number)
         if best_rank is None or order.precedes(rank, best_rank):
             best, best_rank = part, rank
     assert best is not None
     return best
+
+
+# After every task id (they are hex digits or the API's ids, all below it).
+_LAST = "\U0010ffff"
 
 
 def _read_part(
