@@ -151,6 +151,39 @@ def test_a_tenant_s_tasks_are_spread_over_the_parts_and_listed_in_global_order(
             assert walk(store, limit, listing, tags) == ids, (what, limit)
 
 
+def test_a_filtered_walk_with_few_queries_a_page_still_lists_every_match_in_order(
+    system: Dynacron, counting: CountingClient
+) -> None:
+    # Given a store allowed 3 Queries of at most 4 entries a filtered page (fewer
+    # than the parts), and 60 tasks of which every third matches
+    settings = system.settings
+    store = DynamoTaskStore(
+        counting,
+        settings.tasks_table,
+        settings.coordination_table,
+        filtered_queries=3,
+        evaluated_per_query=4,
+        census_table=settings.executions_table,
+    )
+    tasks = seed(store, TENANT, 60)
+    prod = (TagFilter("env", "prod"),)
+    matches = [t.task_id for t in tasks][::3]
+    for descending in (False, True):
+        # When the filtered listing is walked, five a page
+        ids: list[str] = []
+        token = None
+        for _ in range(500):
+            counting.queries = 0
+            page = store.page_owned(TENANT, 5, token, prod, TaskListing(descending=descending))
+            # Then no page made more than its 3 Queries
+            assert counting.queries <= 3
+            ids += [task.task_id for task in page.items]
+            if (token := page.next_token) is None:
+                break
+        # and the pages, short or empty as they may be, hold every match once, in order
+        assert ids == (matches[::-1] if descending else matches)
+
+
 def test_tasks_created_at_one_instant_are_listed_by_task_id_each_once(
     store: DynamoTaskStore,
 ) -> None:

@@ -10,7 +10,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -237,26 +237,25 @@ class PartCursor:
     """Where one part (partition) of a merged listing stands.
 
     ``start`` is the Query's ``ExclusiveStartKey`` for the part's unread entries
-    (None: its beginning, or as ``request`` says); ``bound`` the sort key value the
-    part's next entry has at least (at most, newest first), None if unknown.
+    (None: its beginning, or as ``request``'s key condition says); ``bound`` the
+    sort key its next entry has at least (at most, newest first), None if unknown.
     """
 
     number: int
     request: dict[str, Any]
     start: dict[str, Any] | None = None
     bound: str | None = None
-    # Entries read and kept (matched) but not yet on the page, in the part's order.
-    buffered: list[dict[str, Any]] | None = None
     read_to_end: bool = False
     # Which entries read count (the rest are dropped as the filter's would be).
     keep: Callable[[dict[str, Any]], bool] | None = None
+    # Entries read and kept but not yet on the page, in the part's order.
+    buffered: list[dict[str, Any]] = field(default_factory=list)
     calls: int = 0
     # The key of the part's last entry on this page, once it has one.
     emitted: dict[str, Any] | None = None
-    resumed_from: dict[str, Any] | None = None
+    resumed_from: dict[str, Any] | None = field(init=False)
 
     def __post_init__(self) -> None:
-        self.buffered = [] if self.buffered is None else self.buffered
         self.resumed_from = self.start
 
     @property
@@ -362,12 +361,14 @@ _LAST = "\U0010ffff"
 def _read_part(
     client: DynamoDBClient, part: PartCursor, order: MergeOrder, limit: int, *, from_token: bool
 ) -> None:
+    if not part.buffered:
+        # Everything before ``start`` is on a page or dropped: resume here at worst.
+        part.resumed_from, part.emitted = part.start, None
     kwargs = dict(part.request, Limit=limit)
     if part.start is not None:
         kwargs["ExclusiveStartKey"] = part.start
     response = _query(client, kwargs, from_token=from_token)
     part.calls += 1
-    assert part.buffered is not None
     items = response.get("Items", [])
     part.buffered += items if part.keep is None else [i for i in items if part.keep(i)]
     last = response.get("LastEvaluatedKey")
