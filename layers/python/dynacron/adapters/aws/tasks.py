@@ -351,10 +351,11 @@ class DynamoTaskStore:
         """One page of a tenant's tasks, oldest first (or as ``listing`` says); with
         ``tags``, those with every tag filter matched only.
 
-        The page's ids come from an index of keys (and tags) only: the tenant index in
-        order of creation (``resources.TENANT_INDEX``, tag filters applied there by
-        DynamoDB, in at most ``filtered_queries`` Query calls) or the name index in
-        order of name (``resources.NAME_INDEX``); the tasks from one eventually
+        The page's ids come from an index of keys (and tags) only, merged from the
+        tenant's parts of it (decision 0053): the tenant index in order of creation
+        (``resources.TENANT_INDEX``, tag filters applied there by DynamoDB, in at
+        most ``filtered_queries`` Query calls) or the name index in order of name
+        (``resources.NAME_INDEX``); the tasks from one eventually
         consistent BatchGetItem. A task deleted in between is left out, and so is one
         that no longer matches (its tags, name, status or kind): the table's item,
         not the index, has the last word. No index orders a tenant's tasks by next
