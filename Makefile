@@ -176,6 +176,7 @@ bootstrap: $(STAMP)
 deploy: synth
 	$(CDK) deploy --app cdk.out --all --outputs-file cdk.out/outputs.json
 	$(BIN)/dynacron admin backfill-name-keys --outputs-file cdk.out/outputs.json
+	$(BIN)/dynacron admin backfill-tenant-parts --outputs-file cdk.out/outputs.json
 	$(BIN)/dynacron admin backfill-census --outputs-file cdk.out/outputs.json
 
 clean:

@@ -128,6 +128,11 @@ class SchedulerConfig:
     # key policy is the operator's: docs/decisions/0059 says what it must allow.
     # Unset: AWS-owned keys for the tables and queues, CloudWatch's for the logs.
     kms_key_arn: str | None = None
+    # Upgrading a stack made before decision 0053 (write-sharded tenant and name
+    # indexes): CloudFormation adds or deletes one index a deploy, so the tasks table
+    # trades its two old indexes for the new ones over deploys with this at 1, 2, 3,
+    # then 0 (the end state, and a new stack's): docs/deploy.md, "Upgrading".
+    task_index_upgrade: int = 0
 
     def __post_init__(self) -> None:
         checks = {
@@ -160,6 +165,7 @@ class SchedulerConfig:
             <= self.provisioned_max_capacity,
             "failure_rate_alarm_percent": 0 <= self.failure_rate_alarm_percent < 100,
             "failure_rate_alarm_min_attempts": self.failure_rate_alarm_min_attempts >= 1,
+            "task_index_upgrade": 0 <= self.task_index_upgrade <= 3,
         }
         wrong = [name for name, ok in checks.items() if not ok]
         if wrong:

@@ -7,7 +7,16 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from dynacron.definitions.resources import TABLES, Key, TableDefinition
+from dynacron.definitions.resources import (
+    NAME_INDEX,
+    TABLES,
+    TASKS,
+    UNSHARDED_NAME_INDEX,
+    UNSHARDED_TENANT_INDEX,
+    IndexDefinition,
+    Key,
+    TableDefinition,
+)
 from infra.config import SchedulerConfig
 
 # DynamoDB auto scaling keeps consumed capacity near this share of what is provisioned.
@@ -62,7 +71,7 @@ class Storage(Construct):
             encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED if self._key else None,
             encryption_key=self._key,
         )
-        for index in definition.indexes:
+        for index in self._indexes(definition):
             table.add_global_secondary_index(
                 index_name=index.name,
                 partition_key=_attribute(index.partition_key),
@@ -76,6 +85,13 @@ class Storage(Construct):
             self._auto_scale(table, definition)
         return table
 
+    def _indexes(self, definition: TableDefinition) -> tuple[IndexDefinition, ...]:
+        """The table's indexes; the tasks table's at a step of the upgrade to the
+        write-sharded ones (decision 0053), one index added or deleted a step."""
+        if definition is not TASKS:
+            return definition.indexes
+        return tasks_indexes(self._config.task_index_upgrade)
+
     def _auto_scale(self, table: dynamodb.Table, definition: TableDefinition) -> None:
         bounds = {
             "min_capacity": self._config.provisioned_min_capacity,
@@ -85,7 +101,7 @@ class Storage(Construct):
             table.auto_scale_read_capacity(**bounds),
             table.auto_scale_write_capacity(**bounds),
         ]
-        for index in definition.indexes:
+        for index in self._indexes(definition):
             scalables += [
                 table.auto_scale_global_secondary_index_read_capacity(index.name, **bounds),
                 table.auto_scale_global_secondary_index_write_capacity(index.name, **bounds),
@@ -97,3 +113,16 @@ class Storage(Construct):
 def _attribute(key: Key) -> dynamodb.Attribute:
     kind = dynamodb.AttributeType.NUMBER if key.type == "N" else dynamodb.AttributeType.STRING
     return dynamodb.Attribute(name=key.name, type=kind)
+
+
+def tasks_indexes(upgrade_step: int) -> tuple[IndexDefinition, ...]:
+    """The tasks table's indexes at ``upgrade_step`` (``task_index_upgrade``): 1 adds
+    the tenant-part index beside the old tenant and name indexes, 2 the name-part
+    index, 3 deletes the old tenant index, and 0 (the end) the old name index."""
+    unsharded = (UNSHARDED_TENANT_INDEX, UNSHARDED_NAME_INDEX)
+    steps = {
+        1: tuple(i for i in TASKS.indexes if i is not NAME_INDEX) + unsharded,
+        2: TASKS.indexes + unsharded,
+        3: (*TASKS.indexes, UNSHARDED_NAME_INDEX),
+    }
+    return steps.get(upgrade_step, TASKS.indexes)

@@ -127,7 +127,8 @@ def test_tasks_are_indexed_by_due_time_and_by_tenant(template: dict[str, Any]) -
     keys = {name: [k["AttributeName"] for k in i["KeySchema"]] for name, i in indexes.items()}
     assert keys[DUE_INDEX.name] == ["due_bucket", "next_run_at"]
     assert indexes[DUE_INDEX.name]["Projection"]["ProjectionType"] == "KEYS_ONLY"
-    assert keys[TENANT_INDEX.name] == ["tenant_id", "created_at"]
+    # write-sharded (decision 0053): a tenant's entries over TENANT_INDEX_PARTS partitions
+    assert keys[TENANT_INDEX.name] == ["tenant_part", "created_at"]
     # keys and tags only: a claim changes no projected attribute, so it never
     # rewrites the entry
     assert indexes[TENANT_INDEX.name]["Projection"] == {
@@ -136,7 +137,7 @@ def test_tasks_are_indexed_by_due_time_and_by_tenant(template: dict[str, Any]) -
     }
     assert keys[DEPENDENTS_INDEX.name] == ["after_task_id", "task_id"]
     # by name: keys only, so a claim (which never changes the name) writes nothing there
-    assert keys[NAME_INDEX.name] == ["tenant_id", "name_key"]
+    assert keys[NAME_INDEX.name] == ["tenant_part", "name_key"]
     assert indexes[NAME_INDEX.name]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
 
 
@@ -805,8 +806,8 @@ EXPECTED_ACCESS = {
             # (transitions.mark_has_dependents): tests/deployed fails without it
             "dynamodb:UpdateItem",
         },
-        "Tasks/index/tenant-index": {"dynamodb:Query"},
-        "Tasks/index/name-index": {"dynamodb:Query"},
+        "Tasks/index/tenant-part-index": {"dynamodb:Query"},
+        "Tasks/index/name-part-index": {"dynamodb:Query"},
         "Coordination": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
         "Executions": {
             "dynamodb:Query",

@@ -17,6 +17,7 @@ import pytest
 from bench.cost import drain_worker, fresh_bench, listing, scenario
 from bench.meter import summarise
 from dynacron.api.requests import TaskCreate
+from dynacron.definitions.resources import TENANT_INDEX_PARTS
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT, TenantQuota
 from dynacron.domain.errors import LimitExceeded
 from dynacron.services.follow_ups import FAN_IN_MARK_GRACE
@@ -113,15 +114,17 @@ def test_a_successful_fire_writes_its_execution_to_no_index(recurring: dict) -> 
     ]
 
 
-def test_a_listing_page_is_one_query_of_keys_and_one_eventually_consistent_read() -> None:
+def test_a_listing_page_is_a_query_of_each_part_and_one_eventually_consistent_read() -> None:
     sink = Sink().start()
     try:
         with fresh_bench(sink) as bench:
             page = listing(bench, page_size=10)
     finally:
         sink.stop()
-    # Ten small items: half a unit for the index query, half a unit each after it
-    assert (page["keys_only"]["dynamodb_requests"], page["keys_only"]["rcu"]) == (2, 5.5)
+    # Ten small items: half a unit for the Query of each of the tenant index's 8
+    # parts (decision 0053), half a unit each after it
+    assert TENANT_INDEX_PARTS == 8
+    assert (page["keys_only"]["dynamodb_requests"], page["keys_only"]["rcu"]) == (9, 9.0)
 
 
 def test_a_refused_fan_in_create_leaves_its_upstream_at_five_units_a_fire() -> None:

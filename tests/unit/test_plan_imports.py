@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from dynacron.adapters.aws import tasks as aws_tasks
 from dynacron.api.requests import MAX_BATCH
 from dynacron.cli.main import app
+from dynacron.definitions.resources import TENANT_INDEX_PARTS
 from dynacron.entry.settings import Settings
 from dynacron.planning.capacity_model import MEASURED
 from dynacron.planning.imports import (
@@ -42,23 +43,42 @@ def test_ten_million_in_an_hour_by_hand() -> None:
     assert row.table_write_units == pytest.approx(2 * rate)
     assert row.index_write_units == {
         "tasks/due-index": pytest.approx(rate),
-        "tasks/tenant-index": pytest.approx(rate),
-        "tasks/name-index": pytest.approx(rate),
+        "tasks/tenant-part-index": pytest.approx(rate),
+        "tasks/name-part-index": pytest.approx(rate),
     }
     assert row.coordination_write_units == pytest.approx(2 * 2 * rate / 100)
     assert row.tenant_record_updates == pytest.approx(2 * rate / 100)
     # Partitions: 5,556 units at 500 a partition; the due index over 4 shards if the
-    # next runs share an hour; the tenant index all in one partition
+    # next runs share an hour; the tenant and name indexes over the tenant's 8 parts
+    # (decision 0053), 347 writes a second each: one tenant fits within 500
     assert row.table_partitions == 12
     assert row.due_index_partition_writes == pytest.approx(rate / 4)
     assert row.shards_needed == 6
-    assert row.tenant_index_partition_writes == pytest.approx(rate)
-    assert row.tenants_needed == 6
+    assert TENANT_INDEX_PARTS == 8
+    assert (
+        row.tenant_index_partition_writes
+        == pytest.approx(rate / 8)
+        == pytest.approx(347.2, abs=0.1)
+    )
+    assert row.tenants_needed == 1
     # A new on-demand table serves 4,000 write units at first: warm it to 6,000
     assert row.warm_write_units == 6_000
     notes = " ".join(row.notes())
-    for said in ("api_rate_limit=56", "--rate 56", "warm throughput to 6,000", "6 tenants"):
+    for said in ("api_rate_limit=56", "--rate 56", "warm throughput to 6,000"):
         assert said in notes
+    assert "tenant and name indexes" not in notes
+
+
+def test_one_tenant_imports_up_to_its_parts_headroom() -> None:
+    # 8 parts of 500 writes a second: 4,000 tasks a second, 14.4 million an hour
+    assert plan_import(14_400_000, 1.0).tenants_needed == 1
+    assert "tenant and name indexes" not in " ".join(plan_import(14_400_000, 1.0).notes())
+    beyond = plan_import(20_000_000, 1.0)
+    assert beyond.tenant_index_partition_writes == pytest.approx(20_000_000 / 3600 / 8)
+    assert beyond.tenants_needed == 2
+    notes = " ".join(beyond.notes())
+    assert "8 partitions of each" in notes
+    assert "2 tenants or more, or give it 1.4 hours" in notes
 
 
 def test_spread_over_tenants_and_shards_the_import_needs_no_partition_change() -> None:
@@ -66,7 +86,7 @@ def test_spread_over_tenants_and_shards_the_import_needs_no_partition_change() -
     assert row.tenant_index_partition_writes <= 500
     assert row.due_index_partition_writes <= 500
     notes = " ".join(row.notes())
-    assert "tenant index" not in notes
+    assert "tenant and name indexes" not in notes
     assert "due index" not in notes
     # Each tenant's own rate: a sixth of the batches
     assert row.tenant_rate_limit == max(20, math.ceil(2 * TEN_MILLION / 3600 / 100 / 6))
@@ -103,7 +123,7 @@ def test_plan_sizes_an_import_on_the_command_line() -> None:
     )
     assert printed.exit_code == 0, printed.output
     assert "api_rate_limit=56" in printed.output
-    assert "6 tenants" in printed.output
+    assert "tenants or more" not in printed.output
     as_json = runner.invoke(app, ["plan", "--import-tasks", "10000000", "--json"])
     body = json.loads(as_json.output)
     # The deployment's shards: --current-shards, 1 unless given
@@ -128,7 +148,8 @@ def test_the_docs_import_section_is_the_planners() -> None:
         f"{row.table_write_units:,.0f} write units a second",
         f"{row.warm_write_units:,} write units",
         f"{row.table_partitions} partitions",
-        f"{row.tenants_needed} tenants",
+        f"{row.tenant_index_partition_writes:,.0f} writes a second",
+        f"{TENANT_INDEX_PARTS} partitions",
         f"{row.shards_needed} shards",
     ):
         assert figure in section, figure

@@ -5,19 +5,44 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from dynacron.adapters.aws.task_listing import (
+    BackfillPage,
+    backfill_name_key_pages,
+    backfill_tenant_part_pages,
+    backfilled,
+    record_backfilled,
+)
 from dynacron.cli.connection import console, out
-from dynacron.definitions.resources import COORDINATION
+from dynacron.definitions.resources import (
+    COORDINATION,
+    NAME_KEYS_BACKFILLED_KEY,
+    TENANT_PARTS_BACKFILLED_KEY,
+)
 from dynacron.domain.instants import format_instant
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb.client import DynamoDBClient
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """What one of the backfills gives a task, and where a whole run is recorded."""
+
+    gives: str
+    record_key: str
+    pages: Callable[..., Iterator[BackfillPage]]
+
+
+NAME_KEYS = Backfill("a name key", NAME_KEYS_BACKFILLED_KEY, backfill_name_key_pages)
+TENANT_PARTS = Backfill("a tenant part", TENANT_PARTS_BACKFILLED_KEY, backfill_tenant_part_pages)
 
 admin_app = typer.Typer(help="An operator's chores on a deployed stack.", no_args_is_help=True)
 
@@ -92,6 +117,89 @@ def backfill_name_keys(
     deploy; it does the work once per stack (with --coordination-table, as there)
     and may be run again, or alongside the API: a task that has its key, or is
     created, changed or deleted meanwhile, is left alone."""
+    _backfill(
+        NAME_KEYS,
+        tasks_table,
+        outputs_file,
+        coordination_table,
+        again=again,
+        max_writes_per_second=max_writes_per_second,
+        start_after=start_after,
+        page_size=page_size,
+        region=region,
+    )
+
+
+@admin_app.command("backfill-tenant-parts")
+def backfill_tenant_parts(
+    tasks_table: Annotated[
+        str | None,
+        typer.Option(
+            "--tasks-table",
+            help="The deployment's tasks table (the stack's TasksTable output)",
+        ),
+    ] = None,
+    outputs_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Instead of the tables: `cdk deploy --outputs-file`'s JSON; every stack in it"
+            " with a TasksTable output (`make deploy` passes it)",
+        ),
+    ] = None,
+    coordination_table: Annotated[
+        str | None,
+        typer.Option(
+            "--coordination-table",
+            envvar=COORDINATION.env_var,
+            help="Where a run over the whole table is recorded, so that the next returns at once",
+        ),
+    ] = None,
+    again: Annotated[
+        bool, typer.Option("--again", help="Scan even if a whole run is recorded")
+    ] = False,
+    max_writes_per_second: Annotated[
+        float,
+        typer.Option(min=0.1, max=10_000.0, help="The most tenant parts written a second"),
+    ] = 100.0,
+    start_after: Annotated[
+        str | None,
+        typer.Option(help="Go on after this task id (the last progress line's, to resume)"),
+    ] = None,
+    page_size: Annotated[
+        int, typer.Option(min=1, max=10_000, help="Items read by each Scan request")
+    ] = 500,
+    region: Annotated[str | None, typer.Option(help="The tables' AWS region")] = None,
+) -> None:
+    """Give tasks written before the write-sharded tenant and name indexes (decision
+    0053) their tenant part, so that `GET /tasks` lists them. `make deploy` runs it
+    after each deploy; it does the work once per stack (with --coordination-table,
+    as there) and may be run again, or alongside the API: a task that has its part,
+    or is created, changed or deleted meanwhile, is left alone."""
+    _backfill(
+        TENANT_PARTS,
+        tasks_table,
+        outputs_file,
+        coordination_table,
+        again=again,
+        max_writes_per_second=max_writes_per_second,
+        start_after=start_after,
+        page_size=page_size,
+        region=region,
+    )
+
+
+def _backfill(
+    kind: Backfill,
+    tasks_table: str | None,
+    outputs_file: Path | None,
+    coordination_table: str | None,
+    *,
+    again: bool,
+    max_writes_per_second: float,
+    start_after: str | None,
+    page_size: int,
+    region: str | None,
+) -> None:
     import boto3
 
     if (tasks_table is None) == (outputs_file is None):
@@ -105,6 +213,7 @@ def backfill_name_keys(
     client = boto3.client("dynamodb", region_name=region)
     summaries = [
         _backfill_one(
+            kind,
             client,
             table,
             coordination,
@@ -149,6 +258,7 @@ def _tables_in_outputs(outputs_file: Path | None) -> list[tuple[str, str | None]
 
 
 def _backfill_one(
+    kind: Backfill,
     client: DynamoDBClient,
     table: str,
     coordination_table: str | None,
@@ -158,19 +268,13 @@ def _backfill_one(
     start_after: str | None,
     page_size: int,
 ) -> dict[str, object]:
-    from dynacron.adapters.aws.task_listing import (
-        backfill_name_key_pages,
-        name_keys_backfilled,
-        record_name_keys_backfilled,
-    )
-
     if coordination_table is not None and not again:
-        finished_at = name_keys_backfilled(client, coordination_table)
+        finished_at = backfilled(client, coordination_table, kind.record_key)
         if finished_at is not None:
-            console.print(f"{table}: every task has its name key (a run finished {finished_at})")
+            console.print(f"{table}: every task has {kind.gives} (a run finished {finished_at})")
             return {"tasks_table": table, "scanned": 0, "given": 0, "changed_meanwhile": 0}
     scanned = given = changed = 0
-    for page in backfill_name_key_pages(
+    for page in kind.pages(
         client, table, page_size=page_size, start_after=start_after, before_write=pace.wait
     ):
         scanned += page.scanned
@@ -178,12 +282,14 @@ def _backfill_one(
         changed += page.changed_meanwhile
         resume = f"; to resume: --start-after {page.resume_after}" if page.resume_after else ""
         console.print(
-            f"{table}: scanned {scanned:,} tasks, gave {given:,} a name key"
+            f"{table}: scanned {scanned:,} tasks, gave {given:,} {kind.gives}"
             f" ({changed:,} changed meanwhile){resume}",
             soft_wrap=True,  # one line a page, whatever the terminal's width
         )
     if coordination_table is not None and start_after is None:
-        record_name_keys_backfilled(client, coordination_table, format_instant(datetime.now(UTC)))
+        record_backfilled(
+            client, coordination_table, kind.record_key, format_instant(datetime.now(UTC))
+        )
     return {"tasks_table": table, "scanned": scanned, "given": given, "changed_meanwhile": changed}
 
 

@@ -72,7 +72,22 @@ DUE_INDEX = IndexDefinition(
 # beside its keys.
 TAGS_ATTRIBUTE = "tags"
 
-# A tenant's tasks, oldest first: listing is a query of one partition, so a
+# A task's owner, on the item (every ownership check reads it).
+TENANT_ATTRIBUTE = "tenant_id"
+
+# The tenant and name indexes are write-sharded (decision 0053): a task carries
+# ``tenant_part`` = ``<tenant>#<p>``, p the CRC-32 of its task id modulo
+# ``TENANT_INDEX_PARTS``, written at create and never changed, so one tenant's
+# import spreads its index writes over that many partitions, and a listing merges
+# them. 8: a one-hour import of ten million tasks is 2,778 writes a second, 347 a
+# part, within the 500 the planner keeps of a partition's 1,000 (and 11,520 tasks
+# an hour a part at that headroom, 4 M an hour a tenant); a page then costs 8
+# small Queries. Fixed, not a setting: every listing must query every part a task
+# may have been written to, and changing it is a backfill and new indexes.
+TENANT_INDEX_PARTS = 8
+TENANT_PART_ATTRIBUTE = "tenant_part"
+
+# A tenant's tasks, oldest first: listing queries the tenant's parts only, so a
 # tenant never reads (and pays for) another's items. Keys and tags only: an index
 # entry is rewritten whenever a projected attribute changes, and every claim changes
 # most of a task (``next_run_at``, ``version``, ...), so projecting all attributes
@@ -80,10 +95,11 @@ TAGS_ATTRIBUTE = "tags"
 # changes them (create, PATCH), never on a fire, and projecting them lets a
 # filtered listing (``?tag=``) be filtered by DynamoDB on the index (decision
 # 0027). Listing reads the page's items with one BatchGetItem: listings are rare,
-# fires are not (BENCHMARKS.md, cost).
+# fires are not (BENCHMARKS.md, cost). A new name: CloudFormation cannot change an
+# index's keys (the ``tenant-index`` it replaces was keyed by ``tenant_id``).
 TENANT_INDEX = IndexDefinition(
-    name="tenant-index",
-    partition_key=Key("tenant_id"),
+    name="tenant-part-index",
+    partition_key=Key(TENANT_PART_ATTRIBUTE),
     sort_key=Key("created_at"),
     projection="INCLUDE",
     non_key_attributes=(TAGS_ATTRIBUTE,),
@@ -91,12 +107,30 @@ TENANT_INDEX = IndexDefinition(
 
 # A tenant's tasks by name (``GET /tasks?name_prefix=``, ``sort=name``): the sort
 # key is the normalised name and the task id (``domain.tasks.listing``), so a
-# case-insensitive prefix is one key range. Keys only, and the name key changes
-# only when the name does (create, PATCH), never on a claim: a fire writes
-# nothing here (decision 0045). A page's tasks are read with one BatchGetItem.
+# case-insensitive prefix is one key range of each part. Keys only, and the name
+# key changes only when the name does (create, PATCH), never on a claim: a fire
+# writes nothing here (decision 0045). A page's tasks are read with one
+# BatchGetItem. Write-sharded like the tenant index, under a new name too.
 NAME_INDEX = IndexDefinition(
+    name="name-part-index",
+    partition_key=Key(TENANT_PART_ATTRIBUTE),
+    sort_key=Key("name_key"),
+    projection="KEYS_ONLY",
+)
+
+# The indexes the two above replace (keyed by ``tenant_id``): an existing stack
+# drops them one deploy at a time (``infra`` context ``task_index_upgrade``,
+# docs/deploy.md), as CloudFormation adds or deletes one index per update.
+UNSHARDED_TENANT_INDEX = IndexDefinition(
+    name="tenant-index",
+    partition_key=Key(TENANT_ATTRIBUTE),
+    sort_key=Key("created_at"),
+    projection="INCLUDE",
+    non_key_attributes=(TAGS_ATTRIBUTE,),
+)
+UNSHARDED_NAME_INDEX = IndexDefinition(
     name="name-index",
-    partition_key=Key("tenant_id"),
+    partition_key=Key(TENANT_ATTRIBUTE),
     sort_key=Key("name_key"),
     projection="KEYS_ONLY",
 )
@@ -208,6 +242,8 @@ CURSOR_KEY_PREFIX = "tick-cursor#"
 # That the name-key backfill (decision 0045) has gone over the whole tasks table,
 # written and read by an operator's `dynacron admin backfill-name-keys` alone.
 NAME_KEYS_BACKFILLED_KEY = "admin#name-keys-backfilled"
+# The same for the tenant-part backfill (decision 0053).
+TENANT_PARTS_BACKFILLED_KEY = "admin#tenant-parts-backfilled"
 
 DEAD_LETTER_QUEUE = QueueDefinition(
     logical_id="DeadLetterQueue",

@@ -17,8 +17,9 @@ How the writes fall, from the code:
 - Each index's busiest partition: the tasks table is keyed by task id (spread
   over as many partitions as its throughput needs); the due index by time bucket
   and shard (at worst every imported task's next occurrence falls in the current
-  bucket: the import's rate over the shards, a partition each); the tenant index
-  by tenant (the whole of one tenant's import in one partition, ordered by
+  bucket: the import's rate over the shards, a partition each); the tenant and
+  name indexes by tenant part (decision 0053: one tenant's import spread evenly
+  over ``TENANT_INDEX_PARTS`` partitions by task id; within a part, ordered by
   ``created_at``, so that splitting it for heat does not help: every write goes to
   its end); the tenant's record in the coordination table takes every
   transaction's count update.
@@ -34,7 +35,13 @@ import math
 from dataclasses import dataclass
 
 from dynacron.api.requests import MAX_BATCH
-from dynacron.definitions.resources import DUE_INDEX, NAME_INDEX, TASKS, TENANT_INDEX
+from dynacron.definitions.resources import (
+    DUE_INDEX,
+    NAME_INDEX,
+    TASKS,
+    TENANT_INDEX,
+    TENANT_INDEX_PARTS,
+)
 from dynacron.entry.settings import Settings
 from dynacron.planning.capacity_model import MEASURED, Measured
 from dynacron.planning.partitions import PARTITION_UTILISATION, PARTITION_WRITE_UNITS
@@ -76,7 +83,8 @@ class ImportPlan:
     index_write_units: dict[str, float]
     coordination_write_units: float
     # The busiest partition's writes a second: the due index's (a bucket of a
-    # shard), the tenant index's (one tenant) and the tenant's record.
+    # shard), the tenant and name indexes' (a part of one tenant's) and the tenant's
+    # record.
     due_index_partition_writes: float
     tenant_index_partition_writes: float
     tenant_record_writes: float
@@ -111,8 +119,8 @@ class ImportPlan:
     @property
     def tenants_needed(self) -> int:
         """Tenants to spread the import over so that no tenant-index partition passes
-        its headroom (one tenant's tasks share one)."""
-        return math.ceil(self.tasks_per_second / (PARTITION_WRITE_UNITS * PARTITION_UTILISATION))
+        its headroom (one tenant's tasks share ``TENANT_INDEX_PARTS``)."""
+        return math.ceil(self.tasks_per_second / (_HEADROOM * TENANT_INDEX_PARTS))
 
     @property
     def warm_write_units(self) -> int:
@@ -149,12 +157,13 @@ class ImportPlan:
             )
         if self.tenant_index_partition_writes > _HEADROOM:
             notes.append(
-                f"tenant index: one tenant's import writes one partition, "
-                f"{self.tenant_index_partition_writes:,.0f} a second, beyond the "
+                f"tenant and name indexes: one tenant's import writes "
+                f"{TENANT_INDEX_PARTS} partitions of each, "
+                f"{self.tenant_index_partition_writes:,.0f} a second a partition, beyond the "
                 f"{_HEADROOM:,.0f} the plan keeps (DynamoDB throttles at "
                 f"{PARTITION_WRITE_UNITS:,}, and the table's writes with it): spread the "
                 f"import over {self.tenants_needed} tenants or more, or give it "
-                f"{self.tasks / _HEADROOM / 3600:,.1f} hours"
+                f"{self.tasks / (_HEADROOM * TENANT_INDEX_PARTS) / 3600:,.1f} hours"
             )
         return notes
 
@@ -198,6 +207,6 @@ def plan_import(
         },
         coordination_write_units=transactions * TRANSACTIONAL_WRITE_UNITS_PER_KB,
         due_index_partition_writes=rate * entry_kb / shards,
-        tenant_index_partition_writes=rate * entry_kb / tenants,
+        tenant_index_partition_writes=rate * entry_kb / (tenants * TENANT_INDEX_PARTS),
         tenant_record_writes=transactions * TRANSACTIONAL_WRITE_UNITS_PER_KB / tenants,
     )

@@ -10,7 +10,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -172,53 +172,6 @@ def query_page(
     )
 
 
-def filtered_query_page(
-    client: DynamoDBClient,
-    query: PartitionQuery,
-    limit: int,
-    token: str | None,
-    parse: Callable[[dict[str, Any]], T],
-    *,
-    where: QueryFilter,
-    key_names: tuple[str, ...],
-    max_queries: int,
-    evaluated_per_query: int,
-) -> Page[T]:
-    """Up to ``limit`` items of ``query`` that ``where`` keeps, in at most
-    ``max_queries`` Query calls of at most ``evaluated_per_query`` items each.
-
-    DynamoDB applies a filter after it reads (``Limit`` counts what it read), so a
-    sparse match could take any number of calls: after ``max_queries`` the page
-    ends, perhaps short or empty, with a token where reading stopped. A page that
-    fills up mid-call ends at its last item, whose ``key_names`` (the index's keys
-    and the table's) make the token. Tokens are those of ``query_page``.
-    """
-    kwargs = _query_request(query, token)
-    kwargs["FilterExpression"] = where.expression
-    kwargs["ExpressionAttributeNames"] |= where.names
-    kwargs["ExpressionAttributeValues"] |= to_item(where.values)
-    found: list[dict[str, Any]] = []
-    last_key: dict[str, Any] | None = None
-    for call in range(max_queries):
-        # DynamoDB bills what a call reads, matched or not, and the next page reads
-        # again from after the last item returned: each call reads what the page
-        # still lacks, twice as much as the call before, up to evaluated_per_query.
-        kwargs["Limit"] = min(evaluated_per_query, max(1, limit - len(found)) << call)
-        response = _query(client, kwargs, from_token=call == 0 and token is not None)
-        items = response.get("Items", [])
-        last_key = response.get("LastEvaluatedKey")
-        for position, item in enumerate(items):
-            found.append(item)
-            if len(found) == limit:
-                read_past = position < len(items) - 1 or last_key is not None
-                last_key = {name: item[name] for name in key_names} if read_past else None
-                return Page([parse(i) for i in found], encode_page_token(last_key, _listing(query)))
-        if last_key is None:
-            break
-        kwargs["ExclusiveStartKey"] = last_key
-    return Page([parse(i) for i in found], encode_page_token(last_key, _listing(query)))
-
-
 def _listing(query: PartitionQuery) -> str:
     listing = f"{query.table}/{query.index.name if query.index else ''}"
     if query.sort_prefix is None:
@@ -274,3 +227,154 @@ def instant_or_none(value: str | None) -> datetime | None:
 
 def optional_instant(value: datetime | None) -> str | None:
     return format_instant(value) if value is not None else None
+
+
+# Merged pages of a write-sharded index (decision 0053) -------------------------
+
+
+@dataclass
+class PartCursor:
+    """Where one part (partition) of a merged listing stands.
+
+    ``start`` is the Query's ``ExclusiveStartKey`` for the part's unread entries
+    (None: its beginning, or as ``request``'s key condition says); ``bound`` the
+    sort key its next entry has at least (at most, newest first), None if unknown.
+    """
+
+    number: int
+    request: dict[str, Any]
+    start: dict[str, Any] | None = None
+    bound: str | None = None
+    read_to_end: bool = False
+    # Which entries read count (the rest are dropped as the filter's would be).
+    keep: Callable[[dict[str, Any]], bool] | None = None
+    # Entries read and kept but not yet on the page, in the part's order.
+    buffered: list[dict[str, Any]] = field(default_factory=list)
+    calls: int = 0
+    # The key of the part's last entry on this page, once it has one.
+    emitted: dict[str, Any] | None = None
+    resumed_from: dict[str, Any] | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.resumed_from = self.start
+
+    @property
+    def finished(self) -> bool:
+        return self.read_to_end and not self.buffered
+
+    def position(self) -> dict[str, Any] | None:
+        """Where the next page resumes this part: after every entry read and kept
+        that is on a page, and after every entry read and dropped (the filter's)."""
+        if self.buffered:
+            return self.emitted if self.emitted is not None else self.resumed_from
+        return self.start
+
+
+@dataclass(frozen=True)
+class MergeOrder:
+    """A merged listing's order: the index's sort key, smallest first or not;
+    entries with the same sort key are ordered by task id."""
+
+    sort_key: str
+    key_names: tuple[str, ...]
+    descending: bool = False
+
+    def precedes(self, a: tuple[str, str], b: tuple[str, str]) -> bool:
+        return a > b if self.descending else a < b
+
+
+def merged_page(
+    client: DynamoDBClient,
+    parts: list[PartCursor],
+    order: MergeOrder,
+    limit: int,
+    *,
+    from_token: bool,
+    max_queries: int | None = None,
+    evaluated_per_query: int = 1000,
+) -> list[dict[str, Any]]:
+    """The next ``limit`` entries of a listing over ``parts``, in ``order``: a lazy
+    k-way merge that queries a part only when its next entry may be the page's
+    next, each Query reading about the page's share of a part (twice as much at
+    each further call to it, up to ``evaluated_per_query``).
+
+    With a filter in the parts' requests, ``max_queries`` bounds the calls: the page
+    then ends where the merge stands, perhaps short, and every part's ``position``
+    and ``bound`` say where the next one goes on. An entry is put on the page only
+    once every other part is known to hold nothing before it, so the pages, one
+    after another, hold each entry once, in order.
+    """
+    page: list[dict[str, Any]] = []
+    queries = 0
+    while len(page) < limit:
+        live = [part for part in parts if not part.finished]
+        if not live:
+            break
+        first = _next_part(live, order)
+        if first.buffered:
+            entry = first.buffered.pop(0)
+            first.emitted = {name: entry[name] for name in order.key_names}
+            page.append(entry)
+            continue
+        if max_queries is not None and queries >= max_queries:
+            break
+        share = -(-(limit - len(page)) // len(live)) + 4
+        _read_part(
+            client,
+            first,
+            order,
+            min(evaluated_per_query, share << first.calls),
+            from_token=from_token and first.calls == 0,
+        )
+        queries += 1
+    return page
+
+
+def _next_part(live: list[PartCursor], order: MergeOrder) -> PartCursor:
+    """The part the merge looks at next: one whose next entry is unknown (it must be
+    read first), else the one whose next entry (or the first it may be) comes first.
+
+    Entries are ranked by sort key, then task id (as one partition ranks them, so a
+    merge lists ties as the unsharded index did); a bound ranks before (newest
+    first: after) every entry with its sort key, so that such a part is read first.
+    """
+    best: PartCursor | None = None
+    best_rank: tuple[str, str] | None = None
+    for part in live:
+        if part.buffered:
+            head = part.buffered[0]
+            rank = (str(head[order.sort_key]["S"]), str(head["task_id"]["S"]))
+        elif part.bound is not None:
+            rank = (part.bound, _LAST if order.descending else "")
+        else:
+            return part
+        if best_rank is None or order.precedes(rank, best_rank):
+            best, best_rank = part, rank
+    assert best is not None
+    return best
+
+
+# After every task id (they are hex digits or the API's ids, all below it).
+_LAST = "\U0010ffff"
+
+
+def _read_part(
+    client: DynamoDBClient, part: PartCursor, order: MergeOrder, limit: int, *, from_token: bool
+) -> None:
+    if not part.buffered:
+        # Everything before ``start`` is on a page or dropped: resume here at worst.
+        part.resumed_from, part.emitted = part.start, None
+    kwargs = dict(part.request, Limit=limit)
+    if part.start is not None:
+        kwargs["ExclusiveStartKey"] = part.start
+    response = _query(client, kwargs, from_token=from_token)
+    part.calls += 1
+    items = response.get("Items", [])
+    part.buffered += items if part.keep is None else [i for i in items if part.keep(i)]
+    last = response.get("LastEvaluatedKey")
+    if last is None:
+        part.read_to_end = True
+        return
+    part.start = dict(last)
+    # Every entry up to the last one evaluated is read: the part's next is past it.
+    part.bound = str(last[order.sort_key]["S"])

@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, TypeVar
 
 from dynacron.adapters.aws.items import deserializer, from_item, instant_or_none, to_item
-from dynacron.definitions.resources import DUE_INDEX, TENANT_INDEX
+from dynacron.definitions.resources import (
+    DUE_INDEX,
+    TENANT_ATTRIBUTE,
+    TENANT_INDEX_PARTS,
+    TENANT_PART_ATTRIBUTE,
+)
 from dynacron.domain.coordination.tenants import DEFAULT_TENANT
 from dynacron.domain.instants import parse_instant
 from dynacron.domain.schedules.expressions import Schedule
@@ -41,7 +47,20 @@ def task_to_item(task: Task, placement: DuePlacement | None) -> dict[str, Any]:
     if limits and "rate_per_second" in limits:
         record["limits"] = {**limits, "rate_per_second": Decimal(str(limits["rate_per_second"]))}
     record[DUE_INDEX.partition_key.name] = placement.key if placement else None
+    record[TENANT_PART_ATTRIBUTE] = tenant_part(task.tenant_id, task.task_id)
     return to_item(record)
+
+
+def tenant_part(tenant_id: str, task_id: str) -> str:
+    """The tenant-index partition of a task (decision 0053): a function of its id
+    alone, so every write of the task (create, PATCH, a fire's put) gives it the
+    same one and only a create ever changes the index."""
+    return tenant_part_key(tenant_id, zlib.crc32(task_id.encode()) % TENANT_INDEX_PARTS)
+
+
+def tenant_part_key(tenant_id: str, part: int) -> str:
+    """The value of ``tenant_id``'s part ``part`` (0 to ``TENANT_INDEX_PARTS`` - 1)."""
+    return f"{tenant_id}#{part}"
 
 
 def task_from_item(item: dict[str, Any]) -> Task:
@@ -104,7 +123,7 @@ def shown_task_item(item: dict[str, Any]) -> Task:
         created_at=_or(_EPOCH, lambda: parse_instant(values["created_at"])),
         updated_at=_or(_EPOCH, lambda: parse_instant(values["updated_at"])),
         version=_or(0, lambda: int(values["version"])),
-        tenant_id=text(TENANT_INDEX.partition_key.name) or DEFAULT_TENANT,
+        tenant_id=text(TENANT_ATTRIBUTE) or DEFAULT_TENANT,
     )
 
 

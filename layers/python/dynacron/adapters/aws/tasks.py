@@ -52,7 +52,7 @@ from dynacron.definitions.resources import (
     CHANGES_KEY_PREFIX,
     DEPENDENTS_INDEX,
     DUE_INDEX,
-    TENANT_INDEX,
+    TENANT_ATTRIBUTE,
 )
 from dynacron.domain.conditions import AllOf, Condition, Equals, Missing, Transition
 from dynacron.domain.coordination.transitions import mark_key_created
@@ -351,10 +351,11 @@ class DynamoTaskStore:
         """One page of a tenant's tasks, oldest first (or as ``listing`` says); with
         ``tags``, those with every tag filter matched only.
 
-        The page's ids come from an index of keys (and tags) only: the tenant index in
-        order of creation (``resources.TENANT_INDEX``, tag filters applied there by
-        DynamoDB, in at most ``filtered_queries`` Query calls) or the name index in
-        order of name (``resources.NAME_INDEX``); the tasks from one eventually
+        The page's ids come from an index of keys (and tags) only, merged from the
+        tenant's parts of it (decision 0053): the tenant index in order of creation
+        (``resources.TENANT_INDEX``, tag filters applied there by DynamoDB, in at
+        most ``filtered_queries`` Query calls) or the name index in order of name
+        (``resources.NAME_INDEX``); the tasks from one eventually
         consistent BatchGetItem. A task deleted in between is left out, and so is one
         that no longer matches (its tags, name, status or kind): the table's item,
         not the index, has the last word. No index orders a tenant's tasks by next
@@ -394,7 +395,7 @@ class DynamoTaskStore:
         shown = [
             shown_task_item(items[task_id])
             for task_id in ids.items
-            if task_id in items and items[task_id].get(TENANT_INDEX.partition_key.name) == owner
+            if task_id in items and items[task_id].get(TENANT_ATTRIBUTE) == owner
         ]
         return Page(
             items=[t for t in shown if matches_all(t.tags, tags) and listing.matches(t)],
