@@ -1277,8 +1277,10 @@ def bulk_lookup_lines(runs: list[dict[str, Any]]) -> list[str]:
 
 def bulk_dynamodb_lines(runs: list[dict[str, Any]]) -> list[str]:
     """The same figures modelled for DynamoDB (``dynacron.planning.imports``): one
-    tenant's import is bound by its tenant-index partition, not by the stage."""
+    tenant's import is bound by the stage's throttle, or by its tenant-index parts'
+    partitions (decision 0053), whichever is lower."""
     from dynacron.api.requests import MAX_BATCH
+    from dynacron.definitions.resources import TENANT_INDEX_PARTS
     from dynacron.planning.imports import DEFAULT_API_RATE_LIMIT, plan_import
     from dynacron.planning.partitions import PARTITION_WRITE_UNITS
 
@@ -1299,7 +1301,8 @@ def bulk_dynamodb_lines(runs: list[dict[str, Any]]) -> list[str]:
                 f"{rate:,.0f}",
                 f"{tasks / rate / 60:,.1f}",
                 f"{units:.2f}",
-                "1 Query + 1 BatchGetItem (26.5 RCU a page of 50)",
+                f"about {TENANT_INDEX_PARTS} Queries (one a part) + 1 BatchGetItem "
+                "(about 29.5 RCU a page of 50)",
                 "8 Queries + 1 per 1 MB of census",
             ]
         )
@@ -1307,12 +1310,14 @@ def bulk_dynamodb_lines(runs: list[dict[str, Any]]) -> list[str]:
         "### The same on DynamoDB (modelled)",
         "",
         "From `dynacron.planning.imports` (`dynacron plan --import-tasks N`), not measured: "
-        f"one tenant imports at most {PARTITION_WRITE_UNITS:,} tasks/s, the writes a partition "
-        "of its tenant index takes (every entry goes to its end, decision 0045), below the "
-        f"default stage throttle's {stage:,.0f} tasks/s (50 batches a second); several tenants, "
-        "or tenant and name indexes sharded as decision 0045 plans, go further. A lookup and a "
-        "forecast read as many items at 100 k as at 1 M tasks: the name index's one page, and the "
-        "census's entries (distinct schedules, not tasks; decision 0046).",
+        f"one tenant's tasks are spread over {TENANT_INDEX_PARTS} partitions of its tenant and "
+        f"name indexes (decision 0053), {TENANT_INDEX_PARTS * PARTITION_WRITE_UNITS:,} writes a "
+        "second at DynamoDB's limit per partition, so the default stage throttle's "
+        f"{stage:,.0f} tasks/s (50 batches a second) binds first; raise it "
+        "(`api_rate_limit`) and the table's warm throughput to go further (docs/deploy.md). "
+        "A lookup and a forecast read as many items at 100 k as at 1 M tasks: the name "
+        "index's page (merged over the parts), and the census's entries (distinct schedules, "
+        "not tasks; decision 0046).",
         "",
         table(
             [
