@@ -72,45 +72,52 @@ class WritePace:
         self._next = now + self._interval
 
 
+# The options every backfill takes (`backfill-name-keys`, `backfill-tenant-parts`).
+TasksTableOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tasks-table", help="The deployment's tasks table (the stack's TasksTable output)"
+    ),
+]
+OutputsFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Instead of the tables: `cdk deploy --outputs-file`'s JSON; every stack in it"
+        " with a TasksTable output (`make deploy` passes it)",
+    ),
+]
+CoordinationTableOption = Annotated[
+    str | None,
+    typer.Option(
+        "--coordination-table",
+        envvar=COORDINATION.env_var,
+        help="Where a run over the whole table is recorded, so that the next returns at once",
+    ),
+]
+AgainOption = Annotated[bool, typer.Option("--again", help="Scan even if a whole run is recorded")]
+PaceOption = Annotated[
+    float, typer.Option(min=0.1, max=10_000.0, help="The most tasks written a second")
+]
+StartAfterOption = Annotated[
+    str | None,
+    typer.Option(help="Go on after this task id (the last progress line's, to resume)"),
+]
+PageSizeOption = Annotated[
+    int, typer.Option(min=1, max=10_000, help="Items read by each Scan request")
+]
+RegionOption = Annotated[str | None, typer.Option(help="The tables' AWS region")]
+
+
 @admin_app.command("backfill-name-keys")
 def backfill_name_keys(
-    tasks_table: Annotated[
-        str | None,
-        typer.Option(
-            "--tasks-table",
-            help="The deployment's tasks table (the stack's TasksTable output)",
-        ),
-    ] = None,
-    outputs_file: Annotated[
-        Path | None,
-        typer.Option(
-            help="Instead of the tables: `cdk deploy --outputs-file`'s JSON; every stack in it"
-            " with a TasksTable output (`make deploy` passes it)",
-        ),
-    ] = None,
-    coordination_table: Annotated[
-        str | None,
-        typer.Option(
-            "--coordination-table",
-            envvar=COORDINATION.env_var,
-            help="Where a run over the whole table is recorded, so that the next returns at once",
-        ),
-    ] = None,
-    again: Annotated[
-        bool, typer.Option("--again", help="Scan even if a whole run is recorded")
-    ] = False,
-    max_writes_per_second: Annotated[
-        float,
-        typer.Option(min=0.1, max=10_000.0, help="The most name keys written a second"),
-    ] = 100.0,
-    start_after: Annotated[
-        str | None,
-        typer.Option(help="Go on after this task id (the last progress line's, to resume)"),
-    ] = None,
-    page_size: Annotated[
-        int, typer.Option(min=1, max=10_000, help="Items read by each Scan request")
-    ] = 500,
-    region: Annotated[str | None, typer.Option(help="The tables' AWS region")] = None,
+    tasks_table: TasksTableOption = None,
+    outputs_file: OutputsFileOption = None,
+    coordination_table: CoordinationTableOption = None,
+    again: AgainOption = False,
+    max_writes_per_second: PaceOption = 100.0,
+    start_after: StartAfterOption = None,
+    page_size: PageSizeOption = 500,
+    region: RegionOption = None,
 ) -> None:
     """Give tasks written before the name index (decision 0045) their name key, so
     that `GET /tasks?name_prefix=` finds them. `make deploy` runs it after each
@@ -132,43 +139,14 @@ def backfill_name_keys(
 
 @admin_app.command("backfill-tenant-parts")
 def backfill_tenant_parts(
-    tasks_table: Annotated[
-        str | None,
-        typer.Option(
-            "--tasks-table",
-            help="The deployment's tasks table (the stack's TasksTable output)",
-        ),
-    ] = None,
-    outputs_file: Annotated[
-        Path | None,
-        typer.Option(
-            help="Instead of the tables: `cdk deploy --outputs-file`'s JSON; every stack in it"
-            " with a TasksTable output (`make deploy` passes it)",
-        ),
-    ] = None,
-    coordination_table: Annotated[
-        str | None,
-        typer.Option(
-            "--coordination-table",
-            envvar=COORDINATION.env_var,
-            help="Where a run over the whole table is recorded, so that the next returns at once",
-        ),
-    ] = None,
-    again: Annotated[
-        bool, typer.Option("--again", help="Scan even if a whole run is recorded")
-    ] = False,
-    max_writes_per_second: Annotated[
-        float,
-        typer.Option(min=0.1, max=10_000.0, help="The most tenant parts written a second"),
-    ] = 100.0,
-    start_after: Annotated[
-        str | None,
-        typer.Option(help="Go on after this task id (the last progress line's, to resume)"),
-    ] = None,
-    page_size: Annotated[
-        int, typer.Option(min=1, max=10_000, help="Items read by each Scan request")
-    ] = 500,
-    region: Annotated[str | None, typer.Option(help="The tables' AWS region")] = None,
+    tasks_table: TasksTableOption = None,
+    outputs_file: OutputsFileOption = None,
+    coordination_table: CoordinationTableOption = None,
+    again: AgainOption = False,
+    max_writes_per_second: PaceOption = 100.0,
+    start_after: StartAfterOption = None,
+    page_size: PageSizeOption = 500,
+    region: RegionOption = None,
 ) -> None:
     """Give tasks written before the write-sharded tenant and name indexes (decision
     0053) their tenant part, so that `GET /tasks` lists them. `make deploy` runs it
