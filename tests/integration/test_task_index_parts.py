@@ -23,6 +23,7 @@ from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.cli.main import app
 from dynacron.definitions.resources import TENANT_INDEX_PARTS, TENANT_PART_ATTRIBUTE
 from dynacron.domain.errors import InvalidRequest
+from dynacron.domain.schedules.signatures import CENSUS_KEY
 from dynacron.domain.tasks.listing import TaskListing, TaskOrder, name_key
 from dynacron.domain.tasks.tags import TagFilter
 from dynacron.domain.tasks.task import Task
@@ -328,3 +329,29 @@ def test_the_backfill_leaves_a_task_changed_or_deleted_while_it_runs(
     assert item[TENANT_PART_ATTRIBUTE] == {"S": tenant_part(item["tenant_id"]["S"], renamed)}
     assert "Item" not in client.get_item(TableName=table, Key={"task_id": {"S": deleted}})
     assert listed_names(system) == ["After"]
+
+
+def test_a_part_key_is_the_same_size_for_every_tenant_and_a_shared_part_shows_no_one_else(
+    store: DynamoTaskStore, aws: tuple[Any, Any], system: Dynacron
+) -> None:
+    # A part's key does not grow with the tenant's id (an IAM principal's ARN)
+    principal = "arn:aws:sts::123456789012:assumed-role/platform-team-deployer/session-" + "x" * 40
+    assert len(tenant_part(principal, "t")) == len(tenant_part("a", "t")) == 18
+    # Given a tenant's tasks, and another tenant's task in the same part (two
+    # tenants whose digests collide: written here around the API)
+    tasks = seed(store, TENANT, 12)
+    client, table = aws[0], system.settings.tasks_table
+    stranger = client.get_item(TableName=table, Key={"task_id": {"S": tasks[0].task_id}})["Item"]
+    stranger |= {"task_id": {"S": "stranger-task"}, "tenant_id": {"S": OTHER}}
+    stranger.pop(CENSUS_KEY)  # not counted yet: the census walk would count it
+    client.put_item(TableName=table, Item=stranger)
+    # Then no listing of the tenant shows it, in any order, and its census counts
+    # only its own tasks
+    mine = sorted(t.task_id for t in tasks)
+    for listing in (TaskListing(), TaskListing(order=TaskOrder.NAME)):
+        assert sorted(walk(store, 5, listing)) == mine
+    assert sorted(walk(store, 5, TaskListing(), (TagFilter("env", "prod"),))) == sorted(
+        t.task_id for t in tasks if t.tags["env"] == "prod"
+    )
+    page = store.count_uncounted(TENANT, 100, None)
+    assert "stranger-task" not in page.items
