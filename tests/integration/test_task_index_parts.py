@@ -21,7 +21,7 @@ from dynacron.adapters.aws.task_items import tenant_part
 from dynacron.adapters.aws.task_listing import backfill_tenant_part_pages, backfill_tenant_parts
 from dynacron.adapters.aws.tasks import DynamoTaskStore
 from dynacron.cli.main import app
-from dynacron.definitions.resources import TENANT_INDEX_PARTS, TENANT_PART_ATTRIBUTE
+from dynacron.definitions.resources import NAME_INDEX, TENANT_INDEX_PARTS, TENANT_PART_ATTRIBUTE
 from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.schedules.signatures import CENSUS_KEY
 from dynacron.domain.tasks.listing import TaskListing, TaskOrder, name_key
@@ -355,3 +355,21 @@ def test_a_part_key_is_the_same_size_for_every_tenant_and_a_shared_part_shows_no
     )
     page = store.count_uncounted(TENANT, 100, None)
     assert "stranger-task" not in page.items
+
+
+def test_a_listing_whose_index_is_not_there_yet_is_a_503_to_retry(
+    system: Dynacron, aws: tuple[Any, Any]
+) -> None:
+    # Given a stack between two deploys of its upgrade: the name index not built yet
+    created(system, "Anything")
+    aws[0].update_table(
+        TableName=system.settings.tasks_table,
+        GlobalSecondaryIndexUpdates=[{"Delete": {"IndexName": NAME_INDEX.name}}],
+    )
+    # When a tenant lists its tasks by name
+    status, problem = call(system, "GET", "/tasks?sort=name")
+    # Then it is told to try again later, not that the service failed
+    assert status == 503, problem
+    assert "try again" in problem["detail"]
+    # And the listings whose index is there still answer
+    assert listed_names(system) == ["Anything"]

@@ -24,6 +24,7 @@ from dynacron.domain.errors import InvalidRequest
 from dynacron.domain.instants import format_instant, parse_instant
 from dynacron.ports import (
     Page,
+    StoreUnavailable,
 )
 
 if TYPE_CHECKING:
@@ -213,12 +214,34 @@ def _query(
     try:
         response = client.query(**kwargs)
     except ClientError as error:
+        if "IndexName" in kwargs and _index_not_ready(error):
+            raise IndexNotReady(f"index {kwargs['IndexName']} is not ready") from error
         # A start key DynamoDB rejects came in the caller's token (4xx).
         resumed = from_token and "ExclusiveStartKey" in kwargs
         if resumed and error.response.get("Error", {}).get("Code") == "ValidationException":
             raise InvalidRequest("next_token", "is not a token this API returned") from None
         raise
     return response
+
+
+class IndexNotReady(StoreUnavailable):
+    """An index the code queries is missing or still being built: a stack between
+    the deploys of an upgrade (docs/deploy.md, "Upgrading"). Transient: a 503 with
+    ``Retry-After``, not a 500."""
+
+
+def _index_not_ready(error: ClientError) -> bool:
+    """DynamoDB's words for a missing index ("The table does not have the specified
+    index", moto: "Invalid index") and for one still filling ("Cannot read from
+    backfilling global secondary index")."""
+    found = error.response.get("Error", {})
+    if found.get("Code") not in ("ValidationException", "ResourceNotFoundException"):
+        return False
+    message = str(found.get("Message", "")).lower()
+    return any(
+        words in message
+        for words in ("does not have the specified index", "invalid index", "backfilling")
+    )
 
 
 def instant_or_none(value: str | None) -> datetime | None:
