@@ -16,6 +16,7 @@ from tests.deployed.verify_grants import (
     first_tries,
     key,
     read_cache,
+    record,
     updated_cache,
     wanted,
     write_cache,
@@ -67,6 +68,19 @@ def test_the_cache_keeps_what_noticed_drops_what_did_not_and_keeps_what_was_not_
     write_cache(path, updated_cache(previous, outcomes))
 
     assert read_cache(path) == {key(PUT): "tests/x.py::test_put", key(SEND): "t::s"}
+
+
+def test_two_runs_writing_one_cache_keep_each_other_s_verdicts(tmp_path: Path) -> None:
+    path = tmp_path / "verify-grants.json"
+    write_cache(path, {key(SEND): "t::s"})
+    # Two runs (--only one role, --only another) read the cache, then each records
+    got = Outcome(GET, noticed=True, by="FAILED x", seconds=1.0, test="tests/a.py::test_get")
+    sent = Outcome(SEND, noticed=False, by="", seconds=1.0)
+
+    record(path, got)
+    record(path, sent)
+
+    assert read_cache(path) == {key(GET): "tests/a.py::test_get"}
 
 
 def test_a_missing_or_unreadable_cache_is_empty(tmp_path: Path) -> None:

@@ -169,6 +169,12 @@ def write_cache(path: Path, cache: Mapping[str, str]) -> None:
     partial.replace(path)
 
 
+def record(path: Path, outcome: Outcome) -> None:
+    """Write one verdict to the cache as read now, not as this run first read it: a
+    run of other removals (``--only``) writing it meanwhile keeps its verdicts."""
+    write_cache(path, updated_cache(read_cache(path), [outcome]))
+
+
 def first_tries(
     mutation: Mutation, cache: Mapping[str, str], noticing: Mapping[str, Sequence[str]]
 ) -> list[str]:
@@ -323,7 +329,7 @@ def main() -> int:
             # next one and says what it found.
             for done in as_completed([pool.submit(judge, m) for m in judged]):
                 outcomes.append(done.result())
-                write_cache(args.cache, updated_cache(cache, outcomes))
+                record(args.cache, outcomes[-1])
                 print(line(outcomes[-1]), flush=True)
     unnoticed = [o for o in outcomes if not o.noticed]
     for outcome in sorted(unnoticed, key=lambda o: key(o.mutation)):
