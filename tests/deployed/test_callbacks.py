@@ -208,6 +208,44 @@ def test_a_silent_last_attempt_is_dead_lettered_by_the_reaper_and_frees_its_fixe
     assert executions(deployed, principal, dependent["task_id"]) == []
 
 
+def test_a_reaped_last_attempt_recounts_a_task_counted_under_a_stale_census_key(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    # Given a fixed-delay long job with one attempt, holding its run slot...
+    task = register(
+        deployed, principal, fixed_delay="10 minutes", handler_url=sink.url, retry=ONE_ATTEMPT
+    )
+    accepted(deployed, principal, sink, task)
+    # ...counted under a census key its signature no longer gives (one an earlier
+    # version computed, or a backfill wrote)
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    tasks = deployed.settings.tasks_table
+    key = {"task_id": {"S": task["task_id"]}}
+    counted = dynamodb.get_item(TableName=tasks, Key=key)["Item"]["census"]["S"]
+    stale = "an-earlier-signature-reaped"
+    dynamodb.update_item(
+        TableName=tasks,
+        Key=key,
+        UpdateExpression="SET census = :stale",
+        ExpressionAttributeValues={":stale": {"S": stale}},
+    )
+
+    # When its handler never calls back and the reaper dead-letters it, freeing the slot
+    report = lease_runs_out(deployed)
+    assert report["reaped"] >= 1, report
+
+    # Then the task is counted under its own key again and the stale entry, now
+    # counting nothing, is deleted (the census DeleteItem of the reaper's role)
+    assert task_view(deployed, principal, task["task_id"])["running_execution"] is None
+    assert dynamodb.get_item(TableName=tasks, Key=key)["Item"]["census"]["S"] == counted
+    entries = dynamodb.scan(
+        TableName=deployed.settings.executions_table,
+        FilterExpression="execution_id = :stale",
+        ExpressionAttributeValues={":stale": {"S": stale}},
+    )["Items"]
+    assert entries == []
+
+
 def test_a_silent_last_attempt_hands_its_slot_to_the_buffered_occurrence(
     deployed: Deployment, principal: str, sink: Sink
 ) -> None:

@@ -759,6 +759,68 @@ def test_a_burst_is_handed_out_to_the_claim_function_and_each_occurrence_runs_on
     deployed.clock.advance(timedelta(seconds=10))
 
 
+def test_a_handed_out_page_the_claim_function_cannot_read_is_set_aside_and_leaves_the_census(
+    deployed: Deployment, principal: str, sink: Sink
+) -> None:
+    # Given enough tasks due in the same second that one shard's page goes to the
+    # claim function (pigeonhole: tick_fanout_min_tasks per shard), all counted in
+    # their tenant's census, whose items were then changed by hand into nonsense
+    minimum = deployed.function("tick").app.settings.tick_fanout_min_tasks
+    tasks = [
+        register(deployed, principal, rate="1 hour", handler_url=sink.url)
+        for _ in range(minimum * deployed.settings.shard_count)
+    ]
+    ids = [task["task_id"] for task in tasks]
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    table = deployed.settings.tasks_table
+    censuses = set()
+    for task_id in ids:
+        key = {"task_id": {"S": task_id}}
+        censuses.add(dynamodb.get_item(TableName=table, Key=key)["Item"]["census"]["S"])
+        dynamodb.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression="SET #schedule.#every = :nonsense",
+            ExpressionAttributeNames={"#schedule": "schedule", "#every": "every_seconds"},
+            ExpressionAttributeValues={":nonsense": {"S": "once in a blue moon"}},
+        )
+    by_shard = {
+        shard: [i for i in ids if deployed.shards_of([i]) == {shard}]
+        for shard in deployed.shards_of(ids)
+    }
+    fullest = max(by_shard, key=lambda shard: len(by_shard[shard]))
+    assert len(by_shard[fullest]) >= minimum
+
+    # When they fall due and the fullest shard ticks last: its page, the last of
+    # them, is handed out, and the claim function sets its tasks aside with its own
+    # role (reading each one's census key, updating the census in the set-aside's
+    # transaction, deleting the entry left counting nothing)
+    (due,) = {task["next_run_at"] for task in tasks}
+    deployed.clock.set(datetime.fromisoformat(due))
+    claims_before = deployed.claims_run
+    for shard in sorted(by_shard, key=lambda shard: shard == fullest):
+        deployed.tick(shard)
+    assert deployed.claims_run > claims_before
+
+    # Then every task is set aside, saying why, none ran, and the census counts
+    # none of them: its entries are deleted
+    for task_id in by_shard[fullest]:
+        view = task_view(deployed, principal, task_id)
+        assert view["status"] == "ERROR", view
+        assert "cannot be read" in view["status_reason"]
+    assert [d for d in sink.snapshot() if d.body.get("task_id") in ids] == []
+    entries = dynamodb.scan(
+        TableName=deployed.settings.executions_table,
+        FilterExpression="execution_id IN ("
+        + ", ".join(f":c{i}" for i in range(len(censuses)))
+        + ")",
+        ExpressionAttributeValues={f":c{i}": {"S": c} for i, c in enumerate(sorted(censuses))},
+    )["Items"]
+    assert entries == []
+    # (seconds pass: the tenant's API rate refills for the fixture's deletes)
+    deployed.clock.advance(timedelta(seconds=10))
+
+
 def test_a_patch_writes_its_change_record_and_a_revert_restores_it(
     deployed: Deployment, principal: str, sink: Sink
 ) -> None:

@@ -13,9 +13,11 @@ A removal is first tried against the tests likeliest to notice it: the one that
 noticed it last time (the cache, ``build/verify-grants.json`` unless ``--cache``
 names another), then those that noticed other removals from the same policy. A
 test that fails there, and passes alone without the removal, has noticed it in
-seconds; otherwise the whole tier runs (``-x``), as it does with no cache. The
-verdict rule is the same either way: UNNOTICED only when the whole tier passes
-with the removal.
+seconds; otherwise the whole tier runs (``-x``), as it does with no cache. A test
+failing the whole tier is held to the same rule: one that fails alone without the
+removal too has noticed nothing, and the tier runs again without it. The verdict
+rule is the same either way: UNNOTICED only when the whole tier passes with the
+removal.
 
     python -m tests.deployed.verify_grants [-j 2] [--only SUBSTRING]... [--cache PATH] [--list]
 
@@ -32,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -73,6 +75,10 @@ class Verdict:
     noticed: bool
     by: str = ""
     test: str = ""
+
+
+# How the judge runs pytest: ``run``, or a stand-in in the tool's own tests.
+Runner = Callable[[Mutation | None, Path, Sequence[str]], Verdict]
 
 
 class Factory:
@@ -163,6 +169,12 @@ def write_cache(path: Path, cache: Mapping[str, str]) -> None:
     partial.replace(path)
 
 
+def record(path: Path, outcome: Outcome) -> None:
+    """Write one verdict to the cache as read now, not as this run first read it: a
+    run of other removals (``--only``) writing it meanwhile keeps its verdicts."""
+    write_cache(path, updated_cache(read_cache(path), [outcome]))
+
+
 def first_tries(
     mutation: Mutation, cache: Mapping[str, str], noticing: Mapping[str, Sequence[str]]
 ) -> list[str]:
@@ -185,6 +197,8 @@ def wanted(mutation: Mutation, only: Sequence[str]) -> bool:
 
 
 def run(mutation: Mutation | None, assembly: Path, tests: Sequence[str] = (TIER,)) -> Verdict:
+    """``pytest tests`` (node ids, or the tier with ``--deselect`` options) with
+    ``mutation`` removed, stopping at the first failure."""
     env = dict(os.environ)
     env[ASSEMBLY_VAR] = str(assembly)
     env.pop(MUTATION_VAR, None)
@@ -214,9 +228,12 @@ def run(mutation: Mutation | None, assembly: Path, tests: Sequence[str] = (TIER,
 class Judge:
     """Judges removals, a first try at a time, then the whole tier; safe across threads."""
 
-    def __init__(self, assembly: Path, cache: Mapping[str, str]) -> None:
+    def __init__(
+        self, assembly: Path, cache: Mapping[str, str], runner: Runner | None = None
+    ) -> None:
         self.assembly = assembly
         self.cache = cache
+        self.run = runner or run
         self.lock = threading.Lock()
         self.noticing: dict[str, list[str]] = {}  # policy -> tests that noticed this run
         self.alone: dict[str, threading.Event] = {}
@@ -231,7 +248,7 @@ class Judge:
             if done is None:
                 done = self.alone[test] = threading.Event()
         if mine:
-            self.passes_alone[test] = not run(None, self.assembly, [test]).noticed
+            self.passes_alone[test] = not self.run(None, self.assembly, [test]).noticed
             done.set()
         done.wait()
         return self.passes_alone[test]
@@ -241,10 +258,18 @@ class Judge:
         with self.lock:
             tries = first_tries(mutation, self.cache, self.noticing)
         for test in tries:
-            verdict = run(mutation, self.assembly, [test])
+            verdict = self.run(mutation, self.assembly, [test])
             if verdict.noticed and self.sound(test):
                 return self.outcome(mutation, verdict, begun, whole_tier=False)
-        return self.outcome(mutation, run(mutation, self.assembly), begun, whole_tier=True)
+        # A test that fails without the removal too (a flaky one, or one broken since
+        # the tier's first run) says nothing of it: the tier runs again without it.
+        unsound: list[str] = []
+        while True:
+            deselected = [arg for test in unsound for arg in ("--deselect", test)]
+            verdict = self.run(mutation, self.assembly, [TIER, *deselected])
+            if not verdict.test or verdict.test in unsound or self.sound(verdict.test):
+                return self.outcome(mutation, verdict, begun, whole_tier=True)
+            unsound.append(verdict.test)
 
     def outcome(
         self, mutation: Mutation, verdict: Verdict, begun: float, whole_tier: bool
@@ -304,7 +329,7 @@ def main() -> int:
             # next one and says what it found.
             for done in as_completed([pool.submit(judge, m) for m in judged]):
                 outcomes.append(done.result())
-                write_cache(args.cache, updated_cache(cache, outcomes))
+                record(args.cache, outcomes[-1])
                 print(line(outcomes[-1]), flush=True)
     unnoticed = [o for o in outcomes if not o.noticed]
     for outcome in sorted(unnoticed, key=lambda o: key(o.mutation)):
