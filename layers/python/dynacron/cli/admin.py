@@ -108,62 +108,50 @@ PageSizeOption = Annotated[
 RegionOption = Annotated[str | None, typer.Option(help="The tables' AWS region")]
 
 
-@admin_app.command("backfill-name-keys")
-def backfill_name_keys(
-    tasks_table: TasksTableOption = None,
-    outputs_file: OutputsFileOption = None,
-    coordination_table: CoordinationTableOption = None,
-    again: AgainOption = False,
-    max_writes_per_second: PaceOption = 100.0,
-    start_after: StartAfterOption = None,
-    page_size: PageSizeOption = 500,
-    region: RegionOption = None,
-) -> None:
-    """Give tasks written before the name index (decision 0045) their name key, so
-    that `GET /tasks?name_prefix=` finds them. `make deploy` runs it after each
-    deploy; it does the work once per stack (with --coordination-table, as there)
-    and may be run again, or alongside the API: a task that has its key, or is
-    created, changed or deleted meanwhile, is left alone."""
-    _backfill(
-        NAME_KEYS,
-        tasks_table,
-        outputs_file,
-        coordination_table,
-        again=again,
-        max_writes_per_second=max_writes_per_second,
-        start_after=start_after,
-        page_size=page_size,
-        region=region,
-    )
+def _backfill_command(kind: Backfill) -> Callable[..., None]:
+    """The command that runs ``kind``'s backfill: every backfill takes the same options."""
+
+    def command(
+        tasks_table: TasksTableOption = None,
+        outputs_file: OutputsFileOption = None,
+        coordination_table: CoordinationTableOption = None,
+        again: AgainOption = False,
+        max_writes_per_second: PaceOption = 100.0,
+        start_after: StartAfterOption = None,
+        page_size: PageSizeOption = 500,
+        region: RegionOption = None,
+    ) -> None:
+        _backfill(
+            kind,
+            tasks_table,
+            outputs_file,
+            coordination_table,
+            again=again,
+            max_writes_per_second=max_writes_per_second,
+            start_after=start_after,
+            page_size=page_size,
+            region=region,
+        )
+
+    return command
 
 
-@admin_app.command("backfill-tenant-parts")
-def backfill_tenant_parts(
-    tasks_table: TasksTableOption = None,
-    outputs_file: OutputsFileOption = None,
-    coordination_table: CoordinationTableOption = None,
-    again: AgainOption = False,
-    max_writes_per_second: PaceOption = 100.0,
-    start_after: StartAfterOption = None,
-    page_size: PageSizeOption = 500,
-    region: RegionOption = None,
-) -> None:
-    """Give tasks written before the write-sharded tenant and name indexes (decision
-    0053) their tenant part, so that `GET /tasks` lists them. `make deploy` runs it
-    after each deploy; it does the work once per stack (with --coordination-table,
-    as there) and may be run again, or alongside the API: a task that has its part,
-    or is created, changed or deleted meanwhile, is left alone."""
-    _backfill(
-        TENANT_PARTS,
-        tasks_table,
-        outputs_file,
-        coordination_table,
-        again=again,
-        max_writes_per_second=max_writes_per_second,
-        start_after=start_after,
-        page_size=page_size,
-        region=region,
-    )
+admin_app.command(
+    "backfill-name-keys",
+    help="Give tasks written before the name index (decision 0045) their name key, so "
+    "that `GET /tasks?name_prefix=` finds them. `make deploy` runs it after each deploy; "
+    "it does the work once per stack (with --coordination-table, as there) and may be "
+    "run again, or alongside the API: a task that has its key, or is created, changed "
+    "or deleted meanwhile, is left alone.",
+)(_backfill_command(NAME_KEYS))
+admin_app.command(
+    "backfill-tenant-parts",
+    help="Give tasks written before the write-sharded tenant and name indexes (decision "
+    "0053) their tenant part, so that `GET /tasks` lists them. `make deploy` runs it "
+    "after each deploy; it does the work once per stack (with --coordination-table, as "
+    "there) and may be run again, or alongside the API: a task that has its part, or is "
+    "created, changed or deleted meanwhile, is left alone.",
+)(_backfill_command(TENANT_PARTS))
 
 
 def _backfill(

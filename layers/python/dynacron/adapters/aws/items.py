@@ -139,8 +139,6 @@ class PartitionQuery:
     key_value: str
     index: IndexDefinition | None = None
     newest_first: bool = False
-    # Only the items whose index sort key begins with this (``begins_with``).
-    sort_prefix: str | None = None
 
 
 @dataclass(frozen=True)
@@ -174,13 +172,13 @@ def query_page(
 
 
 def _listing(query: PartitionQuery) -> str:
-    listing = f"{query.table}/{query.index.name if query.index else ''}"
-    if query.sort_prefix is None:
-        return listing
-    # A prefix's token resumes that prefix's listing only (named by a digest: a
-    # prefix may be long, and the token must stay within what the API accepts).
-    digest = hashlib.sha256(query.sort_prefix.encode()).hexdigest()[:16]
-    return f"{listing}/{digest}"
+    return f"{query.table}/{query.index.name if query.index else ''}"
+
+
+def short_digest(text: str) -> str:
+    """64 bits of a SHA-256 of ``text``, in hex: what names a tenant or a prefix
+    where its own text would be too long (a token, an index key)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _query_request(query: PartitionQuery, token: str | None) -> dict[str, Any]:
@@ -194,12 +192,6 @@ def _query_request(query: PartitionQuery, token: str | None) -> dict[str, Any]:
     }
     if query.index is not None:
         kwargs["IndexName"] = query.index.name
-    if query.sort_prefix is not None:
-        if query.index is None:
-            raise ValueError("a sort key prefix is only queried on an index")
-        kwargs["KeyConditionExpression"] += " AND begins_with(#sort, :prefix)"
-        kwargs["ExpressionAttributeNames"]["#sort"] = query.index.sort_key.name
-        kwargs["ExpressionAttributeValues"][":prefix"] = {"S": query.sort_prefix}
     start_key = decode_page_token(token, _listing(query))
     if start_key:
         if start_key.get(query.key_name) != {"S": query.key_value}:
@@ -384,9 +376,9 @@ _LAST = "\U0010ffff"
 def _read_part(
     client: DynamoDBClient, part: PartCursor, order: MergeOrder, limit: int, *, from_token: bool
 ) -> None:
-    if not part.buffered:
-        # Everything before ``start`` is on a page or dropped: resume here at worst.
-        part.resumed_from, part.emitted = part.start, None
+    # Called once the part's buffer is empty: everything before ``start`` is on a
+    # page or dropped, so the next page resumes here at worst.
+    part.resumed_from, part.emitted = part.start, None
     kwargs = dict(part.request, Limit=limit)
     if part.start is not None:
         kwargs["ExclusiveStartKey"] = part.start

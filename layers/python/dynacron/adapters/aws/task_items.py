@@ -5,7 +5,6 @@ is told apart (``UnreadableTask``) rather than raised.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import zlib
 from collections.abc import Callable
@@ -13,7 +12,13 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from dynacron.adapters.aws.items import deserializer, from_item, instant_or_none, to_item
+from dynacron.adapters.aws.items import (
+    deserializer,
+    from_item,
+    instant_or_none,
+    short_digest,
+    to_item,
+)
 from dynacron.definitions.resources import (
     DUE_INDEX,
     TENANT_ATTRIBUTE,
@@ -67,12 +72,7 @@ def tenant_part_key(tenant_id: str, part: int) -> str:
     sharing a prefix (one chance in 2^64 a pair) share partitions: a listing then
     reads the other's entries and leaves them out (the item's ``tenant_id`` decides),
     so nothing is shown across tenants."""
-    digest = hashlib.sha256(tenant_id.encode()).hexdigest()[:_TENANT_DIGITS]
-    return f"{digest}#{part}"
-
-
-# The hex digits of a tenant's digest in its parts' keys: 64 bits.
-_TENANT_DIGITS = 16
+    return f"{short_digest(tenant_id)}#{part}"
 
 
 def task_from_item(item: dict[str, Any]) -> Task:

@@ -3,7 +3,6 @@ in order of creation, or from the name index in order of name."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -15,6 +14,7 @@ from dynacron.adapters.aws.items import (
     decode_page_token,
     encode_page_token,
     merged_page,
+    short_digest,
     to_item,
 )
 from dynacron.adapters.aws.task_items import tenant_part, tenant_part_key
@@ -167,12 +167,8 @@ def _listing(table: str, index: IndexDefinition, tenant_id: str, prefix: str | N
     """What a token is bound to: the table, the index, the tenant and the prefix
     (the last two by digest, to keep a token short): another tenant's token, or
     another prefix's, is refused."""
-    listing = f"{table}/{index.name}/{_digest(tenant_id)}"
-    return listing if prefix is None else f"{listing}/{_digest(prefix)}"
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    listing = f"{table}/{index.name}/{short_digest(tenant_id)}"
+    return listing if prefix is None else f"{listing}/{short_digest(prefix)}"
 
 
 def _refused() -> InvalidRequest:
