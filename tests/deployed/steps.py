@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
+
+from dynacron.local.aws import REGION
 from tests.deployed.harness import Deployment
 from tests.support import Delivery, Sink
 
@@ -38,3 +41,40 @@ def delete_tasks(deployed: Deployment, principal: str) -> None:
         for task in items:
             status, body = deployed.api("DELETE", f"/tasks/{task['task_id']}", principal=principal)
             assert status == 204, body
+
+
+def count_under(deployed: Deployment, task_id: str, stale: str) -> str:
+    """Make the task counted under the census key ``stale`` (one an earlier version
+    computed, or a backfill wrote); the key it was counted under."""
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    key = {"task_id": {"S": task_id}}
+    tasks = deployed.settings.tasks_table
+    counted = str(dynamodb.get_item(TableName=tasks, Key=key)["Item"]["census"]["S"])
+    dynamodb.update_item(
+        TableName=tasks,
+        Key=key,
+        UpdateExpression="SET census = :stale",
+        ExpressionAttributeValues={":stale": {"S": stale}},
+    )
+    return counted
+
+
+def counted_as(deployed: Deployment, task_id: str) -> str:
+    """The census key the task is counted under."""
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    item = dynamodb.get_item(
+        TableName=deployed.settings.tasks_table, Key={"task_id": {"S": task_id}}
+    )["Item"]
+    return str(item["census"]["S"])
+
+
+def census_entries(deployed: Deployment, census_key: str) -> list[dict[str, Any]]:
+    """The census entries stored under ``census_key``."""
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    return list(
+        dynamodb.scan(
+            TableName=deployed.settings.executions_table,
+            FilterExpression="execution_id = :key",
+            ExpressionAttributeValues={":key": {"S": census_key}},
+        )["Items"]
+    )

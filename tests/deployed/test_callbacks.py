@@ -27,7 +27,16 @@ from dynacron.definitions.resources import DISPATCH_QUEUE
 from dynacron.local.aws import REGION
 from dynacron.local.gateway import ApiGateway
 from tests.deployed.harness import Deployment
-from tests.deployed.steps import delete_tasks, deliveries_of, executions, register, task_view
+from tests.deployed.steps import (
+    census_entries,
+    count_under,
+    counted_as,
+    delete_tasks,
+    deliveries_of,
+    executions,
+    register,
+    task_view,
+)
 from tests.support import Delivery, Sink
 
 _tenants = itertools.count(1)
@@ -218,17 +227,8 @@ def test_a_reaped_last_attempt_recounts_a_task_counted_under_a_stale_census_key(
     accepted(deployed, principal, sink, task)
     # ...counted under a census key its signature no longer gives (one an earlier
     # version computed, or a backfill wrote)
-    dynamodb = boto3.client("dynamodb", region_name=REGION)
-    tasks = deployed.settings.tasks_table
-    key = {"task_id": {"S": task["task_id"]}}
-    counted = dynamodb.get_item(TableName=tasks, Key=key)["Item"]["census"]["S"]
     stale = "an-earlier-signature-reaped"
-    dynamodb.update_item(
-        TableName=tasks,
-        Key=key,
-        UpdateExpression="SET census = :stale",
-        ExpressionAttributeValues={":stale": {"S": stale}},
-    )
+    counted = count_under(deployed, task["task_id"], stale)
 
     # When its handler never calls back and the reaper dead-letters it, freeing the slot
     report = lease_runs_out(deployed)
@@ -237,13 +237,8 @@ def test_a_reaped_last_attempt_recounts_a_task_counted_under_a_stale_census_key(
     # Then the task is counted under its own key again and the stale entry, now
     # counting nothing, is deleted (the census DeleteItem of the reaper's role)
     assert task_view(deployed, principal, task["task_id"])["running_execution"] is None
-    assert dynamodb.get_item(TableName=tasks, Key=key)["Item"]["census"]["S"] == counted
-    entries = dynamodb.scan(
-        TableName=deployed.settings.executions_table,
-        FilterExpression="execution_id = :stale",
-        ExpressionAttributeValues={":stale": {"S": stale}},
-    )["Items"]
-    assert entries == []
+    assert counted_as(deployed, task["task_id"]) == counted
+    assert census_entries(deployed, stale) == []
 
 
 def test_a_silent_last_attempt_hands_its_slot_to_the_buffered_occurrence(

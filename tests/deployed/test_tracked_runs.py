@@ -21,7 +21,15 @@ import pytest
 from dynacron.definitions.resources import DISPATCH_QUEUE
 from dynacron.local.aws import REGION
 from tests.deployed.harness import Deployment
-from tests.deployed.steps import delete_tasks, executions, register, task_view
+from tests.deployed.steps import (
+    census_entries,
+    count_under,
+    counted_as,
+    delete_tasks,
+    executions,
+    register,
+    task_view,
+)
 from tests.deployed.test_target_roles import queue, role_for, run_once
 
 _tenants = itertools.count(1)
@@ -306,17 +314,8 @@ def test_a_tracked_end_recounts_a_task_counted_under_a_stale_census_key(
     (run,) = states.list_executions(stateMachineArn=machine)["executions"]
     # ...counted under a census key its signature no longer gives (one an earlier
     # version computed, or a backfill wrote), whose entry counts it alone
-    dynamodb = boto3.client("dynamodb", region_name=REGION)
-    tasks = deployed.settings.tasks_table
-    key = {"task_id": {"S": task["task_id"]}}
-    counted = dynamodb.get_item(TableName=tasks, Key=key)["Item"]["census"]["S"]
     stale = "an-earlier-signature"
-    dynamodb.update_item(
-        TableName=tasks,
-        Key=key,
-        UpdateExpression="SET census = :stale",
-        ExpressionAttributeValues={":stale": {"S": stale}},
-    )
+    counted = count_under(deployed, task["task_id"], stale)
 
     # When its run's end reaches the completions function, which frees the slot
     deployed.clock.set(began + THREE_HOURS)
@@ -326,11 +325,5 @@ def test_a_tracked_end_recounts_a_task_counted_under_a_stale_census_key(
     # Then the task is counted under its own key again and the stale entry, now
     # counting nothing, is deleted (the census DeleteItem of the function's role)
     assert task_view(deployed, principal, task["task_id"])["running_execution"] is None
-    item = dynamodb.get_item(TableName=tasks, Key=key)["Item"]
-    assert item["census"]["S"] == counted
-    entries = dynamodb.scan(
-        TableName=deployed.settings.executions_table,
-        FilterExpression="execution_id = :stale",
-        ExpressionAttributeValues={":stale": {"S": stale}},
-    )["Items"]
-    assert entries == []
+    assert counted_as(deployed, task["task_id"]) == counted
+    assert census_entries(deployed, stale) == []
